@@ -1,0 +1,176 @@
+//! The client: configuration, command pool, pub/sub dispatcher and watchdog, shared by clones.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::lock::Lock;
+use crate::pool::Pool;
+use crate::pubsub::PubSub;
+use crate::watchdog::Watchdog;
+
+/// A connection to one Redis deployment, from which locks are made.
+///
+/// Cheap to clone: clones share one command pool, one pub/sub thread and one watchdog thread.
+/// When the last clone (and the last [`Lock`] made from it) is dropped, the threads stop and
+/// every connection is closed.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// let client = redlatch::Client::open("redis://127.0.0.1:6379/")?;
+/// let guard = client.lock("inventory:1000").lock()?;
+/// // critical section
+/// drop(guard);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    /// This client's UUID, the first half of every owner id.
+    pub(crate) id: String,
+    // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
+    pub(crate) watchdog: Watchdog,
+    pub(crate) pubsub: PubSub,
+    pub(crate) pool: Arc<Pool>,
+}
+
+impl Client {
+    /// Connects (lazily) to the server at `url` with default settings.
+    ///
+    /// No connection is made until the first command; a dead server shows up then, as
+    /// [`Error::Connection`](crate::Error::Connection).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an unparsable URL.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = redlatch::Client::open("redis://127.0.0.1:6379/").unwrap();
+    /// assert!(redlatch::Client::open("not a url").is_err());
+    /// ```
+    pub fn open(url: &str) -> Result<Client> {
+        Client::new(Config::builder(url).build()?)
+    }
+
+    /// Creates a client from a checked [`Config`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an address this version
+    /// cannot serve (only plain TCP for now) or when a background thread cannot be spawned.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").pool_size(4).build().unwrap();
+    /// let client = redlatch::Client::new(config).unwrap();
+    /// ```
+    pub fn new(config: Config) -> Result<Client> {
+        let pool = Arc::new(Pool::new(
+            config.info.clone(),
+            config.pool_size,
+            config.connect_timeout,
+            config.response_timeout,
+        )?);
+        let pubsub = PubSub::start(
+            &config.info,
+            config.connect_timeout,
+            config.response_timeout,
+        )?;
+        let watchdog = Watchdog::start(
+            Arc::clone(&pool),
+            config.watchdog_timeout,
+            config.renew_batch_size,
+        )?;
+        let id = uuid::Uuid::new_v4().to_string();
+        log::debug!("redlatch client {id} created");
+        Ok(Client {
+            inner: Arc::new(Inner {
+                config,
+                id,
+                watchdog,
+                pubsub,
+                pool,
+            }),
+        })
+    }
+
+    /// A reentrant lock named `name` (Redisson's `RLock`). Nothing is sent to Redis yet.
+    ///
+    /// The name is checked by each call on the lock: an empty name gives
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("inventory:1000");
+    /// let _guard = lock.lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: &str) -> Lock {
+        Lock::new(self.clone(), name)
+    }
+
+    /// This client's random id: the `<uuid>` in owner ids `"<uuid>:<thread number>"`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert_eq!(client.id().len(), 36);
+    /// ```
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The owner id of the calling thread in this client, as written into lock hashes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert!(client.owner_id().starts_with(client.id()));
+    /// ```
+    pub fn owner_id(&self) -> String {
+        format!("{}:{}", self.inner.id, thread_number())
+    }
+
+    /// The configuration this client was built with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert_eq!(client.config().pool_size(), 16);
+    /// ```
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .finish()
+    }
+}
+
+/// A number for the calling OS thread, given on first use and unique in this process
+/// (Redisson uses the Java thread id in the same place).
+pub(crate) fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local!(static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
+    NUMBER.with(|n| *n)
+}

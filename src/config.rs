@@ -1,0 +1,280 @@
+//! Client configuration.
+
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::error::{Error, Result};
+
+/// The longest duration accepted for any timeout or lease: 100 years would overflow
+/// Redis's millisecond arithmetic nowhere, but is surely a mistake; we cap at 1 year.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Everything a [`Client`](crate::Client) needs to know, checked when built.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> redlatch::Result<()> {
+/// let config = redlatch::Config::builder("redis://127.0.0.1:6379/")
+///     .pool_size(8)
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .build()?;
+/// let client = redlatch::Client::new(config)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub(crate) info: redis::ConnectionInfo,
+    pub(crate) pool_size: usize,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) renew_batch_size: usize,
+}
+
+impl Config {
+    /// Starts a builder for a server at `url` (`redis://[user:pass@]host:port/[db]`).
+    ///
+    /// An invalid URL is reported by [`ConfigBuilder::build`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.watchdog_timeout().as_secs(), 30);
+    /// ```
+    pub fn builder(url: impl IntoConnectionInfo) -> ConfigBuilder {
+        ConfigBuilder {
+            info: url.into_connection_info().map_err(|e| e.to_string()),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(3),
+            response_timeout: Duration::from_secs(3),
+            watchdog_timeout: Duration::from_secs(30),
+            renew_batch_size: 100,
+        }
+    }
+
+    /// The lease given to locks taken without an explicit lease; they are renewed every third of it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.watchdog_timeout(), std::time::Duration::from_secs(30));
+    /// ```
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.watchdog_timeout
+    }
+
+    /// The most command connections a client opens.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.pool_size(), 16);
+    /// ```
+    pub fn pool_size(&self) -> usize {
+        self.pool_size
+    }
+}
+
+/// Builds a [`Config`]; every setter documents its default.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// let config = redlatch::Config::builder("redis://127.0.0.1/")
+///     .response_timeout(Duration::from_millis(500))
+///     .build()
+///     .unwrap();
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct ConfigBuilder {
+    info: std::result::Result<redis::ConnectionInfo, String>,
+    pool_size: usize,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    watchdog_timeout: Duration,
+    renew_batch_size: usize,
+}
+
+impl ConfigBuilder {
+    /// The most command connections the client opens; they are opened on demand.
+    /// Callers wait for a free one at most `connect_timeout`.
+    ///
+    /// Defaults to 16. Must be at least 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").pool_size(4).build().unwrap();
+    /// ```
+    pub fn pool_size(mut self, size: usize) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// How long to wait for a TCP connection (and for a free pooled connection).
+    ///
+    /// Defaults to 3 seconds. Must be non-zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").connect_timeout(Duration::from_secs(1));
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for the reply to one command before the call fails with
+    /// [`Error::Timeout`](crate::Error::Timeout).
+    ///
+    /// Defaults to 3 seconds. Must be non-zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").response_timeout(Duration::from_secs(1));
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// The lease of locks taken without an explicit lease (Redisson's `lockWatchdogTimeout`);
+    /// the watchdog renews them every third of it while their guard lives.
+    ///
+    /// Defaults to 30 seconds. Must be at least 3 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").watchdog_timeout(Duration::from_secs(10));
+    /// ```
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// How many locks one renewal script call renews at most.
+    ///
+    /// Defaults to 100 (as Redisson). Must be between 1 and 10,000.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").renew_batch_size(50);
+    /// ```
+    pub fn renew_batch_size(mut self, size: usize) -> Self {
+        self.renew_batch_size = size;
+        self
+    }
+
+    /// Checks the settings and builds the [`Config`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an unparsable URL, a zero
+    /// pool size, a zero or absurd (over one year) timeout, or a batch size out of range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = redlatch::Config::builder("redis://127.0.0.1/").pool_size(0).build().unwrap_err();
+    /// assert!(err.is_invalid_argument());
+    /// ```
+    pub fn build(self) -> Result<Config> {
+        let info = self
+            .info
+            .map_err(|e| Error::invalid(format!("bad redis URL: {e}")))?;
+        if self.pool_size == 0 {
+            return Err(Error::invalid("pool_size must be at least 1"));
+        }
+        check_duration("connect_timeout", self.connect_timeout)?;
+        check_duration("response_timeout", self.response_timeout)?;
+        check_duration("watchdog_timeout", self.watchdog_timeout)?;
+        if self.watchdog_timeout < Duration::from_millis(3) {
+            return Err(Error::invalid("watchdog_timeout must be at least 3 ms"));
+        }
+        if !(1..=10_000).contains(&self.renew_batch_size) {
+            return Err(Error::invalid(
+                "renew_batch_size must be between 1 and 10000",
+            ));
+        }
+        Ok(Config {
+            info,
+            pool_size: self.pool_size,
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            watchdog_timeout: self.watchdog_timeout,
+            renew_batch_size: self.renew_batch_size,
+        })
+    }
+}
+
+/// Rejects a zero duration or one longer than [`MAX_DURATION`].
+pub(crate) fn check_duration(what: &str, d: Duration) -> Result<()> {
+    if d.is_zero() {
+        return Err(Error::invalid(format!("{what} must be non-zero")));
+    }
+    if d > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "{what} of {d:?} is longer than one year"
+        )));
+    }
+    Ok(())
+}
+
+/// A duration in whole milliseconds for Redis, rounded up so that 1 µs never becomes 0 ms.
+pub(crate) fn millis(d: Duration) -> u64 {
+    let ms = d.as_millis() as u64;
+    if Duration::from_millis(ms) < d {
+        ms + 1
+    } else {
+        ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_settings() {
+        let b = || Config::builder("redis://127.0.0.1/");
+        assert!(b().pool_size(0).build().unwrap_err().is_invalid_argument());
+        assert!(b()
+            .watchdog_timeout(Duration::ZERO)
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(b()
+            .response_timeout(Duration::from_secs(400 * 24 * 3600))
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(b().renew_batch_size(0).build().is_err());
+        assert!(Config::builder("nonsense://x")
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(b().build().is_ok());
+    }
+
+    #[test]
+    fn millis_rounds_up() {
+        assert_eq!(millis(Duration::from_micros(1)), 1);
+        assert_eq!(millis(Duration::from_millis(30_000)), 30_000);
+        assert_eq!(millis(Duration::from_micros(1500)), 2);
+    }
+}

@@ -1,0 +1,123 @@
+//! The crate's error type.
+
+use std::fmt;
+
+/// A specialized `Result` for redlatch operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a redlatch call.
+///
+/// Contention is not an error: `try_*` methods return `Ok(None)` when the lock is taken.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// match client.lock("jobs").unlock() {
+///     Err(e) if e.is_not_held() => println!("this thread held no lock"),
+///     other => other?,
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The calling thread does not hold the lock it tried to release.
+    ///
+    /// The lock is untouched: whoever holds it keeps it.
+    #[error("lock `{name}` is not held by this thread")]
+    NotHeld {
+        /// The lock's name.
+        name: String,
+    },
+    /// A guard's lock was lost: its lease ran out, it was force-unlocked, or a renewal found
+    /// it held by somebody else.
+    ///
+    /// Nothing was deleted: the lock may now belong to another owner.
+    #[error("lock `{name}` was lost (lease expired or force-unlocked) while its guard lived")]
+    LockLost {
+        /// The lock's name.
+        name: String,
+    },
+    /// A wait or a Redis reply did not complete within the configured time.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The key under the lock's name (or a helper key) holds a value of another type.
+    #[error("key `{key}` holds a value of the wrong type for this operation")]
+    WrongType {
+        /// The offending key.
+        key: String,
+    },
+    /// An argument was rejected before anything was sent to Redis.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The connection to Redis could not be made or broke during the call.
+    ///
+    /// The outcome of a command whose reply was lost is unknown.
+    #[error("connection error: {0}")]
+    Connection(#[source] redis::RedisError),
+    /// Redis answered with an error.
+    #[error("redis error: {0}")]
+    Redis(#[source] redis::RedisError),
+    /// Redis answered with a reply this crate does not understand.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+}
+
+impl Error {
+    /// True for [`Error::NotHeld`].
+    pub fn is_not_held(&self) -> bool {
+        matches!(self, Error::NotHeld { .. })
+    }
+
+    /// True for [`Error::LockLost`].
+    pub fn is_lock_lost(&self) -> bool {
+        matches!(self, Error::LockLost { .. })
+    }
+
+    /// True for [`Error::Timeout`].
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout(_))
+    }
+
+    /// True for [`Error::Connection`]: the server is down or unreachable, or a reply was lost.
+    pub fn is_connection(&self) -> bool {
+        matches!(self, Error::Connection(_))
+    }
+
+    /// True for [`Error::WrongType`].
+    pub fn is_wrong_type(&self) -> bool {
+        matches!(self, Error::WrongType { .. })
+    }
+
+    /// True for [`Error::InvalidArgument`].
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(self, Error::InvalidArgument(_))
+    }
+
+    pub(crate) fn invalid(what: impl fmt::Display) -> Error {
+        Error::InvalidArgument(what.to_string())
+    }
+
+    /// Classifies an error of the `redis` crate; `key` names the key the command touched.
+    pub(crate) fn from_redis(err: redis::RedisError, key: &str) -> Error {
+        if err.is_timeout() {
+            return Error::Timeout(format!("no reply from redis in time ({err})"));
+        }
+        if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
+            return Error::Connection(err);
+        }
+        if err.code() == Some("WRONGTYPE") || err.to_string().contains("WRONGTYPE") {
+            return Error::WrongType {
+                key: key.to_owned(),
+            };
+        }
+        Error::Redis(err)
+    }
+
+    /// True when the connection that produced this error must not be reused.
+    pub(crate) fn breaks_connection(&self) -> bool {
+        matches!(self, Error::Connection(_) | Error::Timeout(_))
+    }
+}

@@ -1,0 +1,59 @@
+//! Blocking distributed locks on Redis, wire-compatible with Redisson.
+//!
+//! `redlatch` gives plain-thread Rust programs `std::sync`-style lock guards that work across
+//! processes and machines. A Rust service and a Java service using Redisson can guard the same
+//! resource with the same lock and wake each other.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # fn main() -> redlatch::Result<()> {
+//! let client = redlatch::Client::open("redis://127.0.0.1:6379/")?;
+//! let lock = client.lock("inventory:1000");
+//! {
+//!     let _guard = lock.lock()?; // blocks; renewed by the watchdog while held
+//!     // critical section
+//! } // released: one waiter (per client) is woken by pub/sub
+//! if let Some(guard) = lock.try_lock_for(Duration::from_secs(3))? {
+//!     guard.unlock()?;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # How it works
+//!
+//! Each [`Client`] has a pool of command connections, one pub/sub thread (one connection) that
+//! wakes blocked threads when a lock is released, and one watchdog thread that renews the
+//! leases of all held locks in batches. Waiting threads send nothing to Redis while they wait.
+//!
+//! # Key layout (Redisson's)
+//!
+//! | key | content |
+//! |---|---|
+//! | `name` | HASH: `<client uuid>:<thread number>` → hold count; PEXPIRE = lease |
+//! | `redisson_lock__channel:{name}` | channel: `0` published when the lock is freed |
+//! | `redisson_unlock_latch:{name}:<request id>` | STRING, short-lived: makes a retried unlock idempotent |
+//!
+//! # Differences from `std::sync::Mutex`
+//!
+//! - The lock protects nothing in memory: it is a name in Redis. Guard the data yourself.
+//! - It is reentrant per thread: a thread that holds it can lock again (hold count + 1).
+//! - A hold can be lost: its lease may run out (an explicit lease, or a process paused longer
+//!   than the watchdog timeout), or an operator may force-unlock it. Check
+//!   [`LockGuard::is_lost`] before committing work that must be exclusive.
+//! - Every call can fail (network, server): methods return [`Result`].
+//! - No poisoning: a panic while holding releases the lock in `Drop` like any other exit.
+//! - Guards are not `Send`: the hold belongs to the thread, as in Java.
+
+mod client;
+mod config;
+mod error;
+mod lock;
+mod pool;
+mod pubsub;
+mod scripts;
+mod watchdog;
+
+pub use client::Client;
+pub use config::{Config, ConfigBuilder};
+pub use error::{Error, Result};
+pub use lock::{Lock, LockGuard};

@@ -1,0 +1,36 @@
+//! Locks: the raw protocol layer and the typed API over it.
+
+mod guard;
+mod raw;
+mod reentrant;
+
+pub use guard::LockGuard;
+pub use reentrant::Lock;
+
+/// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag, so that every
+/// helper key and channel of a lock lands in the lock's cluster slot (as Redisson's
+/// `prefixName`).
+pub(crate) fn tagged(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tagged;
+
+    #[test]
+    fn helper_keys_share_the_lock_slot() {
+        assert_eq!(
+            tagged("redisson_lock__channel", "orders"),
+            "redisson_lock__channel:{orders}"
+        );
+        assert_eq!(
+            tagged("redisson_lock__channel", "{user:1}:cart"),
+            "redisson_lock__channel:{user:1}:cart"
+        );
+    }
+}

@@ -1,0 +1,374 @@
+//! The reentrant lock (Redisson's `RLock`): the public, blocking API.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::client::{thread_number, Client};
+use crate::config::{check_duration, MAX_DURATION};
+use crate::error::{Error, Result};
+use crate::lock::guard::LockGuard;
+use crate::lock::raw::{RawLock, Unlocked};
+
+/// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
+///
+/// Ownership belongs to the calling OS thread: the same thread may lock again (the hold count
+/// goes up) and every hold is released by its own guard. Other threads and other clients,
+/// Rust or Java, wait until the last hold is released or its lease runs out.
+///
+/// Made by [`Client::lock`]; cheap to clone.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # fn main() -> redlatch::Result<()> {
+/// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// let lock = client.lock("inventory:1000");
+/// {
+///     let _guard = lock.lock()?; // blocks; the watchdog renews the lease while held
+///     // critical section
+/// } // released here, one waiter woken
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(3))? {
+///     guard.unlock()?; // explicit release that reports errors
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    pub(crate) raw: Arc<RawLock>,
+    pub(crate) lease: Option<Duration>,
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: &str) -> Lock {
+        Lock {
+            raw: Arc::new(RawLock::new(client, name)),
+            lease: None,
+        }
+    }
+
+    /// The lock's name: the Redis key of its hash.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert_eq!(client.lock("orders").name(), "orders");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.raw.name
+    }
+
+    /// This lock with an explicit lease: each acquire sets the key to expire after `lease`
+    /// and the watchdog does not renew it. Without it, the lease is the client's watchdog
+    /// timeout (30 s by default), renewed while the guard lives.
+    ///
+    /// A zero or absurd (over a year) lease is reported by the acquire calls as
+    /// [`Error::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.lock("x").with_lease(Duration::from_secs(10)).lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_lease(mut self, lease: Duration) -> Lock {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// Acquires the lock, blocking the calling thread until it is held.
+    ///
+    /// The thread waits for the unlock message on the lock's channel (no polling); each wait
+    /// is bounded by the lock's remaining lease, so even a lost message costs one lease at most.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] (empty name, bad lease), [`Error::WrongType`] (the key is
+    /// not a lock), [`Error::Connection`] or [`Error::Timeout`] (Redis unreachable).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.lock("reports").lock()?;
+    /// assert_eq!(client.lock("reports").hold_count()?, 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self) -> Result<LockGuard> {
+        match self.acquire(None)? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("a wait without deadline only ends in a guard"),
+        }
+    }
+
+    /// Acquires the lock if it is free (or already held by this thread); never waits.
+    ///
+    /// Returns `Ok(None)` when another owner holds it.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// match client.lock("nightly-job").try_lock()? {
+    ///     Some(_guard) => { /* run the job */ }
+    ///     None => println!("another worker runs it"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Some(Instant::now()))
+    }
+
+    /// Acquires the lock, waiting at most `wait`. Returns `Ok(None)` if the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a zero wait (use [`try_lock`](Self::try_lock)) or one
+    /// over a year; otherwise as [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// if let Some(_guard) = client.lock("cache-refresh").try_lock_for(Duration::from_secs(3))? {
+    ///     // refresh
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        check_duration("wait", wait)?;
+        self.try_lock_until(Instant::now() + wait)
+    }
+
+    /// Acquires the lock, waiting at most until `deadline` (a deadline in the past makes one
+    /// attempt). Returns `Ok(None)` if the deadline passed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a deadline more than a year away; otherwise as
+    /// [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, Instant};
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let deadline = Instant::now() + Duration::from_millis(250);
+    /// let guard = client.lock("a").try_lock_until(deadline)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard>> {
+        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
+            return Err(Error::invalid("deadline is more than one year away"));
+        }
+        self.acquire(Some(deadline))
+    }
+
+    /// Releases one hold of the calling thread without a guard: for holds kept past their
+    /// guard with [`LockGuard::leak`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] if this thread holds no hold of the lock (the lock is untouched,
+    /// whoever holds it).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("a");
+    /// lock.lock()?.leak();
+    /// // ... later, on the same thread:
+    /// lock.unlock()?;
+    /// assert!(lock.unlock().unwrap_err().is_not_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn unlock(&self) -> Result<()> {
+        self.raw.check_name()?;
+        let owner = self.owner();
+        self.raw
+            .client
+            .inner
+            .watchdog
+            .unwatch_key(&self.raw.name, &owner);
+        match self.raw.unlock(&owner, self.lease_or_default())? {
+            Unlocked::NotHeld => Err(Error::NotHeld {
+                name: self.name().to_owned(),
+            }),
+            Unlocked::StillHeld | Unlocked::Released => Ok(()),
+        }
+    }
+
+    /// Deletes the lock whoever holds it and wakes a waiter. Returns whether it was held.
+    ///
+    /// For operators breaking a stuck lock: the evicted holder's guard reports it as lost at
+    /// its next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a lock (it is left alone), connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let was_held = client.lock("stuck").force_unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn force_unlock(&self) -> Result<bool> {
+        self.raw.check_name()?;
+        self.raw.force_unlock()
+    }
+
+    /// Whether anybody holds the lock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("a");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.is_locked()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        self.raw
+            .query(redis::cmd("EXISTS").arg(self.name()))
+            .map(|n: i64| n == 1)
+    }
+
+    /// Whether the calling thread holds the lock.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("a");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.is_held_by_current_thread()?);
+    /// # Ok(()) }
+    /// ```
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        self.raw
+            .query(redis::cmd("HEXISTS").arg(self.name()).arg(&*self.owner()))
+    }
+
+    /// How many holds the calling thread has on the lock (0 if none).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("a");
+    /// let (g1, g2) = (lock.lock()?, lock.lock()?);
+    /// assert_eq!(lock.hold_count()?, 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_count(&self) -> Result<u32> {
+        self.raw
+            .query(redis::cmd("HGET").arg(self.name()).arg(&*self.owner()))
+            .map(|n: Option<u32>| n.unwrap_or(0))
+    }
+
+    /// Time until the lock's lease runs out; `None` if nobody holds it.
+    /// A key without expiry (never written by redlatch or Redisson) reports `Duration::MAX`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("a");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.remaining_lease()?.unwrap().as_secs() <= 30);
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let ms: i64 = self.raw.query(redis::cmd("PTTL").arg(self.name()))?;
+        Ok(match ms {
+            -2 => None,
+            ms if ms < 0 => Some(Duration::MAX),
+            ms => Some(Duration::from_millis(ms as u64)),
+        })
+    }
+
+    fn owner(&self) -> Arc<str> {
+        Arc::from(format!("{}:{}", self.raw.client.inner.id, thread_number()))
+    }
+
+    fn lease_or_default(&self) -> Duration {
+        self.lease
+            .unwrap_or(self.raw.client.inner.config.watchdog_timeout)
+    }
+
+    /// The one acquire path: tries, then waits on the lock's channel until `deadline`
+    /// (forever when `None`). Every successful path ends in [`LockGuard::new`].
+    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
+        self.raw.check_name()?;
+        if let Some(lease) = self.lease {
+            check_duration("lease", lease)?;
+        }
+        let owner = self.owner();
+        let lease = self.lease_or_default();
+        let attempt = || -> Result<std::result::Result<LockGuard, Duration>> {
+            let sent_at = Instant::now();
+            Ok(match self.raw.acquire(&owner, lease)? {
+                None => Ok(LockGuard::new(self.clone(), Arc::clone(&owner), sent_at)),
+                // No expiry (a foreign key without TTL): re-check at the watchdog period.
+                Some(ms) if ms < 0 => Err(self.raw.client.inner.config.watchdog_timeout),
+                Some(ms) => Err(Duration::from_millis(ms as u64)),
+            })
+        };
+        let mut ttl = match attempt()? {
+            Ok(guard) => return Ok(Some(guard)),
+            Err(ttl) => ttl,
+        };
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
+        // Register first, re-try once the subscription is confirmed, then block: an unlock
+        // published in between wakes us, and an unlock before the re-try is seen by it.
+        let mut waiter = self.raw.client.inner.pubsub.register(&self.raw.channel);
+        loop {
+            let bound = Instant::now() + ttl;
+            waiter.wait_until(deadline.map_or(bound, |d| d.min(bound)));
+            match attempt()? {
+                Ok(guard) => {
+                    waiter.succeeded();
+                    return Ok(Some(guard));
+                }
+                Err(next) => ttl = next,
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.raw.name)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}

@@ -1,0 +1,333 @@
+//! The watchdog: one thread renews the leases of every lock held without an explicit lease.
+//!
+//! Every held lock is an entry renewed every `lease / 3`. The thread keeps one min-heap of
+//! due times (a timer queue; all entries share one period, so one heap is all the wheel we
+//! need), wakes at the earliest, takes every entry due within the next `period / 8` (so
+//! renewals coalesce into full batches), and renews them `batch` at a time in one script call
+//! each. A lock whose renewal reports "not held" is marked lost and dropped; a lock whose
+//! renewals keep failing is marked lost once its lease must have run out.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::millis;
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::scripts;
+
+/// Handle kept by the client; dropping it stops the thread.
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    pool: Arc<Pool>,
+    lease: Duration,
+    period: Duration,
+    batch: usize,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<u64, Entry>,
+    by_key: HashMap<(Arc<str>, Arc<str>), u64>,
+    due: BinaryHeap<Reverse<(Instant, u64)>>,
+    next_id: u64,
+    shutdown: bool,
+}
+
+struct Entry {
+    name: Arc<str>,
+    owner: Arc<str>,
+    holds: u32,
+    lost: Arc<AtomicBool>,
+    /// When the lease was last known to be set in Redis (acquire or renewal reply).
+    last_ok: Instant,
+}
+
+/// What a guard keeps of its watchdog entry.
+pub(crate) struct Watch {
+    pub(crate) id: u64,
+    pub(crate) lost: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    pub(crate) fn start(pool: Arc<Pool>, lease: Duration, batch: usize) -> Result<Watchdog> {
+        let shared = Arc::new(Shared {
+            pool,
+            lease,
+            period: lease / 3,
+            batch,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("redlatch-watchdog".into())
+            .spawn(move || thread_shared.run())
+            .map_err(|e| Error::invalid(format!("cannot spawn the watchdog thread: {e}")))?;
+        Ok(Watchdog {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Starts (or, for a reentrant hold, joins) the renewal of `name` held by `owner`.
+    /// `acquired_at` is when the acquire was sent: the lease runs from no earlier than that.
+    pub(crate) fn watch(&self, name: &Arc<str>, owner: &Arc<str>, acquired_at: Instant) -> Watch {
+        let mut st = self.shared.state.lock();
+        let key = (Arc::clone(name), Arc::clone(owner));
+        if let Some(&id) = st.by_key.get(&key) {
+            let entry = st.entries.get_mut(&id).expect("by_key and entries agree");
+            entry.holds += 1;
+            entry.last_ok = entry.last_ok.max(acquired_at);
+            return Watch {
+                id,
+                lost: Arc::clone(&entry.lost),
+            };
+        }
+        let id = st.next_id;
+        st.next_id += 1;
+        let lost = Arc::new(AtomicBool::new(false));
+        st.entries.insert(
+            id,
+            Entry {
+                name: Arc::clone(name),
+                owner: Arc::clone(owner),
+                holds: 1,
+                lost: Arc::clone(&lost),
+                last_ok: acquired_at,
+            },
+        );
+        st.by_key.insert(key, id);
+        let due = acquired_at + self.shared.period;
+        let earliest = st.due.peek().is_none_or(|Reverse((at, _))| due < *at);
+        st.due.push(Reverse((due, id)));
+        drop(st);
+        if earliest {
+            self.shared.changed.notify_one();
+        }
+        Watch { id, lost }
+    }
+
+    /// Releases one hold of the entry `id`; at zero the lock is no longer renewed.
+    pub(crate) fn unwatch(&self, id: u64) {
+        let mut st = self.shared.state.lock();
+        st.release(id);
+    }
+
+    /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and owner.
+    pub(crate) fn unwatch_key(&self, name: &Arc<str>, owner: &Arc<str>) {
+        let mut st = self.shared.state.lock();
+        if let Some(&id) = st.by_key.get(&(Arc::clone(name), Arc::clone(owner))) {
+            st.release(id);
+        }
+    }
+
+    /// Number of locks being renewed.
+    #[allow(dead_code)]
+    pub(crate) fn len(&self) -> usize {
+        self.shared.state.lock().entries.len()
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.shared.state.lock().shutdown = true;
+        self.shared.changed.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl State {
+    fn release(&mut self, id: u64) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return; // lost already, or released by another path
+        };
+        entry.holds -= 1;
+        if entry.holds == 0 {
+            self.remove(id);
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let entry = self.entries.remove(&id)?;
+        self.by_key
+            .remove(&(Arc::clone(&entry.name), Arc::clone(&entry.owner)));
+        Some(entry)
+    }
+
+    /// Pops the ids of live entries due by `horizon`, at most `max`.
+    fn take_due(&mut self, horizon: Instant, max: usize) -> Vec<u64> {
+        let mut ids = Vec::new();
+        while ids.len() < max {
+            match self.due.peek() {
+                Some(Reverse((at, _))) if *at <= horizon => {}
+                _ => break,
+            }
+            let Reverse((_, id)) = self.due.pop().expect("peeked");
+            if self.entries.contains_key(&id) {
+                ids.push(id);
+            }
+        }
+        ids
+    }
+}
+
+impl Shared {
+    fn run(&self) {
+        let slack = self.period / 8;
+        let mut st = self.state.lock();
+        loop {
+            if st.shutdown {
+                return;
+            }
+            let now = Instant::now();
+            let ids = st.take_due(now + slack, self.batch);
+            if ids.is_empty() {
+                match st.due.peek() {
+                    Some(Reverse((at, _))) => {
+                        let at = *at;
+                        if at > now + slack {
+                            self.changed.wait_until(&mut st, at - slack);
+                        }
+                    }
+                    None => self.changed.wait(&mut st),
+                }
+                continue;
+            }
+            let batch: Vec<(Arc<str>, Arc<str>)> = ids
+                .iter()
+                .map(|id| {
+                    let e = &st.entries[id];
+                    (Arc::clone(&e.name), Arc::clone(&e.owner))
+                })
+                .collect();
+            drop(st);
+            let sent_at = Instant::now();
+            let result = self.renew(&batch);
+            st = self.state.lock();
+            self.apply(&mut st, &ids, sent_at, result);
+        }
+    }
+
+    fn renew(&self, batch: &[(Arc<str>, Arc<str>)]) -> Result<Vec<i64>> {
+        let mut inv = scripts::LOCK_RENEW.prepare_invoke();
+        inv.arg(millis(self.lease));
+        for (name, owner) in batch {
+            inv.key(&**name);
+            inv.arg(&**owner);
+        }
+        self.pool.run(&batch[0].0, |c| inv.invoke(c))
+    }
+
+    fn apply(&self, st: &mut State, ids: &[u64], sent_at: Instant, result: Result<Vec<i64>>) {
+        let now = Instant::now();
+        match result {
+            Ok(held) if held.len() == ids.len() => {
+                for (&id, ok) in ids.iter().zip(held) {
+                    if ok == 1 {
+                        if let Some(e) = st.entries.get_mut(&id) {
+                            e.last_ok = sent_at;
+                            st.due.push(Reverse((sent_at + self.period, id)));
+                        }
+                    } else if let Some(e) = st.remove(id) {
+                        e.lost.store(true, Ordering::Release);
+                        log::warn!(
+                            "lock `{}` (owner {}) is no longer held: renewal stopped, guard marked lost",
+                            e.name,
+                            e.owner
+                        );
+                    }
+                }
+            }
+            other => {
+                let why = match other {
+                    Ok(v) => format!("reply of {} items for {} locks", v.len(), ids.len()),
+                    Err(e) => e.to_string(),
+                };
+                // Retry soon; give up on a lock once its lease must have run out.
+                let retry = now + (self.period / 4).max(Duration::from_millis(1));
+                for &id in ids {
+                    let Some(e) = st.entries.get(&id) else {
+                        continue;
+                    };
+                    if now.duration_since(e.last_ok) >= self.lease {
+                        let e = st.remove(id).expect("present");
+                        e.lost.store(true, Ordering::Release);
+                        log::warn!(
+                            "lock `{}` (owner {}) lost: renewals failed for its whole lease ({why})",
+                            e.name,
+                            e.owner
+                        );
+                    } else {
+                        log::warn!("renewal of lock `{}` failed, retrying: {why}", e.name);
+                        st.due.push(Reverse((retry, id)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state_with(due: &[(u64, u64)]) -> (State, Instant) {
+        let t0 = Instant::now();
+        let mut st = State::default();
+        for &(id, ms) in due {
+            let name: Arc<str> = Arc::from(format!("l{id}"));
+            let owner: Arc<str> = Arc::from("o");
+            st.entries.insert(
+                id,
+                Entry {
+                    name: Arc::clone(&name),
+                    owner: Arc::clone(&owner),
+                    holds: 1,
+                    lost: Arc::new(AtomicBool::new(false)),
+                    last_ok: t0,
+                },
+            );
+            st.by_key.insert((name, owner), id);
+            st.due.push(Reverse((t0 + Duration::from_millis(ms), id)));
+        }
+        (st, t0)
+    }
+
+    #[test]
+    fn take_due_returns_due_entries_in_order_up_to_batch() {
+        let (mut st, t0) = state_with(&[(1, 30), (2, 10), (3, 20), (4, 500)]);
+        let horizon = t0 + Duration::from_millis(100);
+        assert_eq!(st.take_due(horizon, 2), vec![2, 3]);
+        assert_eq!(st.take_due(horizon, 2), vec![1]);
+        assert!(st.take_due(horizon, 2).is_empty());
+        assert_eq!(st.due.len(), 1);
+    }
+
+    #[test]
+    fn released_entries_are_skipped_and_reentrant_holds_counted() {
+        let (mut st, t0) = state_with(&[(1, 10), (2, 20)]);
+        st.entries.get_mut(&1).unwrap().holds = 2;
+        st.release(1);
+        st.release(2);
+        assert!(st.entries.contains_key(&1));
+        assert!(!st.entries.contains_key(&2));
+        assert!(st.by_key.len() == 1);
+        assert_eq!(st.take_due(t0 + Duration::from_secs(1), 10), vec![1]);
+        st.release(1);
+        assert!(st.entries.is_empty() && st.by_key.is_empty());
+    }
+}

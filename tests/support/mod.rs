@@ -1,0 +1,282 @@
+//! Shared integration-test harness: real `redis-server` processes on free loopback ports.
+//!
+//! Each [`RedisServer`] owns its process and a temp dir (holding `redis.log`); both are cleaned up on
+//! drop. Fault tests may [`kill`](RedisServer::kill), [`restart`](RedisServer::restart),
+//! [`stop`](RedisServer::stop) and [`cont`](RedisServer::cont) their own servers only.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long a freshly started server has to answer `PING`.
+const START_DEADLINE: Duration = Duration::from_secs(10);
+/// How many fresh ports to try when the picked one was taken before the server bound it.
+const PORT_ATTEMPTS: usize = 5;
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A `redis-server` child process on `127.0.0.1`, killed (SIGKILL) and its temp dir removed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    extra_args: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a server with the default arguments, panicking (with its log) if it does not answer `PING`.
+    pub fn new() -> Self {
+        Self::with_args(&[])
+    }
+
+    /// Starts a server with extra command-line arguments, e.g. `&["--maxclients", "10"]`.
+    pub fn with_args(extra_args: &[&str]) -> Self {
+        let extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
+        let mut last_log = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_port();
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!(
+                "redlatch-test-{}-{}-{}",
+                std::process::id(),
+                n,
+                port
+            ));
+            std::fs::create_dir_all(&dir).expect("create redis temp dir");
+            let mut server = RedisServer {
+                child: None,
+                port,
+                dir,
+                extra_args: extra_args.clone(),
+            };
+            server.spawn();
+            match server.wait_for_ping() {
+                Ok(()) => return server,
+                // Most likely the port was taken between picking and binding: try another one.
+                Err(log) => last_log = log,
+            }
+        }
+        panic!("redis-server did not answer PING after {PORT_ATTEMPTS} attempts; last log:\n{last_log}");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `redis://127.0.0.1:P/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid redis url")
+    }
+
+    /// A raw connection, for inspecting server state independently of the code under test.
+    pub fn conn(&self) -> redis::Connection {
+        self.client()
+            .get_connection()
+            .expect("connect to test redis-server")
+    }
+
+    /// Process id of the running server; panics if it was killed.
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .expect("redis-server is not running")
+            .id()
+    }
+
+    /// SIGKILLs the server and reaps it. Idempotent.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server if still running, then starts it again on the same port with the same
+    /// arguments and waits for `PING`.
+    pub fn restart(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + START_DEADLINE;
+        loop {
+            self.spawn();
+            match self.wait_for_ping() {
+                Ok(()) => return,
+                // The old socket may linger briefly; retry until the deadline.
+                Err(log) if Instant::now() >= deadline => {
+                    panic!(
+                        "redis-server did not restart on port {}; log:\n{log}",
+                        self.port
+                    )
+                }
+                Err(_) => thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    /// Pauses the server with SIGSTOP: connections stay open but nothing is answered.
+    pub fn stop(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Resumes a server paused by [`stop`](Self::stop) (SIGCONT).
+    pub fn cont(&self) {
+        self.signal("-CONT");
+    }
+
+    /// Contents of the server's log file (empty if not written yet).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {sig} {} failed", self.pid());
+    }
+
+    fn spawn(&mut self) {
+        let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".to_string());
+        let port = self.port.to_string();
+        let log = self.dir.join("redis.log");
+        // Config errors go to stderr before the log file is opened: keep them for failure messages.
+        let stdio = std::fs::File::create(self.dir.join("stdio.log")).expect("create stdio.log");
+        let stdio2 = stdio.try_clone().expect("clone stdio.log handle");
+        let child = Command::new(&bin)
+            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--port", &port])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(&log)
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(stdio)
+            .stderr(stdio2)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start `{bin}`: {e}. Integration tests need a redis-server binary: \
+                     install it (`apt-get install -y redis-server`) or set REDIS_SERVER_BIN=/path/to/redis-server"
+                )
+            });
+        self.child = Some(child);
+    }
+
+    /// Waits until the server answers `PING`; on failure kills it and returns its log and stdio.
+    fn wait_for_ping(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + START_DEADLINE;
+        while Instant::now() < deadline {
+            if ping(self.addr()) {
+                return Ok(());
+            }
+            let exited = self
+                .child
+                .as_mut()
+                .is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+        let stdio = std::fs::read_to_string(self.dir.join("stdio.log")).unwrap_or_default();
+        Err(format!("{}\n--- stdout/stderr ---\n{stdio}", self.log()))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A loopback port that was free a moment ago.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Sends a raw RESP `PING` and checks for `+PONG`.
+fn ping(addr: SocketAddr) -> bool {
+    let attempt = || -> std::io::Result<bool> {
+        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
+        stream.set_read_timeout(Some(Duration::from_millis(500)))?;
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n")?;
+        let mut buf = [0u8; 7];
+        stream.read_exact(&mut buf)?;
+        Ok(&buf == b"+PONG\r\n")
+    };
+    attempt().unwrap_or(false)
+}
+
+/// `total_commands_processed` from `INFO stats` (counts the `INFO` itself too).
+pub fn count_commands(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(conn)
+        .expect("INFO stats");
+    info_field(&info, "total_commands_processed:")
+        .and_then(|v| v.parse().ok())
+        .expect("total_commands_processed in INFO stats")
+}
+
+/// Lines of `CLIENT LIST`, one per connected client.
+pub fn client_list(conn: &mut redis::Connection) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(conn)
+        .expect("CLIENT LIST");
+    list.lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// How often command `name` (case-insensitive, e.g. `"evalsha"`) was called, from `INFO commandstats`;
+/// 0 if it was never called.
+pub fn command_calls(conn: &mut redis::Connection, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{}:", name.to_ascii_lowercase());
+    info_field(&info, &prefix)
+        .and_then(|stats| stats.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn info_field<'a>(info: &'a str, prefix: &str) -> Option<&'a str> {
+    info.lines().find_map(|l| l.trim_end().strip_prefix(prefix))
+}
+
+/// Polls `f` every 5 ms until it returns true or `timeout` elapses; returns the last result.
+///
+/// For observing raw server state (e.g. a key expiring, a client disconnecting) only: never use it to
+/// wait on the crate's own behaviour, which tests must synchronise on through its API.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
