@@ -132,10 +132,4 @@ impl Pool {
         drop(stale);
         self.freed.notify_all();
     }
-
-    /// Connections this pool has open now (idle or in use).
-    #[cfg(test)]
-    pub(crate) fn open(&self) -> usize {
-        self.state.lock().open
-    }
 }
