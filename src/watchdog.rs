@@ -196,12 +196,11 @@ impl Shared {
             let now = Instant::now();
             let ids = st.take_due(now + slack, self.batch);
             if ids.is_empty() {
+                // Sleep until the earliest entry is due; it and all due within `slack`
+                // after it are then renewed together.
                 match st.due.peek() {
-                    Some(Reverse((at, _))) => {
-                        let at = *at;
-                        if at > now + slack {
-                            self.changed.wait_until(&mut st, at - slack);
-                        }
+                    Some(&Reverse((at, _))) => {
+                        self.changed.wait_until(&mut st, at);
                     }
                     None => self.changed.wait(&mut st),
                 }

@@ -1,0 +1,147 @@
+//! Redisson wire compatibility, checked on raw Redis state.
+
+mod support;
+
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::Client;
+use support::{wait_until, RedisServer};
+
+/// Number of subscribers the server counts on `channel`.
+fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(conn)
+        .unwrap();
+    reply.1
+}
+
+#[test]
+fn hash_field_is_owner_and_pttl_is_watchdog_timeout() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client.lock("wire:layout").lock().unwrap();
+    let mut raw = server.conn();
+    let kind: String = redis::cmd("TYPE")
+        .arg("wire:layout")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(kind, "hash");
+    let fields: Vec<(String, String)> = raw.hgetall("wire:layout").unwrap();
+    let owner = client.owner_id();
+    assert_eq!(fields, vec![(owner.clone(), "1".to_owned())]);
+    let (uuid, thread) = owner.rsplit_once(':').unwrap();
+    assert_eq!(uuid, client.id());
+    assert!(uuid::Uuid::parse_str(uuid).is_ok() && thread.parse::<u64>().is_ok());
+    let pttl: i64 = raw.pttl("wire:layout").unwrap();
+    assert!((29_000..=30_000).contains(&pttl), "pttl {pttl}");
+    drop(guard);
+}
+
+#[test]
+fn unlock_publishes_zero_on_the_lock_channel() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client.lock("wire:pub").lock().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let mut sub_conn = server.conn();
+    let listener = std::thread::spawn(move || {
+        let mut ps = sub_conn.as_pubsub();
+        ps.subscribe("redisson_lock__channel:{wire:pub}").unwrap();
+        tx.send(()).unwrap();
+        ps.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let msg = ps.get_message().unwrap();
+        (
+            msg.get_channel_name().to_owned(),
+            msg.get_payload::<String>().unwrap(),
+        )
+    });
+    rx.recv().unwrap();
+    drop(guard);
+    let (channel, payload) = listener.join().unwrap();
+    assert_eq!(channel, "redisson_lock__channel:{wire:pub}");
+    assert_eq!(payload, "0");
+}
+
+#[test]
+fn unlock_latch_makes_a_retried_unlock_idempotent() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let lock = client.lock("wire:latch");
+    let g1 = lock.lock().unwrap();
+    let g2 = lock.lock().unwrap();
+    g2.leak();
+    let owner = client.owner_id();
+    let unlock = redis::Script::new(include_str!("../lua/lock_unlock.lua"));
+    let latch = "redisson_unlock_latch:{wire:latch}:0123456789abcdef";
+    let mut raw = server.conn();
+    let run = |raw: &mut redis::Connection| -> Option<i64> {
+        unlock
+            .key("wire:latch")
+            .key("redisson_lock__channel:{wire:latch}")
+            .key(latch)
+            .arg(0)
+            .arg(30_000)
+            .arg(&owner)
+            .arg("PUBLISH")
+            .arg(5_000)
+            .invoke(raw)
+            .unwrap()
+    };
+    assert_eq!(
+        run(&mut raw),
+        Some(0),
+        "first call releases one of two holds"
+    );
+    assert_eq!(run(&mut raw), Some(0), "the retry answers the same");
+    assert_eq!(lock.hold_count().unwrap(), 1, "and released nothing more");
+    let latch_ttl: i64 = raw.pttl(latch).unwrap();
+    assert!(
+        latch_ttl > 0 && latch_ttl <= 5_000,
+        "latch is short-lived: {latch_ttl}"
+    );
+    drop(g1);
+    assert!(!lock.is_locked().unwrap());
+}
+
+#[test]
+fn foreign_owner_excludes_us_and_its_unlock_wakes_our_waiter() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    // What a Java Redisson client writes for lock("wire:java") on its thread 57.
+    let java_owner = "3f1a7c1e-0000-4000-8000-00000000beef:57";
+    let _: () = raw.hset("wire:java", java_owner, 1).unwrap();
+    let _: () = raw.pexpire("wire:java", 30_000).unwrap();
+    let lock = client.lock("wire:java");
+    assert!(lock.try_lock().unwrap().is_none());
+    assert!(lock.is_locked().unwrap());
+    let waiter = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            let guard = lock.lock().unwrap();
+            let at = Instant::now();
+            drop(guard);
+            at
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || numsub(
+        &mut raw,
+        "redisson_lock__channel:{wire:java}"
+    ) == 1));
+    // Redisson's unlock of its last hold: delete, publish 0.
+    let released_at = Instant::now();
+    let _: () = raw.del("wire:java").unwrap();
+    let _: () = raw
+        .publish("redisson_lock__channel:{wire:java}", "0")
+        .unwrap();
+    let acquired_at = waiter.join().unwrap();
+    let latency = acquired_at - released_at;
+    assert!(
+        latency < Duration::from_millis(50),
+        "woken after {latency:?}"
+    );
+}
