@@ -16,11 +16,13 @@ local val = redis.call('get', KEYS[3]);
 if val ~= false then
     return tonumber(val);
 end;
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
+-- HGET instead of Redisson's HEXISTS + HINCRBY: same outcome, one call less on the last hold.
+local count = redis.call('hget', KEYS[1], ARGV[3]);
+if count == false then
     return nil;
 end;
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if (counter > 0) then
+if tonumber(count) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1);
     redis.call('pexpire', KEYS[1], ARGV[2]);
     redis.call('set', KEYS[3], 0, 'px', ARGV[5]);
     return 0;
