@@ -5,16 +5,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config};
-use support::{wait_until, RedisServer};
-
-fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(conn)
-        .unwrap();
-    reply.1
-}
+use support::{numsub, wait_until, RedisServer};
 
 fn quick_client(server: &RedisServer) -> Client {
     let config = Config::builder(server.url().as_str())

@@ -7,16 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config};
-use support::{command_calls, count_commands, wait_until, RedisServer};
-
-fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(conn)
-        .unwrap();
-    reply.1
-}
+use support::{command_calls, count_commands, numsub, wait_until, RedisServer};
 
 /// Subscriptions of every client connection (the `sub=` field of CLIENT LIST).
 fn total_subscriptions(conn: &mut redis::Connection) -> i64 {

@@ -7,17 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::Client;
-use support::{wait_until, RedisServer};
-
-/// Number of subscribers the server counts on `channel`.
-fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(conn)
-        .unwrap();
-    reply.1
-}
+use support::{numsub, wait_until, RedisServer};
 
 #[test]
 fn hash_field_is_owner_and_pttl_is_watchdog_timeout() {

@@ -280,3 +280,13 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Number of subscribers the server counts on `channel` (`PUBSUB NUMSUB`).
+pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(conn)
+        .expect("PUBSUB NUMSUB");
+    reply.1
+}
