@@ -44,8 +44,9 @@ pub(crate) struct Inner {
 impl Client {
     /// Connects (lazily) to the server at `url` with default settings.
     ///
-    /// No connection is made until the first command; a dead server shows up then, as
-    /// [`Error::Connection`](crate::Error::Connection).
+    /// Command connections open on first use, so a dead server shows up at the first call, as
+    /// [`Error::Connection`](crate::Error::Connection); the pub/sub thread connects in the
+    /// background and keeps retrying.
     ///
     /// # Errors
     ///

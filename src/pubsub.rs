@@ -129,7 +129,8 @@ impl PubSub {
             channel: channel.to_owned(),
             id,
             rx,
-            pass_on: true,
+            unused_wake: false,
+            succeeded: false,
         }
     }
 
@@ -139,8 +140,15 @@ impl PubSub {
         self.shared.reconnects.load(Ordering::Relaxed)
     }
 
-    fn unregister(&self, channel: &str, id: u64, had_token: bool) {
+    /// Removes waiter `id`. Unless it `succeeded`, a wake-up it got and did not use (still in
+    /// its slot, or taken but not followed by a completed attempt) goes to another waiter: it
+    /// may be the one an unlock meant for somebody. The slot is checked under the registry
+    /// lock, so a message the reader routes concurrently is seen here or not given to us.
+    fn unregister(&self, waiter: &Waiter<'_>) {
         let mut reg = self.shared.registry.lock();
+        let token = waiter.rx.try_recv().is_ok();
+        let owed = !waiter.succeeded && (token || waiter.unused_wake);
+        let (channel, id) = (waiter.channel.as_str(), waiter.id);
         let Registry {
             writer, channels, ..
         } = &mut *reg;
@@ -149,8 +157,7 @@ impl PubSub {
             return;
         };
         chan.waiters.retain(|(w, _)| *w != id);
-        if had_token {
-            // The wake-up this waiter did not use may be the one an unlock meant for somebody.
+        if owed {
             wake_one(chan);
         }
         if chan.waiters.is_empty() {
@@ -258,12 +265,24 @@ impl Shared {
 
     fn connect(&self) -> Result<TcpStream> {
         let io = |e: std::io::Error| Error::Connection(e.into());
-        let addr = (self.host.as_str(), self.port)
+        let mut last = None;
+        let mut connected = None;
+        for addr in (self.host.as_str(), self.port)
             .to_socket_addrs()
             .map_err(io)?
-            .next()
-            .ok_or_else(|| Error::invalid(format!("cannot resolve {}", self.host)))?;
-        let stream = TcpStream::connect_timeout(&addr, self.connect_timeout).map_err(io)?;
+        {
+            match TcpStream::connect_timeout(&addr, self.connect_timeout) {
+                Ok(s) => {
+                    connected = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = connected.ok_or_else(|| match last {
+            Some(e) => io(e),
+            None => Error::invalid(format!("cannot resolve {}", self.host)),
+        })?;
         stream.set_nodelay(true).map_err(io)?;
         if let Some(password) = &self.password {
             let mut auth = redis::cmd("AUTH");
@@ -295,7 +314,12 @@ impl Shared {
         if reg.shutdown {
             return None;
         }
-        reg.writer = stream.try_clone().ok();
+        // A server that stops reading must not block registrations (and the registry mutex)
+        // for longer than a reply may take: a write that times out counts as a disconnect.
+        reg.writer = stream
+            .try_clone()
+            .ok()
+            .filter(|w| w.set_write_timeout(Some(self.response_timeout)).is_ok());
         let Registry {
             writer, channels, ..
         } = &mut *reg;
@@ -389,25 +413,34 @@ pub(crate) struct Waiter<'a> {
     channel: String,
     id: u64,
     rx: Receiver<()>,
-    pass_on: bool,
+    /// Took a wake-up from its slot and has not completed an attempt since.
+    unused_wake: bool,
+    succeeded: bool,
 }
 
 impl Waiter<'_> {
-    /// Blocks until woken or until `deadline`; true if woken.
-    pub(crate) fn wait_until(&self, deadline: Instant) -> bool {
-        self.rx.recv_deadline(deadline).is_ok()
+    /// Blocks until woken or until `deadline`; true if woken. The caller reports the
+    /// attempt that follows with [`attempted`](Self::attempted).
+    pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
+        let woken = self.rx.recv_deadline(deadline).is_ok();
+        self.unused_wake |= woken;
+        woken
     }
 
-    /// Marks the wait as successful: a pending token is not handed to another waiter.
+    /// An acquire attempt completed (acquired or not): the wake-up, if any, was used.
+    pub(crate) fn attempted(&mut self) {
+        self.unused_wake = false;
+    }
+
+    /// The lock was acquired: nothing is handed to another waiter on drop.
     pub(crate) fn succeeded(&mut self) {
-        self.pass_on = false;
+        self.succeeded = true;
     }
 }
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        let had_token = self.rx.try_recv().is_ok() && self.pass_on;
-        self.pubsub.unregister(&self.channel, self.id, had_token);
+        self.pubsub.unregister(self);
     }
 }
 
@@ -434,6 +467,61 @@ mod tests {
         assert!(rxs[0].try_recv().is_ok());
         assert!(rxs[1].try_recv().is_ok());
         assert!(rxs[2].try_recv().is_err());
+    }
+
+    /// A pub/sub handle whose connection never comes up: the registry works without one.
+    fn offline() -> PubSub {
+        let info = redis::IntoConnectionInfo::into_connection_info("redis://127.0.0.1:1/").unwrap();
+        PubSub::start(&info, Duration::from_millis(50), Duration::from_millis(50)).unwrap()
+    }
+
+    fn message(channel: &str, payload: &str) -> Value {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        Value::Array(vec![bulk("message"), bulk(channel), bulk(payload)])
+    }
+
+    #[test]
+    fn leaving_waiter_hands_an_unused_wake_up_on() {
+        // Regression: a waiter timing out while the unlock's wake-up was routed to it used to
+        // take that wake-up away, and the next waiter slept a whole lease.
+        let ps = offline();
+        let a = ps.register("c");
+        let b = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        assert!(b.rx.try_recv().is_err(), "wake one: the first waiter only");
+        drop(a); // still in its slot
+        assert!(b.rx.try_recv().is_ok(), "handed on");
+        drop(b);
+
+        let mut a = ps.register("c");
+        let b = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        assert!(a.wait_until(Instant::now()));
+        drop(a); // taken, but no attempt completed (the attempt failed with an error)
+        assert!(b.rx.try_recv().is_ok(), "handed on after a failed attempt");
+        drop(b);
+    }
+
+    #[test]
+    fn waiter_that_used_its_wake_up_hands_nothing_on() {
+        let ps = offline();
+        let mut a = ps.register("c");
+        let b = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        assert!(a.wait_until(Instant::now()));
+        a.attempted(); // re-checked and lost the race: the wake-up was used
+        drop(a);
+        assert!(b.rx.try_recv().is_err());
+        let mut c = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        c.succeeded();
+        drop(b);
+        ps.shared.route(message("c", "0"));
+        drop(c);
+        assert!(
+            ps.shared.registry.lock().channels.is_empty(),
+            "nothing left behind"
+        );
     }
 
     #[test]

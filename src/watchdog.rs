@@ -9,7 +9,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -49,15 +49,54 @@ struct Entry {
     name: Arc<str>,
     owner: Arc<str>,
     holds: u32,
-    lost: Arc<AtomicBool>,
-    /// When the lease was last known to be set in Redis (acquire or renewal reply).
-    last_ok: Instant,
+    lease: Arc<LeaseState>,
 }
 
 /// What a guard keeps of its watchdog entry.
 pub(crate) struct Watch {
     pub(crate) id: u64,
-    pub(crate) lost: Arc<AtomicBool>,
+    pub(crate) lease: Arc<LeaseState>,
+}
+
+/// The lease of one held lock as the client knows it, shared by the watchdog and the guards.
+pub(crate) struct LeaseState {
+    lost: AtomicBool,
+    /// When the first acquire was sent; `renewed_us` counts from here.
+    base: Instant,
+    lease: Duration,
+    /// When the lease was last known to be set in Redis (send time of the acquire or renewal
+    /// that confirmed it), in µs after `base`.
+    renewed_us: AtomicU64,
+}
+
+impl LeaseState {
+    fn new(base: Instant, lease: Duration) -> LeaseState {
+        LeaseState {
+            lost: AtomicBool::new(false),
+            base,
+            lease,
+            renewed_us: AtomicU64::new(0),
+        }
+    }
+
+    /// Lost when a renewal found the lock gone, or when the lease has run out since the last
+    /// confirmed renewal (the server may have expired it: renewals are failing or late).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire) || Instant::now() >= self.expires()
+    }
+
+    fn expires(&self) -> Instant {
+        self.base + Duration::from_micros(self.renewed_us.load(Ordering::Acquire)) + self.lease
+    }
+
+    fn renewed(&self, sent_at: Instant) {
+        let us = sent_at.saturating_duration_since(self.base).as_micros() as u64;
+        self.renewed_us.fetch_max(us, Ordering::AcqRel);
+    }
+
+    fn mark_lost(&self) {
+        self.lost.store(true, Ordering::Release);
+    }
 }
 
 impl Watchdog {
@@ -89,23 +128,22 @@ impl Watchdog {
         if let Some(&id) = st.by_key.get(&key) {
             let entry = st.entries.get_mut(&id).expect("by_key and entries agree");
             entry.holds += 1;
-            entry.last_ok = entry.last_ok.max(acquired_at);
+            entry.lease.renewed(acquired_at); // the re-entry set the lease again
             return Watch {
                 id,
-                lost: Arc::clone(&entry.lost),
+                lease: Arc::clone(&entry.lease),
             };
         }
         let id = st.next_id;
         st.next_id += 1;
-        let lost = Arc::new(AtomicBool::new(false));
+        let lease = Arc::new(LeaseState::new(acquired_at, self.shared.lease));
         st.entries.insert(
             id,
             Entry {
                 name: Arc::clone(name),
                 owner: Arc::clone(owner),
                 holds: 1,
-                lost: Arc::clone(&lost),
-                last_ok: acquired_at,
+                lease: Arc::clone(&lease),
             },
         );
         st.by_key.insert(key, id);
@@ -116,7 +154,7 @@ impl Watchdog {
         if earliest {
             self.shared.changed.notify_one();
         }
-        Watch { id, lost }
+        Watch { id, lease }
     }
 
     /// Releases one hold of the entry `id`; at zero the lock is no longer renewed.
@@ -237,12 +275,12 @@ impl Shared {
             Ok(held) if held.len() == ids.len() => {
                 for (&id, ok) in ids.iter().zip(held) {
                     if ok == 1 {
-                        if let Some(e) = st.entries.get_mut(&id) {
-                            e.last_ok = sent_at;
+                        if let Some(e) = st.entries.get(&id) {
+                            e.lease.renewed(sent_at);
                             st.due.push(Reverse((sent_at + self.period, id)));
                         }
                     } else if let Some(e) = st.remove(id) {
-                        e.lost.store(true, Ordering::Release);
+                        e.lease.mark_lost();
                         log::warn!(
                             "lock `{}` (owner {}) is no longer held: renewal stopped, guard marked lost",
                             e.name,
@@ -262,9 +300,9 @@ impl Shared {
                     let Some(e) = st.entries.get(&id) else {
                         continue;
                     };
-                    if now.duration_since(e.last_ok) >= self.lease {
+                    if now >= e.lease.expires() {
                         let e = st.remove(id).expect("present");
-                        e.lost.store(true, Ordering::Release);
+                        e.lease.mark_lost();
                         log::warn!(
                             "lock `{}` (owner {}) lost: renewals failed for its whole lease ({why})",
                             e.name,
@@ -296,8 +334,7 @@ mod tests {
                     name: Arc::clone(&name),
                     owner: Arc::clone(&owner),
                     holds: 1,
-                    lost: Arc::new(AtomicBool::new(false)),
-                    last_ok: t0,
+                    lease: Arc::new(LeaseState::new(t0, Duration::from_secs(30))),
                 },
             );
             st.by_key.insert((name, owner), id);

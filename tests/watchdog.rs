@@ -134,3 +134,45 @@ fn explicit_lease_is_never_renewed() {
     );
     assert!(guard.is_lost());
 }
+
+#[test]
+fn guard_reports_lost_while_the_server_is_paused_past_the_lease() {
+    // Regression: is_lost() only turned true when a renewal retry finished after the lease,
+    // which with the server unreachable could be minutes late.
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(Duration::from_millis(600))
+        .response_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let guard = client.lock("wd:paused").lock().unwrap();
+    let acquired = Instant::now();
+    server.stop();
+    let noticed = wait_until(Duration::from_secs(2), || guard.is_lost());
+    let after = acquired.elapsed();
+    server.cont();
+    assert!(noticed, "lost not reported during a pause of 3 leases");
+    assert!(
+        after >= Duration::from_millis(600),
+        "not before the lease: {after:?}"
+    );
+    assert!(after < Duration::from_millis(1100), "{after:?}");
+}
+
+#[test]
+fn leased_unlock_of_a_leaked_hold_leaves_the_watchdog_hold_renewed() {
+    // Regression: Lock::unlock on a lock with an explicit lease dropped the watchdog entry
+    // of the thread's other (watchdog) hold, so it expired while its guard looked fine.
+    let server = RedisServer::new();
+    let client = client(&server, 600, 100);
+    let lock = client.lock("wd:mixed");
+    let outer = lock.lock().unwrap();
+    let leased = lock.clone().with_lease(Duration::from_millis(300));
+    leased.lock().unwrap().leak();
+    leased.unlock().unwrap();
+    std::thread::sleep(Duration::from_millis(1500)); // 2.5 watchdog leases
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    assert!(!outer.is_lost());
+    outer.unlock().unwrap();
+}

@@ -1,7 +1,6 @@
 //! The guard of a held reentrant lock.
 
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -84,8 +83,9 @@ impl LockGuard {
     }
 
     /// True once the lock is known to be lost: a watchdog renewal found it no longer held by
-    /// this owner (expired, force-unlocked or taken), renewals failed for a whole lease, or
-    /// an explicit lease has run out. A lost guard must not be trusted to exclude anybody.
+    /// this owner (expired, force-unlocked or taken), no renewal has confirmed the lease for
+    /// a whole lease (Redis unreachable or paused: checked on the monotonic clock, without
+    /// waiting for the watchdog), or an explicit lease has run out. A lost guard must not be trusted to exclude anybody.
     ///
     /// # Examples
     ///
@@ -98,7 +98,7 @@ impl LockGuard {
     /// ```
     pub fn is_lost(&self) -> bool {
         match (&self.watch, self.expires) {
-            (Some(w), _) => w.lost.load(Ordering::Acquire),
+            (Some(w), _) => w.lease.is_lost(),
             (None, Some(at)) => Instant::now() >= at,
             (None, None) => false,
         }

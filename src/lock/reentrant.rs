@@ -178,7 +178,8 @@ impl Lock {
     }
 
     /// Releases one hold of the calling thread without a guard: for holds kept past their
-    /// guard with [`LockGuard::leak`].
+    /// guard with [`LockGuard::leak`]. Release a leaked hold through a `Lock` with the same
+    /// lease setting it was taken with: only watchdog holds are un-registered from the watchdog.
     ///
     /// # Errors
     ///
@@ -200,11 +201,14 @@ impl Lock {
     pub fn unlock(&self) -> Result<()> {
         self.raw.check_name()?;
         let owner = self.owner();
-        self.raw
-            .client
-            .inner
-            .watchdog
-            .unwatch_key(&self.raw.name, &owner);
+        if self.lease.is_none() {
+            // Only holds taken without an explicit lease are renewed by the watchdog.
+            self.raw
+                .client
+                .inner
+                .watchdog
+                .unwatch_key(&self.raw.name, &owner);
+        }
         match self.raw.unlock(&owner, self.lease_or_default())? {
             Unlocked::NotHeld => Err(Error::NotHeld {
                 name: self.name().to_owned(),
@@ -350,7 +354,9 @@ impl Lock {
         loop {
             let bound = Instant::now() + ttl;
             waiter.wait_until(deadline.map_or(bound, |d| d.min(bound)));
-            match attempt()? {
+            let outcome = attempt()?; // on error, the waiter passes an unused wake-up on
+            waiter.attempted();
+            match outcome {
                 Ok(guard) => {
                     waiter.succeeded();
                     return Ok(Some(guard));
