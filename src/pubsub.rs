@@ -14,7 +14,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -42,7 +41,6 @@ struct Shared {
     /// Wakes the thread out of its reconnect back-off when the client is dropped.
     stop_tx: Sender<()>,
     stop_rx: Receiver<()>,
-    reconnects: AtomicU64,
 }
 
 #[derive(Default)]
@@ -91,7 +89,6 @@ impl PubSub {
             registry: Mutex::new(Registry::default()),
             stop_tx,
             stop_rx,
-            reconnects: AtomicU64::new(0),
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -132,12 +129,6 @@ impl PubSub {
             unused_wake: false,
             succeeded: false,
         }
-    }
-
-    /// How many times the pub/sub connection was re-established.
-    #[allow(dead_code)]
-    pub(crate) fn reconnects(&self) -> u64 {
-        self.shared.reconnects.load(Ordering::Relaxed)
     }
 
     /// Removes waiter `id`. Unless it `succeeded`, a wake-up it got and did not use (still in
@@ -242,7 +233,6 @@ impl Shared {
                     if self.disconnected() {
                         return;
                     }
-                    self.reconnects.fetch_add(1, Ordering::Relaxed);
                     log::warn!(
                         "pub/sub connection to {}:{} lost; reconnecting and waking waiters",
                         self.host,

@@ -170,12 +170,6 @@ impl Watchdog {
             st.release(id);
         }
     }
-
-    /// Number of locks being renewed.
-    #[allow(dead_code)]
-    pub(crate) fn len(&self) -> usize {
-        self.shared.state.lock().entries.len()
-    }
 }
 
 impl Drop for Watchdog {
