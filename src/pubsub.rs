@@ -114,13 +114,13 @@ impl PubSub {
             writer, channels, ..
         } = &mut *reg;
         let chan = channels.entry(channel.to_owned()).or_default();
-        chan.waiters.push_back((id, tx.clone()));
         if chan.subscribed {
             // Confirmed already: the caller may re-check at once.
             let _ = tx.try_send(());
         } else if !chan.sub_sent {
             send(writer, "SUBSCRIBE", channel, chan);
         }
+        chan.waiters.push_back((id, tx));
         Waiter {
             pubsub: self,
             channel: channel.to_owned(),

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::{thread_number, Client};
+use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
@@ -315,7 +315,7 @@ impl Lock {
     }
 
     fn owner(&self) -> Arc<str> {
-        Arc::from(format!("{}:{}", self.raw.client.inner.id, thread_number()))
+        Arc::from(self.raw.client.owner_id())
     }
 
     fn lease_or_default(&self) -> Duration {
