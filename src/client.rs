@@ -120,7 +120,38 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: &str) -> Lock {
-        Lock::new(self.clone(), name)
+        Lock::new(self.clone(), name, false)
+    }
+
+    /// A fair lock named `name` (Redisson's `RFairLock`): threads, in this process or any
+    /// other, get it in the order they started waiting. Same API and guard as [`lock`](Self::lock).
+    ///
+    /// **When to pick it.** A plain lock goes to whichever waiter re-tries first after a
+    /// release, and a thread that releases and locks again in a loop usually wins it back:
+    /// waiters can starve. A fair lock queues waiters in Redis (FIFO) and wakes only the head
+    /// of the queue on release, so no waiter starves and a releasing thread goes to the back.
+    /// Pick it when order or starvation matters (job queues, turn-taking between services),
+    /// or when many threads contend and each should make progress.
+    ///
+    /// **What it costs.** The queue is kept in Redis: each acquire or release also reads and
+    /// writes a list and a sorted set (`redisson_lock_queue:{name}`,
+    /// `redisson_lock_timeout:{name}`), every waiter subscribes its own channel, a waiter that
+    /// gives up makes one more call to leave the queue, and throughput under contention is
+    /// bounded by strict turn-taking (no lucky re-acquire by a thread already running). A
+    /// waiter that dies holds up the queue until it is presumed dead, after
+    /// [`fair_thread_wait`](crate::ConfigBuilder::fair_thread_wait) (5 minutes by default).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let fair = client.fair_lock("payments");
+    /// let guard = fair.lock()?; // waits its turn behind earlier waiters
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_lock(&self, name: &str) -> Lock {
+        Lock::new(self.clone(), name, true)
     }
 
     /// This client's random id: the `<uuid>` in owner ids `"<uuid>:<thread number>"`.

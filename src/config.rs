@@ -32,6 +32,7 @@ pub struct Config {
     pub(crate) response_timeout: Duration,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) renew_batch_size: usize,
+    pub(crate) fair_thread_wait: Duration,
 }
 
 impl Config {
@@ -53,6 +54,7 @@ impl Config {
             response_timeout: Duration::from_secs(3),
             watchdog_timeout: Duration::from_secs(30),
             renew_batch_size: 100,
+            fair_thread_wait: Duration::from_secs(300),
         }
     }
 
@@ -79,6 +81,19 @@ impl Config {
     pub fn pool_size(&self) -> usize {
         self.pool_size
     }
+
+    /// How long the head of a fair lock's queue may stay silent before it is presumed dead
+    /// and skipped (Redisson's `threadWaitTime`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.fair_thread_wait().as_secs(), 300);
+    /// ```
+    pub fn fair_thread_wait(&self) -> Duration {
+        self.fair_thread_wait
+    }
 }
 
 /// Builds a [`Config`]; every setter documents its default.
@@ -101,6 +116,7 @@ pub struct ConfigBuilder {
     response_timeout: Duration,
     watchdog_timeout: Duration,
     renew_batch_size: usize,
+    fair_thread_wait: Duration,
 }
 
 impl ConfigBuilder {
@@ -180,6 +196,28 @@ impl ConfigBuilder {
         self
     }
 
+    /// For [fair locks](crate::Client::fair_lock): how long the waiter at the head of the
+    /// queue may stay silent before the others skip it as dead (a crashed process, a killed
+    /// thread). Live waiters check in on their own, so this only bounds how long a dead waiter
+    /// can hold up the queue: after the lock is freed, the next live waiter gets it within
+    /// about two thread waits. Same meaning as Redisson's `threadWaitTime`.
+    ///
+    /// Defaults to 5 minutes (Redisson's default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .fair_thread_wait(Duration::from_secs(10))
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn fair_thread_wait(mut self, wait: Duration) -> Self {
+        self.fair_thread_wait = wait;
+        self
+    }
+
     /// Checks the settings and builds the [`Config`].
     ///
     /// # Errors
@@ -203,6 +241,7 @@ impl ConfigBuilder {
         check_duration("connect_timeout", self.connect_timeout)?;
         check_duration("response_timeout", self.response_timeout)?;
         check_duration("watchdog_timeout", self.watchdog_timeout)?;
+        check_duration("fair_thread_wait", self.fair_thread_wait)?;
         if self.watchdog_timeout < Duration::from_millis(3) {
             return Err(Error::invalid("watchdog_timeout must be at least 3 ms"));
         }
@@ -218,6 +257,7 @@ impl ConfigBuilder {
             response_timeout: self.response_timeout,
             watchdog_timeout: self.watchdog_timeout,
             renew_batch_size: self.renew_batch_size,
+            fair_thread_wait: self.fair_thread_wait,
         })
     }
 }
@@ -264,6 +304,11 @@ mod tests {
             .unwrap_err()
             .is_invalid_argument());
         assert!(b().renew_batch_size(0).build().is_err());
+        assert!(b()
+            .fair_thread_wait(Duration::ZERO)
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
         assert!(Config::builder("nonsense://x")
             .build()
             .unwrap_err()

@@ -18,3 +18,20 @@ script!(LOCK_ACQUIRE, "lock_acquire.lua");
 script!(LOCK_UNLOCK, "lock_unlock.lua");
 script!(LOCK_RENEW, "lock_renew.lua");
 script!(LOCK_FORCE_UNLOCK, "lock_force_unlock.lua");
+
+/// A fair lock script: `lua/fair_common.lua` (shared helpers) followed by the operation's file.
+macro_rules! fair_script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/fair_common.lua"),
+                include_str!(concat!("../lua/", $file))
+            ))
+        });
+    };
+}
+
+fair_script!(FAIR_ACQUIRE, "fair_acquire.lua");
+fair_script!(FAIR_UNLOCK, "fair_unlock.lua");
+fair_script!(FAIR_LEAVE, "fair_leave.lua");
+fair_script!(FAIR_FORCE_UNLOCK, "fair_force_unlock.lua");

@@ -1,5 +1,5 @@
-//! The raw reentrant-lock protocol: runs the scripts of `lua/lock_*.lua` and decodes replies.
-//! Knows nothing of guards, waiting or the watchdog.
+//! The raw lock protocol: runs the scripts of `lua/lock_*.lua` (reentrant) or `lua/fair_*.lua`
+//! (fair) and decodes replies. Knows nothing of guards, waiting or the watchdog.
 
 use std::time::Duration;
 
@@ -23,15 +23,39 @@ pub(crate) enum Unlocked {
 pub(crate) struct RawLock {
     pub(crate) client: Client,
     pub(crate) name: std::sync::Arc<str>,
+    /// The unlock channel; a fair lock's waiter listens on `<channel>:<owner>` instead.
     pub(crate) channel: String,
+    pub(crate) fair: Option<Fair>,
+}
+
+/// The extra keys and setting of a fair lock.
+pub(crate) struct Fair {
+    queue: String,
+    timeouts: String,
+    /// Thread wait in ms: how long a head of the queue may stay silent before it is skipped.
+    wait_ms: u64,
 }
 
 impl RawLock {
-    pub(crate) fn new(client: Client, name: &str) -> RawLock {
+    pub(crate) fn new(client: Client, name: &str, fair: bool) -> RawLock {
+        let fair = fair.then(|| Fair {
+            queue: tagged("redisson_lock_queue", name),
+            timeouts: tagged("redisson_lock_timeout", name),
+            wait_ms: millis(client.inner.config.fair_thread_wait),
+        });
         RawLock {
             channel: tagged("redisson_lock__channel", name),
             name: name.into(),
             client,
+            fair,
+        }
+    }
+
+    /// The channel on which `owner` waits for this lock.
+    pub(crate) fn wait_channel(&self, owner: &str) -> std::borrow::Cow<'_, str> {
+        match self.fair {
+            None => self.channel.as_str().into(),
+            Some(_) => format!("{}:{owner}", self.channel).into(),
         }
     }
 
@@ -42,13 +66,53 @@ impl RawLock {
         Ok(())
     }
 
-    /// One acquire attempt: `Ok(None)` when acquired, `Ok(Some(pttl_ms))` when held elsewhere.
-    pub(crate) fn acquire(&self, owner: &str, lease: Duration) -> Result<Option<i64>> {
+    /// One acquire attempt: `Ok(None)` when acquired, `Ok(Some(ms))` when held elsewhere:
+    /// the time after which to try again even without a message (the lock's PTTL, -1 for a
+    /// key without expiry). A fair lock puts `owner` in its queue when `enqueue` is set.
+    pub(crate) fn acquire(
+        &self,
+        owner: &str,
+        lease: Duration,
+        enqueue: bool,
+    ) -> Result<Option<i64>> {
+        self.client
+            .inner
+            .pool
+            .run(&self.name, |c| match &self.fair {
+                None => scripts::LOCK_ACQUIRE
+                    .key(&*self.name)
+                    .arg(millis(lease))
+                    .arg(owner)
+                    .invoke(c),
+                Some(f) => scripts::FAIR_ACQUIRE
+                    .key(&*self.name)
+                    .key(&f.queue)
+                    .key(&f.timeouts)
+                    .key(&self.channel)
+                    .arg(millis(lease))
+                    .arg(owner)
+                    .arg(f.wait_ms)
+                    .arg(if enqueue { "1" } else { "0" })
+                    .arg("PUBLISH")
+                    .invoke(c),
+            })
+    }
+
+    /// Takes `owner` out of a fair lock's queue (a wait given up); true if it was queued.
+    /// A no-op for other locks.
+    pub(crate) fn leave(&self, owner: &str) -> Result<bool> {
+        let Some(f) = &self.fair else {
+            return Ok(false);
+        };
         self.client.inner.pool.run(&self.name, |c| {
-            scripts::LOCK_ACQUIRE
+            scripts::FAIR_LEAVE
                 .key(&*self.name)
-                .arg(millis(lease))
+                .key(&f.queue)
+                .key(&f.timeouts)
+                .key(&self.channel)
                 .arg(owner)
+                .arg(f.wait_ms)
+                .arg("PUBLISH")
                 .invoke(c)
         })
     }
@@ -61,18 +125,33 @@ impl RawLock {
         let cfg = &self.client.inner.config;
         let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
         let attempt = || -> Result<Option<i64>> {
-            self.client.inner.pool.run(&self.name, |c| {
-                scripts::LOCK_UNLOCK
-                    .key(&*self.name)
-                    .key(&self.channel)
-                    .key(&latch)
-                    .arg(0)
-                    .arg(millis(lease))
-                    .arg(owner)
-                    .arg("PUBLISH")
-                    .arg(latch_ttl)
-                    .invoke(c)
-            })
+            self.client
+                .inner
+                .pool
+                .run(&self.name, |c| match &self.fair {
+                    None => scripts::LOCK_UNLOCK
+                        .key(&*self.name)
+                        .key(&self.channel)
+                        .key(&latch)
+                        .arg(0)
+                        .arg(millis(lease))
+                        .arg(owner)
+                        .arg("PUBLISH")
+                        .arg(latch_ttl)
+                        .invoke(c),
+                    Some(f) => scripts::FAIR_UNLOCK
+                        .key(&*self.name)
+                        .key(&f.queue)
+                        .key(&f.timeouts)
+                        .key(&self.channel)
+                        .key(&latch)
+                        .arg(millis(lease))
+                        .arg(owner)
+                        .arg("PUBLISH")
+                        .arg(latch_ttl)
+                        .arg(f.wait_ms)
+                        .invoke(c),
+                })
         };
         let reply = match attempt() {
             Err(e) if e.breaks_connection() => {
@@ -91,14 +170,25 @@ impl RawLock {
 
     /// Deletes the lock whoever holds it; true if there was one.
     pub(crate) fn force_unlock(&self) -> Result<bool> {
-        self.client.inner.pool.run(&self.name, |c| {
-            scripts::LOCK_FORCE_UNLOCK
-                .key(&*self.name)
-                .key(&self.channel)
-                .arg(0)
-                .arg("PUBLISH")
-                .invoke(c)
-        })
+        self.client
+            .inner
+            .pool
+            .run(&self.name, |c| match &self.fair {
+                None => scripts::LOCK_FORCE_UNLOCK
+                    .key(&*self.name)
+                    .key(&self.channel)
+                    .arg(0)
+                    .arg("PUBLISH")
+                    .invoke(c),
+                Some(f) => scripts::FAIR_FORCE_UNLOCK
+                    .key(&*self.name)
+                    .key(&f.queue)
+                    .key(&f.timeouts)
+                    .key(&self.channel)
+                    .arg("PUBLISH")
+                    .arg(f.wait_ms)
+                    .invoke(c),
+            })
     }
 
     pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {

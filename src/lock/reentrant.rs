@@ -40,11 +40,24 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, name: &str) -> Lock {
+    pub(crate) fn new(client: Client, name: &str, fair: bool) -> Lock {
         Lock {
-            raw: Arc::new(RawLock::new(client, name)),
+            raw: Arc::new(RawLock::new(client, name, fair)),
             lease: None,
         }
+    }
+
+    /// Whether this is a fair lock (made by [`Client::fair_lock`]): granted in arrival order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert!(client.fair_lock("payments").is_fair());
+    /// assert!(!client.lock("payments").is_fair());
+    /// ```
+    pub fn is_fair(&self) -> bool {
+        self.raw.fair.is_some()
     }
 
     /// The lock's name: the Redis key of its hash.
@@ -324,7 +337,8 @@ impl Lock {
     }
 
     /// The one acquire path: tries, then waits on the lock's channel until `deadline`
-    /// (forever when `None`). Every successful path ends in [`LockGuard::new`].
+    /// (forever when `None`). Every successful path ends in [`LockGuard::new`]. A fair lock's
+    /// waiter that gives up (or fails) leaves the queue before returning.
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
         self.raw.check_name()?;
         if let Some(lease) = self.lease {
@@ -332,25 +346,48 @@ impl Lock {
         }
         let owner = self.owner();
         let lease = self.lease_or_default();
-        let attempt = || -> Result<std::result::Result<LockGuard, Duration>> {
+        let attempt = |enqueue: bool| -> Result<std::result::Result<LockGuard, Duration>> {
             let sent_at = Instant::now();
-            Ok(match self.raw.acquire(&owner, lease)? {
+            Ok(match self.raw.acquire(&owner, lease, enqueue)? {
                 None => Ok(LockGuard::new(self.clone(), Arc::clone(&owner), sent_at)),
                 // No expiry (a foreign key without TTL): re-check at the watchdog period.
                 Some(ms) if ms < 0 => Err(self.raw.client.inner.config.watchdog_timeout),
                 Some(ms) => Err(Duration::from_millis(ms as u64)),
             })
         };
-        let mut ttl = match attempt()? {
+        // Only a caller that will wait joins a fair lock's queue.
+        let will_wait = deadline.is_none_or(|d| Instant::now() < d);
+        let ttl = match attempt(will_wait)? {
             Ok(guard) => return Ok(Some(guard)),
+            Err(_) if !will_wait => return Ok(None),
             Err(ttl) => ttl,
         };
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(None);
+        let outcome = self.wait(&owner, deadline, ttl, || attempt(true));
+        if self.raw.fair.is_some() && !matches!(outcome, Ok(Some(_))) {
+            match self.raw.leave(&owner) {
+                Ok(_) => {}
+                Err(e) => log::debug!(
+                    "leaving the queue of `{}` (owner {owner}) failed: {e}; it is skipped once \
+                     its deadline passes",
+                    self.name()
+                ),
+            }
         }
+        outcome
+    }
+
+    /// Blocks on the owner's wait channel and re-tries until acquired or `deadline`.
+    fn wait(
+        &self,
+        owner: &str,
+        deadline: Option<Instant>,
+        mut ttl: Duration,
+        attempt: impl Fn() -> Result<std::result::Result<LockGuard, Duration>>,
+    ) -> Result<Option<LockGuard>> {
         // Register first, re-try once the subscription is confirmed, then block: an unlock
         // published in between wakes us, and an unlock before the re-try is seen by it.
-        let mut waiter = self.raw.client.inner.pubsub.register(&self.raw.channel);
+        let channel = self.raw.wait_channel(owner);
+        let mut waiter = self.raw.client.inner.pubsub.register(&channel);
         loop {
             let bound = Instant::now() + ttl;
             waiter.wait_until(deadline.map_or(bound, |d| d.min(bound)));
@@ -374,6 +411,7 @@ impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.raw.name)
+            .field("fair", &self.is_fair())
             .field("lease", &self.lease)
             .finish()
     }

@@ -290,3 +290,30 @@ pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
         .expect("PUBSUB NUMSUB");
     reply.1
 }
+
+/// The constructor of one lock kind: `Client::lock` or `Client::fair_lock`.
+pub type MakeLock = fn(&redlatch::Client, &str) -> redlatch::Lock;
+
+/// Defines each test once per lock kind, as `reentrant::NAME` and `fair::NAME`; the body gets
+/// the kind's constructor under the given name (`fn NAME(make) { .. make(&client, "x") .. }`).
+#[macro_export]
+macro_rules! for_each_kind {
+    ($($(#[$meta:meta])* fn $name:ident($make:ident) $body:block)*) => {
+        mod reentrant {
+            #[allow(unused_imports)]
+            use super::*;
+            $($(#[$meta])* #[test] fn $name() {
+                let $make: $crate::support::MakeLock = redlatch::Client::lock;
+                $body
+            })*
+        }
+        mod fair {
+            #[allow(unused_imports)]
+            use super::*;
+            $($(#[$meta])* #[test] fn $name() {
+                let $make: $crate::support::MakeLock = redlatch::Client::fair_lock;
+                $body
+            })*
+        }
+    };
+}

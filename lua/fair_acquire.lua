@@ -1,0 +1,77 @@
+-- Acquire (or re-enter) a fair lock, or join / keep a place in its queue (RedissonFairLock's
+-- tryLockInnerAsync on the same keys; differences in the README's "Fair lock" section).
+-- KEYS[1]  lock name (HASH: owner -> hold count)
+-- KEYS[2]  queue "redisson_lock_queue:{name}" (LIST of waiting owners)
+-- KEYS[3]  timeouts "redisson_lock_timeout:{name}" (ZSET owner -> deadline ms)
+-- KEYS[4]  channel prefix "redisson_lock__channel:{name}" (a waiter listens on "<prefix>:<owner>")
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id "<client uuid>:<thread number>"
+-- ARGV[3]  thread wait in milliseconds (how long a head may stay silent before it is skipped)
+-- ARGV[4]  "1": join the queue when the lock cannot be taken; "0": only try
+-- ARGV[5]  publish command (PUBLISH or SPUBLISH)
+-- Reply:   nil                 acquired (or re-entered): count incremented, PEXPIRE lease
+--          integer >= 1        not acquired: ms to wait at most before trying again (the
+--                              caller also wakes on its channel)
+--          error WRONGTYPE     a key holds another type
+local now = fair_now();
+local owner = ARGV[2];
+local wait = tonumber(ARGV[3]);
+if fair_prune(KEYS[2], KEYS[3], now) then
+    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
+end;
+if redis.call('exists', KEYS[1]) == 0 then
+    local head = redis.call('lindex', KEYS[2], 0);
+    if head == false or head == owner then
+        redis.call('hset', KEYS[1], owner, 1);
+        redis.call('pexpire', KEYS[1], ARGV[1]);
+        if head == owner then
+            redis.call('lpop', KEYS[2]);
+            redis.call('zrem', KEYS[3], owner);
+            fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
+        end;
+        return nil;
+    end;
+elseif redis.call('hexists', KEYS[1], owner) == 1 then
+    redis.call('hincrby', KEYS[1], owner, 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    return nil;
+end;
+
+local pttl = redis.call('pttl', KEYS[1]);
+local pos = redis.call('lpos', KEYS[2], owner);
+if pos == false then
+    if ARGV[4] ~= '1' then
+        return math.max(pttl, 1);
+    end;
+    local last = redis.call('lindex', KEYS[2], -1);
+    redis.call('rpush', KEYS[2], owner);
+    if last == false then
+        pos = 0;
+        fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
+    else
+        pos = redis.call('llen', KEYS[2]) - 1;
+        -- As Redisson: one thread wait after the deadline of the waiter ahead.
+        local base = tonumber(redis.call('zscore', KEYS[3], last)) or (now + fair_pttl(KEYS[1], wait));
+        redis.call('zadd', KEYS[3], base + wait, owner);
+    end;
+elseif pos == 0 then
+    -- The head checks in: it is alive, its deadline moves on.
+    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
+end;
+
+-- When to try again without a message: the head when the lease may run out (its holder may
+-- have died); the second when the head may be presumed dead or the lease may run out; the
+-- others once per thread wait per place ahead of them (all of those ahead may be dead).
+local t = pos * wait;
+if pos == 0 then
+    t = fair_pttl(KEYS[1], wait);
+elseif pos == 1 then
+    local head_deadline = tonumber(redis.call('zscore', KEYS[3], redis.call('lindex', KEYS[2], 0)));
+    if head_deadline ~= nil and head_deadline - now < t then
+        t = head_deadline - now;
+    end;
+    if pttl > 0 and pttl < t then
+        t = pttl;
+    end;
+end;
+return math.max(t, 1);

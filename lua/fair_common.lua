@@ -1,0 +1,55 @@
+-- Helpers shared by the fair lock scripts: prepended to each fair_*.lua (see src/scripts.rs).
+--
+-- The queue (LIST) holds waiting owners in arrival order; the timeout set (ZSET) maps each of
+-- them to a deadline in ms on the server's clock (TIME), so client clocks never matter. Only
+-- the head's deadline is enforced: a head whose deadline passed is presumed dead and popped.
+-- Whenever the head's turn starts (it became head, the lock was freed) or it checks in, its
+-- deadline becomes (the lock's expiry, or now if free) + thread wait.
+
+local function fair_now()
+    local t = redis.call('time');
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
+end;
+
+-- The lock's remaining lease for deadline arithmetic: 0 if free, `wait` if it never expires.
+local function fair_pttl(lock, wait)
+    local pttl = redis.call('pttl', lock);
+    if pttl == -1 then
+        return wait;
+    elseif pttl < 0 then
+        return 0;
+    end;
+    return pttl;
+end;
+
+-- Pops presumed-dead heads (no deadline, or deadline reached). Returns true if any was popped.
+local function fair_prune(queue, timeouts, now)
+    local changed = false;
+    while true do
+        local head = redis.call('lindex', queue, 0);
+        if head == false then
+            break;
+        end;
+        local deadline = tonumber(redis.call('zscore', timeouts, head));
+        if deadline ~= nil and deadline > now then
+            break;
+        end;
+        redis.call('lpop', queue);
+        redis.call('zrem', timeouts, head);
+        changed = true;
+    end;
+    return changed;
+end;
+
+-- Starts the head's turn: sets its deadline and, when the lock is free, publishes '0' on the
+-- head's own channel `<channel>:<owner>` (never to `caller`, who runs this script).
+local function fair_turn(lock, queue, timeouts, channel, now, wait, publish, caller)
+    local head = redis.call('lindex', queue, 0);
+    if head == false then
+        return;
+    end;
+    redis.call('zadd', timeouts, now + fair_pttl(lock, wait) + wait, head);
+    if head ~= caller and redis.call('exists', lock) == 0 then
+        redis.call(publish, channel .. ':' .. head, '0');
+    end;
+end;

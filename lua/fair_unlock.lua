@@ -1,0 +1,41 @@
+-- Release one hold of a fair lock; the last release wakes the head of the queue only
+-- (RedissonFairLock's unlockInnerAsync on the same keys).
+-- KEYS[1]  lock name
+-- KEYS[2]  queue "redisson_lock_queue:{name}"
+-- KEYS[3]  timeouts "redisson_lock_timeout:{name}"
+-- KEYS[4]  channel prefix "redisson_lock__channel:{name}"
+-- KEYS[5]  unlock latch "redisson_unlock_latch:{name}:<request id>": makes a retried call idempotent
+-- ARGV[1]  lease in milliseconds, applied again when holds remain
+-- ARGV[2]  owner id
+-- ARGV[3]  publish command (PUBLISH or SPUBLISH)
+-- ARGV[4]  latch time-to-live in milliseconds
+-- ARGV[5]  thread wait in milliseconds
+-- Reply:   the latch value when this request already ran (a retry): 0 or 1 as below
+--          nil                 the owner holds no hold of this lock (nothing changed)
+--          0                   one hold released, the owner still holds the lock
+--          1                   last hold released: key deleted, '0' published on the head's channel
+--          error WRONGTYPE     a key holds another type
+local val = redis.call('get', KEYS[5]);
+if val ~= false then
+    return tonumber(val);
+end;
+local now = fair_now();
+local wait = tonumber(ARGV[5]);
+local changed = fair_prune(KEYS[2], KEYS[3], now);
+local count = redis.call('hget', KEYS[1], ARGV[2]);
+if count ~= false and tonumber(count) <= 1 then
+    redis.call('del', KEYS[1]);
+    redis.call('set', KEYS[5], 1, 'px', ARGV[4]);
+    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[3], ARGV[2]);
+    return 1;
+end;
+if changed then
+    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[3], ARGV[2]);
+end;
+if count == false then
+    return nil;
+end;
+redis.call('hincrby', KEYS[1], ARGV[2], -1);
+redis.call('pexpire', KEYS[1], ARGV[1]);
+redis.call('set', KEYS[5], 0, 'px', ARGV[4]);
+return 0;

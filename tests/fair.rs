@@ -1,0 +1,594 @@
+//! Fair lock: FIFO grants across threads and clients, head-only wake-ups, clean give-ups, dead
+//! waiters skipped, and the raw queue state in Redis.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::{Client, Config};
+use support::{command_calls, count_commands, numsub, wait_until, RedisServer};
+
+fn queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+fn timeout_key(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
+}
+
+fn queue(raw: &mut redis::Connection, name: &str) -> Vec<String> {
+    raw.lrange(queue_key(name), 0, -1).unwrap()
+}
+
+fn deadline(raw: &mut redis::Connection, name: &str, owner: &str) -> Option<i64> {
+    raw.zscore(timeout_key(name), owner).unwrap()
+}
+
+fn server_ms(raw: &mut redis::Connection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(raw).unwrap();
+    s * 1000 + us / 1000
+}
+
+fn client_with(url: &str, thread_wait: Duration, watchdog: Duration) -> Client {
+    let config = Config::builder(url)
+        .fair_thread_wait(thread_wait)
+        .watchdog_timeout(watchdog)
+        .build()
+        .unwrap();
+    Client::new(config).unwrap()
+}
+
+/// What a waiter thread reports.
+enum Event {
+    Owner(String),
+    Acquired(usize, Instant),
+}
+
+/// Starts a thread that reports its owner id, takes the fair lock `name`, reports the grant,
+/// and holds the lock until told to release it (or at once if `release` is `None`).
+fn waiter(
+    client: &Client,
+    name: &'static str,
+    index: usize,
+    events: mpsc::Sender<Event>,
+    release: Option<mpsc::Receiver<()>>,
+) -> std::thread::JoinHandle<()> {
+    let client = client.clone();
+    std::thread::spawn(move || {
+        events.send(Event::Owner(client.owner_id())).unwrap();
+        let guard = client.fair_lock(name).lock().unwrap();
+        events.send(Event::Acquired(index, Instant::now())).unwrap();
+        if let Some(release) = release {
+            release.recv().unwrap();
+        }
+        guard.unlock().unwrap();
+    })
+}
+
+fn recv_owner(events: &mpsc::Receiver<Event>) -> String {
+    match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+        Event::Owner(o) => o,
+        Event::Acquired(i, _) => panic!("waiter {i} acquired before queueing"),
+    }
+}
+
+#[test]
+fn grant_order_equals_enqueue_order_for_20_threads_over_2_clients() {
+    let server = RedisServer::new();
+    let clients = [
+        Client::open(&server.url()).unwrap(),
+        Client::open(&server.url()).unwrap(),
+    ];
+    let mut raw = server.conn();
+    let name = "fair:fifo";
+    for round in 0..5 {
+        let holder = clients[round % 2].fair_lock(name);
+        let guard = holder.lock().unwrap();
+        let (tx, events) = mpsc::channel();
+        let mut handles = Vec::new();
+        let mut owners = Vec::new();
+        for i in 0..20 {
+            handles.push(waiter(&clients[i % 2], name, i, tx.clone(), None));
+            owners.push(recv_owner(&events));
+            // Enqueue one at a time, so that the arrival order is known.
+            assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+                .len()
+                == i + 1));
+        }
+        assert_eq!(
+            queue(&mut raw, name),
+            owners,
+            "the queue holds the arrival order"
+        );
+        assert_eq!(raw.zcard::<_, usize>(timeout_key(name)).unwrap(), 20);
+        if round == 0 {
+            // The holder re-enters without queueing.
+            let again = holder.lock().unwrap();
+            assert_eq!(holder.hold_count().unwrap(), 2);
+            assert_eq!(queue(&mut raw, name).len(), 20);
+            drop(again);
+            assert_eq!(holder.hold_count().unwrap(), 1);
+        }
+        drop(guard);
+        let grants: Vec<usize> = (0..20)
+            .map(
+                |_| match events.recv_timeout(Duration::from_secs(10)).unwrap() {
+                    Event::Acquired(i, _) => i,
+                    Event::Owner(_) => unreachable!(),
+                },
+            )
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(grants, (0..20).collect::<Vec<_>>(), "round {round}");
+        for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+            assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+        }
+    }
+}
+
+/// Collects every message published on the lock's channels (PSUBSCRIBE on a raw connection).
+fn listen(server: &RedisServer, name: &str) -> mpsc::Receiver<(String, String)> {
+    let (tx, rx) = mpsc::channel();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let mut conn = server.conn();
+    let pattern = format!("redisson_lock__channel:{{{name}}}*");
+    std::thread::spawn(move || {
+        let mut pubsub = conn.as_pubsub();
+        pubsub.psubscribe(&pattern).unwrap();
+        ready_tx.send(()).unwrap();
+        // Ends when the server goes away with the test.
+        while let Ok(msg) = pubsub.get_message() {
+            let payload: String = msg.get_payload().unwrap();
+            if tx
+                .send((msg.get_channel_name().to_owned(), payload))
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    ready_rx.recv().unwrap();
+    rx
+}
+
+#[test]
+fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_silent() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let name = "fair:head";
+    let mut raw = server.conn();
+    let messages = listen(&server, name);
+    // Load the scripts first: a first EVALSHA answered NOSCRIPT would count as a call.
+    drop(holder.fair_lock("fair:warm").lock().unwrap());
+    let guard = holder.fair_lock(name).lock().unwrap();
+    let (tx, events) = mpsc::channel();
+    let mut releases = Vec::new();
+    let mut handles = Vec::new();
+    let mut owners = Vec::new();
+    for i in 0..5 {
+        let (release_tx, release_rx) = mpsc::channel();
+        releases.push(release_tx);
+        handles.push(waiter(&client, name, i, tx.clone(), Some(release_rx)));
+        owners.push(recv_owner(&events));
+        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+            .len()
+            == i + 1));
+    }
+    for owner in &owners {
+        let channel = format!("redisson_lock__channel:{{{name}}}:{owner}");
+        assert!(wait_until(Duration::from_secs(5), || numsub(
+            &mut raw, &channel
+        ) == 1));
+    }
+    // Five blocked waiters: for a second, nothing but our own INFO calls reaches the server.
+    let evalsha = command_calls(&mut raw, "evalsha");
+    let before = count_commands(&mut raw);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        count_commands(&mut raw) - before,
+        1,
+        "commands sent while waiting"
+    );
+    assert_eq!(command_calls(&mut raw, "evalsha"), evalsha);
+
+    let mut guard = Some(guard);
+    let mut latencies = Vec::new();
+    for (i, owner) in owners.iter().enumerate() {
+        let evalsha = command_calls(&mut raw, "evalsha");
+        let released_at = Instant::now();
+        match guard.take() {
+            Some(g) => drop(g),
+            None => releases[i - 1].send(()).unwrap(),
+        }
+        match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+            Event::Acquired(j, at) => {
+                assert_eq!(j, i, "the head gets the lock");
+                latencies.push(at - released_at);
+            }
+            Event::Owner(_) => unreachable!(),
+        }
+        // A quiet window: the release and the head's acquire are the only script calls, and
+        // the only message went to the head's own channel.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(command_calls(&mut raw, "evalsha") - evalsha, 2, "round {i}");
+        let (channel, payload) = messages.recv_timeout(Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            channel,
+            format!("redisson_lock__channel:{{{name}}}:{owner}")
+        );
+        assert_eq!(payload, "0");
+        assert!(messages.try_recv().is_err(), "more than one waiter woken");
+    }
+    releases[4].send(()).unwrap();
+    for h in handles {
+        h.join().unwrap();
+    }
+    latencies.sort();
+    assert!(latencies[2] < Duration::from_millis(50), "{latencies:?}");
+    assert!(latencies[4] < Duration::from_millis(500), "{latencies:?}");
+    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
+
+#[test]
+fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let wait_ms = client.config().fair_thread_wait().as_millis() as i64;
+    let name = "fair:giveup";
+    let mut raw = server.conn();
+    let guard = holder.fair_lock(name).lock().unwrap();
+    let (tx, events) = mpsc::channel();
+
+    // A waits; B gives up after 600 ms; C waits behind B.
+    let a = waiter(&client, name, 0, tx.clone(), None);
+    let owner_a = recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 1));
+    let client_b = client.clone();
+    let (owner_tx, owner_rx) = mpsc::channel();
+    let b = std::thread::spawn(move || {
+        owner_tx.send(client_b.owner_id()).unwrap();
+        let started = Instant::now();
+        let got = client_b
+            .fair_lock(name)
+            .try_lock_for(Duration::from_millis(600))
+            .unwrap();
+        (got.is_some(), started.elapsed())
+    });
+    let owner_b = owner_rx.recv().unwrap();
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 2));
+    let c = waiter(&client, name, 2, tx.clone(), None);
+    let owner_c = recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 3));
+    assert_eq!(queue(&mut raw, name), [owner_a.as_str(), &owner_b, &owner_c]);
+    let a_before = deadline(&mut raw, name, &owner_a).unwrap();
+    let c_before = deadline(&mut raw, name, &owner_c).unwrap();
+
+    let (got, took) = b.join().unwrap();
+    assert!(!got);
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_millis(900),
+        "{took:?}"
+    );
+    assert_eq!(queue(&mut raw, name), [owner_a.as_str(), &owner_c]);
+    assert_eq!(deadline(&mut raw, name, &owner_b), None);
+    assert_eq!(deadline(&mut raw, name, &owner_a), Some(a_before));
+    assert_eq!(
+        deadline(&mut raw, name, &owner_c),
+        Some(c_before - wait_ms),
+        "the deadline behind the leaver moves up by one thread wait, as Redisson's"
+    );
+
+    drop(guard);
+    let grants: Vec<usize> = (0..2)
+        .map(
+            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+                Event::Acquired(i, _) => i,
+                Event::Owner(_) => unreachable!(),
+            },
+        )
+        .collect();
+    assert_eq!(grants, [0, 2]);
+    a.join().unwrap();
+    c.join().unwrap();
+    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
+
+#[test]
+fn head_that_gives_up_hands_its_turn_to_the_next_waiter() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let wait_ms = client.config().fair_thread_wait().as_millis() as i64;
+    let name = "fair:headquits";
+    let mut raw = server.conn();
+    let guard = holder.fair_lock(name).lock().unwrap();
+    let lock_h = client.fair_lock(name);
+    let head = std::thread::spawn(move || {
+        lock_h
+            .try_lock_for(Duration::from_millis(400))
+            .unwrap()
+            .is_some()
+    });
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 1));
+    let (tx, events) = mpsc::channel();
+    let next = waiter(&client, name, 1, tx, None);
+    let owner_next = recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 2));
+    assert!(!head.join().unwrap());
+    assert_eq!(queue(&mut raw, name), [owner_next.as_str()]);
+    // Its turn started: the deadline is the lock's expiry plus one thread wait.
+    let now = server_ms(&mut raw);
+    let pttl: i64 = raw.pttl(name).unwrap();
+    let d = deadline(&mut raw, name, &owner_next).unwrap();
+    assert!(
+        (d - (now + pttl + wait_ms)).abs() < 1000,
+        "deadline {d}, now {now}, pttl {pttl}"
+    );
+    let released_at = Instant::now();
+    drop(guard);
+    match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+        Event::Acquired(1, at) => assert!(at - released_at < Duration::from_millis(500)),
+        _ => unreachable!(),
+    }
+    next.join().unwrap();
+    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
+
+#[test]
+fn try_lock_never_queues() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let name = "fair:try";
+    let mut raw = server.conn();
+    let lock = client.fair_lock(name);
+    let guard = lock.lock().unwrap();
+    let other = lock.clone();
+    let got = std::thread::spawn(move || {
+        (
+            other.try_lock().unwrap().is_some(),
+            other.try_lock_until(Instant::now()).unwrap().is_some(),
+        )
+    })
+    .join()
+    .unwrap();
+    assert_eq!(got, (false, false));
+    assert!(!raw.exists::<_, bool>(queue_key(name)).unwrap());
+    assert!(!raw.exists::<_, bool>(timeout_key(name)).unwrap());
+    drop(guard);
+}
+
+#[test]
+fn force_unlock_wakes_the_head_only() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let operator = Client::open(&server.url()).unwrap();
+    let name = "fair:force";
+    let mut raw = server.conn();
+    let guard = holder.fair_lock(name).lock().unwrap();
+    let (tx, events) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let first = waiter(&client, name, 0, tx.clone(), Some(release_rx));
+    recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 1));
+    let second = waiter(&client, name, 1, tx, None);
+    let owner_second = recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 2));
+    let forced_at = Instant::now();
+    assert!(operator.fair_lock(name).force_unlock().unwrap());
+    match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+        Event::Acquired(0, at) => assert!(at - forced_at < Duration::from_millis(500)),
+        _ => panic!("the head must get the lock first"),
+    }
+    assert_eq!(queue(&mut raw, name), [owner_second.as_str()]);
+    assert!(events.recv_timeout(Duration::from_millis(200)).is_err());
+    assert!(guard.unlock().unwrap_err().is_lock_lost());
+    release_tx.send(()).unwrap();
+    first.join().unwrap();
+    second.join().unwrap();
+    assert!(!raw.exists::<_, bool>(queue_key(name)).unwrap());
+}
+
+#[test]
+fn queue_key_of_another_type_is_wrong_type() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let _: () = raw.set(queue_key("fair:bad"), "x").unwrap();
+    let lock = client.fair_lock("fair:bad");
+    assert!(lock.try_lock().unwrap_err().is_wrong_type());
+    assert!(lock.lock().unwrap_err().is_wrong_type());
+    let v: String = raw.get(queue_key("fair:bad")).unwrap();
+    assert_eq!(v, "x");
+    assert!(!raw.exists::<_, bool>("fair:bad").unwrap());
+}
+
+const CHILD_ENV: &str = "REDLATCH_FAIR_CHILD";
+
+/// Not a test by itself: the body of the child processes of the dead-waiter tests, which queue
+/// on a fair lock from another OS process. Prints its owner id, then a line once it holds the lock.
+#[test]
+#[ignore = "run as a child process by the dead-waiter tests"]
+fn child_waiter() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut parts = spec.split(' ');
+    let (url, name, wait_ms) = (
+        parts.next().unwrap(),
+        parts.next().unwrap(),
+        parts.next().unwrap().parse().unwrap(),
+    );
+    let client = client_with(url, Duration::from_millis(wait_ms), Duration::from_secs(30));
+    println!("OWNER {}", client.owner_id());
+    let guard = client.fair_lock(name).lock().unwrap();
+    println!("ACQUIRED");
+    guard.unlock().unwrap();
+    println!("RELEASED");
+}
+
+/// Starts `child_waiter` in a new process; returns it with its owner id and its later lines.
+fn spawn_child(url: &str, name: &str, wait_ms: u64) -> (Child, String, mpsc::Receiver<String>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_waiter",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, format!("{url} {name} {wait_ms}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let owner = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("child starts");
+        // libtest prints the test's name on the same line.
+        if let Some((_, owner)) = line.split_once("OWNER ") {
+            break owner.to_owned();
+        }
+    };
+    (child, owner, rx)
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+#[test]
+fn killed_waiter_process_is_skipped_after_the_thread_wait() {
+    let server = RedisServer::new();
+    let wait = Duration::from_secs(1);
+    let client = client_with(&server.url(), wait, Duration::from_secs(2));
+    let name = "fair:killed";
+    let mut raw = server.conn();
+    let guard = client.fair_lock(name).lock().unwrap();
+    let (mut child, child_owner, _lines) = spawn_child(&server.url(), name, 1000);
+    assert!(wait_until(Duration::from_secs(10), || queue(
+        &mut raw, name
+    ) == [
+        child_owner.clone()
+    ]));
+    signal(&child, "-KILL");
+    child.wait().unwrap();
+    let (tx, events) = mpsc::channel();
+    let live = waiter(&client, name, 1, tx, None);
+    recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 2));
+    let released_at = Instant::now();
+    drop(guard); // wakes the dead head: nobody answers
+    match events.recv_timeout(Duration::from_secs(10)).unwrap() {
+        Event::Acquired(1, at) => {
+            let took = at - released_at;
+            assert!(
+                took >= Duration::from_millis(800),
+                "the dead head had its thread wait: {took:?}"
+            );
+            assert!(
+                took < Duration::from_secs(4),
+                "skipped within a few thread waits: {took:?}"
+            );
+        }
+        _ => unreachable!(),
+    }
+    live.join().unwrap();
+    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
+
+#[test]
+fn stalled_waiter_process_is_skipped_and_queues_again_when_it_resumes() {
+    let server = RedisServer::new();
+    let wait = Duration::from_secs(1);
+    let client = client_with(&server.url(), wait, Duration::from_secs(2));
+    let name = "fair:stalled";
+    let mut raw = server.conn();
+    let guard = client.fair_lock(name).lock().unwrap();
+    let (mut child, child_owner, lines) = spawn_child(&server.url(), name, 1000);
+    assert!(wait_until(Duration::from_secs(10), || queue(
+        &mut raw, name
+    ) == [
+        child_owner.clone()
+    ]));
+    signal(&child, "-STOP");
+    let (tx, events) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let live = waiter(&client, name, 1, tx, Some(release_rx));
+    recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 2));
+    drop(guard);
+    match events.recv_timeout(Duration::from_secs(10)).unwrap() {
+        Event::Acquired(1, _) => {}
+        _ => unreachable!(),
+    }
+    assert!(
+        queue(&mut raw, name).is_empty(),
+        "the stalled head was skipped"
+    );
+    signal(&child, "-CONT");
+    // Resumed, the child finds itself skipped and queues again behind the live holder.
+    assert!(wait_until(Duration::from_secs(10), || queue(
+        &mut raw, name
+    ) == [
+        child_owner.clone()
+    ]));
+    release_tx.send(()).unwrap();
+    live.join().unwrap();
+    let line = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(line.contains("ACQUIRED"), "{line}");
+    assert!(child.wait().unwrap().success());
+    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
