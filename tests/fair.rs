@@ -275,7 +275,10 @@ fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
     assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
         .len()
         == 3));
-    assert_eq!(queue(&mut raw, name), [owner_a.as_str(), &owner_b, &owner_c]);
+    assert_eq!(
+        queue(&mut raw, name),
+        [owner_a.as_str(), &owner_b, &owner_c]
+    );
     let a_before = deadline(&mut raw, name, &owner_a).unwrap();
     let c_before = deadline(&mut raw, name, &owner_c).unwrap();
 

@@ -1,4 +1,4 @@
-//! Reentrant lock: holds, ownership, queries, leases and bad input, against a real server.
+//! Both lock kinds (reentrant and fair): holds, ownership, queries, leases and bad input, against a real server.
 
 mod support;
 
@@ -12,182 +12,175 @@ fn client(server: &RedisServer) -> Client {
     Client::open(&server.url()).unwrap()
 }
 
-#[test]
-fn same_thread_reenters_and_frees_only_after_last_unlock() {
-    let server = RedisServer::new();
-    let client = client(&server);
-    let lock = client.lock("reentrant");
-    let g1 = lock.lock().unwrap();
-    let g2 = lock.lock().unwrap();
-    let g3 = lock.try_lock().unwrap().expect("re-entry never waits");
-    assert_eq!(lock.hold_count().unwrap(), 3);
-    let mut raw = server.conn();
-    let field: u32 = raw.hget("reentrant", client.owner_id()).unwrap();
-    assert_eq!(field, 3);
-    drop(g3);
-    g2.unlock().unwrap();
-    assert_eq!(lock.hold_count().unwrap(), 1);
-    assert!(lock.is_locked().unwrap());
-    drop(g1);
-    assert!(!lock.is_locked().unwrap());
-    assert_eq!(lock.hold_count().unwrap(), 0);
-    assert!(!raw.exists::<_, bool>("reentrant").unwrap());
-}
+for_each_kind! {
+    fn same_thread_reenters_and_frees_only_after_last_unlock(make) {
+        let server = RedisServer::new();
+        let client = client(&server);
+        let lock = make(&client, "reentrant");
+        let g1 = lock.lock().unwrap();
+        let g2 = lock.lock().unwrap();
+        let g3 = lock.try_lock().unwrap().expect("re-entry never waits");
+        assert_eq!(lock.hold_count().unwrap(), 3);
+        let mut raw = server.conn();
+        let field: u32 = raw.hget("reentrant", client.owner_id()).unwrap();
+        assert_eq!(field, 3);
+        drop(g3);
+        g2.unlock().unwrap();
+        assert_eq!(lock.hold_count().unwrap(), 1);
+        assert!(lock.is_locked().unwrap());
+        drop(g1);
+        assert!(!lock.is_locked().unwrap());
+        assert_eq!(lock.hold_count().unwrap(), 0);
+        assert!(!raw.exists::<_, bool>("reentrant").unwrap());
+    }
 
-#[test]
-fn other_thread_or_client_cannot_unlock() {
-    let server = RedisServer::new();
-    let client = client(&server);
-    let lock = client.lock("owned");
-    let guard = lock.lock().unwrap();
-    let other = lock.clone();
-    let err = std::thread::spawn(move || other.unlock().unwrap_err())
+    fn other_thread_or_client_cannot_unlock(make) {
+        let server = RedisServer::new();
+        let client = client(&server);
+        let lock = make(&client, "owned");
+        let guard = lock.lock().unwrap();
+        let other = lock.clone();
+        let err = std::thread::spawn(move || other.unlock().unwrap_err())
+            .join()
+            .unwrap();
+        assert!(
+            matches!(err, Error::NotHeld { ref name } if name == "owned"),
+            "{err:?}"
+        );
+        let err = make(&Client::open(&server.url()).unwrap(), "owned")
+            .unlock()
+            .unwrap_err();
+        assert!(err.is_not_held());
+        assert_eq!(lock.hold_count().unwrap(), 1);
+        assert!(lock.is_held_by_current_thread().unwrap());
+        // and neither can take it
+        let other = lock.clone();
+        let taken = std::thread::spawn(move || other.try_lock().unwrap().is_some())
+            .join()
+            .unwrap();
+        assert!(!taken);
+        drop(guard);
+        assert!(!lock.is_locked().unwrap());
+    }
+
+    fn leaked_hold_is_released_by_lock_unlock(make) {
+        let server = RedisServer::new();
+        let client = client(&server);
+        let lock = make(&client, "leaked");
+        lock.lock().unwrap().leak();
+        assert_eq!(lock.hold_count().unwrap(), 1);
+        lock.unlock().unwrap();
+        assert!(!lock.is_locked().unwrap());
+        assert!(lock.unlock().unwrap_err().is_not_held());
+    }
+
+    fn explicit_lease_expires_and_waiter_then_acquires(make) {
+        let server = RedisServer::new();
+        let client = client(&server);
+        let lock = make(&client, "leased").with_lease(Duration::from_millis(400));
+        let guard = lock.lock().unwrap();
+        let pttl: i64 = server.conn().pttl("leased").unwrap();
+        assert!((300..=400).contains(&pttl), "pttl {pttl}");
+        let started = Instant::now();
+        let other = lock.clone();
+        let got = std::thread::spawn(move || {
+            let g = other.try_lock_for(Duration::from_secs(5)).unwrap();
+            (g.is_some(), started.elapsed())
+        })
         .join()
         .unwrap();
-    assert!(
-        matches!(err, Error::NotHeld { ref name } if name == "owned"),
-        "{err:?}"
-    );
-    let err = Client::open(&server.url())
-        .unwrap()
-        .lock("owned")
-        .unlock()
-        .unwrap_err();
-    assert!(err.is_not_held());
-    assert_eq!(lock.hold_count().unwrap(), 1);
-    assert!(lock.is_held_by_current_thread().unwrap());
-    // and neither can take it
-    let other = lock.clone();
-    let taken = std::thread::spawn(move || other.try_lock().unwrap().is_some())
-        .join()
-        .unwrap();
-    assert!(!taken);
-    drop(guard);
-    assert!(!lock.is_locked().unwrap());
-}
+        assert!(got.0, "waiter acquires after the lease ran out");
+        assert!(
+            got.1 >= Duration::from_millis(300) && got.1 < Duration::from_secs(2),
+            "{:?}",
+            got.1
+        );
+        assert!(
+            guard.is_lost(),
+            "an explicit lease that ran out is reported lost"
+        );
+        assert!(guard.unlock().unwrap_err().is_lock_lost());
+    }
 
-#[test]
-fn leaked_hold_is_released_by_lock_unlock() {
-    let server = RedisServer::new();
-    let client = client(&server);
-    let lock = client.lock("leaked");
-    lock.lock().unwrap().leak();
-    assert_eq!(lock.hold_count().unwrap(), 1);
-    lock.unlock().unwrap();
-    assert!(!lock.is_locked().unwrap());
-    assert!(lock.unlock().unwrap_err().is_not_held());
-}
+    fn queries_report_state(make) {
+        let server = RedisServer::new();
+        let client = client(&server);
+        let lock = make(&client, "queried");
+        assert!(!lock.is_locked().unwrap());
+        assert_eq!(lock.remaining_lease().unwrap(), None);
+        let guard = lock.lock().unwrap();
+        let left = lock.remaining_lease().unwrap().unwrap();
+        assert!(left > Duration::from_secs(29) && left <= Duration::from_secs(30));
+        assert!(lock.is_held_by_current_thread().unwrap());
+        let other = lock.clone();
+        let held_there = std::thread::spawn(move || other.is_held_by_current_thread().unwrap())
+            .join()
+            .unwrap();
+        assert!(!held_there);
+        assert!(lock.force_unlock().unwrap());
+        assert!(!lock.is_locked().unwrap());
+        assert!(!lock.force_unlock().unwrap());
+        assert!(guard.unlock().unwrap_err().is_lock_lost());
+    }
 
-#[test]
-fn explicit_lease_expires_and_waiter_then_acquires() {
-    let server = RedisServer::new();
-    let client = client(&server);
-    let lock = client.lock("leased").with_lease(Duration::from_millis(400));
-    let guard = lock.lock().unwrap();
-    let pttl: i64 = server.conn().pttl("leased").unwrap();
-    assert!((300..=400).contains(&pttl), "pttl {pttl}");
-    let started = Instant::now();
-    let other = lock.clone();
-    let got = std::thread::spawn(move || {
-        let g = other.try_lock_for(Duration::from_secs(5)).unwrap();
-        (g.is_some(), started.elapsed())
-    })
-    .join()
-    .unwrap();
-    assert!(got.0, "waiter acquires after the lease ran out");
-    assert!(
-        got.1 >= Duration::from_millis(300) && got.1 < Duration::from_secs(2),
-        "{:?}",
-        got.1
-    );
-    assert!(
-        guard.is_lost(),
-        "an explicit lease that ran out is reported lost"
-    );
-    assert!(guard.unlock().unwrap_err().is_lock_lost());
-}
+    fn bad_input_gives_clear_errors(make) {
+        let server = RedisServer::new();
+        let client = client(&server);
+        let empty = make(&client, "");
+        assert!(empty.lock().unwrap_err().is_invalid_argument());
+        assert!(empty.try_lock().unwrap_err().is_invalid_argument());
+        assert!(empty.is_locked().unwrap_err().is_invalid_argument());
+        assert!(empty.force_unlock().unwrap_err().is_invalid_argument());
+        let lock = make(&client, "bad");
+        let zero_lease = lock.clone().with_lease(Duration::ZERO);
+        assert!(zero_lease.lock().unwrap_err().is_invalid_argument());
+        let huge = Duration::from_secs(10 * 365 * 24 * 3600);
+        assert!(lock
+            .clone()
+            .with_lease(huge)
+            .try_lock()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(lock
+            .try_lock_for(Duration::ZERO)
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(lock.try_lock_for(huge).unwrap_err().is_invalid_argument());
+        assert!(lock
+            .try_lock_until(Instant::now() + huge)
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(Config::builder("redis://127.0.0.1/")
+            .watchdog_timeout(Duration::ZERO)
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(Client::open("definitely not a url")
+            .unwrap_err()
+            .is_invalid_argument());
+        // nothing was written by any of it
+        let keys: Vec<String> = server.conn().keys("*").unwrap();
+        assert!(keys.is_empty(), "{keys:?}");
+    }
 
-#[test]
-fn queries_report_state() {
-    let server = RedisServer::new();
-    let client = client(&server);
-    let lock = client.lock("queried");
-    assert!(!lock.is_locked().unwrap());
-    assert_eq!(lock.remaining_lease().unwrap(), None);
-    let guard = lock.lock().unwrap();
-    let left = lock.remaining_lease().unwrap().unwrap();
-    assert!(left > Duration::from_secs(29) && left <= Duration::from_secs(30));
-    assert!(lock.is_held_by_current_thread().unwrap());
-    let other = lock.clone();
-    let held_there = std::thread::spawn(move || other.is_held_by_current_thread().unwrap())
-        .join()
-        .unwrap();
-    assert!(!held_there);
-    assert!(lock.force_unlock().unwrap());
-    assert!(!lock.is_locked().unwrap());
-    assert!(!lock.force_unlock().unwrap());
-    assert!(guard.unlock().unwrap_err().is_lock_lost());
-}
-
-#[test]
-fn bad_input_gives_clear_errors() {
-    let server = RedisServer::new();
-    let client = client(&server);
-    let empty = client.lock("");
-    assert!(empty.lock().unwrap_err().is_invalid_argument());
-    assert!(empty.try_lock().unwrap_err().is_invalid_argument());
-    assert!(empty.is_locked().unwrap_err().is_invalid_argument());
-    assert!(empty.force_unlock().unwrap_err().is_invalid_argument());
-    let lock = client.lock("bad");
-    let zero_lease = lock.clone().with_lease(Duration::ZERO);
-    assert!(zero_lease.lock().unwrap_err().is_invalid_argument());
-    let huge = Duration::from_secs(10 * 365 * 24 * 3600);
-    assert!(lock
-        .clone()
-        .with_lease(huge)
-        .try_lock()
-        .unwrap_err()
-        .is_invalid_argument());
-    assert!(lock
-        .try_lock_for(Duration::ZERO)
-        .unwrap_err()
-        .is_invalid_argument());
-    assert!(lock.try_lock_for(huge).unwrap_err().is_invalid_argument());
-    assert!(lock
-        .try_lock_until(Instant::now() + huge)
-        .unwrap_err()
-        .is_invalid_argument());
-    assert!(Config::builder("redis://127.0.0.1/")
-        .watchdog_timeout(Duration::ZERO)
-        .build()
-        .unwrap_err()
-        .is_invalid_argument());
-    assert!(Client::open("definitely not a url")
-        .unwrap_err()
-        .is_invalid_argument());
-    // nothing was written by any of it
-    let keys: Vec<String> = server.conn().keys("*").unwrap();
-    assert!(keys.is_empty(), "{keys:?}");
-}
-
-#[test]
-fn key_of_another_type_is_wrong_type_and_left_alone() {
-    let server = RedisServer::new();
-    let client = client(&server);
-    let mut raw = server.conn();
-    let _: () = raw.set("stringy", "value").unwrap();
-    let lock = client.lock("stringy");
-    let err = lock.try_lock().unwrap_err();
-    assert!(
-        matches!(err, Error::WrongType { ref key } if key == "stringy"),
-        "{err:?}"
-    );
-    assert!(lock.lock().unwrap_err().is_wrong_type());
-    assert!(lock.force_unlock().unwrap_err().is_wrong_type());
-    assert!(lock.hold_count().unwrap_err().is_wrong_type());
-    assert!(lock.unlock().unwrap_err().is_wrong_type());
-    let v: String = raw.get("stringy").unwrap();
-    assert_eq!(v, "value");
-    // the client still works for other locks
-    assert!(client.lock("fine").try_lock().unwrap().is_some());
+    fn key_of_another_type_is_wrong_type_and_left_alone(make) {
+        let server = RedisServer::new();
+        let client = client(&server);
+        let mut raw = server.conn();
+        let _: () = raw.set("stringy", "value").unwrap();
+        let lock = make(&client, "stringy");
+        let err = lock.try_lock().unwrap_err();
+        assert!(
+            matches!(err, Error::WrongType { ref key } if key == "stringy"),
+            "{err:?}"
+        );
+        assert!(lock.lock().unwrap_err().is_wrong_type());
+        assert!(lock.force_unlock().unwrap_err().is_wrong_type());
+        assert!(lock.hold_count().unwrap_err().is_wrong_type());
+        assert!(lock.unlock().unwrap_err().is_wrong_type());
+        let v: String = raw.get("stringy").unwrap();
+        assert_eq!(v, "value");
+        // the client still works for other locks
+        assert!(make(&client, "fine").try_lock().unwrap().is_some());
+    }
 }

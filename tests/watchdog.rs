@@ -1,4 +1,4 @@
-//! The watchdog: one thread renews held locks at lease/3, in batches, and stops when released.
+//! The watchdog, for both lock kinds: one thread renews held locks at lease/3, in batches, and stops when released.
 
 mod support;
 
@@ -17,162 +17,156 @@ fn client(server: &RedisServer, watchdog_ms: u64, batch: usize) -> Client {
     Client::new(config).unwrap()
 }
 
-#[test]
-fn guard_held_five_timeouts_keeps_its_lock_and_renewal_stops_after_drop() {
-    let server = RedisServer::new();
-    let client = client(&server, 600, 100);
-    let lock = client.lock("wd:long");
-    let guard = lock.lock().unwrap();
-    let mut raw = server.conn();
-    let until = Instant::now() + Duration::from_millis(3000);
-    while Instant::now() < until {
-        // Sampled state, never a sleep as synchronisation: the lease must never run low.
-        let pttl: i64 = raw.pttl("wd:long").unwrap();
-        assert!(pttl > 0, "lease ran out while the guard lived");
-        std::thread::sleep(Duration::from_millis(50));
+for_each_kind! {
+    fn guard_held_five_timeouts_keeps_its_lock_and_renewal_stops_after_drop(make) {
+        let server = RedisServer::new();
+        let client = client(&server, 600, 100);
+        let lock = make(&client, "wd:long");
+        let guard = lock.lock().unwrap();
+        let mut raw = server.conn();
+        let until = Instant::now() + Duration::from_millis(3000);
+        while Instant::now() < until {
+            // Sampled state, never a sleep as synchronisation: the lease must never run low.
+            let pttl: i64 = raw.pttl("wd:long").unwrap();
+            assert!(pttl > 0, "lease ran out while the guard lived");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!guard.is_lost());
+        assert_eq!(lock.hold_count().unwrap(), 1);
+        drop(guard);
+        assert!(!raw.exists::<_, bool>("wd:long").unwrap());
+        let calls = command_calls(&mut raw, "evalsha");
+        std::thread::sleep(Duration::from_millis(800)); // > 3 renewal periods: nothing may run
+        assert_eq!(
+            command_calls(&mut raw, "evalsha"),
+            calls,
+            "renewal ran after release"
+        );
+        assert!(!raw.exists::<_, bool>("wd:long").unwrap());
     }
-    assert!(!guard.is_lost());
-    assert_eq!(lock.hold_count().unwrap(), 1);
-    drop(guard);
-    assert!(!raw.exists::<_, bool>("wd:long").unwrap());
-    let calls = command_calls(&mut raw, "evalsha");
-    std::thread::sleep(Duration::from_millis(800)); // > 3 renewal periods: nothing may run
-    assert_eq!(
-        command_calls(&mut raw, "evalsha"),
-        calls,
-        "renewal ran after release"
-    );
-    assert!(!raw.exists::<_, bool>("wd:long").unwrap());
-}
 
-#[test]
-fn renewals_are_batched_per_call() {
-    let server = RedisServer::new();
-    let client = client(&server, 900, 100);
-    let guards: Vec<_> = (0..250)
-        .map(|i| client.lock(&format!("wd:batch:{i}")).lock().unwrap())
-        .collect();
-    let mut raw = server.conn();
-    // Let the first renewals settle, then count script calls over 10 periods (300 ms each).
-    std::thread::sleep(Duration::from_millis(400));
-    let before = command_calls(&mut raw, "evalsha");
-    std::thread::sleep(Duration::from_millis(3000));
-    let calls = command_calls(&mut raw, "evalsha") - before;
-    // 250 locks / 100 per call = 3 calls a period; ~10 periods (+1 at the edges).
-    assert!(
-        (20..=36).contains(&calls),
-        "renewal calls in 10 periods: {calls}"
-    );
-    for i in 0..250 {
-        let pttl: i64 = raw.pttl(format!("wd:batch:{i}")).unwrap();
-        assert!(pttl > 0, "lock {i} expired");
+    fn renewals_are_batched_per_call(make) {
+        let server = RedisServer::new();
+        let client = client(&server, 900, 100);
+        let guards: Vec<_> = (0..250)
+            .map(|i| make(&client, &format!("wd:batch:{i}")).lock().unwrap())
+            .collect();
+        let mut raw = server.conn();
+        // Let the first renewals settle, then count script calls over 10 periods (300 ms each).
+        std::thread::sleep(Duration::from_millis(400));
+        let before = command_calls(&mut raw, "evalsha");
+        std::thread::sleep(Duration::from_millis(3000));
+        let calls = command_calls(&mut raw, "evalsha") - before;
+        // 250 locks / 100 per call = 3 calls a period; ~10 periods (+1 at the edges).
+        assert!(
+            (20..=36).contains(&calls),
+            "renewal calls in 10 periods: {calls}"
+        );
+        for i in 0..250 {
+            let pttl: i64 = raw.pttl(format!("wd:batch:{i}")).unwrap();
+            assert!(pttl > 0, "lock {i} expired");
+        }
+        assert!(guards.iter().all(|g| !g.is_lost()));
     }
-    assert!(guards.iter().all(|g| !g.is_lost()));
-}
 
-#[test]
-fn force_unlocked_lock_is_reported_lost_and_no_longer_renewed() {
-    let server = RedisServer::new();
-    let client = client(&server, 600, 100);
-    let lock = client.lock("wd:lost");
-    let guard = lock.lock().unwrap();
-    let forced_at = Instant::now();
-    assert!(client.lock("wd:lost").force_unlock().unwrap());
-    assert!(wait_until(Duration::from_secs(2), || guard.is_lost()));
-    // The next renewal runs within one period (200 ms) of the force-unlock.
-    assert!(
-        forced_at.elapsed() < Duration::from_millis(600),
-        "{:?}",
-        forced_at.elapsed()
-    );
-    // Another owner takes it; the lost guard's release must not touch it.
-    let other = lock.clone();
-    let taker = std::thread::spawn(move || {
-        let g = other.lock().unwrap();
-        g.leak();
-    });
-    taker.join().unwrap();
-    let err = guard.unlock().unwrap_err();
-    assert!(err.is_lock_lost(), "{err:?}");
-    assert!(lock.is_locked().unwrap(), "the new holder keeps the lock");
-}
+    fn force_unlocked_lock_is_reported_lost_and_no_longer_renewed(make) {
+        let server = RedisServer::new();
+        let client = client(&server, 600, 100);
+        let lock = make(&client, "wd:lost");
+        let guard = lock.lock().unwrap();
+        let forced_at = Instant::now();
+        assert!(make(&client, "wd:lost").force_unlock().unwrap());
+        assert!(wait_until(Duration::from_secs(2), || guard.is_lost()));
+        // The next renewal runs within one period (200 ms) of the force-unlock.
+        assert!(
+            forced_at.elapsed() < Duration::from_millis(600),
+            "{:?}",
+            forced_at.elapsed()
+        );
+        // Another owner takes it; the lost guard's release must not touch it.
+        let other = lock.clone();
+        let taker = std::thread::spawn(move || {
+            let g = other.lock().unwrap();
+            g.leak();
+        });
+        taker.join().unwrap();
+        let err = guard.unlock().unwrap_err();
+        assert!(err.is_lock_lost(), "{err:?}");
+        assert!(lock.is_locked().unwrap(), "the new holder keeps the lock");
+    }
 
-#[test]
-fn reentrant_holds_keep_renewing_until_the_last_is_released() {
-    let server = RedisServer::new();
-    let client = client(&server, 600, 100);
-    let lock = client.lock("wd:reentrant");
-    let outer = lock.lock().unwrap();
-    let inner = lock.lock().unwrap();
-    drop(inner);
-    std::thread::sleep(Duration::from_millis(1500)); // 2.5 leases: only renewal keeps it
-    assert_eq!(lock.hold_count().unwrap(), 1);
-    assert!(!outer.is_lost());
-    drop(outer);
-    assert!(!lock.is_locked().unwrap());
-}
+    fn reentrant_holds_keep_renewing_until_the_last_is_released(make) {
+        let server = RedisServer::new();
+        let client = client(&server, 600, 100);
+        let lock = make(&client, "wd:reentrant");
+        let outer = lock.lock().unwrap();
+        let inner = lock.lock().unwrap();
+        drop(inner);
+        std::thread::sleep(Duration::from_millis(1500)); // 2.5 leases: only renewal keeps it
+        assert_eq!(lock.hold_count().unwrap(), 1);
+        assert!(!outer.is_lost());
+        drop(outer);
+        assert!(!lock.is_locked().unwrap());
+    }
 
-#[test]
-fn explicit_lease_is_never_renewed() {
-    let server = RedisServer::new();
-    let client = client(&server, 600, 100);
-    let mut raw = server.conn();
-    drop(client.lock("wd:warmup").lock().unwrap()); // loads the scripts (NOSCRIPT counts as a call)
-    let before = command_calls(&mut raw, "evalsha");
-    let guard = client
-        .lock("wd:leased")
-        .with_lease(Duration::from_millis(500))
-        .lock()
-        .unwrap();
-    assert!(wait_until(Duration::from_secs(3), || !raw
-        .exists::<_, bool>("wd:leased")
-        .unwrap()));
-    assert_eq!(
-        command_calls(&mut raw, "evalsha") - before,
-        1,
-        "only the acquire ran"
-    );
-    assert!(guard.is_lost());
-}
+    fn explicit_lease_is_never_renewed(make) {
+        let server = RedisServer::new();
+        let client = client(&server, 600, 100);
+        let mut raw = server.conn();
+        drop(make(&client, "wd:warmup").lock().unwrap()); // loads the scripts (NOSCRIPT counts as a call)
+        let before = command_calls(&mut raw, "evalsha");
+        let guard = make(&client, "wd:leased")
+            .with_lease(Duration::from_millis(500))
+            .lock()
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(3), || !raw
+            .exists::<_, bool>("wd:leased")
+            .unwrap()));
+        assert_eq!(
+            command_calls(&mut raw, "evalsha") - before,
+            1,
+            "only the acquire ran"
+        );
+        assert!(guard.is_lost());
+    }
 
-#[test]
-fn guard_reports_lost_while_the_server_is_paused_past_the_lease() {
-    // Regression: is_lost() only turned true when a renewal retry finished after the lease,
-    // which with the server unreachable could be minutes late.
-    let server = RedisServer::new();
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(600))
-        .response_timeout(Duration::from_secs(3))
-        .build()
-        .unwrap();
-    let client = Client::new(config).unwrap();
-    let guard = client.lock("wd:paused").lock().unwrap();
-    let acquired = Instant::now();
-    server.stop();
-    let noticed = wait_until(Duration::from_secs(2), || guard.is_lost());
-    let after = acquired.elapsed();
-    server.cont();
-    assert!(noticed, "lost not reported during a pause of 3 leases");
-    assert!(
-        after >= Duration::from_millis(600),
-        "not before the lease: {after:?}"
-    );
-    assert!(after < Duration::from_millis(1100), "{after:?}");
-}
+    fn guard_reports_lost_while_the_server_is_paused_past_the_lease(make) {
+        // Regression: is_lost() only turned true when a renewal retry finished after the lease,
+        // which with the server unreachable could be minutes late.
+        let server = RedisServer::new();
+        let config = Config::builder(server.url().as_str())
+            .watchdog_timeout(Duration::from_millis(600))
+            .response_timeout(Duration::from_secs(3))
+            .build()
+            .unwrap();
+        let client = Client::new(config).unwrap();
+        let guard = make(&client, "wd:paused").lock().unwrap();
+        let acquired = Instant::now();
+        server.stop();
+        let noticed = wait_until(Duration::from_secs(2), || guard.is_lost());
+        let after = acquired.elapsed();
+        server.cont();
+        assert!(noticed, "lost not reported during a pause of 3 leases");
+        assert!(
+            after >= Duration::from_millis(600),
+            "not before the lease: {after:?}"
+        );
+        assert!(after < Duration::from_millis(1100), "{after:?}");
+    }
 
-#[test]
-fn leased_unlock_of_a_leaked_hold_leaves_the_watchdog_hold_renewed() {
-    // Regression: Lock::unlock on a lock with an explicit lease dropped the watchdog entry
-    // of the thread's other (watchdog) hold, so it expired while its guard looked fine.
-    let server = RedisServer::new();
-    let client = client(&server, 600, 100);
-    let lock = client.lock("wd:mixed");
-    let outer = lock.lock().unwrap();
-    let leased = lock.clone().with_lease(Duration::from_millis(300));
-    leased.lock().unwrap().leak();
-    leased.unlock().unwrap();
-    std::thread::sleep(Duration::from_millis(1500)); // 2.5 watchdog leases
-    assert_eq!(lock.hold_count().unwrap(), 1);
-    assert!(!outer.is_lost());
-    outer.unlock().unwrap();
+    fn leased_unlock_of_a_leaked_hold_leaves_the_watchdog_hold_renewed(make) {
+        // Regression: Lock::unlock on a lock with an explicit lease dropped the watchdog entry
+        // of the thread's other (watchdog) hold, so it expired while its guard looked fine.
+        let server = RedisServer::new();
+        let client = client(&server, 600, 100);
+        let lock = make(&client, "wd:mixed");
+        let outer = lock.lock().unwrap();
+        let leased = lock.clone().with_lease(Duration::from_millis(300));
+        leased.lock().unwrap().leak();
+        leased.unlock().unwrap();
+        std::thread::sleep(Duration::from_millis(1500)); // 2.5 watchdog leases
+        assert_eq!(lock.hold_count().unwrap(), 1);
+        assert!(!outer.is_lost());
+        outer.unlock().unwrap();
+    }
 }
