@@ -595,3 +595,103 @@ fn stalled_waiter_process_is_skipped_and_queues_again_when_it_resumes() {
         assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
     }
 }
+
+#[test]
+fn killed_pubsub_connection_resubscribes_each_waiter_channel_and_order_holds() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let name = "fair:pubsub";
+    let mut raw = server.conn();
+    let guard = holder.fair_lock(name).lock().unwrap(); // 30 s lease: no TTL rescue
+    let (tx, events) = mpsc::channel();
+    let mut handles = Vec::new();
+    let mut channels = Vec::new();
+    for i in 0..3 {
+        handles.push(waiter(&client, name, i, tx.clone(), None));
+        let owner = recv_owner(&events);
+        channels.push(format!("redisson_lock__channel:{{{name}}}:{owner}"));
+        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+            .len()
+            == i + 1));
+    }
+    let subscribed = |raw: &mut redis::Connection| channels.iter().all(|c| numsub(raw, c) == 1);
+    assert!(wait_until(Duration::from_secs(5), || subscribed(&mut raw)));
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(killed, 1);
+    assert!(wait_until(Duration::from_secs(5), || subscribed(&mut raw)));
+    // Woken by the reconnect, the waiters checked in and kept their places.
+    assert_eq!(queue(&mut raw, name).len(), 3);
+    let released_at = Instant::now();
+    drop(guard);
+    let grants: Vec<(usize, Instant)> = (0..3)
+        .map(
+            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+                Event::Acquired(i, at) => (i, at),
+                Event::Owner(_) => unreachable!(),
+            },
+        )
+        .collect();
+    assert_eq!(grants.iter().map(|g| g.0).collect::<Vec<_>>(), [0, 1, 2]);
+    assert!(grants[2].1 - released_at < Duration::from_secs(1));
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn a_redisson_waiter_in_the_queue_keeps_its_turn_and_its_release_wakes_ours() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let name = "fair:java";
+    let java = "6f0c2bd4-8f5e-4d3a-9d62-3a3b7f1e2c11:57"; // a Java client's id and thread id
+    let mut raw = server.conn();
+    let messages = listen(&server, name);
+    let guard = client.fair_lock(name).lock().unwrap();
+    // Queue the Java waiter as Redisson does: RPUSH the owner, ZADD its deadline.
+    let now = server_ms(&mut raw);
+    let _: () = raw.rpush(queue_key(name), java).unwrap();
+    let _: () = raw.zadd(timeout_key(name), java, now + 330_000).unwrap();
+    let (tx, events) = mpsc::channel();
+    let ours = waiter(&client, name, 1, tx, None);
+    let our_owner = recv_owner(&events);
+    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+        .len()
+        == 2));
+    drop(guard);
+    // The release wakes the Java head on its own channel; ours does not barge.
+    let (channel, payload) = messages.recv_timeout(Duration::from_secs(1)).unwrap();
+    assert_eq!(channel, format!("redisson_lock__channel:{{{name}}}:{java}"));
+    assert_eq!(payload, "0");
+    assert!(events.recv_timeout(Duration::from_millis(300)).is_err());
+    assert_eq!(queue(&mut raw, name), [java, our_owner.as_str()]);
+    // The Java client takes the lock and releases it, as RedissonFairLock's scripts do.
+    let _: () = redis::pipe()
+        .atomic()
+        .lpop(queue_key(name), None)
+        .zrem(timeout_key(name), java)
+        .hset(name, java, 1)
+        .pexpire(name, 30_000)
+        .query(&mut raw)
+        .unwrap();
+    let released_at = Instant::now();
+    let _: () = redis::pipe()
+        .atomic()
+        .del(name)
+        .publish(format!("redisson_lock__channel:{{{name}}}:{our_owner}"), 0)
+        .query(&mut raw)
+        .unwrap();
+    match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+        Event::Acquired(1, at) => assert!(at - released_at < Duration::from_millis(500)),
+        _ => unreachable!(),
+    }
+    ours.join().unwrap();
+    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
