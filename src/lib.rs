@@ -25,6 +25,13 @@
 //! wakes blocked threads when a lock is released, and one watchdog thread that renews the
 //! leases of all held locks in batches. Waiting threads send nothing to Redis while they wait.
 //!
+//! # Plain or fair
+//!
+//! [`Client::lock`] gives the lock to whichever waiter re-tries first after a release (cheap,
+//! but a busy thread can win it back again and again). [`Client::fair_lock`] queues waiters in
+//! Redis and grants in arrival order, across threads and processes, at the cost of keeping the
+//! queue: see [`Client::fair_lock`] for when to pick which.
+//!
 //! # Key layout (Redisson's)
 //!
 //! | key | content |
@@ -32,6 +39,9 @@
 //! | `name` | HASH: `<client uuid>:<thread number>` → hold count; PEXPIRE = lease |
 //! | `redisson_lock__channel:{name}` | channel: `0` published when the lock is freed |
 //! | `redisson_unlock_latch:{name}:<request id>` | STRING, short-lived: makes a retried unlock idempotent |
+//! | `redisson_lock_queue:{name}` | [fair lock](Client::fair_lock): LIST of waiting owners, in arrival order |
+//! | `redisson_lock_timeout:{name}` | fair lock: ZSET owner → deadline (ms on the server's clock) |
+//! | `redisson_lock__channel:{name}:<owner>` | fair lock: each waiter's own channel, `0` when its turn comes |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
