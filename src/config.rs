@@ -202,6 +202,10 @@ impl ConfigBuilder {
     /// can hold up the queue: after the lock is freed, the next live waiter gets it within
     /// about two thread waits. Same meaning as Redisson's `threadWaitTime`.
     ///
+    /// The second waiter in line checks on the head once per thread wait (the others less
+    /// often), so a thread wait of a few seconds costs one script call per lock every few
+    /// seconds while the lock is contended.
+    ///
     /// Defaults to 5 minutes (Redisson's default).
     ///
     /// # Examples
