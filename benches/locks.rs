@@ -4,8 +4,8 @@
 //! stdout (every figure next to the ping round trip measured in the same run) and a one-line
 //! human summary per workload to stderr. Cargo takes one bare name itself (`cargo bench --bench
 //! locks solo`); more names or `--scale` go after `--`: `cargo bench --bench locks -- waiters
-//! --scale`. Workloads: solo, handoff, waiters. To add one: a `fn(&mut Ctx) -> Json`, its name
-//! in `WORKLOADS` and a match arm in `main`.
+//! --scale`. Workloads: solo, handoff, fair_handoff, waiters. To add one: a `fn(&mut Ctx) ->
+//! Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Every workload, in the order a bare `cargo bench --bench locks` runs them.
-const WORKLOADS: &[&str] = &["solo", "handoff", "waiters"];
+const WORKLOADS: &[&str] = &["solo", "handoff", "fair_handoff", "waiters"];
 
 fn main() {
     let mut scale = false;
@@ -49,6 +49,7 @@ fn main() {
         let json = match name.as_str() {
             "solo" => solo(&ctx),
             "handoff" => handoff(&ctx),
+            "fair_handoff" => fair_handoff(&ctx),
             "waiters" => waiters(&mut ctx),
             _ => unreachable!("checked above"),
         };
@@ -104,63 +105,162 @@ fn solo(ctx: &Ctx) -> Json {
         .num("p99_us", p99)
 }
 
-/// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one key.
+/// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.
 fn handoff(ctx: &Ctx) -> Json {
+    let h = Handoff::run(ctx, "bench:handoff", redlatch::Client::lock);
+    eprintln!(
+        "handoff: p50 {:.1} us = {:.2}x ping (target <= 4x), p99 {:.1} us, handoffs {}/{} = {:.0}% \
+         (target >= 80%), {:.0} cycles/s (target >= 650), fifo_violations {} (barging, no target)",
+        h.p50_us,
+        h.p50_us / ctx.ping_p50_us,
+        h.p99_us,
+        h.handoffs,
+        h.handoff_slots(),
+        h.handoff_pct(),
+        h.cycles_per_s,
+        h.fifo_violations
+    );
+    h.json(ctx, "handoff")
+}
+
+/// The `handoff` workload on a fair lock: every cycle should go to another thread, in order.
+fn fair_handoff(ctx: &Ctx) -> Json {
+    let h = Handoff::run(ctx, "bench:fair_handoff", redlatch::Client::fair_lock);
+    eprintln!(
+        "fair_handoff: p50 {:.1} us = {:.2}x ping (target <= 4x), p99 {:.1} us, handoffs {}/{} = \
+         {:.0}% (target 100%), {:.0} cycles/s, fifo_violations {} (target 0)",
+        h.p50_us,
+        h.p50_us / ctx.ping_p50_us,
+        h.p99_us,
+        h.handoffs,
+        h.handoff_slots(),
+        h.handoff_pct(),
+        h.cycles_per_s,
+        h.fifo_violations
+    );
+    h.json(ctx, "fair_handoff")
+}
+
+/// One cycle of a handoff thread: when it called `lock()`, when `lock()` returned and when it
+/// started to unlock, and which thread it was.
+struct Cycle {
+    start: Instant,
+    grant: Instant,
+    release: Instant,
+    thread: usize,
+}
+
+/// The figures of one handoff run (8 threads x 100 cycles on one key).
+struct Handoff {
+    cycles: usize,
+    cycles_per_s: f64,
+    handoffs: usize,
+    p50_us: f64,
+    p99_us: f64,
+    fifo_violations: usize,
+}
+
+impl Handoff {
     const THREADS: usize = 8;
     const CYCLES: usize = 100;
-    let client = ctx.client();
-    let lock = client.lock("bench:handoff");
-    let barrier = Arc::new(Barrier::new(THREADS + 1));
-    let workers: Vec<_> = (0..THREADS)
-        .map(|id| {
-            let (lock, barrier) = (lock.clone(), Arc::clone(&barrier));
-            thread::spawn(move || {
-                barrier.wait();
-                let mut cycles = Vec::with_capacity(CYCLES);
-                for _ in 0..CYCLES {
-                    let guard = lock.lock().expect("lock");
-                    let acquired = Instant::now();
-                    thread::sleep(Duration::from_millis(1));
-                    let release = Instant::now();
-                    guard.unlock().expect("unlock");
-                    cycles.push((acquired, release, id));
-                    thread::sleep(Duration::from_millis(1));
-                }
-                cycles
+
+    /// Runs the workload on `make_lock(client, key)`.
+    fn run(
+        ctx: &Ctx,
+        key: &str,
+        make_lock: fn(&redlatch::Client, &str) -> redlatch::Lock,
+    ) -> Handoff {
+        let client = ctx.client();
+        let lock = make_lock(&client, key);
+        let barrier = Arc::new(Barrier::new(Self::THREADS + 1));
+        let workers: Vec<_> = (0..Self::THREADS)
+            .map(|thread| {
+                let (lock, barrier) = (lock.clone(), Arc::clone(&barrier));
+                thread::spawn(move || {
+                    barrier.wait();
+                    let mut cycles = Vec::with_capacity(Self::CYCLES);
+                    for _ in 0..Self::CYCLES {
+                        let start = Instant::now();
+                        let guard = lock.lock().expect("lock");
+                        let grant = Instant::now();
+                        thread::sleep(Duration::from_millis(1));
+                        let release = Instant::now();
+                        guard.unlock().expect("unlock");
+                        cycles.push(Cycle {
+                            start,
+                            grant,
+                            release,
+                            thread,
+                        });
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                    cycles
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let mut cycles: Vec<Cycle> = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("handoff thread panicked"))
+            .collect();
+        let wall = start.elapsed();
+
+        cycles.sort_by_key(|c| c.grant);
+        let mut lat: Vec<Duration> = cycles
+            .windows(2)
+            .filter(|w| w[0].thread != w[1].thread)
+            .map(|w| w[1].grant.saturating_duration_since(w[0].release))
+            .collect();
+        Handoff {
+            cycles: cycles.len(),
+            cycles_per_s: cycles.len() as f64 / wall.as_secs_f64(),
+            handoffs: lat.len(),
+            p50_us: percentile_us(&mut lat, 50.0),
+            p99_us: percentile_us(&mut lat, 99.0),
+            fifo_violations: fifo_violations(&cycles),
+        }
+    }
+
+    /// Cycles that have a previous holder (all but the first one).
+    fn handoff_slots(&self) -> usize {
+        self.cycles.saturating_sub(1)
+    }
+
+    /// Handoffs as a share of the cycles that could be one: 100% is every cycle after the
+    /// first going to another thread.
+    fn handoff_pct(&self) -> f64 {
+        100.0 * self.handoffs as f64 / self.handoff_slots().max(1) as f64
+    }
+
+    fn json(&self, ctx: &Ctx, workload: &str) -> Json {
+        ctx.json(workload)
+            .int("threads", Self::THREADS)
+            .int("cycles", self.cycles)
+            .num("cycles_per_s", self.cycles_per_s)
+            .int("handoffs", self.handoffs)
+            .num("handoff_p50_us", self.p50_us)
+            .num("handoff_p99_us", self.p99_us)
+            .int("fifo_violations", self.fifo_violations)
+    }
+}
+
+/// Grants that jumped the queue: a grant to X at `g` while another thread Y, which had started
+/// waiting more than 2 ms before X, was still waiting (`start_Y < g < grant_Y`). Each grant
+/// counts once, however many threads it overtook. O(n^2), fine for 800 cycles.
+fn fifo_violations(cycles: &[Cycle]) -> usize {
+    const MARGIN: Duration = Duration::from_millis(2);
+    cycles
+        .iter()
+        .filter(|x| {
+            cycles.iter().any(|y| {
+                y.thread != x.thread
+                    && y.start < x.grant
+                    && x.grant < y.grant
+                    && y.start + MARGIN < x.start
             })
         })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    let mut cycles: Vec<(Instant, Instant, usize)> = workers
-        .into_iter()
-        .flat_map(|w| w.join().expect("handoff thread panicked"))
-        .collect();
-    let wall = start.elapsed();
-
-    cycles.sort_by_key(|c| c.0);
-    let mut lat: Vec<Duration> = cycles
-        .windows(2)
-        .filter(|w| w[0].2 != w[1].2)
-        .map(|w| w[1].0.saturating_duration_since(w[0].1))
-        .collect();
-    let total = THREADS * CYCLES;
-    let handoffs = lat.len();
-    let (p50, p99) = (percentile_us(&mut lat, 50.0), percentile_us(&mut lat, 99.0));
-    let per_s = total as f64 / wall.as_secs_f64();
-    eprintln!(
-        "handoff: p50 {p50:.1} us = {:.2}x ping (target <= 4x), p99 {p99:.1} us, \
-         handoffs {handoffs}/{total} = {:.0}% (target >= 80%), {per_s:.0} cycles/s (target >= 650)",
-        p50 / ctx.ping_p50_us,
-        100.0 * handoffs as f64 / total as f64
-    );
-    ctx.json("handoff")
-        .int("threads", THREADS)
-        .int("cycles", total)
-        .num("cycles_per_s", per_s)
-        .int("handoffs", handoffs)
-        .num("handoff_p50_us", p50)
-        .num("handoff_p99_us", p99)
+        .count()
 }
 
 /// W threads blocked on a held lock: idle traffic, connections, memory, then the drain.
