@@ -16,47 +16,52 @@
 local now = fair_now();
 local owner = ARGV[2];
 local wait = tonumber(ARGV[3]);
-if fair_prune(KEYS[2], KEYS[3], now) then
-    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
-end;
-if redis.call('exists', KEYS[1]) == 0 then
-    local head = redis.call('lindex', KEYS[2], 0);
-    if head == false or head == owner then
-        redis.call('hset', KEYS[1], owner, 1);
-        redis.call('pexpire', KEYS[1], ARGV[1]);
-        if head == owner then
-            redis.call('lpop', KEYS[2]);
-            redis.call('zrem', KEYS[3], owner);
-            fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
-        end;
-        return nil;
+local head, changed = fair_prune(KEYS[2], KEYS[3], now);
+local free = redis.call('exists', KEYS[1]) == 0;
+if free and (head == false or head == owner) then
+    redis.call('hset', KEYS[1], owner, 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    if head == owner then
+        redis.call('lpop', KEYS[2]);
+        redis.call('zrem', KEYS[3], owner);
+        head = redis.call('lindex', KEYS[2], 0);
+        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
     end;
-elseif redis.call('hexists', KEYS[1], owner) == 1 then
+    return nil;
+end;
+if not free and redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hincrby', KEYS[1], owner, 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
+    if changed then
+        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
+    end;
     return nil;
 end;
 
-local pttl = redis.call('pttl', KEYS[1]);
+local pttl = fair_pttl(KEYS[1], wait);
+if changed then
+    -- Dead heads were popped: the new head's turn starts (woken if the lock is free).
+    fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
+end;
 local pos = redis.call('lpos', KEYS[2], owner);
 if pos == false then
     if ARGV[4] ~= '1' then
         return math.max(pttl, 1);
     end;
-    local last = redis.call('lindex', KEYS[2], -1);
     redis.call('rpush', KEYS[2], owner);
-    if last == false then
+    if head == false then
         pos = 0;
-        fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
+        fair_turn(owner, KEYS[3], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
     else
         pos = redis.call('llen', KEYS[2]) - 1;
         -- As Redisson: one thread wait after the deadline of the waiter ahead.
-        local base = tonumber(redis.call('zscore', KEYS[3], last)) or (now + fair_pttl(KEYS[1], wait));
+        local last = redis.call('lindex', KEYS[2], -2);
+        local base = tonumber(redis.call('zscore', KEYS[3], last)) or (now + pttl);
         redis.call('zadd', KEYS[3], base + wait, owner);
     end;
 elseif pos == 0 then
     -- The head checks in: it is alive, its deadline moves on.
-    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[5], owner);
+    fair_turn(owner, KEYS[3], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
 end;
 
 -- When to try again without a message: the head when the lease may run out (its holder may
@@ -64,13 +69,13 @@ end;
 -- others once per thread wait per place ahead of them (all of those ahead may be dead).
 local t = pos * wait;
 if pos == 0 then
-    t = fair_pttl(KEYS[1], wait);
+    t = pttl;
 elseif pos == 1 then
     local head_deadline = tonumber(redis.call('zscore', KEYS[3], redis.call('lindex', KEYS[2], 0)));
     if head_deadline ~= nil and head_deadline - now < t then
         t = head_deadline - now;
     end;
-    if pttl > 0 and pttl < t then
+    if not free and pttl < t then
         t = pttl;
     end;
 end;

@@ -22,34 +22,34 @@ local function fair_pttl(lock, wait)
     return pttl;
 end;
 
--- Pops presumed-dead heads (no deadline, or deadline reached). Returns true if any was popped.
+-- Pops presumed-dead heads (no deadline, or deadline reached). Returns the head left (false
+-- if the queue is empty) and whether any head was popped.
 local function fair_prune(queue, timeouts, now)
     local changed = false;
     while true do
         local head = redis.call('lindex', queue, 0);
         if head == false then
-            break;
+            return false, changed;
         end;
         local deadline = tonumber(redis.call('zscore', timeouts, head));
         if deadline ~= nil and deadline > now then
-            break;
+            return head, changed;
         end;
         redis.call('lpop', queue);
         redis.call('zrem', timeouts, head);
         changed = true;
     end;
-    return changed;
 end;
 
--- Starts the head's turn: sets its deadline and, when the lock is free, publishes '0' on the
--- head's own channel `<channel>:<owner>` (never to `caller`, who runs this script).
-local function fair_turn(lock, queue, timeouts, channel, now, wait, publish, caller)
-    local head = redis.call('lindex', queue, 0);
+-- Starts the turn of `head` (false: nobody queued): its deadline becomes now + `pttl` (the
+-- lock's remaining lease as fair_pttl gives it) + wait, and when the lock is `free` '0' is
+-- published on the head's own channel `<channel>:<owner>`, unless the head is `caller`.
+local function fair_turn(head, timeouts, channel, now, pttl, wait, free, publish, caller)
     if head == false then
         return;
     end;
-    redis.call('zadd', timeouts, now + fair_pttl(lock, wait) + wait, head);
-    if head ~= caller and redis.call('exists', lock) == 0 then
+    redis.call('zadd', timeouts, now + pttl + wait, head);
+    if free and head ~= caller then
         redis.call(publish, channel .. ':' .. head, '0');
     end;
 end;

@@ -15,9 +15,9 @@ if t ~= 'hash' and t ~= 'none' then
 end;
 local now = fair_now();
 local wait = tonumber(ARGV[2]);
-local changed = fair_prune(KEYS[2], KEYS[3], now);
+local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 local deleted = redis.call('del', KEYS[1]);
 if deleted == 1 or changed then
-    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[1], '');
+    fair_turn(head, KEYS[3], KEYS[4], now, 0, wait, true, ARGV[1], '');
 end;
 return deleted;

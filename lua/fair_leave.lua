@@ -13,7 +13,7 @@
 --          error WRONGTYPE     a key holds another type
 local now = fair_now();
 local wait = tonumber(ARGV[2]);
-local changed = fair_prune(KEYS[2], KEYS[3], now);
+local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 local pos = redis.call('lpos', KEYS[2], ARGV[1]);
 redis.call('zrem', KEYS[3], ARGV[1]);
 if pos ~= false then
@@ -22,10 +22,14 @@ if pos ~= false then
         redis.call('zincrby', KEYS[3], -wait, behind[i]);
     end;
     redis.call('lrem', KEYS[2], 1, ARGV[1]);
-    changed = changed or pos == 0;
+    if pos == 0 then
+        head = behind[1] or false;
+        changed = true;
+    end;
 end;
 if changed then
-    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[3], ARGV[1]);
+    local pttl = fair_pttl(KEYS[1], wait);
+    fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, redis.call('exists', KEYS[1]) == 0, ARGV[3], ARGV[1]);
 end;
 if pos == false then
     return 0;

@@ -21,16 +21,17 @@ if val ~= false then
 end;
 local now = fair_now();
 local wait = tonumber(ARGV[5]);
-local changed = fair_prune(KEYS[2], KEYS[3], now);
+local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 local count = redis.call('hget', KEYS[1], ARGV[2]);
 if count ~= false and tonumber(count) <= 1 then
     redis.call('del', KEYS[1]);
     redis.call('set', KEYS[5], 1, 'px', ARGV[4]);
-    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[3], ARGV[2]);
+    fair_turn(head, KEYS[3], KEYS[4], now, 0, wait, true, ARGV[3], ARGV[2]);
     return 1;
 end;
 if changed then
-    fair_turn(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, wait, ARGV[3], ARGV[2]);
+    local pttl = fair_pttl(KEYS[1], wait);
+    fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, pttl == 0, ARGV[3], ARGV[2]);
 end;
 if count == false then
     return nil;
