@@ -10,13 +10,22 @@
 -- ARGV[4]  "1": join the queue when the lock cannot be taken; "0": only try
 -- ARGV[5]  publish command (PUBLISH or SPUBLISH)
 -- Reply:   nil                 acquired (or re-entered): count incremented, PEXPIRE lease
---          integer >= 1        not acquired: ms to wait at most before trying again (the
+--          integer >= 1        not acquired: ms to wait at most before checking in again (the
 --                              caller also wakes on its channel)
---          error WRONGTYPE     a key holds another type
-local now = fair_now();
+--          error WRONGTYPE     a key holds another type (checked before anything is written)
 local owner = ARGV[2];
 local wait = tonumber(ARGV[3]);
+local held = redis.call('hexists', KEYS[1], owner) == 1;
+local now = fair_now();
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
+if held then
+    redis.call('hincrby', KEYS[1], owner, 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    if changed then
+        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
+    end;
+    return nil;
+end;
 local free = redis.call('exists', KEYS[1]) == 0;
 if free and (head == false or head == owner) then
     redis.call('hset', KEYS[1], owner, 1);
@@ -25,14 +34,6 @@ if free and (head == false or head == owner) then
         redis.call('lpop', KEYS[2]);
         redis.call('zrem', KEYS[3], owner);
         head = redis.call('lindex', KEYS[2], 0);
-        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
-    end;
-    return nil;
-end;
-if not free and redis.call('hexists', KEYS[1], owner) == 1 then
-    redis.call('hincrby', KEYS[1], owner, 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    if changed then
         fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
     end;
     return nil;
@@ -48,30 +49,19 @@ if pos == false then
     if ARGV[4] ~= '1' then
         return math.max(pttl, 1);
     end;
-    redis.call('rpush', KEYS[2], owner);
-    if head == false then
-        pos = 0;
-        fair_turn(owner, KEYS[3], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
-    else
-        pos = redis.call('llen', KEYS[2]) - 1;
-        -- As Redisson: one thread wait after the deadline of the waiter ahead.
-        local last = redis.call('lindex', KEYS[2], -2);
-        local base = tonumber(redis.call('zscore', KEYS[3], last)) or (now + pttl);
-        redis.call('zadd', KEYS[3], base + wait, owner);
-    end;
-elseif pos == 0 then
-    -- The head checks in: it is alive, its deadline moves on.
-    fair_turn(owner, KEYS[3], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
+    pos = redis.call('rpush', KEYS[2], owner) - 1;
 end;
+-- Joined or checked in: alive, so the deadline moves on.
+redis.call('zadd', KEYS[3], now + pttl + (pos + 1) * wait, owner);
 
--- When to try again without a message: the head when the lease may run out (its holder may
--- have died); the second when the head may be presumed dead or the lease may run out; the
--- others once per thread wait per place ahead of them (all of those ahead may be dead).
-local t = pos * wait;
+-- When to check in again without a message: the head when the lease may run out (its holder
+-- may have died: one thread wait before its own deadline); the second as well, and when the
+-- head may be presumed dead; the others every half thread wait, well before their deadlines.
+local t = math.floor(wait / 2);
 if pos == 0 then
     t = pttl;
 elseif pos == 1 then
-    local head_deadline = tonumber(redis.call('zscore', KEYS[3], redis.call('lindex', KEYS[2], 0)));
+    local head_deadline = tonumber(redis.call('zscore', KEYS[3], head));
     if head_deadline ~= nil and head_deadline - now < t then
         t = head_deadline - now;
     end;

@@ -1,10 +1,13 @@
 -- Helpers shared by the fair lock scripts: prepended to each fair_*.lua (see src/scripts.rs).
 --
 -- The queue (LIST) holds waiting owners in arrival order; the timeout set (ZSET) maps each of
--- them to a deadline in ms on the server's clock (TIME), so client clocks never matter. Only
--- the head's deadline is enforced: a head whose deadline passed is presumed dead and popped.
--- Whenever the head's turn starts (it became head, the lock was freed) or it checks in, its
--- deadline becomes (the lock's expiry, or now if free) + thread wait.
+-- them to a deadline in ms on the server's clock (TIME), so client clocks never matter. A head
+-- whose deadline passed is presumed dead and popped (and the next one too, if its deadline
+-- passed as well). A waiter's deadline is the lock's expiry (now if free) plus one thread wait
+-- per place up to and including its own, as in Redisson: set when it joins and each time it
+-- checks in (every half thread wait at most), lowered by one thread wait when a waiter ahead
+-- leaves, and for the head set afresh whenever its turn starts (it became head, the lock was
+-- freed). A live waiter therefore never sees its deadline pass.
 
 local function fair_now()
     local t = redis.call('time');

@@ -14,15 +14,15 @@
 --          nil                 the owner holds no hold of this lock (nothing changed)
 --          0                   one hold released, the owner still holds the lock
 --          1                   last hold released: key deleted, '0' published on the head's channel
---          error WRONGTYPE     a key holds another type
+--          error WRONGTYPE     a key holds another type (checked before anything is written)
 local val = redis.call('get', KEYS[5]);
 if val ~= false then
     return tonumber(val);
 end;
+local count = redis.call('hget', KEYS[1], ARGV[2]);
 local now = fair_now();
 local wait = tonumber(ARGV[5]);
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
-local count = redis.call('hget', KEYS[1], ARGV[2]);
 if count ~= false and tonumber(count) <= 1 then
     redis.call('del', KEYS[1]);
     redis.call('set', KEYS[5], 1, 'px', ARGV[4]);

@@ -28,6 +28,18 @@ fn deadline(raw: &mut redis::Connection, name: &str, owner: &str) -> Option<i64>
     raw.zscore(timeout_key(name), owner).unwrap()
 }
 
+/// Asserts that no queued waiter's deadline has passed: they are all alive in these tests.
+fn assert_no_deadline_passed(raw: &mut redis::Connection, name: &str) {
+    let now = server_ms(raw);
+    let deadlines: Vec<(String, i64)> = raw.zrange_withscores(timeout_key(name), 0, -1).unwrap();
+    for (owner, d) in deadlines {
+        assert!(
+            d > now,
+            "{owner}: deadline {d} passed (now {now}) while it waits"
+        );
+    }
+}
+
 fn server_ms(raw: &mut redis::Connection) -> i64 {
     let (s, us): (i64, i64) = redis::cmd("TIME").query(raw).unwrap();
     s * 1000 + us / 1000
@@ -167,6 +179,7 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
     let messages = listen(&server, name);
     // Load the scripts first: a first EVALSHA answered NOSCRIPT would count as a call.
     drop(holder.fair_lock("fair:warm").lock().unwrap());
+    let scripts_before = command_calls(&mut raw, "evalsha");
     let guard = holder.fair_lock(name).lock().unwrap();
     let (tx, events) = mpsc::channel();
     let mut releases = Vec::new();
@@ -187,6 +200,12 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
             &mut raw, &channel
         ) == 1));
     }
+    // Each waiter tries twice: to join the queue, and once its subscription is confirmed.
+    assert!(wait_until(Duration::from_secs(5), || command_calls(
+        &mut raw, "evalsha"
+    ) == scripts_before
+        + 1
+        + 2 * 5));
     // Five blocked waiters: for a second, nothing but our own INFO calls reaches the server.
     let evalsha = command_calls(&mut raw, "evalsha");
     let before = count_commands(&mut raw);
@@ -693,5 +712,252 @@ fn a_redisson_waiter_in_the_queue_keeps_its_turn_and_its_release_wakes_ours() {
     ours.join().unwrap();
     for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
         assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
+
+#[test]
+fn order_holds_when_a_hold_outlasts_lease_and_thread_wait() {
+    // A waiter that reaches the head while the lock is taken must check in before its
+    // deadline, however long the new holder keeps the lock.
+    let server = RedisServer::new();
+    let client = client_with(
+        &server.url(),
+        Duration::from_secs(1),
+        Duration::from_millis(300),
+    );
+    let name = "fair:longhold";
+    let mut raw = server.conn();
+    let guard = client.fair_lock(name).lock().unwrap();
+    let (tx, events) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let mut release_rx = Some(release_rx);
+    let mut handles = Vec::new();
+    let mut owners = Vec::new();
+    for i in 0..4 {
+        let release = if i == 1 { release_rx.take() } else { None };
+        handles.push(waiter(&client, name, i, tx.clone(), release));
+        owners.push(recv_owner(&events));
+        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+            .len()
+            == i + 1));
+    }
+    drop(guard);
+    let first_two: Vec<usize> = (0..2)
+        .map(
+            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+                Event::Acquired(i, _) => i,
+                Event::Owner(_) => unreachable!(),
+            },
+        )
+        .collect();
+    assert_eq!(first_two, [0, 1]);
+    // Waiter 1 holds for 2.5 thread waits (8 watchdog leases); 2 and 3 keep their places.
+    let until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < until {
+        assert_eq!(
+            queue(&mut raw, name),
+            owners[2..],
+            "a live waiter was skipped"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    release_tx.send(()).unwrap();
+    let rest: Vec<usize> = (0..2)
+        .map(
+            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+                Event::Acquired(i, _) => i,
+                Event::Owner(_) => unreachable!(),
+            },
+        )
+        .collect();
+    assert_eq!(rest, [2, 3]);
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn a_dead_head_is_skipped_but_the_live_waiters_behind_it_keep_their_places() {
+    // The waiters behind the dead head joined several thread waits before it died: their
+    // deadlines must not have run out with it.
+    let server = RedisServer::new();
+    let client = client_with(
+        &server.url(),
+        Duration::from_secs(1),
+        Duration::from_secs(2),
+    );
+    let name = "fair:cascade";
+    let mut raw = server.conn();
+    let guard = client.fair_lock(name).lock().unwrap();
+    let (mut child, child_owner, _lines) = spawn_child(&server.url(), name, 1000);
+    assert!(wait_until(Duration::from_secs(10), || queue(
+        &mut raw, name
+    ) == [
+        child_owner.clone()
+    ]));
+    let (tx, events) = mpsc::channel();
+    let mut handles = Vec::new();
+    let mut owners = Vec::new();
+    for i in 0..2 {
+        handles.push(waiter(&client, name, i, tx.clone(), None));
+        owners.push(recv_owner(&events));
+        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+            .len()
+            == i + 2));
+    }
+    // Everybody checks in a few times; nobody's deadline may pass.
+    let until = Instant::now() + Duration::from_millis(4500);
+    while Instant::now() < until {
+        assert_no_deadline_passed(&mut raw, name);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(queue(&mut raw, name).len(), 3);
+    signal(&child, "-KILL");
+    child.wait().unwrap();
+    // While the lock is still held, the dead head's deadline passes and it is popped; the
+    // live waiters stay.
+    assert!(wait_until(Duration::from_secs(6), || queue(&mut raw, name) == owners));
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        assert_eq!(queue(&mut raw, name), owners);
+        assert_no_deadline_passed(&mut raw, name);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let released_at = Instant::now();
+    drop(guard);
+    for expected in 0..2 {
+        match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+            Event::Acquired(i, at) => {
+                assert_eq!(i, expected);
+                assert!(at - released_at < Duration::from_millis(500));
+            }
+            Event::Owner(_) => unreachable!(),
+        }
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// What RedissonFairLock's acquire does to the queue, written for these tests from its
+/// documented behaviour: pop heads whose deadline (client clock) passed; if the lock is free
+/// and the caller is the head or nobody waits, take it, leave the queue and lower every other
+/// deadline by one thread wait. Reply 1 if taken.
+const REDISSON_ACQUIRE: &str = r"
+local function prune()
+    while true do
+        local h = redis.call('lindex', KEYS[2], 0);
+        if h == false then return; end;
+        if tonumber(redis.call('zscore', KEYS[3], h)) > tonumber(ARGV[4]) then return; end;
+        redis.call('zrem', KEYS[3], h);
+        redis.call('lpop', KEYS[2]);
+    end;
+end;
+prune();
+if redis.call('exists', KEYS[1]) == 0 and (redis.call('exists', KEYS[2]) == 0
+        or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
+    redis.call('lpop', KEYS[2]);
+    redis.call('zrem', KEYS[3], ARGV[2]);
+    for _, w in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), w);
+    end;
+    redis.call('hset', KEYS[1], ARGV[2], 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    return 1;
+end;
+return 0;
+";
+
+/// RedissonFairLock's release, likewise: prune, delete, publish `0` to the head's channel.
+const REDISSON_RELEASE: &str = r"
+while true do
+    local h = redis.call('lindex', KEYS[2], 0);
+    if h == false then break; end;
+    if tonumber(redis.call('zscore', KEYS[3], h)) > tonumber(ARGV[1]) then break; end;
+    redis.call('zrem', KEYS[3], h);
+    redis.call('lpop', KEYS[2]);
+end;
+redis.call('del', KEYS[1]);
+local h = redis.call('lindex', KEYS[2], 0);
+if h ~= false then redis.call('publish', KEYS[4] .. ':' .. h, '0'); end;
+";
+
+#[test]
+fn redisson_clients_sharing_the_queue_do_not_skip_live_redlatch_waiters() {
+    let server = RedisServer::new();
+    let wait = Duration::from_secs(1);
+    let client = client_with(&server.url(), wait, Duration::from_secs(2));
+    let name = "fair:mixed";
+    let java = "2b9d8c1e-5f3a-4e7b-8c6d-1a2b3c4d5e6f:31";
+    let keys = [name.to_owned(), queue_key(name), timeout_key(name)];
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let mut raw = server.conn();
+    let guard = client.fair_lock(name).lock().unwrap();
+    // The Java thread queues first, as Redisson does (deadline: lock expiry + thread wait).
+    let now = server_ms(&mut raw);
+    let pttl: i64 = raw.pttl(name).unwrap();
+    let _: () = raw.rpush(queue_key(name), java).unwrap();
+    let _: () = raw
+        .zadd(timeout_key(name), java, now + pttl + 1000)
+        .unwrap();
+    let (tx, events) = mpsc::channel();
+    let mut handles = Vec::new();
+    let mut owners = Vec::new();
+    for i in 0..2 {
+        handles.push(waiter(&client, name, i, tx.clone(), None));
+        owners.push(recv_owner(&events));
+        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
+            .len()
+            == i + 2));
+    }
+    drop(guard); // wakes the Java head
+    let taken: i64 = redis::Script::new(REDISSON_ACQUIRE)
+        .key(&keys[..])
+        .arg(2_000)
+        .arg(java)
+        .arg(1000)
+        .arg(server_ms(&mut raw))
+        .invoke(&mut raw)
+        .unwrap();
+    assert_eq!(taken, 1);
+    // The Java holder keeps it for 4 thread waits (renewing a 2 s lease) while another Java
+    // thread tries (pruning the queue and lowering deadlines as Redisson does).
+    let until = Instant::now() + Duration::from_millis(4000);
+    while Instant::now() < until {
+        let other_java: i64 = redis::Script::new(REDISSON_ACQUIRE)
+            .key(&keys[..])
+            .arg(2_000)
+            .arg("2b9d8c1e-5f3a-4e7b-8c6d-1a2b3c4d5e6f:32")
+            .arg(1000)
+            .arg(server_ms(&mut raw))
+            .invoke(&mut raw)
+            .unwrap();
+        assert_eq!(other_java, 0);
+        assert_eq!(queue(&mut raw, name), owners, "a live waiter was skipped");
+        assert_no_deadline_passed(&mut raw, name);
+        let _: () = raw.pexpire(name, 2_000).unwrap(); // the Java holder's watchdog
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let released_at = Instant::now();
+    let _: () = redis::Script::new(REDISSON_RELEASE)
+        .key(&keys[..])
+        .key(&channel)
+        .arg(server_ms(&mut raw))
+        .invoke(&mut raw)
+        .unwrap();
+    for expected in 0..2 {
+        match events.recv_timeout(Duration::from_secs(5)).unwrap() {
+            Event::Acquired(i, at) => {
+                assert_eq!(i, expected);
+                assert!(at - released_at < Duration::from_millis(500));
+            }
+            Event::Owner(_) => unreachable!(),
+        }
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    for key in &keys {
+        assert!(!raw.exists::<_, bool>(key).unwrap(), "{key} left behind");
     }
 }

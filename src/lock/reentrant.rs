@@ -357,13 +357,14 @@ impl Lock {
         };
         // Only a caller that will wait joins a fair lock's queue.
         let will_wait = deadline.is_none_or(|d| Instant::now() < d);
-        let ttl = match attempt(will_wait)? {
-            Ok(guard) => return Ok(Some(guard)),
-            Err(_) if !will_wait => return Ok(None),
-            Err(ttl) => ttl,
+        let outcome = match attempt(will_wait) {
+            Ok(Ok(guard)) => return Ok(Some(guard)),
+            Ok(Err(_)) if !will_wait => return Ok(None),
+            Ok(Err(ttl)) => self.wait(&owner, deadline, ttl, || attempt(true)),
+            // The call may have queued us before its reply was lost: leave below.
+            Err(e) => Err(e),
         };
-        let outcome = self.wait(&owner, deadline, ttl, || attempt(true));
-        if self.raw.fair.is_some() && !matches!(outcome, Ok(Some(_))) {
+        if self.raw.fair.is_some() && will_wait && !matches!(outcome, Ok(Some(_))) {
             match self.raw.leave(&owner) {
                 Ok(_) => {}
                 Err(e) => log::debug!(
