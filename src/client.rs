@@ -138,8 +138,10 @@ impl Client {
     /// `redisson_lock_timeout:{name}`), every waiter subscribes its own channel, a waiter that
     /// gives up makes one more call to leave the queue, and throughput under contention is
     /// bounded by strict turn-taking (no lucky re-acquire by a thread already running). A
-    /// waiter that dies holds up the queue until it is presumed dead, after
-    /// [`fair_thread_wait`](crate::ConfigBuilder::fair_thread_wait) (5 minutes by default).
+    /// waiting thread checks in once per half
+    /// [`fair_thread_wait`](crate::ConfigBuilder::fair_thread_wait) (5 minutes by default) to
+    /// keep its place; a waiter that dies holds up the queue until it is presumed dead, about
+    /// one thread wait after its turn comes.
     ///
     /// # Examples
     ///

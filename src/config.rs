@@ -202,9 +202,9 @@ impl ConfigBuilder {
     /// can hold up the queue: after the lock is freed, the next live waiter gets it within
     /// about two thread waits. Same meaning as Redisson's `threadWaitTime`.
     ///
-    /// The second waiter in line checks on the head once per thread wait (the others less
-    /// often), so a thread wait of a few seconds costs one script call per lock every few
-    /// seconds while the lock is contended.
+    /// Every waiting thread checks in once per half thread wait (the first two in line also
+    /// when the holder's lease may run out), so a thread wait of a few seconds costs one
+    /// script call per waiter every second or so.
     ///
     /// Defaults to 5 minutes (Redisson's default).
     ///
