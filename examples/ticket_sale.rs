@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --example ticket_sale                      # 3 processes x 4 threads, locked: OK
 //! cargo run --example ticket_sale -- --no-lock         # same without the lock: oversold
+//! cargo run --example ticket_sale -- --fair            # a fair lock: sales spread evenly
 //! cargo run --example ticket_sale -- --processes 5 --threads 8
 //! REDIS_URL=redis://host:6379/ cargo run --example ticket_sale
 //! ```
@@ -28,10 +29,11 @@ use redis::Commands;
 
 type Res<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
 const TICKETS: i64 = 100;
-const USAGE: &str = "usage: ticket_sale [--processes N] [--threads N] [--no-lock] [--help]
+const USAGE: &str = "usage: ticket_sale [--processes N] [--threads N] [--no-lock | --fair] [--help]
   --processes N  worker processes (default 3)
   --threads N    threads per process (default 4)
   --no-lock      sell without the lock, to show the oversell it prevents
+  --fair         sell under a fair lock: threads take turns in arrival order
 env: REDIS_URL (default redis://127.0.0.1:6379/), REDIS_SERVER_BIN (default: redis-server on PATH)";
 
 fn main() -> ExitCode {
@@ -47,16 +49,20 @@ fn main() -> ExitCode {
     })
 }
 
-/// One worker process: `--worker <url> <key prefix> <process no> <threads> <lock|no-lock>`.
+/// One worker process: `--worker <url> <key prefix> <process no> <threads> <lock|fair|no-lock>`.
 fn worker(args: &[String]) -> Res<()> {
     let [url, prefix, process, threads, mode] = args else {
         return Err("bad --worker arguments".into());
     };
     let threads: usize = threads.parse()?;
-    let use_lock = mode == "lock";
+    let use_lock = mode != "no-lock";
     let redis = redis::Client::open(url.as_str())?;
     let locks = redlatch::Client::open(url)?; // one client per process, shared by its threads
-    let lock = locks.lock(&format!("{prefix}:lock"));
+    let lock = if mode == "fair" {
+        locks.fair_lock(&format!("{prefix}:lock"))
+    } else {
+        locks.lock(&format!("{prefix}:lock"))
+    };
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (redis, lock, prefix, process) =
@@ -89,7 +95,7 @@ fn worker(args: &[String]) -> Res<()> {
 }
 
 fn parent(args: &[String]) -> Res<ExitCode> {
-    let (mut processes, mut threads, mut use_lock) = (3usize, 4usize, true);
+    let (mut processes, mut threads, mut mode) = (3usize, 4usize, "lock");
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut count = |name: &str| -> Res<usize> {
@@ -101,7 +107,8 @@ fn parent(args: &[String]) -> Res<ExitCode> {
         match arg.as_str() {
             "--processes" => processes = count("--processes")?,
             "--threads" => threads = count("--threads")?,
-            "--no-lock" => use_lock = false,
+            "--no-lock" => mode = "no-lock",
+            "--fair" => mode = "fair",
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(ExitCode::SUCCESS);
@@ -139,7 +146,6 @@ fn parent(args: &[String]) -> Res<ExitCode> {
     let mut con = redis::Client::open(url.as_str())?.get_connection()?;
     let _: () = con.set(&tickets, TICKETS)?;
     let _: () = con.del(&sold)?;
-    let mode = if use_lock { "lock" } else { "no-lock" };
     println!(
         "selling {TICKETS} tickets: {processes} processes x {threads} threads, {mode}, Redis {url}"
     );
@@ -204,7 +210,7 @@ fn parent(args: &[String]) -> Res<ExitCode> {
         let twice = format!("{sold_twice} seats sold more than once");
         println!("OVERSOLD: sold {total} tickets for {TICKETS} seats ({twice})");
     }
-    Ok(match (use_lock, correct) {
+    Ok(match (mode != "no-lock", correct) {
         (true, true) => ExitCode::SUCCESS,
         (true, false) => ExitCode::FAILURE,
         (false, false) => {
