@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config};
-use support::{command_calls, count_commands, numsub, wait_until, RedisServer};
+use support::{
+    command_calls, count_commands, kill_pubsub_connections, numsub, wait_until, RedisServer,
+};
 
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")
@@ -88,6 +90,34 @@ fn recv_owner(events: &mpsc::Receiver<Event>) -> String {
     }
 }
 
+/// The next grant a waiter reports: its index and when `lock()` returned.
+fn recv_grant(events: &mpsc::Receiver<Event>) -> (usize, Instant) {
+    match events.recv_timeout(Duration::from_secs(10)).unwrap() {
+        Event::Acquired(i, at) => (i, at),
+        Event::Owner(_) => panic!("a waiter reported its owner id after the waiters queued"),
+    }
+}
+
+/// The indexes of the next `n` grants, in grant order.
+fn recv_grants(events: &mpsc::Receiver<Event>, n: usize) -> Vec<usize> {
+    (0..n).map(|_| recv_grant(events).0).collect()
+}
+
+/// Asserts that the lock, its queue and its timeout set are all gone from Redis.
+fn assert_nothing_left(raw: &mut redis::Connection, name: &str) {
+    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
+        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
+    }
+}
+
+/// Waits until `n` owners are queued on `name`.
+fn await_queued(raw: &mut redis::Connection, name: &str, n: usize) {
+    assert!(
+        wait_until(Duration::from_secs(5), || queue(raw, name).len() == n),
+        "{n} waiters never queued"
+    );
+}
+
 #[test]
 fn grant_order_equals_enqueue_order_for_20_threads_over_2_clients() {
     let server = RedisServer::new();
@@ -107,9 +137,7 @@ fn grant_order_equals_enqueue_order_for_20_threads_over_2_clients() {
             handles.push(waiter(&clients[i % 2], name, i, tx.clone(), None));
             owners.push(recv_owner(&events));
             // Enqueue one at a time, so that the arrival order is known.
-            assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-                .len()
-                == i + 1));
+            await_queued(&mut raw, name, i + 1);
         }
         assert_eq!(
             queue(&mut raw, name),
@@ -126,21 +154,12 @@ fn grant_order_equals_enqueue_order_for_20_threads_over_2_clients() {
             assert_eq!(holder.hold_count().unwrap(), 1);
         }
         drop(guard);
-        let grants: Vec<usize> = (0..20)
-            .map(
-                |_| match events.recv_timeout(Duration::from_secs(10)).unwrap() {
-                    Event::Acquired(i, _) => i,
-                    Event::Owner(_) => unreachable!(),
-                },
-            )
-            .collect();
+        let grants: Vec<usize> = recv_grants(&events, 20);
         for h in handles {
             h.join().unwrap();
         }
         assert_eq!(grants, (0..20).collect::<Vec<_>>(), "round {round}");
-        for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
-            assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
-        }
+        assert_nothing_left(&mut raw, name);
     }
 }
 
@@ -190,9 +209,7 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
         releases.push(release_tx);
         handles.push(waiter(&client, name, i, tx.clone(), Some(release_rx)));
         owners.push(recv_owner(&events));
-        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-            .len()
-            == i + 1));
+        await_queued(&mut raw, name, i + 1);
     }
     for owner in &owners {
         let channel = format!("redisson_lock__channel:{{{name}}}:{owner}");
@@ -226,13 +243,9 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
             Some(g) => drop(g),
             None => releases[i - 1].send(()).unwrap(),
         }
-        match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-            Event::Acquired(j, at) => {
-                assert_eq!(j, i, "the head gets the lock");
-                latencies.push(at - released_at);
-            }
-            Event::Owner(_) => unreachable!(),
-        }
+        let (j, at) = recv_grant(&events);
+        assert_eq!(j, i, "the head gets the lock");
+        latencies.push(at - released_at);
         // A quiet window: the release and the head's acquire are the only script calls, and
         // the only message went to the head's own channel.
         std::thread::sleep(Duration::from_millis(200));
@@ -252,9 +265,7 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
     latencies.sort();
     assert!(latencies[2] < Duration::from_millis(50), "{latencies:?}");
     assert!(latencies[4] < Duration::from_millis(500), "{latencies:?}");
-    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
-        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
-    }
+    assert_nothing_left(&mut raw, name);
 }
 
 #[test]
@@ -271,9 +282,7 @@ fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
     // A waits; B gives up after 600 ms; C waits behind B.
     let a = waiter(&client, name, 0, tx.clone(), None);
     let owner_a = recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 1));
+    await_queued(&mut raw, name, 1);
     let client_b = client.clone();
     let (owner_tx, owner_rx) = mpsc::channel();
     let b = std::thread::spawn(move || {
@@ -286,14 +295,10 @@ fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
         (got.is_some(), started.elapsed())
     });
     let owner_b = owner_rx.recv().unwrap();
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 2));
+    await_queued(&mut raw, name, 2);
     let c = waiter(&client, name, 2, tx.clone(), None);
     let owner_c = recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 3));
+    await_queued(&mut raw, name, 3);
     assert_eq!(
         queue(&mut raw, name),
         [owner_a.as_str(), &owner_b, &owner_c]
@@ -317,20 +322,11 @@ fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
     );
 
     drop(guard);
-    let grants: Vec<usize> = (0..2)
-        .map(
-            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-                Event::Acquired(i, _) => i,
-                Event::Owner(_) => unreachable!(),
-            },
-        )
-        .collect();
+    let grants: Vec<usize> = recv_grants(&events, 2);
     assert_eq!(grants, [0, 2]);
     a.join().unwrap();
     c.join().unwrap();
-    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
-        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
-    }
+    assert_nothing_left(&mut raw, name);
 }
 
 #[test]
@@ -349,15 +345,11 @@ fn head_that_gives_up_hands_its_turn_to_the_next_waiter() {
             .unwrap()
             .is_some()
     });
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 1));
+    await_queued(&mut raw, name, 1);
     let (tx, events) = mpsc::channel();
     let next = waiter(&client, name, 1, tx, None);
     let owner_next = recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 2));
+    await_queued(&mut raw, name, 2);
     assert!(!head.join().unwrap());
     assert_eq!(queue(&mut raw, name), [owner_next.as_str()]);
     // Its turn started: the deadline is the lock's expiry plus one thread wait.
@@ -370,14 +362,11 @@ fn head_that_gives_up_hands_its_turn_to_the_next_waiter() {
     );
     let released_at = Instant::now();
     drop(guard);
-    match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-        Event::Acquired(1, at) => assert!(at - released_at < Duration::from_millis(500)),
-        _ => unreachable!(),
-    }
+    let (who, at) = recv_grant(&events);
+    assert_eq!(who, 1);
+    assert!(at - released_at < Duration::from_millis(500));
     next.join().unwrap();
-    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
-        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
-    }
+    assert_nothing_left(&mut raw, name);
 }
 
 #[test]
@@ -416,20 +405,15 @@ fn force_unlock_wakes_the_head_only() {
     let (release_tx, release_rx) = mpsc::channel();
     let first = waiter(&client, name, 0, tx.clone(), Some(release_rx));
     recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 1));
+    await_queued(&mut raw, name, 1);
     let second = waiter(&client, name, 1, tx, None);
     let owner_second = recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 2));
+    await_queued(&mut raw, name, 2);
     let forced_at = Instant::now();
     assert!(operator.fair_lock(name).force_unlock().unwrap());
-    match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-        Event::Acquired(0, at) => assert!(at - forced_at < Duration::from_millis(500)),
-        _ => panic!("the head must get the lock first"),
-    }
+    let (who, at) = recv_grant(&events);
+    assert_eq!(who, 0, "the head must get the lock first");
+    assert!(at - forced_at < Duration::from_millis(500));
     assert_eq!(queue(&mut raw, name), [owner_second.as_str()]);
     assert!(events.recv_timeout(Duration::from_millis(200)).is_err());
     assert!(guard.unlock().unwrap_err().is_lock_lost());
@@ -542,29 +526,22 @@ fn killed_waiter_process_is_skipped_after_the_thread_wait() {
     let (tx, events) = mpsc::channel();
     let live = waiter(&client, name, 1, tx, None);
     recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 2));
+    await_queued(&mut raw, name, 2);
     let released_at = Instant::now();
     drop(guard); // wakes the dead head: nobody answers
-    match events.recv_timeout(Duration::from_secs(10)).unwrap() {
-        Event::Acquired(1, at) => {
-            let took = at - released_at;
-            assert!(
-                took >= Duration::from_millis(800),
-                "the dead head had its thread wait: {took:?}"
-            );
-            assert!(
-                took < Duration::from_secs(4),
-                "skipped within a few thread waits: {took:?}"
-            );
-        }
-        _ => unreachable!(),
-    }
+    let (who, at) = recv_grant(&events);
+    assert_eq!(who, 1);
+    let took = at - released_at;
+    assert!(
+        took >= Duration::from_millis(800),
+        "the dead head had its thread wait: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(4),
+        "skipped within a few thread waits: {took:?}"
+    );
     live.join().unwrap();
-    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
-        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
-    }
+    assert_nothing_left(&mut raw, name);
 }
 
 #[test]
@@ -586,14 +563,9 @@ fn stalled_waiter_process_is_skipped_and_queues_again_when_it_resumes() {
     let (release_tx, release_rx) = mpsc::channel();
     let live = waiter(&client, name, 1, tx, Some(release_rx));
     recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 2));
+    await_queued(&mut raw, name, 2);
     drop(guard);
-    match events.recv_timeout(Duration::from_secs(10)).unwrap() {
-        Event::Acquired(1, _) => {}
-        _ => unreachable!(),
-    }
+    assert_eq!(recv_grant(&events).0, 1);
     assert!(
         queue(&mut raw, name).is_empty(),
         "the stalled head was skipped"
@@ -610,9 +582,7 @@ fn stalled_waiter_process_is_skipped_and_queues_again_when_it_resumes() {
     let line = lines.recv_timeout(Duration::from_secs(10)).unwrap();
     assert!(line.contains("ACQUIRED"), "{line}");
     assert!(child.wait().unwrap().success());
-    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
-        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
-    }
+    assert_nothing_left(&mut raw, name);
 }
 
 #[test]
@@ -630,32 +600,17 @@ fn killed_pubsub_connection_resubscribes_each_waiter_channel_and_order_holds() {
         handles.push(waiter(&client, name, i, tx.clone(), None));
         let owner = recv_owner(&events);
         channels.push(format!("redisson_lock__channel:{{{name}}}:{owner}"));
-        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-            .len()
-            == i + 1));
+        await_queued(&mut raw, name, i + 1);
     }
     let subscribed = |raw: &mut redis::Connection| channels.iter().all(|c| numsub(raw, c) == 1);
     assert!(wait_until(Duration::from_secs(5), || subscribed(&mut raw)));
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(killed, 1);
+    assert_eq!(kill_pubsub_connections(&mut raw), 1);
     assert!(wait_until(Duration::from_secs(5), || subscribed(&mut raw)));
     // Woken by the reconnect, the waiters checked in and kept their places.
     assert_eq!(queue(&mut raw, name).len(), 3);
     let released_at = Instant::now();
     drop(guard);
-    let grants: Vec<(usize, Instant)> = (0..3)
-        .map(
-            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-                Event::Acquired(i, at) => (i, at),
-                Event::Owner(_) => unreachable!(),
-            },
-        )
-        .collect();
+    let grants: Vec<(usize, Instant)> = (0..3).map(|_| recv_grant(&events)).collect();
     assert_eq!(grants.iter().map(|g| g.0).collect::<Vec<_>>(), [0, 1, 2]);
     assert!(grants[2].1 - released_at < Duration::from_secs(1));
     for h in handles {
@@ -679,9 +634,7 @@ fn a_redisson_waiter_in_the_queue_keeps_its_turn_and_its_release_wakes_ours() {
     let (tx, events) = mpsc::channel();
     let ours = waiter(&client, name, 1, tx, None);
     let our_owner = recv_owner(&events);
-    assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-        .len()
-        == 2));
+    await_queued(&mut raw, name, 2);
     drop(guard);
     // The release wakes the Java head on its own channel; ours does not barge.
     let (channel, payload) = messages.recv_timeout(Duration::from_secs(1)).unwrap();
@@ -705,14 +658,11 @@ fn a_redisson_waiter_in_the_queue_keeps_its_turn_and_its_release_wakes_ours() {
         .publish(format!("redisson_lock__channel:{{{name}}}:{our_owner}"), 0)
         .query(&mut raw)
         .unwrap();
-    match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-        Event::Acquired(1, at) => assert!(at - released_at < Duration::from_millis(500)),
-        _ => unreachable!(),
-    }
+    let (who, at) = recv_grant(&events);
+    assert_eq!(who, 1);
+    assert!(at - released_at < Duration::from_millis(500));
     ours.join().unwrap();
-    for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
-        assert!(!raw.exists::<_, bool>(&key).unwrap(), "{key} left behind");
-    }
+    assert_nothing_left(&mut raw, name);
 }
 
 #[test]
@@ -737,19 +687,10 @@ fn order_holds_when_a_hold_outlasts_lease_and_thread_wait() {
         let release = if i == 1 { release_rx.take() } else { None };
         handles.push(waiter(&client, name, i, tx.clone(), release));
         owners.push(recv_owner(&events));
-        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-            .len()
-            == i + 1));
+        await_queued(&mut raw, name, i + 1);
     }
     drop(guard);
-    let first_two: Vec<usize> = (0..2)
-        .map(
-            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-                Event::Acquired(i, _) => i,
-                Event::Owner(_) => unreachable!(),
-            },
-        )
-        .collect();
+    let first_two: Vec<usize> = recv_grants(&events, 2);
     assert_eq!(first_two, [0, 1]);
     // Waiter 1 holds for 2.5 thread waits (8 watchdog leases); 2 and 3 keep their places.
     let until = Instant::now() + Duration::from_millis(2500);
@@ -762,14 +703,7 @@ fn order_holds_when_a_hold_outlasts_lease_and_thread_wait() {
         std::thread::sleep(Duration::from_millis(50));
     }
     release_tx.send(()).unwrap();
-    let rest: Vec<usize> = (0..2)
-        .map(
-            |_| match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-                Event::Acquired(i, _) => i,
-                Event::Owner(_) => unreachable!(),
-            },
-        )
-        .collect();
+    let rest: Vec<usize> = recv_grants(&events, 2);
     assert_eq!(rest, [2, 3]);
     for h in handles {
         h.join().unwrap();
@@ -801,9 +735,7 @@ fn a_dead_head_is_skipped_but_the_live_waiters_behind_it_keep_their_places() {
     for i in 0..2 {
         handles.push(waiter(&client, name, i, tx.clone(), None));
         owners.push(recv_owner(&events));
-        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-            .len()
-            == i + 2));
+        await_queued(&mut raw, name, i + 2);
     }
     // Everybody checks in a few times; nobody's deadline may pass.
     let until = Instant::now() + Duration::from_millis(4500);
@@ -826,13 +758,9 @@ fn a_dead_head_is_skipped_but_the_live_waiters_behind_it_keep_their_places() {
     let released_at = Instant::now();
     drop(guard);
     for expected in 0..2 {
-        match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-            Event::Acquired(i, at) => {
-                assert_eq!(i, expected);
-                assert!(at - released_at < Duration::from_millis(500));
-            }
-            Event::Owner(_) => unreachable!(),
-        }
+        let (i, at) = recv_grant(&events);
+        assert_eq!(i, expected);
+        assert!(at - released_at < Duration::from_millis(500));
     }
     for h in handles {
         h.join().unwrap();
@@ -906,9 +834,7 @@ fn redisson_clients_sharing_the_queue_do_not_skip_live_redlatch_waiters() {
     for i in 0..2 {
         handles.push(waiter(&client, name, i, tx.clone(), None));
         owners.push(recv_owner(&events));
-        assert!(wait_until(Duration::from_secs(5), || queue(&mut raw, name)
-            .len()
-            == i + 2));
+        await_queued(&mut raw, name, i + 2);
     }
     drop(guard); // wakes the Java head
     let taken: i64 = redis::Script::new(REDISSON_ACQUIRE)
@@ -946,13 +872,9 @@ fn redisson_clients_sharing_the_queue_do_not_skip_live_redlatch_waiters() {
         .invoke(&mut raw)
         .unwrap();
     for expected in 0..2 {
-        match events.recv_timeout(Duration::from_secs(5)).unwrap() {
-            Event::Acquired(i, at) => {
-                assert_eq!(i, expected);
-                assert!(at - released_at < Duration::from_millis(500));
-            }
-            Event::Owner(_) => unreachable!(),
-        }
+        let (i, at) = recv_grant(&events);
+        assert_eq!(i, expected);
+        assert!(at - released_at < Duration::from_millis(500));
     }
     for h in handles {
         h.join().unwrap();

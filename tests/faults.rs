@@ -5,7 +5,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config};
-use support::{numsub, wait_until, RedisServer};
+use support::{kill_pubsub_connections, numsub, wait_until, RedisServer};
 
 fn quick_client(server: &RedisServer) -> Client {
     let config = Config::builder(server.url().as_str())
@@ -48,13 +48,7 @@ fn killed_pubsub_connection_reconnects_resubscribes_and_waiter_still_wakes() {
     assert!(wait_until(Duration::from_secs(5), || numsub(
         &mut raw, channel
     ) == 1));
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("pubsub")
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(killed, 1);
+    assert_eq!(kill_pubsub_connections(&mut raw), 1);
     // The dispatcher reconnects and subscribes again on its own.
     assert!(wait_until(Duration::from_secs(5), || numsub(
         &mut raw, channel

@@ -281,6 +281,16 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Closes every pub/sub connection of the server (`CLIENT KILL TYPE pubsub`); returns how many.
+pub fn kill_pubsub_connections(conn: &mut redis::Connection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(conn)
+        .expect("CLIENT KILL TYPE pubsub")
+}
+
 /// Number of subscribers the server counts on `channel` (`PUBSUB NUMSUB`).
 pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
     let reply: (String, i64) = redis::cmd("PUBSUB")
