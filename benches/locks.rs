@@ -108,37 +108,19 @@ fn solo(ctx: &Ctx) -> Json {
 /// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.
 fn handoff(ctx: &Ctx) -> Json {
     let h = Handoff::run(ctx, "bench:handoff", redlatch::Client::lock);
-    eprintln!(
-        "handoff: p50 {:.1} us = {:.2}x ping (target <= 4x), p99 {:.1} us, handoffs {}/{} = {:.0}% \
-         (target >= 80%), {:.0} cycles/s (target >= 650), fifo_violations {} (barging, no target)",
-        h.p50_us,
-        h.p50_us / ctx.ping_p50_us,
-        h.p99_us,
-        h.handoffs,
-        h.handoff_slots(),
-        h.handoff_pct(),
-        h.cycles_per_s,
-        h.fifo_violations
-    );
-    h.json(ctx, "handoff")
+    h.report(
+        ctx,
+        "handoff",
+        "target >= 80%",
+        "target >= 650",
+        "barging, no target",
+    )
 }
 
 /// The `handoff` workload on a fair lock: every cycle should go to another thread, in order.
 fn fair_handoff(ctx: &Ctx) -> Json {
     let h = Handoff::run(ctx, "bench:fair_handoff", redlatch::Client::fair_lock);
-    eprintln!(
-        "fair_handoff: p50 {:.1} us = {:.2}x ping (target <= 4x), p99 {:.1} us, handoffs {}/{} = \
-         {:.0}% (target 100%), {:.0} cycles/s, fifo_violations {} (target 0)",
-        h.p50_us,
-        h.p50_us / ctx.ping_p50_us,
-        h.p99_us,
-        h.handoffs,
-        h.handoff_slots(),
-        h.handoff_pct(),
-        h.cycles_per_s,
-        h.fifo_violations
-    );
-    h.json(ctx, "fair_handoff")
+    h.report(ctx, "fair_handoff", "target 100%", "no target", "target 0")
 }
 
 /// One cycle of a handoff thread: when it called `lock()`, when `lock()` returned and when it
@@ -231,6 +213,31 @@ impl Handoff {
     /// first going to another thread.
     fn handoff_pct(&self) -> f64 {
         100.0 * self.handoffs as f64 / self.handoff_slots().max(1) as f64
+    }
+
+    /// Prints the human summary line (with the given targets) and returns the JSON line.
+    fn report(
+        &self,
+        ctx: &Ctx,
+        workload: &str,
+        handoff_target: &str,
+        rate_target: &str,
+        fifo_target: &str,
+    ) -> Json {
+        eprintln!(
+            "{workload}: p50 {:.1} us = {:.2}x ping (target <= 4x), p99 {:.1} us, handoffs {}/{} \
+             = {:.0}% ({handoff_target}), {:.0} cycles/s ({rate_target}), fifo_violations {} \
+             ({fifo_target})",
+            self.p50_us,
+            self.p50_us / ctx.ping_p50_us,
+            self.p99_us,
+            self.handoffs,
+            self.handoff_slots(),
+            self.handoff_pct(),
+            self.cycles_per_s,
+            self.fifo_violations
+        );
+        self.json(ctx, workload)
     }
 
     fn json(&self, ctx: &Ctx, workload: &str) -> Json {
