@@ -15,10 +15,12 @@
 --          error WRONGTYPE     a key holds another type (checked before anything is written)
 local owner = ARGV[2];
 local wait = tonumber(ARGV[3]);
-local held = redis.call('hexists', KEYS[1], owner) == 1;
+-- HLEN first: a lock key of another type fails before anything is written.
+local holds = redis.call('hlen', KEYS[1]);
+local free = holds == 0;
 local now = fair_now();
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
-if held then
+if not free and redis.call('hexists', KEYS[1], owner) == 1 then
     redis.call('hincrby', KEYS[1], owner, 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
     if changed then
@@ -26,15 +28,14 @@ if held then
     end;
     return nil;
 end;
-local free = redis.call('exists', KEYS[1]) == 0;
 if free and (head == false or head == owner) then
     redis.call('hset', KEYS[1], owner, 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
     if head == owner then
+        -- The next waiter's deadline needs no update here: it checks in within half a
+        -- thread wait, and its deadline is at least one thread wait beyond that.
         redis.call('lpop', KEYS[2]);
         redis.call('zrem', KEYS[3], owner);
-        head = redis.call('lindex', KEYS[2], 0);
-        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
     end;
     return nil;
 end;

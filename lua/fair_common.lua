@@ -6,8 +6,8 @@
 -- passed as well). A waiter's deadline is the lock's expiry (now if free) plus one thread wait
 -- per place up to and including its own, as in Redisson: set when it joins and each time it
 -- checks in (every half thread wait at most), lowered by one thread wait when a waiter ahead
--- leaves, and for the head set afresh whenever its turn starts (it became head, the lock was
--- freed). A live waiter therefore never sees its deadline pass.
+-- leaves, and for the head set afresh when the lock is freed or when it moves up because the
+-- waiters ahead left or were popped. A live waiter therefore never sees its deadline pass.
 
 local function fair_now()
     local t = redis.call('time');
@@ -51,8 +51,8 @@ local function fair_turn(head, timeouts, channel, now, pttl, wait, free, publish
     if head == false then
         return;
     end;
-    redis.call('zadd', timeouts, now + pttl + wait, head);
     if free and head ~= caller then
         redis.call(publish, channel .. ':' .. head, '0');
     end;
+    redis.call('zadd', timeouts, now + pttl + wait, head);
 end;
