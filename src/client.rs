@@ -5,9 +5,11 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::Result;
+use crate::latch::CountDownLatch;
 use crate::lock::Lock;
 use crate::pool::Pool;
 use crate::pubsub::PubSub;
+use crate::semaphore::PermitExpirableSemaphore;
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis deployment, from which locks are made.
@@ -154,6 +156,35 @@ impl Client {
     /// ```
     pub fn fair_lock(&self, name: &str) -> Lock {
         Lock::new(self.clone(), name, true)
+    }
+
+    /// A count-down latch named `name` (Redisson's `RCountDownLatch`). Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let latch = client.count_down_latch("workers-ready");
+    /// # Ok(()) }
+    /// ```
+    pub fn count_down_latch(&self, name: &str) -> CountDownLatch {
+        CountDownLatch::new(self.clone(), name)
+    }
+
+    /// A permit-expirable semaphore named `name` (Redisson's `RPermitExpirableSemaphore`):
+    /// each permit has an id and a lease. Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// # Ok(()) }
+    /// ```
+    pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.clone(), name)
     }
 
     /// This client's random id: the `<uuid>` in owner ids `"<uuid>:<thread number>"`.

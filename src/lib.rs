@@ -57,13 +57,17 @@
 mod client;
 mod config;
 mod error;
+mod latch;
 mod lock;
 mod pool;
 mod pubsub;
 mod scripts;
+mod semaphore;
 mod watchdog;
 
 pub use client::Client;
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
+pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
+pub use semaphore::PermitExpirableSemaphore;

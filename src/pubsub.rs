@@ -52,9 +52,31 @@ struct Registry {
     shutdown: bool,
 }
 
+/// How a channel's messages wake its waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Wake {
+    /// A lock channel: message `0` wakes one waiter (one unlock, one winner), anything else
+    /// (`1`: a write or read-write release) wakes all.
+    #[default]
+    Lock,
+    /// A semaphore channel: the message is the new permit count; waiters are woken in order
+    /// while their needs fit in it (see [`wake_permits`]).
+    Permits,
+    /// A latch channel: every message wakes every waiter.
+    All,
+}
+
+struct Entry {
+    id: u64,
+    tx: Sender<()>,
+    /// Permits this waiter needs (1 for locks and latches).
+    need: u32,
+}
+
 #[derive(Default)]
 struct Chan {
-    waiters: VecDeque<(u64, Sender<()>)>,
+    wake: Wake,
+    waiters: VecDeque<Entry>,
     /// SUBSCRIBE/UNSUBSCRIBE commands written on this connection and not yet confirmed.
     pending: u32,
     /// The last command written on this connection for the channel was SUBSCRIBE.
@@ -101,11 +123,18 @@ impl PubSub {
         })
     }
 
-    /// Registers the calling thread as a waiter on `channel`, subscribing if needed.
+    /// Registers the calling thread as a waiter on a lock's `channel`, subscribing if needed.
     ///
     /// The returned waiter is woken once the subscription is confirmed, on each message for the
     /// channel (one waiter for `0`, all for anything else), and after every reconnect.
     pub(crate) fn register(&self, channel: &str) -> Waiter<'_> {
+        self.register_with(channel, Wake::Lock, 1)
+    }
+
+    /// Registers a waiter on a channel whose messages wake as `wake` says; `need` is the
+    /// number of permits the waiter waits for (1 unless `wake` is [`Wake::Permits`]).
+    /// Every waiter of one channel must use the same `wake`.
+    pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> Waiter<'_> {
         let (tx, rx) = bounded(1);
         let mut reg = self.shared.registry.lock();
         let id = reg.next_id;
@@ -113,14 +142,18 @@ impl PubSub {
         let Registry {
             writer, channels, ..
         } = &mut *reg;
-        let chan = channels.entry(channel.to_owned()).or_default();
+        let chan = channels.entry(channel.to_owned()).or_insert_with(|| Chan {
+            wake,
+            ..Chan::default()
+        });
+        debug_assert_eq!(chan.wake, wake, "one wake mode per channel");
         if chan.subscribed {
             // Confirmed already: the caller may re-check at once.
             let _ = tx.try_send(());
         } else if !chan.sub_sent {
             send(writer, "SUBSCRIBE", channel, chan);
         }
-        chan.waiters.push_back((id, tx));
+        chan.waiters.push_back(Entry { id, tx, need });
         Waiter {
             pubsub: self,
             channel: channel.to_owned(),
@@ -147,7 +180,7 @@ impl PubSub {
             debug_assert!(false, "waiter of unknown channel {channel}");
             return;
         };
-        chan.waiters.retain(|(w, _)| *w != id);
+        chan.waiters.retain(|w| w.id != id);
         if owed {
             wake_one(chan);
         }
@@ -206,16 +239,39 @@ fn send(writer: &mut Option<TcpStream>, command: &str, channel: &str, chan: &mut
 
 fn wake_one(chan: &Chan) {
     // A full slot already means "re-check": give the token to the first waiter without one.
-    for (_, tx) in &chan.waiters {
-        if tx.try_send(()).is_ok() {
+    for w in &chan.waiters {
+        if w.tx.try_send(()).is_ok() {
             return;
         }
     }
 }
 
 fn wake_all(chan: &Chan) {
-    for (_, tx) in &chan.waiters {
-        let _ = tx.try_send(());
+    for w in &chan.waiters {
+        let _ = w.tx.try_send(());
+    }
+}
+
+/// Wakes waiters, in registration order, whose needs fit in `available` permits. A waiter
+/// that already has a wake-up pending counts against the permits too; one that needs more
+/// than what is left is passed over so that smaller needs behind it are served. `skip` is the
+/// waiter reporting the count (it has just re-checked).
+///
+/// No wake-up is lost: every release publishes the new count, and every waiter that re-checks
+/// reports the count it saw through [`Waiter::observed`], which wakes the next ones.
+fn wake_permits(chan: &Chan, available: i64, skip: Option<u64>) {
+    let mut left = available;
+    for w in &chan.waiters {
+        if left <= 0 {
+            return;
+        }
+        if Some(w.id) == skip {
+            continue;
+        }
+        let need = i64::from(w.need);
+        if w.tx.is_full() || (need <= left && w.tx.try_send(()).is_ok()) {
+            left -= need;
+        }
     }
 }
 
@@ -375,10 +431,13 @@ impl Shared {
         };
         match kind.as_str() {
             "message" | "smessage" => {
-                if parts.get(2).and_then(text).as_deref() == Some("0") {
-                    wake_one(chan);
-                } else {
-                    wake_all(chan);
+                let payload = parts.get(2).and_then(text);
+                match (chan.wake, payload.as_deref()) {
+                    (Wake::Lock, Some("0")) => wake_one(chan),
+                    (Wake::Permits, Some(n)) if n.parse::<i64>().is_ok() => {
+                        wake_permits(chan, n.parse().unwrap_or(0), None)
+                    }
+                    _ => wake_all(chan),
                 }
             }
             "subscribe" | "unsubscribe" | "ssubscribe" | "sunsubscribe" => {
@@ -426,6 +485,18 @@ impl Waiter<'_> {
     pub(crate) fn succeeded(&mut self) {
         self.succeeded = true;
     }
+
+    /// A semaphore waiter's attempt saw `available` permits left (after taking its own, if it
+    /// got them): wakes the other waiters those permits may serve. See [`wake_permits`].
+    pub(crate) fn observed(&self, available: i64) {
+        if available <= 0 {
+            return;
+        }
+        let reg = self.pubsub.shared.registry.lock();
+        if let Some(chan) = reg.channels.get(&self.channel) {
+            wake_permits(chan, available, Some(self.id));
+        }
+    }
 }
 
 impl Drop for Waiter<'_> {
@@ -443,7 +514,11 @@ mod tests {
         let mut rxs = Vec::new();
         for id in 0..n {
             let (tx, rx) = bounded(1);
-            chan.waiters.push_back((id as u64, tx));
+            chan.waiters.push_back(Entry {
+                id: id as u64,
+                tx,
+                need: 1,
+            });
             rxs.push(rx);
         }
         (chan, rxs)
@@ -512,6 +587,31 @@ mod tests {
             ps.shared.registry.lock().channels.is_empty(),
             "nothing left behind"
         );
+    }
+
+    #[test]
+    fn wake_permits_serves_needs_in_order_counting_pending_wake_ups() {
+        let (mut chan, rxs) = chan_with(4);
+        chan.wake = Wake::Permits;
+        for (w, need) in chan.waiters.iter_mut().zip([3, 1, 2, 1]) {
+            w.need = need;
+        }
+        // 2 permits: the first (needs 3) is passed over, the second (1) fits, the third (2)
+        // no longer does, the fourth (1) takes the last one.
+        wake_permits(&chan, 2, None);
+        let woken = |rxs: &[Receiver<()>]| -> Vec<bool> {
+            rxs.iter().map(|rx| rx.try_recv().is_ok()).collect()
+        };
+        assert_eq!(woken(&rxs), [false, true, false, true]);
+        // A pending wake-up counts: with the second still woken, 1 permit wakes nobody else.
+        chan.waiters[1].tx.try_send(()).unwrap();
+        wake_permits(&chan, 1, None);
+        assert_eq!(woken(&rxs), [false, true, false, false]);
+        // The reporting waiter is skipped.
+        wake_permits(&chan, 3, Some(0));
+        assert_eq!(woken(&rxs), [false, true, true, false]);
+        wake_permits(&chan, 0, None);
+        assert_eq!(woken(&rxs), [false; 4]);
     }
 
     #[test]

@@ -35,3 +35,11 @@ fair_script!(FAIR_ACQUIRE, "fair_acquire.lua");
 fair_script!(FAIR_UNLOCK, "fair_unlock.lua");
 fair_script!(FAIR_LEAVE, "fair_leave.lua");
 fair_script!(FAIR_FORCE_UNLOCK, "fair_force_unlock.lua");
+
+// Count-down latch scripts (lua/latch_*.lua).
+// -- latch scripts begin --
+// -- latch scripts end --
+
+// Permit-expirable semaphore scripts (lua/pes_*.lua).
+// -- permit-expirable semaphore scripts begin --
+// -- permit-expirable semaphore scripts end --

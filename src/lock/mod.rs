@@ -18,9 +18,19 @@ pub(crate) fn tagged(prefix: &str, name: &str) -> String {
     }
 }
 
+/// `{name}:suffix`, or `name:suffix` when the name carries its own hash tag (Redisson's
+/// `suffixName`): helper keys named after the object, in its slot.
+pub(crate) fn suffixed(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::tagged;
+    use super::{suffixed, tagged};
 
     #[test]
     fn helper_keys_share_the_lock_slot() {
@@ -32,5 +42,7 @@ mod tests {
             tagged("redisson_lock__channel", "{user:1}:cart"),
             "redisson_lock__channel:{user:1}:cart"
         );
+        assert_eq!(suffixed("sem", "timeout"), "{sem}:timeout");
+        assert_eq!(suffixed("{a}b", "timeout"), "{a}b:timeout");
     }
 }
