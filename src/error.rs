@@ -40,6 +40,17 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// A permit id given to a permit-expirable semaphore is not (or no longer) one of its
+    /// permits: never acquired there, released already, or its lease ran out.
+    ///
+    /// Nothing was changed.
+    #[error("permit `{id}` of semaphore `{name}` is unknown or expired")]
+    UnknownPermit {
+        /// The semaphore's name.
+        name: String,
+        /// The permit id.
+        id: String,
+    },
     /// A wait or a Redis reply did not complete within the configured time.
     #[error("timed out: {0}")]
     Timeout(String),
@@ -74,6 +85,11 @@ impl Error {
     /// True for [`Error::LockLost`].
     pub fn is_lock_lost(&self) -> bool {
         matches!(self, Error::LockLost { .. })
+    }
+
+    /// True for [`Error::UnknownPermit`].
+    pub fn is_unknown_permit(&self) -> bool {
+        matches!(self, Error::UnknownPermit { .. })
     }
 
     /// True for [`Error::Timeout`].
