@@ -9,7 +9,7 @@ use crate::latch::CountDownLatch;
 use crate::lock::Lock;
 use crate::pool::Pool;
 use crate::pubsub::PubSub;
-use crate::semaphore::PermitExpirableSemaphore;
+use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis deployment, from which locks are made.
@@ -156,6 +156,23 @@ impl Client {
     /// ```
     pub fn fair_lock(&self, name: &str) -> Lock {
         Lock::new(self.clone(), name, true)
+    }
+
+    /// A semaphore named `name` (Redisson's `RSemaphore`): a count of permits in Redis.
+    /// Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.semaphore("encoder-slots");
+    /// slots.try_set_permits(4)?;
+    /// let _permit = slots.acquire_guard(1)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str) -> Semaphore {
+        Semaphore::new(self.clone(), name)
     }
 
     /// A count-down latch named `name` (Redisson's `RCountDownLatch`). Nothing is sent yet.

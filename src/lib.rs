@@ -70,4 +70,4 @@ pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
-pub use semaphore::PermitExpirableSemaphore;
+pub use semaphore::{PermitExpirableSemaphore, Semaphore, SemaphoreGuard};

@@ -171,7 +171,6 @@ impl PubSub {
     fn unregister(&self, waiter: &Waiter<'_>) {
         let mut reg = self.shared.registry.lock();
         let token = waiter.rx.try_recv().is_ok();
-        let owed = !waiter.succeeded && (token || waiter.unused_wake);
         let (channel, id) = (waiter.channel.as_str(), waiter.id);
         let Registry {
             writer, channels, ..
@@ -179,6 +178,12 @@ impl PubSub {
         let Some(chan) = channels.get_mut(channel) else {
             debug_assert!(false, "waiter of unknown channel {channel}");
             return;
+        };
+        // A semaphore waiter that got its permits still hands on a wake-up that arrived after
+        // its last attempt began: it may announce permits that attempt did not see.
+        let owed = match chan.wake {
+            Wake::Permits => token || (!waiter.succeeded && waiter.unused_wake),
+            _ => !waiter.succeeded && (token || waiter.unused_wake),
         };
         chan.waiters.retain(|w| w.id != id);
         if owed {
@@ -499,6 +504,17 @@ impl Waiter<'_> {
     }
 }
 
+#[cfg(test)]
+impl Waiter<'_> {
+    /// The sending side of this waiter's slot, as the reader would use it.
+    fn tx_for_test(&self) -> Sender<()> {
+        let reg = self.pubsub.shared.registry.lock();
+        let chan = &reg.channels[&self.channel];
+        let entry = chan.waiters.iter().find(|w| w.id == self.id).unwrap();
+        entry.tx.clone()
+    }
+}
+
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
         self.pubsub.unregister(self);
@@ -612,6 +628,42 @@ mod tests {
         assert_eq!(woken(&rxs), [false, true, true, false]);
         wake_permits(&chan, 0, None);
         assert_eq!(woken(&rxs), [false; 4]);
+    }
+
+    #[test]
+    fn semaphore_waiter_that_fails_passes_the_permits_it_saw_to_smaller_needs() {
+        // Regression guard: a big waiter with a pending wake-up absorbed a release message
+        // meant for a small one, failed its attempt, and the small one slept forever.
+        let ps = offline();
+        let mut big = ps.register_with("s", Wake::Permits, 3);
+        let small = ps.register_with("s", Wake::Permits, 1);
+        big.tx_for_test().try_send(()).unwrap(); // e.g. the subscription confirmation
+        ps.shared.route(message("s", "1"));
+        assert!(small.rx.try_recv().is_err(), "the pending wake-up counted");
+        assert!(big.wait_until(Instant::now()));
+        big.attempted(); // failed: needs 3, saw 1
+        big.observed(1);
+        assert!(small.rx.try_recv().is_ok(), "the 1 permit it saw went on");
+        drop(small);
+        drop(big);
+    }
+
+    #[test]
+    fn semaphore_waiter_that_succeeded_hands_on_a_later_wake_up() {
+        // A release announced while the winner's attempt ran may not have been seen by it.
+        let ps = offline();
+        let mut a = ps.register_with("s", Wake::Permits, 1);
+        let b = ps.register_with("s", Wake::Permits, 1);
+        ps.shared.route(message("s", "1"));
+        assert!(a.wait_until(Instant::now()));
+        ps.shared.route(message("s", "1")); // a's slot is empty again: a is told once more
+        assert!(b.rx.try_recv().is_err());
+        a.attempted();
+        a.observed(0);
+        a.succeeded();
+        drop(a);
+        assert!(b.rx.try_recv().is_ok(), "handed on");
+        drop(b);
     }
 
     #[test]

@@ -36,6 +36,10 @@ fair_script!(FAIR_UNLOCK, "fair_unlock.lua");
 fair_script!(FAIR_LEAVE, "fair_leave.lua");
 fair_script!(FAIR_FORCE_UNLOCK, "fair_force_unlock.lua");
 
+script!(SEMAPHORE_TRY_SET_PERMITS, "semaphore_try_set_permits.lua");
+script!(SEMAPHORE_ADD_PERMITS, "semaphore_add_permits.lua");
+script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
+
 // Count-down latch scripts (lua/latch_*.lua).
 // -- latch scripts begin --
 // -- latch scripts end --
