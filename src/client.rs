@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::error::Result;
 use crate::latch::CountDownLatch;
-use crate::lock::Lock;
+use crate::lock::{Lock, ReadWriteLock};
 use crate::pool::Pool;
 use crate::pubsub::PubSub;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
@@ -156,6 +156,23 @@ impl Client {
     /// ```
     pub fn fair_lock(&self, name: &str) -> Lock {
         Lock::new(self.clone(), name, true)
+    }
+
+    /// A read-write lock named `name` (Redisson's `RReadWriteLock`): shared
+    /// [`read`](ReadWriteLock::read) and exclusive [`write`](ReadWriteLock::write) sides.
+    /// Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let rw = client.read_write_lock("catalog");
+    /// let _reading = rw.read().lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), name)
     }
 
     /// A semaphore named `name` (Redisson's `RSemaphore`): a count of permits in Redis.

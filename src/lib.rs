@@ -69,5 +69,5 @@ pub use client::Client;
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
 pub use latch::CountDownLatch;
-pub use lock::{Lock, LockGuard};
+pub use lock::{Lock, LockGuard, ReadWriteLock};
 pub use semaphore::{PermitExpirableSemaphore, Semaphore, SemaphoreGuard};

@@ -36,6 +36,26 @@ fair_script!(FAIR_UNLOCK, "fair_unlock.lua");
 fair_script!(FAIR_LEAVE, "fair_leave.lua");
 fair_script!(FAIR_FORCE_UNLOCK, "fair_force_unlock.lua");
 
+script!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
+script!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
+script!(RW_READ_RENEW, "rw_read_renew.lua");
+script!(RW_FORCE_UNLOCK, "rw_force_unlock.lua");
+
+/// A read-write unlock script: `lua/rw_common.lua` (shared helpers) followed by the operation's file.
+macro_rules! rw_script {
+    ($name:ident, $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("../lua/rw_common.lua"),
+                include_str!(concat!("../lua/", $file))
+            ))
+        });
+    };
+}
+
+rw_script!(RW_READ_UNLOCK, "rw_read_unlock.lua");
+rw_script!(RW_WRITE_UNLOCK, "rw_write_unlock.lua");
+
 script!(SEMAPHORE_TRY_SET_PERMITS, "semaphore_try_set_permits.lua");
 script!(SEMAPHORE_ADD_PERMITS, "semaphore_add_permits.lua");
 script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");

@@ -18,6 +18,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::config::millis;
 use crate::error::{Error, Result};
+use crate::lock::Renewal;
 use crate::pool::Pool;
 use crate::scripts;
 
@@ -47,7 +48,10 @@ struct State {
 
 struct Entry {
     name: Arc<str>,
+    /// The hash field renewed: the owner id, or `<owner>:write` for a write hold.
     owner: Arc<str>,
+    /// For a read hold: the owner's hold-timeout prefix (renewed with `rw_read_renew.lua`).
+    read_prefix: Option<Arc<str>>,
     holds: u32,
     lease: Arc<LeaseState>,
 }
@@ -120,10 +124,11 @@ impl Watchdog {
         })
     }
 
-    /// Starts (or, for a reentrant hold, joins) the renewal of `name` held by `owner`.
+    /// Starts (or, for a reentrant hold, joins) the renewal of `name` held as `renewal` says.
     /// `acquired_at` is when the acquire was sent: the lease runs from no earlier than that.
-    pub(crate) fn watch(&self, name: &Arc<str>, owner: &Arc<str>, acquired_at: Instant) -> Watch {
+    pub(crate) fn watch(&self, name: &Arc<str>, renewal: Renewal, acquired_at: Instant) -> Watch {
         let mut st = self.shared.state.lock();
+        let owner = &renewal.field;
         let key = (Arc::clone(name), Arc::clone(owner));
         if let Some(&id) = st.by_key.get(&key) {
             let entry = st.entries.get_mut(&id).expect("by_key and entries agree");
@@ -142,6 +147,7 @@ impl Watchdog {
             Entry {
                 name: Arc::clone(name),
                 owner: Arc::clone(owner),
+                read_prefix: renewal.read_prefix,
                 holds: 1,
                 lease: Arc::clone(&lease),
             },
@@ -163,7 +169,7 @@ impl Watchdog {
         st.release(id);
     }
 
-    /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and owner.
+    /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and hash field.
     pub(crate) fn unwatch_key(&self, name: &Arc<str>, owner: &Arc<str>) {
         let mut st = self.shared.state.lock();
         if let Some(&id) = st.by_key.get(&(Arc::clone(name), Arc::clone(owner))) {
@@ -217,6 +223,28 @@ impl State {
     }
 }
 
+/// One lock to renew.
+struct Target {
+    name: Arc<str>,
+    field: Arc<str>,
+    read_prefix: Option<Arc<str>>,
+}
+
+/// Puts the script's per-lock replies back at the batch positions `at`.
+fn scatter(out: &mut [i64], at: &[usize], replies: Vec<i64>) -> Result<()> {
+    if replies.len() != at.len() {
+        return Err(Error::Protocol(format!(
+            "renewal replied {} items for {} locks",
+            replies.len(),
+            at.len()
+        )));
+    }
+    for (&i, r) in at.iter().zip(replies) {
+        out[i] = r;
+    }
+    Ok(())
+}
+
 impl Shared {
     fn run(&self) {
         let slack = self.period / 8;
@@ -238,11 +266,15 @@ impl Shared {
                 }
                 continue;
             }
-            let batch: Vec<(Arc<str>, Arc<str>)> = ids
+            let batch: Vec<Target> = ids
                 .iter()
                 .map(|id| {
                     let e = &st.entries[id];
-                    (Arc::clone(&e.name), Arc::clone(&e.owner))
+                    Target {
+                        name: Arc::clone(&e.name),
+                        field: Arc::clone(&e.owner),
+                        read_prefix: e.read_prefix.clone(),
+                    }
                 })
                 .collect();
             drop(st);
@@ -253,14 +285,35 @@ impl Shared {
         }
     }
 
-    fn renew(&self, batch: &[(Arc<str>, Arc<str>)]) -> Result<Vec<i64>> {
-        let mut inv = scripts::LOCK_RENEW.prepare_invoke();
-        inv.arg(millis(self.lease));
-        for (name, owner) in batch {
-            inv.key(&**name);
-            inv.arg(&**owner);
+    /// Renews a batch: lock and write holds in one script call, read holds in another.
+    /// Returns one 1/0 per target, in order.
+    fn renew(&self, batch: &[Target]) -> Result<Vec<i64>> {
+        let (reads, hashes): (Vec<usize>, Vec<usize>) =
+            (0..batch.len()).partition(|&i| batch[i].read_prefix.is_some());
+        let mut out = vec![0; batch.len()];
+        if !hashes.is_empty() {
+            let mut inv = scripts::LOCK_RENEW.prepare_invoke();
+            inv.arg(millis(self.lease));
+            for &i in &hashes {
+                inv.key(&*batch[i].name);
+                inv.arg(&*batch[i].field);
+            }
+            let held: Vec<i64> = self.pool.run(&batch[hashes[0]].name, |c| inv.invoke(c))?;
+            scatter(&mut out, &hashes, held)?;
         }
-        self.pool.run(&batch[0].0, |c| inv.invoke(c))
+        if !reads.is_empty() {
+            let mut inv = scripts::RW_READ_RENEW.prepare_invoke();
+            inv.arg(millis(self.lease));
+            for &i in &reads {
+                let t = &batch[i];
+                inv.key(&*t.name);
+                inv.key(t.read_prefix.as_deref().expect("partitioned"));
+                inv.arg(&*t.field);
+            }
+            let held: Vec<i64> = self.pool.run(&batch[reads[0]].name, |c| inv.invoke(c))?;
+            scatter(&mut out, &reads, held)?;
+        }
+        Ok(out)
     }
 
     fn apply(&self, st: &mut State, ids: &[u64], sent_at: Instant, result: Result<Vec<i64>>) {
@@ -327,6 +380,7 @@ mod tests {
                 Entry {
                     name: Arc::clone(&name),
                     owner: Arc::clone(&owner),
+                    read_prefix: None,
                     holds: 1,
                     lease: Arc::new(LeaseState::new(t0, Duration::from_secs(30))),
                 },

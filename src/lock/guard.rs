@@ -47,13 +47,11 @@ impl LockGuard {
         let (watch, expires) = match lock.lease {
             Some(lease) => (None, Some(sent_at + lease)),
             None => (
-                Some(
-                    lock.raw
-                        .client
-                        .inner
-                        .watchdog
-                        .watch(&lock.raw.name, &owner, sent_at),
-                ),
+                Some(lock.raw.client.inner.watchdog.watch(
+                    &lock.raw.name,
+                    lock.raw.renewal(&owner),
+                    sent_at,
+                )),
                 None,
             ),
         };

@@ -3,9 +3,12 @@
 mod guard;
 mod raw;
 mod reentrant;
+mod rw;
 
 pub use guard::LockGuard;
+pub(crate) use raw::Renewal;
 pub use reentrant::Lock;
+pub use rw::ReadWriteLock;
 
 /// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag, so that every
 /// helper key and channel of a lock lands in the lock's cluster slot (as Redisson's

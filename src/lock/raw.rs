@@ -1,12 +1,13 @@
-//! The raw lock protocol: runs the scripts of `lua/lock_*.lua` (reentrant) or `lua/fair_*.lua`
-//! (fair) and decodes replies. Knows nothing of guards, waiting or the watchdog.
+//! The raw lock protocol: runs the scripts of `lua/lock_*.lua` (reentrant), `lua/fair_*.lua`
+//! (fair) or `lua/rw_*.lua` (the sides of a read-write lock) and decodes replies. Knows nothing
+//! of guards, waiting or the watchdog.
 
 use std::time::Duration;
 
 use crate::client::Client;
 use crate::config::millis;
 use crate::error::{Error, Result};
-use crate::lock::tagged;
+use crate::lock::{suffixed, tagged};
 use crate::scripts;
 
 /// What the unlock script did.
@@ -25,7 +26,32 @@ pub(crate) struct RawLock {
     pub(crate) name: std::sync::Arc<str>,
     /// The unlock channel; a fair lock's waiter listens on `<channel>:<owner>` instead.
     pub(crate) channel: String,
-    pub(crate) fair: Option<Fair>,
+    pub(crate) kind: Kind,
+}
+
+/// Which protocol a lock speaks.
+pub(crate) enum Kind {
+    /// Redisson's `RLock`.
+    Plain,
+    /// Redisson's `RFairLock`.
+    Fair(Fair),
+    /// One side of Redisson's `RReadWriteLock`.
+    Rw(Side),
+}
+
+/// A side of a read-write lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Read,
+    Write,
+}
+
+/// What the watchdog renews for a held lock.
+pub(crate) struct Renewal {
+    /// The hash field of the hold: the owner id, or `<owner>:write` for a write hold.
+    pub(crate) field: std::sync::Arc<str>,
+    /// For a read hold: the owner's hold-timeout prefix (`{name}:<owner>:rwlock_timeout`).
+    pub(crate) read_prefix: Option<std::sync::Arc<str>>,
 }
 
 /// The extra keys and setting of a fair lock.
@@ -38,25 +64,80 @@ pub(crate) struct Fair {
 
 impl RawLock {
     pub(crate) fn new(client: Client, name: &str, fair: bool) -> RawLock {
-        let fair = fair.then(|| Fair {
-            queue: tagged("redisson_lock_queue", name),
-            timeouts: tagged("redisson_lock_timeout", name),
-            wait_ms: millis(client.inner.config.fair_thread_wait),
-        });
+        let kind = match fair {
+            false => Kind::Plain,
+            true => Kind::Fair(Fair {
+                queue: tagged("redisson_lock_queue", name),
+                timeouts: tagged("redisson_lock_timeout", name),
+                wait_ms: millis(client.inner.config.fair_thread_wait),
+            }),
+        };
         RawLock {
             channel: tagged("redisson_lock__channel", name),
             name: name.into(),
             client,
-            fair,
+            kind,
+        }
+    }
+
+    /// One side of the read-write lock `name`.
+    pub(crate) fn read_write(client: Client, name: &str, side: Side) -> RawLock {
+        RawLock {
+            channel: tagged("redisson_rwlock", name),
+            name: name.into(),
+            client,
+            kind: Kind::Rw(side),
+        }
+    }
+
+    pub(crate) fn fair(&self) -> Option<&Fair> {
+        match &self.kind {
+            Kind::Fair(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn side(&self) -> Option<Side> {
+        match self.kind {
+            Kind::Rw(side) => Some(side),
+            _ => None,
         }
     }
 
     /// The channel on which `owner` waits for this lock.
     pub(crate) fn wait_channel(&self, owner: &str) -> std::borrow::Cow<'_, str> {
-        match self.fair {
-            None => self.channel.as_str().into(),
-            Some(_) => format!("{}:{owner}", self.channel).into(),
+        match self.kind {
+            Kind::Fair(_) => format!("{}:{owner}", self.channel).into(),
+            _ => self.channel.as_str().into(),
         }
+    }
+
+    /// The hash field holding `owner`'s hold count.
+    pub(crate) fn field(&self, owner: &str) -> String {
+        match self.kind {
+            Kind::Rw(Side::Write) => format!("{owner}:write"),
+            _ => owner.to_owned(),
+        }
+    }
+
+    /// What the watchdog renews for `owner`'s holds.
+    pub(crate) fn renewal(&self, owner: &str) -> Renewal {
+        Renewal {
+            field: self.field(owner).into(),
+            read_prefix: (self.side() == Some(Side::Read)).then(|| self.read_prefix(owner).into()),
+        }
+    }
+
+    /// `{name}:<owner>:rwlock_timeout`: the read holds of `owner` are `<this>:<n>`.
+    fn read_prefix(&self, owner: &str) -> String {
+        format!("{}:rwlock_timeout", suffixed(&self.name, owner))
+    }
+
+    /// `{name}` (or the name itself when it has a hash tag): what every owner's read-hold
+    /// timeout key starts with.
+    fn key_prefix(&self) -> String {
+        let with_colon = suffixed(&self.name, "");
+        with_colon[..with_colon.len() - 1].to_owned()
     }
 
     pub(crate) fn check_name(&self) -> Result<()> {
@@ -78,13 +159,25 @@ impl RawLock {
         self.client
             .inner
             .pool
-            .run(&self.name, |c| match &self.fair {
-                None => scripts::LOCK_ACQUIRE
+            .run(&self.name, |c| match &self.kind {
+                Kind::Plain => scripts::LOCK_ACQUIRE
                     .key(&*self.name)
                     .arg(millis(lease))
                     .arg(owner)
                     .invoke(c),
-                Some(f) => scripts::FAIR_ACQUIRE
+                Kind::Rw(Side::Read) => scripts::RW_READ_ACQUIRE
+                    .key(&*self.name)
+                    .key(self.read_prefix(owner))
+                    .arg(millis(lease))
+                    .arg(owner)
+                    .arg(format!("{owner}:write"))
+                    .invoke(c),
+                Kind::Rw(Side::Write) => scripts::RW_WRITE_ACQUIRE
+                    .key(&*self.name)
+                    .arg(millis(lease))
+                    .arg(self.field(owner))
+                    .invoke(c),
+                Kind::Fair(f) => scripts::FAIR_ACQUIRE
                     .key(&*self.name)
                     .key(&f.queue)
                     .key(&f.timeouts)
@@ -101,7 +194,7 @@ impl RawLock {
     /// Takes `owner` out of a fair lock's queue (a wait given up); true if it was queued.
     /// A no-op for other locks.
     pub(crate) fn leave(&self, owner: &str) -> Result<bool> {
-        let Some(f) = &self.fair else {
+        let Some(f) = self.fair() else {
             return Ok(false);
         };
         self.client.inner.pool.run(&self.name, |c| {
@@ -128,8 +221,8 @@ impl RawLock {
             self.client
                 .inner
                 .pool
-                .run(&self.name, |c| match &self.fair {
-                    None => scripts::LOCK_UNLOCK
+                .run(&self.name, |c| match &self.kind {
+                    Kind::Plain => scripts::LOCK_UNLOCK
                         .key(&*self.name)
                         .key(&self.channel)
                         .key(&latch)
@@ -139,7 +232,27 @@ impl RawLock {
                         .arg("PUBLISH")
                         .arg(latch_ttl)
                         .invoke(c),
-                    Some(f) => scripts::FAIR_UNLOCK
+                    Kind::Rw(Side::Read) => scripts::RW_READ_UNLOCK
+                        .key(&*self.name)
+                        .key(&self.channel)
+                        .key(self.read_prefix(owner))
+                        .key(self.key_prefix())
+                        .key(&latch)
+                        .arg(owner)
+                        .arg("PUBLISH")
+                        .arg(latch_ttl)
+                        .invoke(c),
+                    Kind::Rw(Side::Write) => scripts::RW_WRITE_UNLOCK
+                        .key(&*self.name)
+                        .key(&self.channel)
+                        .key(self.key_prefix())
+                        .key(&latch)
+                        .arg(millis(lease))
+                        .arg(self.field(owner))
+                        .arg("PUBLISH")
+                        .arg(latch_ttl)
+                        .invoke(c),
+                    Kind::Fair(f) => scripts::FAIR_UNLOCK
                         .key(&*self.name)
                         .key(&f.queue)
                         .key(&f.timeouts)
@@ -173,14 +286,23 @@ impl RawLock {
         self.client
             .inner
             .pool
-            .run(&self.name, |c| match &self.fair {
-                None => scripts::LOCK_FORCE_UNLOCK
+            .run(&self.name, |c| match &self.kind {
+                Kind::Plain => scripts::LOCK_FORCE_UNLOCK
                     .key(&*self.name)
                     .key(&self.channel)
                     .arg(0)
                     .arg("PUBLISH")
                     .invoke(c),
-                Some(f) => scripts::FAIR_FORCE_UNLOCK
+                Kind::Rw(side) => scripts::RW_FORCE_UNLOCK
+                    .key(&*self.name)
+                    .key(&self.channel)
+                    .arg(match side {
+                        Side::Read => "read",
+                        Side::Write => "write",
+                    })
+                    .arg("PUBLISH")
+                    .invoke(c),
+                Kind::Fair(f) => scripts::FAIR_FORCE_UNLOCK
                     .key(&*self.name)
                     .key(&f.queue)
                     .key(&f.timeouts)

@@ -7,7 +7,7 @@ use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
-use crate::lock::raw::{RawLock, Unlocked};
+use crate::lock::raw::{RawLock, Side, Unlocked};
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -47,6 +47,13 @@ impl Lock {
         }
     }
 
+    pub(crate) fn read_write(client: Client, name: &str, side: Side) -> Lock {
+        Lock {
+            raw: Arc::new(RawLock::read_write(client, name, side)),
+            lease: None,
+        }
+    }
+
     /// Whether this is a fair lock (made by [`Client::fair_lock`]): granted in arrival order.
     ///
     /// # Examples
@@ -57,7 +64,7 @@ impl Lock {
     /// assert!(!client.lock("payments").is_fair());
     /// ```
     pub fn is_fair(&self) -> bool {
-        self.raw.fair.is_some()
+        self.raw.fair().is_some()
     }
 
     /// The lock's name: the Redis key of its hash.
@@ -216,11 +223,12 @@ impl Lock {
         let owner = self.owner();
         if self.lease.is_none() {
             // Only holds taken without an explicit lease are renewed by the watchdog.
+            let field: Arc<str> = self.raw.field(&owner).into();
             self.raw
                 .client
                 .inner
                 .watchdog
-                .unwatch_key(&self.raw.name, &owner);
+                .unwatch_key(&self.raw.name, &field);
         }
         match self.raw.unlock(&owner, self.lease_or_default())? {
             Unlocked::NotHeld => Err(Error::NotHeld {
@@ -252,7 +260,9 @@ impl Lock {
         self.raw.force_unlock()
     }
 
-    /// Whether anybody holds the lock.
+    /// Whether anybody holds the lock. For a side of a [`ReadWriteLock`](crate::ReadWriteLock):
+    /// whether the lock is held in that side's mode (Redisson's semantics; a writer that also
+    /// reads counts as write mode).
     ///
     /// # Examples
     ///
@@ -265,12 +275,25 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn is_locked(&self) -> Result<bool> {
-        self.raw
-            .query(redis::cmd("EXISTS").arg(self.name()))
-            .map(|n: i64| n == 1)
+        match self.raw.side() {
+            None => self
+                .raw
+                .query(redis::cmd("EXISTS").arg(self.name()))
+                .map(|n: i64| n == 1),
+            Some(side) => {
+                let mode: Option<String> = self
+                    .raw
+                    .query(redis::cmd("HGET").arg(self.name()).arg("mode"))?;
+                Ok(mode.as_deref()
+                    == Some(match side {
+                        Side::Read => "read",
+                        Side::Write => "write",
+                    }))
+            }
+        }
     }
 
-    /// Whether the calling thread holds the lock.
+    /// Whether the calling thread holds the lock (this side of it, for a read-write lock).
     ///
     /// # Examples
     ///
@@ -283,8 +306,11 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        self.raw
-            .query(redis::cmd("HEXISTS").arg(self.name()).arg(&*self.owner()))
+        self.raw.query(
+            redis::cmd("HEXISTS")
+                .arg(self.name())
+                .arg(self.raw.field(&self.owner())),
+        )
     }
 
     /// How many holds the calling thread has on the lock (0 if none).
@@ -301,7 +327,11 @@ impl Lock {
     /// ```
     pub fn hold_count(&self) -> Result<u32> {
         self.raw
-            .query(redis::cmd("HGET").arg(self.name()).arg(&*self.owner()))
+            .query(
+                redis::cmd("HGET")
+                    .arg(self.name())
+                    .arg(self.raw.field(&self.owner())),
+            )
             .map(|n: Option<u32>| n.unwrap_or(0))
     }
 
@@ -360,11 +390,14 @@ impl Lock {
         let outcome = match attempt(will_wait) {
             Ok(Ok(guard)) => return Ok(Some(guard)),
             Ok(Err(_)) if !will_wait => return Ok(None),
-            Ok(Err(ttl)) => self.wait(&owner, deadline, ttl, || attempt(true)),
+            Ok(Err(ttl)) => {
+                self.warn_if_upgrading(&owner);
+                self.wait(&owner, deadline, ttl, || attempt(true))
+            }
             // The call may have queued us before its reply was lost: leave below.
             Err(e) => Err(e),
         };
-        if self.raw.fair.is_some() && will_wait && !matches!(outcome, Ok(Some(_))) {
+        if self.raw.fair().is_some() && will_wait && !matches!(outcome, Ok(Some(_))) {
             match self.raw.leave(&owner) {
                 Ok(_) => {}
                 Err(e) => log::debug!(
@@ -375,6 +408,25 @@ impl Lock {
             }
         }
         outcome
+    }
+
+    /// A thread that holds a read lock and now waits for the write lock waits for its own read
+    /// hold too (there is no upgrade): say so, once per such wait, since it may never end.
+    fn warn_if_upgrading(&self, owner: &str) {
+        if self.raw.side() != Some(Side::Write) {
+            return;
+        }
+        let reads: Result<bool> = self
+            .raw
+            .query(redis::cmd("HEXISTS").arg(self.name()).arg(owner));
+        if let Ok(true) = reads {
+            log::warn!(
+                "thread {owner} holds a read lock on `{}` and waits for its write lock: read \
+                 locks are not upgraded, so it waits until every read hold, its own included, \
+                 is released or expires",
+                self.name()
+            );
+        }
     }
 
     /// Blocks on the owner's wait channel and re-tries until acquired or `deadline`.
@@ -413,6 +465,7 @@ impl std::fmt::Debug for Lock {
         f.debug_struct("Lock")
             .field("name", &self.raw.name)
             .field("fair", &self.is_fair())
+            .field("side", &self.raw.side())
             .field("lease", &self.lease)
             .finish()
     }

@@ -1,0 +1,27 @@
+-- Renew the leases of many read holds in one call (the watchdog's batch for read sides).
+-- KEYS[2i-1]   lock name i (HASH, see rw_read_acquire.lua)
+-- KEYS[2i]     the owner's hold-timeout prefix "{name}:<owner>:rwlock_timeout" for lock i
+-- ARGV[1]      lease in milliseconds
+-- ARGV[i+1]    owner id for lock i
+-- Reply:       array of one integer per lock: 1 = the owner's read holds (and only the owner's:
+--              Redisson renews every reader's, which keeps dead readers alive) got PEXPIRE lease
+--              and the hash's expiry was raised to at least the lease; 0 = the owner holds no
+--              live read hold (released, expired or deleted, or not a hash): the guard is lost
+local res = {};
+for i = 1, #KEYS / 2 do
+    local name, prefix = KEYS[2 * i - 1], KEYS[2 * i];
+    local count = redis.pcall('hget', name, ARGV[i + 1]);
+    res[i] = 0;
+    if type(count) == 'string' then
+        local renewed = 0;
+        for n = 1, tonumber(count) do
+            renewed = renewed + redis.call('pexpire', prefix .. ':' .. n, ARGV[1]);
+        end;
+        if renewed > 0 then
+            local remaining = redis.call('pttl', name);
+            redis.call('pexpire', name, math.max(remaining, tonumber(ARGV[1])));
+            res[i] = 1;
+        end;
+    end;
+end;
+return res;
