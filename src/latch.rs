@@ -1,14 +1,49 @@
 //! The count-down latch (Redisson's `RCountDownLatch`).
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use crate::client::Client;
+use crate::config::{check_duration, MAX_DURATION};
+use crate::error::{Error, Result};
+use crate::pubsub::Wake;
+use crate::scripts;
+
+/// Published on the channel when a count is set (Redisson's `newCountMessage`).
+const NEW_COUNT_MESSAGE: &str = "1";
+/// Published on the channel when the latch opens (Redisson's `zeroCountMessage`).
+const ZERO_COUNT_MESSAGE: &str = "0";
+const PUBLISH: &str = "PUBLISH";
 
 /// A distributed count-down latch, wire-compatible with Redisson's `RCountDownLatch`.
 ///
+/// The latch is a STRING key `name` holding the count; it is open when the key is absent.
+/// [`try_set_count`](Self::try_set_count) closes an open latch, each
+/// [`count_down`](Self::count_down) takes one off, and the one that reaches zero deletes the
+/// key and wakes every waiter, in every process, Rust or Java. Waiting threads block on
+/// the channel `redisson_countdownlatch__channel__{name}` and send nothing while they wait.
+///
 /// Made by [`Client::count_down_latch`]; cheap to clone.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// let ready = client.count_down_latch("workers-ready");
+/// ready.try_set_count(3)?;
+/// for _ in 0..3 {
+///     let ready = ready.clone();
+///     std::thread::spawn(move || ready.count_down());
+/// }
+/// ready.await_zero()?; // returns once all three counted down
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct CountDownLatch {
     pub(crate) client: Client,
-    pub(crate) name: std::sync::Arc<str>,
+    pub(crate) name: Arc<str>,
+    channel: Arc<str>,
 }
 
 impl CountDownLatch {
@@ -16,6 +51,335 @@ impl CountDownLatch {
         CountDownLatch {
             client,
             name: name.into(),
+            // Redisson's channel always adds braces, even around a name with its own hash tag.
+            channel: format!("redisson_countdownlatch__channel__{{{name}}}").into(),
+        }
+    }
+
+    /// The latch's name: the Redis key of its count.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert_eq!(client.count_down_latch("batch-42").name(), "batch-42");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the count if the latch is open (its key absent) and tells waiters; returns
+    /// whether it was set. A latch that is counting down keeps its count: `Ok(false)`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, a zero count (an open latch is the absent
+    /// key: there is no count of zero to set) or one over `i64::MAX`; [`Error::WrongType`] if
+    /// the key is not a latch (left alone); connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let latch = client.count_down_latch("batch-42");
+    /// if latch.try_set_count(10)? {
+    ///     // this caller started the batch
+    /// }
+    /// assert!(!latch.try_set_count(5)?); // already set: the count stays 10
+    /// # Ok(()) }
+    /// ```
+    pub fn try_set_count(&self, count: u64) -> Result<bool> {
+        self.check_name()?;
+        if count == 0 {
+            return Err(Error::invalid(
+                "latch count must be non-zero (an open latch has no key)",
+            ));
+        }
+        if i64::try_from(count).is_err() {
+            return Err(Error::invalid(format!(
+                "latch count {count} does not fit in a signed 64-bit integer"
+            )));
+        }
+        let set: i64 = self.client.inner.pool.run(&self.name, |c| {
+            scripts::LATCH_TRY_SET_COUNT
+                .key(&*self.name)
+                .key(&*self.channel)
+                .arg(NEW_COUNT_MESSAGE)
+                .arg(count)
+                .arg(PUBLISH)
+                .invoke(c)
+        })?;
+        Ok(set == 1)
+    }
+
+    /// Takes one off the count and returns the count left; the call that reaches zero
+    /// deletes the key and wakes every waiter. On an open latch it does nothing and returns 0.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] if the key is not a
+    /// latch (left alone), connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let latch = client.count_down_latch("batch-42");
+    /// latch.try_set_count(2)?;
+    /// assert_eq!(latch.count_down()?, 1);
+    /// assert_eq!(latch.count_down()?, 0); // open: waiters return
+    /// assert_eq!(latch.count_down()?, 0); // no-op
+    /// # Ok(()) }
+    /// ```
+    pub fn count_down(&self) -> Result<u64> {
+        self.check_name()?;
+        let left: String = self.client.inner.pool.run(&self.name, |c| {
+            scripts::LATCH_COUNT_DOWN
+                .key(&*self.name)
+                .key(&*self.channel)
+                .arg(ZERO_COUNT_MESSAGE)
+                .arg(PUBLISH)
+                .invoke(c)
+        })?;
+        let left = parse_count(&left)
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| Error::Protocol(format!("count-down script replied {left:?}")))?;
+        if left == 0 {
+            log::debug!("latch `{}` is open", self.name);
+        }
+        Ok(left)
+    }
+
+    /// The current count; 0 when the latch is open.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] if the key is not a
+    /// latch, connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let latch = client.count_down_latch("batch-42");
+    /// latch.try_set_count(3)?;
+    /// assert_eq!(latch.count()?, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn count(&self) -> Result<u64> {
+        self.check_name()?;
+        let raw: Option<String> = self
+            .client
+            .inner
+            .pool
+            .run(&self.name, |c| redis::cmd("GET").arg(&*self.name).query(c))?;
+        match raw {
+            None => Ok(0),
+            // A count <= 0 (never left by Redisson or redlatch) reads as open, as in Redisson's
+            // `await`, which waits while `getCount() > 0`.
+            Some(raw) => {
+                parse_count(&raw)
+                    .map(|n| n.max(0) as u64)
+                    .ok_or_else(|| Error::WrongType {
+                        key: self.name.to_string(),
+                    })
+            }
+        }
+    }
+
+    /// Blocks the calling thread until the latch is open (count zero or key deleted).
+    ///
+    /// The thread waits for the latch's messages (no polling) and re-checks the count on each.
+    /// Returns at once if the latch is open.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] if the key is not a
+    /// latch, connection errors (the wait is abandoned).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// client.count_down_latch("workers-ready").await_zero()?;
+    /// // every worker has counted down
+    /// # Ok(()) }
+    /// ```
+    pub fn await_zero(&self) -> Result<()> {
+        let open = self.wait(None)?;
+        debug_assert!(open, "a wait without deadline only ends when open");
+        Ok(())
+    }
+
+    /// Blocks until the latch is open, at most `wait`. Returns `Ok(false)` if the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a zero wait (use [`count`](Self::count)) or one over a
+    /// year; otherwise as [`await_zero`](Self::await_zero).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let latch = client.count_down_latch("workers-ready");
+    /// if !latch.await_for(Duration::from_secs(5))? {
+    ///     println!("{} workers still missing", latch.count()?);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn await_for(&self, wait: Duration) -> Result<bool> {
+        check_duration("wait", wait)?;
+        self.await_until(Instant::now() + wait)
+    }
+
+    /// Blocks until the latch is open, at most until `deadline` (a deadline in the past checks
+    /// once). Returns `Ok(false)` if the deadline passed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a deadline more than a year away; otherwise as
+    /// [`await_zero`](Self::await_zero).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, Instant};
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let deadline = Instant::now() + Duration::from_millis(250);
+    /// let open = client.count_down_latch("workers-ready").await_until(deadline)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn await_until(&self, deadline: Instant) -> Result<bool> {
+        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
+            return Err(Error::invalid("deadline is more than one year away"));
+        }
+        self.wait(Some(deadline))
+    }
+
+    /// Deletes the latch, opening it whatever its count, and wakes its waiters: they re-check,
+    /// find the count at 0 and return as if it had been counted down. Returns whether it existed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, [`Error::WrongType`] if the key is not a
+    /// latch (it is left alone), connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let latch = client.count_down_latch("batch-42");
+    /// latch.try_set_count(10)?;
+    /// assert!(latch.delete()?); // the batch is abandoned: release everyone waiting for it
+    /// assert_eq!(latch.count()?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        self.check_name()?;
+        let deleted: i64 = self.client.inner.pool.run(&self.name, |c| {
+            scripts::LATCH_DELETE
+                .key(&*self.name)
+                .key(&*self.channel)
+                .arg(ZERO_COUNT_MESSAGE)
+                .arg(PUBLISH)
+                .invoke(c)
+        })?;
+        Ok(deleted == 1)
+    }
+
+    fn check_name(&self) -> Result<()> {
+        if self.name.is_empty() {
+            return Err(Error::invalid("latch name must not be empty"));
+        }
+        Ok(())
+    }
+
+    /// The one wait loop: true once the latch is open, false when `deadline` passes (never
+    /// without one).
+    fn wait(&self, deadline: Option<Instant>) -> Result<bool> {
+        // Open already: no subscription needed.
+        if self.count()? == 0 {
+            return Ok(true);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
+        // Register first, re-check once the subscription is confirmed (the first wake-up),
+        // then block: a count-down to zero published after the registration wakes us, and
+        // one before the re-check is seen by it. Every message of the channel, and every
+        // pub/sub reconnect, wakes every waiter to re-check.
+        let mut waiter = self
+            .client
+            .inner
+            .pubsub
+            .register_with(&self.channel, Wake::All, 1);
+        loop {
+            // Without a deadline, wake up once a year to re-check; nothing else bounds it.
+            let until = deadline.unwrap_or_else(|| Instant::now() + MAX_DURATION);
+            waiter.wait_until(until);
+            let count = self.count()?; // on error, the waiter passes an unused wake-up on
+            waiter.attempted();
+            if count == 0 {
+                waiter.succeeded();
+                return Ok(true);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                log::debug!("wait on latch `{}` ran out at count {count}", self.name);
+                return Ok(false);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// Parses a count as Redis's DECR reads it: an optional `-` and digits without leading zeros
+/// (`0` alone), in `i64`. `None` for anything else (the key is not a latch).
+fn parse_count(raw: &str) -> Option<i64> {
+    let digits = raw.strip_prefix('-').unwrap_or(raw);
+    let canonical = raw == "0"
+        || (digits.starts_with(|c: char| ('1'..='9').contains(&c))
+            && digits.bytes().all(|b| b.is_ascii_digit()));
+    canonical.then(|| raw.parse().ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_count;
+
+    #[test]
+    fn counts_parse_as_redis_integers_only() {
+        assert_eq!(parse_count("0"), Some(0));
+        assert_eq!(parse_count("17"), Some(17));
+        assert_eq!(parse_count("-1"), Some(-1));
+        assert_eq!(parse_count("9223372036854775807"), Some(i64::MAX));
+        for bad in [
+            "",
+            "-",
+            "-0",
+            "007",
+            "+5",
+            " 5",
+            "1.5",
+            "abc",
+            "9223372036854775808",
+        ] {
+            assert_eq!(parse_count(bad), None, "{bad:?}");
         }
     }
 }

@@ -70,4 +70,4 @@ pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard, ReadWriteLock};
-pub use semaphore::{PermitExpirableSemaphore, Semaphore, SemaphoreGuard};
+pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};

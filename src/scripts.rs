@@ -12,6 +12,15 @@ macro_rules! script {
         pub(crate) static $name: LazyLock<Script> =
             LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));
     };
+    // A script whose helpers live in a shared prelude file, prepended to it.
+    ($name:ident, $prelude:literal + $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!(concat!("../lua/", $prelude)),
+                include_str!(concat!("../lua/", $file))
+            ))
+        });
+    };
 }
 
 script!(LOCK_ACQUIRE, "lock_acquire.lua");
@@ -19,51 +28,41 @@ script!(LOCK_UNLOCK, "lock_unlock.lua");
 script!(LOCK_RENEW, "lock_renew.lua");
 script!(LOCK_FORCE_UNLOCK, "lock_force_unlock.lua");
 
-/// A fair lock script: `lua/fair_common.lua` (shared helpers) followed by the operation's file.
-macro_rules! fair_script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/fair_common.lua"),
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
-    };
-}
-
-fair_script!(FAIR_ACQUIRE, "fair_acquire.lua");
-fair_script!(FAIR_UNLOCK, "fair_unlock.lua");
-fair_script!(FAIR_LEAVE, "fair_leave.lua");
-fair_script!(FAIR_FORCE_UNLOCK, "fair_force_unlock.lua");
+script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
+script!(FAIR_UNLOCK, "fair_common.lua" + "fair_unlock.lua");
+script!(FAIR_LEAVE, "fair_common.lua" + "fair_leave.lua");
+script!(
+    FAIR_FORCE_UNLOCK,
+    "fair_common.lua" + "fair_force_unlock.lua"
+);
 
 script!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
 script!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
+script!(RW_READ_UNLOCK, "rw_common.lua" + "rw_read_unlock.lua");
+script!(RW_WRITE_UNLOCK, "rw_common.lua" + "rw_write_unlock.lua");
 script!(RW_READ_RENEW, "rw_read_renew.lua");
 script!(RW_FORCE_UNLOCK, "rw_force_unlock.lua");
-
-/// A read-write unlock script: `lua/rw_common.lua` (shared helpers) followed by the operation's file.
-macro_rules! rw_script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("../lua/rw_common.lua"),
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
-    };
-}
-
-rw_script!(RW_READ_UNLOCK, "rw_read_unlock.lua");
-rw_script!(RW_WRITE_UNLOCK, "rw_write_unlock.lua");
 
 script!(SEMAPHORE_TRY_SET_PERMITS, "semaphore_try_set_permits.lua");
 script!(SEMAPHORE_ADD_PERMITS, "semaphore_add_permits.lua");
 script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
 
-// Count-down latch scripts (lua/latch_*.lua).
-// -- latch scripts begin --
-// -- latch scripts end --
+script!(
+    PES_TRY_SET_PERMITS,
+    "pes_common.lua" + "pes_try_set_permits.lua"
+);
+script!(PES_ADD_PERMITS, "pes_common.lua" + "pes_add_permits.lua");
+script!(PES_ACQUIRE, "pes_common.lua" + "pes_acquire.lua");
+script!(PES_RELEASE, "pes_common.lua" + "pes_release.lua");
+script!(PES_UPDATE_LEASE, "pes_common.lua" + "pes_update_lease.lua");
+script!(PES_AVAILABLE, "pes_common.lua" + "pes_available.lua");
 
-// Permit-expirable semaphore scripts (lua/pes_*.lua).
-// -- permit-expirable semaphore scripts begin --
-// -- permit-expirable semaphore scripts end --
+script!(
+    LATCH_TRY_SET_COUNT,
+    "latch_common.lua" + "latch_try_set_count.lua"
+);
+script!(
+    LATCH_COUNT_DOWN,
+    "latch_common.lua" + "latch_count_down.lua"
+);
+script!(LATCH_DELETE, "latch_common.lua" + "latch_delete.lua");

@@ -2,7 +2,7 @@
 
 mod expirable;
 
-pub use expirable::PermitExpirableSemaphore;
+pub use expirable::{PermitExpirableSemaphore, PermitId};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,0 +1,19 @@
+-- Add (or, with a negative delta, remove) permits (RedissonPermitExpirableSemaphore.addPermitsAsync).
+-- KEYS[1]  name: STRING, the available permits (decimal)
+-- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
+-- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
+-- ARGV[2]  delta (decimal, may be negative)
+-- Reply:   integer             the new count, which is published
+--          error ERR           the new count would leave the range |n| < 2^53 (nothing changed)
+--          error WRONGTYPE     a key holds another type, or the count is not an integer
+--                              (|n| < 2^53): checked before anything is written
+-- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
+-- (defining `now` and `count`), as Redisson's scripts reclaim first.
+local sum = count + tonumber(ARGV[2]);
+if math.abs(sum) >= 2 ^ 53 then
+    return redis.error_reply('ERR the permit count would leave the range of +-2^53');
+end;
+count = redis.call('incrby', KEYS[1], ARGV[2]);
+redis.call(ARGV[1], KEYS[3], int(count));
+return count;

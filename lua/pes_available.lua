@@ -1,0 +1,11 @@
+-- Count the available permits (RedissonPermitExpirableSemaphore.availablePermitsAsync).
+-- KEYS[1]  name: STRING, the available permits (decimal)
+-- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
+-- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
+-- Reply:   integer             the count after the reclaim (0 if the key is absent)
+--          error WRONGTYPE     a key holds another type, or the count is not an integer
+--                              (|n| < 2^53): checked before anything is written
+-- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
+-- (defining `now` and `count`), as Redisson's scripts reclaim first.
+return count;

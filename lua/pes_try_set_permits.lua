@@ -1,0 +1,19 @@
+-- Set the number of permits of a permit-expirable semaphore if it has none yet
+-- (RedissonPermitExpirableSemaphore.trySetPermitsAsync).
+-- KEYS[1]  name: STRING, the available permits (decimal)
+-- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
+-- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
+-- ARGV[2]  permits (decimal, >= 0)
+-- Reply:   1                   the count was absent: set to ARGV[2], ARGV[2] published
+--          0                   the count exists (nothing changed beyond the reclaim)
+--          error WRONGTYPE     a key holds another type, or the count is not an integer
+--                              (|n| < 2^53): checked before anything is written
+-- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
+-- (defining `now` and `count`), as Redisson's scripts reclaim first.
+if redis.call('exists', KEYS[1]) == 1 then
+    return 0;
+end;
+redis.call('set', KEYS[1], ARGV[2]);
+redis.call(ARGV[1], KEYS[3], ARGV[2]);
+return 1;

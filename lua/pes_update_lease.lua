@@ -1,0 +1,19 @@
+-- Give a held permit a new lease from now (RedissonPermitExpirableSemaphore.updateLeaseTimeAsync).
+-- KEYS[1]  name: STRING, the available permits (decimal)
+-- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
+-- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
+-- ARGV[2]  permit id
+-- ARGV[3]  lease in milliseconds
+-- Reply:   1                   the permit expires now + lease
+--          0                   no such permit: never acquired, released already, or expired
+--                              (nothing changed beyond the reclaim)
+--          error WRONGTYPE     a key holds another type, or the count is not an integer
+--                              (|n| < 2^53): checked before anything is written
+-- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
+-- (defining `now` and `count`), as Redisson's scripts reclaim first.
+if redis.call('zscore', KEYS[2], ARGV[2]) == false then
+    return 0;
+end;
+redis.call('zadd', KEYS[2], int(now + tonumber(ARGV[3])), ARGV[2]);
+return 1;

@@ -1,0 +1,532 @@
+//! The permit-expirable semaphore: counts and key layout, prompt hand-over, lease expiry and
+//! renewal, many waiters, bad input, and interop with Redisson-style raw writes.
+
+mod support;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::{Client, Error, PermitExpirableSemaphore, PermitId};
+use support::{count_commands, numsub, wait_until, RedisServer};
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// The server's clock in ms (`TIME`), the clock permit expiries are written in.
+fn server_ms(conn: &mut redis::Connection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(conn).unwrap();
+    s * 1000 + us / 1000
+}
+
+fn score(conn: &mut redis::Connection, name: &str, id: &str) -> Option<i64> {
+    conn.zscore(format!("{{{name}}}:timeout"), id).unwrap()
+}
+
+fn channel(name: &str) -> String {
+    format!("redisson_sc:{{{name}}}")
+}
+
+/// Waits until `n` clients are subscribed to the semaphore's channel.
+fn subscribed(conn: &mut redis::Connection, name: &str, n: i64) {
+    assert!(
+        wait_until(Duration::from_secs(5), || numsub(conn, &channel(name)) == n),
+        "{n} subscriber(s) on {}",
+        channel(name)
+    );
+}
+
+fn is_hex_id(id: &PermitId) -> bool {
+    id.as_str().len() == 32
+        && id
+            .as_str()
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn assert_unknown(err: Error, name: &str, id: &PermitId) {
+    match err {
+        Error::UnknownPermit { name: n, id: i } => {
+            assert_eq!((n.as_str(), i.as_str()), (name, id.as_str()))
+        }
+        other => panic!("expected UnknownPermit, got {other:?}"),
+    }
+}
+
+#[test]
+fn counts_ids_and_key_layout_are_redissons() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:layout";
+    let s = client.permit_expirable_semaphore(name);
+    assert_eq!(s.name(), name);
+    assert!(format!("{s:?}").contains(name));
+
+    // Every count change is published as the new count.
+    let mut sub_conn = server.conn();
+    let mut sub = sub_conn.as_pubsub();
+    sub.subscribe(channel(name)).unwrap();
+    sub.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut next_message = || -> String { sub.get_message().unwrap().get_payload().unwrap() };
+
+    assert_eq!(s.available_permits().unwrap(), 0);
+    assert!(s.try_set_permits(3).unwrap());
+    assert_eq!(next_message(), "3");
+    assert!(!s.try_set_permits(5).unwrap());
+    assert_eq!(raw.get::<_, String>(name).unwrap(), "3");
+    assert_eq!(s.add_permits(2).unwrap(), 5);
+    assert_eq!(next_message(), "5");
+    assert_eq!(s.add_permits(-4).unwrap(), 1);
+    assert_eq!(s.add_permits(-3).unwrap(), -2);
+    assert_eq!(next_message(), "1");
+    assert_eq!(next_message(), "-2");
+    assert_eq!(s.available_permits().unwrap(), -2);
+    assert_eq!(
+        s.try_acquire(LONG).unwrap(),
+        None,
+        "a negative count grants nothing"
+    );
+    assert_eq!(s.add_permits(4).unwrap(), 2);
+    assert_eq!(next_message(), "2");
+
+    let mut ids = Vec::new();
+    for lease_ms in [10_000i64, 20_000] {
+        let before = server_ms(&mut raw);
+        let id = s
+            .try_acquire(Duration::from_millis(lease_ms as u64))
+            .unwrap()
+            .unwrap();
+        let after = server_ms(&mut raw);
+        assert!(is_hex_id(&id), "{id}");
+        let at = score(&mut raw, name, id.as_str()).expect("id in {name}:timeout");
+        assert!(
+            before + lease_ms <= at && at <= after + lease_ms,
+            "{before} + {lease_ms} <= {at} <= {after} + {lease_ms}"
+        );
+        ids.push(id);
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(raw.get::<_, String>(name).unwrap(), "0");
+    let mut keys: Vec<String> = raw.keys("*").unwrap();
+    keys.sort();
+    assert_eq!(keys, ["pes:layout", "{pes:layout}:timeout"]);
+    assert_eq!(s.try_acquire(LONG).unwrap(), None);
+
+    // Released by id, from another client: no ownership.
+    let other = Client::open(&server.url()).unwrap();
+    let s2 = other.permit_expirable_semaphore(name);
+    s2.release(&ids[0].as_str().parse().unwrap()).unwrap();
+    assert_eq!(next_message(), "1");
+    s2.release(&PermitId::new(ids[1].to_string())).unwrap();
+    assert_eq!(next_message(), "2");
+    assert_eq!(raw.get::<_, String>(name).unwrap(), "2");
+    assert!(!raw.exists::<_, bool>("{pes:layout}:timeout").unwrap());
+}
+
+#[test]
+fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing_meanwhile() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let waiter_client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:handoff";
+    let s = holder.permit_expirable_semaphore(name);
+    assert!(s.try_set_permits(2).unwrap());
+    let mut latencies = Vec::new();
+    for round in 0..6 {
+        let held = [
+            s.try_acquire(LONG).unwrap().unwrap(),
+            s.try_acquire(LONG).unwrap().unwrap(),
+        ];
+        let w = waiter_client.permit_expirable_semaphore(name);
+        let waiter = thread::spawn(move || {
+            let id = if round % 2 == 0 {
+                w.acquire(LONG).unwrap()
+            } else {
+                w.try_acquire_for(Duration::from_secs(5), LONG)
+                    .unwrap()
+                    .unwrap()
+            };
+            (id, Instant::now())
+        });
+        subscribed(&mut raw, name, 1);
+        if round == 0 {
+            // Blocked with both permits held for 30 s: nothing but our own INFO may arrive.
+            let before = count_commands(&mut raw);
+            thread::sleep(Duration::from_millis(300));
+            assert_eq!(
+                count_commands(&mut raw) - before,
+                1,
+                "commands while waiting"
+            );
+        }
+        let released_at = Instant::now();
+        s.release(&held[0]).unwrap();
+        let (id, got_at) = waiter.join().unwrap();
+        latencies.push(got_at - released_at);
+        assert_eq!(s.available_permits().unwrap(), 0);
+        s.release(&id).unwrap(); // taken by the other client, released here
+        s.release(&held[1]).unwrap();
+        assert_eq!(s.available_permits().unwrap(), 2);
+    }
+    latencies.sort();
+    eprintln!("release -> waiter acquired: {latencies:?}");
+    assert!(latencies[3] < Duration::from_millis(50), "{latencies:?}");
+    assert!(latencies[5] < Duration::from_millis(500), "{latencies:?}");
+    assert!(wait_until(Duration::from_secs(2), || numsub(
+        &mut raw,
+        &channel(name)
+    ) == 0));
+}
+
+#[test]
+fn expired_permits_come_back_and_wake_a_waiter_without_any_release() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let waiter_client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:expiry";
+    let s = holder.permit_expirable_semaphore(name);
+    assert!(s.try_set_permits(2).unwrap());
+    let lease = Duration::from_millis(300);
+    let expired = [
+        s.try_acquire(lease).unwrap().unwrap(),
+        s.try_acquire(lease).unwrap().unwrap(),
+    ];
+    let expiries: Vec<i64> = expired
+        .iter()
+        .map(|id| score(&mut raw, name, id.as_str()).unwrap())
+        .collect();
+    let (first, last) = (expiries[0].min(expiries[1]), expiries[0].max(expiries[1]));
+
+    let w = waiter_client.permit_expirable_semaphore(name);
+    let mut waiter_raw = server.conn();
+    let waiter = thread::spawn(move || {
+        let id = w.acquire(LONG).unwrap();
+        (id, server_ms(&mut waiter_raw))
+    });
+    let (id, got_at) = waiter.join().unwrap();
+    eprintln!("first expiry -> waiter acquired: {} ms", got_at - first);
+    assert!(
+        got_at >= first && got_at - first < 200,
+        "acquired at {got_at}, first permit expired at {first}"
+    );
+
+    // Both expired permits were counted back; the waiter holds one of them.
+    let now = server_ms(&mut raw);
+    if now <= last {
+        thread::sleep(Duration::from_millis((last - now + 1) as u64)); // let the lease run out
+    }
+    assert_eq!(s.available_permits().unwrap(), 1);
+    for gone in &expired {
+        assert_eq!(score(&mut raw, name, gone.as_str()), None);
+        assert_unknown(s.release(gone).unwrap_err(), name, gone);
+        assert!(!s.try_release(gone).unwrap());
+    }
+    let stranger = PermitId::new("0123456789abcdef0123456789abcdef");
+    assert_unknown(s.release(&stranger).unwrap_err(), name, &stranger);
+    assert_eq!(s.available_permits().unwrap(), 1);
+    s.release(&id).unwrap();
+    assert_eq!(s.available_permits().unwrap(), 2);
+    let err = s.release(&id).unwrap_err();
+    assert!(err.is_unknown_permit());
+    assert_unknown(err, name, &id);
+    assert_eq!(
+        s.available_permits().unwrap(),
+        2,
+        "a double release adds nothing"
+    );
+}
+
+#[test]
+fn update_lease_keeps_a_permit_past_its_original_lease_but_cannot_revive_one() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:renew";
+    let s = client.permit_expirable_semaphore(name);
+    assert!(s.try_set_permits(1).unwrap());
+    let id = s.acquire(Duration::from_millis(300)).unwrap();
+    let before = server_ms(&mut raw);
+    s.update_lease(&id, Duration::from_secs(5)).unwrap();
+    let after = server_ms(&mut raw);
+    let at = score(&mut raw, name, id.as_str()).unwrap();
+    assert!(before + 5000 <= at && at <= after + 5000);
+    thread::sleep(Duration::from_millis(500)); // past the original lease
+    assert_eq!(s.available_permits().unwrap(), 0, "not reclaimed");
+    assert_eq!(s.try_acquire(LONG).unwrap(), None);
+    assert_eq!(score(&mut raw, name, id.as_str()), Some(at));
+    s.release(&id).unwrap();
+    assert_eq!(s.available_permits().unwrap(), 1);
+
+    let short = s.acquire(Duration::from_millis(100)).unwrap();
+    thread::sleep(Duration::from_millis(250)); // let the lease run out
+    assert_unknown(
+        s.update_lease(&short, Duration::from_secs(5)).unwrap_err(),
+        name,
+        &short,
+    );
+    assert_eq!(score(&mut raw, name, short.as_str()), None);
+    assert_eq!(s.available_permits().unwrap(), 1);
+    let stranger = PermitId::new("ffffffffffffffffffffffffffffffff");
+    assert!(s
+        .update_lease(&stranger, LONG)
+        .unwrap_err()
+        .is_unknown_permit());
+}
+
+#[test]
+fn added_permits_wake_exactly_that_many_waiters_and_releases_the_rest() {
+    const WAITERS: usize = 8;
+    const PERMITS: i64 = 3;
+    let server = RedisServer::new();
+    let clients = [
+        Client::open(&server.url()).unwrap(),
+        Client::open(&server.url()).unwrap(),
+    ];
+    let admin = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:many";
+    let s = admin.permit_expirable_semaphore(name);
+    assert!(s.try_set_permits(0).unwrap());
+    let holding = Arc::new(AtomicI64::new(0));
+    let most = Arc::new(AtomicI64::new(0));
+    let (tx, rx) = mpsc::channel::<PermitId>();
+    let threads: Vec<_> = (0..WAITERS)
+        .map(|i| {
+            let sem: PermitExpirableSemaphore = clients[i % 2].permit_expirable_semaphore(name);
+            let (holding, most, tx) = (Arc::clone(&holding), Arc::clone(&most), tx.clone());
+            thread::spawn(move || {
+                let id = sem.acquire(LONG).unwrap();
+                let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tx.send(id).unwrap();
+            })
+        })
+        .collect();
+    subscribed(&mut raw, name, 2);
+    thread::sleep(Duration::from_millis(100)); // let late threads reach their wait
+                                               // No permit exists, so none can expire: the waiters send nothing.
+    let before = count_commands(&mut raw);
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        count_commands(&mut raw) - before,
+        1,
+        "commands while waiting"
+    );
+
+    let added_at = Instant::now();
+    assert_eq!(s.add_permits(PERMITS).unwrap(), PERMITS);
+    let mut held: Vec<PermitId> = (0..PERMITS)
+        .map(|_| rx.recv_timeout(Duration::from_secs(1)).expect("woken"))
+        .collect();
+    eprintln!("add_permits(3) -> 3 acquired: {:?}", added_at.elapsed());
+    assert!(added_at.elapsed() < Duration::from_millis(200));
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "extra grant"
+    );
+    assert_eq!(s.available_permits().unwrap(), 0);
+
+    let mut handoffs = Vec::new();
+    for _ in PERMITS as usize..WAITERS {
+        holding.fetch_sub(1, Ordering::SeqCst);
+        let released_at = Instant::now();
+        s.release(&held.remove(0)).unwrap();
+        held.push(
+            rx.recv_timeout(Duration::from_secs(1))
+                .expect("lost wake-up"),
+        );
+        handoffs.push(released_at.elapsed());
+    }
+    eprintln!("release -> next of 8 waiters acquired: {handoffs:?}");
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(
+        most.load(Ordering::SeqCst) <= PERMITS,
+        "more holders than permits"
+    );
+    for id in &held {
+        s.release(id).unwrap();
+    }
+    assert_eq!(s.available_permits().unwrap(), PERMITS);
+    assert!(wait_until(Duration::from_secs(2), || numsub(
+        &mut raw,
+        &channel(name)
+    ) == 0));
+}
+
+#[test]
+fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let id = PermitId::new("0123456789abcdef0123456789abcdef");
+    let year_and_a_day = Duration::from_secs(366 * 24 * 3600);
+
+    let empty = client.permit_expirable_semaphore("");
+    let invalid = |r: Result<(), Error>| assert!(r.unwrap_err().is_invalid_argument());
+    invalid(empty.try_set_permits(1).map(drop));
+    invalid(empty.add_permits(1).map(drop));
+    invalid(empty.available_permits().map(drop));
+    invalid(empty.acquire(LONG).map(drop));
+    invalid(empty.try_acquire(LONG).map(drop));
+    invalid(empty.try_acquire_for(LONG, LONG).map(drop));
+    invalid(empty.try_acquire_until(Instant::now(), LONG).map(drop));
+    invalid(empty.release(&id));
+    invalid(empty.try_release(&id).map(drop));
+    invalid(empty.update_lease(&id, LONG));
+
+    let s = client.permit_expirable_semaphore("pes:bad");
+    assert!(s.try_set_permits(1).unwrap());
+    for lease in [Duration::ZERO, year_and_a_day] {
+        invalid(s.acquire(lease).map(drop));
+        invalid(s.try_acquire(lease).map(drop));
+        invalid(s.try_acquire_for(LONG, lease).map(drop));
+        invalid(s.update_lease(&id, lease));
+    }
+    invalid(s.try_acquire_for(Duration::ZERO, LONG).map(drop));
+    invalid(s.try_acquire_for(year_and_a_day, LONG).map(drop));
+    invalid(
+        s.try_acquire_until(Instant::now() + year_and_a_day, LONG)
+            .map(drop),
+    );
+    invalid(s.add_permits(1 << 53).map(drop));
+    assert_eq!(s.available_permits().unwrap(), 1, "nothing taken");
+
+    // Each case: the keys written raw, and which key the error names. The timeout set holds an
+    // expired permit where it can, to show that nothing was reclaimed either.
+    let cases: [(&str, &str, &str); 4] = [
+        ("pes:hash", "hash", "name"),
+        ("pes:text", "text", "name"),
+        ("pes:float", "1.5", "name"),
+        ("pes:zstring", "1", "timeout"),
+    ];
+    for (name, value, wrong) in cases {
+        let timeouts = format!("{{{name}}}:timeout");
+        if value == "hash" {
+            let _: () = raw.hset(name, "f", "v").unwrap();
+        } else {
+            let _: () = raw.set(name, value).unwrap();
+        }
+        if wrong == "timeout" {
+            let _: () = raw.set(&timeouts, "x").unwrap();
+        } else {
+            let _: () = raw.zadd(&timeouts, "expired", 1).unwrap();
+        }
+        let dump = |raw: &mut redis::Connection| -> (Vec<u8>, Vec<u8>) {
+            let mut d = |k: &str| redis::cmd("DUMP").arg(k).query(raw).unwrap();
+            (d(name), d(&timeouts))
+        };
+        let before = dump(&mut raw);
+        let key = if wrong == "name" {
+            name.to_owned()
+        } else {
+            timeouts.clone()
+        };
+        let s = client.permit_expirable_semaphore(name);
+        let wrong_type = |r: Result<(), Error>| match r {
+            Err(Error::WrongType { key: k }) => assert_eq!(k, key, "{name}"),
+            other => panic!("{name}: expected WrongType, got {other:?}"),
+        };
+        wrong_type(s.try_set_permits(1).map(drop));
+        wrong_type(s.add_permits(1).map(drop));
+        wrong_type(s.available_permits().map(drop));
+        wrong_type(s.acquire(LONG).map(drop));
+        wrong_type(s.try_acquire(LONG).map(drop));
+        wrong_type(s.try_acquire_for(LONG, LONG).map(drop));
+        wrong_type(s.release(&id));
+        wrong_type(s.try_release(&id).map(drop));
+        wrong_type(s.update_lease(&id, LONG));
+        assert_eq!(dump(&mut raw), before, "{name} changed");
+    }
+
+    // A wait that times out leaves no subscription behind.
+    let s = client.permit_expirable_semaphore("pes:none");
+    assert!(s.try_set_permits(0).unwrap());
+    let wait = Duration::from_millis(100);
+    let started = Instant::now();
+    assert_eq!(s.try_acquire_for(wait, LONG).unwrap(), None);
+    let took = started.elapsed();
+    assert!(
+        took >= wait && took < wait + Duration::from_millis(100),
+        "{took:?}"
+    );
+    assert!(wait_until(Duration::from_secs(2), || numsub(
+        &mut raw,
+        &channel("pes:none")
+    ) == 0));
+    assert_eq!(s.available_permits().unwrap(), 0);
+}
+
+#[test]
+fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:interop";
+    let timeouts = "{pes:interop}:timeout";
+    // Two permits taken the way Redisson does: one with a 300 ms lease, one non-expirable.
+    let _: () = raw.set(name, 2).unwrap();
+    let expires_at = server_ms(&mut raw) + 300;
+    let _: () = raw
+        .zadd(timeouts, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", expires_at)
+        .unwrap();
+    let _: () = raw.decr(name, 1).unwrap();
+    let _: () = raw
+        .zadd(
+            timeouts,
+            "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+            922_337_203_685_477i64,
+        )
+        .unwrap();
+    let _: () = raw.decr(name, 1).unwrap();
+
+    let s = client.permit_expirable_semaphore(name);
+    let mut waiter_raw = server.conn();
+    let sem = s.clone();
+    let (first, got_at) = thread::spawn(move || {
+        let id = sem.acquire(LONG).unwrap();
+        (id, server_ms(&mut waiter_raw))
+    })
+    .join()
+    .unwrap();
+    eprintln!(
+        "raw permit expiry -> waiter acquired: {} ms",
+        got_at - expires_at
+    );
+    assert!(
+        got_at >= expires_at && got_at - expires_at < 200,
+        "acquired at {got_at}, raw permit expired at {expires_at}"
+    );
+    assert_eq!(
+        score(&mut raw, name, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+        None
+    );
+    assert_eq!(
+        score(&mut raw, name, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"),
+        Some(922_337_203_685_477),
+        "a non-expirable permit stays"
+    );
+    assert_eq!(s.available_permits().unwrap(), 0);
+
+    // A raw INCR + PUBLISH (a Redisson release) wakes a waiter whose next re-check is 30 s away.
+    let sem = s.clone();
+    let waiter = thread::spawn(move || {
+        let id = sem.acquire(LONG).unwrap();
+        (id, Instant::now())
+    });
+    subscribed(&mut raw, name, 1);
+    let _: () = raw.incr(name, 1).unwrap();
+    let released_at = Instant::now();
+    let _: () = raw.publish(channel(name), 1).unwrap();
+    let (second, got_at) = waiter.join().unwrap();
+    eprintln!("raw PUBLISH -> waiter acquired: {:?}", got_at - released_at);
+    assert!(got_at - released_at < Duration::from_millis(100));
+    s.release(&first).unwrap();
+    s.release(&second).unwrap();
+    assert_eq!(s.available_permits().unwrap(), 2);
+}
