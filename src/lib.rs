@@ -32,6 +32,14 @@
 //! Redis and grants in arrival order, across threads and processes, at the cost of keeping the
 //! queue: see [`Client::fair_lock`] for when to pick which.
 //!
+//! # Synchronizers
+//!
+//! Redisson's other synchronizers, on the same keys and channels and in the same blocking style:
+//! [`Client::read_write_lock`] (a [`ReadWriteLock`] whose sides are [`Lock`]s),
+//! [`Client::semaphore`] ([`Semaphore`], with [`SemaphoreGuard`]),
+//! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
+//! leases) and [`Client::count_down_latch`] ([`CountDownLatch`]).
+//!
 //! # Key layout (Redisson's)
 //!
 //! | key | content |
@@ -42,6 +50,12 @@
 //! | `redisson_lock_queue:{name}` | [fair lock](Client::fair_lock): LIST of waiting owners, in arrival order |
 //! | `redisson_lock_timeout:{name}` | fair lock: ZSET owner → deadline (ms on the server's clock) |
 //! | `redisson_lock__channel:{name}:<owner>` | fair lock: each waiter's own channel, `0` when its turn comes |
+//! | `name` | [read-write lock](ReadWriteLock): HASH `mode` → `read`/`write`, `<owner>` → read holds, `<owner>:write` → write holds |
+//! | `{name}:<owner>:rwlock_timeout:<n>` | read-write lock: STRING per read hold, PEXPIRE = its lease |
+//! | `redisson_rwlock:{name}` | read-write lock channel: `1` after a write unlock (wake all), `0` when a read unlock frees it |
+//! | `name` | [semaphore](Semaphore): STRING, available permits; channel `redisson_sc:{name}` carries the new count |
+//! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id → expiry (ms, server clock) |
+//! | `name` | [count-down latch](CountDownLatch): STRING count; channel `redisson_countdownlatch__channel__{name}` |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
