@@ -424,3 +424,51 @@ fn force_unlock_breaks_the_held_side_and_wakes_waiters() {
     assert!(writer.join().unwrap());
     assert!(guard.unlock().unwrap_err().is_lock_lost());
 }
+
+#[test]
+fn a_redisson_reader_blocks_our_writer_and_its_release_wakes_it() {
+    // A Java reader, written as Redisson's read-lock script writes it, with a Java owner id.
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let java = "6f1e1f5c-0000-4000-8000-000000000001:57";
+    let _: () = redis::pipe()
+        .hset("rw:java", "mode", "read")
+        .hset("rw:java", java, 1)
+        .pexpire("rw:java", 30_000)
+        .set(format!("{{rw:java}}:{java}:rwlock_timeout:1"), 1)
+        .pexpire(format!("{{rw:java}}:{java}:rwlock_timeout:1"), 30_000)
+        .query(&mut raw)
+        .unwrap();
+    let rw = client.read_write_lock("rw:java");
+    assert!(
+        rw.read().try_lock().unwrap().is_some(),
+        "readers share with Java"
+    );
+    let writer = {
+        let rw = rw.clone();
+        std::thread::spawn(move || {
+            let g = rw.write().lock().unwrap();
+            let at = Instant::now();
+            drop(g);
+            at
+        })
+    };
+    assert!(wait_until(Duration::from_secs(5), || numsub(
+        &mut raw,
+        &CHANNEL("rw:java")
+    ) == 1));
+    std::thread::sleep(Duration::from_millis(100));
+    // Redisson's read unlock of the last hold: HINCRBY -1, HDEL, DEL its timeout key, then
+    // (only `mode` left) DEL the lock and publish 0.
+    let released = Instant::now();
+    let _: () = redis::pipe()
+        .hdel("rw:java", java)
+        .del(format!("{{rw:java}}:{java}:rwlock_timeout:1"))
+        .del("rw:java")
+        .publish(CHANNEL("rw:java"), "0")
+        .query(&mut raw)
+        .unwrap();
+    let latency = writer.join().unwrap() - released;
+    assert!(latency < Duration::from_millis(50), "{latency:?}");
+}
