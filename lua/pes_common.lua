@@ -12,7 +12,9 @@ local kind = redis.call('type', KEYS[1])['ok'];
 if kind == 'string' then
     local value = redis.call('get', KEYS[1]);
     count = tonumber(value);
-    if count == nil or string.match(value, '^%-?%d+$') == nil or math.abs(count) >= 2 ^ 53 then
+    -- Canonical digits only (no '007', '-0' or '+1'): what INCRBY/DECRBY accept, so no write below fails.
+    local canonical = value == '0' or string.match(value, '^%-?[1-9]%d*$') ~= nil;
+    if count == nil or not canonical or math.abs(count) >= 2 ^ 53 then
         return redis.error_reply('WRONGTYPE the permit count is not an integer');
     end;
 elseif kind ~= 'none' then

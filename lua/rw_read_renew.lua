@@ -10,11 +10,12 @@
 local res = {};
 for i = 1, #KEYS / 2 do
     local name, prefix = KEYS[2 * i - 1], KEYS[2 * i];
+    -- pcall and tonumber: a foreign or corrupt key reports 0 for its lock, not an error for all.
     local count = redis.pcall('hget', name, ARGV[i + 1]);
     res[i] = 0;
-    if type(count) == 'string' then
+    if type(count) == 'string' and tonumber(count) ~= nil then
         local renewed = 0;
-        for n = 1, tonumber(count) do
+        for n = 1, math.min(tonumber(count), 10000) do
             renewed = renewed + redis.call('pexpire', prefix .. ':' .. n, ARGV[1]);
         end;
         if renewed > 0 then

@@ -10,16 +10,29 @@
 -- Reply:   the latch value when this request already ran (a retry): 0 or 1 as below
 --          nil                 the owner holds no read hold (nothing changed)
 --          0                   released; holds remain (the owner's, other readers', or the writer's):
---                              the hash's expiry is cut to the longest live read hold in read mode
+--                              in read mode the hash's expiry is cut to the longest live read hold,
+--                              and if that moves it earlier by more than 100 ms "0" is published,
+--                              so that a waiting writer re-reads the expiry it waits for
 --          1                   the last live hold went: key deleted, "0" published (wake one: a writer)
+--          2                   the owner's hold had expired already (its timeout key is gone): it
+--                              was removed as above, but the caller's guard had lost it
 --          error WRONGTYPE     the key is not a hash
 local val = redis.call('get', KEYS[5]);
 if val ~= false then
     return tonumber(val);
 end;
 local mode = redis.call('hget', KEYS[1], 'mode');
-if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local held = redis.call('hget', KEYS[1], ARGV[1]);
+if mode == false or held == false then
     return nil;
+end;
+local expired = redis.call('exists', KEYS[3] .. ':' .. held) == 0;
+local function reply(n)
+    if expired then
+        n = 2;
+    end;
+    redis.call('set', KEYS[5], n, 'px', ARGV[3]);
+    return n;
 end;
 local left = redis.call('hincrby', KEYS[1], ARGV[1], -1);
 if left == 0 then
@@ -33,17 +46,18 @@ if redis.call('hlen', KEYS[1]) > 1 then
         if longest > redis.call('pttl', KEYS[1]) then
             redis.call('pexpire', KEYS[1], longest);
         end;
-        redis.call('set', KEYS[5], 0, 'px', ARGV[3]);
-        return 0;
+        return reply(0);
     end;
     if longest > 0 then
+        local before = redis.call('pttl', KEYS[1]);
         redis.call('pexpire', KEYS[1], longest);
-        redis.call('set', KEYS[5], 0, 'px', ARGV[3]);
-        return 0;
+        if before - longest > 100 then
+            redis.call(ARGV[2], KEYS[2], '0');
+        end;
+        return reply(0);
     end;
     -- Only expired holds remain (their readers died): the lock is free.
 end;
 redis.call('del', KEYS[1]);
 redis.call(ARGV[2], KEYS[2], '0');
-redis.call('set', KEYS[5], 1, 'px', ARGV[3]);
-return 1;
+return reply(1);

@@ -439,9 +439,13 @@ impl Shared {
                 let payload = parts.get(2).and_then(text);
                 match (chan.wake, payload.as_deref()) {
                     (Wake::Lock, Some("0")) => wake_one(chan),
-                    (Wake::Permits, Some(n)) if n.parse::<i64>().is_ok() => {
-                        wake_permits(chan, n.parse().unwrap_or(0), None)
-                    }
+                    (Wake::Permits, Some(n)) => match n.parse::<i64>() {
+                        Ok(n) if n > 0 => wake_permits(chan, n, None),
+                        // No permit free, but something changed (a lease shortened, permits
+                        // taken away): one waiter re-checks and re-reads its wait bound.
+                        Ok(_) => wake_one(chan),
+                        Err(_) => wake_all(chan),
+                    },
                     _ => wake_all(chan),
                 }
             }
@@ -489,6 +493,20 @@ impl Waiter<'_> {
     /// The lock was acquired: nothing is handed to another waiter on drop.
     pub(crate) fn succeeded(&mut self) {
         self.succeeded = true;
+    }
+
+    /// Wakes one other waiter of the channel (one without a pending wake-up): for a waiter
+    /// that leaves, or took the last permit, while the others may not know what it knew (the
+    /// earliest permit expiry of a permit-expirable semaphore).
+    pub(crate) fn nudge(&self) {
+        let reg = self.pubsub.shared.registry.lock();
+        if let Some(chan) = reg.channels.get(&self.channel) {
+            for w in chan.waiters.iter().filter(|w| w.id != self.id) {
+                if w.tx.try_send(()).is_ok() {
+                    return;
+                }
+            }
+        }
     }
 
     /// A semaphore waiter's attempt saw `available` permits left (after taking its own, if it

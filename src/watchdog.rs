@@ -230,21 +230,6 @@ struct Target {
     read_prefix: Option<Arc<str>>,
 }
 
-/// Puts the script's per-lock replies back at the batch positions `at`.
-fn scatter(out: &mut [i64], at: &[usize], replies: Vec<i64>) -> Result<()> {
-    if replies.len() != at.len() {
-        return Err(Error::Protocol(format!(
-            "renewal replied {} items for {} locks",
-            replies.len(),
-            at.len()
-        )));
-    }
-    for (&i, r) in at.iter().zip(replies) {
-        out[i] = r;
-    }
-    Ok(())
-}
-
 impl Shared {
     fn run(&self) {
         let slack = self.period / 8;
@@ -279,18 +264,19 @@ impl Shared {
                 .collect();
             drop(st);
             let sent_at = Instant::now();
-            let result = self.renew(&batch);
+            let outcomes = self.renew(&batch);
             st = self.state.lock();
-            self.apply(&mut st, &ids, sent_at, result);
+            self.apply(&mut st, &ids, sent_at, outcomes);
         }
     }
 
-    /// Renews a batch: lock and write holds in one script call, read holds in another.
-    /// Returns one 1/0 per target, in order.
-    fn renew(&self, batch: &[Target]) -> Result<Vec<i64>> {
+    /// Renews a batch: lock and write holds in one script call, read holds in another. One
+    /// outcome per target, in order: renewed, not held, or why its call failed (a failing
+    /// call does not affect the targets of the other).
+    fn renew(&self, batch: &[Target]) -> Vec<Renewed> {
         let (reads, hashes): (Vec<usize>, Vec<usize>) =
             (0..batch.len()).partition(|&i| batch[i].read_prefix.is_some());
-        let mut out = vec![0; batch.len()];
+        let mut out: Vec<Renewed> = vec![Renewed::Failed(Arc::from("not sent")); batch.len()];
         if !hashes.is_empty() {
             let mut inv = scripts::LOCK_RENEW.prepare_invoke();
             inv.arg(millis(self.lease));
@@ -298,8 +284,8 @@ impl Shared {
                 inv.key(&*batch[i].name);
                 inv.arg(&*batch[i].field);
             }
-            let held: Vec<i64> = self.pool.run(&batch[hashes[0]].name, |c| inv.invoke(c))?;
-            scatter(&mut out, &hashes, held)?;
+            let reply = self.pool.run(&batch[hashes[0]].name, |c| inv.invoke(c));
+            scatter(&mut out, &hashes, reply);
         }
         if !reads.is_empty() {
             let mut inv = scripts::RW_READ_RENEW.prepare_invoke();
@@ -310,23 +296,26 @@ impl Shared {
                 inv.key(t.read_prefix.as_deref().expect("partitioned"));
                 inv.arg(&*t.field);
             }
-            let held: Vec<i64> = self.pool.run(&batch[reads[0]].name, |c| inv.invoke(c))?;
-            scatter(&mut out, &reads, held)?;
+            let reply = self.pool.run(&batch[reads[0]].name, |c| inv.invoke(c));
+            scatter(&mut out, &reads, reply);
         }
-        Ok(out)
+        out
     }
 
-    fn apply(&self, st: &mut State, ids: &[u64], sent_at: Instant, result: Result<Vec<i64>>) {
+    fn apply(&self, st: &mut State, ids: &[u64], sent_at: Instant, outcomes: Vec<Renewed>) {
         let now = Instant::now();
-        match result {
-            Ok(held) if held.len() == ids.len() => {
-                for (&id, ok) in ids.iter().zip(held) {
-                    if ok == 1 {
-                        if let Some(e) = st.entries.get(&id) {
-                            e.lease.renewed(sent_at);
-                            st.due.push(Reverse((sent_at + self.period, id)));
-                        }
-                    } else if let Some(e) = st.remove(id) {
+        // Retry soon; give up on a lock once its lease must have run out.
+        let retry = now + (self.period / 4).max(Duration::from_millis(1));
+        for (&id, outcome) in ids.iter().zip(outcomes) {
+            match outcome {
+                Renewed::Held => {
+                    if let Some(e) = st.entries.get(&id) {
+                        e.lease.renewed(sent_at);
+                        st.due.push(Reverse((sent_at + self.period, id)));
+                    }
+                }
+                Renewed::NotHeld => {
+                    if let Some(e) = st.remove(id) {
                         e.lease.mark_lost();
                         log::warn!(
                             "lock `{}` (owner {}) is no longer held: renewal stopped, guard marked lost",
@@ -335,15 +324,7 @@ impl Shared {
                         );
                     }
                 }
-            }
-            other => {
-                let why = match other {
-                    Ok(v) => format!("reply of {} items for {} locks", v.len(), ids.len()),
-                    Err(e) => e.to_string(),
-                };
-                // Retry soon; give up on a lock once its lease must have run out.
-                let retry = now + (self.period / 4).max(Duration::from_millis(1));
-                for &id in ids {
+                Renewed::Failed(why) => {
                     let Some(e) = st.entries.get(&id) else {
                         continue;
                     };
@@ -362,6 +343,37 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// What one renewal found.
+#[derive(Clone)]
+enum Renewed {
+    Held,
+    NotHeld,
+    /// The script call failed (or replied nonsense): the lease is unknown.
+    Failed(Arc<str>),
+}
+
+/// Puts a script call's per-lock replies back at the batch positions `at`.
+fn scatter(out: &mut [Renewed], at: &[usize], reply: Result<Vec<i64>>) {
+    let outcomes: Vec<Renewed> = match reply {
+        Ok(v) if v.len() == at.len() => v
+            .into_iter()
+            .map(|r| match r {
+                1 => Renewed::Held,
+                _ => Renewed::NotHeld,
+            })
+            .collect(),
+        Ok(v) => {
+            let why: Arc<str> =
+                Arc::from(format!("reply of {} items for {} locks", v.len(), at.len()));
+            vec![Renewed::Failed(why); at.len()]
+        }
+        Err(e) => vec![Renewed::Failed(Arc::from(e.to_string())); at.len()],
+    };
+    for (&i, o) in at.iter().zip(outcomes) {
+        out[i] = o;
     }
 }
 

@@ -530,3 +530,94 @@ fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
     s.release(&second).unwrap();
     assert_eq!(s.available_permits().unwrap(), 2);
 }
+
+#[test]
+fn a_waiter_learns_the_expiry_of_a_permit_another_waiter_of_its_client_took() {
+    // Regression: two waiters of one client, no permit anywhere. One permit is added: only the
+    // first is woken, takes it with a 300 ms lease, and its holder never releases. The second
+    // had seen no permit that could expire, so it slept to its deadline (or for a year).
+    let server = RedisServer::new();
+    let c = Client::open(&server.url()).unwrap();
+    let admin = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    c.permit_expirable_semaphore("pes:chain")
+        .try_set_permits(0)
+        .unwrap();
+    let spawn = || {
+        let s = c.permit_expirable_semaphore("pes:chain");
+        thread::spawn(move || {
+            let got = s
+                .try_acquire_for(Duration::from_secs(5), Duration::from_millis(300))
+                .unwrap();
+            (got.is_some(), Instant::now())
+        })
+    };
+    let first = spawn();
+    thread::sleep(Duration::from_millis(100));
+    let second = spawn();
+    subscribed(&mut raw, "pes:chain", 1);
+    thread::sleep(Duration::from_millis(200)); // both blocked
+    admin
+        .permit_expirable_semaphore("pes:chain")
+        .add_permits(1)
+        .unwrap();
+    let (got1, at1) = first.join().unwrap();
+    let (got2, at2) = second.join().unwrap();
+    assert!(got1 && got2);
+    let after = at2 - at1;
+    assert!(
+        after >= Duration::from_millis(250) && after < Duration::from_millis(600),
+        "the second got the first's permit {after:?} after it (lease 300 ms)"
+    );
+}
+
+#[test]
+fn shortening_a_lease_wakes_a_waiter_to_its_new_expiry() {
+    // Regression: update_lease to a shorter lease published nothing, and the waiter slept
+    // until the old expiry (30 s) or its deadline.
+    let server = RedisServer::new();
+    let c1 = Client::open(&server.url()).unwrap();
+    let c2 = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let s1 = c1.permit_expirable_semaphore("pes:short");
+    s1.try_set_permits(1).unwrap();
+    let id = s1.acquire(LONG).unwrap();
+    let s2 = c2.permit_expirable_semaphore("pes:short");
+    let waiter = thread::spawn(move || {
+        let got = s2.try_acquire_for(Duration::from_secs(5), LONG).unwrap();
+        (got.is_some(), Instant::now())
+    });
+    subscribed(&mut raw, "pes:short", 1);
+    thread::sleep(Duration::from_millis(100));
+    let shortened = Instant::now();
+    s1.update_lease(&id, Duration::from_millis(200)).unwrap();
+    let (got, at) = waiter.join().unwrap();
+    assert!(got);
+    let after = at - shortened;
+    assert!(
+        after >= Duration::from_millis(150) && after < Duration::from_millis(600),
+        "{after:?} after the lease was cut to 200 ms"
+    );
+}
+
+#[test]
+fn a_count_that_incrby_would_refuse_is_a_wrong_type_before_any_write() {
+    // Regression: "007" passed the integer check, the reclaim and the ZREM of a release ran,
+    // then INCRBY failed: the permit was gone for good.
+    let server = RedisServer::new();
+    let c = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let now = server_ms(&mut raw);
+    for value in ["007", "-0", "+1"] {
+        let _: () = raw.set("pes:odd", value).unwrap();
+        let _: () = raw.zadd("{pes:odd}:timeout", "p1", now + 60_000).unwrap();
+        let _: () = raw.zadd("{pes:odd}:timeout", "old", now - 1_000).unwrap();
+        let s = c.permit_expirable_semaphore("pes:odd");
+        let err = s.release(&PermitId::new("p1")).unwrap_err();
+        assert!(err.is_wrong_type(), "{value}: {err:?}");
+        assert!(score(&mut raw, "pes:odd", "p1").is_some(), "{value}");
+        assert!(score(&mut raw, "pes:odd", "old").is_some(), "{value}");
+        let count: String = raw.get("pes:odd").unwrap();
+        assert_eq!(count, value);
+    }
+}

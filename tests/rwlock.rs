@@ -472,3 +472,95 @@ fn a_redisson_reader_blocks_our_writer_and_its_release_wakes_it() {
     let latency = writer.join().unwrap() - released;
     assert!(latency < Duration::from_millis(50), "{latency:?}");
 }
+
+#[test]
+fn a_writer_wakes_when_a_read_unlock_cuts_the_expiry_it_waits_for() {
+    // Regression: a live reader's unlock cut the hash's expiry to a dead reader's remaining
+    // 1.2 s and published nothing; the writer slept on the 30 s expiry it had seen.
+    let server = RedisServer::new();
+    let a = Client::open(&server.url()).unwrap();
+    let b = Client::open(&server.url()).unwrap();
+    let w = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    a.read_write_lock("rw:cut")
+        .read()
+        .with_lease(Duration::from_millis(1500))
+        .lock()
+        .unwrap()
+        .leak();
+    let dead_until = Instant::now() + Duration::from_millis(1500);
+    let live = b.read_write_lock("rw:cut").read().lock().unwrap();
+    let writer_lock = w.read_write_lock("rw:cut");
+    let writer = std::thread::spawn(move || {
+        let g = writer_lock
+            .write()
+            .try_lock_for(Duration::from_secs(10))
+            .unwrap();
+        (g.is_some(), Instant::now())
+    });
+    assert!(wait_until(Duration::from_secs(5), || numsub(
+        &mut raw,
+        &CHANNEL("rw:cut")
+    ) == 1));
+    std::thread::sleep(Duration::from_millis(200)); // the writer saw a ~30 s expiry
+    drop(live);
+    let pttl: i64 = raw.pttl("rw:cut").unwrap();
+    assert!(
+        pttl > 0 && pttl <= 1500,
+        "cut to the dead reader's hold: {pttl}"
+    );
+    let (got, at) = writer.join().unwrap();
+    assert!(got);
+    assert!(
+        at >= dead_until - Duration::from_millis(50),
+        "not before the dead hold expired"
+    );
+    let late = at.saturating_duration_since(dead_until);
+    assert!(
+        late < Duration::from_millis(300),
+        "{late:?} after the dead hold expired"
+    );
+}
+
+#[test]
+fn unlocking_a_read_hold_whose_lease_ran_out_reports_it_lost() {
+    // Regression: with another reader keeping the hash alive, the expired hold's unlock
+    // returned Ok although its guard was lost.
+    let server = RedisServer::new();
+    let a = Client::open(&server.url()).unwrap();
+    let b = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let _other = b.read_write_lock("rw:exp").read().lock().unwrap();
+    let guard = a
+        .read_write_lock("rw:exp")
+        .read()
+        .with_lease(Duration::from_millis(300))
+        .lock()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(450));
+    assert!(guard.is_lost());
+    assert!(guard.unlock().unwrap_err().is_lock_lost());
+    // Its stale field is cleaned up; the other reader's hold stands.
+    let h = hash(&mut raw, "rw:exp");
+    assert!(!h.contains_key(&a.owner_id()), "{h:?}");
+    assert_eq!(h.len(), 2, "{h:?}");
+}
+
+#[test]
+fn a_corrupt_read_hold_does_not_fail_the_renewal_of_other_locks_in_its_batch() {
+    // Regression: one read renewal script error failed the whole watchdog batch, and the plain
+    // lock renewed in the same tick was marked lost.
+    let server = RedisServer::new();
+    let c = client_with_watchdog(&server, 600);
+    let mut raw = server.conn();
+    let plain = c.lock("rw:batch-plain").lock().unwrap();
+    let read = c.read_write_lock("rw:batch").read().lock().unwrap();
+    let _: () = raw.hset("rw:batch", c.owner_id(), "abc").unwrap();
+    std::thread::sleep(Duration::from_millis(1500)); // several renewals
+    assert!(!plain.is_lost());
+    let pttl: i64 = raw.pttl("rw:batch-plain").unwrap();
+    assert!(pttl > 0 && pttl <= 600, "{pttl}");
+    assert!(read.is_lost(), "the corrupt hold is reported lost");
+    read.leak();
+    plain.unlock().unwrap();
+}

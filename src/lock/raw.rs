@@ -277,6 +277,8 @@ impl RawLock {
             None => Ok(Unlocked::NotHeld),
             Some(0) => Ok(Unlocked::StillHeld),
             Some(1) => Ok(Unlocked::Released),
+            // A read hold whose own lease had run out: cleaned up, but it was lost.
+            Some(2) => Ok(Unlocked::NotHeld),
             Some(n) => Err(Error::Protocol(format!("unlock script replied {n}"))),
         }
     }

@@ -239,6 +239,8 @@ impl Lock {
     }
 
     /// Deletes the lock whoever holds it and wakes a waiter. Returns whether it was held.
+    /// For a side of a [`ReadWriteLock`](crate::ReadWriteLock), only when the lock is held in
+    /// that side's mode (else nothing changes and it returns false), and every waiter is woken.
     ///
     /// For operators breaking a stuck lock: the evicted holder's guard reports it as lost at
     /// its next renewal.

@@ -18,6 +18,11 @@ use crate::lock::Lock;
 /// watchdog renewing its read hold, `write().lock()` then never returns (a warning is logged);
 /// release the read lock first.
 ///
+/// One thread's read holds share one numbering: a release removes its newest hold's lease key,
+/// as Redisson does. A thread holding several read holds with *different explicit leases* that
+/// releases them out of order keeps the lease of the one released last-taken; use one lease
+/// per thread and lock (the watchdog default does).
+///
 /// Readers are preferred: a steady stream of overlapping readers keeps a writer waiting
 /// (Redisson's behaviour). Each read hold has its own lease (a `rwlock_timeout` key); a reader
 /// that dies stops counting once its lease runs out, and the lock is freed when the last live

@@ -528,6 +528,11 @@ impl PermitExpirableSemaphore {
             match outcome {
                 Attempt::Acquired { left } => {
                     waiter.observed(left);
+                    if left <= 0 {
+                        // The others' wait bounds predate this permit's expiry: one of them
+                        // re-checks to learn it (else a holder that dies strands them).
+                        waiter.nudge();
+                    }
                     waiter.succeeded();
                     return Ok(Some(id));
                 }
@@ -540,6 +545,10 @@ impl PermitExpirableSemaphore {
                 }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
+                if retry_in.is_some() {
+                    // It knew when a permit expires: another waiter takes over that timer.
+                    waiter.nudge();
+                }
                 return Ok(None);
             }
         }

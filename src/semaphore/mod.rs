@@ -155,7 +155,9 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for zero permits or an empty name, [`Error::WrongType`],
-    /// connection errors.
+    /// connection errors. After an [`Error::Connection`] or [`Error::Timeout`] the outcome is
+    /// unknown: the permits may have been taken, and nothing gives them back (permits have no
+    /// lease; a [`PermitExpirableSemaphore`] bounds such a loss).
     ///
     /// # Examples
     ///
