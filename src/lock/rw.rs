@@ -18,10 +18,10 @@ use crate::lock::Lock;
 /// watchdog renewing its read hold, `write().lock()` then never returns (a warning is logged);
 /// release the read lock first.
 ///
-/// One thread's read holds share one numbering: a release removes its newest hold's lease key,
-/// as Redisson does. A thread holding several read holds with *different explicit leases* that
-/// releases them out of order keeps the lease of the one released last-taken; use one lease
-/// per thread and lock (the watchdog default does).
+/// A read release deletes the lease key of the thread's newest read hold, whichever guard is
+/// released (as Redisson does). So if one thread takes read holds with different explicit
+/// leases and releases them out of order, the hold that remains runs on the other one's lease.
+/// Use one lease per thread and lock (the watchdog default does).
 ///
 /// Readers are preferred: a steady stream of overlapping readers keeps a writer waiting
 /// (Redisson's behaviour). Each read hold has its own lease (a `rwlock_timeout` key); a reader
