@@ -267,6 +267,14 @@ impl ConfigBuilder {
 }
 
 /// Rejects a zero duration or one longer than [`MAX_DURATION`].
+/// Refuses an empty object name (`what` is "lock", "semaphore", ...) before anything is sent.
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid(format!("{what} name must not be empty")));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_duration(what: &str, d: Duration) -> Result<()> {
     if d.is_zero() {
         return Err(Error::invalid(format!("{what} must be non-zero")));

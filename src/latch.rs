@@ -297,10 +297,7 @@ impl CountDownLatch {
     }
 
     fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
-            return Err(Error::invalid("latch name must not be empty"));
-        }
-        Ok(())
+        crate::config::check_name("latch", &self.name)
     }
 
     /// The one wait loop: true once the latch is open, false when `deadline` passes (never

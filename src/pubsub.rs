@@ -243,8 +243,13 @@ fn send(writer: &mut Option<TcpStream>, command: &str, channel: &str, chan: &mut
 }
 
 fn wake_one(chan: &Chan) {
+    wake_one_but(chan, None);
+}
+
+/// As [`wake_one`], passing over waiter `skip`.
+fn wake_one_but(chan: &Chan, skip: Option<u64>) {
     // A full slot already means "re-check": give the token to the first waiter without one.
-    for w in &chan.waiters {
+    for w in chan.waiters.iter().filter(|w| Some(w.id) != skip) {
         if w.tx.try_send(()).is_ok() {
             return;
         }
@@ -501,11 +506,7 @@ impl Waiter<'_> {
     pub(crate) fn nudge(&self) {
         let reg = self.pubsub.shared.registry.lock();
         if let Some(chan) = reg.channels.get(&self.channel) {
-            for w in chan.waiters.iter().filter(|w| w.id != self.id) {
-                if w.tx.try_send(()).is_ok() {
-                    return;
-                }
-            }
+            wake_one_but(chan, Some(self.id));
         }
     }
 

@@ -277,28 +277,22 @@ impl Shared {
         let (reads, hashes): (Vec<usize>, Vec<usize>) =
             (0..batch.len()).partition(|&i| batch[i].read_prefix.is_some());
         let mut out: Vec<Renewed> = vec![Renewed::Failed(Arc::from("not sent")); batch.len()];
-        if !hashes.is_empty() {
-            let mut inv = scripts::LOCK_RENEW.prepare_invoke();
+        let mut call = |script: &redis::Script, at: &[usize]| {
+            let Some(&first) = at.first() else { return };
+            let mut inv = script.prepare_invoke();
             inv.arg(millis(self.lease));
-            for &i in &hashes {
-                inv.key(&*batch[i].name);
-                inv.arg(&*batch[i].field);
-            }
-            let reply = self.pool.run(&batch[hashes[0]].name, |c| inv.invoke(c));
-            scatter(&mut out, &hashes, reply);
-        }
-        if !reads.is_empty() {
-            let mut inv = scripts::RW_READ_RENEW.prepare_invoke();
-            inv.arg(millis(self.lease));
-            for &i in &reads {
-                let t = &batch[i];
+            for t in at.iter().map(|&i| &batch[i]) {
                 inv.key(&*t.name);
-                inv.key(t.read_prefix.as_deref().expect("partitioned"));
+                if let Some(prefix) = &t.read_prefix {
+                    inv.key(&**prefix);
+                }
                 inv.arg(&*t.field);
             }
-            let reply = self.pool.run(&batch[reads[0]].name, |c| inv.invoke(c));
-            scatter(&mut out, &reads, reply);
-        }
+            let reply = self.pool.run(&batch[first].name, |c| inv.invoke(c));
+            scatter(&mut out, at, reply);
+        };
+        call(&scripts::LOCK_RENEW, &hashes);
+        call(&scripts::RW_READ_RENEW, &reads);
         out
     }
 

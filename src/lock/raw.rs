@@ -141,10 +141,7 @@ impl RawLock {
     }
 
     pub(crate) fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
-            return Err(Error::invalid("lock name must not be empty"));
-        }
-        Ok(())
+        crate::config::check_name("lock", &self.name)
     }
 
     /// One acquire attempt: `Ok(None)` when acquired, `Ok(Some(ms))` when held elsewhere:

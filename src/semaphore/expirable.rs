@@ -436,10 +436,7 @@ impl PermitExpirableSemaphore {
     }
 
     fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
-            return Err(Error::invalid("semaphore name must not be empty"));
-        }
-        Ok(())
+        crate::config::check_name("semaphore", &self.name)
     }
 
     fn unknown(&self, id: &PermitId) -> Error {

@@ -334,10 +334,7 @@ impl Semaphore {
     }
 
     fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
-            return Err(Error::invalid("semaphore name must not be empty"));
-        }
-        Ok(())
+        crate::config::check_name("semaphore", &self.name)
     }
 
     fn run<T>(&self, f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T> {
