@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::Result;
+use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
 use crate::pool::Pool;
@@ -156,6 +157,50 @@ impl Client {
     /// ```
     pub fn fair_lock(&self, name: &str) -> Lock {
         Lock::new(self.clone(), name, true)
+    }
+
+    /// A fenced lock named `name` (Redisson's `RFencedLock`): a reentrant lock whose every
+    /// acquire also takes a fencing token, [`LockGuard::token`](crate::LockGuard::token),
+    /// from the counter `redisson_lock_token:{name}` (same script call, no extra round trip).
+    /// Same API and guard as [`lock`](Self::lock).
+    ///
+    /// A lease cannot stop a holder that pauses (GC, swap, SIGSTOP) past it from acting as
+    /// if it still held the lock; a token can, if the protected resource checks it: see
+    /// [`FencedResource`](crate::FencedResource).
+    ///
+    /// Why only this kind has tokens: the plain, fair and read-write locks keep Redisson's
+    /// layout of `RLock`, `RFairLock` and `RReadWriteLock`, whose Java scripts do not touch a
+    /// counter. Tokens taken by our acquires alone would skip every Java acquire, so a stale
+    /// holder could carry a token newer than the current holder's: a false guarantee. The
+    /// fenced lock's counter is incremented by Redisson and by us alike.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.fenced_lock("ledger").lock()?;
+    /// let token: u64 = guard.token().expect("a fenced lock's guard has a token");
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_lock(&self, name: &str) -> Lock {
+        Lock::fenced(self.clone(), name)
+    }
+
+    /// A value named `name` that only the newest holder of a fenced lock may change: see
+    /// [`FencedResource`]. Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.fenced_lock("account:7").lock()?;
+    /// client.fenced_resource("account:7:balance").write(&guard, "100")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_resource(&self, name: &str) -> FencedResource {
+        FencedResource::new(self.clone(), name)
     }
 
     /// A read-write lock named `name` (Redisson's `RReadWriteLock`): shared

@@ -51,6 +51,20 @@ pub enum Error {
         /// The permit id.
         id: String,
     },
+    /// A [`FencedResource`](crate::FencedResource) refused a write: a newer fencing token
+    /// (or the same token from another holder) has written there. The writer's lock hold is
+    /// stale: another holder took the lock after it.
+    ///
+    /// Nothing was changed.
+    #[error("fencing token {token} for `{name}` is stale: token {newest} has written since")]
+    StaleToken {
+        /// The resource's name.
+        name: String,
+        /// The refused token.
+        token: u64,
+        /// The newest token the resource has seen.
+        newest: u64,
+    },
     /// A wait or a Redis reply did not complete within the configured time.
     #[error("timed out: {0}")]
     Timeout(String),
@@ -90,6 +104,11 @@ impl Error {
     /// True for [`Error::UnknownPermit`].
     pub fn is_unknown_permit(&self) -> bool {
         matches!(self, Error::UnknownPermit { .. })
+    }
+
+    /// True for [`Error::StaleToken`].
+    pub fn is_stale_token(&self) -> bool {
+        matches!(self, Error::StaleToken { .. })
     }
 
     /// True for [`Error::Timeout`].

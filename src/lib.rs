@@ -71,6 +71,7 @@
 mod client;
 mod config;
 mod error;
+mod fenced;
 mod latch;
 mod lock;
 mod pool;
@@ -82,6 +83,7 @@ mod watchdog;
 pub use client::Client;
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
+pub use fenced::FencedResource;
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard, ReadWriteLock};
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};

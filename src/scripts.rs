@@ -27,6 +27,7 @@ script!(LOCK_ACQUIRE, "lock_acquire.lua");
 script!(LOCK_UNLOCK, "lock_unlock.lua");
 script!(LOCK_RENEW, "lock_renew.lua");
 script!(LOCK_FORCE_UNLOCK, "lock_force_unlock.lua");
+script!(FENCED_ACQUIRE, "fenced_acquire.lua");
 
 script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
 script!(FAIR_UNLOCK, "fair_common.lua" + "fair_unlock.lua");
@@ -66,3 +67,5 @@ script!(
     "latch_common.lua" + "latch_count_down.lua"
 );
 script!(LATCH_DELETE, "latch_common.lua" + "latch_delete.lua");
+
+script!(FENCED_WRITE, "fenced_write.lua");

@@ -36,6 +36,8 @@ pub struct LockGuard {
     watch: Option<Watch>,
     /// For an explicit lease: when it runs out at the latest.
     expires: Option<Instant>,
+    /// A fenced lock's fencing token for this hold.
+    token: Option<u64>,
     released: bool,
     _not_send: PhantomData<*const ()>,
 }
@@ -43,7 +45,12 @@ pub struct LockGuard {
 impl LockGuard {
     /// The one guard constructor: every acquire path ends here. `sent_at` is when the
     /// successful acquire was sent, so the lease started no earlier.
-    pub(crate) fn new(lock: Lock, owner: Arc<str>, sent_at: Instant) -> LockGuard {
+    pub(crate) fn new(
+        lock: Lock,
+        owner: Arc<str>,
+        sent_at: Instant,
+        token: Option<u64>,
+    ) -> LockGuard {
         let (watch, expires) = match lock.lease {
             Some(lease) => (None, Some(sent_at + lease)),
             None => (
@@ -60,6 +67,7 @@ impl LockGuard {
             owner,
             watch,
             expires,
+            token,
             released: false,
             _not_send: PhantomData,
         }
@@ -78,6 +86,45 @@ impl LockGuard {
     /// ```
     pub fn lock(&self) -> &Lock {
         &self.lock
+    }
+
+    /// The fencing token of this hold: `Some` for a [fenced lock](crate::Client::fenced_lock),
+    /// `None` for the other kinds.
+    ///
+    /// Tokens of a lock strictly increase with every acquire by any client (re-entries
+    /// included), so whatever the lock protects can refuse a write carrying a token older than
+    /// one it has seen: a holder that was paused past its lease and still believes it holds the
+    /// lock is turned away. See [`FencedResource`](crate::FencedResource) for such a store in
+    /// Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.fenced_lock("ledger");
+    /// let first = lock.lock()?.token().unwrap();
+    /// let second = lock.lock()?.token().unwrap();
+    /// assert!(second > first);
+    /// # Ok(()) }
+    /// ```
+    pub fn token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The owner id of this hold: `"<client uuid>:<thread number>"`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.lock("a").lock()?;
+    /// assert_eq!(guard.owner(), client.owner_id());
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// True once the lock is known to be lost: a watchdog renewal found it no longer held by
@@ -178,6 +225,7 @@ impl std::fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock.name())
             .field("owner", &self.owner)
+            .field("token", &self.token)
             .field("lost", &self.is_lost())
             .finish()
     }

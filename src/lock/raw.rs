@@ -37,6 +37,19 @@ pub(crate) enum Kind {
     Fair(Fair),
     /// One side of Redisson's `RReadWriteLock`.
     Rw(Side),
+    /// Redisson's `RFencedLock`: a plain lock whose acquire also increments the token
+    /// counter (the key named here).
+    Fenced(String),
+}
+
+/// What one acquire attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// Acquired (or re-entered); a fenced lock's attempt carries its fencing token.
+    Acquired(Option<u64>),
+    /// Held elsewhere: the lock's PTTL in ms, after which to try again even without a
+    /// message (-1 for a key without expiry).
+    Busy(i64),
 }
 
 /// A side of a read-write lock.
@@ -77,6 +90,24 @@ impl RawLock {
             name: name.into(),
             client,
             kind,
+        }
+    }
+
+    /// The fenced lock `name`.
+    pub(crate) fn fenced(client: Client, name: &str) -> RawLock {
+        RawLock {
+            channel: tagged("redisson_lock__channel", name),
+            name: name.into(),
+            client,
+            kind: Kind::Fenced(tagged("redisson_lock_token", name)),
+        }
+    }
+
+    /// The fencing token counter of a fenced lock.
+    pub(crate) fn token_key(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Fenced(key) => Some(key),
+            _ => None,
         }
     }
 
@@ -144,20 +175,31 @@ impl RawLock {
         crate::config::check_name("lock", &self.name)
     }
 
-    /// One acquire attempt: `Ok(None)` when acquired, `Ok(Some(ms))` when held elsewhere:
-    /// the time after which to try again even without a message (the lock's PTTL, -1 for a
-    /// key without expiry). A fair lock puts `owner` in its queue when `enqueue` is set.
-    pub(crate) fn acquire(
-        &self,
-        owner: &str,
-        lease: Duration,
-        enqueue: bool,
-    ) -> Result<Option<i64>> {
-        self.client
+    /// One acquire attempt. A fair lock puts `owner` in its queue when `enqueue` is set.
+    pub(crate) fn acquire(&self, owner: &str, lease: Duration, enqueue: bool) -> Result<Attempt> {
+        if let Kind::Fenced(token_key) = &self.kind {
+            let reply: Vec<i64> = self.client.inner.pool.run(&self.name, |c| {
+                scripts::FENCED_ACQUIRE
+                    .key(&*self.name)
+                    .key(token_key)
+                    .arg(millis(lease))
+                    .arg(owner)
+                    .invoke(c)
+            })?;
+            return match reply[..] {
+                [-1, token] if token > 0 => Ok(Attempt::Acquired(Some(token as u64))),
+                [ttl, -1] => Ok(Attempt::Busy(ttl)),
+                _ => Err(Error::Protocol(format!(
+                    "fenced acquire script replied {reply:?}"
+                ))),
+            };
+        }
+        let reply: Option<i64> = self
+            .client
             .inner
             .pool
             .run(&self.name, |c| match &self.kind {
-                Kind::Plain => scripts::LOCK_ACQUIRE
+                Kind::Plain | Kind::Fenced(_) => scripts::LOCK_ACQUIRE
                     .key(&*self.name)
                     .arg(millis(lease))
                     .arg(owner)
@@ -185,7 +227,8 @@ impl RawLock {
                     .arg(if enqueue { "1" } else { "0" })
                     .arg("PUBLISH")
                     .invoke(c),
-            })
+            })?;
+        Ok(reply.map_or(Attempt::Acquired(None), Attempt::Busy))
     }
 
     /// Takes `owner` out of a fair lock's queue (a wait given up); true if it was queued.
@@ -219,7 +262,7 @@ impl RawLock {
                 .inner
                 .pool
                 .run(&self.name, |c| match &self.kind {
-                    Kind::Plain => scripts::LOCK_UNLOCK
+                    Kind::Plain | Kind::Fenced(_) => scripts::LOCK_UNLOCK
                         .key(&*self.name)
                         .key(&self.channel)
                         .key(&latch)
@@ -286,7 +329,7 @@ impl RawLock {
             .inner
             .pool
             .run(&self.name, |c| match &self.kind {
-                Kind::Plain => scripts::LOCK_FORCE_UNLOCK
+                Kind::Plain | Kind::Fenced(_) => scripts::LOCK_FORCE_UNLOCK
                     .key(&*self.name)
                     .key(&self.channel)
                     .arg(0)

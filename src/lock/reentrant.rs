@@ -7,7 +7,7 @@ use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
-use crate::lock::raw::{RawLock, Side, Unlocked};
+use crate::lock::raw::{Attempt, RawLock, Side, Unlocked};
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -47,6 +47,13 @@ impl Lock {
         }
     }
 
+    pub(crate) fn fenced(client: Client, name: &str) -> Lock {
+        Lock {
+            raw: Arc::new(RawLock::fenced(client, name)),
+            lease: None,
+        }
+    }
+
     pub(crate) fn read_write(client: Client, name: &str, side: Side) -> Lock {
         Lock {
             raw: Arc::new(RawLock::read_write(client, name, side)),
@@ -65,6 +72,51 @@ impl Lock {
     /// ```
     pub fn is_fair(&self) -> bool {
         self.raw.fair().is_some()
+    }
+
+    /// Whether this is a fenced lock (made by [`Client::fenced_lock`]): each acquire takes a
+    /// fencing token, [`LockGuard::token`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert!(client.fenced_lock("ledger").is_fenced());
+    /// assert!(!client.lock("ledger").is_fenced());
+    /// ```
+    pub fn is_fenced(&self) -> bool {
+        self.raw.token_key().is_some()
+    }
+
+    /// The newest fencing token handed out by a fenced lock (by any client, Rust or Java);
+    /// `None` before the first acquire, and always `None` for the other lock kinds (no round
+    /// trip then). Redisson's `RFencedLock.getToken`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the token counter is not an integer; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.fenced_lock("ledger");
+    /// let guard = lock.lock()?;
+    /// assert_eq!(lock.latest_token()?, guard.token());
+    /// # Ok(()) }
+    /// ```
+    pub fn latest_token(&self) -> Result<Option<u64>> {
+        let Some(key) = self.raw.token_key() else {
+            return Ok(None);
+        };
+        let value: Option<String> = self.raw.query(redis::cmd("GET").arg(key))?;
+        match value {
+            None => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| Error::WrongType {
+                key: key.to_owned(),
+            }),
+        }
     }
 
     /// The lock's name: the Redis key of its hash.
@@ -381,10 +433,15 @@ impl Lock {
         let attempt = |enqueue: bool| -> Result<std::result::Result<LockGuard, Duration>> {
             let sent_at = Instant::now();
             Ok(match self.raw.acquire(&owner, lease, enqueue)? {
-                None => Ok(LockGuard::new(self.clone(), Arc::clone(&owner), sent_at)),
+                Attempt::Acquired(token) => Ok(LockGuard::new(
+                    self.clone(),
+                    Arc::clone(&owner),
+                    sent_at,
+                    token,
+                )),
                 // No expiry (a foreign key without TTL): re-check at the watchdog period.
-                Some(ms) if ms < 0 => Err(self.raw.client.inner.config.watchdog_timeout),
-                Some(ms) => Err(Duration::from_millis(ms as u64)),
+                Attempt::Busy(ms) if ms < 0 => Err(self.raw.client.inner.config.watchdog_timeout),
+                Attempt::Busy(ms) => Err(Duration::from_millis(ms as u64)),
             })
         };
         // Only a caller that will wait joins a fair lock's queue.
@@ -467,6 +524,7 @@ impl std::fmt::Debug for Lock {
         f.debug_struct("Lock")
             .field("name", &self.raw.name)
             .field("fair", &self.is_fair())
+            .field("fenced", &self.is_fenced())
             .field("side", &self.raw.side())
             .field("lease", &self.lease)
             .finish()

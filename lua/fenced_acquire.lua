@@ -1,0 +1,29 @@
+-- Acquire (or re-enter) a fenced lock and take a fencing token. Same keys and semantics as
+-- Redisson's RedissonFencedLock.tryLockInnerAsync (the token-returning variant): the token
+-- counter is incremented on every acquire, re-entries included, and never expires.
+-- KEYS[1]  lock name (HASH: owner -> hold count)
+-- KEYS[2]  token counter "redisson_lock_token:{name}" (STRING, integer)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id "<client uuid>:<thread number>"
+-- Reply:   {-1, token}          acquired (or re-entered): count + 1, PEXPIRE lease, token = INCR KEYS[2]
+--          {pttl, -1}           not acquired: the lock's PTTL in ms (-1 if the key has no expiry)
+--          error WRONGTYPE      the lock key is not a hash or the token key not an integer string
+--                               (checked before anything is written)
+local kind = redis.call('type', KEYS[2])['ok'];
+if kind == 'string' then
+    local value = redis.call('get', KEYS[2]);
+    -- Canonical digits only ('007' would make INCR fail), and exact in a Lua number.
+    local canonical = value == '0' or string.match(value, '^%-?[1-9]%d*$') ~= nil;
+    if not canonical or math.abs(tonumber(value)) >= 2 ^ 53 - 1 then
+        return redis.error_reply('WRONGTYPE the fencing token counter is not an integer');
+    end;
+elseif kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE the fencing token counter is not a string');
+end;
+if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+    local token = redis.call('incr', KEYS[2]);
+    redis.call('hincrby', KEYS[1], ARGV[2], 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    return {-1, token};
+end;
+return {redis.call('pttl', KEYS[1]), -1};

@@ -1,0 +1,251 @@
+//! A value in Redis guarded by fencing tokens: the resource side of a fenced lock.
+
+use std::sync::Arc;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::lock::{tagged, LockGuard};
+use crate::scripts;
+
+/// A value kept in Redis that only the newest holder of a [fenced lock] may change.
+///
+/// A lease cannot stop a holder that was paused (GC, swap, SIGSTOP) or cut off past its lease
+/// from acting as if it still held the lock. Fencing can: every write carries the writer's
+/// [token](LockGuard::token), and one script call checks it against the newest token the
+/// value has seen and writes only if it is not older. A stale holder's write is refused with
+/// [`Error::StaleToken`]; the newer holder's data stays intact.
+///
+/// A token can be handed out twice when a Redis failover loses the increment of the token
+/// counter (see the README's safety section). The fence therefore remembers which holder
+/// wrote with the newest token and refuses the same token from anybody else: of two holders
+/// with one token, the first to write wins and the other is refused.
+///
+/// Keys: the value is the STRING `name` (readable with a plain `GET`); the fence is the HASH
+/// `redlatch_fence:{name}` (`token`, `holder`), in the same cluster slot. The resource may
+/// live on another Redis than the lock: make it from a client connected there.
+///
+/// Made by [`Client::fenced_resource`]; cheap to clone.
+///
+/// [fenced lock]: Client::fenced_lock
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// let balance = client.fenced_resource("account:7:balance");
+/// let guard = client.fenced_lock("account:7").lock()?;
+/// match balance.write(&guard, "100") {
+///     Ok(()) => {}
+///     // Somebody acquired the lock after us and wrote: our hold is stale.
+///     Err(e) if e.is_stale_token() => return Err(e),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct FencedResource {
+    client: Client,
+    name: Arc<str>,
+    fence: Arc<str>,
+}
+
+impl FencedResource {
+    pub(crate) fn new(client: Client, name: &str) -> FencedResource {
+        FencedResource {
+            client,
+            name: name.into(),
+            fence: tagged("redlatch_fence", name).into(),
+        }
+    }
+
+    /// The value's name: its Redis key.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert_eq!(client.fenced_resource("balance").name(), "balance");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the value, if `guard`'s token is not older than the newest token seen here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StaleToken`] if a newer token (or the same token from another holder) has
+    /// written: nothing was changed. [`Error::InvalidArgument`] if the guard is not of a
+    /// fenced lock; [`Error::WrongType`] if a key holds another type; connection errors (the
+    /// outcome of a write whose reply was lost is unknown; a retry with the same guard is
+    /// safe).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.fenced_lock("report").lock()?;
+    /// client.fenced_resource("report:body").write(&guard, b"42 rows")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write(&self, guard: &LockGuard, value: impl AsRef<[u8]>) -> Result<()> {
+        let token = self.token_of(guard)?;
+        self.write_with_token(token, guard.owner(), value)
+    }
+
+    /// As [`write`](Self::write), with a token obtained elsewhere (another process, or a
+    /// Java `RFencedLock`) and the id of its holder.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write); [`Error::InvalidArgument`] for token 0 or an empty holder.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let resource = client.fenced_resource("report:body");
+    /// let err = resource.write_with_token(1, "old-holder", "x").unwrap_err();
+    /// assert!(err.is_stale_token());
+    /// # Ok(()) }
+    /// ```
+    pub fn write_with_token(
+        &self,
+        token: u64,
+        holder: &str,
+        value: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.fenced("set", token, holder, value.as_ref())
+    }
+
+    /// Deletes the value, if `guard`'s token is not older than the newest token seen here.
+    /// The fence stays, so older tokens remain refused.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.fenced_lock("report").lock()?;
+    /// client.fenced_resource("report:body").delete(&guard)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self, guard: &LockGuard) -> Result<()> {
+        let token = self.token_of(guard)?;
+        self.fenced("del", token, guard.owner(), b"")
+    }
+
+    /// The current value, `None` if there is none. Reading needs no token.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key is not a string; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let body: Option<Vec<u8>> = client.fenced_resource("report:body").read()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read(&self) -> Result<Option<Vec<u8>>> {
+        self.check_name()?;
+        self.client
+            .inner
+            .pool
+            .run(&self.name, |c| redis::cmd("GET").arg(&*self.name).query(c))
+    }
+
+    /// The newest token that has written here, `None` if none has.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the fence is not a hash of integers; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let newest = client.fenced_resource("report:body").newest_token()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn newest_token(&self) -> Result<Option<u64>> {
+        self.check_name()?;
+        let seen: Option<String> = self.client.inner.pool.run(&self.fence, |c| {
+            redis::cmd("HGET").arg(&*self.fence).arg("token").query(c)
+        })?;
+        match seen {
+            None => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| Error::WrongType {
+                key: self.fence.to_string(),
+            }),
+        }
+    }
+
+    fn check_name(&self) -> Result<()> {
+        crate::config::check_name("fenced resource", &self.name)
+    }
+
+    fn token_of(&self, guard: &LockGuard) -> Result<u64> {
+        guard.token().ok_or_else(|| {
+            Error::invalid(format!(
+                "the guard of `{}` carries no fencing token: only a fenced lock's guard does",
+                guard.lock().name()
+            ))
+        })
+    }
+
+    fn fenced(&self, op: &str, token: u64, holder: &str, value: &[u8]) -> Result<()> {
+        self.check_name()?;
+        if token == 0 {
+            return Err(Error::invalid("fencing token 0 (tokens start at 1)"));
+        }
+        if holder.is_empty() {
+            return Err(Error::invalid("empty holder id"));
+        }
+        let reply: Vec<i64> = self.client.inner.pool.run(&self.name, |c| {
+            scripts::FENCED_WRITE
+                .key(&*self.name)
+                .key(&*self.fence)
+                .arg(token)
+                .arg(holder)
+                .arg(op)
+                .arg(value)
+                .invoke(c)
+        })?;
+        match reply[..] {
+            [1, _] => Ok(()),
+            [0, newest] => {
+                log::debug!(
+                    "fenced {op} of `{}` refused: token {token} of {holder}, newest {newest}",
+                    self.name
+                );
+                Err(Error::StaleToken {
+                    name: self.name.to_string(),
+                    token,
+                    newest: newest as u64,
+                })
+            }
+            _ => Err(Error::Protocol(format!(
+                "fenced write script replied {reply:?}"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Debug for FencedResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FencedResource")
+            .field("name", &self.name)
+            .finish()
+    }
+}
