@@ -33,6 +33,15 @@ pub struct Config {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) renew_batch_size: usize,
     pub(crate) fair_thread_wait: Duration,
+    pub(crate) replica_sync: Option<ReplicaSync>,
+}
+
+/// Replica confirmation of lock writes: `WAIT replicas timeout` after each lock, unlock and
+/// renewal script (Redisson's `checkLockSyncedSlaves` and `slavesSyncTimeout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReplicaSync {
+    pub(crate) replicas: u32,
+    pub(crate) timeout: Duration,
 }
 
 impl Config {
@@ -55,7 +64,25 @@ impl Config {
             watchdog_timeout: Duration::from_secs(30),
             renew_batch_size: 100,
             fair_thread_wait: Duration::from_secs(300),
+            replica_sync: None,
         }
+    }
+
+    /// The replica confirmation setting: how many replicas must confirm each lock write, and
+    /// how long to wait for them. `None` (the default) when off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .sync_replicas(1, Duration::from_secs(1))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.sync_replicas(), Some((1, Duration::from_secs(1))));
+    /// ```
+    pub fn sync_replicas(&self) -> Option<(u32, Duration)> {
+        self.replica_sync.map(|s| (s.replicas, s.timeout))
     }
 
     /// The lease given to locks taken without an explicit lease; they are renewed every third of it.
@@ -117,6 +144,7 @@ pub struct ConfigBuilder {
     watchdog_timeout: Duration,
     renew_batch_size: usize,
     fair_thread_wait: Duration,
+    replica_sync: Option<ReplicaSync>,
 }
 
 impl ConfigBuilder {
@@ -222,12 +250,47 @@ impl ConfigBuilder {
         self
     }
 
+    /// Makes every lock write wait for `replicas` replicas of the master to confirm it, for
+    /// at most `timeout` (Redisson's `checkLockSyncedSlaves`, whose timeout defaults to 1 s).
+    ///
+    /// After each acquire, unlock and renewal script of a lock (every kind: plain, fair,
+    /// fenced, read-write) the client sends `WAIT replicas timeout` on the same connection:
+    /// - an acquire that fewer replicas confirmed is undone (one hold released) and reported
+    ///   as [`Error::NotReplicated`](crate::Error::NotReplicated);
+    /// - a renewal that fewer replicas confirmed counts as failed: if none is confirmed for
+    ///   a whole lease, the guard reports the lock as lost;
+    /// - an unconfirmed unlock is logged (`warn`): the lock is free on the master, but a
+    ///   failover before replication could bring it back until its lease runs out.
+    ///
+    /// This narrows the window in which a failover loses a lock, at the cost of one
+    /// replication round trip per write; it cannot close it (replication stays
+    /// asynchronous, and `WAIT` does not make a write durable). Semaphores and latches are
+    /// not synced. See the README's safety section.
+    ///
+    /// Off by default. `replicas` must be at least 1; `timeout` must be non-zero and
+    /// shorter than the response timeout (the reply to `WAIT` must arrive in time).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .sync_replicas(1, Duration::from_secs(1))
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn sync_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_sync = Some(ReplicaSync { replicas, timeout });
+        self
+    }
+
     /// Checks the settings and builds the [`Config`].
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an unparsable URL, a zero
-    /// pool size, a zero or absurd (over one year) timeout, or a batch size out of range.
+    /// pool size, a zero or absurd (over one year) timeout, a batch size out of range, or a
+    /// replica setting of 0 replicas or a timeout not shorter than the response timeout.
     ///
     /// # Examples
     ///
@@ -254,6 +317,18 @@ impl ConfigBuilder {
                 "renew_batch_size must be between 1 and 10000",
             ));
         }
+        if let Some(sync) = self.replica_sync {
+            if sync.replicas == 0 {
+                return Err(Error::invalid("sync_replicas needs at least 1 replica"));
+            }
+            check_duration("sync_replicas timeout", sync.timeout)?;
+            if sync.timeout >= self.response_timeout {
+                return Err(Error::invalid(format!(
+                    "sync_replicas timeout {:?} must be shorter than response_timeout {:?}",
+                    sync.timeout, self.response_timeout
+                )));
+            }
+        }
         Ok(Config {
             info,
             pool_size: self.pool_size,
@@ -262,11 +337,11 @@ impl ConfigBuilder {
             watchdog_timeout: self.watchdog_timeout,
             renew_batch_size: self.renew_batch_size,
             fair_thread_wait: self.fair_thread_wait,
+            replica_sync: self.replica_sync,
         })
     }
 }
 
-/// Rejects a zero duration or one longer than [`MAX_DURATION`].
 /// Refuses an empty object name (`what` is "lock", "semaphore", ...) before anything is sent.
 pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     if name.is_empty() {
@@ -275,6 +350,7 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Rejects a zero duration or one longer than [`MAX_DURATION`].
 pub(crate) fn check_duration(what: &str, d: Duration) -> Result<()> {
     if d.is_zero() {
         return Err(Error::invalid(format!("{what} must be non-zero")));
@@ -326,6 +402,15 @@ mod tests {
             .unwrap_err()
             .is_invalid_argument());
         assert!(b().build().is_ok());
+        let sync = |n, ms| b().sync_replicas(n, Duration::from_millis(ms)).build();
+        assert!(sync(0, 100).unwrap_err().is_invalid_argument());
+        assert!(sync(1, 0).unwrap_err().is_invalid_argument());
+        assert!(sync(1, 3000).unwrap_err().is_invalid_argument());
+        assert_eq!(
+            sync(2, 500).unwrap().sync_replicas(),
+            Some((2, Duration::from_millis(500)))
+        );
+        assert_eq!(b().build().unwrap().sync_replicas(), None);
     }
 
     #[test]

@@ -65,6 +65,18 @@ pub enum Error {
         /// The newest token the resource has seen.
         newest: u64,
     },
+    /// Fewer replicas than required confirmed a lock acquire in time (with
+    /// [`sync_replicas`](crate::ConfigBuilder::sync_replicas) set). The acquire was undone:
+    /// this call does not hold the lock.
+    #[error("acquire of `{name}` was confirmed by {acked} of {wanted} replicas in time; undone")]
+    NotReplicated {
+        /// The lock's name.
+        name: String,
+        /// How many replicas confirmed the write.
+        acked: u32,
+        /// How many were required.
+        wanted: u32,
+    },
     /// A wait or a Redis reply did not complete within the configured time.
     #[error("timed out: {0}")]
     Timeout(String),
@@ -109,6 +121,11 @@ impl Error {
     /// True for [`Error::StaleToken`].
     pub fn is_stale_token(&self) -> bool {
         matches!(self, Error::StaleToken { .. })
+    }
+
+    /// True for [`Error::NotReplicated`].
+    pub fn is_not_replicated(&self) -> bool {
+        matches!(self, Error::NotReplicated { .. })
     }
 
     /// True for [`Error::Timeout`].

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::millis;
+use crate::config::{millis, Config};
 use crate::error::{Error, Result};
 use crate::lock::{suffixed, tagged};
 use crate::scripts;
@@ -176,59 +176,123 @@ impl RawLock {
     }
 
     /// One acquire attempt. A fair lock puts `owner` in its queue when `enqueue` is set.
+    ///
+    /// With [`sync_replicas`](crate::ConfigBuilder::sync_replicas), a successful attempt is
+    /// followed by `WAIT` on the same connection; one that too few replicas confirmed (or
+    /// whose confirmation failed) is undone before the error is returned.
     pub(crate) fn acquire(&self, owner: &str, lease: Duration, enqueue: bool) -> Result<Attempt> {
-        if let Kind::Fenced(token_key) = &self.kind {
-            let reply: Vec<i64> = self.client.inner.pool.run(&self.name, |c| {
-                scripts::FENCED_ACQUIRE
+        let mut wrote = false;
+        let outcome = self.client.inner.pool.run(&self.name, |c| {
+            let attempt = self.acquire_script(c, owner, lease, enqueue)?;
+            wrote = matches!(attempt, Ok(Attempt::Acquired(_)));
+            Ok((attempt, self.confirm(c, wrote)?))
+        });
+        let (attempt, acked) = match outcome {
+            Ok(reply) => reply,
+            Err(e) => {
+                if wrote {
+                    // Acquired, but the replica confirmation failed: not a hold we can vouch for.
+                    self.undo_acquire(owner, lease);
+                }
+                return Err(e);
+            }
+        };
+        let attempt = attempt?;
+        if let (Some(acked), Some(sync)) = (acked, self.client.inner.config.replica_sync) {
+            if acked < sync.replicas {
+                log::warn!(
+                    "acquire of `{}` (owner {owner}) confirmed by {acked} of {} replicas: undone",
+                    self.name,
+                    sync.replicas
+                );
+                self.undo_acquire(owner, lease);
+                return Err(Error::NotReplicated {
+                    name: self.name.to_string(),
+                    acked,
+                    wanted: sync.replicas,
+                });
+            }
+        }
+        Ok(attempt)
+    }
+
+    /// Runs the acquire script of this lock's kind; the inner result carries a reply that
+    /// could not be decoded.
+    fn acquire_script(
+        &self,
+        c: &mut redis::Connection,
+        owner: &str,
+        lease: Duration,
+        enqueue: bool,
+    ) -> redis::RedisResult<Result<Attempt>> {
+        let reply: Option<i64> = match &self.kind {
+            Kind::Fenced(token_key) => {
+                let reply: Vec<i64> = scripts::FENCED_ACQUIRE
                     .key(&*self.name)
                     .key(token_key)
                     .arg(millis(lease))
                     .arg(owner)
-                    .invoke(c)
-            })?;
-            return match reply[..] {
-                [-1, token] if token > 0 => Ok(Attempt::Acquired(Some(token as u64))),
-                [ttl, -1] => Ok(Attempt::Busy(ttl)),
-                _ => Err(Error::Protocol(format!(
-                    "fenced acquire script replied {reply:?}"
-                ))),
-            };
+                    .invoke(c)?;
+                return Ok(match reply[..] {
+                    [-1, token] if token > 0 => Ok(Attempt::Acquired(Some(token as u64))),
+                    [ttl, -1] => Ok(Attempt::Busy(ttl)),
+                    _ => Err(Error::Protocol(format!(
+                        "fenced acquire script replied {reply:?}"
+                    ))),
+                });
+            }
+            Kind::Plain => scripts::LOCK_ACQUIRE
+                .key(&*self.name)
+                .arg(millis(lease))
+                .arg(owner)
+                .invoke(c)?,
+            Kind::Rw(Side::Read) => scripts::RW_READ_ACQUIRE
+                .key(&*self.name)
+                .key(self.read_prefix(owner))
+                .arg(millis(lease))
+                .arg(owner)
+                .arg(format!("{owner}:write"))
+                .invoke(c)?,
+            Kind::Rw(Side::Write) => scripts::RW_WRITE_ACQUIRE
+                .key(&*self.name)
+                .arg(millis(lease))
+                .arg(self.field(owner))
+                .invoke(c)?,
+            Kind::Fair(f) => scripts::FAIR_ACQUIRE
+                .key(&*self.name)
+                .key(&f.queue)
+                .key(&f.timeouts)
+                .key(&self.channel)
+                .arg(millis(lease))
+                .arg(owner)
+                .arg(f.wait_ms)
+                .arg(if enqueue { "1" } else { "0" })
+                .arg("PUBLISH")
+                .invoke(c)?,
+        };
+        Ok(Ok(reply.map_or(Attempt::Acquired(None), Attempt::Busy)))
+    }
+
+    /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and
+    /// the script wrote; the number of replicas that confirmed, `None` when not asked.
+    pub(crate) fn confirm(
+        &self,
+        c: &mut redis::Connection,
+        wrote: bool,
+    ) -> redis::RedisResult<Option<u32>> {
+        wait_replicas(&self.client.inner.config, c, wrote)
+    }
+
+    /// Releases the hold an acquire just took (best effort: on failure the hold stays until
+    /// its lease runs out, and is not renewed).
+    fn undo_acquire(&self, owner: &str, lease: Duration) {
+        if let Err(e) = self.unlock(owner, lease) {
+            log::warn!(
+                "undoing the unconfirmed acquire of `{}` (owner {owner}) failed: {e}; it expires \
+                 after its lease of {lease:?}",
+                self.name
+            );
         }
-        let reply: Option<i64> = self
-            .client
-            .inner
-            .pool
-            .run(&self.name, |c| match &self.kind {
-                Kind::Plain | Kind::Fenced(_) => scripts::LOCK_ACQUIRE
-                    .key(&*self.name)
-                    .arg(millis(lease))
-                    .arg(owner)
-                    .invoke(c),
-                Kind::Rw(Side::Read) => scripts::RW_READ_ACQUIRE
-                    .key(&*self.name)
-                    .key(self.read_prefix(owner))
-                    .arg(millis(lease))
-                    .arg(owner)
-                    .arg(format!("{owner}:write"))
-                    .invoke(c),
-                Kind::Rw(Side::Write) => scripts::RW_WRITE_ACQUIRE
-                    .key(&*self.name)
-                    .arg(millis(lease))
-                    .arg(self.field(owner))
-                    .invoke(c),
-                Kind::Fair(f) => scripts::FAIR_ACQUIRE
-                    .key(&*self.name)
-                    .key(&f.queue)
-                    .key(&f.timeouts)
-                    .key(&self.channel)
-                    .arg(millis(lease))
-                    .arg(owner)
-                    .arg(f.wait_ms)
-                    .arg(if enqueue { "1" } else { "0" })
-                    .arg("PUBLISH")
-                    .invoke(c),
-            })?;
-        Ok(reply.map_or(Attempt::Acquired(None), Attempt::Busy))
     }
 
     /// Takes `owner` out of a fair lock's queue (a wait given up); true if it was queued.
@@ -257,11 +321,9 @@ impl RawLock {
         let latch = format!("{}:{request}", tagged("redisson_unlock_latch", &self.name));
         let cfg = &self.client.inner.config;
         let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
-        let attempt = || -> Result<Option<i64>> {
-            self.client
-                .inner
-                .pool
-                .run(&self.name, |c| match &self.kind {
+        let attempt = || -> Result<(Option<i64>, Option<u32>)> {
+            self.client.inner.pool.run(&self.name, |c| {
+                let reply: Option<i64> = match &self.kind {
                     Kind::Plain | Kind::Fenced(_) => scripts::LOCK_UNLOCK
                         .key(&*self.name)
                         .key(&self.channel)
@@ -271,7 +333,7 @@ impl RawLock {
                         .arg(owner)
                         .arg("PUBLISH")
                         .arg(latch_ttl)
-                        .invoke(c),
+                        .invoke(c)?,
                     Kind::Rw(Side::Read) => scripts::RW_READ_UNLOCK
                         .key(&*self.name)
                         .key(&self.channel)
@@ -281,7 +343,7 @@ impl RawLock {
                         .arg(owner)
                         .arg("PUBLISH")
                         .arg(latch_ttl)
-                        .invoke(c),
+                        .invoke(c)?,
                     Kind::Rw(Side::Write) => scripts::RW_WRITE_UNLOCK
                         .key(&*self.name)
                         .key(&self.channel)
@@ -291,7 +353,7 @@ impl RawLock {
                         .arg(self.field(owner))
                         .arg("PUBLISH")
                         .arg(latch_ttl)
-                        .invoke(c),
+                        .invoke(c)?,
                     Kind::Fair(f) => scripts::FAIR_UNLOCK
                         .key(&*self.name)
                         .key(&f.queue)
@@ -303,16 +365,28 @@ impl RawLock {
                         .arg("PUBLISH")
                         .arg(latch_ttl)
                         .arg(f.wait_ms)
-                        .invoke(c),
-                })
+                        .invoke(c)?,
+                };
+                Ok((reply, self.confirm(c, reply.is_some())?))
+            })
         };
-        let reply = match attempt() {
+        let (reply, acked) = match attempt() {
             Err(e) if e.breaks_connection() => {
                 log::debug!("unlock of `{}` lost its reply ({e}); retrying", self.name);
                 attempt()?
             }
             other => other?,
         };
+        if let (Some(acked), Some(sync)) = (acked, self.client.inner.config.replica_sync) {
+            if acked < sync.replicas {
+                log::warn!(
+                    "unlock of `{}` (owner {owner}) confirmed by {acked} of {} replicas: a \
+                     failover now could bring the lock back until its lease runs out",
+                    self.name,
+                    sync.replicas
+                );
+            }
+        }
         match reply {
             None => Ok(Unlocked::NotHeld),
             Some(0) => Ok(Unlocked::StillHeld),
@@ -358,5 +432,22 @@ impl RawLock {
     pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.check_name()?;
         self.client.inner.pool.run(&self.name, |c| cmd.query(c))
+    }
+}
+
+/// `WAIT replicas timeout` on `c` after a write, when `config` asks for replica confirmation:
+/// how many replicas confirmed, `None` when not asked (or nothing was written).
+pub(crate) fn wait_replicas(
+    config: &Config,
+    c: &mut redis::Connection,
+    wrote: bool,
+) -> redis::RedisResult<Option<u32>> {
+    match config.replica_sync {
+        Some(sync) if wrote => redis::cmd("WAIT")
+            .arg(sync.replicas)
+            .arg(millis(sync.timeout))
+            .query(c)
+            .map(Some),
+        _ => Ok(None),
     }
 }

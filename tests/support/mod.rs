@@ -135,6 +135,72 @@ impl RedisServer {
         self.signal("-CONT");
     }
 
+    /// Starts a replica of `master` and waits until its first sync is done and the master
+    /// counts it as connected.
+    pub fn replica_of(master: &RedisServer) -> RedisServer {
+        // Diskless full sync waits 5 s by default for more replicas to join: not here.
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("repl-diskless-sync-delay")
+            .arg(0)
+            .query(&mut master.conn())
+            .expect("CONFIG SET on the master");
+        let port = master.port().to_string();
+        let replica = RedisServer::with_args(&["--replicaof", "127.0.0.1", &port]);
+        let linked = wait_until(Duration::from_secs(10), || {
+            replica
+                .info("replication", "master_link_status:")
+                .as_deref()
+                == Some("up")
+                && master.info("replication", "connected_slaves:").as_deref() != Some("0")
+        });
+        assert!(
+            linked,
+            "replica did not link up; its log:\n{}",
+            replica.log()
+        );
+        replica
+    }
+
+    /// On a replica: cuts its link to the master for good (until `REPLICAOF` is sent
+    /// again). The replica reconnects every second, so it is made to fail authentication:
+    /// writes on the master reach it no more, deterministically.
+    pub fn cut_replication(&self) {
+        let mut conn = self.conn();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("masterauth")
+            .arg("not-the-password")
+            .query(&mut conn)
+            .expect("CONFIG SET masterauth");
+        let _: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("master")
+            .query(&mut conn)
+            .expect("CLIENT KILL TYPE master");
+        assert!(wait_until(Duration::from_secs(5), || {
+            self.info("replication", "master_link_status:").as_deref() == Some("down")
+        }));
+    }
+
+    /// On a replica: makes it a master (`REPLICAOF NO ONE`), as a failover would.
+    pub fn promote(&self) {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query(&mut self.conn())
+            .expect("REPLICAOF NO ONE");
+    }
+
+    /// The value of `field` (e.g. `"role:"`) in `INFO section`; `None` if absent or the
+    /// server does not answer.
+    pub fn info(&self, section: &str, field: &str) -> Option<String> {
+        let mut conn = self.client().get_connection().ok()?;
+        let info: String = redis::cmd("INFO").arg(section).query(&mut conn).ok()?;
+        info_field(&info, field).map(str::to_owned)
+    }
+
     /// Contents of the server's log file (empty if not written yet).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
