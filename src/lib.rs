@@ -32,6 +32,13 @@
 //! Redis and grants in arrival order, across threads and processes, at the cost of keeping the
 //! queue: see [`Client::fair_lock`] for when to pick which.
 //!
+//! # Safety beyond leases
+//!
+//! [`Client::fenced_lock`] hands each hold a fencing token ([`LockGuard::token`]) and
+//! [`FencedResource`] refuses writes with stale tokens; [`LockGuard::is_lost`] and
+//! [`LockGuard::on_lost`] tell a holder its lock is gone; [`ConfigBuilder::sync_replicas`]
+//! makes lock writes wait for replicas. The README's safety section says what each guarantees.
+//!
 //! # Synchronizers
 //!
 //! Redisson's other synchronizers, on the same keys and channels and in the same blocking style:
@@ -56,6 +63,8 @@
 //! | `name` | [semaphore](Semaphore): STRING, available permits; channel `redisson_sc:{name}` carries the new count |
 //! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id → expiry (ms, server clock) |
 //! | `name` | [count-down latch](CountDownLatch): STRING count; channel `redisson_countdownlatch__channel__{name}` |
+//! | `redisson_lock_token:{name}` | [fenced lock](Client::fenced_lock): STRING token counter, INCR on every acquire, no expiry |
+//! | `redlatch_fence:{name}` | [`FencedResource`] (ours): HASH `token`, `holder` of the newest writer of the STRING `name` |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
