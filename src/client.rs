@@ -168,11 +168,13 @@ impl Client {
     /// if it still held the lock; a token can, if the protected resource checks it: see
     /// [`FencedResource`](crate::FencedResource).
     ///
-    /// Why only this kind has tokens: the plain, fair and read-write locks keep Redisson's
-    /// layout of `RLock`, `RFairLock` and `RReadWriteLock`, whose Java scripts do not touch a
-    /// counter. Tokens taken by our acquires alone would skip every Java acquire, so a stale
-    /// holder could carry a token newer than the current holder's: a false guarantee. The
-    /// fenced lock's counter is incremented by Redisson and by us alike.
+    /// Why only this kind has tokens: the plain, fair and read-write locks keep the layout of
+    /// Redisson's `RLock`, `RFairLock` and `RReadWriteLock`, whose Java scripts count nothing.
+    /// A counter bumped by our acquires alone would miss the Java clients' acquires of the
+    /// same lock, so a resource could not tell a stale Rust holder from a current Java one;
+    /// and it would leave a never-expiring key behind for every lock name. The fenced lock's
+    /// counter is bumped by Redisson and by us alike, inside the acquire script, so its token
+    /// costs no extra round trip.
     ///
     /// # Examples
     ///
