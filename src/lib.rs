@@ -72,7 +72,8 @@
 //! - It is reentrant per thread: a thread that holds it can lock again (hold count + 1).
 //! - A hold can be lost: its lease may run out (an explicit lease, or a process paused longer
 //!   than the watchdog timeout), or an operator may force-unlock it. Check
-//!   [`LockGuard::is_lost`] before committing work that must be exclusive.
+//!   [`LockGuard::is_lost`] before committing work that must be exclusive, or have
+//!   [`LockGuard::on_lost`] call you (with a [`LostReason`]) as soon as the hold is known lost.
 //! - Every call can fail (network, server): methods return [`Result`].
 //! - No poisoning: a panic while holding releases the lock in `Drop` like any other exit.
 //! - Guards are not `Send`: the hold belongs to the thread, as in Java.
@@ -96,3 +97,4 @@ pub use fenced::FencedResource;
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard, ReadWriteLock};
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
+pub use watchdog::LostReason;

@@ -1,26 +1,67 @@
-//! The watchdog: one thread renews the leases of every lock held without an explicit lease.
+//! The watchdog: one thread renews the leases of every lock held without an explicit lease,
+//! and signals the loss of any hold it watches.
 //!
 //! Every held lock is an entry renewed every `lease / 3`. The thread keeps one min-heap of
 //! due times (a timer queue; all entries share one period, so one heap is all the wheel we
 //! need), wakes at the earliest, takes every entry due within the next `period / 8` (so
 //! renewals coalesce into full batches), and renews them `batch` at a time in one script call
-//! each. A lock whose renewal reports "not held" is marked lost and dropped; a lock whose
-//! renewals keep failing is marked lost once its lease must have run out.
+//! each. A lock whose renewal reports "not held" is lost; a lock whose renewals keep failing
+//! is retried every `period / 4`, and at its lease end at the latest, and is lost once its
+//! lease has run out. Guards with an explicit lease are not renewed; one that asks for a loss
+//! signal gets a timer entry, due at its lease end, that only signals.
+//!
+//! Loss latches: a lease that ran out on the monotonic clock is never confirmed again (not by
+//! a late renewal reply, not by a re-entry), so a guard that reported lost stays lost. The
+//! `on_lost` callbacks of a lost entry are queued and run by this thread outside the state
+//! lock; a guard's release removes its own callbacks and waits for any of them running.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use crate::config::millis;
+use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
-use crate::lock::Renewal;
+use crate::lock::{wait_replicas, Renewal};
 use crate::pool::Pool;
 use crate::scripts;
+
+/// Why a [`LockGuard`](crate::LockGuard)'s hold was lost, as passed to
+/// [`LockGuard::on_lost`](crate::LockGuard::on_lost) callbacks.
+///
+/// # Examples
+///
+/// ```no_run
+/// use redlatch::LostReason;
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// let guard = client.lock("ledger").lock()?;
+/// guard.on_lost(|reason| match reason {
+///     LostReason::NotHeld => log::warn!("ledger lock force-unlocked or taken"),
+///     LostReason::LeaseExpired => log::warn!("ledger lock lease ran out"),
+///     _ => log::warn!("ledger lock lost"),
+/// });
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// A renewal found the lock gone: it was force-unlocked, deleted, or is held by another
+    /// owner.
+    NotHeld,
+    /// The lease ran out before it was renewed: renewals failed (Redis unreachable, paused or
+    /// slow) until the lease must have run out on the monotonic clock, or an explicit lease
+    /// ([`Lock::with_lease`](crate::Lock::with_lease)) ran out.
+    LeaseExpired,
+}
+
+/// A guard's `on_lost` callback.
+pub(crate) type Callback = Box<dyn FnOnce(LostReason) + Send>;
 
 /// Handle kept by the client; dropping it stops the thread.
 pub(crate) struct Watchdog {
@@ -30,11 +71,15 @@ pub(crate) struct Watchdog {
 
 struct Shared {
     pool: Arc<Pool>,
+    /// Replica confirmation of every renewal, when the client asks for it.
+    sync: Option<ReplicaSync>,
     lease: Duration,
     period: Duration,
     batch: usize,
     state: Mutex<State>,
     changed: Condvar,
+    /// Notified when the thread has finished running a round of `on_lost` callbacks.
+    fired: Condvar,
 }
 
 #[derive(Default)]
@@ -42,29 +87,56 @@ struct State {
     entries: HashMap<u64, Entry>,
     by_key: HashMap<(Arc<str>, Arc<str>), u64>,
     due: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Entry and hold ids.
     next_id: u64,
+    /// Callbacks of lost entries, waiting for the thread to run them.
+    to_fire: Vec<Fire>,
+    /// The holds whose callbacks the thread is running right now.
+    firing: Vec<u64>,
     shutdown: bool,
 }
 
 struct Entry {
     name: Arc<str>,
+    /// What to renew; `None` for a timer: an explicit lease, watched only to signal its end.
+    renew: Option<Renew>,
+    holds: u32,
+    lease: Arc<LeaseState>,
+    /// `on_lost` callbacks, each with the hold (guard) it belongs to.
+    callbacks: Vec<(u64, Callback)>,
+}
+
+struct Renew {
     /// The hash field renewed: the owner id, or `<owner>:write` for a write hold.
     owner: Arc<str>,
     /// For a read hold: the owner's hold-timeout prefix (renewed with `rw_read_renew.lua`).
     read_prefix: Option<Arc<str>>,
-    holds: u32,
-    lease: Arc<LeaseState>,
 }
 
-/// What a guard keeps of its watchdog entry.
-pub(crate) struct Watch {
-    pub(crate) id: u64,
-    pub(crate) lease: Arc<LeaseState>,
+/// One lost entry's callback, queued to run on the watchdog thread.
+struct Fire {
+    hold: u64,
+    name: Arc<str>,
+    reason: LostReason,
+    callback: Callback,
 }
+
+/// What a guard keeps of its watchdog entry: the entry, and its own hold in it (which its
+/// callbacks are registered under).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Watch {
+    id: u64,
+    hold: u64,
+}
+
+const LIVE: u8 = 0;
+const NOT_HELD: u8 = 1;
+const EXPIRED: u8 = 2;
 
 /// The lease of one held lock as the client knows it, shared by the watchdog and the guards.
 pub(crate) struct LeaseState {
-    lost: AtomicBool,
+    /// `LIVE`, or why it was lost (latched: never goes back to `LIVE`).
+    lost: AtomicU8,
     /// When the first acquire was sent; `renewed_us` counts from here.
     base: Instant,
     lease: Duration,
@@ -74,44 +146,95 @@ pub(crate) struct LeaseState {
 }
 
 impl LeaseState {
-    fn new(base: Instant, lease: Duration) -> LeaseState {
+    /// A lease of `lease` set by an acquire sent at `base`.
+    pub(crate) fn new(base: Instant, lease: Duration) -> LeaseState {
         LeaseState {
-            lost: AtomicBool::new(false),
+            lost: AtomicU8::new(LIVE),
             base,
             lease,
             renewed_us: AtomicU64::new(0),
         }
     }
 
-    /// Lost when a renewal found the lock gone, or when the lease has run out since the last
-    /// confirmed renewal (the server may have expired it: renewals are failing or late).
-    pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire) || Instant::now() >= self.expires()
+    /// Why the hold is lost, if it is: a renewal found the lock gone, or the lease has run out
+    /// since the last confirmed renewal (the server may have expired it: renewals are failing
+    /// or late). Latches: once lost, always lost.
+    pub(crate) fn lost(&self) -> Option<LostReason> {
+        match self.lost.load(Ordering::Acquire) {
+            LIVE if Instant::now() < self.expires() => None,
+            LIVE => Some(self.mark_lost(LostReason::LeaseExpired)),
+            code => Some(reason(code)),
+        }
     }
 
     fn expires(&self) -> Instant {
         self.base + Duration::from_micros(self.renewed_us.load(Ordering::Acquire)) + self.lease
     }
 
-    fn renewed(&self, sent_at: Instant) {
+    /// Records a renewal (or re-entry) sent at `sent_at` that found the lock held; false if
+    /// the lease had already run out (or was lost), which no confirmation can undo.
+    fn confirm(&self, sent_at: Instant) -> bool {
+        if self.lost().is_some() {
+            return false;
+        }
         let us = sent_at.saturating_duration_since(self.base).as_micros() as u64;
         self.renewed_us.fetch_max(us, Ordering::AcqRel);
+        // A reader may have seen the old lease run out meanwhile: it latched that.
+        self.lost().is_none()
     }
 
-    fn mark_lost(&self) {
-        self.lost.store(true, Ordering::Release);
+    /// Marks the hold lost for `why` unless it already is; returns the reason that stuck.
+    fn mark_lost(&self, why: LostReason) -> LostReason {
+        let code = match why {
+            LostReason::NotHeld => NOT_HELD,
+            LostReason::LeaseExpired => EXPIRED,
+        };
+        match self
+            .lost
+            .compare_exchange(LIVE, code, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => why,
+            Err(earlier) => reason(earlier),
+        }
+    }
+}
+
+fn reason(code: u8) -> LostReason {
+    match code {
+        NOT_HELD => LostReason::NotHeld,
+        _ => LostReason::LeaseExpired,
+    }
+}
+
+/// Runs one `on_lost` callback, catching (and logging) a panic so that it cannot take the
+/// watchdog thread down.
+pub(crate) fn call_lost(callback: Callback, reason: LostReason, name: &str) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || callback(reason))) {
+        let what = panic
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("a non-string payload");
+        log::warn!("an on_lost callback of lock `{name}` panicked ({reason:?}): {what}");
     }
 }
 
 impl Watchdog {
-    pub(crate) fn start(pool: Arc<Pool>, lease: Duration, batch: usize) -> Result<Watchdog> {
+    pub(crate) fn start(
+        pool: Arc<Pool>,
+        lease: Duration,
+        batch: usize,
+        sync: Option<ReplicaSync>,
+    ) -> Result<Watchdog> {
         let shared = Arc::new(Shared {
             pool,
+            sync,
             lease,
             period: lease / 3,
             batch,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
+            fired: Condvar::new(),
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -126,56 +249,131 @@ impl Watchdog {
 
     /// Starts (or, for a reentrant hold, joins) the renewal of `name` held as `renewal` says.
     /// `acquired_at` is when the acquire was sent: the lease runs from no earlier than that.
-    pub(crate) fn watch(&self, name: &Arc<str>, renewal: Renewal, acquired_at: Instant) -> Watch {
+    pub(crate) fn watch(
+        &self,
+        name: &Arc<str>,
+        renewal: Renewal,
+        acquired_at: Instant,
+    ) -> (Watch, Arc<LeaseState>) {
         let mut st = self.shared.state.lock();
-        let owner = &renewal.field;
-        let key = (Arc::clone(name), Arc::clone(owner));
-        if let Some(&id) = st.by_key.get(&key) {
-            let entry = st.entries.get_mut(&id).expect("by_key and entries agree");
-            entry.holds += 1;
-            entry.lease.renewed(acquired_at); // the re-entry set the lease again
-            return Watch {
-                id,
-                lease: Arc::clone(&entry.lease),
-            };
+        let (watch, lease, new) = st.join(name, renewal, acquired_at, self.shared.lease);
+        let mut wake = !st.to_fire.is_empty();
+        if new {
+            wake |= st.schedule(acquired_at + self.shared.period, watch.id);
         }
-        let id = st.next_id;
-        st.next_id += 1;
-        let lease = Arc::new(LeaseState::new(acquired_at, self.shared.lease));
+        drop(st);
+        if wake {
+            self.shared.changed.notify_one();
+        }
+        (watch, lease)
+    }
+
+    /// Watches an explicit lease, without renewing it, to signal its end: a timer entry due
+    /// when `lease` runs out.
+    pub(crate) fn watch_until(&self, name: &Arc<str>, lease: &Arc<LeaseState>) -> Watch {
+        let mut st = self.shared.state.lock();
+        let id = st.new_id();
         st.entries.insert(
             id,
             Entry {
                 name: Arc::clone(name),
-                owner: Arc::clone(owner),
-                read_prefix: renewal.read_prefix,
+                renew: None,
                 holds: 1,
-                lease: Arc::clone(&lease),
+                lease: Arc::clone(lease),
+                callbacks: Vec::new(),
             },
         );
-        st.by_key.insert(key, id);
-        let due = acquired_at + self.shared.period;
-        let earliest = st.due.peek().is_none_or(|Reverse((at, _))| due < *at);
-        st.due.push(Reverse((due, id)));
+        let hold = st.new_id();
+        let wake = st.schedule(lease.expires(), id);
         drop(st);
-        if earliest {
+        if wake {
             self.shared.changed.notify_one();
         }
-        Watch { id, lease }
+        Watch { id, hold }
     }
 
-    /// Releases one hold of the entry `id`; at zero the lock is no longer renewed.
-    pub(crate) fn unwatch(&self, id: u64) {
+    /// Registers `callback` for the loss of `watch`'s hold, or hands it back with the reason
+    /// when that hold is already lost (to be called at once by the caller).
+    pub(crate) fn on_lost(
+        &self,
+        watch: Watch,
+        lease: &LeaseState,
+        callback: Callback,
+    ) -> Option<(Callback, LostReason)> {
         let mut st = self.shared.state.lock();
-        st.release(id);
+        if let Some(reason) = lease.lost() {
+            return Some((callback, reason));
+        }
+        match st.entries.get_mut(&watch.id) {
+            Some(e) => e.callbacks.push((watch.hold, callback)),
+            None => {
+                // Live but not watched: the hold was released through `Lock::unlock`; its
+                // callback could only fire for a hold that is gone.
+                drop(st);
+                drop(callback);
+            }
+        }
+        None
+    }
+
+    /// Releases `watch`'s hold: its callbacks are dropped uncalled (once any of them that is
+    /// running has returned), and at zero holds the lock is no longer renewed.
+    pub(crate) fn unwatch(&self, watch: Watch) {
+        let mut st = self.shared.state.lock();
+        let dropped = self.disarm_locked(&mut st, watch);
+        let entry = st.release(watch.id);
+        drop(st);
+        drop((dropped, entry));
+    }
+
+    /// Drops `watch`'s callbacks uncalled but keeps the hold renewed (a leaked guard). A
+    /// timer entry, which only exists for its callbacks, is removed.
+    pub(crate) fn disarm(&self, watch: Watch) {
+        let mut st = self.shared.state.lock();
+        let dropped = self.disarm_locked(&mut st, watch);
+        let timer = match st.entries.get(&watch.id) {
+            Some(e) if e.renew.is_none() => st.remove(watch.id),
+            _ => None,
+        };
+        drop(st);
+        drop((dropped, timer));
+    }
+
+    /// Takes `watch`'s callbacks out of its entry and the fire queue, then waits until the
+    /// thread is not running any of them. Returns them, to be dropped outside the lock.
+    fn disarm_locked(&self, st: &mut MutexGuard<'_, State>, watch: Watch) -> Vec<Callback> {
+        let mut dropped = Vec::new();
+        if let Some(e) = st.entries.get_mut(&watch.id) {
+            take_where(&mut e.callbacks, |(hold, _)| *hold == watch.hold)
+                .into_iter()
+                .for_each(|(_, f)| dropped.push(f));
+        }
+        take_where(&mut st.to_fire, |f| f.hold == watch.hold)
+            .into_iter()
+            .for_each(|f| dropped.push(f.callback));
+        while st.firing.contains(&watch.hold) {
+            self.shared.fired.wait(st);
+        }
+        dropped
     }
 
     /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and hash field.
     pub(crate) fn unwatch_key(&self, name: &Arc<str>, owner: &Arc<str>) {
         let mut st = self.shared.state.lock();
-        if let Some(&id) = st.by_key.get(&(Arc::clone(name), Arc::clone(owner))) {
-            st.release(id);
-        }
+        let entry = match st.by_key.get(&(Arc::clone(name), Arc::clone(owner))) {
+            Some(&id) => st.release(id),
+            None => None,
+        };
+        drop(st);
+        drop(entry);
     }
+}
+
+/// Removes and returns the items of `v` matching `f`, keeping the others in order.
+fn take_where<T>(v: &mut Vec<T>, mut f: impl FnMut(&T) -> bool) -> Vec<T> {
+    let (taken, kept) = std::mem::take(v).into_iter().partition(|x| f(x));
+    *v = kept;
+    taken
 }
 
 impl Drop for Watchdog {
@@ -189,35 +387,124 @@ impl Drop for Watchdog {
 }
 
 impl State {
-    fn release(&mut self, id: u64) {
-        let Some(entry) = self.entries.get_mut(&id) else {
-            return; // lost already, or released by another path
-        };
+    fn new_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Joins the live entry of `name`'s `renewal` as one more hold, or makes a new entry
+    /// (true when new, to be scheduled). An entry whose lease has run out is not resurrected
+    /// by the re-entry: it is lost (its callbacks queued) and a new entry replaces it.
+    fn join(
+        &mut self,
+        name: &Arc<str>,
+        renewal: Renewal,
+        acquired_at: Instant,
+        lease: Duration,
+    ) -> (Watch, Arc<LeaseState>, bool) {
+        let key = (Arc::clone(name), Arc::clone(&renewal.field));
+        if let Some(&id) = self.by_key.get(&key) {
+            let entry = self.entries.get_mut(&id).expect("by_key and entries agree");
+            // The re-entry set the lease again, if it had not run out meanwhile.
+            if entry.lease.confirm(acquired_at) {
+                entry.holds += 1;
+                let lease = Arc::clone(&entry.lease);
+                let hold = self.new_id();
+                return (Watch { id, hold }, lease, false);
+            }
+            if let Some((e, reason)) = self.lose(id, LostReason::LeaseExpired) {
+                log::warn!(
+                    "lock `{}` (owner {}) lost ({reason:?}) before the watchdog noticed; \
+                     re-acquired as a new hold",
+                    e.name,
+                    renewal.field
+                );
+            }
+        }
+        let id = self.new_id();
+        let lease = Arc::new(LeaseState::new(acquired_at, lease));
+        self.entries.insert(
+            id,
+            Entry {
+                name: Arc::clone(name),
+                renew: Some(Renew {
+                    owner: Arc::clone(&renewal.field),
+                    read_prefix: renewal.read_prefix,
+                }),
+                holds: 1,
+                lease: Arc::clone(&lease),
+                callbacks: Vec::new(),
+            },
+        );
+        self.by_key.insert(key, id);
+        let hold = self.new_id();
+        (Watch { id, hold }, lease, true)
+    }
+
+    /// Queues entry `id` for `at`; true if it is now the earliest (the thread must wake).
+    fn schedule(&mut self, at: Instant, id: u64) -> bool {
+        let earliest = self
+            .due
+            .peek()
+            .is_none_or(|Reverse((first, _))| at < *first);
+        self.due.push(Reverse((at, id)));
+        earliest
+    }
+
+    /// Releases one hold of the entry `id`; at zero the entry is removed and returned.
+    fn release(&mut self, id: u64) -> Option<Entry> {
+        let entry = self.entries.get_mut(&id)?; // lost already, or released by another path
         entry.holds -= 1;
         if entry.holds == 0 {
-            self.remove(id);
+            self.remove(id)
+        } else {
+            None
         }
     }
 
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.entries.remove(&id)?;
-        self.by_key
-            .remove(&(Arc::clone(&entry.name), Arc::clone(&entry.owner)));
+        if let Some(r) = &entry.renew {
+            self.by_key
+                .remove(&(Arc::clone(&entry.name), Arc::clone(&r.owner)));
+        }
         Some(entry)
     }
 
-    /// Pops the ids of live entries due by `horizon`, at most `max`.
-    fn take_due(&mut self, horizon: Instant, max: usize) -> Vec<u64> {
+    /// Entry `id` is lost: removes it, latches its lease lost and queues its callbacks with
+    /// the reason that stuck (a lease may have been seen running out first). Returns the
+    /// entry (its callbacks taken) and that reason, for the caller to log.
+    fn lose(&mut self, id: u64, why: LostReason) -> Option<(Entry, LostReason)> {
+        let mut entry = self.remove(id)?;
+        let reason = entry.lease.mark_lost(why);
+        for (hold, callback) in entry.callbacks.drain(..) {
+            self.to_fire.push(Fire {
+                hold,
+                name: Arc::clone(&entry.name),
+                reason,
+                callback,
+            });
+        }
+        Some((entry, reason))
+    }
+
+    /// Pops the ids of live entries due by `horizon`, at most `max`. A timer is taken only
+    /// once due (`now`): it signals a lease end, which must not be early.
+    fn take_due(&mut self, now: Instant, horizon: Instant, max: usize) -> Vec<u64> {
         let mut ids = Vec::new();
         while ids.len() < max {
-            match self.due.peek() {
-                Some(Reverse((at, _))) if *at <= horizon => {}
-                _ => break,
+            let Some(&Reverse((at, id))) = self.due.peek() else {
+                break;
+            };
+            if at > horizon {
+                break;
             }
-            let Reverse((_, id)) = self.due.pop().expect("peeked");
-            if self.entries.contains_key(&id) {
-                ids.push(id);
+            match self.entries.get(&id) {
+                Some(e) if e.renew.is_none() && at > now => break,
+                Some(_) => ids.push(id),
+                None => {} // lost or released: a stale due time
             }
+            self.due.pop();
         }
         ids
     }
@@ -238,8 +525,20 @@ impl Shared {
             if st.shutdown {
                 return;
             }
+            if !st.to_fire.is_empty() {
+                let fires = std::mem::take(&mut st.to_fire);
+                st.firing = fires.iter().map(|f| f.hold).collect();
+                MutexGuard::unlocked(&mut st, || {
+                    for f in fires {
+                        call_lost(f.callback, f.reason, &f.name);
+                    }
+                });
+                st.firing.clear();
+                self.fired.notify_all();
+                continue;
+            }
             let now = Instant::now();
-            let ids = st.take_due(now + slack, self.batch);
+            let ids = st.take_due(now, now + slack, self.batch);
             if ids.is_empty() {
                 // Sleep until the earliest entry is due; it and all due within `slack`
                 // after it are then renewed together.
@@ -251,14 +550,47 @@ impl Shared {
                 }
                 continue;
             }
-            let batch: Vec<Target> = ids
+            // Timers at their end, and leases that ran out while renewals failed or were
+            // late (or while this thread was busy), are lost, not renewed.
+            let mut live = Vec::with_capacity(ids.len());
+            for id in ids {
+                let e = &st.entries[&id];
+                let (timer, lost) = (e.renew.is_none(), e.lease.lost());
+                match lost {
+                    None if timer => {
+                        let at = e.lease.expires();
+                        st.due.push(Reverse((at, id)));
+                    }
+                    None => live.push(id),
+                    Some(reason) => {
+                        let (e, reason) = st.lose(id, reason).expect("present");
+                        match &e.renew {
+                            None => log::debug!("explicit lease of lock `{}` ran out", e.name),
+                            Some(r) => log::warn!(
+                                "lock `{}` (owner {}) lost ({reason:?}): its lease ran out \
+                                 before a renewal confirmed it",
+                                e.name,
+                                r.owner
+                            ),
+                        }
+                    }
+                }
+            }
+            if live.is_empty() {
+                continue;
+            }
+            let batch: Vec<Target> = live
                 .iter()
                 .map(|id| {
                     let e = &st.entries[id];
+                    let r = e
+                        .renew
+                        .as_ref()
+                        .expect("only renewed entries are live here");
                     Target {
                         name: Arc::clone(&e.name),
-                        field: Arc::clone(&e.owner),
-                        read_prefix: e.read_prefix.clone(),
+                        field: Arc::clone(&r.owner),
+                        read_prefix: r.read_prefix.clone(),
                     }
                 })
                 .collect();
@@ -266,13 +598,13 @@ impl Shared {
             let sent_at = Instant::now();
             let outcomes = self.renew(&batch);
             st = self.state.lock();
-            self.apply(&mut st, &ids, sent_at, outcomes);
+            self.apply(&mut st, &live, sent_at, outcomes);
         }
     }
-
     /// Renews a batch: lock and write holds in one script call, read holds in another. One
     /// outcome per target, in order: renewed, not held, or why its call failed (a failing
-    /// call does not affect the targets of the other).
+    /// call does not affect the targets of the other). With replica sync, a call is followed
+    /// by `WAIT`, and renewals fewer replicas confirmed count as failed.
     fn renew(&self, batch: &[Target]) -> Vec<Renewed> {
         let (reads, hashes): (Vec<usize>, Vec<usize>) =
             (0..batch.len()).partition(|&i| batch[i].read_prefix.is_some());
@@ -288,7 +620,18 @@ impl Shared {
                 }
                 inv.arg(&*t.field);
             }
-            let reply = self.pool.run(&batch[first].name, |c| inv.invoke(c));
+            let reply = self.pool.run(&batch[first].name, |c| {
+                let renewed: Vec<i64> = inv.invoke(c)?;
+                let acked = wait_replicas(self.sync, c, renewed.contains(&1))?;
+                Ok((renewed, acked))
+            });
+            let reply = reply.map(|(renewed, acked)| match (acked, self.sync) {
+                (Some(acked), Some(sync)) if acked < sync.replicas => {
+                    let why = format!("confirmed by {acked} of {} replicas", sync.replicas);
+                    (renewed, Some(Arc::from(why)))
+                }
+                _ => (renewed, None),
+            });
             scatter(&mut out, at, reply);
         };
         call(&scripts::LOCK_RENEW, &hashes);
@@ -298,46 +641,57 @@ impl Shared {
 
     fn apply(&self, st: &mut State, ids: &[u64], sent_at: Instant, outcomes: Vec<Renewed>) {
         let now = Instant::now();
-        // Retry soon; give up on a lock once its lease must have run out.
+        // Retry soon, and at the lease end at the latest (a lease that ran out is lost then).
         let retry = now + (self.period / 4).max(Duration::from_millis(1));
         for (&id, outcome) in ids.iter().zip(outcomes) {
+            let Some(e) = st.entries.get(&id) else {
+                continue; // released meanwhile
+            };
             match outcome {
+                Renewed::Held if e.lease.confirm(sent_at) => {
+                    st.due.push(Reverse((sent_at + self.period, id)));
+                }
                 Renewed::Held => {
-                    if let Some(e) = st.entries.get(&id) {
-                        e.lease.renewed(sent_at);
-                        st.due.push(Reverse((sent_at + self.period, id)));
-                    }
+                    // Confirmed too late: the guard may already have reported it lost.
+                    let (e, reason) = st.lose(id, LostReason::LeaseExpired).expect("present");
+                    log::warn!(
+                        "lock `{}` (owner {}) lost ({reason:?}): its lease ran out before the \
+                         renewal reply came",
+                        e.name,
+                        owner(&e)
+                    );
                 }
                 Renewed::NotHeld => {
-                    if let Some(e) = st.remove(id) {
-                        e.lease.mark_lost();
+                    let (e, _) = st.lose(id, LostReason::NotHeld).expect("present");
+                    log::warn!(
+                        "lock `{}` (owner {}) is no longer held: renewal stopped, guard marked lost",
+                        e.name,
+                        owner(&e)
+                    );
+                }
+                Renewed::Failed(why) => match e.lease.lost() {
+                    Some(reason) => {
+                        let (e, reason) = st.lose(id, reason).expect("present");
                         log::warn!(
-                            "lock `{}` (owner {}) is no longer held: renewal stopped, guard marked lost",
+                            "lock `{}` (owner {}) lost ({reason:?}): renewals failed for its \
+                             whole lease ({why})",
                             e.name,
-                            e.owner
+                            owner(&e)
                         );
                     }
-                }
-                Renewed::Failed(why) => {
-                    let Some(e) = st.entries.get(&id) else {
-                        continue;
-                    };
-                    if now >= e.lease.expires() {
-                        let e = st.remove(id).expect("present");
-                        e.lease.mark_lost();
-                        log::warn!(
-                            "lock `{}` (owner {}) lost: renewals failed for its whole lease ({why})",
-                            e.name,
-                            e.owner
-                        );
-                    } else {
+                    None => {
                         log::warn!("renewal of lock `{}` failed, retrying: {why}", e.name);
-                        st.due.push(Reverse((retry, id)));
+                        let at = retry.min(e.lease.expires());
+                        st.due.push(Reverse((at, id)));
                     }
-                }
+                },
             }
         }
     }
+}
+
+fn owner(e: &Entry) -> &str {
+    e.renew.as_ref().map_or("", |r| &r.owner)
 }
 
 /// What one renewal found.
@@ -349,17 +703,20 @@ enum Renewed {
     Failed(Arc<str>),
 }
 
-/// Puts a script call's per-lock replies back at the batch positions `at`.
-fn scatter(out: &mut [Renewed], at: &[usize], reply: Result<Vec<i64>>) {
+/// Puts a script call's per-lock replies back at the batch positions `at`. A reply comes
+/// with why its renewals are unconfirmed (too few replicas), if they are: those count as
+/// failed.
+fn scatter(out: &mut [Renewed], at: &[usize], reply: Result<(Vec<i64>, Option<Arc<str>>)>) {
     let outcomes: Vec<Renewed> = match reply {
-        Ok(v) if v.len() == at.len() => v
+        Ok((v, unconfirmed)) if v.len() == at.len() => v
             .into_iter()
-            .map(|r| match r {
-                1 => Renewed::Held,
+            .map(|r| match (r, &unconfirmed) {
+                (1, None) => Renewed::Held,
+                (1, Some(why)) => Renewed::Failed(Arc::clone(why)),
                 _ => Renewed::NotHeld,
             })
             .collect(),
-        Ok(v) => {
+        Ok((v, _)) => {
             let why: Arc<str> =
                 Arc::from(format!("reply of {} items for {} locks", v.len(), at.len()));
             vec![Renewed::Failed(why); at.len()]
@@ -385,25 +742,36 @@ mod tests {
                 id,
                 Entry {
                     name: Arc::clone(&name),
-                    owner: Arc::clone(&owner),
-                    read_prefix: None,
+                    renew: Some(Renew {
+                        owner: Arc::clone(&owner),
+                        read_prefix: None,
+                    }),
                     holds: 1,
                     lease: Arc::new(LeaseState::new(t0, Duration::from_secs(30))),
+                    callbacks: Vec::new(),
                 },
             );
             st.by_key.insert((name, owner), id);
             st.due.push(Reverse((t0 + Duration::from_millis(ms), id)));
         }
+        st.next_id = 1000;
         (st, t0)
+    }
+
+    fn renewal(field: &str) -> Renewal {
+        Renewal {
+            field: Arc::from(field),
+            read_prefix: None,
+        }
     }
 
     #[test]
     fn take_due_returns_due_entries_in_order_up_to_batch() {
         let (mut st, t0) = state_with(&[(1, 30), (2, 10), (3, 20), (4, 500)]);
         let horizon = t0 + Duration::from_millis(100);
-        assert_eq!(st.take_due(horizon, 2), vec![2, 3]);
-        assert_eq!(st.take_due(horizon, 2), vec![1]);
-        assert!(st.take_due(horizon, 2).is_empty());
+        assert_eq!(st.take_due(t0, horizon, 2), vec![2, 3]);
+        assert_eq!(st.take_due(t0, horizon, 2), vec![1]);
+        assert!(st.take_due(t0, horizon, 2).is_empty());
         assert_eq!(st.due.len(), 1);
     }
 
@@ -411,13 +779,97 @@ mod tests {
     fn released_entries_are_skipped_and_reentrant_holds_counted() {
         let (mut st, t0) = state_with(&[(1, 10), (2, 20)]);
         st.entries.get_mut(&1).unwrap().holds = 2;
-        st.release(1);
-        st.release(2);
+        assert!(st.release(1).is_none());
+        assert!(st.release(2).is_some());
         assert!(st.entries.contains_key(&1));
         assert!(!st.entries.contains_key(&2));
         assert!(st.by_key.len() == 1);
-        assert_eq!(st.take_due(t0 + Duration::from_secs(1), 10), vec![1]);
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(st.take_due(later, later, 10), vec![1]);
         st.release(1);
         assert!(st.entries.is_empty() && st.by_key.is_empty());
+    }
+
+    #[test]
+    fn timer_is_not_taken_early_with_the_renewals_it_precedes() {
+        let (mut st, t0) = state_with(&[(1, 20)]);
+        let lease = Arc::new(LeaseState::new(t0, Duration::from_millis(10)));
+        st.entries.insert(
+            2,
+            Entry {
+                name: Arc::from("timer"),
+                renew: None,
+                holds: 1,
+                lease,
+                callbacks: Vec::new(),
+            },
+        );
+        st.due.push(Reverse((t0 + Duration::from_millis(10), 2)));
+        let horizon = t0 + Duration::from_millis(50);
+        assert!(
+            st.take_due(t0, horizon, 10).is_empty(),
+            "timer before its end"
+        );
+        let at_end = t0 + Duration::from_millis(10);
+        assert_eq!(
+            st.take_due(at_end, at_end + Duration::from_millis(40), 10),
+            vec![2, 1]
+        );
+    }
+
+    #[test]
+    fn lease_loss_latches_against_late_confirmations() {
+        let t0 = Instant::now() - Duration::from_secs(2);
+        let lease = LeaseState::new(t0, Duration::from_secs(1));
+        assert_eq!(lease.lost(), Some(LostReason::LeaseExpired));
+        assert!(
+            !lease.confirm(Instant::now()),
+            "a late renewal resurrected the lease"
+        );
+        assert_eq!(lease.lost(), Some(LostReason::LeaseExpired));
+        let live = LeaseState::new(Instant::now(), Duration::from_secs(30));
+        assert!(live.confirm(Instant::now()));
+        assert_eq!(live.mark_lost(LostReason::NotHeld), LostReason::NotHeld);
+        assert_eq!(
+            live.mark_lost(LostReason::LeaseExpired),
+            LostReason::NotHeld
+        );
+        assert!(!live.confirm(Instant::now()));
+    }
+
+    #[test]
+    fn reentry_after_the_lease_ran_out_does_not_resurrect_the_lost_hold() {
+        // Regression: a re-entry confirmed the old entry's lease even when it had already run
+        // out by the clock, so a guard that had been lost looked held again.
+        let mut st = State::default();
+        let name: Arc<str> = Arc::from("l");
+        let lease = Duration::from_secs(1);
+        let long_ago = Instant::now() - Duration::from_secs(5);
+        let (old, old_lease, new) = st.join(&name, renewal("o"), long_ago, lease);
+        assert!(new);
+        st.entries
+            .get_mut(&old.id)
+            .unwrap()
+            .callbacks
+            .push((old.hold, Box::new(|_| {})));
+        let (fresh, fresh_lease, new) = st.join(&name, renewal("o"), Instant::now(), lease);
+        assert!(new, "the re-entry joined a lost entry");
+        assert_ne!(fresh.id, old.id);
+        assert_eq!(old_lease.lost(), Some(LostReason::LeaseExpired));
+        assert_eq!(fresh_lease.lost(), None);
+        assert!(!st.entries.contains_key(&old.id));
+        assert_eq!(st.by_key[&(Arc::clone(&name), Arc::from("o"))], fresh.id);
+        let queued: Vec<_> = st.to_fire.iter().map(|f| (f.hold, f.reason)).collect();
+        assert_eq!(queued, vec![(old.hold, LostReason::LeaseExpired)]);
+        // A live entry is joined, as a second hold.
+        let (again, _, new) = st.join(&name, renewal("o"), Instant::now(), lease);
+        assert!(!new);
+        assert_eq!(again.id, fresh.id);
+        assert_eq!(st.entries[&fresh.id].holds, 2);
+    }
+
+    #[test]
+    fn panicking_callback_is_caught() {
+        call_lost(Box::new(|_| panic!("boom")), LostReason::NotHeld, "l");
     }
 }

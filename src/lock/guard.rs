@@ -1,5 +1,6 @@
 //! The guard of a held reentrant lock.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,12 +8,16 @@ use std::time::Instant;
 use crate::error::{Error, Result};
 use crate::lock::raw::Unlocked;
 use crate::lock::Lock;
-use crate::watchdog::Watch;
+use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 
 /// One hold of a [`Lock`]; dropping it releases the hold.
 ///
 /// Not `Send`: the hold belongs to the thread that took it, as in Java and Redisson.
 /// Dropping logs a release error; [`unlock`](Self::unlock) returns it.
+///
+/// A hold can be lost while its guard lives (the lease ran out, or the lock was
+/// force-unlocked): poll [`is_lost`](Self::is_lost), or register a callback with
+/// [`on_lost`](Self::on_lost) to hear of it as soon as the watchdog does.
 ///
 /// # Examples
 ///
@@ -32,10 +37,12 @@ use crate::watchdog::Watch;
 pub struct LockGuard {
     lock: Lock,
     owner: Arc<str>,
-    /// Watchdog entry, for locks without an explicit lease.
-    watch: Option<Watch>,
-    /// For an explicit lease: when it runs out at the latest.
-    expires: Option<Instant>,
+    /// The lease of this hold: without an explicit lease, shared with the watchdog (and the
+    /// thread's other holds of the lock); with one, this guard's own.
+    lease: Arc<LeaseState>,
+    /// This hold's watchdog entry: the renewal, or for an explicit lease a timer made by the
+    /// first [`on_lost`](Self::on_lost). Taken on release.
+    watch: Cell<Option<Watch>>,
     /// A fenced lock's fencing token for this hold.
     token: Option<u64>,
     released: bool,
@@ -51,22 +58,22 @@ impl LockGuard {
         sent_at: Instant,
         token: Option<u64>,
     ) -> LockGuard {
-        let (watch, expires) = match lock.lease {
-            Some(lease) => (None, Some(sent_at + lease)),
-            None => (
-                Some(lock.raw.client.inner.watchdog.watch(
+        let (watch, lease) = match lock.lease {
+            Some(lease) => (None, Arc::new(LeaseState::new(sent_at, lease))),
+            None => {
+                let (watch, lease) = lock.raw.client.inner.watchdog.watch(
                     &lock.raw.name,
                     lock.raw.renewal(&owner),
                     sent_at,
-                )),
-                None,
-            ),
+                );
+                (Some(watch), lease)
+            }
         };
         LockGuard {
             lock,
             owner,
-            watch,
-            expires,
+            lease,
+            watch: Cell::new(watch),
             token,
             released: false,
             _not_send: PhantomData,
@@ -129,8 +136,13 @@ impl LockGuard {
 
     /// True once the lock is known to be lost: a watchdog renewal found it no longer held by
     /// this owner (expired, force-unlocked or taken), no renewal has confirmed the lease for
-    /// a whole lease (Redis unreachable or paused: checked on the monotonic clock, without
-    /// waiting for the watchdog), or an explicit lease has run out. A lost guard must not be trusted to exclude anybody.
+    /// a whole lease (Redis unreachable, paused or slow: checked on the monotonic clock,
+    /// without waiting for the watchdog), or an explicit lease has run out. A lost guard must
+    /// not be trusted to exclude anybody.
+    ///
+    /// Once true it stays true, even if a late renewal reply or a re-entry of the same thread
+    /// finds the lock held again. To be told instead of polling, see
+    /// [`on_lost`](Self::on_lost).
     ///
     /// # Examples
     ///
@@ -142,10 +154,98 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        match (&self.watch, self.expires) {
-            (Some(w), _) => w.lease.is_lost(),
-            (None, Some(at)) => Instant::now() >= at,
-            (None, None) => false,
+        self.lease.lost().is_some()
+    }
+
+    /// Calls `f` once, when this hold becomes known lost, with the reason: [`NotHeld`] when
+    /// a renewal finds the lock gone (force-unlocked, deleted or taken), [`LeaseExpired`]
+    /// when renewals failed until the lease must have run out, or an explicit lease ran out.
+    /// If the hold is already known lost ([`is_lost`](Self::is_lost)), `f` is called at once,
+    /// on the calling thread.
+    ///
+    /// `f` is never called once this guard is released ([`unlock`](Self::unlock) or drop):
+    /// a release drops its callbacks, and waits for one that is running to return. After
+    /// [`leak`](Self::leak) the callbacks are dropped too. A guard may register several
+    /// callbacks; each belongs to its own guard, also when one thread holds the lock several
+    /// times.
+    ///
+    /// **`f` runs on the watchdog thread**, which renews every lock of the client (a slow `f`
+    /// delays them all, and a release of this guard waits for it): keep it quick (set a
+    /// flag, send on an unbounded channel), never block in it, and call no lock methods from
+    /// it. A panic in `f` is caught and logged as a warning.
+    ///
+    /// **When.** A force-unlock or deletion is noticed at the next renewal, within a third of
+    /// the [watchdog timeout](crate::ConfigBuilder::watchdog_timeout). A lease that runs out
+    /// while renewals fail is signalled within about one response timeout after it ran out
+    /// (plus a connect timeout while Redis is unreachable), as the watchdog may be blocked in
+    /// a renewal call then. A guard with an explicit lease ([`Lock::with_lease`]) is not
+    /// renewed, so only its lease end is signalled, on time; it is watched only once it has
+    /// a callback.
+    ///
+    /// [`NotHeld`]: crate::LostReason::NotHeld
+    /// [`LeaseExpired`]: crate::LostReason::LeaseExpired
+    ///
+    /// # Examples
+    ///
+    /// Forward the signal into a channel, for a worker that polls or `select`s it:
+    ///
+    /// ```no_run
+    /// use std::sync::mpsc;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// # let batches = vec![vec![1, 2], vec![3]];
+    /// let (lost_tx, lost_rx) = mpsc::channel();
+    /// let guard = client.lock("ledger").lock()?;
+    /// guard.on_lost(move |reason| {
+    ///     let _ = lost_tx.send(reason); // never blocks
+    /// });
+    /// for batch in batches {
+    ///     if let Ok(reason) = lost_rx.try_recv() {
+    ///         eprintln!("ledger lock lost ({reason:?}): stopping");
+    ///         break;
+    ///     }
+    ///     // ... process `batch` ...
+    /// #   let _ = batch;
+    /// }
+    /// drop(guard);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Or raise a flag that the critical section checks:
+    ///
+    /// ```no_run
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lost = Arc::new(AtomicBool::new(false));
+    /// let guard = client.lock("ledger").lock()?;
+    /// let flag = Arc::clone(&lost);
+    /// guard.on_lost(move |_| flag.store(true, Ordering::Release));
+    /// // ... work ...
+    /// if !lost.load(Ordering::Acquire) {
+    ///     // commit
+    /// }
+    /// guard.unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
+        let callback = Box::new(f);
+        if let Some(reason) = self.lease.lost() {
+            return call_lost(callback, reason, self.lock.name());
+        }
+        let watchdog = &self.lock.raw.client.inner.watchdog;
+        let watch = match self.watch.get() {
+            Some(w) => w,
+            None => {
+                // An explicit lease: watched only from its first callback.
+                let w = watchdog.watch_until(&self.lock.raw.name, &self.lease);
+                self.watch.set(Some(w));
+                w
+            }
+        };
+        if let Some((callback, reason)) = watchdog.on_lost(watch, &self.lease, callback) {
+            call_lost(callback, reason, self.lock.name());
         }
     }
 
@@ -153,8 +253,9 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LockLost`] if the lock was no longer held by this owner (nothing was deleted);
-    /// connection errors (a lost reply is retried once, safely: see the unlock latch).
+    /// [`Error::LockLost`] if the hold was already known lost ([`is_lost`](Self::is_lost):
+    /// then nothing is sent, as the thread may hold the lock again by now) or the lock was no
+    /// longer held by this owner (nothing was deleted); connection errors (a lost reply is retried once, safely: see the unlock latch).
     ///
     /// # Examples
     ///
@@ -172,6 +273,10 @@ impl LockGuard {
     /// Keeps the hold but forgets the guard: the watchdog goes on renewing it, and the same
     /// thread releases it later with [`Lock::unlock`].
     ///
+    /// The guard's [`on_lost`](Self::on_lost) callbacks are dropped uncalled: a later
+    /// [`Lock::unlock`] releases one of the thread's holds without saying which, so they
+    /// could otherwise fire for a hold already released.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -185,13 +290,30 @@ impl LockGuard {
     /// ```
     pub fn leak(mut self) {
         self.released = true;
+        if let Some(w) = self.watch.take() {
+            self.lock.raw.client.inner.watchdog.disarm(w);
+        }
     }
 
     fn release(&mut self) -> Result<()> {
         self.released = true;
         let inner = &self.lock.raw.client.inner;
-        if let Some(w) = &self.watch {
-            inner.watchdog.unwatch(w.id);
+        let lost = self.lease.lost();
+        if let Some(w) = self.watch.take() {
+            inner.watchdog.unwatch(w);
+        }
+        if let Some(reason) = lost {
+            // The unlock script could release a newer hold of this thread, taken after the
+            // loss: leave the lock alone.
+            log::warn!(
+                "lock `{}` (owner {}) was lost ({reason:?}) before its guard released it; \
+                 not unlocking",
+                self.lock.name(),
+                self.owner
+            );
+            return Err(Error::LockLost {
+                name: self.lock.name().to_owned(),
+            });
         }
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
         match self.lock.raw.unlock(&self.owner, lease)? {
