@@ -94,6 +94,7 @@ impl Client {
             Arc::clone(&pool),
             config.watchdog_timeout,
             config.renew_batch_size,
+            config.replica_sync,
         )?;
         let id = uuid::Uuid::new_v4().to_string();
         log::debug!("redlatch client {id} created");

@@ -232,3 +232,39 @@ fn with_sync_replicas_the_failover_leaves_one_holder() {
     assert_eq!(guard_b.token(), Some(1));
     guard_b.unlock().unwrap();
 }
+
+/// A renewal the replicas do not confirm counts as failed: after a whole lease of them the
+/// guard is lost, although the master still has the lock (a failover would lose it).
+#[test]
+fn unconfirmed_renewals_make_the_guard_lost_after_one_lease() {
+    let master = RedisServer::new();
+    let replica = RedisServer::replica_of(&master);
+    let config = Config::builder(master.url().as_str())
+        .sync_replicas(1, Duration::from_millis(100))
+        .response_timeout(Duration::from_secs(1))
+        .watchdog_timeout(Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let guard = client.lock("sync:renew").lock().unwrap();
+    let (tx, lost) = std::sync::mpsc::channel();
+    guard.on_lost(move |reason| {
+        let _ = tx.send((reason, Instant::now()));
+    });
+    let cut = Instant::now();
+    replica.cut_replication();
+    let (reason, at) = lost
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the guard is reported lost");
+    let after = at - cut;
+    eprintln!("unconfirmed renewals: lost {after:?} after the cut");
+    assert_eq!(reason, redlatch::LostReason::LeaseExpired);
+    assert!(after <= Duration::from_millis(1500 + 700), "{after:?}");
+    assert!(guard.is_lost());
+    let mut on_master = master.conn();
+    assert!(
+        exists(&mut on_master, "sync:renew"),
+        "renewed on the master all along"
+    );
+    assert!(guard.unlock().unwrap_err().is_lock_lost());
+}

@@ -6,7 +6,7 @@ mod reentrant;
 mod rw;
 
 pub use guard::LockGuard;
-pub(crate) use raw::Renewal;
+pub(crate) use raw::{wait_replicas, Renewal};
 pub use reentrant::Lock;
 pub use rw::ReadWriteLock;
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::{millis, Config};
+use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
 use crate::lock::{suffixed, tagged};
 use crate::scripts;
@@ -280,7 +280,7 @@ impl RawLock {
         c: &mut redis::Connection,
         wrote: bool,
     ) -> redis::RedisResult<Option<u32>> {
-        wait_replicas(&self.client.inner.config, c, wrote)
+        wait_replicas(self.client.inner.config.replica_sync, c, wrote)
     }
 
     /// Releases the hold an acquire just took (best effort: on failure the hold stays until
@@ -435,14 +435,14 @@ impl RawLock {
     }
 }
 
-/// `WAIT replicas timeout` on `c` after a write, when `config` asks for replica confirmation:
-/// how many replicas confirmed, `None` when not asked (or nothing was written).
+/// `WAIT replicas timeout` on `c` after a write, when the client syncs replicas: how many
+/// replicas confirmed, `None` when not asked (or nothing was written).
 pub(crate) fn wait_replicas(
-    config: &Config,
+    sync: Option<ReplicaSync>,
     c: &mut redis::Connection,
     wrote: bool,
 ) -> redis::RedisResult<Option<u32>> {
-    match config.replica_sync {
+    match sync {
         Some(sync) if wrote => redis::cmd("WAIT")
             .arg(sync.replicas)
             .arg(millis(sync.timeout))
