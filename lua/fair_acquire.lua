@@ -9,7 +9,8 @@
 -- ARGV[3]  thread wait in milliseconds (how long a head may stay silent before it is skipped)
 -- ARGV[4]  "1": join the queue when the lock cannot be taken; "0": only try
 -- ARGV[5]  publish command (PUBLISH or SPUBLISH)
--- Reply:   nil                 acquired (or re-entered): count incremented, PEXPIRE lease
+-- Reply:   {count}             acquired (or re-entered): hold count incremented to count, PEXPIRE
+--                              lease (Redisson replies nil)
 --          integer >= 1        not acquired: ms to wait at most before checking in again (the
 --                              caller also wakes on its channel)
 --          error WRONGTYPE     a key holds another type (checked before anything is written)
@@ -21,12 +22,12 @@ local free = holds == 0;
 local now = fair_now();
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 if not free and redis.call('hexists', KEYS[1], owner) == 1 then
-    redis.call('hincrby', KEYS[1], owner, 1);
+    local count = redis.call('hincrby', KEYS[1], owner, 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
     if changed then
         fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
     end;
-    return nil;
+    return {count};
 end;
 if free and (head == false or head == owner) then
     redis.call('hset', KEYS[1], owner, 1);
@@ -37,7 +38,7 @@ if free and (head == false or head == owner) then
         redis.call('lpop', KEYS[2]);
         redis.call('zrem', KEYS[3], owner);
     end;
-    return nil;
+    return {1};
 end;
 
 local pttl = fair_pttl(KEYS[1], wait);

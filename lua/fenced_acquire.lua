@@ -5,8 +5,9 @@
 -- KEYS[2]  token counter "redisson_lock_token:{name}" (STRING, integer)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<client uuid>:<thread number>"
--- Reply:   {-1, token}          acquired (or re-entered): count + 1, PEXPIRE lease, token = INCR KEYS[2]
---          {pttl, -1}           not acquired: the lock's PTTL in ms (-1 if the key has no expiry)
+-- Reply:   {count, token}       acquired (or re-entered): hold count + 1 = count, PEXPIRE lease,
+--                               token = INCR KEYS[2] (Redisson replies {-1, token})
+--          integer              not acquired: the lock's PTTL in ms (-1 if the key has no expiry)
 --          error WRONGTYPE      the lock key is not a hash or the token key not an integer string
 --                               (checked before anything is written)
 local kind = redis.call('type', KEYS[2])['ok'];
@@ -22,8 +23,8 @@ elseif kind ~= 'none' then
 end;
 if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
     local token = redis.call('incr', KEYS[2]);
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
-    return {-1, token};
+    return {count, token};
 end;
-return {redis.call('pttl', KEYS[1]), -1};
+return redis.call('pttl', KEYS[1]);

@@ -2,7 +2,8 @@
 -- KEYS[1]  lock name (HASH: "mode" -> "read"/"write", reader owner -> hold count, "<owner>:write" -> count)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  the owner's writer field "<owner>:write"
--- Reply:   nil                 acquired (or re-entered): write count + 1, PEXPIRE at least the lease
+-- Reply:   {count}             acquired (or re-entered): write count + 1 = count, PEXPIRE at least
+--                              the lease (Redisson replies nil)
 --          integer             not acquired (readers, or another writer, hold it): the lock's PTTL
 --                              in ms. A reader asking for the write side waits like anybody else,
 --                              for every read hold including its own (no upgrade).
@@ -14,13 +15,13 @@ if mode == false then
     end;
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
+    return {1};
 end;
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1);
     -- Redisson adds the lease to the remaining time; the longer of the two is enough.
     local remaining = redis.call('pttl', KEYS[1]);
     redis.call('pexpire', KEYS[1], math.max(remaining, tonumber(ARGV[1])));
-    return nil;
+    return {count};
 end;
 return redis.call('pttl', KEYS[1]);

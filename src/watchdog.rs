@@ -254,9 +254,10 @@ impl Watchdog {
         name: &Arc<str>,
         renewal: Renewal,
         acquired_at: Instant,
+        count: u32,
     ) -> (Watch, Arc<LeaseState>) {
         let mut st = self.shared.state.lock();
-        let (watch, lease, new) = st.join(name, renewal, acquired_at, self.shared.lease);
+        let (watch, lease, new) = st.join(name, renewal, acquired_at, count, self.shared.lease);
         let mut wake = !st.to_fire.is_empty();
         if new {
             wake |= st.schedule(acquired_at + self.shared.period, watch.id);
@@ -400,19 +401,25 @@ impl State {
         name: &Arc<str>,
         renewal: Renewal,
         acquired_at: Instant,
+        count: u32,
         lease: Duration,
     ) -> (Watch, Arc<LeaseState>, bool) {
         let key = (Arc::clone(name), Arc::clone(&renewal.field));
         if let Some(&id) = self.by_key.get(&key) {
             let entry = self.entries.get_mut(&id).expect("by_key and entries agree");
-            // The re-entry set the lease again, if it had not run out meanwhile.
-            if entry.lease.confirm(acquired_at) {
+            // A re-entry (the server counted the earlier holds) set the lease again, if it had
+            // not run out meanwhile. A count of 1 means the server had lost the earlier holds
+            // (deleted, expired, force-unlocked) before the watchdog noticed.
+            if count > 1 && entry.lease.confirm(acquired_at) {
                 entry.holds += 1;
                 let lease = Arc::clone(&entry.lease);
                 let hold = self.new_id();
                 return (Watch { id, hold }, lease, false);
             }
-            if let Some((e, reason)) = self.lose(id, LostReason::LeaseExpired) {
+            // A lease that ran out is why (the server expired the key); otherwise the server
+            // lost the holds some other way.
+            let why = entry.lease.lost().unwrap_or(LostReason::NotHeld);
+            if let Some((e, reason)) = self.lose(id, why) {
                 log::warn!(
                     "lock `{}` (owner {}) lost ({reason:?}) before the watchdog noticed; \
                      re-acquired as a new hold",
@@ -845,14 +852,14 @@ mod tests {
         let name: Arc<str> = Arc::from("l");
         let lease = Duration::from_secs(1);
         let long_ago = Instant::now() - Duration::from_secs(5);
-        let (old, old_lease, new) = st.join(&name, renewal("o"), long_ago, lease);
+        let (old, old_lease, new) = st.join(&name, renewal("o"), long_ago, 1, lease);
         assert!(new);
         st.entries
             .get_mut(&old.id)
             .unwrap()
             .callbacks
             .push((old.hold, Box::new(|_| {})));
-        let (fresh, fresh_lease, new) = st.join(&name, renewal("o"), Instant::now(), lease);
+        let (fresh, fresh_lease, new) = st.join(&name, renewal("o"), Instant::now(), 2, lease);
         assert!(new, "the re-entry joined a lost entry");
         assert_ne!(fresh.id, old.id);
         assert_eq!(old_lease.lost(), Some(LostReason::LeaseExpired));
@@ -862,10 +869,27 @@ mod tests {
         let queued: Vec<_> = st.to_fire.iter().map(|f| (f.hold, f.reason)).collect();
         assert_eq!(queued, vec![(old.hold, LostReason::LeaseExpired)]);
         // A live entry is joined, as a second hold.
-        let (again, _, new) = st.join(&name, renewal("o"), Instant::now(), lease);
+        let (again, _, new) = st.join(&name, renewal("o"), Instant::now(), 2, lease);
         assert!(!new);
         assert_eq!(again.id, fresh.id);
         assert_eq!(st.entries[&fresh.id].holds, 2);
+    }
+
+    #[test]
+    fn an_acquire_that_made_a_new_hold_retires_the_entry_it_would_have_joined() {
+        // Regression: a lock deleted on the server and taken again by the same thread before
+        // the next renewal joined the old entry; the old guard's release then released the
+        // new hold, and the old guard never learnt it was lost.
+        let mut st = State::default();
+        let name: Arc<str> = Arc::from("l");
+        let lease = Duration::from_secs(30);
+        let (old, old_lease, _) = st.join(&name, renewal("o"), Instant::now(), 1, lease);
+        let (new_hold, new_lease, new) = st.join(&name, renewal("o"), Instant::now(), 1, lease);
+        assert!(new, "a server count of 1 is a new hold");
+        assert_ne!(new_hold.id, old.id);
+        assert_eq!(old_lease.lost(), Some(LostReason::NotHeld));
+        assert_eq!(new_lease.lost(), None);
+        assert_eq!(st.entries[&new_hold.id].holds, 1);
     }
 
     #[test]

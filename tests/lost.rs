@@ -386,3 +386,42 @@ fn reentry_after_the_lease_ran_out_does_not_resurrect_the_lost_guard() {
     assert!(!lock.is_locked().unwrap());
     drop(blocker);
 }
+
+#[test]
+fn a_reentry_that_finds_the_lock_gone_marks_the_outer_guard_lost_at_once() {
+    // Regression: the lock deleted on the server and locked again by the same thread before
+    // the next renewal (30 s here) joined the old watchdog entry as a re-entry: the outer
+    // guard never learnt it was lost, and its drop released the inner, new hold.
+    for make in [Client::lock, Client::fair_lock, Client::fenced_lock] {
+        let server = RedisServer::new();
+        let client = Client::open(&server.url()).unwrap();
+        let lock = make(&client, "lost:reentry");
+        let outer = lock.lock().unwrap();
+        let rx = lost_signal(&outer);
+        let _: () = server.conn().del("lost:reentry").unwrap();
+        let inner = lock.lock().unwrap(); // a new hold, not a re-entry: the server says count 1
+        assert_eq!(
+            expect_lost(&rx, Instant::now()).0,
+            LostReason::NotHeld,
+            "{lock:?}"
+        );
+        assert!(outer.is_lost() && !inner.is_lost(), "{lock:?}");
+        assert!(outer.unlock().unwrap_err().is_lock_lost(), "{lock:?}");
+        assert_eq!(lock.hold_count().unwrap(), 1, "{lock:?}: the new hold kept");
+        inner.unlock().unwrap();
+        assert!(!lock.is_locked().unwrap(), "{lock:?}");
+    }
+    // The same for the two sides of a read-write lock.
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let rw = client.read_write_lock("lost:rw");
+    for side in [rw.read(), rw.write()] {
+        let outer = side.lock().unwrap();
+        let _: () = server.conn().del("lost:rw").unwrap();
+        let inner = side.lock().unwrap();
+        assert!(outer.is_lost() && !inner.is_lost(), "{side:?}");
+        drop(outer);
+        assert_eq!(side.hold_count().unwrap(), 1, "{side:?}: the new hold kept");
+        inner.unlock().unwrap();
+    }
+}

@@ -56,6 +56,7 @@ impl LockGuard {
         lock: Lock,
         owner: Arc<str>,
         sent_at: Instant,
+        count: u32,
         token: Option<u64>,
     ) -> LockGuard {
         let (watch, lease) = match lock.lease {
@@ -65,6 +66,7 @@ impl LockGuard {
                     &lock.raw.name,
                     lock.raw.renewal(&owner),
                     sent_at,
+                    count,
                 );
                 (Some(watch), lease)
             }

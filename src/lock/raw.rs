@@ -45,8 +45,10 @@ pub(crate) enum Kind {
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
-    /// Acquired (or re-entered); a fenced lock's attempt carries its fencing token.
-    Acquired(Option<u64>),
+    /// Acquired (or re-entered): the owner's hold count is now `count` (1: a new hold, even
+    /// if the client believed it held the lock already). A fenced lock's attempt carries its
+    /// fencing token.
+    Acquired { count: u32, token: Option<u64> },
     /// Held elsewhere: the lock's PTTL in ms, after which to try again even without a
     /// message (-1 for a key without expiry).
     Busy(i64),
@@ -184,7 +186,7 @@ impl RawLock {
         let mut wrote = false;
         let outcome = self.client.inner.pool.run(&self.name, |c| {
             let attempt = self.acquire_script(c, owner, lease, enqueue)?;
-            wrote = matches!(attempt, Ok(Attempt::Acquired(_)));
+            wrote = matches!(attempt, Ok(Attempt::Acquired { .. }));
             Ok((attempt, self.confirm(c, wrote)?))
         });
         let (attempt, acked) = match outcome {
@@ -225,22 +227,13 @@ impl RawLock {
         lease: Duration,
         enqueue: bool,
     ) -> redis::RedisResult<Result<Attempt>> {
-        let reply: Option<i64> = match &self.kind {
-            Kind::Fenced(token_key) => {
-                let reply: Vec<i64> = scripts::FENCED_ACQUIRE
-                    .key(&*self.name)
-                    .key(token_key)
-                    .arg(millis(lease))
-                    .arg(owner)
-                    .invoke(c)?;
-                return Ok(match reply[..] {
-                    [-1, token] if token > 0 => Ok(Attempt::Acquired(Some(token as u64))),
-                    [ttl, -1] => Ok(Attempt::Busy(ttl)),
-                    _ => Err(Error::Protocol(format!(
-                        "fenced acquire script replied {reply:?}"
-                    ))),
-                });
-            }
+        let reply: redis::Value = match &self.kind {
+            Kind::Fenced(token_key) => scripts::FENCED_ACQUIRE
+                .key(&*self.name)
+                .key(token_key)
+                .arg(millis(lease))
+                .arg(owner)
+                .invoke(c)?,
             Kind::Plain => scripts::LOCK_ACQUIRE
                 .key(&*self.name)
                 .arg(millis(lease))
@@ -270,7 +263,7 @@ impl RawLock {
                 .arg("PUBLISH")
                 .invoke(c)?,
         };
-        Ok(Ok(reply.map_or(Attempt::Acquired(None), Attempt::Busy)))
+        Ok(decode_attempt(&reply))
     }
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and
@@ -450,4 +443,31 @@ pub(crate) fn wait_replicas(
             .map(Some),
         _ => Ok(None),
     }
+}
+
+/// Decodes an acquire script's reply: `{count}` or `{count, token}` when acquired, the
+/// lock's PTTL when not.
+fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
+    use redis::Value;
+    let positive = |n: i64| (n > 0 && n <= i64::from(u32::MAX)).then_some(n);
+    match reply {
+        Value::Int(ttl) => return Ok(Attempt::Busy(*ttl)),
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(count)] if positive(*count).is_some() => {
+                return Ok(Attempt::Acquired {
+                    count: *count as u32,
+                    token: None,
+                })
+            }
+            [Value::Int(count), Value::Int(token)] if positive(*count).is_some() && *token > 0 => {
+                return Ok(Attempt::Acquired {
+                    count: *count as u32,
+                    token: Some(*token as u64),
+                })
+            }
+            _ => {}
+        },
+        _ => {}
+    }
+    Err(Error::Protocol(format!("acquire script replied {reply:?}")))
 }

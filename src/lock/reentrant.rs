@@ -433,10 +433,11 @@ impl Lock {
         let attempt = |enqueue: bool| -> Result<std::result::Result<LockGuard, Duration>> {
             let sent_at = Instant::now();
             Ok(match self.raw.acquire(&owner, lease, enqueue)? {
-                Attempt::Acquired(token) => Ok(LockGuard::new(
+                Attempt::Acquired { count, token } => Ok(LockGuard::new(
                     self.clone(),
                     Arc::clone(&owner),
                     sent_at,
+                    count,
                     token,
                 )),
                 // No expiry (a foreign key without TTL): re-check at the watchdog period.
