@@ -8,14 +8,16 @@
 -- Reply:   {count, token}       acquired (or re-entered): hold count + 1 = count, PEXPIRE lease,
 --                               token = INCR KEYS[2] (Redisson replies {-1, token})
 --          integer              not acquired: the lock's PTTL in ms (-1 if the key has no expiry)
---          error WRONGTYPE      the lock key is not a hash or the token key not an integer string
+--          error WRONGTYPE      the lock key is not a hash or the token key not a non-negative
+--                               integer string below 2^53 - 1
 --                               (checked before anything is written)
 local kind = redis.call('type', KEYS[2])['ok'];
 if kind == 'string' then
     local value = redis.call('get', KEYS[2]);
-    -- Canonical digits only ('007' would make INCR fail), and exact in a Lua number.
-    local canonical = value == '0' or string.match(value, '^%-?[1-9]%d*$') ~= nil;
-    if not canonical or math.abs(tonumber(value)) >= 2 ^ 53 - 1 then
+    -- Canonical digits only ('007' would make INCR fail), never negative (tokens start at 1),
+    -- and exact in a Lua number.
+    local canonical = value == '0' or string.match(value, '^[1-9]%d*$') ~= nil;
+    if not canonical or tonumber(value) >= 2 ^ 53 - 1 then
         return redis.error_reply('WRONGTYPE the fencing token counter is not an integer');
     end;
 elseif kind ~= 'none' then

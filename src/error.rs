@@ -52,8 +52,9 @@ pub enum Error {
         id: String,
     },
     /// A [`FencedResource`](crate::FencedResource) refused a write: a newer fencing token
-    /// (or the same token from another holder) has written there. The writer's lock hold is
-    /// stale: another holder took the lock after it.
+    /// (or the same token from another holder) has written there. Usually the writer's hold
+    /// is stale: another holder took the lock after it. (A re-entry takes a new token too, so
+    /// after an inner guard of the same thread has written, the outer guard's token is older.)
     ///
     /// Nothing was changed.
     #[error("fencing token {token} for `{name}` is stale: token {newest} has written since")]
@@ -66,8 +67,9 @@ pub enum Error {
         newest: u64,
     },
     /// Fewer replicas than required confirmed a lock acquire in time (with
-    /// [`sync_replicas`](crate::ConfigBuilder::sync_replicas) set). The acquire was undone:
-    /// this call does not hold the lock.
+    /// [`sync_replicas`](crate::ConfigBuilder::sync_replicas) set). This call does not hold
+    /// the lock: the hold was released again (if that release fails too, it is logged and
+    /// the hold expires with its lease, unrenewed).
     #[error("acquire of `{name}` was confirmed by {acked} of {wanted} replicas in time; undone")]
     NotReplicated {
         /// The lock's name.

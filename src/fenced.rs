@@ -7,6 +7,10 @@ use crate::error::{Error, Result};
 use crate::lock::{tagged, LockGuard};
 use crate::scripts;
 
+/// Tokens must stay below 2^53 - 1: the fence script compares them as Lua numbers (doubles),
+/// exact only up to there. The fenced lock's counter stops there too.
+const MAX_TOKEN: u64 = (1 << 53) - 1;
+
 /// A value kept in Redis that only the newest holder of a [fenced lock] may change.
 ///
 /// A lease cannot stop a holder that was paused (GC, swap, SIGSTOP) or cut off past its lease
@@ -100,7 +104,8 @@ impl FencedResource {
     ///
     /// # Errors
     ///
-    /// As [`write`](Self::write); [`Error::InvalidArgument`] for token 0 or an empty holder.
+    /// As [`write`](Self::write); [`Error::InvalidArgument`] for token 0, a token of 2^53 - 1
+    /// or more (compared exactly only below that), or an empty holder.
     ///
     /// # Examples
     ///
@@ -206,8 +211,10 @@ impl FencedResource {
 
     fn fenced(&self, op: &str, token: u64, holder: &str, value: &[u8]) -> Result<()> {
         self.check_name()?;
-        if token == 0 {
-            return Err(Error::invalid("fencing token 0 (tokens start at 1)"));
+        if token == 0 || token >= MAX_TOKEN {
+            return Err(Error::invalid(format!(
+                "fencing token {token} out of range (1 to 2^53 - 1)"
+            )));
         }
         if holder.is_empty() {
             return Err(Error::invalid("empty holder id"));

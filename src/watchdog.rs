@@ -87,6 +87,10 @@ struct State {
     entries: HashMap<u64, Entry>,
     by_key: HashMap<(Arc<str>, Arc<str>), u64>,
     due: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// About how many items of `due` belong to removed entries: they wait in the heap until
+    /// their time comes (up to a year for a released explicit-lease timer), so the heap is
+    /// compacted when they pile up.
+    stale: usize,
     /// Entry and hold ids.
     next_id: u64,
     /// Callbacks of lost entries, waiting for the thread to run them.
@@ -471,6 +475,12 @@ impl State {
 
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.entries.remove(&id)?;
+        self.stale += 1;
+        if self.stale > 1024 && self.stale * 2 > self.due.len() {
+            let entries = &self.entries;
+            self.due.retain(|Reverse((_, id))| entries.contains_key(id));
+            self.stale = 0;
+        }
         if let Some(r) = &entry.renew {
             self.by_key
                 .remove(&(Arc::clone(&entry.name), Arc::clone(&r.owner)));
@@ -509,7 +519,7 @@ impl State {
             match self.entries.get(&id) {
                 Some(e) if e.renew.is_none() && at > now => break,
                 Some(_) => ids.push(id),
-                None => {} // lost or released: a stale due time
+                None => self.stale = self.stale.saturating_sub(1), // lost or released
             }
             self.due.pop();
         }
@@ -890,6 +900,32 @@ mod tests {
         assert_eq!(old_lease.lost(), Some(LostReason::NotHeld));
         assert_eq!(new_lease.lost(), None);
         assert_eq!(st.entries[&new_hold.id].holds, 1);
+    }
+
+    #[test]
+    fn released_timers_do_not_pile_up_in_the_due_heap() {
+        // Regression: a released explicit-lease timer left its due time (up to a year away)
+        // in the heap, so a loop of guards with long leases and callbacks grew it unbounded.
+        let mut st = State::default();
+        let name: Arc<str> = Arc::from("l");
+        let far = Instant::now() + Duration::from_secs(3600);
+        for _ in 0..100_000 {
+            let id = st.new_id();
+            st.entries.insert(
+                id,
+                Entry {
+                    name: Arc::clone(&name),
+                    renew: None,
+                    holds: 1,
+                    lease: Arc::new(LeaseState::new(Instant::now(), Duration::from_secs(3600))),
+                    callbacks: Vec::new(),
+                },
+            );
+            st.schedule(far, id);
+            st.release(id);
+        }
+        assert!(st.entries.is_empty());
+        assert!(st.due.len() <= 2100, "{} stale due times", st.due.len());
     }
 
     #[test]

@@ -93,9 +93,9 @@ fn a_waiter_gets_the_next_token_and_other_lock_kinds_have_none() {
         let g = lock.try_lock_for(Duration::from_secs(10)).unwrap().unwrap();
         g.token()
     });
-    support::wait_until(Duration::from_secs(5), || {
+    assert!(support::wait_until(Duration::from_secs(5), || {
         support::numsub(&mut server.conn(), "redisson_lock__channel:{fenced:wait}") == 1
-    });
+    }));
     assert_eq!(held.token(), Some(1));
     drop(held);
     assert_eq!(waiter.join().unwrap(), Some(2));
@@ -153,7 +153,7 @@ fn wrong_types_are_refused_before_anything_is_written() {
     let token_key = "redisson_lock_token:{fenced:bad}";
     let lock = client.fenced_lock("fenced:bad");
 
-    for bad in ["007", "abc", "1.5", ""] {
+    for bad in ["007", "abc", "1.5", "", "-1", "-2", "9007199254740991"] {
         let _: () = redis::cmd("SET")
             .arg(token_key)
             .arg(bad)
@@ -273,10 +273,22 @@ fn fenced_resource_rejects_bad_input_and_wrong_types() {
         .write(&plain, "x")
         .unwrap_err()
         .is_invalid_argument());
-    assert!(resource
-        .write_with_token(0, "h", "x")
-        .unwrap_err()
-        .is_invalid_argument());
+    for token in [0, (1 << 53) - 1, 1 << 53, u64::MAX] {
+        // Regression: tokens above 2^53 compared as doubles, so an older one got through.
+        assert!(resource
+            .write_with_token(token, "h", "x")
+            .unwrap_err()
+            .is_invalid_argument());
+    }
+    resource
+        .write_with_token((1 << 53) - 2, "h", "max")
+        .unwrap();
+    assert_eq!(resource.newest_token().unwrap(), Some((1 << 53) - 2));
+    let _: () = redis::cmd("DEL")
+        .arg("res")
+        .arg("redlatch_fence:{res}")
+        .query(&mut server.conn())
+        .unwrap();
     assert!(resource
         .write_with_token(1, "", "x")
         .unwrap_err()

@@ -139,7 +139,10 @@ fn a_killed_replica_makes_acquires_fail_cleanly_and_the_setting_is_opt_in() {
     let waits_before = command_calls(&mut on_master, "wait");
     let started = Instant::now();
     let guard = plain.lock("sync:dead").lock().unwrap();
-    assert!(started.elapsed() < Duration::from_millis(150));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "acquired at once"
+    );
     guard.unlock().unwrap();
     assert_eq!(command_calls(&mut on_master, "wait"), waits_before);
 }

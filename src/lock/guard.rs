@@ -181,8 +181,9 @@ impl LockGuard {
     /// while renewals fail is signalled within about one response timeout after it ran out
     /// (plus a connect timeout while Redis is unreachable), as the watchdog may be blocked in
     /// a renewal call then. A guard with an explicit lease ([`Lock::with_lease`]) is not
-    /// renewed, so only its lease end is signalled, on time; it is watched only once it has
-    /// a callback.
+    /// renewed, so only its lease end is signalled: at that time, or later by as much as a
+    /// renewal call of other locks keeps the watchdog thread busy; it is watched only once
+    /// it has a callback.
     ///
     /// [`NotHeld`]: crate::LostReason::NotHeld
     /// [`LeaseExpired`]: crate::LostReason::LeaseExpired

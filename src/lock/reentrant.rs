@@ -253,6 +253,10 @@ impl Lock {
     /// guard with [`LockGuard::leak`]. Release a leaked hold through a `Lock` with the same
     /// lease setting it was taken with: only watchdog holds are un-registered from the watchdog.
     ///
+    /// The server cannot tell holds apart: called while the thread has no leaked hold left
+    /// (for example one that was lost meanwhile), it releases a hold of one of the thread's
+    /// live guards instead, and that guard is no longer renewed nor told of a loss.
+    ///
     /// # Errors
     ///
     /// [`Error::NotHeld`] if this thread holds no hold of the lock (the lock is untouched,

@@ -147,15 +147,19 @@ impl RedisServer {
             .expect("CONFIG SET on the master");
         let port = master.port().to_string();
         let replica = RedisServer::with_args(&["--replicaof", "127.0.0.1", &port]);
-        let linked = wait_until(Duration::from_secs(10), || {
-            replica
-                .info("replication", "master_link_status:")
-                .as_deref()
-                == Some("up")
-                && master.info("replication", "connected_slaves:").as_deref() != Some("0")
+        // Linked is not enough: the master counts the replica for WAIT only once it is
+        // online and has acknowledged an offset (up to a second after the link is up).
+        let mut on_master = master.conn();
+        let counted = wait_until(Duration::from_secs(10), || {
+            let acked: i64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(100)
+                .query(&mut on_master)
+                .expect("WAIT on the master");
+            acked >= 1
         });
         assert!(
-            linked,
+            counted,
             "replica did not link up; its log:\n{}",
             replica.log()
         );
