@@ -41,8 +41,8 @@ const MAX_TOKEN: u64 = (1 << 53) - 1;
 /// let guard = client.fenced_lock("account:7").lock()?;
 /// match balance.write(&guard, "100") {
 ///     Ok(()) => {}
-///     // Somebody acquired the lock after us and wrote: our hold is stale.
-///     Err(e) if e.is_stale_token() => return Err(e),
+///     // Somebody acquired the lock after us and wrote: our hold is stale, drop the work.
+///     Err(e) if e.is_stale_token() => eprintln!("not written: {e}"),
 ///     Err(e) => return Err(e),
 /// }
 /// # Ok(()) }
@@ -105,7 +105,7 @@ impl FencedResource {
     /// # Errors
     ///
     /// As [`write`](Self::write); [`Error::InvalidArgument`] for token 0, a token of 2^53 - 1
-    /// or more (compared exactly only below that), or an empty holder.
+    /// or more (tokens are compared exactly only below that), or an empty holder.
     ///
     /// # Examples
     ///
@@ -213,7 +213,7 @@ impl FencedResource {
         self.check_name()?;
         if token == 0 || token >= MAX_TOKEN {
             return Err(Error::invalid(format!(
-                "fencing token {token} out of range (1 to 2^53 - 1)"
+                "fencing token {token} out of range (1 to 2^53 - 2)"
             )));
         }
         if holder.is_empty() {

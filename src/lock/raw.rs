@@ -268,11 +268,7 @@ impl RawLock {
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and
     /// the script wrote; the number of replicas that confirmed, `None` when not asked.
-    pub(crate) fn confirm(
-        &self,
-        c: &mut redis::Connection,
-        wrote: bool,
-    ) -> redis::RedisResult<Option<u32>> {
+    fn confirm(&self, c: &mut redis::Connection, wrote: bool) -> redis::RedisResult<Option<u32>> {
         wait_replicas(self.client.inner.config.replica_sync, c, wrote)
     }
 
