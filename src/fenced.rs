@@ -188,12 +188,7 @@ impl FencedResource {
         let seen: Option<String> = self.client.inner.pool.run(&self.fence, |c| {
             redis::cmd("HGET").arg(&*self.fence).arg("token").query(c)
         })?;
-        match seen {
-            None => Ok(None),
-            Some(v) => v.parse().map(Some).map_err(|_| Error::WrongType {
-                key: self.fence.to_string(),
-            }),
-        }
+        parse_token(seen, &self.fence)
     }
 
     fn check_name(&self) -> Result<()> {
@@ -247,6 +242,17 @@ impl FencedResource {
             ))),
         }
     }
+}
+
+/// A stored token (`None` when absent); a value that is not one is the key's wrong type.
+pub(crate) fn parse_token(value: Option<String>, key: &str) -> Result<Option<u64>> {
+    value
+        .map(|v| {
+            v.parse().map_err(|_| Error::WrongType {
+                key: key.to_owned(),
+            })
+        })
+        .transpose()
 }
 
 impl std::fmt::Debug for FencedResource {

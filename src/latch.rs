@@ -135,14 +135,7 @@ impl CountDownLatch {
     /// ```
     pub fn count_down(&self) -> Result<u64> {
         self.check_name()?;
-        let left: String = self.client.inner.pool.run(&self.name, |c| {
-            scripts::LATCH_COUNT_DOWN
-                .key(&*self.name)
-                .key(&*self.channel)
-                .arg(ZERO_COUNT_MESSAGE)
-                .arg(PUBLISH)
-                .invoke(c)
-        })?;
+        let left: String = self.opening(&scripts::LATCH_COUNT_DOWN)?;
         let left = parse_count(&left)
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(|| Error::Protocol(format!("count-down script replied {left:?}")))?;
@@ -285,15 +278,21 @@ impl CountDownLatch {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.check_name()?;
-        let deleted: i64 = self.client.inner.pool.run(&self.name, |c| {
-            scripts::LATCH_DELETE
+        let deleted: i64 = self.opening(&scripts::LATCH_DELETE)?;
+        Ok(deleted == 1)
+    }
+
+    /// Runs a script that may open the latch (KEYS: count, channel; ARGV: the zero message,
+    /// the publish command).
+    fn opening<T: redis::FromRedisValue>(&self, script: &redis::Script) -> Result<T> {
+        self.client.inner.pool.run(&self.name, |c| {
+            script
                 .key(&*self.name)
                 .key(&*self.channel)
                 .arg(ZERO_COUNT_MESSAGE)
                 .arg(PUBLISH)
                 .invoke(c)
-        })?;
-        Ok(deleted == 1)
+        })
     }
 
     fn check_name(&self) -> Result<()> {

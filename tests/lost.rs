@@ -43,6 +43,17 @@ fn expect_lost(rx: &Receiver<(LostReason, Instant)>, since: Instant) -> (LostRea
     (reason, at.saturating_duration_since(since))
 }
 
+/// Samples `key`'s TTL for `how_long`: it must never run out (the watchdog keeps renewing it).
+/// Sampled state, not synchronisation.
+fn assert_kept_alive(raw: &mut redis::Connection, key: &str, how_long: Duration) {
+    let until = Instant::now() + how_long;
+    while Instant::now() < until {
+        let pttl: i64 = raw.pttl(key).unwrap();
+        assert!(pttl > 0, "`{key}` expired: it was not renewed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn hash(raw: &mut redis::Connection, key: &str) -> HashMap<String, i64> {
     raw.hgetall(key).unwrap()
 }
@@ -308,13 +319,7 @@ fn panicking_callback_does_not_stop_the_watchdog() {
         expect_lost(&after_panic, Instant::now()).0,
         LostReason::NotHeld
     );
-    let until = Instant::now() + Duration::from_millis(1800); // 3 leases
-    while Instant::now() < until {
-        // Sampled state, not synchronisation: the kept lock's lease must never run out.
-        let pttl: i64 = raw.pttl("lost:kept").unwrap();
-        assert!(pttl > 0, "the kept lock expired: the watchdog stopped");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_kept_alive(&mut raw, "lost:kept", Duration::from_millis(1800)); // 3 leases
     assert!(!kept.is_lost());
     kept.unlock().unwrap();
 }
@@ -375,12 +380,11 @@ fn reentry_after_the_lease_ran_out_does_not_resurrect_the_lost_guard() {
     assert!(old.unlock().unwrap_err().is_lock_lost());
     assert_eq!(lock.hold_count().unwrap(), 1);
     // The newer hold has an entry of its own, renewed past its lease.
-    let until = Instant::now() + Duration::from_millis(2 * LEASE_MS);
-    while Instant::now() < until {
-        let pttl: i64 = raw.pttl("lost:reentry").unwrap();
-        assert!(pttl > 0, "the newer hold expired");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert_kept_alive(
+        &mut raw,
+        "lost:reentry",
+        Duration::from_millis(2 * LEASE_MS),
+    );
     assert!(!newer.is_lost());
     newer.unlock().unwrap();
     assert!(!lock.is_locked().unwrap());

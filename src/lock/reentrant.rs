@@ -111,12 +111,7 @@ impl Lock {
             return Ok(None);
         };
         let value: Option<String> = self.raw.query(redis::cmd("GET").arg(key))?;
-        match value {
-            None => Ok(None),
-            Some(v) => v.parse().map(Some).map_err(|_| Error::WrongType {
-                key: key.to_owned(),
-            }),
-        }
+        crate::fenced::parse_token(value, key)
     }
 
     /// The lock's name: the Redis key of its hash.
