@@ -3,9 +3,10 @@
 //!
 //! Every held lock is an entry renewed every `lease / 3`. The thread keeps one min-heap of
 //! due times (a timer queue; all entries share one period, so one heap is all the wheel we
-//! need), wakes at the earliest, takes every entry due within the next `period / 8` (so
-//! renewals coalesce into full batches), and renews them `batch` at a time in one script call
-//! each. A lock whose renewal reports "not held" is lost; a lock whose renewals keep failing
+//! need), wakes at the earliest, takes every entry due within the next `period / 8`, fills
+//! the call up with entries due within half a period (renewed a little early, so that
+//! renewals coalesce into full batches however the acquires were spread), and renews them
+//! `batch` at a time in one script call each. A lock whose renewal reports "not held" is lost; a lock whose renewals keep failing
 //! is retried every `period / 4`, and at its lease end at the latest, and is lost once its
 //! lease has run out. Guards with an explicit lease are not renewed; one that asks for a loss
 //! signal gets a timer entry, due at its lease end, that only signals.
@@ -555,7 +556,13 @@ impl Shared {
                 continue;
             }
             let now = Instant::now();
-            let ids = st.take_due(now, now + slack, self.batch);
+            let mut ids = st.take_due(now, now + slack, self.batch);
+            if !ids.is_empty() && ids.len() < self.batch {
+                // Fill the call with entries due within half a period: renewing them a little
+                // early costs nothing, and it merges batches that acquires spread apart.
+                let room = self.batch - ids.len();
+                ids.extend(st.take_due(now, now + self.period / 2, room));
+            }
             if ids.is_empty() {
                 // Sleep until the earliest entry is due; it and all due within `slack`
                 // after it are then renewed together.

@@ -172,3 +172,34 @@ for_each_kind! {
         outer.unlock().unwrap();
     }
 }
+
+#[test]
+fn locks_acquired_apart_are_renewed_in_full_batches() {
+    // Regression: renewals kept the spacing of the acquires, so two groups of locks taken
+    // 150 ms apart (more than the coalescing slack) cost two half-empty calls per period.
+    let server = RedisServer::new();
+    let client = client(&server, 900, 100);
+    let mut guards = Vec::new();
+    for group in 0..2 {
+        for i in 0..50 {
+            guards.push(
+                client
+                    .lock(&format!("wd:apart:{group}:{i}"))
+                    .lock()
+                    .unwrap(),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(150)); // staging the spread, not a sync
+    }
+    let mut raw = server.conn();
+    // After the first renewals merge the groups: one call per period (300 ms).
+    std::thread::sleep(Duration::from_millis(700));
+    let before = command_calls(&mut raw, "evalsha");
+    std::thread::sleep(Duration::from_millis(3000));
+    let calls = command_calls(&mut raw, "evalsha") - before;
+    assert!(
+        (8..=12).contains(&calls),
+        "renewal calls in 10 periods for 100 locks in 2 groups: {calls}"
+    );
+    assert!(guards.iter().all(|g| !g.is_lost()));
+}
