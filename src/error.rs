@@ -79,6 +79,39 @@ pub enum Error {
         /// How many were required.
         wanted: u32,
     },
+    /// A [`RedLock`](crate::RedLock) could not be taken on a majority of its nodes because
+    /// too many of them failed (not because the lock was busy: that is `Ok(None)` or a wait).
+    ///
+    /// Nothing is held: every hold taken on the way was released again (a node whose release
+    /// failed too keeps its hold until the lease runs out).
+    #[error(
+        "lock `{name}` was taken on {acquired} of {nodes} nodes, {wanted} needed; failed nodes: {}",
+        list(failures)
+    )]
+    NoQuorum {
+        /// The name of the lock on the first node.
+        name: String,
+        /// On how many nodes the last attempt took the lock.
+        acquired: usize,
+        /// How many nodes are needed.
+        wanted: usize,
+        /// How many nodes there are.
+        nodes: usize,
+        /// Each failed node (`#index name`) with its error.
+        failures: Vec<(String, Error)>,
+    },
+    /// Releasing a [`MultiLockGuard`](crate::MultiLockGuard) failed on some of its locks.
+    /// Every other lock was released all the same; a lock whose release failed keeps its
+    /// hold until its lease runs out (it is no longer renewed).
+    #[error("released {released} of {total} locks; failed: {}", list(failures))]
+    PartialUnlock {
+        /// How many locks were released.
+        released: usize,
+        /// How many locks the guard held.
+        total: usize,
+        /// Each lock whose release failed (`#index name`) with its error.
+        failures: Vec<(String, Error)>,
+    },
     /// A wait or a Redis reply did not complete within the configured time.
     #[error("timed out: {0}")]
     Timeout(String),
@@ -102,6 +135,12 @@ pub enum Error {
     /// Redis answered with a reply this crate does not understand.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+}
+
+/// `label: error; label: error` for the member failures of a multi-lock error.
+fn list(failures: &[(String, Error)]) -> String {
+    let items: Vec<String> = failures.iter().map(|(l, e)| format!("{l}: {e}")).collect();
+    items.join("; ")
 }
 
 impl Error {
@@ -128,6 +167,16 @@ impl Error {
     /// True for [`Error::NotReplicated`].
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
+    }
+
+    /// True for [`Error::NoQuorum`].
+    pub fn is_no_quorum(&self) -> bool {
+        matches!(self, Error::NoQuorum { .. })
+    }
+
+    /// True for [`Error::PartialUnlock`].
+    pub fn is_partial_unlock(&self) -> bool {
+        matches!(self, Error::PartialUnlock { .. })
     }
 
     /// True for [`Error::Timeout`].

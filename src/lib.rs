@@ -95,6 +95,6 @@ pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
 pub use fenced::FencedResource;
 pub use latch::CountDownLatch;
-pub use lock::{Lock, LockGuard, ReadWriteLock};
+pub use lock::{Lock, LockGuard, MultiLock, MultiLockGuard, ReadWriteLock, RedLock};
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
 pub use watchdog::LostReason;

@@ -172,7 +172,9 @@ impl LeaseState {
         }
     }
 
-    fn expires(&self) -> Instant {
+    /// When the lease runs out, as far as the client knows (send time of the last
+    /// confirmed acquire or renewal, plus the lease).
+    pub(crate) fn expires(&self) -> Instant {
         self.base + Duration::from_micros(self.renewed_us.load(Ordering::Acquire)) + self.lease
     }
 

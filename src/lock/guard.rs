@@ -298,6 +298,12 @@ impl LockGuard {
         }
     }
 
+    /// When this hold's lease runs out unless renewed: the send time of the last confirmed
+    /// acquire or renewal plus the lease.
+    pub(crate) fn lease_expires(&self) -> Instant {
+        self.lease.expires()
+    }
+
     fn release(&mut self) -> Result<()> {
         self.released = true;
         let inner = &self.lock.raw.client.inner;

@@ -414,7 +414,7 @@ impl Lock {
         Arc::from(self.raw.client.owner_id())
     }
 
-    fn lease_or_default(&self) -> Duration {
+    pub(crate) fn lease_or_default(&self) -> Duration {
         self.lease
             .unwrap_or(self.raw.client.inner.config.watchdog_timeout)
     }

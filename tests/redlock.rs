@@ -1,0 +1,257 @@
+//! RedLock over 5 independent masters started by the harness: majority, validity, dead and
+//! paused nodes, and a clean slate after a failed attempt.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, Config, Error, RedLock};
+use support::RedisServer;
+
+struct Nodes {
+    servers: Vec<RedisServer>,
+}
+
+impl Nodes {
+    fn start() -> Nodes {
+        Nodes {
+            servers: (0..5).map(|_| RedisServer::new()).collect(),
+        }
+    }
+
+    /// One client per node, with timeouts short enough for dead-node tests.
+    fn clients(&self) -> Vec<Client> {
+        self.servers
+            .iter()
+            .map(|s| {
+                let config = Config::builder(s.url().as_str())
+                    .connect_timeout(Duration::from_millis(500))
+                    .response_timeout(Duration::from_secs(2))
+                    .build()
+                    .unwrap();
+                Client::new(config).unwrap()
+            })
+            .collect()
+    }
+
+    /// Keys on node `i`, not counting the short-lived unlock latches an unlock leaves.
+    fn keys_on(&self, i: usize) -> usize {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query(&mut self.servers[i].conn())
+            .unwrap();
+        keys.iter()
+            .filter(|k| !k.starts_with("redisson_unlock_latch:"))
+            .count()
+    }
+}
+
+fn redlock(clients: &[Client], name: &str) -> RedLock {
+    RedLock::new(clients.iter().map(|c| c.lock(name))).unwrap()
+}
+
+#[test]
+fn all_nodes_up_holds_on_every_node_and_unlocks_everywhere() {
+    let nodes = Nodes::start();
+    let clients = nodes.clients();
+    let lock = redlock(&clients, "rl:all");
+    assert_eq!(lock.quorum(), 3);
+    let guard = lock.lock().unwrap();
+    assert_eq!(guard.held(), 5);
+    for (i, client) in clients.iter().enumerate() {
+        let count: Option<u32> = redis::cmd("HGET")
+            .arg("rl:all")
+            .arg(client.owner_id())
+            .query(&mut nodes.servers[i].conn())
+            .unwrap();
+        assert_eq!(count, Some(1), "node {i}");
+    }
+    let validity = guard.validity();
+    assert!(
+        validity > Duration::from_secs(29) && validity < Duration::from_secs(30),
+        "{validity:?}"
+    );
+    guard.unlock().unwrap();
+    for i in 0..5 {
+        assert_eq!(nodes.keys_on(i), 0, "node {i}");
+    }
+}
+
+#[test]
+fn two_of_five_masters_killed_still_acquires() {
+    let mut nodes = Nodes::start();
+    let clients = nodes.clients();
+    nodes.servers[1].kill();
+    nodes.servers[3].kill();
+    let lock = redlock(&clients, "rl:two-dead");
+    let guard = lock.lock().unwrap();
+    assert_eq!(guard.held(), 3);
+    assert!(guard.member(1).is_none() && guard.member(3).is_none());
+    assert!(!guard.is_lost());
+    for i in [0, 2, 4] {
+        assert_eq!(nodes.keys_on(i), 1, "node {i}");
+    }
+    // The three holds are enough to exclude everybody else.
+    let others = nodes.clients();
+    assert!(redlock(&others, "rl:two-dead")
+        .try_lock()
+        .unwrap()
+        .is_none());
+    guard.unlock().unwrap();
+    for i in [0, 2, 4] {
+        assert_eq!(nodes.keys_on(i), 0, "node {i}");
+    }
+}
+
+#[test]
+fn three_of_five_masters_killed_fails_clearly_and_leaves_no_keys() {
+    let mut nodes = Nodes::start();
+    let clients = nodes.clients();
+    for i in [0, 2, 4] {
+        nodes.servers[i].kill();
+    }
+    let lock = redlock(&clients, "rl:three-dead");
+    let start = Instant::now();
+    let err = lock.lock().unwrap_err();
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    match &err {
+        Error::NoQuorum {
+            name,
+            acquired,
+            wanted,
+            nodes: n,
+            failures,
+        } => {
+            assert_eq!(name, "rl:three-dead");
+            assert_eq!((*wanted, *n), (3, 5));
+            assert!(*acquired <= 2);
+            assert_eq!(failures.len(), 3, "{err}");
+            assert!(failures.iter().all(|(_, e)| e.is_connection()), "{err}");
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    assert!(err.is_no_quorum());
+    let text = err.to_string();
+    assert!(text.contains("3 needed") && text.contains("#0"), "{text}");
+    for i in [1, 3] {
+        assert_eq!(nodes.keys_on(i), 0, "survivor {i} keeps no key");
+    }
+}
+
+#[test]
+fn a_paused_node_costs_only_the_node_timeout() {
+    let nodes = Nodes::start();
+    let clients = nodes.clients();
+    nodes.servers[0].stop();
+    let lock = redlock(&clients, "rl:paused")
+        .with_node_timeout(Duration::from_millis(150))
+        .unwrap();
+    let start = Instant::now();
+    let guard = lock.lock().unwrap();
+    let took = start.elapsed();
+    // The client's own response timeout is 2 s: the node timeout bounds the paused node.
+    assert!(took < Duration::from_millis(1000), "{took:?}");
+    assert_eq!(guard.held(), 4);
+    guard.unlock().unwrap();
+    nodes.servers[0].cont();
+}
+
+#[test]
+fn split_votes_give_nobody_the_lock_and_leave_nothing_behind() {
+    let nodes = Nodes::start();
+    let clients = nodes.clients();
+    // Another owner holds nodes 0 and 1, a third one node 2: no majority is possible.
+    let x = nodes.clients();
+    let y = nodes.clients();
+    let held_x: Vec<_> = [0, 1]
+        .iter()
+        .map(|&i| x[i].lock("rl:split").lock().unwrap())
+        .collect();
+    let held_y = y[2].lock("rl:split").lock().unwrap();
+    let lock = redlock(&clients, "rl:split");
+    assert!(lock.try_lock().unwrap().is_none());
+    let start = Instant::now();
+    assert!(lock
+        .try_lock_for(Duration::from_millis(300))
+        .unwrap()
+        .is_none());
+    assert!(start.elapsed() >= Duration::from_millis(300));
+    for i in [3, 4] {
+        assert_eq!(nodes.keys_on(i), 0, "node {i} was released");
+    }
+    drop(held_x);
+    drop(held_y);
+    let guard = lock.lock().unwrap();
+    assert_eq!(guard.held(), 5);
+}
+
+#[test]
+fn contending_redlocks_are_exclusive_and_wake_on_release() {
+    let nodes = Nodes::start();
+    let inside = Arc::new(AtomicBool::new(false));
+    let sections = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let clients = nodes.clients();
+            let (inside, sections) = (Arc::clone(&inside), Arc::clone(&sections));
+            thread::spawn(move || {
+                let lock = redlock(&clients, "rl:contended");
+                for _ in 0..15 {
+                    let guard = lock.lock().unwrap();
+                    assert!(guard.held() >= 3);
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    thread::sleep(Duration::from_millis(1));
+                    inside.store(false, Ordering::SeqCst);
+                    sections.fetch_add(1, Ordering::SeqCst);
+                    guard.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for h in handles {
+        while !h.is_finished() {
+            assert!(Instant::now() < deadline, "contending RedLocks stalled");
+            thread::sleep(Duration::from_millis(20));
+        }
+        h.join().unwrap();
+    }
+    assert_eq!(sections.load(Ordering::SeqCst), 45);
+    for i in 0..5 {
+        assert_eq!(nodes.keys_on(i), 0, "node {i}");
+    }
+}
+
+#[test]
+fn validity_follows_the_formula_and_a_too_short_lease_is_an_error() {
+    let nodes = Nodes::start();
+    let clients = nodes.clients();
+    let lock = redlock(&clients, "rl:validity").with_lease(Duration::from_secs(10));
+    let before = Instant::now();
+    let guard = lock.lock().unwrap();
+    let elapsed = before.elapsed();
+    let validity = guard.validity();
+    // lease - elapsed - (lease / 100 + 2 ms) = 10 s - elapsed - 102 ms.
+    assert!(validity <= Duration::from_millis(9898), "{validity:?}");
+    assert!(
+        validity >= Duration::from_millis(9898) - elapsed - Duration::from_millis(50),
+        "{validity:?}"
+    );
+    guard.unlock().unwrap();
+
+    // 2 ms cannot cover the 2 ms drift allowance: no majority is ever valid.
+    let short = redlock(&clients, "rl:validity").with_lease(Duration::from_millis(2));
+    let err = short.lock().unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    assert!(err.to_string().contains("lease is too short"), "{err}");
+    for i in 0..5 {
+        assert_eq!(nodes.keys_on(i), 0, "node {i}");
+    }
+}
