@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::config::Config;
+use crate::config::{Config, Topology};
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
@@ -11,6 +11,7 @@ use crate::lock::{Lock, ReadWriteLock};
 use crate::pool::Pool;
 use crate::pubsub::PubSub;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
+use crate::target::Target;
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis deployment, from which locks are made.
@@ -79,17 +80,26 @@ impl Client {
     /// let client = redlatch::Client::new(config).unwrap();
     /// ```
     pub fn new(config: Config) -> Result<Client> {
-        let pool = Arc::new(Pool::new(
-            config.info.clone(),
-            config.pool_size,
-            config.connect_timeout,
-            config.response_timeout,
-        )?);
-        let pubsub = PubSub::start(
-            &config.info,
-            config.connect_timeout,
-            config.response_timeout,
-        )?;
+        let target = Arc::new(match &config.topology {
+            Topology::Single(info) => Target::Fixed(info.clone()),
+            Topology::Sentinel {
+                sentinels,
+                master,
+                node,
+            } => Target::sentinel(sentinels.clone(), master.clone(), node.clone()),
+            Topology::Cluster { seeds } => {
+                return Err(crate::Error::invalid(format!(
+                    "Redis Cluster (seeds {}) is not supported yet",
+                    seeds
+                        .iter()
+                        .map(|s| s.addr().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
+        });
+        let pool = Arc::new(Pool::new(Arc::clone(&target), &config));
+        let pubsub = PubSub::start(target, config.connect_timeout, config.response_timeout)?;
         let watchdog = Watchdog::start(
             Arc::clone(&pool),
             config.watchdog_timeout,

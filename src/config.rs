@@ -26,7 +26,9 @@ pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub(crate) info: redis::ConnectionInfo,
+    pub(crate) topology: Topology,
+    pub(crate) retry_attempts: u32,
+    pub(crate) retry_delay: Duration,
     pub(crate) pool_size: usize,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
@@ -44,8 +46,32 @@ pub(crate) struct ReplicaSync {
     pub(crate) timeout: Duration,
 }
 
+/// Which servers a client talks to.
+#[derive(Debug, Clone)]
+pub(crate) enum Topology {
+    /// One server (a standalone master).
+    Single(redis::ConnectionInfo),
+    /// The master that the sentinels name `master`; `node` carries its credentials and db.
+    Sentinel {
+        sentinels: Vec<redis::ConnectionInfo>,
+        master: String,
+        node: redis::RedisConnectionInfo,
+    },
+    /// A Redis Cluster, discovered from any of `seeds`.
+    Cluster { seeds: Vec<redis::ConnectionInfo> },
+}
+
+/// The topology a builder was started for.
+#[derive(Debug, Clone)]
+enum Mode {
+    Single,
+    Sentinel(String),
+    Cluster,
+}
+
 impl Config {
-    /// Starts a builder for a server at `url` (`redis://[user:pass@]host:port/[db]`).
+    /// Starts a builder for a single server at `url`
+    /// (`redis://[user:pass@]host:port/[db]`).
     ///
     /// An invalid URL is reported by [`ConfigBuilder::build`].
     ///
@@ -56,16 +82,76 @@ impl Config {
     /// assert_eq!(config.watchdog_timeout().as_secs(), 30);
     /// ```
     pub fn builder(url: impl IntoConnectionInfo) -> ConfigBuilder {
-        ConfigBuilder {
-            info: url.into_connection_info().map_err(|e| e.to_string()),
-            pool_size: 16,
-            connect_timeout: Duration::from_secs(3),
-            response_timeout: Duration::from_secs(3),
-            watchdog_timeout: Duration::from_secs(30),
-            renew_batch_size: 100,
-            fair_thread_wait: Duration::from_secs(300),
-            replica_sync: None,
-        }
+        ConfigBuilder::new(Mode::Single, [url])
+    }
+
+    /// Starts a builder for the master that Redis Sentinel monitors as `master_name`,
+    /// found through any of the sentinels at `sentinel_urls` (their URLs carry the
+    /// sentinels' own credentials, if any). The master's credentials and database are set
+    /// with [`username`](ConfigBuilder::username), [`password`](ConfigBuilder::password) and
+    /// [`database`](ConfigBuilder::database).
+    ///
+    /// Every new connection asks the sentinels for the master and checks with `ROLE` that it
+    /// is one, so the client follows a failover: connections to the old master break (the
+    /// sentinels close them) and the next ones go to the new master.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::sentinel(
+    ///     ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379", "redis://10.0.0.3:26379"],
+    ///     "mymaster",
+    /// )
+    /// .password("secret")
+    /// .build()
+    /// .unwrap();
+    /// ```
+    pub fn sentinel<U: IntoConnectionInfo>(
+        sentinel_urls: impl IntoIterator<Item = U>,
+        master_name: &str,
+    ) -> ConfigBuilder {
+        ConfigBuilder::new(Mode::Sentinel(master_name.to_owned()), sentinel_urls)
+    }
+
+    /// Starts a builder for a Redis Cluster reached through any of `urls` (a few of its
+    /// nodes; the others are discovered). Credentials come from the URLs or from
+    /// [`username`](ConfigBuilder::username) and [`password`](ConfigBuilder::password).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn cluster<U: IntoConnectionInfo>(urls: impl IntoIterator<Item = U>) -> ConfigBuilder {
+        ConfigBuilder::new(Mode::Cluster, urls)
+    }
+
+    /// How many times a call is retried when it surely did not run: no connection could be
+    /// made, or the server refused it for a moment (`READONLY` after a failover, `LOADING`,
+    /// `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.retry_attempts(), 3);
+    /// ```
+    pub fn retry_attempts(&self) -> u32 {
+        self.retry_attempts
+    }
+
+    /// The pause before each retry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.retry_delay().as_millis(), 500);
+    /// ```
+    pub fn retry_delay(&self) -> std::time::Duration {
+        self.retry_delay
     }
 
     /// The replica confirmation setting: how many replicas must confirm each lock write, and
@@ -137,7 +223,13 @@ impl Config {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ConfigBuilder {
-    info: std::result::Result<redis::ConnectionInfo, String>,
+    mode: Mode,
+    urls: std::result::Result<Vec<redis::ConnectionInfo>, String>,
+    username: Option<String>,
+    password: Option<String>,
+    database: Option<i64>,
+    retry_attempts: u32,
+    retry_delay: Duration,
     pool_size: usize,
     connect_timeout: Duration,
     response_timeout: Duration,
@@ -148,6 +240,105 @@ pub struct ConfigBuilder {
 }
 
 impl ConfigBuilder {
+    fn new<U: IntoConnectionInfo>(mode: Mode, urls: impl IntoIterator<Item = U>) -> ConfigBuilder {
+        ConfigBuilder {
+            mode,
+            urls: urls
+                .into_iter()
+                .map(|u| u.into_connection_info().map_err(|e| e.to_string()))
+                .collect(),
+            username: None,
+            password: None,
+            database: None,
+            retry_attempts: 3,
+            retry_delay: Duration::from_millis(500),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(3),
+            response_timeout: Duration::from_secs(3),
+            watchdog_timeout: Duration::from_secs(30),
+            renew_batch_size: 100,
+            fair_thread_wait: Duration::from_secs(300),
+            replica_sync: None,
+        }
+    }
+
+    /// The username for the data nodes (ACL), overriding the one in the URLs. For Sentinel,
+    /// the master's: the sentinels' own come from their URLs.
+    ///
+    /// Defaults to the URL's, or none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").username("locks").password("pw");
+    /// ```
+    pub fn username(mut self, username: &str) -> Self {
+        self.username = Some(username.to_owned());
+        self
+    }
+
+    /// The password for the data nodes, overriding the one in the URLs. For Sentinel, the
+    /// master's: the sentinels' own come from their URLs.
+    ///
+    /// Defaults to the URL's, or none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").password("secret");
+    /// ```
+    pub fn password(mut self, password: &str) -> Self {
+        self.password = Some(password.to_owned());
+        self
+    }
+
+    /// The database number, overriding the URL's. A cluster has only database 0.
+    ///
+    /// Defaults to the URL's, or 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").database(2);
+    /// ```
+    pub fn database(mut self, db: i64) -> Self {
+        self.database = Some(db);
+        self
+    }
+
+    /// How many times a call is retried when it surely did not run: no connection could be
+    /// made, or the server refused it for now (`READONLY` after a failover, `LOADING`,
+    /// `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`). A call whose reply was lost is not retried
+    /// (it may have run), except an unlock, which is idempotent.
+    /// [`RedLock`](crate::RedLock) calls are never retried (its node timeout rules).
+    ///
+    /// Defaults to 3. 0 turns retries off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").retry_attempts(5);
+    /// ```
+    pub fn retry_attempts(mut self, attempts: u32) -> Self {
+        self.retry_attempts = attempts;
+        self
+    }
+
+    /// The pause before each retry.
+    ///
+    /// Defaults to 500 ms. Must be non-zero.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let b = redlatch::Config::builder("redis://127.0.0.1/").retry_delay(Duration::from_millis(200));
+    /// ```
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
     /// The most command connections the client opens; they are opened on demand.
     /// Callers wait for a free one at most `connect_timeout`.
     ///
@@ -300,9 +491,66 @@ impl ConfigBuilder {
     /// assert!(err.is_invalid_argument());
     /// ```
     pub fn build(self) -> Result<Config> {
-        let info = self
-            .info
+        let urls = self
+            .urls
             .map_err(|e| Error::invalid(format!("bad redis URL: {e}")))?;
+        if urls.is_empty() {
+            return Err(Error::invalid("no server address given"));
+        }
+        if let Some(url) = urls
+            .iter()
+            .find(|u| !matches!(u.addr(), redis::ConnectionAddr::Tcp(..)))
+        {
+            return Err(Error::invalid(format!(
+                "only plain TCP addresses are supported yet, not {}",
+                url.addr()
+            )));
+        }
+        let with_node_settings = |mut node: redis::RedisConnectionInfo| {
+            if let Some(user) = &self.username {
+                node = node.set_username(user);
+            }
+            if let Some(password) = &self.password {
+                node = node.set_password(password);
+            }
+            if let Some(db) = self.database {
+                node = node.set_db(db);
+            }
+            node
+        };
+        let topology = match self.mode {
+            Mode::Single => {
+                let mut urls = urls;
+                if urls.len() > 1 {
+                    return Err(Error::invalid("a single-server config takes one URL"));
+                }
+                let url = urls.remove(0);
+                let node = with_node_settings(url.redis_settings().clone());
+                Topology::Single(url.set_redis_settings(node))
+            }
+            Mode::Sentinel(master) => {
+                check_name("sentinel master", &master)?;
+                Topology::Sentinel {
+                    sentinels: urls,
+                    master,
+                    node: with_node_settings(redis::RedisConnectionInfo::default()),
+                }
+            }
+            Mode::Cluster => {
+                let seeds: Vec<_> = urls
+                    .into_iter()
+                    .map(|u| {
+                        let node = with_node_settings(u.redis_settings().clone());
+                        u.set_redis_settings(node)
+                    })
+                    .collect();
+                if seeds.iter().any(|u| u.redis_settings().db() != 0) {
+                    return Err(Error::invalid("a Redis Cluster has only database 0"));
+                }
+                Topology::Cluster { seeds }
+            }
+        };
+        check_duration("retry_delay", self.retry_delay)?;
         if self.pool_size == 0 {
             return Err(Error::invalid("pool_size must be at least 1"));
         }
@@ -331,7 +579,9 @@ impl ConfigBuilder {
             }
         }
         Ok(Config {
-            info,
+            topology,
+            retry_attempts: self.retry_attempts,
+            retry_delay: self.retry_delay,
             pool_size: self.pool_size,
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
@@ -403,6 +653,28 @@ mod tests {
             .unwrap_err()
             .is_invalid_argument());
         assert!(b().build().is_ok());
+        assert!(b()
+            .retry_delay(Duration::ZERO)
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        let none: [&str; 0] = [];
+        assert!(Config::cluster(none)
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(Config::sentinel(["redis://127.0.0.1:26379"], "")
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(Config::cluster(["redis://127.0.0.1:7000/1"])
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(Config::builder("redis+unix:///tmp/redis.sock")
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
         let sync = |n, ms| b().sync_replicas(n, Duration::from_millis(ms)).build();
         assert!(sync(0, 100).unwrap_err().is_invalid_argument());
         assert!(sync(1, 0).unwrap_err().is_invalid_argument());
@@ -412,6 +684,48 @@ mod tests {
             Some((2, Duration::from_millis(500)))
         );
         assert_eq!(b().build().unwrap().sync_replicas(), None);
+    }
+
+    #[test]
+    fn node_settings_override_the_urls() {
+        let config = Config::builder("redis://u:p@127.0.0.1:6380/3")
+            .password("other")
+            .database(5)
+            .build()
+            .unwrap();
+        let Topology::Single(info) = &config.topology else {
+            panic!("single")
+        };
+        let node = info.redis_settings();
+        assert_eq!(
+            (node.username(), node.password(), node.db()),
+            (Some("u"), Some("other"), 5)
+        );
+
+        let config = Config::sentinel(["redis://127.0.0.1:26379", "redis://127.0.0.1:26380"], "m")
+            .username("app")
+            .password("pw")
+            .database(1)
+            .build()
+            .unwrap();
+        let Topology::Sentinel {
+            sentinels,
+            master,
+            node,
+        } = &config.topology
+        else {
+            panic!("sentinel")
+        };
+        assert_eq!((sentinels.len(), master.as_str()), (2, "m"));
+        assert_eq!(
+            (node.username(), node.password(), node.db()),
+            (Some("app"), Some("pw"), 1)
+        );
+        assert_eq!(sentinels[0].redis_settings().password(), None);
+        assert_eq!(
+            (config.retry_attempts(), config.retry_delay()),
+            (3, Duration::from_millis(500))
+        );
     }
 
     #[test]

@@ -88,6 +88,7 @@ mod pool;
 mod pubsub;
 mod scripts;
 mod semaphore;
+mod target;
 mod watchdog;
 
 pub use client::Client;

@@ -8,12 +8,14 @@
 //! likely dead for the same reason.
 
 use std::cell::Cell;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use redis::ConnectionLike;
 
 use crate::error::{Error, Result};
+use crate::target::Target;
 
 thread_local! {
     /// A cap on connect and reply times for the calls this thread makes, set by
@@ -36,8 +38,10 @@ pub(crate) fn with_call_timeout<T>(timeout: Duration, f: impl FnOnce() -> T) -> 
 }
 
 pub(crate) struct Pool {
-    client: redis::Client,
+    target: Arc<Target>,
     max: usize,
+    retry_attempts: u32,
+    retry_delay: Duration,
     connect_timeout: Duration,
     response_timeout: Duration,
     state: Mutex<State>,
@@ -51,40 +55,78 @@ struct State {
 }
 
 impl Pool {
-    pub(crate) fn new(
-        info: redis::ConnectionInfo,
-        max: usize,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-    ) -> Result<Pool> {
-        let client = redis::Client::open(info).map_err(|e| Error::invalid(e.to_string()))?;
-        Ok(Pool {
-            client,
-            max,
-            connect_timeout,
-            response_timeout,
+    pub(crate) fn new(target: Arc<Target>, config: &crate::Config) -> Pool {
+        Pool {
+            target,
+            max: config.pool_size,
+            retry_attempts: config.retry_attempts,
+            retry_delay: config.retry_delay,
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
             }),
             freed: Condvar::new(),
-        })
+        }
     }
 
     /// Runs `f` on a pooled connection. `key` names the key the command is about, for errors.
     ///
-    /// A connection error or a timeout drops the connection and all idle ones.
+    /// A connection error or a timeout drops the connection and all idle ones. A call that
+    /// surely did not run (no connection could be made, or the server refused it for now:
+    /// `READONLY`, `LOADING`, `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`) is retried up to the
+    /// configured attempts, except under [`with_call_timeout`].
     pub(crate) fn run<T>(
         &self,
         key: &str,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
+        let mut retries = if cap.is_some() {
+            0
+        } else {
+            self.retry_attempts
+        };
+        loop {
+            match self.attempt(key, cap, &mut f) {
+                Err((err, false)) if retries > 0 => {
+                    retries -= 1;
+                    log::debug!(
+                        "call on `{key}` to {} did not run ({err}); retrying in {:?}",
+                        self.target.describe(),
+                        self.retry_delay
+                    );
+                    std::thread::sleep(self.retry_delay);
+                }
+                outcome => return outcome.map_err(|(err, _)| err),
+            }
+        }
+    }
+
+    /// As [`run`](Self::run), but never retried: for the watchdog, whose renewals are due
+    /// again next period and must not hold up the others.
+    pub(crate) fn run_once<T>(
+        &self,
+        key: &str,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
+        self.attempt(key, cap, &mut f).map_err(|(err, _)| err)
+    }
+
+    /// One try; an error comes with whether the command may have run.
+    fn attempt<T>(
+        &self,
+        key: &str,
+        cap: Option<Duration>,
+        f: &mut impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> std::result::Result<T, (Error, bool)> {
         let mut conn = self.checkout(cap)?;
         if let Some(t) = cap {
             if let Err(e) = set_timeouts(&conn, t) {
                 self.discard(conn);
-                return Err(Error::Connection(e));
+                return Err((Error::Connection(e), false));
             }
         }
         let result = f(&mut conn);
@@ -100,19 +142,26 @@ impl Pool {
                 Ok(v)
             }
             Err(e) => {
+                let refused = refused_for_now(&e);
                 let err = Error::from_redis(e, key);
-                if err.breaks_connection() || !conn.is_open() || !restored {
+                // After READONLY the connections point at a demoted master: drop them all.
+                if err.breaks_connection() || !conn.is_open() || !restored || refused {
                     log::debug!("dropping command connections after error: {err}");
                     self.discard(conn);
                 } else {
                     self.checkin(conn);
                 }
-                Err(err)
+                Err((err, !refused))
             }
         }
     }
 
-    fn checkout(&self, cap: Option<Duration>) -> Result<redis::Connection> {
+    /// A pooled or new connection. A failed connect is retryable (nothing was sent); pool
+    /// exhaustion is reported as not retryable.
+    fn checkout(
+        &self,
+        cap: Option<Duration>,
+    ) -> std::result::Result<redis::Connection, (Error, bool)> {
         let connect_timeout = cap.map_or(self.connect_timeout, |t| t.min(self.connect_timeout));
         let deadline = Instant::now() + connect_timeout;
         let mut state = self.state.lock();
@@ -123,31 +172,26 @@ impl Pool {
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return self.connect(connect_timeout).inspect_err(|_| {
+                return self.connect(connect_timeout).map_err(|e| {
                     self.state.lock().open -= 1;
                     self.freed.notify_one();
+                    (e, false)
                 });
             }
             if self.freed.wait_until(&mut state, deadline).timed_out() {
-                return Err(Error::Timeout(format!(
-                    "all {} pooled connections stayed busy for {:?}",
-                    self.max, connect_timeout
-                )));
+                return Err((
+                    Error::Timeout(format!(
+                        "all {} pooled connections stayed busy for {:?}",
+                        self.max, connect_timeout
+                    )),
+                    true,
+                ));
             }
         }
     }
 
     fn connect(&self, connect_timeout: Duration) -> Result<redis::Connection> {
-        let conn = self
-            .client
-            .get_connection_with_timeout(connect_timeout)
-            .map_err(|e| match Error::from_redis(e, "") {
-                Error::Timeout(msg) => Error::Timeout(format!("connecting: {msg}")),
-                Error::Connection(e) => Error::Connection(e),
-                other => other,
-            })?;
-        set_timeouts(&conn, self.response_timeout).map_err(Error::Connection)?;
-        Ok(conn)
+        self.target.connect(connect_timeout, self.response_timeout)
     }
 
     fn checkin(&self, conn: redis::Connection) {
@@ -171,4 +215,15 @@ impl Pool {
 fn set_timeouts(conn: &redis::Connection, t: Duration) -> redis::RedisResult<()> {
     conn.set_read_timeout(Some(t))
         .and_then(|()| conn.set_write_timeout(Some(t)))
+}
+
+/// Server errors that say the command was not run and may succeed soon elsewhere or later.
+fn refused_for_now(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind as K};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            K::ReadOnly | K::BusyLoading | K::MasterDown | K::TryAgain | K::ClusterDown
+        )
+    )
 }

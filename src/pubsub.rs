@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 use redis::Value;
 
 use crate::error::{Error, Result};
+use crate::target::Target;
 
 /// Handle kept by the client; dropping it stops the thread and closes the connection.
 pub(crate) struct PubSub {
@@ -31,10 +32,8 @@ pub(crate) struct PubSub {
 }
 
 struct Shared {
-    host: String,
-    port: u16,
-    username: Option<String>,
-    password: Option<String>,
+    /// Where to connect: looked up again on every reconnect (Sentinel follows failovers).
+    target: Arc<Target>,
     connect_timeout: Duration,
     response_timeout: Duration,
     registry: Mutex<Registry>,
@@ -87,25 +86,13 @@ struct Chan {
 
 impl PubSub {
     pub(crate) fn start(
-        info: &redis::ConnectionInfo,
+        target: Arc<Target>,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<PubSub> {
-        let (host, port) = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => (host.clone(), *port),
-            other => {
-                return Err(Error::invalid(format!(
-                    "only plain TCP addresses are supported yet, not {other:?}"
-                )))
-            }
-        };
-        let settings = info.redis_settings();
         let (stop_tx, stop_rx) = bounded(1);
         let shared = Arc::new(Shared {
-            host,
-            port,
-            username: settings.username().map(str::to_owned),
-            password: settings.password().map(str::to_owned),
+            target,
             connect_timeout,
             response_timeout,
             registry: Mutex::new(Registry::default()),
@@ -300,13 +287,12 @@ impl Shared {
                         return;
                     }
                     log::warn!(
-                        "pub/sub connection to {}:{} lost; reconnecting and waking waiters",
-                        self.host,
-                        self.port
+                        "pub/sub connection to {} lost; reconnecting and waking waiters",
+                        self.target.describe()
                     );
                 }
                 Err(e) => {
-                    log::debug!("pub/sub connect to {}:{} failed: {e}", self.host, self.port);
+                    log::debug!("pub/sub connect to {} failed: {e}", self.target.describe());
                     if self.registry.lock().shutdown {
                         return;
                     }
@@ -321,12 +307,17 @@ impl Shared {
 
     fn connect(&self) -> Result<TcpStream> {
         let io = |e: std::io::Error| Error::Connection(e.into());
+        let info = self
+            .target
+            .resolve(self.connect_timeout, self.response_timeout)?;
+        let (host, port) = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => (host.as_str(), *port),
+            other => return Err(Error::invalid(format!("not a plain TCP address: {other}"))),
+        };
+        let settings = info.redis_settings();
         let mut last = None;
         let mut connected = None;
-        for addr in (self.host.as_str(), self.port)
-            .to_socket_addrs()
-            .map_err(io)?
-        {
+        for addr in (host, port).to_socket_addrs().map_err(io)? {
             match TcpStream::connect_timeout(&addr, self.connect_timeout) {
                 Ok(s) => {
                     connected = Some(s);
@@ -337,12 +328,12 @@ impl Shared {
         }
         let stream = connected.ok_or_else(|| match last {
             Some(e) => io(e),
-            None => Error::invalid(format!("cannot resolve {}", self.host)),
+            None => Error::invalid(format!("cannot resolve {host}")),
         })?;
         stream.set_nodelay(true).map_err(io)?;
-        if let Some(password) = &self.password {
+        if let Some(password) = settings.password() {
             let mut auth = redis::cmd("AUTH");
-            if let Some(user) = &self.username {
+            if let Some(user) = settings.username() {
                 auth.arg(user);
             }
             auth.arg(password);
@@ -572,7 +563,8 @@ mod tests {
     /// A pub/sub handle whose connection never comes up: the registry works without one.
     fn offline() -> PubSub {
         let info = redis::IntoConnectionInfo::into_connection_info("redis://127.0.0.1:1/").unwrap();
-        PubSub::start(&info, Duration::from_millis(50), Duration::from_millis(50)).unwrap()
+        let target = Arc::new(Target::Fixed(info));
+        PubSub::start(target, Duration::from_millis(50), Duration::from_millis(50)).unwrap()
     }
 
     fn message(channel: &str, payload: &str) -> Value {

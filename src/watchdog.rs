@@ -646,7 +646,7 @@ impl Shared {
                 }
                 inv.arg(&*t.field);
             }
-            let reply = self.pool.run(&batch[first].name, |c| {
+            let reply = self.pool.run_once(&batch[first].name, |c| {
                 let renewed: Vec<i64> = inv.invoke(c)?;
                 let acked = wait_replicas(self.sync, c, renewed.contains(&1))?;
                 Ok((renewed, acked))

@@ -140,3 +140,76 @@ fn waiter_survives_a_server_restart() {
         "the waiter acquired the lock after the restart"
     );
 }
+
+#[test]
+fn a_call_that_could_not_connect_is_retried_until_the_server_is_back() {
+    let mut server = RedisServer::new();
+    let url = server.url();
+    server.kill();
+    let config = Config::builder(url.as_str())
+        .connect_timeout(Duration::from_millis(200))
+        .retry_attempts(25)
+        .retry_delay(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let restarter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300)); // the outage being staged
+        server.restart();
+        server
+    });
+    let guard = client
+        .lock("fault:retry")
+        .lock()
+        .expect("retried until the server was back");
+    let server = restarter.join().unwrap();
+    let count: Option<u32> = redis::cmd("HGET")
+        .arg("fault:retry")
+        .arg(guard.owner())
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(count, Some(1), "the acquire ran once");
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn without_retries_a_dead_server_fails_at_once_and_readonly_is_retried_then_reported() {
+    let mut dead = RedisServer::new();
+    let url = dead.url();
+    dead.kill();
+    let config = Config::builder(url.as_str())
+        .retry_attempts(0)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let err = Client::new(config)
+        .unwrap()
+        .lock("fault:none")
+        .lock()
+        .unwrap_err();
+    assert!(err.is_connection(), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
+
+    // A replica refuses writes with READONLY: the call did not run, so it is retried.
+    let master = RedisServer::new();
+    let replica = RedisServer::replica_of(&master);
+    let config = Config::builder(replica.url().as_str())
+        .retry_attempts(2)
+        .retry_delay(Duration::from_millis(150))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let start = Instant::now();
+    let err = client.lock("fault:readonly").lock().unwrap_err();
+    let took = start.elapsed();
+    assert!(err.to_string().contains("read only replica"), "{err}");
+    assert!(
+        took >= Duration::from_millis(300),
+        "two retries 150 ms apart, {took:?}"
+    );
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
