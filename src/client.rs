@@ -3,12 +3,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::cluster::Router;
 use crate::config::{Config, Topology};
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
-use crate::pool::Pool;
+use crate::pool::{Commands, Pool};
 use crate::pubsub::PubSub;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::target::Target;
@@ -42,7 +43,7 @@ pub(crate) struct Inner {
     // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
     pub(crate) watchdog: Watchdog,
     pub(crate) pubsub: PubSub,
-    pub(crate) pool: Arc<Pool>,
+    pub(crate) pool: Arc<Commands>,
 }
 
 impl Client {
@@ -80,25 +81,33 @@ impl Client {
     /// let client = redlatch::Client::new(config).unwrap();
     /// ```
     pub fn new(config: Config) -> Result<Client> {
-        let target = Arc::new(match &config.topology {
-            Topology::Single(info) => Target::Fixed(info.clone()),
+        let (pool, target) = match &config.topology {
+            Topology::Single(info) => {
+                let target = Arc::new(Target::Fixed(info.clone()));
+                (Pool::new(Arc::clone(&target), &config).into(), target)
+            }
             Topology::Sentinel {
                 sentinels,
                 master,
                 node,
-            } => Target::sentinel(sentinels.clone(), master.clone(), node.clone()),
-            Topology::Cluster { seeds } => {
-                return Err(crate::Error::invalid(format!(
-                    "Redis Cluster (seeds {}) is not supported yet",
-                    seeds
-                        .iter()
-                        .map(|s| s.addr().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
+            } => {
+                let target = Arc::new(Target::sentinel(
+                    sentinels.clone(),
+                    master.clone(),
+                    node.clone(),
+                ));
+                (Pool::new(Arc::clone(&target), &config).into(), target)
             }
-        });
-        let pool = Arc::new(Pool::new(Arc::clone(&target), &config));
+            Topology::Cluster { seeds } => {
+                // TODO(sharded pub/sub): waiters wake by their TTL bound meanwhile.
+                let target = Arc::new(Target::Fixed(seeds[0].clone()));
+                (
+                    Commands::Cluster(Box::new(Router::new(config.clone(), seeds.clone()))),
+                    target,
+                )
+            }
+        };
+        let pool = Arc::new(pool);
         let pubsub = PubSub::start(target, config.connect_timeout, config.response_timeout)?;
         let watchdog = Watchdog::start(
             Arc::clone(&pool),
@@ -326,6 +335,13 @@ impl std::fmt::Debug for Client {
 
 /// A number for the calling OS thread, given on first use and unique in this process
 /// (Redisson uses the Java thread id in the same place).
+impl Client {
+    /// The command lock scripts publish unlock messages with.
+    pub(crate) fn publish(&self) -> &'static str {
+        self.inner.pool.publish_command()
+    }
+}
+
 pub(crate) fn thread_number() -> u64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     thread_local!(static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed));

@@ -13,7 +13,6 @@ use crate::scripts;
 const NEW_COUNT_MESSAGE: &str = "1";
 /// Published on the channel when the latch opens (Redisson's `zeroCountMessage`).
 const ZERO_COUNT_MESSAGE: &str = "0";
-const PUBLISH: &str = "PUBLISH";
 
 /// A distributed count-down latch, wire-compatible with Redisson's `RCountDownLatch`.
 ///
@@ -107,7 +106,7 @@ impl CountDownLatch {
                 .key(&*self.channel)
                 .arg(NEW_COUNT_MESSAGE)
                 .arg(count)
-                .arg(PUBLISH)
+                .arg(self.client.publish())
                 .invoke(c)
         })?;
         Ok(set == 1)
@@ -290,7 +289,7 @@ impl CountDownLatch {
                 .key(&*self.name)
                 .key(&*self.channel)
                 .arg(ZERO_COUNT_MESSAGE)
-                .arg(PUBLISH)
+                .arg(self.client.publish())
                 .invoke(c)
         })
     }

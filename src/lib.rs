@@ -79,6 +79,7 @@
 //! - Guards are not `Send`: the hold belongs to the thread, as in Java.
 
 mod client;
+mod cluster;
 mod config;
 mod error;
 mod fenced;

@@ -37,6 +37,67 @@ pub(crate) fn with_call_timeout<T>(timeout: Duration, f: impl FnOnce() -> T) -> 
     f()
 }
 
+/// Whether this thread's calls are capped by [`with_call_timeout`] (and so not retried).
+pub(crate) fn capped() -> bool {
+    CALL_TIMEOUT.get().is_some()
+}
+
+/// Where commands go: one server's pool, or a cluster's router over one pool per node.
+pub(crate) enum Commands {
+    Single(Pool),
+    Cluster(Box<crate::cluster::Router>),
+}
+
+impl From<Pool> for Commands {
+    fn from(pool: Pool) -> Commands {
+        Commands::Single(pool)
+    }
+}
+
+impl Commands {
+    /// Runs `f` on a connection to the server of `key`, with retries of calls that surely
+    /// did not run (see [`Pool::run`]).
+    pub(crate) fn run<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        match self {
+            Commands::Single(pool) => pool.run(key, f),
+            Commands::Cluster(router) => router.run(key, !capped(), f),
+        }
+    }
+
+    /// As [`run`](Self::run), without retries (redirections are still followed).
+    pub(crate) fn run_once<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        match self {
+            Commands::Single(pool) => pool.run_once(key, f),
+            Commands::Cluster(router) => router.run(key, false, f),
+        }
+    }
+
+    /// The hash slot of `key` on a cluster (keys of one script call must share it); 0 on
+    /// a single server, where any keys may go together.
+    pub(crate) fn slot(&self, key: &str) -> u16 {
+        match self {
+            Commands::Single(_) => 0,
+            Commands::Cluster(_) => crate::cluster::slot(key.as_bytes()),
+        }
+    }
+
+    /// The command lock scripts publish with: `SPUBLISH` (sharded pub/sub) on a cluster.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        match self {
+            Commands::Single(_) => "PUBLISH",
+            Commands::Cluster(_) => "SPUBLISH",
+        }
+    }
+}
+
 pub(crate) struct Pool {
     target: Arc<Target>,
     max: usize,
@@ -82,14 +143,9 @@ impl Pool {
         key: &str,
         mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
-        let mut retries = if cap.is_some() {
-            0
-        } else {
-            self.retry_attempts
-        };
+        let mut retries = if capped() { 0 } else { self.retry_attempts };
         loop {
-            match self.attempt(key, cap, &mut f) {
+            match self.attempt(key, &mut f) {
                 Err((err, false)) if retries > 0 => {
                     retries -= 1;
                     log::debug!(
@@ -111,17 +167,16 @@ impl Pool {
         key: &str,
         mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
-        self.attempt(key, cap, &mut f).map_err(|(err, _)| err)
+        self.attempt(key, &mut f).map_err(|(err, _)| err)
     }
 
     /// One try; an error comes with whether the command may have run.
-    fn attempt<T>(
+    pub(crate) fn attempt<T>(
         &self,
         key: &str,
-        cap: Option<Duration>,
         f: &mut impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
+        let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
         let mut conn = self.checkout(cap)?;
         if let Some(t) = cap {
             if let Err(e) = set_timeouts(&conn, t) {

@@ -29,7 +29,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
 use crate::lock::{wait_replicas, Renewal};
-use crate::pool::Pool;
+use crate::pool::Commands;
 use crate::scripts;
 
 /// Why a [`LockGuard`](crate::LockGuard)'s hold was lost, as passed to
@@ -71,7 +71,7 @@ pub(crate) struct Watchdog {
 }
 
 struct Shared {
-    pool: Arc<Pool>,
+    pool: Arc<Commands>,
     /// Replica confirmation of every renewal, when the client asks for it.
     sync: Option<ReplicaSync>,
     lease: Duration,
@@ -228,7 +228,7 @@ pub(crate) fn call_lost(callback: Callback, reason: LostReason, name: &str) {
 
 impl Watchdog {
     pub(crate) fn start(
-        pool: Arc<Pool>,
+        pool: Arc<Commands>,
         lease: Duration,
         batch: usize,
         sync: Option<ReplicaSync>,
@@ -660,8 +660,13 @@ impl Shared {
             });
             scatter(&mut out, at, reply);
         };
-        call(&scripts::LOCK_RENEW, &hashes);
-        call(&scripts::RW_READ_RENEW, &reads);
+        // On a cluster the keys of one call must share a slot.
+        for group in by_slot(&self.pool, batch, &hashes) {
+            call(&scripts::LOCK_RENEW, &group);
+        }
+        for group in by_slot(&self.pool, batch, &reads) {
+            call(&scripts::RW_READ_RENEW, &group);
+        }
         out
     }
 
@@ -714,6 +719,19 @@ impl Shared {
             }
         }
     }
+}
+
+/// Splits batch positions `at` into groups of one hash slot each (one group on a single
+/// server), keeping their order.
+fn by_slot(commands: &Commands, batch: &[Target], at: &[usize]) -> Vec<Vec<usize>> {
+    let mut groups: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
+    for &i in at {
+        groups
+            .entry(commands.slot(&batch[i].name))
+            .or_default()
+            .push(i);
+    }
+    groups.into_values().collect()
 }
 
 fn owner(e: &Entry) -> &str {

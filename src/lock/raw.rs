@@ -260,7 +260,7 @@ impl RawLock {
                 .arg(owner)
                 .arg(f.wait_ms)
                 .arg(if enqueue { "1" } else { "0" })
-                .arg("PUBLISH")
+                .arg(self.client.publish())
                 .invoke(c)?,
         };
         Ok(decode_attempt(&reply))
@@ -298,7 +298,7 @@ impl RawLock {
                 .key(&self.channel)
                 .arg(owner)
                 .arg(f.wait_ms)
-                .arg("PUBLISH")
+                .arg(self.client.publish())
                 .invoke(c)
         })
     }
@@ -320,7 +320,7 @@ impl RawLock {
                         .arg(0)
                         .arg(millis(lease))
                         .arg(owner)
-                        .arg("PUBLISH")
+                        .arg(self.client.publish())
                         .arg(latch_ttl)
                         .invoke(c)?,
                     Kind::Rw(Side::Read) => scripts::RW_READ_UNLOCK
@@ -330,7 +330,7 @@ impl RawLock {
                         .key(self.key_prefix())
                         .key(&latch)
                         .arg(owner)
-                        .arg("PUBLISH")
+                        .arg(self.client.publish())
                         .arg(latch_ttl)
                         .invoke(c)?,
                     Kind::Rw(Side::Write) => scripts::RW_WRITE_UNLOCK
@@ -340,7 +340,7 @@ impl RawLock {
                         .key(&latch)
                         .arg(millis(lease))
                         .arg(self.field(owner))
-                        .arg("PUBLISH")
+                        .arg(self.client.publish())
                         .arg(latch_ttl)
                         .invoke(c)?,
                     Kind::Fair(f) => scripts::FAIR_UNLOCK
@@ -351,7 +351,7 @@ impl RawLock {
                         .key(&latch)
                         .arg(millis(lease))
                         .arg(owner)
-                        .arg("PUBLISH")
+                        .arg(self.client.publish())
                         .arg(latch_ttl)
                         .arg(f.wait_ms)
                         .invoke(c)?,
@@ -396,7 +396,7 @@ impl RawLock {
                     .key(&*self.name)
                     .key(&self.channel)
                     .arg(0)
-                    .arg("PUBLISH")
+                    .arg(self.client.publish())
                     .invoke(c),
                 Kind::Rw(side) => scripts::RW_FORCE_UNLOCK
                     .key(&*self.name)
@@ -405,14 +405,14 @@ impl RawLock {
                         Side::Read => "read",
                         Side::Write => "write",
                     })
-                    .arg("PUBLISH")
+                    .arg(self.client.publish())
                     .invoke(c),
                 Kind::Fair(f) => scripts::FAIR_FORCE_UNLOCK
                     .key(&*self.name)
                     .key(&f.queue)
                     .key(&f.timeouts)
                     .key(&self.channel)
-                    .arg("PUBLISH")
+                    .arg(self.client.publish())
                     .arg(f.wait_ms)
                     .invoke(c),
             })

@@ -450,7 +450,9 @@ impl PermitExpirableSemaphore {
     /// `args`. A wrong-type reply names the key the script found wrong.
     fn run<T: redis::FromRedisValue>(&self, script: &redis::Script, args: &[&str]) -> Result<T> {
         let mut call = script.key(&*self.name);
-        call.key(&*self.timeouts).key(&*self.channel).arg("PUBLISH");
+        call.key(&*self.timeouts)
+            .key(&*self.channel)
+            .arg(self.client.publish());
         for arg in args {
             call.arg(*arg);
         }

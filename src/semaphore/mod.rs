@@ -93,7 +93,7 @@ impl Semaphore {
                 .key(&*self.name)
                 .key(&*self.channel)
                 .arg(permits)
-                .arg("PUBLISH")
+                .arg(self.client.publish())
                 .invoke(c)
         })
     }
@@ -123,7 +123,7 @@ impl Semaphore {
                 .key(&*self.name)
                 .key(&*self.channel)
                 .arg(delta)
-                .arg("PUBLISH")
+                .arg(self.client.publish())
                 .invoke(c)
         })
     }
