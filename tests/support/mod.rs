@@ -5,6 +5,9 @@
 //! [`stop`](RedisServer::stop) and [`cont`](RedisServer::cont) their own servers only.
 #![allow(dead_code)]
 
+pub mod cluster;
+pub mod sentinel;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -26,6 +29,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     extra_args: Vec<String>,
+    /// Passed as the first argument (`redis-server <file> ...`), e.g. a sentinel's config.
+    config_file: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -37,6 +42,14 @@ impl RedisServer {
     /// Starts a server with extra command-line arguments, e.g. `&["--maxclients", "10"]`.
     pub fn with_args(extra_args: &[&str]) -> Self {
         let extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
+        Self::launch(None, |_| extra_args.clone())
+    }
+
+    /// Starts `redis-server [<dir>/redis.conf] <default args> <extra args>`: `config`, if
+    /// given, is written to `redis.conf` in the server's temp dir (where it stays writable,
+    /// as sentinels need); `extra_args` gets the picked port and is called again on each
+    /// retry, so it may pick further ports (e.g. a cluster bus port) itself.
+    pub(crate) fn launch(config: Option<&str>, extra_args: impl Fn(u16) -> Vec<String>) -> Self {
         let mut last_log = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port();
@@ -48,11 +61,17 @@ impl RedisServer {
                 port
             ));
             std::fs::create_dir_all(&dir).expect("create redis temp dir");
+            let config_file = config.map(|text| {
+                let file = dir.join("redis.conf");
+                std::fs::write(&file, text).expect("write redis.conf");
+                file
+            });
             let mut server = RedisServer {
                 child: None,
                 port,
                 dir,
-                extra_args: extra_args.clone(),
+                extra_args: extra_args(port),
+                config_file,
             };
             server.spawn();
             match server.wait_for_ping() {
@@ -86,6 +105,21 @@ impl RedisServer {
         self.client()
             .get_connection()
             .expect("connect to test redis-server")
+    }
+
+    /// A connection with short (1 s) timeouts that has answered `PING`, or `None` if the
+    /// server was killed, is stopped or does not answer: for polling the topology of many
+    /// servers without hanging on a stopped one.
+    pub fn try_conn(&self) -> Option<redis::Connection> {
+        const QUICK: Duration = Duration::from_secs(1);
+        if !self.is_running() {
+            return None;
+        }
+        let mut conn = self.client().get_connection_with_timeout(QUICK).ok()?;
+        conn.set_read_timeout(Some(QUICK)).ok()?;
+        conn.set_write_timeout(Some(QUICK)).ok()?;
+        redis::cmd("PING").exec(&mut conn).ok()?;
+        Some(conn)
     }
 
     /// Process id of the running server; panics if it was killed.
@@ -210,6 +244,11 @@ impl RedisServer {
         std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
     }
 
+    /// Whether the process was started and not killed since (a stopped one counts as running).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     fn signal(&self, sig: &str) {
         let status = Command::new("kill")
             .args([sig, &self.pid().to_string()])
@@ -225,7 +264,11 @@ impl RedisServer {
         // Config errors go to stderr before the log file is opened: keep them for failure messages.
         let stdio = std::fs::File::create(self.dir.join("stdio.log")).expect("create stdio.log");
         let stdio2 = stdio.try_clone().expect("clone stdio.log handle");
-        let child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        if let Some(config_file) = &self.config_file {
+            command.arg(config_file);
+        }
+        let child = command
             .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--port", &port])
             .arg("--dir")
             .arg(&self.dir)
@@ -275,7 +318,7 @@ impl Drop for RedisServer {
 }
 
 /// A loopback port that was free a moment ago.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
 }
@@ -330,7 +373,7 @@ pub fn command_calls(conn: &mut redis::Connection, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn info_field<'a>(info: &'a str, prefix: &str) -> Option<&'a str> {
+pub(crate) fn info_field<'a>(info: &'a str, prefix: &str) -> Option<&'a str> {
     info.lines().find_map(|l| l.trim_end().strip_prefix(prefix))
 }
 
@@ -338,7 +381,17 @@ fn info_field<'a>(info: &'a str, prefix: &str) -> Option<&'a str> {
 ///
 /// For observing raw server state (e.g. a key expiring, a client disconnecting) only: never use it to
 /// wait on the crate's own behaviour, which tests must synchronise on through its API.
-pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub fn wait_until(timeout: Duration, f: impl FnMut() -> bool) -> bool {
+    wait_until_every(timeout, Duration::from_millis(5), f)
+}
+
+/// [`wait_until`], polling every `interval`: for checks that open connections to many
+/// servers (cluster and sentinel topology), which a 5 ms loop would churn through.
+pub fn wait_until_every(
+    timeout: Duration,
+    interval: Duration,
+    mut f: impl FnMut() -> bool,
+) -> bool {
     let deadline = Instant::now() + timeout;
     loop {
         if f() {
@@ -347,7 +400,7 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         if Instant::now() >= deadline {
             return false;
         }
-        thread::sleep(Duration::from_millis(5));
+        thread::sleep(interval);
     }
 }
 
