@@ -42,7 +42,7 @@ pub(crate) struct Inner {
     pub(crate) id: String,
     // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
     pub(crate) watchdog: Watchdog,
-    pub(crate) pubsub: PubSub,
+    pub(crate) pubsub: Arc<PubSub>,
     pub(crate) pool: Arc<Commands>,
 }
 
@@ -96,6 +96,7 @@ impl Client {
                     master.clone(),
                     node.clone(),
                 ));
+                target.watch(config.connect_timeout)?;
                 (Pool::new(Arc::clone(&target), &config).into(), target)
             }
             Topology::Cluster { seeds } => {
@@ -108,7 +109,17 @@ impl Client {
             }
         };
         let pool = Arc::new(pool);
-        let pubsub = PubSub::start(target, config.connect_timeout, config.response_timeout)?;
+        let pubsub = Arc::new(PubSub::start(
+            Arc::clone(&target),
+            config.connect_timeout,
+            config.response_timeout,
+        )?);
+        let weak = Arc::downgrade(&pubsub);
+        target.on_switch(move || {
+            if let Some(pubsub) = weak.upgrade() {
+                pubsub.reconnect();
+            }
+        });
         let watchdog = Watchdog::start(
             Arc::clone(&pool),
             config.watchdog_timeout,

@@ -141,6 +141,7 @@ impl Router {
                 },
             };
             retries -= 1;
+            redirects = 0;
             log::debug!(
                 "call on `{key}` (slot {slot}) did not run ({err}); re-reading the slot map, \
                  retrying in {:?}",

@@ -110,7 +110,8 @@ pub(crate) struct Pool {
 }
 
 struct State {
-    idle: Vec<redis::Connection>,
+    /// Idle connections with the target generation they were opened in.
+    idle: Vec<(redis::Connection, u64)>,
     /// Connections that exist: idle plus checked out plus being opened.
     open: usize,
 }
@@ -177,7 +178,7 @@ impl Pool {
         f: &mut impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
         let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
-        let mut conn = self.checkout(cap)?;
+        let (mut conn, generation) = self.checkout(cap)?;
         if let Some(t) = cap {
             if let Err(e) = set_timeouts(&conn, t) {
                 self.discard(conn);
@@ -190,7 +191,7 @@ impl Pool {
         match result {
             Ok(v) => {
                 if restored {
-                    self.checkin(conn);
+                    self.checkin(conn, generation);
                 } else {
                     self.discard(conn);
                 }
@@ -204,7 +205,7 @@ impl Pool {
                     log::debug!("dropping command connections after error: {err}");
                     self.discard(conn);
                 } else {
-                    self.checkin(conn);
+                    self.checkin(conn, generation);
                 }
                 Err((err, !refused))
             }
@@ -216,22 +217,31 @@ impl Pool {
     fn checkout(
         &self,
         cap: Option<Duration>,
-    ) -> std::result::Result<redis::Connection, (Error, bool)> {
+    ) -> std::result::Result<(redis::Connection, u64), (Error, bool)> {
         let connect_timeout = cap.map_or(self.connect_timeout, |t| t.min(self.connect_timeout));
         let deadline = Instant::now() + connect_timeout;
         let mut state = self.state.lock();
         loop {
-            if let Some(conn) = state.idle.pop() {
-                return Ok(conn);
+            let current = self.target.generation();
+            while let Some((conn, generation)) = state.idle.pop() {
+                if generation == current {
+                    return Ok((conn, generation));
+                }
+                // Opened to a master the sentinels have since replaced.
+                state.open -= 1;
+                drop(conn);
             }
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return self.connect(connect_timeout).map_err(|e| {
-                    self.state.lock().open -= 1;
-                    self.freed.notify_one();
-                    (e, false)
-                });
+                return self
+                    .connect(connect_timeout)
+                    .map(|c| (c, current))
+                    .map_err(|e| {
+                        self.state.lock().open -= 1;
+                        self.freed.notify_one();
+                        (e, false)
+                    });
             }
             if self.freed.wait_until(&mut state, deadline).timed_out() {
                 return Err((
@@ -249,8 +259,14 @@ impl Pool {
         self.target.connect(connect_timeout, self.response_timeout)
     }
 
-    fn checkin(&self, conn: redis::Connection) {
-        self.state.lock().idle.push(conn);
+    fn checkin(&self, conn: redis::Connection, generation: u64) {
+        let mut state = self.state.lock();
+        if generation == self.target.generation() {
+            state.idle.push((conn, generation));
+        } else {
+            state.open -= 1;
+        }
+        drop(state);
         self.freed.notify_one();
     }
 

@@ -187,6 +187,16 @@ impl PubSub {
     }
 }
 
+impl PubSub {
+    /// Drops the live connection: the reader reconnects (to wherever the target points
+    /// now), resubscribes and wakes every waiter to re-check. For a master switch.
+    pub(crate) fn reconnect(&self) {
+        if let Some(w) = self.shared.registry.lock().writer.take() {
+            let _ = w.shutdown(Shutdown::Both);
+        }
+    }
+}
+
 impl Drop for PubSub {
     fn drop(&mut self) {
         {

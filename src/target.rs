@@ -6,8 +6,11 @@
 //! opens a second connection to the master after probing it. Here every step is bounded by
 //! the client's timeouts, and the `ROLE` check runs on the connection that is then used.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 
@@ -24,6 +27,10 @@ pub(crate) struct Sentinel {
     node: RedisConnectionInfo,
     /// The sentinel that answered last: asked first next time.
     last_good: AtomicUsize,
+    /// Bumped when the sentinels switch the master: connections opened before are dropped.
+    generation: AtomicU64,
+    /// Called after each switch (the pub/sub dispatcher reconnects).
+    on_switch: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
 impl Target {
@@ -37,7 +44,41 @@ impl Target {
             master,
             node,
             last_good: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+            on_switch: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Which master connections opened now go to: changes when the sentinels switch the
+    /// master. Always 0 for a fixed server.
+    pub(crate) fn generation(&self) -> u64 {
+        match self {
+            Target::Fixed(_) => 0,
+            Target::Sentinel(s) => s.generation.load(Ordering::Acquire),
+        }
+    }
+
+    /// Registers `f` to run (on the watcher thread) after each master switch.
+    pub(crate) fn on_switch(&self, f: impl Fn() + Send + Sync + 'static) {
+        if let Target::Sentinel(s) = self {
+            s.on_switch.lock().push(Box::new(f));
+        }
+    }
+
+    /// For Sentinel: starts the thread that listens to the sentinels' `+switch-master` and
+    /// retires the connections to the old master at once (the old master keeps accepting
+    /// writes until the sentinels demote it, seconds later). It stops when the target is
+    /// dropped.
+    pub(crate) fn watch(self: &Arc<Self>, connect: Duration) -> Result<()> {
+        let Target::Sentinel(_) = &**self else {
+            return Ok(());
+        };
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("redlatch-sentinel".into())
+            .spawn(move || watch_switches(weak, connect))
+            .map(drop)
+            .map_err(|e| Error::invalid(format!("cannot spawn the sentinel watcher: {e}")))
     }
 
     /// Opens a command connection with both timeouts set: to the fixed server, or to the
@@ -120,6 +161,95 @@ impl Sentinel {
             self.master,
             failures.join("; ")
         )))
+    }
+}
+
+/// How often the watcher looks up whether its target is gone (it has no other way to hear
+/// of it while blocked reading), and how long it waits between reconnects.
+const WATCH_TICK: Duration = Duration::from_secs(1);
+
+/// Runs `f` on the sentinel target if it still exists.
+fn with_sentinel<R>(target: &Weak<Target>, f: impl FnOnce(&Sentinel) -> R) -> Option<R> {
+    let t = target.upgrade()?;
+    match &*t {
+        Target::Sentinel(s) => Some(f(s)),
+        Target::Fixed(_) => None,
+    }
+}
+
+/// The sentinel watcher's loop: subscribed to `+switch-master` on one sentinel at a time.
+fn watch_switches(target: Weak<Target>, connect: Duration) {
+    let mut known: Option<String> = None;
+    let mut next = 0usize;
+    while let Some(sentinel) =
+        with_sentinel(&target, |s| s.sentinels[next % s.sentinels.len()].clone())
+    {
+        next += 1;
+        let outcome = open(&sentinel, connect, WATCH_TICK).and_then(|mut conn| {
+            let mut pubsub = conn.as_pubsub();
+            pubsub
+                .subscribe("+switch-master")
+                .map_err(|e| Error::from_redis(e, ""))?;
+            // A switch missed while not subscribed shows as a changed address.
+            with_sentinel(&target, |s| {
+                if let Ok(info) = s.master_address(connect, WATCH_TICK) {
+                    let addr = info.addr().to_string();
+                    if known.as_ref().is_some_and(|k| *k != addr) {
+                        s.switched(&addr);
+                    }
+                    known = Some(addr);
+                }
+            });
+            loop {
+                match pubsub.get_message() {
+                    Ok(msg) => {
+                        let payload: String = msg.get_payload().unwrap_or_default();
+                        // "<name> <old ip> <old port> <new ip> <new port>"
+                        let parts: Vec<&str> = payload.split(' ').collect();
+                        let [name, _, _, ip, port] = parts[..] else {
+                            continue;
+                        };
+                        let addr = format!("{ip}:{port}");
+                        let ours = with_sentinel(&target, |s| {
+                            if name == s.master && known.as_deref() != Some(addr.as_str()) {
+                                s.switched(&addr);
+                            }
+                        });
+                        if ours.is_none() {
+                            return Ok(());
+                        }
+                        known = Some(addr);
+                    }
+                    Err(e) if e.is_timeout() => {
+                        if target.strong_count() == 0 {
+                            return Ok(());
+                        }
+                    }
+                    Err(e) => return Err(Error::from_redis(e, "")),
+                }
+            }
+        });
+        if let Err(e) = outcome {
+            log::debug!("sentinel watcher on {}: {e}", sentinel.addr());
+        }
+        if target.strong_count() == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+impl Sentinel {
+    /// The sentinels switched the master to `addr`: retire every connection to the old one.
+    fn switched(&self, addr: &str) {
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        log::warn!(
+            "sentinels switched master `{}` to {addr}; dropping connections to the old one              (generation {generation})",
+            self.master
+        );
+        for f in self.on_switch.lock().iter() {
+            f();
+        }
     }
 }
 

@@ -355,6 +355,36 @@ impl SentinelGroup {
         (old, self.wait_for_master_change(old))
     }
 
+    /// A forced failover, waited for only until every Sentinel that answers reports the new
+    /// master (about a second): the old master still claims `role:master` for several
+    /// seconds after that, which is the window a client must handle. Returns the old and
+    /// new master addresses.
+    pub fn failover_switched(&self) -> (SocketAddr, SocketAddr) {
+        let old = self.master_addr();
+        let sentinel = self
+            .sentinels
+            .iter()
+            .find(|s| s.try_conn().is_some())
+            .expect("a Sentinel that answers");
+        let _: () = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(&self.name)
+            .query(&mut sentinel.conn())
+            .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}\n{}", self.logs()));
+        let new = self.wait_for_sentinels("the Sentinels to switch master", |views| {
+            match views.iter().map(|v| v.master).collect::<Vec<_>>()[..] {
+                [Some(new), ..] if new != old && views.iter().all(|v| v.master == Some(new)) => {
+                    Ok(new)
+                }
+                _ => Err(format!(
+                    "Sentinels report {:?}",
+                    views.iter().map(|v| v.master).collect::<Vec<_>>()
+                )),
+            }
+        });
+        (old, new)
+    }
+
     /// Waits until the master moved away from `old` (after [`failover`](Self::failover), or
     /// after the master was killed or stopped for longer than `down_after`) and settled:
     /// every Sentinel that answers reports the same new address; that server reports
