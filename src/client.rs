@@ -10,7 +10,7 @@ use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
 use crate::pool::{Commands, Pool};
-use crate::pubsub::PubSub;
+use crate::pubsub::{Dispatcher, Locator, Mode, PubSub, Sharded};
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::target::Target;
 use crate::watchdog::Watchdog;
@@ -42,7 +42,7 @@ pub(crate) struct Inner {
     pub(crate) id: String,
     // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
     pub(crate) watchdog: Watchdog,
-    pub(crate) pubsub: Arc<PubSub>,
+    pub(crate) pubsub: Dispatcher,
     pub(crate) pool: Arc<Commands>,
 }
 
@@ -81,10 +81,20 @@ impl Client {
     /// let client = redlatch::Client::new(config).unwrap();
     /// ```
     pub fn new(config: Config) -> Result<Client> {
-        let (pool, target) = match &config.topology {
+        let plain = |target: &Arc<Target>| {
+            PubSub::start(
+                Arc::clone(target),
+                config.connect_timeout,
+                config.response_timeout,
+                Mode::Plain,
+            )
+            .map(Dispatcher::Plain)
+        };
+        let (pool, pubsub, target) = match &config.topology {
             Topology::Single(info) => {
                 let target = Arc::new(Target::Fixed(info.clone()));
-                (Pool::new(Arc::clone(&target), &config).into(), target)
+                let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
+                (pool, plain(&target)?, Some(target))
             }
             Topology::Sentinel {
                 sentinels,
@@ -97,29 +107,30 @@ impl Client {
                     node.clone(),
                 ));
                 target.watch(config.connect_timeout)?;
-                (Pool::new(Arc::clone(&target), &config).into(), target)
+                let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
+                (pool, plain(&target)?, Some(target))
             }
             Topology::Cluster { seeds } => {
-                // TODO(sharded pub/sub): waiters wake by their TTL bound meanwhile.
-                let target = Arc::new(Target::Fixed(seeds[0].clone()));
-                (
-                    Commands::Cluster(Box::new(Router::new(config.clone(), seeds.clone()))),
-                    target,
-                )
+                let pool = Arc::new(Commands::Cluster(Box::new(Router::new(
+                    config.clone(),
+                    seeds.clone(),
+                ))));
+                let commands = Arc::clone(&pool);
+                let locate: Locator = Box::new(move |channel: &str, refresh: bool| {
+                    let Commands::Cluster(router) = &*commands else {
+                        unreachable!("a cluster client's commands go through its router")
+                    };
+                    if refresh {
+                        if let Err(e) = router.refresh() {
+                            log::debug!("re-reading the slot map for pub/sub failed: {e}");
+                        }
+                    }
+                    router.node_for(channel)
+                });
+                let sharded = Sharded::new(locate, config.connect_timeout, config.response_timeout);
+                (pool, Dispatcher::Sharded(sharded), None)
             }
         };
-        let pool = Arc::new(pool);
-        let pubsub = Arc::new(PubSub::start(
-            Arc::clone(&target),
-            config.connect_timeout,
-            config.response_timeout,
-        )?);
-        let weak = Arc::downgrade(&pubsub);
-        target.on_switch(move || {
-            if let Some(pubsub) = weak.upgrade() {
-                pubsub.reconnect();
-            }
-        });
         let watchdog = Watchdog::start(
             Arc::clone(&pool),
             config.watchdog_timeout,
@@ -128,7 +139,7 @@ impl Client {
         )?;
         let id = uuid::Uuid::new_v4().to_string();
         log::debug!("redlatch client {id} created");
-        Ok(Client {
+        let client = Client {
             inner: Arc::new(Inner {
                 config,
                 id,
@@ -136,7 +147,17 @@ impl Client {
                 pubsub,
                 pool,
             }),
-        })
+        };
+        if let Some(target) = target {
+            // After a Sentinel master switch, the pub/sub connection moves too.
+            let weak = Arc::downgrade(&client.inner);
+            target.on_switch(move || {
+                if let Some(inner) = weak.upgrade() {
+                    inner.pubsub.reconnect();
+                }
+            });
+        }
+        Ok(client)
     }
 
     /// A reentrant lock named `name` (Redisson's `RLock`). Nothing is sent to Redis yet.

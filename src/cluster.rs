@@ -92,7 +92,6 @@ impl Router {
     }
 
     /// The master of `key`'s slot (reading the slot map first if it is not known yet).
-    #[allow(dead_code)] // for the sharded pub/sub dispatcher
     pub(crate) fn node_for(&self, key: &str) -> Result<ConnectionInfo> {
         let (_, info) = self.master_of(slot(key.as_bytes()))?;
         Ok(info)

@@ -1,0 +1,1225 @@
+//! The pub/sub dispatcher: how waiting threads learn that a lock, semaphore or latch changed.
+//!
+//! A [`PubSub`] is one dedicated connection and one reader thread. The thread owns the read
+//! side of the socket and blocks on it; SUBSCRIBE and UNSUBSCRIBE are written by the
+//! registering thread on a cloned write side, under the registry mutex, so that the order of
+//! commands on the wire is the order of registry changes. The reader routes confirmations and
+//! messages to waiters through `crossbeam_channel` slots of capacity one: a token in the slot
+//! means "re-check now".
+//!
+//! A waiter re-checks only after the server confirmed its channel (`Chan::subscribed`), so an
+//! unlock published between its failed attempt and its subscription cannot be missed. Every
+//! command written is counted in `Chan::pending` until its reply arrives; the channel is
+//! confirmed when no command is pending and the last one written was a subscribe.
+//!
+//! A connection speaks one of two [`Mode`]s. On a single node or behind Sentinel it is
+//! [`Mode::Plain`] (SUBSCRIBE, for PUBLISH). On a Redis Cluster with sharded pub/sub, unlock
+//! messages are SPUBLISHed and reach only SSUBSCRIBErs on the node that owns the channel's
+//! hash slot, so the connection is [`Mode::Sharded`] and goes to that node, and the slot may
+//! leave it: see [`sharded`] for the cluster dispatcher, which keeps one sharded connection
+//! per node that got waiters, and moves waiters when their channel moves. [`Dispatcher`] is
+//! the one type the client holds, over either.
+
+mod dispatcher;
+mod sharded;
+#[cfg(test)]
+mod testing;
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Write;
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use parking_lot::Mutex;
+use redis::Value;
+
+use crate::error::{Error, Result};
+use crate::target::Target;
+
+pub(crate) use dispatcher::Dispatcher;
+pub(crate) use sharded::{Locator, Sharded};
+
+/// Which family of pub/sub commands a connection speaks, chosen at [`PubSub::start`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// SUBSCRIBE/UNSUBSCRIBE: for messages sent with PUBLISH (single node, Sentinel, or a
+    /// cluster without sharded pub/sub, where PUBLISH reaches every node).
+    Plain,
+    /// SSUBSCRIBE/SUNSUBSCRIBE on the node that owns the channel's slot, for SPUBLISH. The
+    /// node may refuse a channel (`-MOVED`) or drop it (an unsolicited `sunsubscribe` when the
+    /// slot migrates or the node is demoted); either marks the channel moved, so that its
+    /// waiters ask where it went (see [`NodeWaiter::moved`]).
+    Sharded,
+}
+
+/// One pub/sub command, as remembered until its reply arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Command {
+    Subscribe,
+    Unsubscribe,
+}
+
+impl Command {
+    /// The command's name in `mode`.
+    fn name(self, mode: Mode) -> &'static str {
+        match (self, mode) {
+            (Command::Subscribe, Mode::Plain) => "SUBSCRIBE",
+            (Command::Unsubscribe, Mode::Plain) => "UNSUBSCRIBE",
+            (Command::Subscribe, Mode::Sharded) => "SSUBSCRIBE",
+            (Command::Unsubscribe, Mode::Sharded) => "SUNSUBSCRIBE",
+        }
+    }
+}
+
+/// Handle on one pub/sub connection and its reader thread; dropping it stops the thread and
+/// closes the connection.
+pub(crate) struct PubSub {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the handle, its reader thread and its waiters share.
+struct Shared {
+    /// Where to connect: looked up again on every reconnect (Sentinel follows failovers).
+    target: Arc<Target>,
+    mode: Mode,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    registry: Mutex<Registry>,
+    /// Wakes the thread out of its reconnect back-off when the handle is dropped.
+    stop_tx: Sender<()>,
+    stop_rx: Receiver<()>,
+}
+
+/// The waiters of every channel and the connection's write side, under one mutex so that
+/// what is written matches the registry.
+struct Registry {
+    wire: Wire,
+    channels: HashMap<String, Chan>,
+    next_id: u64,
+    /// Set when the handle is dropped or retired: no registration is taken any more and the
+    /// reader thread stops.
+    shutdown: bool,
+}
+
+/// The write side of the live connection and, in sharded mode, what it still owes replies to.
+struct Wire {
+    mode: Mode,
+    /// `None` while disconnected.
+    writer: Option<TcpStream>,
+    /// Sharded mode only: the commands written on the live connection whose reply has not
+    /// arrived, oldest first. Replies come in order, so the front names the channel of the next
+    /// reply; that is how an error reply (`-MOVED`, which names no channel) is attributed, and
+    /// how a solicited `sunsubscribe` is told from an unsolicited one. Each channel's
+    /// `Chan::pending` counts its entries here.
+    inflight: VecDeque<(Command, String)>,
+}
+
+/// How a channel's messages wake its waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Wake {
+    /// A lock channel: message `0` wakes one waiter (one unlock, one winner), anything else
+    /// (`1`: a write or read-write release) wakes all.
+    #[default]
+    Lock,
+    /// A semaphore channel: the message is the new permit count; waiters are woken in order
+    /// while their needs fit in it (see [`wake_permits`]).
+    Permits,
+    /// A latch channel: every message wakes every waiter.
+    All,
+}
+
+/// One registered waiter, as the reader sees it.
+struct Entry {
+    id: u64,
+    tx: Sender<()>,
+    /// Permits this waiter needs (1 for locks and latches).
+    need: u32,
+    /// Sharded mode: reported (before the wake-up) when the node says the channel is not
+    /// served here or the connection fails; cleared when a subscription of the channel is
+    /// confirmed.
+    moved: Moved,
+}
+
+/// Sharded mode: when a node reported that a waiter's channel is not served there (or that
+/// the connection failed), if it did. Shared by the registry entry, which reports it under
+/// the registry lock, and the waiter, which reads it without the lock after each wake-up.
+/// The instant lets waiters woken together by one report share one slot-map refresh.
+#[derive(Clone, Default)]
+struct Moved(Arc<AtomicU64>);
+
+impl Moved {
+    /// Reports a move at `at`.
+    fn report(&self, at: Instant) {
+        self.0.store(Moved::encode(at), Ordering::SeqCst);
+    }
+
+    /// Reports a move at `at` unless one is reported already; true if this one was.
+    fn report_first(&self, at: Instant) -> bool {
+        let encoded = Moved::encode(at);
+        self.0
+            .compare_exchange(0, encoded, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    fn clear(&self) {
+        self.0.store(0, Ordering::SeqCst);
+    }
+
+    /// When the move was reported, if one is.
+    fn get(&self) -> Option<Instant> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(Moved::epoch() + Duration::from_nanos(n - 1)),
+        }
+    }
+
+    /// Nanoseconds since [`epoch`](Self::epoch), plus one (zero means "no move").
+    fn encode(at: Instant) -> u64 {
+        let since = at.saturating_duration_since(Moved::epoch()).as_nanos();
+        u64::try_from(since).unwrap_or(u64::MAX - 1) + 1
+    }
+
+    /// The process-wide origin of the encoded instants.
+    fn epoch() -> Instant {
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        *EPOCH.get_or_init(Instant::now)
+    }
+}
+
+/// One channel's waiters and subscription state.
+#[derive(Default)]
+struct Chan {
+    wake: Wake,
+    waiters: VecDeque<Entry>,
+    /// Subscribe/unsubscribe commands written on this connection and not yet answered.
+    pending: u32,
+    /// The last command written on this connection for the channel was a subscribe.
+    sub_sent: bool,
+    /// The server confirmed the subscription and nothing is pending: messages will arrive.
+    subscribed: bool,
+}
+
+impl PubSub {
+    /// Starts the reader thread, which connects in the background (and keeps retrying), in
+    /// `mode`.
+    pub(crate) fn start(
+        target: Arc<Target>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        mode: Mode,
+    ) -> Result<PubSub> {
+        let shared = Shared::new(target, connect_timeout, response_timeout, mode);
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("redlatch-pubsub".into())
+            .spawn(move || thread_shared.run())
+            .map_err(|e| Error::invalid(format!("cannot spawn the pub/sub thread: {e}")))?;
+        Ok(PubSub {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Registers the calling thread as a waiter on a lock's `channel`, subscribing if needed.
+    ///
+    /// The returned waiter is woken once the subscription is confirmed, on each message for the
+    /// channel (one waiter for `0`, all for anything else), and after every reconnect.
+    #[cfg(test)]
+    fn register(&self, channel: &str) -> NodeWaiter {
+        self.register_with(channel, Wake::Lock, 1)
+    }
+
+    /// Registers a waiter on a channel whose messages wake as `wake` says; `need` is the
+    /// number of permits the waiter waits for (1 unless `wake` is [`Wake::Permits`]).
+    /// Every waiter of one channel must use the same `wake`.
+    pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> NodeWaiter {
+        // Only `close` shuts the registry down, and it runs when the handle is dropped or
+        // retired, which takes it by value: a borrowed handle is always open.
+        self.shared
+            .register(channel, wake, need)
+            .expect("a live pub/sub handle takes registrations")
+    }
+
+    /// Shuts the connection down without waiting for the thread, which ends on its own once
+    /// it notices (within a connect timeout). For connections dropped while the client lives,
+    /// so that the registering thread that retires them never blocks on a dead node.
+    fn detach(mut self) {
+        drop(self.thread.take());
+    }
+}
+
+impl PubSub {
+    /// Drops the live connection: the reader reconnects (to wherever the target points now),
+    /// resubscribes and wakes every waiter to re-check. For a Sentinel master switch.
+    pub(crate) fn reconnect(&self) {
+        self.shared.registry.lock().wire.resync();
+    }
+}
+
+impl Drop for PubSub {
+    fn drop(&mut self) {
+        self.shared.close();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Wire {
+    /// Writes a subscribe or unsubscribe for one channel and updates its bookkeeping. Without
+    /// a live connection nothing is written: the reader subscribes every channel with waiters
+    /// when it reconnects.
+    fn send(&mut self, command: Command, channel: &str, chan: &mut Chan) {
+        let subscribe = command == Command::Subscribe;
+        chan.sub_sent = subscribe;
+        chan.subscribed = false;
+        let Some(w) = &mut self.writer else { return };
+        let bytes = redis::cmd(command.name(self.mode))
+            .arg(channel)
+            .get_packed_command();
+        match w.write_all(&bytes) {
+            Ok(()) => {
+                chan.pending += 1;
+                if self.mode == Mode::Sharded {
+                    self.inflight.push_back((command, channel.to_owned()));
+                }
+            }
+            Err(e) => {
+                log::debug!("pub/sub write failed ({e}); the reader will reconnect");
+                let _ = w.shutdown(Shutdown::Both);
+                self.writer = None;
+                if !subscribe {
+                    chan.sub_sent = false;
+                }
+            }
+        }
+    }
+
+    /// Closes the live connection: the reader sees its read fail, then reconnects, subscribes
+    /// every channel with waiters and wakes them all. For when the replies no longer match
+    /// what was written: starting over is the only state both sides agree on.
+    fn resync(&mut self) {
+        if let Some(w) = self.writer.take() {
+            let _ = w.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn wake_one(chan: &Chan) {
+    wake_one_but(chan, None);
+}
+
+/// As [`wake_one`], passing over waiter `skip`.
+fn wake_one_but(chan: &Chan, skip: Option<u64>) {
+    // A full slot already means "re-check": give the token to the first waiter without one.
+    for w in chan.waiters.iter().filter(|w| Some(w.id) != skip) {
+        if w.tx.try_send(()).is_ok() {
+            return;
+        }
+    }
+}
+
+fn wake_all(chan: &Chan) {
+    for w in &chan.waiters {
+        let _ = w.tx.try_send(());
+    }
+}
+
+/// Wakes waiters, in registration order, whose needs fit in `available` permits. A waiter
+/// that already has a wake-up pending counts against the permits too; one that needs more
+/// than what is left is passed over so that smaller needs behind it are served. `skip` is the
+/// waiter reporting the count (it has just re-checked).
+///
+/// No wake-up is lost: every release publishes the new count, and every waiter that re-checks
+/// reports the count it saw through [`NodeWaiter::observed`], which wakes the next ones.
+fn wake_permits(chan: &Chan, available: i64, skip: Option<u64>) {
+    let mut left = available;
+    for w in &chan.waiters {
+        if left <= 0 {
+            return;
+        }
+        if Some(w.id) == skip {
+            continue;
+        }
+        let need = i64::from(w.need);
+        if w.tx.is_full() || (need <= left && w.tx.try_send(()).is_ok()) {
+            left -= need;
+        }
+    }
+}
+
+/// Sharded mode: the node no longer serves the channel (or never did). Nothing is subscribed
+/// any more, and every waiter is told so and woken, to ask where the channel went and
+/// re-check the lock: a message published meanwhile went to the new owner.
+fn mark_moved(chan: &mut Chan) {
+    chan.sub_sent = false;
+    chan.subscribed = false;
+    let now = Instant::now();
+    for w in &chan.waiters {
+        w.moved.report(now);
+        let _ = w.tx.try_send(());
+    }
+}
+
+impl Registry {
+    fn new(mode: Mode) -> Registry {
+        Registry {
+            wire: Wire {
+                mode,
+                writer: None,
+                inflight: VecDeque::new(),
+            },
+            channels: HashMap::new(),
+            next_id: 0,
+            shutdown: false,
+        }
+    }
+
+    /// A `subscribe`-family reply for `channel` (`kind` is its first element). In sharded
+    /// mode it is first matched against the oldest command awaiting a reply: a `sunsubscribe`
+    /// that answers none is the node dropping the channel
+    /// ([`unsubscribed_by_server`](Self::unsubscribed_by_server)); any other mismatch means
+    /// the bookkeeping is off, and the connection starts over. (An unsolicited `sunsubscribe`
+    /// that arrives while our own SUNSUBSCRIBE of the same channel awaits its reply cannot be
+    /// told from that reply: it is taken as the reply, and the real one then looks
+    /// unsolicited, which is harmless, or, if it is `-MOVED`, is attributed to the next
+    /// command, whose own reply then mismatches and the connection starts over.)
+    fn reply(&mut self, kind: &str, channel: &str) {
+        if self.wire.mode == Mode::Sharded {
+            let command = match kind {
+                "ssubscribe" => Command::Subscribe,
+                "sunsubscribe" => Command::Unsubscribe,
+                _ => {
+                    log::warn!("sharded pub/sub got a `{kind}` reply for `{channel}`; resyncing");
+                    return self.wire.resync();
+                }
+            };
+            let answers = self
+                .wire
+                .inflight
+                .front()
+                .is_some_and(|(c, name)| *c == command && name == channel);
+            if !answers {
+                if command == Command::Unsubscribe {
+                    return self.unsubscribed_by_server(channel);
+                }
+                log::warn!(
+                    "sharded pub/sub: `{kind} {channel}` does not answer the oldest command \
+                     written ({:?}); resyncing",
+                    self.wire.inflight.front()
+                );
+                return self.wire.resync();
+            }
+            self.wire.inflight.pop_front();
+        }
+        let Some(chan) = self.channels.get_mut(channel) else {
+            return;
+        };
+        chan.pending = chan.pending.saturating_sub(1);
+        if chan.pending == 0 {
+            if chan.sub_sent && !chan.subscribed {
+                chan.subscribed = true;
+                for w in &chan.waiters {
+                    w.moved.clear();
+                }
+                wake_all(chan);
+            } else if chan.waiters.is_empty() {
+                self.channels.remove(channel);
+            }
+        }
+    }
+
+    /// Sharded mode: an unsolicited `sunsubscribe`, sent by Redis 7 for every shard channel of
+    /// a slot that migrates away or whose node is demoted to replica.
+    fn unsubscribed_by_server(&mut self, channel: &str) {
+        let Some(chan) = self.channels.get_mut(channel) else {
+            return;
+        };
+        if chan.sub_sent && chan.pending > 0 {
+            // A subscribe written since is still unanswered: the node processes it after it
+            // dropped the channel, so its reply (a confirmation or `-MOVED`) tells the truth.
+            log::debug!("sharded pub/sub: `{channel}` dropped by the node; a subscribe is pending");
+            return;
+        }
+        log::debug!(
+            "sharded pub/sub: `{channel}` dropped by the node (slot moved); waking its waiters"
+        );
+        mark_moved(chan);
+        if chan.pending == 0 && chan.waiters.is_empty() {
+            self.channels.remove(channel);
+        }
+    }
+
+    /// Sharded mode: an error reply, which answers the oldest command written. A refused
+    /// subscribe (`-MOVED`: another node owns the slot; or `-CLUSTERDOWN` and the like) marks
+    /// the channel moved; a refused unsubscribe leaves nothing subscribed either way.
+    fn refused(&mut self, error: &redis::ServerError) {
+        let Some((command, channel)) = self.wire.inflight.pop_front() else {
+            log::warn!("sharded pub/sub: error reply `{error}` answers no command; resyncing");
+            return self.wire.resync();
+        };
+        let Some(chan) = self.channels.get_mut(&channel) else {
+            return;
+        };
+        chan.pending = chan.pending.saturating_sub(1);
+        if command == Command::Subscribe {
+            if error.kind() == Some(redis::ServerErrorKind::Moved) {
+                log::debug!(
+                    "sharded pub/sub: SSUBSCRIBE {channel} refused ({error}); waking its waiters"
+                );
+            } else {
+                log::warn!(
+                    "sharded pub/sub: SSUBSCRIBE {channel} refused ({error}); waking its waiters"
+                );
+            }
+            mark_moved(chan);
+        }
+        if chan.pending == 0 && chan.waiters.is_empty() {
+            self.channels.remove(&channel);
+        }
+    }
+}
+
+impl Shared {
+    fn new(
+        target: Arc<Target>,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+        mode: Mode,
+    ) -> Arc<Shared> {
+        let (stop_tx, stop_rx) = bounded(1);
+        Arc::new(Shared {
+            target,
+            mode,
+            connect_timeout,
+            response_timeout,
+            registry: Mutex::new(Registry::new(mode)),
+            stop_tx,
+            stop_rx,
+        })
+    }
+
+    /// Registers a waiter (see [`PubSub::register_with`]); `None` once the connection is shut
+    /// down, so that the sharded dispatcher opens a new one instead.
+    fn register(self: &Arc<Self>, channel: &str, wake: Wake, need: u32) -> Option<NodeWaiter> {
+        let (tx, rx) = bounded(1);
+        let moved = Moved::default();
+        let mut reg = self.registry.lock();
+        if reg.shutdown {
+            return None;
+        }
+        let id = reg.next_id;
+        reg.next_id += 1;
+        let Registry { wire, channels, .. } = &mut *reg;
+        let chan = channels.entry(channel.to_owned()).or_insert_with(|| Chan {
+            wake,
+            ..Chan::default()
+        });
+        debug_assert_eq!(chan.wake, wake, "one wake mode per channel");
+        if chan.subscribed {
+            // Confirmed already: the caller may re-check at once.
+            let _ = tx.try_send(());
+        } else if !chan.sub_sent {
+            wire.send(Command::Subscribe, channel, chan);
+        }
+        chan.waiters.push_back(Entry {
+            id,
+            tx,
+            need,
+            moved: moved.clone(),
+        });
+        Some(NodeWaiter {
+            shared: Arc::clone(self),
+            channel: channel.to_owned(),
+            id,
+            rx,
+            moved,
+            unused_wake: false,
+            succeeded: false,
+            hand_on: true,
+        })
+    }
+
+    /// Removes waiter `id`. Unless it `succeeded`, a wake-up it got and did not use (still in
+    /// its slot, or taken but not followed by a completed attempt) goes to another waiter: it
+    /// may be the one an unlock meant for somebody. The slot is checked under the registry
+    /// lock, so a message the reader routes concurrently is seen here or not given to us.
+    /// A waiter that leaves because its channel moved (`hand_on` false) hands nothing on: it
+    /// re-checks itself, and every other waiter of the channel was told of the move too.
+    fn unregister(&self, waiter: &NodeWaiter) {
+        let mut reg = self.registry.lock();
+        let token = waiter.rx.try_recv().is_ok();
+        let (channel, id) = (waiter.channel.as_str(), waiter.id);
+        let Registry { wire, channels, .. } = &mut *reg;
+        let Some(chan) = channels.get_mut(channel) else {
+            debug_assert!(false, "waiter of unknown channel {channel}");
+            return;
+        };
+        // A semaphore waiter that got its permits still hands on a wake-up that arrived after
+        // its last attempt began: it may announce permits that attempt did not see.
+        let owed = waiter.hand_on
+            && match chan.wake {
+                Wake::Permits => token || (!waiter.succeeded && waiter.unused_wake),
+                _ => !waiter.succeeded && (token || waiter.unused_wake),
+            };
+        chan.waiters.retain(|w| w.id != id);
+        if owed {
+            wake_one(chan);
+        }
+        if chan.waiters.is_empty() {
+            if chan.sub_sent {
+                wire.send(Command::Unsubscribe, channel, chan);
+            }
+            if chan.pending == 0 {
+                channels.remove(channel);
+            }
+        }
+    }
+
+    /// True when no channel is registered: nothing waits here and no reply is owed.
+    fn is_idle(&self) -> bool {
+        self.registry.lock().channels.is_empty()
+    }
+
+    /// Shuts the connection down if it is idle, atomically with respect to registrations
+    /// (which then get `None` and go elsewhere). True if it was shut down.
+    fn retire_if_idle(&self) -> bool {
+        {
+            let mut reg = self.registry.lock();
+            if !reg.channels.is_empty() {
+                return false;
+            }
+            reg.shutdown = true;
+            reg.wire.resync();
+        }
+        let _ = self.stop_tx.try_send(());
+        true
+    }
+
+    /// Refuses further registrations, closes the connection and wakes the thread out of its
+    /// back-off, so that it ends.
+    fn close(&self) {
+        {
+            let mut reg = self.registry.lock();
+            debug_assert!(
+                reg.channels.values().all(|c| c.waiters.is_empty()),
+                "pub/sub waiters leaked"
+            );
+            reg.shutdown = true;
+            reg.wire.resync();
+        }
+        let _ = self.stop_tx.try_send(());
+    }
+
+    fn run(&self) {
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            match self.connect() {
+                Ok(stream) => {
+                    backoff = Duration::from_millis(50);
+                    let Some(reader) = self.install(&stream) else {
+                        return;
+                    };
+                    self.read_loop(reader);
+                    if self.disconnected() {
+                        return;
+                    }
+                    log::warn!(
+                        "pub/sub connection to {} lost; reconnecting and waking waiters",
+                        self.target.describe()
+                    );
+                }
+                Err(e) => {
+                    log::debug!("pub/sub connect to {} failed: {e}", self.target.describe());
+                    if self.connect_failed() {
+                        return;
+                    }
+                    if self.stop_rx.recv_timeout(backoff).is_ok() {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+
+    /// After a failed connect. In sharded mode the node may be gone for good (its replica
+    /// was promoted): every waiter not yet told is told its channel moved, and woken, so that
+    /// it asks the locator again instead of waiting for a node that may never come back.
+    /// True on shutdown.
+    fn connect_failed(&self) -> bool {
+        let reg = self.registry.lock();
+        if self.mode == Mode::Sharded {
+            let now = Instant::now();
+            for chan in reg.channels.values() {
+                for w in &chan.waiters {
+                    if w.moved.report_first(now) {
+                        let _ = w.tx.try_send(());
+                    }
+                }
+            }
+        }
+        reg.shutdown
+    }
+
+    fn connect(&self) -> Result<TcpStream> {
+        let io = |e: std::io::Error| Error::Connection(e.into());
+        let info = self
+            .target
+            .resolve(self.connect_timeout, self.response_timeout)?;
+        let (host, port) = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => (host.as_str(), *port),
+            other => return Err(Error::invalid(format!("not a plain TCP address: {other}"))),
+        };
+        let settings = info.redis_settings();
+        let mut last = None;
+        let mut connected = None;
+        for addr in (host, port).to_socket_addrs().map_err(io)? {
+            match TcpStream::connect_timeout(&addr, self.connect_timeout) {
+                Ok(s) => {
+                    connected = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = connected.ok_or_else(|| match last {
+            Some(e) => io(e),
+            None => Error::invalid(format!("cannot resolve {host}")),
+        })?;
+        stream.set_nodelay(true).map_err(io)?;
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = settings.username() {
+                auth.arg(user);
+            }
+            auth.arg(password);
+            stream
+                .set_read_timeout(Some(self.response_timeout))
+                .map_err(io)?;
+            (&stream)
+                .write_all(&auth.get_packed_command())
+                .map_err(io)?;
+            match redis::Parser::new().parse_value(&stream) {
+                Ok(Value::Okay) | Ok(Value::SimpleString(_)) => {}
+                Ok(other) => return Err(Error::Protocol(format!("AUTH replied {other:?}"))),
+                Err(e) => return Err(Error::from_redis(e, "")),
+            }
+            stream.set_read_timeout(None).map_err(io)?;
+        }
+        Ok(stream)
+    }
+
+    /// Makes `stream` the live connection and subscribes every channel that has waiters.
+    /// Returns the read side, or `None` when the handle is shutting down.
+    fn install(&self, stream: &TcpStream) -> Option<TcpStream> {
+        let reader = stream.try_clone().ok()?;
+        let mut reg = self.registry.lock();
+        if reg.shutdown {
+            return None;
+        }
+        // A server that stops reading must not block registrations (and the registry mutex)
+        // for longer than a reply may take: a write that times out counts as a disconnect.
+        reg.wire.writer = stream
+            .try_clone()
+            .ok()
+            .filter(|w| w.set_write_timeout(Some(self.response_timeout)).is_ok());
+        reg.wire.inflight.clear();
+        let Registry { wire, channels, .. } = &mut *reg;
+        for (name, chan) in channels.iter_mut() {
+            if !chan.waiters.is_empty() {
+                wire.send(Command::Subscribe, name, chan);
+            }
+        }
+        Some(reader)
+    }
+
+    fn read_loop(&self, reader: TcpStream) {
+        let mut parser = redis::Parser::new();
+        loop {
+            match parser.parse_value(&reader) {
+                Ok(value) => self.route(value),
+                Err(e) => {
+                    log::debug!("pub/sub read ended: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Forgets the dead connection and wakes every waiter to re-check. In sharded mode every
+    /// channel also counts as moved: the node may have failed over, and its waiters ask the
+    /// locator where the slot is now. True on shutdown.
+    fn disconnected(&self) -> bool {
+        let mut reg = self.registry.lock();
+        reg.wire.resync();
+        reg.wire.inflight.clear();
+        let sharded = self.mode == Mode::Sharded;
+        reg.channels.retain(|_, chan| {
+            chan.pending = 0;
+            if sharded {
+                mark_moved(chan);
+            } else {
+                chan.sub_sent = false;
+                chan.subscribed = false;
+                wake_all(chan);
+            }
+            !chan.waiters.is_empty()
+        });
+        reg.shutdown
+    }
+
+    /// Routes one value read from the connection: a message to the waiters it wakes, a
+    /// subscribe-family reply to the bookkeeping, and (sharded mode) an error reply to the
+    /// command it answers.
+    fn route(&self, value: Value) {
+        let parts = match value {
+            Value::Array(parts) => parts,
+            Value::Push { data, .. } => data,
+            Value::ServerError(error) if self.mode == Mode::Sharded => {
+                return self.registry.lock().refused(&error);
+            }
+            other => {
+                log::debug!("pub/sub: ignoring {other:?}");
+                return;
+            }
+        };
+        let text = |v: &Value| match v {
+            Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+            Value::SimpleString(s) => Some(s.clone()),
+            _ => None,
+        };
+        let (Some(kind), Some(channel)) =
+            (parts.first().and_then(text), parts.get(1).and_then(text))
+        else {
+            return;
+        };
+        let mut reg = self.registry.lock();
+        match kind.as_str() {
+            "message" | "smessage" => {
+                let Some(chan) = reg.channels.get_mut(&channel) else {
+                    return;
+                };
+                let payload = parts.get(2).and_then(text);
+                match (chan.wake, payload.as_deref()) {
+                    (Wake::Lock, Some("0")) => wake_one(chan),
+                    (Wake::Permits, Some(n)) => match n.parse::<i64>() {
+                        Ok(n) if n > 0 => wake_permits(chan, n, None),
+                        // No permit free, but something changed (a lease shortened, permits
+                        // taken away): one waiter re-checks and re-reads its wait bound.
+                        Ok(_) => wake_one(chan),
+                        Err(_) => wake_all(chan),
+                    },
+                    _ => wake_all(chan),
+                }
+            }
+            "subscribe" | "unsubscribe" | "ssubscribe" | "sunsubscribe" => {
+                reg.reply(&kind, &channel);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A thread registered on a channel of one connection; unregisters (and unsubscribes if
+/// last) on drop. The client's call sites use it through [`Waiter`](dispatcher::Waiter), which may move it to
+/// another node.
+pub(crate) struct NodeWaiter {
+    shared: Arc<Shared>,
+    channel: String,
+    id: u64,
+    rx: Receiver<()>,
+    /// See `Entry::moved`.
+    moved: Moved,
+    /// Took a wake-up from its slot and has not completed an attempt since.
+    unused_wake: bool,
+    succeeded: bool,
+    /// Whether an unused wake-up goes to another waiter on drop (see [`Shared::unregister`]).
+    hand_on: bool,
+}
+
+impl NodeWaiter {
+    /// Blocks until woken or until `deadline`; true if woken. The caller reports the
+    /// attempt that follows with [`attempted`](Self::attempted).
+    pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
+        let woken = self.rx.recv_deadline(deadline).is_ok();
+        self.unused_wake |= woken;
+        woken
+    }
+
+    /// An acquire attempt completed (acquired or not): the wake-up, if any, was used.
+    pub(crate) fn attempted(&mut self) {
+        self.unused_wake = false;
+    }
+
+    /// The lock was acquired: nothing is handed to another waiter on drop.
+    pub(crate) fn succeeded(&mut self) {
+        self.succeeded = true;
+    }
+
+    /// Wakes one other waiter of the channel (one without a pending wake-up): for a waiter
+    /// that leaves, or took the last permit, while the others may not know what it knew (the
+    /// earliest permit expiry of a permit-expirable semaphore).
+    pub(crate) fn nudge(&self) {
+        let reg = self.shared.registry.lock();
+        if let Some(chan) = reg.channels.get(&self.channel) {
+            wake_one_but(chan, Some(self.id));
+        }
+    }
+
+    /// A semaphore waiter's attempt saw `available` permits left (after taking its own, if it
+    /// got them): wakes the other waiters those permits may serve. See [`wake_permits`].
+    pub(crate) fn observed(&self, available: i64) {
+        if available <= 0 {
+            return;
+        }
+        let reg = self.shared.registry.lock();
+        if let Some(chan) = reg.channels.get(&self.channel) {
+            wake_permits(chan, available, Some(self.id));
+        }
+    }
+
+    /// Sharded mode: the node said, since this waiter registered or since the channel's last
+    /// confirmation, that it does not serve the channel (or the connection failed).
+    #[cfg(test)]
+    fn moved(&self) -> bool {
+        self.moved.get().is_some()
+    }
+
+    /// When the move [`moved`](Self::moved) tells of was reported.
+    fn moved_at(&self) -> Option<Instant> {
+        self.moved.get()
+    }
+
+    /// Takes over what `old` knew before a move: a wake-up it took (or still had in its
+    /// slot) and did not use, and whether its attempt succeeded.
+    fn inherit(&mut self, old: &NodeWaiter) {
+        self.unused_wake |= old.unused_wake || old.rx.try_recv().is_ok();
+        self.succeeded |= old.succeeded;
+    }
+
+    /// Leaves a channel that moved away, handing nothing on (see [`Shared::unregister`]).
+    fn leave_moved(mut self) {
+        self.hand_on = false;
+    }
+}
+
+#[cfg(test)]
+impl NodeWaiter {
+    /// The sending side of this waiter's slot, as the reader would use it.
+    fn tx_for_test(&self) -> Sender<()> {
+        let reg = self.shared.registry.lock();
+        let chan = &reg.channels[&self.channel];
+        let entry = chan.waiters.iter().find(|w| w.id == self.id).unwrap();
+        entry.tx.clone()
+    }
+}
+
+impl Drop for NodeWaiter {
+    fn drop(&mut self) {
+        self.shared.unregister(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chan_with(n: usize) -> (Chan, Vec<Receiver<()>>) {
+        let mut chan = Chan::default();
+        let mut rxs = Vec::new();
+        for id in 0..n {
+            let (tx, rx) = bounded(1);
+            chan.waiters.push_back(Entry {
+                id: id as u64,
+                tx,
+                need: 1,
+                moved: Moved::default(),
+            });
+            rxs.push(rx);
+        }
+        (chan, rxs)
+    }
+
+    #[test]
+    fn wake_one_skips_waiters_already_woken() {
+        let (chan, rxs) = chan_with(3);
+        wake_one(&chan);
+        wake_one(&chan);
+        assert!(rxs[0].try_recv().is_ok());
+        assert!(rxs[1].try_recv().is_ok());
+        assert!(rxs[2].try_recv().is_err());
+    }
+
+    /// A pub/sub handle whose connection never comes up: the registry works without one.
+    fn offline() -> PubSub {
+        let info = redis::IntoConnectionInfo::into_connection_info("redis://127.0.0.1:1/").unwrap();
+        let target = Arc::new(Target::Fixed(info));
+        let timeout = Duration::from_millis(50);
+        PubSub::start(target, timeout, timeout, Mode::Plain).unwrap()
+    }
+
+    fn message(channel: &str, payload: &str) -> Value {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        Value::Array(vec![bulk("message"), bulk(channel), bulk(payload)])
+    }
+
+    #[test]
+    fn leaving_waiter_hands_an_unused_wake_up_on() {
+        // Regression: a waiter timing out while the unlock's wake-up was routed to it used to
+        // take that wake-up away, and the next waiter slept a whole lease.
+        let ps = offline();
+        let a = ps.register("c");
+        let b = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        assert!(b.rx.try_recv().is_err(), "wake one: the first waiter only");
+        drop(a); // still in its slot
+        assert!(b.rx.try_recv().is_ok(), "handed on");
+        drop(b);
+
+        let mut a = ps.register("c");
+        let b = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        assert!(a.wait_until(Instant::now()));
+        drop(a); // taken, but no attempt completed (the attempt failed with an error)
+        assert!(b.rx.try_recv().is_ok(), "handed on after a failed attempt");
+        drop(b);
+    }
+
+    #[test]
+    fn waiter_that_used_its_wake_up_hands_nothing_on() {
+        let ps = offline();
+        let mut a = ps.register("c");
+        let b = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        assert!(a.wait_until(Instant::now()));
+        a.attempted(); // re-checked and lost the race: the wake-up was used
+        drop(a);
+        assert!(b.rx.try_recv().is_err());
+        let mut c = ps.register("c");
+        ps.shared.route(message("c", "0"));
+        c.succeeded();
+        drop(b);
+        ps.shared.route(message("c", "0"));
+        drop(c);
+        assert!(
+            ps.shared.registry.lock().channels.is_empty(),
+            "nothing left behind"
+        );
+    }
+
+    #[test]
+    fn wake_permits_serves_needs_in_order_counting_pending_wake_ups() {
+        let (mut chan, rxs) = chan_with(4);
+        chan.wake = Wake::Permits;
+        for (w, need) in chan.waiters.iter_mut().zip([3, 1, 2, 1]) {
+            w.need = need;
+        }
+        // 2 permits: the first (needs 3) is passed over, the second (1) fits, the third (2)
+        // no longer does, the fourth (1) takes the last one.
+        wake_permits(&chan, 2, None);
+        let woken = |rxs: &[Receiver<()>]| -> Vec<bool> {
+            rxs.iter().map(|rx| rx.try_recv().is_ok()).collect()
+        };
+        assert_eq!(woken(&rxs), [false, true, false, true]);
+        // A pending wake-up counts: with the second still woken, 1 permit wakes nobody else.
+        chan.waiters[1].tx.try_send(()).unwrap();
+        wake_permits(&chan, 1, None);
+        assert_eq!(woken(&rxs), [false, true, false, false]);
+        // The reporting waiter is skipped.
+        wake_permits(&chan, 3, Some(0));
+        assert_eq!(woken(&rxs), [false, true, true, false]);
+        wake_permits(&chan, 0, None);
+        assert_eq!(woken(&rxs), [false; 4]);
+    }
+
+    #[test]
+    fn semaphore_waiter_that_fails_passes_the_permits_it_saw_to_smaller_needs() {
+        // Regression guard: a big waiter with a pending wake-up absorbed a release message
+        // meant for a small one, failed its attempt, and the small one slept forever.
+        let ps = offline();
+        let mut big = ps.register_with("s", Wake::Permits, 3);
+        let small = ps.register_with("s", Wake::Permits, 1);
+        big.tx_for_test().try_send(()).unwrap(); // e.g. the subscription confirmation
+        ps.shared.route(message("s", "1"));
+        assert!(small.rx.try_recv().is_err(), "the pending wake-up counted");
+        assert!(big.wait_until(Instant::now()));
+        big.attempted(); // failed: needs 3, saw 1
+        big.observed(1);
+        assert!(small.rx.try_recv().is_ok(), "the 1 permit it saw went on");
+        drop(small);
+        drop(big);
+    }
+
+    #[test]
+    fn semaphore_waiter_that_succeeded_hands_on_a_later_wake_up() {
+        // A release announced while the winner's attempt ran may not have been seen by it.
+        let ps = offline();
+        let mut a = ps.register_with("s", Wake::Permits, 1);
+        let b = ps.register_with("s", Wake::Permits, 1);
+        ps.shared.route(message("s", "1"));
+        assert!(a.wait_until(Instant::now()));
+        ps.shared.route(message("s", "1")); // a's slot is empty again: a is told once more
+        assert!(b.rx.try_recv().is_err());
+        a.attempted();
+        a.observed(0);
+        a.succeeded();
+        drop(a);
+        assert!(b.rx.try_recv().is_ok(), "handed on");
+        drop(b);
+    }
+
+    #[test]
+    fn wake_all_reaches_everyone_once() {
+        let (chan, rxs) = chan_with(3);
+        wake_all(&chan);
+        wake_all(&chan);
+        for rx in &rxs {
+            assert!(rx.try_recv().is_ok());
+            assert!(rx.try_recv().is_err());
+        }
+    }
+
+    use super::testing::{moved_error, push, reply, wired};
+
+    /// True if the waiter has a wake-up in its slot (which this takes).
+    fn woken(w: &NodeWaiter) -> bool {
+        w.rx.try_recv().is_ok()
+    }
+
+    #[test]
+    fn sharded_mode_subscribes_with_ssubscribe_and_routes_smessage() {
+        let (ps, mut peer) = wired(Mode::Sharded);
+        let w = ps.register("c");
+        assert_eq!(peer.command(), ["SSUBSCRIBE", "c"]);
+        assert!(!woken(&w), "not before the confirmation");
+        ps.shared.route(reply("ssubscribe", "c", 1));
+        assert!(woken(&w), "confirmed");
+        ps.shared.route(push("smessage", "c", "0"));
+        assert!(woken(&w), "the unlock");
+        assert!(!w.moved());
+        drop(w);
+        assert_eq!(peer.command(), ["SUNSUBSCRIBE", "c"]);
+        ps.shared.route(reply("sunsubscribe", "c", 0));
+        let reg = ps.shared.registry.lock();
+        assert!(reg.channels.is_empty() && reg.wire.inflight.is_empty());
+    }
+
+    #[test]
+    fn sharded_error_reply_goes_to_the_channel_of_the_oldest_unanswered_command() {
+        let (ps, mut peer) = wired(Mode::Sharded);
+        let a = ps.register("a");
+        let b = ps.register("b");
+        assert_eq!(peer.command(), ["SSUBSCRIBE", "a"]);
+        assert_eq!(peer.command(), ["SSUBSCRIBE", "b"]);
+        ps.shared.route(reply("ssubscribe", "a", 1));
+        ps.shared.route(moved_error()); // answers SSUBSCRIBE b
+        assert!(woken(&a) && !a.moved(), "a is confirmed");
+        assert!(woken(&b) && b.moved(), "b is told to look elsewhere");
+        {
+            let reg = ps.shared.registry.lock();
+            assert!(reg.wire.inflight.is_empty());
+            let chan = &reg.channels["b"];
+            assert!(chan.pending == 0 && !chan.sub_sent && !chan.subscribed);
+        }
+        drop(b); // nothing subscribed: nothing to unsubscribe
+        assert!(!ps.shared.registry.lock().channels.contains_key("b"));
+        drop(a);
+        assert_eq!(peer.command(), ["SUNSUBSCRIBE", "a"]);
+    }
+
+    #[test]
+    fn unsolicited_sunsubscribe_marks_the_channel_moved_and_wakes_all_its_waiters() {
+        let (ps, _peer) = wired(Mode::Sharded);
+        let mut a1 = ps.register("a");
+        let mut a2 = ps.register("a");
+        let other = ps.register("z");
+        ps.shared.route(reply("ssubscribe", "a", 1));
+        ps.shared.route(reply("ssubscribe", "z", 2));
+        for w in [&mut a1, &mut a2] {
+            assert!(w.wait_until(Instant::now()));
+            w.attempted();
+        }
+        assert!(woken(&other));
+        // The slot of `a` migrated: the node unsubscribes us without being asked.
+        ps.shared.route(reply("sunsubscribe", "a", 1));
+        for w in [&a1, &a2] {
+            assert!(w.moved() && woken(w));
+        }
+        assert!(
+            !other.moved() && !woken(&other),
+            "other channels are untouched"
+        );
+        let reg = ps.shared.registry.lock();
+        let chan = &reg.channels["a"];
+        assert!(!chan.sub_sent && !chan.subscribed);
+        assert_eq!(reg.wire.inflight.len(), 0, "nothing was popped or added");
+    }
+
+    #[test]
+    fn solicited_sunsubscribe_moves_nothing() {
+        let (ps, mut peer) = wired(Mode::Sharded);
+        let first = ps.register("a");
+        ps.shared.route(reply("ssubscribe", "a", 1));
+        drop(first);
+        let second = ps.register("a");
+        assert_eq!(peer.command(), ["SSUBSCRIBE", "a"]);
+        assert_eq!(peer.command(), ["SUNSUBSCRIBE", "a"]);
+        assert_eq!(peer.command(), ["SSUBSCRIBE", "a"]);
+        ps.shared.route(reply("sunsubscribe", "a", 0)); // answers our SUNSUBSCRIBE
+        assert!(!second.moved() && !woken(&second));
+        ps.shared.route(reply("ssubscribe", "a", 1));
+        assert!(!second.moved() && woken(&second), "confirmed");
+        assert!(ps.shared.registry.lock().wire.inflight.is_empty());
+    }
+
+    #[test]
+    fn sharded_unsolicited_sunsubscribe_defers_to_a_pending_ssubscribe() {
+        let (ps, _peer) = wired(Mode::Sharded);
+        let w = ps.register("a"); // SSUBSCRIBE a, unanswered
+        ps.shared.route(reply("sunsubscribe", "a", 0)); // an older subscription dropped
+        assert!(!w.moved() && !woken(&w));
+        ps.shared.route(moved_error()); // the node did not take the new one either
+        assert!(w.moved() && woken(&w));
+    }
+
+    #[test]
+    fn sharded_reply_out_of_order_resyncs_the_connection() {
+        let (ps, _peer) = wired(Mode::Sharded);
+        let w = ps.register("a");
+        ps.shared.route(reply("ssubscribe", "b", 1));
+        assert!(ps.shared.registry.lock().wire.writer.is_none(), "closed");
+        assert!(!woken(&w), "the reader's reconnect wakes it");
+    }
+
+    #[test]
+    fn sharded_lost_connection_marks_every_channel_moved() {
+        let (ps, _peer) = wired(Mode::Sharded);
+        let w = ps.register("a");
+        ps.shared.route(reply("ssubscribe", "a", 1));
+        assert!(woken(&w));
+        assert!(!ps.shared.disconnected());
+        assert!(w.moved() && woken(&w));
+        assert!(!ps.shared.connect_failed());
+        assert!(!woken(&w), "told once");
+    }
+
+    #[test]
+    fn plain_mode_is_not_affected_by_error_replies_or_lost_connections() {
+        let (ps, mut peer) = wired(Mode::Plain);
+        let w = ps.register("a");
+        assert_eq!(peer.command(), ["SUBSCRIBE", "a"]);
+        ps.shared.route(moved_error());
+        assert!(!w.moved() && !woken(&w));
+        ps.shared.route(reply("subscribe", "a", 1));
+        assert!(woken(&w));
+        assert!(ps.shared.registry.lock().wire.inflight.is_empty());
+        assert!(!ps.shared.disconnected());
+        assert!(!w.moved() && woken(&w));
+    }
+}
