@@ -181,6 +181,7 @@ fn with_sentinel<R>(target: &Weak<Target>, f: impl FnOnce(&Sentinel) -> R) -> Op
 fn watch_switches(target: Weak<Target>, connect: Duration) {
     let mut known: Option<String> = None;
     let mut next = 0usize;
+    let mut backoff = Duration::from_millis(200);
     while let Some(sentinel) =
         with_sentinel(&target, |s| s.sentinels[next % s.sentinels.len()].clone())
     {
@@ -210,13 +211,14 @@ fn watch_switches(target: Weak<Target>, connect: Duration) {
                             continue;
                         };
                         let addr = format!("{ip}:{port}");
-                        let ours = with_sentinel(&target, |s| {
-                            if name == s.master && known.as_deref() != Some(addr.as_str()) {
-                                s.switched(&addr);
-                            }
-                        });
-                        if ours.is_none() {
-                            return Ok(());
+                        let ours = with_sentinel(&target, |s| name == s.master);
+                        match ours {
+                            None => return Ok(()),   // the client is gone
+                            Some(false) => continue, // another master of these sentinels
+                            Some(true) => {}
+                        }
+                        if known.as_deref() != Some(addr.as_str()) {
+                            with_sentinel(&target, |s| s.switched(&addr));
                         }
                         known = Some(addr);
                     }
@@ -229,13 +231,19 @@ fn watch_switches(target: Weak<Target>, connect: Duration) {
                 }
             }
         });
-        if let Err(e) = outcome {
-            log::debug!("sentinel watcher on {}: {e}", sentinel.addr());
+        match outcome {
+            Ok(()) => backoff = Duration::from_millis(200),
+            Err(e) => {
+                log::debug!("sentinel watcher on {}: {e}", sentinel.addr());
+                // A failure that persists (say, a sentinel that wants a password) is
+                // retried at most once a few seconds.
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
         }
         if target.strong_count() == 0 {
             return;
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(backoff);
     }
 }
 

@@ -244,3 +244,23 @@ fn no_locks_is_an_invalid_argument() {
     let err = MultiLock::new(Vec::new()).unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
 }
+
+/// A failed multi-lock attempt over a lock the thread already holds leaves that hold (count 1,
+/// still renewed) as it was: only what the attempt took is released.
+#[test]
+fn a_failed_member_attempt_leaves_the_threads_own_hold_alone() {
+    let (s1, mut s2) = (RedisServer::new(), RedisServer::new());
+    let (c1, c2) = (quick_client(&s1), quick_client(&s2));
+    let own = c1.lock("ml:a").lock().unwrap();
+    s2.kill();
+    let multi = MultiLock::new([c1.lock("ml:a"), c2.lock("ml:b")]).unwrap();
+    assert!(multi.try_lock().is_err());
+    let count: Option<u32> = redis::cmd("HGET")
+        .arg("ml:a")
+        .arg(own.owner())
+        .query(&mut s1.conn())
+        .unwrap();
+    assert_eq!(count, Some(1), "the thread's own hold is intact");
+    assert!(!own.is_lost());
+    own.unlock().unwrap();
+}

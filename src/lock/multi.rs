@@ -109,6 +109,7 @@ impl Members {
                 let guard = MultiLockGuard {
                     holds: round.holds,
                     quorum: self.quorum,
+                    node_timeout: self.node_timeout,
                     released: false,
                 };
                 if guard.validity() > Duration::ZERO {
@@ -148,8 +149,10 @@ impl Members {
         }
     }
 
-    /// Releases what a round that fell short took, and the holds a failed attempt may have
-    /// taken before its reply was lost.
+    /// Releases what a round that fell short took. A member whose attempt failed is left
+    /// alone: if its acquire ran before the reply was lost, that hold expires with its lease
+    /// (nothing renews it), and an unlock without a guard could release another hold of this
+    /// thread instead.
     fn release_round(&self, round: &mut Round) {
         for (i, hold) in round.holds.iter_mut().enumerate() {
             if let Some(guard) = hold.take() {
@@ -158,21 +161,6 @@ impl Members {
                         "releasing {} after a short round failed: {e}",
                         self.label(i)
                     );
-                }
-            }
-        }
-        for (i, e) in &round.failures {
-            if e.is_connection() || e.is_timeout() {
-                // The acquire may have run before its reply was lost. An unlock that finds
-                // no hold changes nothing.
-                match self.call(|| self.locks[*i].unlock()) {
-                    Ok(()) => {
-                        log::debug!("released {} whose acquire reply was lost", self.label(*i))
-                    }
-                    Err(e) if e.is_not_held() => {}
-                    Err(e) => {
-                        log::debug!("releasing {} after a failed acquire: {e}", self.label(*i))
-                    }
                 }
             }
         }
@@ -372,7 +360,8 @@ impl MultiLock {
 /// bounded by the node timeout (so a dead or paused node costs at most that); the lock is held
 /// when a majority granted it and its validity, `lease - elapsed - (lease / 100 + 2 ms)`
 /// measured on the monotonic clock from each node's acquire, is still positive. A round that
-/// falls short releases on every node (also where the reply was lost), then waits on one busy
+/// falls short releases every hold it took (one whose reply was lost expires with its lease,
+/// unrenewed: an unlock without a guard could release another hold of this thread), then waits on one busy
 /// node before the next round. Too many failed nodes give [`Error::NoQuorum`].
 ///
 /// With the default lease the watchdog renews every node's hold; the guard counts as lost
@@ -542,6 +531,8 @@ pub struct MultiLockGuard {
     /// Member index → its hold (a RedLock holds only some).
     holds: Vec<Option<LockGuard>>,
     quorum: usize,
+    /// A RedLock's node timeout, which bounds each release too.
+    node_timeout: Option<Duration>,
     released: bool,
 }
 
@@ -656,7 +647,11 @@ impl MultiLockGuard {
         for (i, hold) in self.holds.iter_mut().enumerate() {
             if let Some(guard) = hold.take() {
                 let name = guard.lock().name().to_owned();
-                if let Err(e) = guard.unlock() {
+                let released = match self.node_timeout {
+                    Some(t) => with_call_timeout(t, || guard.unlock()),
+                    None => guard.unlock(),
+                };
+                if let Err(e) = released {
                     failures.push((format!("#{i} `{name}`"), e));
                 }
             }
