@@ -17,7 +17,8 @@ use crate::watchdog::Watchdog;
 
 /// A connection to one Redis deployment, from which locks are made.
 ///
-/// Cheap to clone: clones share one command pool, one pub/sub thread and one watchdog thread.
+/// Cheap to clone: clones share the command pool (one per master on a cluster), the pub/sub
+/// thread (one per node with waiters on a cluster) and the watchdog thread.
 /// When the last clone (and the last [`Lock`] made from it) is dropped, the threads stop and
 /// every connection is closed.
 ///
@@ -72,7 +73,8 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an address this version
-    /// cannot serve (only plain TCP for now) or when a background thread cannot be spawned.
+    /// cannot serve (only plain TCP for now: no TLS, no Unix sockets) or when a background
+    /// thread cannot be spawned.
     ///
     /// # Examples
     ///

@@ -25,6 +25,14 @@
 //! wakes blocked threads when a lock is released, and one watchdog thread that renews the
 //! leases of all held locks in batches. Waiting threads send nothing to Redis while they wait.
 //!
+//! # Topologies
+//!
+//! [`Config::builder`] for one server, [`Config::sentinel`] for a master found through Redis
+//! Sentinel (followed across failovers), [`Config::cluster`] for a Redis Cluster (one pool per
+//! master, and one pub/sub connection and thread per node with waiters). [`MultiLock`] holds
+//! several locks as one; [`RedLock`] holds a lock on a majority of independent masters (read
+//! its docs for why we recommend a replica-synced fenced lock instead).
+//!
 //! # Plain or fair
 //!
 //! [`Client::lock`] gives the lock to whichever waiter re-tries first after a release (cheap,
