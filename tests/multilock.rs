@@ -157,17 +157,11 @@ fn opposite_orders_do_not_deadlock_and_stay_exclusive() {
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for h in handles {
-        while !h.is_finished() {
-            assert!(
-                Instant::now() < deadline,
-                "multi-locks in opposite orders deadlocked"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-        h.join().unwrap();
-    }
+    support::join_within(
+        handles,
+        Duration::from_secs(60),
+        "multi-locks in opposite orders deadlocked",
+    );
     assert_eq!(sections.load(Ordering::SeqCst), 100);
     assert!(!exists(&s1, "ml:a") && !exists(&s2, "ml:b"));
 }

@@ -215,14 +215,11 @@ fn contending_redlocks_are_exclusive_and_wake_on_release() {
             })
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for h in handles {
-        while !h.is_finished() {
-            assert!(Instant::now() < deadline, "contending RedLocks stalled");
-            thread::sleep(Duration::from_millis(20));
-        }
-        h.join().unwrap();
-    }
+    support::join_within(
+        handles,
+        Duration::from_secs(60),
+        "contending RedLocks stalled",
+    );
     assert_eq!(sections.load(Ordering::SeqCst), 45);
     for i in 0..5 {
         assert_eq!(nodes.keys_on(i), 0, "node {i}");

@@ -63,6 +63,20 @@ impl Members {
         Ok(())
     }
 
+    /// Blocks until the quorum is held.
+    fn lock(&self) -> Result<MultiLockGuard> {
+        match self.acquire(None)? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("a wait without deadline only ends in a guard"),
+        }
+    }
+
+    /// Waits at most `wait` in all.
+    fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
+        check_duration("wait", wait)?;
+        self.acquire(Some(Instant::now() + wait))
+    }
+
     /// The one acquire path (see the module docs); `deadline` `None` waits forever.
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<MultiLockGuard>> {
         self.check(deadline)?;
@@ -273,10 +287,7 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self) -> Result<MultiLockGuard> {
-        match self.members.acquire(None)? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("a wait without deadline only ends in a guard"),
-        }
+        self.members.lock()
     }
 
     /// Takes every lock if all are free now; `Ok(None)` (holding none) otherwise.
@@ -317,8 +328,7 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
-        check_duration("wait", wait)?;
-        self.try_lock_until(Instant::now() + wait)
+        self.members.try_lock_for(wait)
     }
 
     /// Takes every lock, waiting at most until `deadline`.
@@ -480,10 +490,7 @@ impl RedLock {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self) -> Result<MultiLockGuard> {
-        match self.members.acquire(None)? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("a wait without deadline only ends in a guard"),
-        }
+        self.members.lock()
     }
 
     /// One round: takes the lock if a majority of nodes grant it now; `Ok(None)` (holding
@@ -503,8 +510,7 @@ impl RedLock {
     /// [`Error::InvalidArgument`] for a zero wait or one over a year; otherwise as
     /// [`lock`](Self::lock).
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
-        check_duration("wait", wait)?;
-        self.try_lock_until(Instant::now() + wait)
+        self.members.try_lock_for(wait)
     }
 
     /// Takes the lock on a majority of nodes, waiting at most until `deadline`.

@@ -450,3 +450,23 @@ macro_rules! for_each_kind {
         }
     };
 }
+
+/// Joins every thread, panicking with `what` if they have not all finished within `timeout`
+/// (a deadlock or a stall would otherwise hang the test run).
+pub fn join_within<T>(
+    handles: Vec<thread::JoinHandle<T>>,
+    timeout: Duration,
+    what: &str,
+) -> Vec<T> {
+    let deadline = Instant::now() + timeout;
+    handles
+        .into_iter()
+        .map(|h| {
+            while !h.is_finished() {
+                assert!(Instant::now() < deadline, "{what}");
+                thread::sleep(Duration::from_millis(20));
+            }
+            h.join().unwrap()
+        })
+        .collect()
+}

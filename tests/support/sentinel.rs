@@ -341,17 +341,7 @@ impl SentinelGroup {
     /// Sentinels), waited for until [settled](Self::wait_for_master_change). Returns the old
     /// and new master addresses.
     pub fn failover(&self) -> (SocketAddr, SocketAddr) {
-        let old = self.master_addr();
-        let sentinel = self
-            .sentinels
-            .iter()
-            .find(|s| s.try_conn().is_some())
-            .expect("a Sentinel that answers");
-        let _: () = redis::cmd("SENTINEL")
-            .arg("FAILOVER")
-            .arg(&self.name)
-            .query(&mut sentinel.conn())
-            .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}\n{}", self.logs()));
+        let old = self.request_failover();
         (old, self.wait_for_master_change(old))
     }
 
@@ -360,17 +350,7 @@ impl SentinelGroup {
     /// seconds after that, which is the window a client must handle. Returns the old and
     /// new master addresses.
     pub fn failover_switched(&self) -> (SocketAddr, SocketAddr) {
-        let old = self.master_addr();
-        let sentinel = self
-            .sentinels
-            .iter()
-            .find(|s| s.try_conn().is_some())
-            .expect("a Sentinel that answers");
-        let _: () = redis::cmd("SENTINEL")
-            .arg("FAILOVER")
-            .arg(&self.name)
-            .query(&mut sentinel.conn())
-            .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}\n{}", self.logs()));
+        let old = self.request_failover();
         let new = self.wait_for_sentinels("the Sentinels to switch master", |views| {
             match views.iter().map(|v| v.master).collect::<Vec<_>>()[..] {
                 [Some(new), ..] if new != old && views.iter().all(|v| v.master == Some(new)) => {
@@ -443,6 +423,22 @@ impl SentinelGroup {
             },
         );
         new
+    }
+
+    /// Sends `SENTINEL FAILOVER` to a Sentinel that answers; returns the master before it.
+    fn request_failover(&self) -> SocketAddr {
+        let old = self.master_addr();
+        let sentinel = self
+            .sentinels
+            .iter()
+            .find(|s| s.try_conn().is_some())
+            .expect("a Sentinel that answers");
+        let _: () = redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(&self.name)
+            .query(&mut sentinel.conn())
+            .unwrap_or_else(|e| panic!("SENTINEL FAILOVER: {e}\n{}", self.logs()));
+        old
     }
 
     /// Every process's log (data servers, then Sentinels), for failure messages.
