@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
+use crate::metrics::{Metrics, Recorder};
 use crate::pool::{Commands, Pool};
 use crate::pubsub::{Dispatcher, Locator, Mode, PubSub, Sharded};
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
@@ -45,6 +46,7 @@ pub(crate) struct Inner {
     pub(crate) watchdog: Watchdog,
     pub(crate) pubsub: Dispatcher,
     pub(crate) pool: Arc<Commands>,
+    pub(crate) metrics: Arc<Recorder>,
 }
 
 impl Client {
@@ -83,14 +85,10 @@ impl Client {
     /// let client = redlatch::Client::new(config).unwrap();
     /// ```
     pub fn new(config: Config) -> Result<Client> {
+        let metrics = Arc::new(Recorder::new());
+        let dial = config.dial(&metrics);
         let plain = |target: &Arc<Target>| {
-            PubSub::start(
-                Arc::clone(target),
-                config.connect_timeout,
-                config.response_timeout,
-                Mode::Plain,
-            )
-            .map(Dispatcher::Plain)
+            PubSub::start(Arc::clone(target), dial.clone(), Mode::Plain).map(Dispatcher::Plain)
         };
         let (pool, pubsub, target) = match &config.topology {
             Topology::Single(info) => {
@@ -107,6 +105,7 @@ impl Client {
                     sentinels.clone(),
                     master.clone(),
                     node.clone(),
+                    config.tls.clone(),
                 ));
                 target.watch(config.connect_timeout)?;
                 let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
@@ -129,7 +128,7 @@ impl Client {
                     }
                     router.node_for(channel)
                 });
-                let sharded = Sharded::new(locate, config.connect_timeout, config.response_timeout);
+                let sharded = Sharded::new(locate, dial.clone());
                 (pool, Dispatcher::Sharded(sharded), None)
             }
         };
@@ -138,6 +137,7 @@ impl Client {
             config.watchdog_timeout,
             config.renew_batch_size,
             config.replica_sync,
+            Arc::clone(&metrics),
         )?;
         let id = uuid::Uuid::new_v4().to_string();
         log::debug!("redlatch client {id} created");
@@ -148,6 +148,7 @@ impl Client {
                 watchdog,
                 pubsub,
                 pool,
+                metrics,
             }),
         };
         if let Some(target) = target {
@@ -160,6 +161,25 @@ impl Client {
             });
         }
         Ok(client)
+    }
+
+    /// A snapshot of this client's metrics (shared by its clones) since it was created:
+    /// acquisitions, waits and holds, timeouts, renewals, lost locks and pub/sub reconnects.
+    /// Reading it sends nothing to Redis.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// drop(client.lock("report").lock()?);
+    /// let m = client.metrics();
+    /// assert_eq!(m.acquisitions, 1);
+    /// assert_eq!(m.hold_time.count(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn metrics(&self) -> Metrics {
+        self.inner.metrics.snapshot()
     }
 
     /// A reentrant lock named `name` (Redisson's `RLock`). Nothing is sent to Redis yet.

@@ -7,12 +7,16 @@
 //! masters, and keeps a dead master in its slot map until another node says `MOVED`. Here
 //! each node has a plain [`Pool`]; a script, its `SCRIPT LOAD` and its `WAIT` run on one
 //! connection to the slot's master; a reply that timed out is never re-sent; and a node that
-//! cannot be reached makes the client re-read the slot map before the (safe) retry.
+//! cannot be reached makes the client re-read the slot map before the (safe) retry. Callers
+//! that learn at the same time that the map is stale share one re-read of it ([`Refreshes`]),
+//! which asks the nodes most likely to answer first ([`by_preference`]).
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Value};
+use redis::{ConnectionAddr, ConnectionInfo, Value};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -60,8 +64,69 @@ pub(crate) struct Router {
     config: Config,
     seeds: Vec<ConnectionInfo>,
     topo: RwLock<Topo>,
-    /// Held while the slot map is re-read: one refresh at a time.
-    refreshing: Mutex<()>,
+    /// Re-reads of the slot map: one at a time, shared by the callers that found it stale.
+    refreshes: Refreshes,
+    /// Nodes (`host:port`) whose last attempt failed: a refresh that could not read the map
+    /// from them, or a command connection that could not be made or lost its reply. A
+    /// refresh asks them last.
+    failed: Mutex<HashSet<String>>,
+}
+
+/// Slot-map refreshes, one at a time. A caller notes [`mark`](Self::mark) when it learns the
+/// map is stale (a redirect, a node that cannot be reached) and then asks for a refresh
+/// [`after`](Self::after) that mark: if another one began since, that one read the map after
+/// the caller's news and serves it too. So N threads redirected at once wait for one read of
+/// the map, not N in a row.
+///
+/// "Began", not "ended": a refresh already running when the caller got its redirect may
+/// have read the map before the change the redirect reports.
+struct Refreshes {
+    /// How many refreshes have begun; only bumped with `running` held.
+    begun: AtomicU64,
+    /// Held while a refresh runs; what the last one found.
+    running: Mutex<LastRefresh>,
+}
+
+#[derive(Default)]
+struct LastRefresh {
+    /// The node (`host:port`) the last good refresh read the map from: asked first next time.
+    source: Option<String>,
+    /// Why the last refresh failed; `None` if it succeeded or none ran yet.
+    error: Option<String>,
+}
+
+impl Refreshes {
+    fn new() -> Refreshes {
+        Refreshes {
+            begun: AtomicU64::new(0),
+            running: Mutex::new(LastRefresh::default()),
+        }
+    }
+
+    /// The mark to pass to [`after`](Self::after), taken when the caller learns that the map
+    /// is stale (before it waits for any refresh).
+    fn mark(&self) -> u64 {
+        self.begun.load(Ordering::Acquire)
+    }
+
+    /// Runs `refresh` (which says why it failed), unless a refresh began after `seen` was
+    /// marked: that one has ended by now (they run one at a time), and its outcome is this
+    /// caller's too.
+    fn after(
+        &self,
+        seen: u64,
+        refresh: impl FnOnce(&mut LastRefresh) -> std::result::Result<(), String>,
+    ) -> Result<()> {
+        let mut last = self.running.lock();
+        if self.begun.load(Ordering::Acquire) == seen {
+            self.begun.fetch_add(1, Ordering::AcqRel);
+            last.error = refresh(&mut last).err();
+        }
+        match &last.error {
+            None => Ok(()),
+            Some(why) => Err(not_connected(why.clone())),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -87,7 +152,8 @@ impl Router {
                 slots: vec![None; SLOTS],
                 nodes: Vec::new(),
             }),
-            refreshing: Mutex::new(()),
+            refreshes: Refreshes::new(),
+            failed: Mutex::new(HashSet::new()),
         }
     }
 
@@ -109,36 +175,40 @@ impl Router {
         let slot = slot(key.as_bytes());
         let mut retries = if retry { self.config.retry_attempts } else { 0 };
         let mut redirects = 0;
-        let mut ask: Option<Arc<Pool>> = None;
+        let mut ask: Option<(Arc<Pool>, String)> = None;
         loop {
-            let outcome = match ask.take() {
-                Some(pool) => pool.attempt(key, &mut |c: &mut redis::Connection| {
-                    redis::cmd("ASKING").query::<()>(c)?;
-                    f(c)
-                }),
+            let (outcome, node) = match ask.take() {
+                Some((pool, addr)) => (
+                    pool.attempt(key, &mut |c: &mut redis::Connection| asking(c, &mut f)),
+                    Some(addr),
+                ),
                 None => match self.master_of(slot) {
-                    Ok((pool, _)) => pool.attempt(key, &mut f),
-                    Err(e) => Err((e, false)),
+                    Ok((pool, info)) => (pool.attempt(key, &mut f), Some(info.addr().to_string())),
+                    Err(e) => (Err((e, false)), None),
                 },
             };
-            let err = match outcome {
+            let (err, may_have_run) = match outcome {
                 Ok(v) => return Ok(v),
-                Err((err, may_have_run)) => match redirect(&err) {
-                    Some((kind, addr)) if redirects < MAX_REDIRECTS => {
-                        redirects += 1;
-                        log::debug!("slot {slot} of `{key}`: {kind} to {addr}");
-                        match kind {
-                            Redirect::Moved => {
-                                self.moved(slot, &addr);
-                            }
-                            Redirect::Ask => ask = Some(self.pool_at(&addr)?),
-                        }
-                        continue;
-                    }
-                    _ if may_have_run || retries == 0 => return Err(err),
-                    _ => err,
-                },
+                Err(failure) => failure,
             };
+            // Before waiting for any refresh: one that begins from now on serves this call.
+            let seen = self.refreshes.mark();
+            if let Some(addr) = node.filter(|_| err.breaks_connection()) {
+                self.failed.lock().insert(addr);
+            }
+            match redirect(&err) {
+                Some((kind, addr)) if redirects < MAX_REDIRECTS => {
+                    redirects += 1;
+                    log::debug!("slot {slot} of `{key}`: {kind} to {addr}");
+                    match kind {
+                        Redirect::Moved => self.moved(slot, &addr, seen),
+                        Redirect::Ask => ask = Some((self.pool_at(&addr)?, addr)),
+                    }
+                    continue;
+                }
+                _ if may_have_run || retries == 0 => return Err(err),
+                _ => {}
+            }
             retries -= 1;
             redirects = 0;
             log::debug!(
@@ -147,43 +217,46 @@ impl Router {
                 self.config.retry_delay
             );
             std::thread::sleep(self.config.retry_delay);
-            if let Err(e) = self.refresh() {
+            if let Err(e) = self.refresh_after(seen) {
                 log::debug!("re-reading the cluster slot map failed: {e}");
             }
         }
     }
 
     fn master_of(&self, slot: u16) -> Result<(Arc<Pool>, ConnectionInfo)> {
-        {
-            let topo = self.topo.read();
-            if let Some(i) = topo.slots[usize::from(slot)] {
-                let node = &topo.nodes[i];
-                return Ok((Arc::clone(&node.pool), node.info.clone()));
-            }
+        let seen = self.refreshes.mark();
+        if let Some(found) = self.lookup(slot) {
+            return Ok(found);
         }
-        self.refresh()?;
-        let topo = self.topo.read();
-        match topo.slots[usize::from(slot)] {
-            Some(i) => Ok((Arc::clone(&topo.nodes[i].pool), topo.nodes[i].info.clone())),
-            None => Err(Error::Connection(
-                std::io::Error::new(
-                    std::io::ErrorKind::NotConnected,
-                    format!("no cluster node serves slot {slot}"),
-                )
-                .into(),
-            )),
-        }
+        self.refresh_after(seen)?;
+        self.lookup(slot)
+            .ok_or_else(|| not_connected(format!("no cluster node serves slot {slot}")))
     }
 
-    /// After `MOVED`: the slot is served by `addr` now; the rest of the map is re-read too
-    /// (a migration or failover rarely moves one slot alone).
-    fn moved(&self, slot: u16, addr: &str) {
-        if let Err(e) = self.refresh() {
+    /// The pool and address of `slot`'s master, if the map knows it.
+    fn lookup(&self, slot: u16) -> Option<(Arc<Pool>, ConnectionInfo)> {
+        let topo = self.topo.read();
+        let node = &topo.nodes[topo.slots[usize::from(slot)]?];
+        Some((Arc::clone(&node.pool), node.info.clone()))
+    }
+
+    /// After `MOVED` (seen at refresh mark `seen`): the redirect names the slot's new owner,
+    /// which takes the slot's calls at once; then the rest of the map is re-read (a migration
+    /// or failover rarely moves one slot alone), unless a refresh began since.
+    fn moved(&self, slot: u16, addr: &str, seen: u64) {
+        self.assign(slot, addr);
+        if let Err(e) = self.refresh_after(seen) {
             log::debug!("re-reading the cluster slot map failed: {e}");
         }
+        // The redirect is first-hand: a map read from a node that has not heard of the move
+        // yet must not undo it (calls would bounce between the two until they give up).
+        self.assign(slot, addr);
+    }
+
+    /// Routes `slot` to node `addr`.
+    fn assign(&self, slot: u16, addr: &str) {
         let mut topo = self.topo.write();
-        let i = topo.index_of(addr, &self.config, &self.seeds);
-        if let Some(i) = i {
+        if let Some(i) = topo.index_of(addr, &self.config, &self.seeds) {
             topo.slots[usize::from(slot)] = Some(i);
         }
     }
@@ -199,21 +272,44 @@ impl Router {
         }
     }
 
-    /// Re-reads the slot map (`CLUSTER SLOTS`) from the first node that answers: known
-    /// nodes first, then the seeds.
+    /// Re-reads the slot map now (after any refresh already running), for the pub/sub
+    /// locator, which shares its own refreshes between waiters.
     pub(crate) fn refresh(&self) -> Result<()> {
-        let _one_at_a_time = self.refreshing.lock();
-        let mut candidates: Vec<ConnectionInfo> = self
-            .topo
-            .read()
-            .nodes
-            .iter()
-            .map(|n| n.info.clone())
-            .collect();
-        candidates.extend(self.seeds.iter().cloned());
+        self.refresh_after(self.refreshes.mark())
+    }
+
+    /// Re-reads the slot map unless a refresh began after mark `seen` (see [`Refreshes`]).
+    fn refresh_after(&self, seen: u64) -> Result<()> {
+        self.refreshes.after(seen, |last| self.read_slot_map(last))
+    }
+
+    /// Reads the slot map (`CLUSTER SLOTS`) from the first node that answers, asking each
+    /// node once, in [`by_preference`] order.
+    fn read_slot_map(&self, last: &mut LastRefresh) -> std::result::Result<(), String> {
+        let candidates = {
+            let topo = self.topo.read();
+            let mut serving = vec![false; topo.nodes.len()];
+            for &i in topo.slots.iter().flatten() {
+                serving[i] = true;
+            }
+            let known = topo
+                .nodes
+                .iter()
+                .zip(serving)
+                .map(|(n, master)| (n.addr.clone(), n.info.clone(), master));
+            let seeds = self
+                .seeds
+                .iter()
+                .map(|s| (s.addr().to_string(), s.clone(), false));
+            by_preference(
+                known.chain(seeds).collect(),
+                last.source.as_deref(),
+                &self.failed.lock(),
+            )
+        };
         let (connect, response) = (self.config.connect_timeout, self.config.response_timeout);
         let mut failures = Vec::new();
-        for info in &candidates {
+        for (addr, info) in &candidates {
             let read = open(info, connect, response).and_then(|mut conn| {
                 redis::cmd("CLUSTER")
                     .arg("SLOTS")
@@ -222,15 +318,17 @@ impl Router {
             });
             let ranges = match read.and_then(|v| parse_slots(&v, info)) {
                 Ok(ranges) if !ranges.is_empty() => ranges,
-                Ok(_) => {
-                    failures.push(format!("{}: no slots assigned", info.addr()));
-                    continue;
-                }
-                Err(e) => {
-                    failures.push(format!("{}: {e}", info.addr()));
+                outcome => {
+                    failures.push(match outcome {
+                        Err(e) => format!("{addr}: {e}"),
+                        Ok(_) => format!("{addr}: no slots assigned"),
+                    });
+                    self.failed.lock().insert(addr.clone());
                     continue;
                 }
             };
+            self.failed.lock().remove(addr);
+            last.source = Some(addr.clone());
             let mut topo = self.topo.write();
             let mut slots = vec![None; SLOTS];
             for (start, end, addr) in ranges {
@@ -240,16 +338,29 @@ impl Router {
                 }
             }
             topo.slots = slots;
-            log::debug!("cluster slot map read from {}", info.addr());
+            log::debug!("cluster slot map read from {addr}");
             return Ok(());
         }
-        Err(Error::Connection(
-            std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                format!("no cluster node gave a slot map ({})", failures.join("; ")),
-            )
-            .into(),
+        Err(format!(
+            "no cluster node gave a slot map ({})",
+            failures.join("; ")
         ))
+    }
+
+    /// Runs `f` on the pool of each master in the slot map, read afresh (a key-space
+    /// walk such as `SCAN` must see every master), one after the other; stops at the first error.
+    pub(crate) fn for_each_master(&self, mut f: impl FnMut(&Pool) -> Result<()>) -> Result<()> {
+        self.refresh()?;
+        let pools: Vec<Arc<Pool>> = {
+            let topo = self.topo.read();
+            let mut used: Vec<usize> = topo.slots.iter().flatten().copied().collect();
+            used.sort_unstable();
+            used.dedup();
+            used.iter()
+                .map(|&i| Arc::clone(&topo.nodes[i].pool))
+                .collect()
+        };
+        pools.iter().try_for_each(|pool| f(pool))
     }
 
     /// Every master currently in the slot map, for diagnostics and tests.
@@ -278,10 +389,7 @@ impl Topo {
         let (host, port) = addr.rsplit_once(':')?;
         let port: u16 = port.parse().ok()?;
         let settings = seeds.first()?.redis_settings().clone();
-        let info = ConnectionAddr::Tcp(host.to_owned(), port)
-            .into_connection_info()
-            .ok()?
-            .set_redis_settings(settings);
+        let info = config.tls.address(host.to_owned(), port, settings).ok()?;
         let pool = Arc::new(Pool::new(Arc::new(Target::Fixed(info.clone())), config));
         self.nodes.push(Node {
             addr: addr.to_owned(),
@@ -290,6 +398,63 @@ impl Topo {
         });
         Some(self.nodes.len() - 1)
     }
+}
+
+/// The order in which a refresh asks the candidate nodes `(host:port, info, serves slots)`
+/// for the map, each address once: the node the last refresh read it from (`last`), then the
+/// masters of the current map, then the other known nodes and the seeds (which may be
+/// replicas, or masters that failed over); but any whose last attempt failed come after all
+/// the others (ranked among themselves the same way), so that a dead master costs a connect
+/// timeout only when nothing else answers.
+fn by_preference<T>(
+    candidates: Vec<(String, T, bool)>,
+    last: Option<&str>,
+    failed: &HashSet<String>,
+) -> Vec<(String, T)> {
+    let mut listed = HashSet::new();
+    let mut candidates: Vec<_> = candidates
+        .into_iter()
+        .filter(|(addr, _, _)| listed.insert(addr.clone()))
+        .collect();
+    // Stable: the order of nodes within a rank is kept.
+    candidates.sort_by_key(|(addr, _, master)| {
+        (failed.contains(addr), Some(addr.as_str()) != last, !master)
+    });
+    candidates
+        .into_iter()
+        .map(|(addr, info, _)| (addr, info))
+        .collect()
+}
+
+/// Runs `f` on the node an `ASK` named, after `ASKING` (which lets the next command, and only
+/// it, use the slot that node is importing).
+///
+/// A script the node does not have yet answers NOSCRIPT, which uses up the `ASKING`:
+/// `redis::Script::invoke` then loads the script and re-sends EVALSHA without it, and the
+/// importing node answers `MOVED` (back to the slot's owner, which would `ASK` again). So a
+/// `MOVED` here is answered with `ASKING` and `f` once more, on the same connection, where
+/// the script is loaded now. That is as safe as following the `MOVED` (nothing ran); if the
+/// node really is not importing the slot, it costs one round trip before the `MOVED` is
+/// followed.
+fn asking<T>(
+    c: &mut redis::Connection,
+    f: &mut impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+) -> redis::RedisResult<T> {
+    redis::cmd("ASKING").query::<()>(c)?;
+    match f(c) {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => {
+            // Re-running `f` is safe only because every closure passed to Router::run issues
+            // one keyed command (plus WAIT or SCRIPT LOAD).
+            redis::cmd("ASKING").query::<()>(c)?;
+            f(c)
+        }
+        outcome => outcome,
+    }
+}
+
+/// A connection-class error for "no node to send this to".
+fn not_connected(why: String) -> Error {
+    Error::Connection(std::io::Error::new(std::io::ErrorKind::NotConnected, why).into())
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -327,7 +492,7 @@ fn parse_slots(reply: &Value, asked: &ConnectionInfo) -> Result<Vec<(u16, u16, S
         return Err(bad());
     };
     let asked_host = match asked.addr() {
-        ConnectionAddr::Tcp(host, _) => host.clone(),
+        ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
         _ => String::new(),
     };
     let mut out = Vec::with_capacity(ranges.len());
@@ -365,6 +530,7 @@ fn parse_slots(reply: &Value, asked: &ConnectionInfo) -> Result<Vec<(u16, u16, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use redis::IntoConnectionInfo;
     use std::time::Duration;
 
     #[test]
@@ -412,6 +578,77 @@ mod tests {
         ])]);
         assert!(parse_slots(&bad, &asked).is_err());
         assert!(parse_slots(&Value::Nil, &asked).is_err());
+    }
+
+    #[test]
+    fn callers_that_noticed_a_stale_map_before_a_refresh_began_share_it() {
+        let refreshes = Refreshes::new();
+        let runs = std::sync::atomic::AtomicUsize::new(0);
+        let refresh = |_: &mut LastRefresh| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        };
+        let (a, b) = (refreshes.mark(), refreshes.mark());
+        refreshes.after(a, refresh).unwrap();
+        refreshes.after(b, refresh).unwrap(); // b noticed before a's refresh began
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        let c = refreshes.mark(); // news after that refresh began: a new one
+        refreshes.after(c, refresh).unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+
+        // 16 threads that all noticed before any refresh began: one refresh between them,
+        // whose failure each of them sees.
+        let threads = 16;
+        let noticed = std::sync::Barrier::new(threads);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    let seen = refreshes.mark();
+                    noticed.wait();
+                    let outcome = refreshes.after(seen, |_| {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        Err("no node answers".into())
+                    });
+                    assert!(outcome.unwrap_err().is_connection());
+                });
+            }
+        });
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn refresh_asks_the_last_source_then_masters_then_the_rest_and_failed_nodes_last() {
+        let candidates = |list: &[(&str, bool)]| {
+            list.iter()
+                .map(|&(addr, master)| (addr.to_owned(), (), master))
+                .collect::<Vec<_>>()
+        };
+        let order = |list, last, failed: &[&str]| {
+            let failed = failed.iter().map(|f| f.to_string()).collect();
+            by_preference(candidates(list), last, &failed)
+                .into_iter()
+                .map(|(addr, ())| addr)
+                .collect::<Vec<_>>()
+        };
+        // Known nodes (the old master :1 no longer serves slots), then seeds.
+        let list = [
+            ("h:1", false),
+            ("h:2", true),
+            ("h:3", true),
+            ("h:4", true),
+            ("h:1", false),
+            ("h:5", false),
+        ];
+        assert_eq!(order(&list, None, &[]), ["h:2", "h:3", "h:4", "h:1", "h:5"]);
+        assert_eq!(
+            order(&list, Some("h:3"), &[]),
+            ["h:3", "h:2", "h:4", "h:1", "h:5"]
+        );
+        // The last source failed since, and so did a master: both go last, ranked alike.
+        assert_eq!(
+            order(&list, Some("h:3"), &["h:3", "h:2"]),
+            ["h:4", "h:1", "h:5", "h:3", "h:2"]
+        );
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! Client configuration.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 
 use crate::error::{Error, Result};
+use crate::metrics::Recorder;
+use crate::net::{Certificates, Dial, Tls};
 
 /// The longest duration accepted for any timeout or lease: 100 years would overflow
 /// Redis's millisecond arithmetic nowhere, but is surely a mistake; we cap at 1 year.
@@ -36,6 +39,8 @@ pub struct Config {
     pub(crate) renew_batch_size: usize,
     pub(crate) fair_thread_wait: Duration,
     pub(crate) replica_sync: Option<ReplicaSync>,
+    /// TLS for `rediss://` addresses (those of nodes found at run time included).
+    pub(crate) tls: Tls,
 }
 
 /// Replica confirmation of lock writes: `WAIT replicas timeout` after each lock, unlock and
@@ -71,7 +76,8 @@ enum Mode {
 
 impl Config {
     /// Starts a builder for a single server at `url`
-    /// (`redis://[user:pass@]host:port/[db]`).
+    /// (`redis://[user:pass@]host:port/[db]`, or `rediss://` for TLS; see
+    /// [`tls_root_certificates`](ConfigBuilder::tls_root_certificates)).
     ///
     /// An invalid URL is reported by [`ConfigBuilder::build`].
     ///
@@ -94,6 +100,9 @@ impl Config {
     /// Every new connection asks the sentinels for the master and checks with `ROLE` that it
     /// is one, so the client follows a failover: connections to the old master break (the
     /// sentinels close them) and the next ones go to the new master.
+    ///
+    /// With `rediss://` sentinel URLs, the master is reached over TLS too, with the same
+    /// certificates.
     ///
     /// # Examples
     ///
@@ -237,6 +246,7 @@ pub struct ConfigBuilder {
     renew_batch_size: usize,
     fair_thread_wait: Duration,
     replica_sync: Option<ReplicaSync>,
+    certificates: Certificates,
 }
 
 impl ConfigBuilder {
@@ -245,7 +255,7 @@ impl ConfigBuilder {
             mode,
             urls: urls
                 .into_iter()
-                .map(|u| u.into_connection_info().map_err(|e| e.to_string()))
+                .map(|u| u.into_connection_info().map_err(|e| url_error(&e)))
                 .collect(),
             username: None,
             password: None,
@@ -259,7 +269,62 @@ impl ConfigBuilder {
             renew_batch_size: 100,
             fair_thread_wait: Duration::from_secs(300),
             replica_sync: None,
+            certificates: Certificates::default(),
         }
+    }
+
+    /// Trusts the CA certificates in `pem` (one or more, PEM-encoded) for `rediss://`
+    /// servers, instead of the system's trusted roots. For servers with certificates of a
+    /// private CA. Server names are checked: connect by a name (or IP address) that the
+    /// server's certificate lists.
+    ///
+    /// Defaults to the system's roots. Checking can not be turned off: a `#insecure` URL
+    /// is refused.
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for a PEM without a certificate, or when the addresses are not `rediss://`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let ca = std::fs::read("/etc/redis/ca.crt").unwrap();
+    /// let config = redlatch::Config::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_certificates(ca)
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.certificates.roots = Some(pem.into());
+        self
+    }
+
+    /// Presents a client certificate (`chain_pem`, leaf first) with its private key
+    /// (`key_pem`, PKCS#8, PKCS#1 or SEC1) to `rediss://` servers that check clients
+    /// (`tls-auth-clients yes`).
+    ///
+    /// Defaults to none.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let config = redlatch::Config::builder("rediss://redis.internal:6380/")
+    ///     .tls_root_certificates(std::fs::read("ca.crt").unwrap())
+    ///     .tls_client_certificate(
+    ///         std::fs::read("client.crt").unwrap(),
+    ///         std::fs::read("client.key").unwrap(),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// ```
+    pub fn tls_client_certificate(
+        mut self,
+        chain_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.certificates.client = Some((chain_pem.into(), key_pem.into()));
+        self
     }
 
     /// The username for the data nodes (ACL), overriding the one in the URLs. For Sentinel,
@@ -497,15 +562,11 @@ impl ConfigBuilder {
         if urls.is_empty() {
             return Err(Error::invalid("no server address given"));
         }
-        if let Some(url) = urls
-            .iter()
-            .find(|u| !matches!(u.addr(), redis::ConnectionAddr::Tcp(..)))
-        {
-            return Err(Error::invalid(format!(
-                "only plain TCP addresses are supported yet, not {}",
-                url.addr()
-            )));
-        }
+        let tls = Tls::for_urls(&urls, &self.certificates)?;
+        let urls = urls
+            .into_iter()
+            .map(|u| tls.apply(u))
+            .collect::<Result<Vec<_>>>()?;
         let with_node_settings = |mut node: redis::RedisConnectionInfo| {
             if let Some(user) = &self.username {
                 node = node.set_username(user);
@@ -589,8 +650,30 @@ impl ConfigBuilder {
             renew_batch_size: self.renew_batch_size,
             fair_thread_wait: self.fair_thread_wait,
             replica_sync: self.replica_sync,
+            tls,
         })
     }
+}
+
+impl Config {
+    /// How pub/sub connections are opened (and where their reconnects are counted).
+    pub(crate) fn dial(&self, metrics: &Arc<Recorder>) -> Dial {
+        Dial {
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            tls: self.tls.clone(),
+            metrics: Arc::clone(metrics),
+        }
+    }
+}
+
+/// Why a URL does not parse; `redis` refuses `rediss://` when built without TLS.
+fn url_error(e: &redis::RedisError) -> String {
+    let text = e.to_string();
+    if cfg!(not(feature = "tls")) && text.contains("TLS") {
+        return format!("{text} (rediss:// needs redlatch's `tls` feature, on by default)");
+    }
+    text
 }
 
 /// Refuses an empty object name (`what` is "lock", "semaphore", ...) before anything is sent.

@@ -3,6 +3,15 @@
 use std::fmt;
 
 /// A specialized `Result` for redlatch operations.
+///
+/// # Examples
+///
+/// ```no_run
+/// fn take(client: &redlatch::Client) -> redlatch::Result<()> {
+///     let guard = client.lock("orders").lock()?;
+///     guard.unlock()
+/// }
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in a redlatch call.
@@ -145,56 +154,170 @@ fn list(failures: &[(String, Error)]) -> String {
 
 impl Error {
     /// True for [`Error::NotHeld`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// // Unlocking a lock this thread does not hold.
+    /// let err = client.lock("orders").unlock().unwrap_err();
+    /// assert!(err.is_not_held());
+    /// ```
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::NotHeld { .. })
     }
 
     /// True for [`Error::LockLost`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// let guard = client.lock("orders").lock().unwrap();
+    /// // ... the lease ran out, or an operator force-unlocked it ...
+    /// if let Err(e) = guard.unlock() {
+    ///     if e.is_lock_lost() {
+    ///         log::warn!("our work on orders may have overlapped another holder's");
+    ///     }
+    /// }
+    /// ```
     pub fn is_lock_lost(&self) -> bool {
         matches!(self, Error::LockLost { .. })
     }
 
     /// True for [`Error::UnknownPermit`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// let sem = client.permit_expirable_semaphore("slots");
+    /// let id = redlatch::PermitId::new("0123456789abcdef0123456789abcdef");
+    /// // Never acquired, or already released or expired:
+    /// assert!(sem.release(&id).unwrap_err().is_unknown_permit());
+    /// ```
     pub fn is_unknown_permit(&self) -> bool {
         matches!(self, Error::UnknownPermit { .. })
     }
 
     /// True for [`Error::StaleToken`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// let guard = client.fenced_lock("ledger").lock().unwrap();
+    /// let ledger = client.fenced_resource("ledger");
+    /// match ledger.write(&guard, "balance=10") {
+    ///     Err(e) if e.is_stale_token() => log::warn!("a newer holder wrote first"),
+    ///     other => other.unwrap(),
+    /// }
+    /// ```
     pub fn is_stale_token(&self) -> bool {
         matches!(self, Error::StaleToken { .. })
     }
 
     /// True for [`Error::NotReplicated`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .sync_replicas(1, Duration::from_millis(500))
+    ///     .build()
+    ///     .unwrap();
+    /// let client = redlatch::Client::new(config).unwrap();
+    /// if let Err(e) = client.lock("orders").lock() {
+    ///     assert!(e.is_not_replicated() || e.is_connection());
+    /// }
+    /// ```
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
     }
 
     /// True for [`Error::NoQuorum`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let nodes: Vec<redlatch::Client> = vec![];
+    /// let redlock = redlatch::RedLock::new(nodes.iter().map(|c| c.lock("payouts"))).unwrap();
+    /// if let Err(e) = redlock.lock() {
+    ///     if e.is_no_quorum() {
+    ///         log::error!("too many lock servers are down: {e}");
+    ///     }
+    /// }
+    /// ```
     pub fn is_no_quorum(&self) -> bool {
         matches!(self, Error::NoQuorum { .. })
     }
 
     /// True for [`Error::PartialUnlock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let (a, b) = (redlatch::Client::open("redis://10.0.0.1/").unwrap(), redlatch::Client::open("redis://10.0.0.2/").unwrap());
+    /// let both = redlatch::MultiLock::new([a.lock("x"), b.lock("y")]).unwrap();
+    /// let guard = both.lock().unwrap();
+    /// if let Err(e) = guard.unlock() {
+    ///     assert!(e.is_partial_unlock() || e.is_lock_lost());
+    /// }
+    /// ```
     pub fn is_partial_unlock(&self) -> bool {
         matches!(self, Error::PartialUnlock { .. })
     }
 
     /// True for [`Error::Timeout`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// match client.lock("orders").lock() {
+    ///     Err(e) if e.is_timeout() => log::warn!("redis is slow: {e}"),
+    ///     other => drop(other.unwrap()),
+    /// }
+    /// ```
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout(_))
     }
 
     /// True for [`Error::Connection`]: the server is down or unreachable, or a reply was lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let client = redlatch::Client::open("redis://127.0.0.1:1/").unwrap(); // nothing listens
+    /// assert!(client.lock("orders").lock().unwrap_err().is_connection());
+    /// ```
     pub fn is_connection(&self) -> bool {
         matches!(self, Error::Connection(_))
     }
 
     /// True for [`Error::WrongType`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// // "orders" is a list someone else made: not a lock.
+    /// let err = client.lock("orders").lock().unwrap_err();
+    /// assert!(err.is_wrong_type());
+    /// ```
     pub fn is_wrong_type(&self) -> bool {
         matches!(self, Error::WrongType { .. })
     }
 
     /// True for [`Error::InvalidArgument`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = redlatch::Config::builder("redis://127.0.0.1/").pool_size(0).build().unwrap_err();
+    /// assert!(err.is_invalid_argument());
+    /// ```
     pub fn is_invalid_argument(&self) -> bool {
         matches!(self, Error::InvalidArgument(_))
     }

@@ -29,7 +29,9 @@
 //!
 //! [`Config::builder`] for one server, [`Config::sentinel`] for a master found through Redis
 //! Sentinel (followed across failovers), [`Config::cluster`] for a Redis Cluster (one pool per
-//! master, and one pub/sub connection and thread per node with waiters). [`MultiLock`] holds
+//! master, and one pub/sub connection and thread per node with waiters). Each takes `rediss://`
+//! addresses for TLS (the default `tls` feature; see
+//! [`ConfigBuilder::tls_root_certificates`]). [`MultiLock`] holds
 //! several locks as one; [`RedLock`] holds a lock on a majority of independent masters (read
 //! its docs for why we recommend a replica-synced fenced lock instead).
 //!
@@ -54,6 +56,14 @@
 //! [`Client::semaphore`] ([`Semaphore`], with [`SemaphoreGuard`]),
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
 //! leases) and [`Client::count_down_latch`] ([`CountDownLatch`]).
+//!
+//! # Operating locks
+//!
+//! [`Client::inspect`] reads what a name holds ([`Inspection`]: its [`Kind`], holders with
+//! client id, thread and hold count, lease, fair queue, readers, permits, count, fencing
+//! token) from its keys; [`Client::list`] finds them by pattern with `SCAN`;
+//! [`Client::watch`] follows one live ([`Event`]s). The `redlatch` binary of this crate
+//! (`cargo install --path .` in a checkout) does the same from a shell, and breaks stuck locks.
 //!
 //! # Key layout (Redisson's)
 //!
@@ -85,26 +95,56 @@
 //! - Every call can fail (network, server): methods return [`Result`].
 //! - No poisoning: a panic while holding releases the lock in `Drop` like any other exit.
 //! - Guards are not `Send`: the hold belongs to the thread, as in Java.
+//!
+//! # Differences from Redisson
+//!
+//! - **Same wire protocol.** Keys, hash fields, channels, messages and script semantics are
+//!   Redisson's, so a Java `RLock` (fair lock, read-write lock, semaphore, latch) and ours on
+//!   the same name exclude and wake each other. Owner ids are `<client uuid>:<thread number>`,
+//!   with a per-process thread counter in place of Java's thread id.
+//! - **Blocking and guard-based.** No async API; a guard releases on drop, and guards are not
+//!   `Send` (a hold belongs to its thread, as in Java).
+//! - **Cheaper at scale.** One pub/sub connection and thread per client (per node with waiters
+//!   on a cluster) serves every waiter, and one watchdog thread renews all held locks in
+//!   batched script calls (Redisson renews each lock with its own call).
+//! - **Faults are reported, not just logged.** [`LockGuard::is_lost`] and
+//!   [`LockGuard::on_lost`] tell a holder its lease is gone; a [`MultiLock`] unlock releases
+//!   every member and reports every failure (Redisson stops at the first); fencing tokens come
+//!   with [`FencedResource`], which refuses stale writers.
+//! - **Observable.** [`Client::metrics`] counts acquisitions, waits, holds, renewals and lost
+//!   locks; every log message names its lock and owner.
+//! - **Not here:** Redisson's spin lock, its async and reactive APIs, and the locks it builds
+//!   on its collections (such as `RMap::getLock`).
+
+#![warn(missing_docs)]
 
 mod client;
 mod cluster;
 mod config;
 mod error;
 mod fenced;
+mod inspect;
 mod latch;
+mod list;
 mod lock;
+mod metrics;
+mod net;
 mod pool;
 mod pubsub;
 mod scripts;
 mod semaphore;
 mod target;
+mod watch;
 mod watchdog;
 
 pub use client::Client;
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
 pub use fenced::FencedResource;
+pub use inspect::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard, MultiLock, MultiLockGuard, ReadWriteLock, RedLock};
+pub use metrics::{Histogram, Metrics};
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
+pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;

@@ -89,6 +89,14 @@ impl Commands {
         }
     }
 
+    /// Runs `f` on the pool of every master: the one server, or each master of a cluster.
+    pub(crate) fn for_each_master(&self, mut f: impl FnMut(&Pool) -> Result<()>) -> Result<()> {
+        match self {
+            Commands::Single(pool) => f(pool),
+            Commands::Cluster(router) => router.for_each_master(f),
+        }
+    }
+
     /// The command lock scripts publish with: `SPUBLISH` (sharded pub/sub) on a cluster.
     pub(crate) fn publish_command(&self) -> &'static str {
         match self {
@@ -131,6 +139,11 @@ impl Pool {
             }),
             freed: Condvar::new(),
         }
+    }
+
+    /// Where this pool's connections go.
+    pub(crate) fn target(&self) -> &Arc<Target> {
+        &self.target
     }
 
     /// Runs `f` on a pooled connection. `key` names the key the command is about, for errors.

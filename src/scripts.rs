@@ -69,3 +69,5 @@ script!(
 script!(LATCH_DELETE, "latch_common.lua" + "latch_delete.lua");
 
 script!(FENCED_WRITE, "fenced_write.lua");
+
+script!(INSPECT, "inspect.lua");

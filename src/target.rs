@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
+use redis::{ConnectionInfo, RedisConnectionInfo};
 
 use crate::error::{Error, Result};
+use crate::net::Tls;
 
 pub(crate) enum Target {
     Fixed(ConnectionInfo),
@@ -25,6 +26,8 @@ pub(crate) struct Sentinel {
     sentinels: Vec<ConnectionInfo>,
     master: String,
     node: RedisConnectionInfo,
+    /// TLS for the master (on with `rediss://` sentinels).
+    tls: Tls,
     /// The sentinel that answered last: asked first next time.
     last_good: AtomicUsize,
     /// Bumped when the sentinels switch the master: connections opened before are dropped.
@@ -38,11 +41,13 @@ impl Target {
         sentinels: Vec<ConnectionInfo>,
         master: String,
         node: RedisConnectionInfo,
+        tls: Tls,
     ) -> Target {
         Target::Sentinel(Sentinel {
             sentinels,
             master,
             node,
+            tls,
             last_good: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             on_switch: Mutex::new(Vec::new()),
@@ -147,10 +152,7 @@ impl Sentinel {
             match asked {
                 Ok(Some((host, port))) => {
                     self.last_good.store(i, Ordering::Relaxed);
-                    let info = ConnectionAddr::Tcp(host, port)
-                        .into_connection_info()
-                        .map_err(|e| Error::from_redis(e, ""))?;
-                    return Ok(info.set_redis_settings(self.node.clone()));
+                    return self.tls.address(host, port, self.node.clone());
                 }
                 Ok(None) => failures.push(format!("{}: unknown master", sentinel.addr())),
                 Err(e) => failures.push(format!("{}: {e}", sentinel.addr())),
@@ -252,7 +254,8 @@ impl Sentinel {
     fn switched(&self, addr: &str) {
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         log::warn!(
-            "sentinels switched master `{}` to {addr}; dropping connections to the old one              (generation {generation})",
+            "sentinels switched master `{}` to {addr}; dropping connections to the old one \
+             (generation {generation})",
             self.master
         );
         for f in self.on_switch.lock().iter() {

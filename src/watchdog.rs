@@ -29,6 +29,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
 use crate::lock::{wait_replicas, Renewal};
+use crate::metrics::Recorder;
 use crate::pool::Commands;
 use crate::scripts;
 
@@ -77,6 +78,7 @@ struct Shared {
     lease: Duration,
     period: Duration,
     batch: usize,
+    metrics: Arc<Recorder>,
     state: Mutex<State>,
     changed: Condvar,
     /// Notified when the thread has finished running a round of `on_lost` callbacks.
@@ -148,6 +150,8 @@ pub(crate) struct LeaseState {
     /// When the lease was last known to be set in Redis (send time of the acquire or renewal
     /// that confirmed it), in µs after `base`.
     renewed_us: AtomicU64,
+    /// Where a loss is counted (once, when it latches).
+    metrics: Option<Arc<Recorder>>,
 }
 
 impl LeaseState {
@@ -158,7 +162,14 @@ impl LeaseState {
             base,
             lease,
             renewed_us: AtomicU64::new(0),
+            metrics: None,
         }
+    }
+
+    /// Counts this hold's loss in `metrics`.
+    pub(crate) fn counted_by(mut self, metrics: &Arc<Recorder>) -> LeaseState {
+        self.metrics = Some(Arc::clone(metrics));
+        self
     }
 
     /// Why the hold is lost, if it is: a renewal found the lock gone, or the lease has run out
@@ -191,7 +202,7 @@ impl LeaseState {
     }
 
     /// Marks the hold lost for `why` unless it already is; returns the reason that stuck.
-    fn mark_lost(&self, why: LostReason) -> LostReason {
+    pub(crate) fn mark_lost(&self, why: LostReason) -> LostReason {
         let code = match why {
             LostReason::NotHeld => NOT_HELD,
             LostReason::LeaseExpired => EXPIRED,
@@ -200,7 +211,12 @@ impl LeaseState {
             .lost
             .compare_exchange(LIVE, code, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => why,
+            Ok(_) => {
+                if let Some(m) = &self.metrics {
+                    Recorder::count(&m.lost, 1);
+                }
+                why
+            }
             Err(earlier) => reason(earlier),
         }
     }
@@ -232,6 +248,7 @@ impl Watchdog {
         lease: Duration,
         batch: usize,
         sync: Option<ReplicaSync>,
+        metrics: Arc<Recorder>,
     ) -> Result<Watchdog> {
         let shared = Arc::new(Shared {
             pool,
@@ -239,6 +256,7 @@ impl Watchdog {
             lease,
             period: lease / 3,
             batch,
+            metrics,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             fired: Condvar::new(),
@@ -264,7 +282,14 @@ impl Watchdog {
         count: u32,
     ) -> (Watch, Arc<LeaseState>) {
         let mut st = self.shared.state.lock();
-        let (watch, lease, new) = st.join(name, renewal, acquired_at, count, self.shared.lease);
+        let (watch, lease, new) = st.join(
+            name,
+            renewal,
+            acquired_at,
+            count,
+            self.shared.lease,
+            Some(&self.shared.metrics),
+        );
         let mut wake = !st.to_fire.is_empty();
         if new {
             wake |= st.schedule(acquired_at + self.shared.period, watch.id);
@@ -410,6 +435,7 @@ impl State {
         acquired_at: Instant,
         count: u32,
         lease: Duration,
+        metrics: Option<&Arc<Recorder>>,
     ) -> (Watch, Arc<LeaseState>, bool) {
         let key = (Arc::clone(name), Arc::clone(&renewal.field));
         if let Some(&id) = self.by_key.get(&key) {
@@ -436,7 +462,11 @@ impl State {
             }
         }
         let id = self.new_id();
-        let lease = Arc::new(LeaseState::new(acquired_at, lease));
+        let mut state = LeaseState::new(acquired_at, lease);
+        if let Some(m) = metrics {
+            state = state.counted_by(m);
+        }
+        let lease = Arc::new(state);
         self.entries.insert(
             id,
             Entry {
@@ -680,6 +710,7 @@ impl Shared {
             };
             match outcome {
                 Renewed::Held if e.lease.confirm(sent_at) => {
+                    Recorder::count(&self.metrics.renewals, 1);
                     st.due.push(Reverse((sent_at + self.period, id)));
                 }
                 Renewed::Held => {
@@ -711,7 +742,12 @@ impl Shared {
                         );
                     }
                     None => {
-                        log::warn!("renewal of lock `{}` failed, retrying: {why}", e.name);
+                        Recorder::count(&self.metrics.failed_renewals, 1);
+                        log::warn!(
+                            "renewal of lock `{}` (owner {}) failed, retrying: {why}",
+                            e.name,
+                            owner(e)
+                        );
                         let at = retry.min(e.lease.expires());
                         st.due.push(Reverse((at, id)));
                     }
@@ -889,14 +925,15 @@ mod tests {
         let name: Arc<str> = Arc::from("l");
         let lease = Duration::from_secs(1);
         let long_ago = Instant::now() - Duration::from_secs(5);
-        let (old, old_lease, new) = st.join(&name, renewal("o"), long_ago, 1, lease);
+        let (old, old_lease, new) = st.join(&name, renewal("o"), long_ago, 1, lease, None);
         assert!(new);
         st.entries
             .get_mut(&old.id)
             .unwrap()
             .callbacks
             .push((old.hold, Box::new(|_| {})));
-        let (fresh, fresh_lease, new) = st.join(&name, renewal("o"), Instant::now(), 2, lease);
+        let (fresh, fresh_lease, new) =
+            st.join(&name, renewal("o"), Instant::now(), 2, lease, None);
         assert!(new, "the re-entry joined a lost entry");
         assert_ne!(fresh.id, old.id);
         assert_eq!(old_lease.lost(), Some(LostReason::LeaseExpired));
@@ -906,7 +943,7 @@ mod tests {
         let queued: Vec<_> = st.to_fire.iter().map(|f| (f.hold, f.reason)).collect();
         assert_eq!(queued, vec![(old.hold, LostReason::LeaseExpired)]);
         // A live entry is joined, as a second hold.
-        let (again, _, new) = st.join(&name, renewal("o"), Instant::now(), 2, lease);
+        let (again, _, new) = st.join(&name, renewal("o"), Instant::now(), 2, lease, None);
         assert!(!new);
         assert_eq!(again.id, fresh.id);
         assert_eq!(st.entries[&fresh.id].holds, 2);
@@ -920,8 +957,9 @@ mod tests {
         let mut st = State::default();
         let name: Arc<str> = Arc::from("l");
         let lease = Duration::from_secs(30);
-        let (old, old_lease, _) = st.join(&name, renewal("o"), Instant::now(), 1, lease);
-        let (new_hold, new_lease, new) = st.join(&name, renewal("o"), Instant::now(), 1, lease);
+        let (old, old_lease, _) = st.join(&name, renewal("o"), Instant::now(), 1, lease, None);
+        let (new_hold, new_lease, new) =
+            st.join(&name, renewal("o"), Instant::now(), 1, lease, None);
         assert!(new, "a server count of 1 is a new hold");
         assert_ne!(new_hold.id, old.id);
         assert_eq!(old_lease.lost(), Some(LostReason::NotHeld));

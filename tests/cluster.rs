@@ -1,7 +1,7 @@
 //! Redis Cluster (3 masters started by the harness with `redis-cli --cluster create`): every
 //! lock kind over names in all slots, helper keys in their lock's slot, sharded pub/sub
 //! wake-ups, batched renewals per slot, and a held lock surviving a slot migration (MOVED),
-//! a migration in progress (ASK) and a master failover.
+//! a migration in progress (ASK) and a master failover (manual, and automatic after a kill).
 
 mod support;
 
@@ -41,6 +41,52 @@ fn exists_importing(node: &RedisServer, key: &str) -> bool {
     let _: () = redis::cmd("ASKING").query(&mut conn).unwrap();
     let n: i64 = redis::cmd("EXISTS").arg(key).query(&mut conn).unwrap();
     n == 1
+}
+
+/// How often command `name` (e.g. `"evalsha"`) was refused before it ran (a `MOVED` or `ASK`
+/// redirection counts), from `INFO commandstats`.
+fn rejected_calls(node: &RedisServer, name: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.conn())
+        .unwrap();
+    let prefix = format!("cmdstat_{name}:");
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix(prefix.as_str()))
+        .and_then(|stats| {
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("rejected_calls="))
+        })
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+/// `CLUSTER SLOTS` calls served by the cluster's live nodes (the harness's own topology
+/// polls make them too: read this only between its waits).
+fn slot_map_reads(cluster: &RedisCluster) -> u64 {
+    cluster
+        .nodes()
+        .iter()
+        .filter_map(RedisServer::try_conn)
+        .map(|mut conn| support::command_calls(&mut conn, "cluster|slots"))
+        .sum()
+}
+
+/// Established connections to local `port` holding bytes the server has not read yet (from
+/// Linux's `/proc/net/tcp`; the harness binds 127.0.0.1): requests waiting on a stopped node.
+fn unread_connections(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let hex = |s: Option<&str>| s.and_then(|h| usize::from_str_radix(h, 16).ok());
+            let local_port = hex(fields[1].rsplit(':').next());
+            let unread = hex(fields[4].split(':').nth(1));
+            local_port == Some(usize::from(port)) && fields[3] == "01" && unread > Some(0)
+        })
+        .count()
 }
 
 fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
@@ -315,4 +361,234 @@ fn a_master_failover_keeps_the_lock_usable() {
     );
     let again = holder.lock(name).lock().unwrap();
     again.unlock().unwrap();
+}
+
+#[test]
+fn threads_redirected_at_once_share_slot_map_reads() {
+    // Each MOVED re-read the slot map, one read after the other: N threads, N reads.
+    let cluster = RedisCluster::new(3, 0);
+    let client = client(&cluster);
+    let threads = 16;
+    let names: Vec<String> = (0..threads).map(|i| format!("{{moved}}:{i}")).collect();
+    let all_at_once = |names: &[String]| {
+        let start = std::sync::Barrier::new(names.len());
+        thread::scope(|s| {
+            for name in names {
+                let (client, start) = (&client, &start);
+                s.spawn(move || {
+                    start.wait();
+                    let guard = client.lock(name).try_lock().unwrap().expect("free");
+                    guard.unlock().unwrap();
+                });
+            }
+        });
+    };
+    all_at_once(&names); // the map is known, connections to the slot's master are open
+    let slot = cluster.slot_of(&names[0]);
+    let source = cluster.node_for_slot(slot);
+    let target = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port() != source.port())
+        .unwrap();
+    cluster.migrate_slot(slot, target);
+    let (reads_before, moved_before) =
+        (slot_map_reads(&cluster), rejected_calls(source, "evalsha"));
+    // The old master is stopped until every call waits in its socket buffers: it then answers
+    // them all with MOVED at once, as a busy node would.
+    source.stop();
+    thread::scope(|s| {
+        let calls = s.spawn(|| all_at_once(&names));
+        let queued = support::wait_until(Duration::from_secs(5), || {
+            unread_connections(source.port()) >= threads
+        });
+        source.cont();
+        assert!(
+            queued,
+            "only {} calls queued",
+            unread_connections(source.port())
+        );
+        calls.join().unwrap();
+    });
+    let reads = slot_map_reads(&cluster) - reads_before;
+    let redirected = rejected_calls(source, "evalsha") - moved_before;
+    eprintln!(
+        "{threads} threads: {redirected} calls redirected by MOVED, {reads} CLUSTER SLOTS reads"
+    );
+    assert!(
+        redirected >= threads as u64 / 2,
+        "{redirected} calls redirected, of {threads}"
+    );
+    assert!(
+        (1..=3).contains(&reads),
+        "{reads} slot-map reads for {redirected} redirected calls"
+    );
+    for name in &names {
+        assert!(!exists(target, name), "{name} released on the new master");
+    }
+}
+
+#[test]
+fn ask_then_noscript_asks_again_instead_of_following_moved_back() {
+    // An importing node that lacked the script answered the re-sent EVALSHA (after NOSCRIPT
+    // used up the ASKING) with MOVED back to the owner: one more redirect and a map read.
+    let cluster = RedisCluster::new(3, 0);
+    let client = client(&cluster);
+    let held = "{asknoscript}:held";
+    let fresh = "{asknoscript}:fresh";
+    let slot = cluster.slot_of(held);
+    let source = cluster.node_for_key(held);
+    let target = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port() != source.port())
+        .unwrap();
+    let guard = client.lock(held).lock().unwrap(); // the map is known
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut target.conn())
+        .unwrap();
+    let migration = cluster.begin_migration(slot, target);
+    let (reads_before, asked_before) =
+        (slot_map_reads(&cluster), rejected_calls(source, "evalsha"));
+    let fresh_guard = client.lock(fresh).lock().expect("acquire follows ASK");
+    assert!(
+        exists_importing(target, fresh),
+        "taken on the importing node"
+    );
+    assert_eq!(
+        rejected_calls(source, "evalsha") - asked_before,
+        1,
+        "one ASK from the owner, no second trip there"
+    );
+    assert_eq!(
+        slot_map_reads(&cluster) - reads_before,
+        0,
+        "no MOVED, no map read"
+    );
+    migration.finish();
+    fresh_guard.unlock().unwrap();
+    guard.unlock().unwrap();
+    assert!(!exists(target, fresh) && !exists(target, held));
+}
+
+#[test]
+fn a_killed_master_fails_over_and_its_lock_becomes_usable_again() {
+    let mut cluster = RedisCluster::new(3, 1);
+    let lease = Duration::from_secs(2);
+    // Calls made while the slot has no live master are retried through the failover (a node
+    // timeout, then an election).
+    let patient = |b: redlatch::ConfigBuilder| {
+        b.retry_attempts(100)
+            .retry_delay(Duration::from_millis(200))
+    };
+    let holder = client(&cluster);
+    let waiting = client_with(&cluster, patient);
+    let probing = client_with(&cluster, patient);
+    let name = "autofailover:lock";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let slot = cluster.slot_of(name);
+    let old_port = cluster.node_for_slot(slot).port();
+    let waiter_id = waiting.id().to_owned();
+
+    let guard = holder.lock(name).with_lease(lease).lock().unwrap();
+    let acquired = Instant::now();
+    assert!(probing.lock(name).is_locked().unwrap()); // its map names the master
+    let (got_tx, got_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let waiter = thread::spawn(move || {
+        let (guard, failed) = until_ok(|| waiting.lock(name).lock());
+        got_tx
+            .send((Instant::now(), guard.owner().to_owned(), failed))
+            .unwrap();
+        release_rx.recv().unwrap();
+        guard.unlock()
+    });
+    assert!(
+        support::wait_until(Duration::from_secs(5), || shard_subscribers(
+            cluster.node_for_slot(slot),
+            &channel
+        ) == 1),
+        "the waiter is blocked, subscribed on the master"
+    );
+
+    cluster.node_for_slot_mut(slot).kill();
+    let killed = Instant::now();
+    assert!(
+        killed < acquired + lease,
+        "setup outlasted the holder's lease"
+    );
+    let probe = thread::spawn(move || {
+        until_ok(|| probing.lock(name).is_locked());
+        Instant::now()
+    });
+    let new_master = cluster.wait_for_failover(slot);
+    let failed_over = Instant::now();
+    assert_ne!(new_master.port(), old_port);
+
+    // The holder's client still maps the slot to the dead master.
+    let asked = Instant::now();
+    let (_, failed) = until_ok(|| holder.lock(name).is_locked());
+    let call = asked.elapsed();
+    assert!(call < Duration::from_secs(5), "{call:?}");
+    assert!(
+        failed <= 1,
+        "only the call on its pooled connection to the dead master fails"
+    );
+
+    // The lock may or may not have reached the replica before the kill: either way it is free
+    // by the end of the holder's lease, and the waiter (re-subscribed on the new master, or
+    // woken by its wait bound) takes it.
+    let (got_at, owner, waiter_failed) = got_rx
+        .recv_timeout(lease + Duration::from_secs(10))
+        .expect("the waiter got the lock");
+    assert!(
+        got_at > killed,
+        "not before the kill: the holder's lease was running"
+    );
+    assert!(
+        got_at < failed_over + lease + Duration::from_secs(5),
+        "waiter took {:?} after the failover",
+        got_at.saturating_duration_since(failed_over)
+    );
+    let first_success = probe.join().unwrap();
+    eprintln!(
+        "automatic failover: first successful lock call {:?} after the kill (the harness saw \
+         the failover after {:?}); a client with the old map took {call:?} ({failed} failed \
+         call); the waiter got the lock {:?} after the kill ({waiter_failed} failed calls)",
+        first_success - killed,
+        failed_over - killed,
+        got_at - killed
+    );
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(name)
+        .query(&mut new_master.conn())
+        .unwrap();
+    assert_eq!(
+        fields,
+        std::slice::from_ref(&owner),
+        "the promoted master's lock names the waiter"
+    );
+    assert!(owner.starts_with(&waiter_id), "{owner}");
+    release_tx.send(()).unwrap();
+    waiter.join().unwrap().expect("unlock on the new master");
+    assert!(!exists(new_master, name));
+    assert!(guard.unlock().is_err(), "the holder's lease ran out");
+}
+
+/// Calls `f` until it succeeds; returns its value and how many calls failed. For calls made
+/// while a node is dying: a call on a pooled connection to it fails (it may have run, so it
+/// is not retried), and the errors of a node that is gone are the caller's to handle. Each
+/// failing call has spent the client's retries (seconds here), so this does not spin.
+fn until_ok<T>(mut f: impl FnMut() -> redlatch::Result<T>) -> (T, usize) {
+    let mut failed = 0;
+    loop {
+        match f() {
+            Ok(v) => return (v, failed),
+            Err(e) => {
+                failed += 1;
+                assert!(failed < 5, "call keeps failing: {e}");
+            }
+        }
+    }
 }

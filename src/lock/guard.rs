@@ -45,6 +45,8 @@ pub struct LockGuard {
     watch: Cell<Option<Watch>>,
     /// A fenced lock's fencing token for this hold.
     token: Option<u64>,
+    /// When the acquire that made this hold was sent (for the hold-time metric).
+    acquired_at: Instant,
     released: bool,
     _not_send: PhantomData<*const ()>,
 }
@@ -60,7 +62,11 @@ impl LockGuard {
         token: Option<u64>,
     ) -> LockGuard {
         let (watch, lease) = match lock.lease {
-            Some(lease) => (None, Arc::new(LeaseState::new(sent_at, lease))),
+            Some(lease) => {
+                let state =
+                    LeaseState::new(sent_at, lease).counted_by(&lock.raw.client.inner.metrics);
+                (None, Arc::new(state))
+            }
             None => {
                 let (watch, lease) = lock.raw.client.inner.watchdog.watch(
                     &lock.raw.name,
@@ -71,12 +77,17 @@ impl LockGuard {
                 (Some(watch), lease)
             }
         };
+        log::debug!(
+            "acquired `{}` (owner {owner}, hold count {count}, token {token:?})",
+            lock.raw.name
+        );
         LockGuard {
             lock,
             owner,
             lease,
             watch: Cell::new(watch),
             token,
+            acquired_at: sent_at,
             released: false,
             _not_send: PhantomData,
         }
@@ -307,6 +318,7 @@ impl LockGuard {
     fn release(&mut self) -> Result<()> {
         self.released = true;
         let inner = &self.lock.raw.client.inner;
+        inner.metrics.hold.record(self.acquired_at.elapsed());
         let lost = self.lease.lost();
         if let Some(w) = self.watch.take() {
             inner.watchdog.unwatch(w);
@@ -327,6 +339,9 @@ impl LockGuard {
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
         match self.lock.raw.unlock(&self.owner, lease)? {
             Unlocked::NotHeld => {
+                // Latched (and counted once) for the thread's other holds of this lock too:
+                // they share the lease, and need not try to unlock.
+                self.lease.mark_lost(LostReason::NotHeld);
                 log::warn!(
                     "lock `{}` (owner {}) was lost before its guard released it",
                     self.lock.name(),
@@ -336,7 +351,10 @@ impl LockGuard {
                     name: self.lock.name().to_owned(),
                 })
             }
-            Unlocked::StillHeld | Unlocked::Released => Ok(()),
+            Unlocked::StillHeld | Unlocked::Released => {
+                log::debug!("released `{}` (owner {})", self.lock.name(), self.owner);
+                Ok(())
+            }
         }
     }
 }
@@ -345,7 +363,11 @@ impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
             if let Err(e) = self.release() {
-                log::warn!("releasing lock `{}` failed: {e}", self.lock.name());
+                log::warn!(
+                    "releasing lock `{}` (owner {}) failed: {e}",
+                    self.lock.name(),
+                    self.owner
+                );
             }
         }
     }

@@ -268,6 +268,14 @@ impl MultiLock {
     }
 
     /// The member locks, in the order given.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// let both = redlatch::MultiLock::new([client.lock("a"), client.lock("b")]).unwrap();
+    /// assert_eq!(both.locks()[1].name(), "b");
+    /// ```
     pub fn locks(&self) -> &[Lock] {
         &self.members.locks
     }
@@ -462,11 +470,23 @@ impl RedLock {
     }
 
     /// How many nodes must grant the lock: `n / 2 + 1`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let nodes: Vec<redlatch::Client> = (1..=5)
+    /// #     .map(|i| redlatch::Client::open(&format!("redis://10.0.0.{i}/")).unwrap())
+    /// #     .collect();
+    /// let redlock = redlatch::RedLock::new(nodes.iter().map(|c| c.lock("payouts"))).unwrap();
+    /// assert_eq!(redlock.quorum(), 3);
+    /// assert_eq!(redlock.locks().len(), 5);
+    /// ```
     pub fn quorum(&self) -> usize {
         self.members.quorum
     }
 
-    /// The member locks, one per node, in the order given.
+    /// The member locks, one per node, in the order given (see [`quorum`](Self::quorum)
+    /// for an example).
     pub fn locks(&self) -> &[Lock] {
         &self.members.locks
     }
@@ -499,6 +519,19 @@ impl RedLock {
     /// # Errors
     ///
     /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let nodes: Vec<redlatch::Client> = (1..=3)
+    /// #     .map(|i| redlatch::Client::open(&format!("redis://10.0.0.{i}/")).unwrap())
+    /// #     .collect();
+    /// let redlock = redlatch::RedLock::new(nodes.iter().map(|c| c.lock("payouts"))).unwrap();
+    /// match redlock.try_lock().unwrap() {
+    ///     Some(guard) => drop(guard),
+    ///     None => println!("held elsewhere"),
+    /// }
+    /// ```
     pub fn try_lock(&self) -> Result<Option<MultiLockGuard>> {
         self.members.acquire(Some(Instant::now()))
     }
@@ -509,6 +542,18 @@ impl RedLock {
     ///
     /// [`Error::InvalidArgument`] for a zero wait or one over a year; otherwise as
     /// [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let nodes: Vec<redlatch::Client> = (1..=3)
+    /// #     .map(|i| redlatch::Client::open(&format!("redis://10.0.0.{i}/")).unwrap())
+    /// #     .collect();
+    /// let redlock = redlatch::RedLock::new(nodes.iter().map(|c| c.lock("payouts"))).unwrap();
+    /// if let Some(guard) = redlock.try_lock_for(std::time::Duration::from_secs(2)).unwrap() {
+    ///     println!("valid for {:?}", guard.validity());
+    /// }
+    /// ```
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
         self.members.try_lock_for(wait)
     }
@@ -518,6 +563,17 @@ impl RedLock {
     /// # Errors
     ///
     /// As [`try_lock_for`](Self::try_lock_for).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let nodes: Vec<redlatch::Client> = (1..=3)
+    /// #     .map(|i| redlatch::Client::open(&format!("redis://10.0.0.{i}/")).unwrap())
+    /// #     .collect();
+    /// let redlock = redlatch::RedLock::new(nodes.iter().map(|c| c.lock("payouts"))).unwrap();
+    /// let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    /// let guard = redlock.try_lock_until(deadline).unwrap();
+    /// ```
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<MultiLockGuard>> {
         self.members.acquire(Some(deadline))
     }
@@ -531,6 +587,17 @@ fn leased(locks: Vec<Lock>, lease: Duration) -> Vec<Lock> {
 ///
 /// Not `Send`, as [`LockGuard`]. Dropping logs release failures; [`unlock`](Self::unlock)
 /// reports them.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let (a, b) = (redlatch::Client::open("redis://10.0.0.1/")?, redlatch::Client::open("redis://10.0.0.2/")?);
+/// let guard = redlatch::MultiLock::new([a.lock("order:7"), b.lock("sku:42")])?.lock()?;
+/// assert_eq!(guard.held(), 2);
+/// guard.unlock()?; // reports every member that failed to release
+/// # Ok(()) }
+/// ```
 #[must_use = "if unused the locks are released immediately"]
 #[clippy::has_significant_drop]
 pub struct MultiLockGuard {

@@ -361,7 +361,10 @@ impl RawLock {
         };
         let (reply, acked) = match attempt() {
             Err(e) if e.breaks_connection() => {
-                log::debug!("unlock of `{}` lost its reply ({e}); retrying", self.name);
+                log::debug!(
+                    "unlock of `{}` (owner {owner}) lost its reply ({e}); retrying",
+                    self.name
+                );
                 attempt()?
             }
             other => other?,

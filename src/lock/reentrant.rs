@@ -8,6 +8,7 @@ use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
 use crate::lock::raw::{Attempt, RawLock, Side, Unlocked};
+use crate::metrics::Recorder;
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -427,6 +428,8 @@ impl Lock {
         if let Some(lease) = self.lease {
             check_duration("lease", lease)?;
         }
+        let started = Instant::now();
+        let metrics = &self.raw.client.inner.metrics;
         let owner = self.owner();
         let lease = self.lease_or_default();
         let attempt = |enqueue: bool| -> Result<std::result::Result<LockGuard, Duration>> {
@@ -447,11 +450,21 @@ impl Lock {
         // Only a caller that will wait joins a fair lock's queue.
         let will_wait = deadline.is_none_or(|d| Instant::now() < d);
         let outcome = match attempt(will_wait) {
-            Ok(Ok(guard)) => return Ok(Some(guard)),
+            Ok(Ok(guard)) => {
+                metrics.acquired(started.elapsed(), false);
+                return Ok(Some(guard));
+            }
             Ok(Err(_)) if !will_wait => return Ok(None),
             Ok(Err(ttl)) => {
+                log::debug!("waiting for `{}` (owner {owner})", self.name());
                 self.warn_if_upgrading(&owner);
-                self.wait(&owner, deadline, ttl, || attempt(true))
+                let waited = self.wait(&owner, deadline, ttl, || attempt(true));
+                match &waited {
+                    Ok(Some(_)) => metrics.acquired(started.elapsed(), true),
+                    Ok(None) => Recorder::count(&metrics.timeouts, 1),
+                    Err(_) => {}
+                }
+                waited
             }
             // The call may have queued us before its reply was lost: leave below.
             Err(e) => Err(e),

@@ -27,7 +27,6 @@ mod testing;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
@@ -38,6 +37,8 @@ use parking_lot::Mutex;
 use redis::Value;
 
 use crate::error::{Error, Result};
+use crate::metrics::Recorder;
+use crate::net::{Dial, Stream};
 use crate::target::Target;
 
 pub(crate) use dispatcher::Dispatcher;
@@ -87,8 +88,7 @@ struct Shared {
     /// Where to connect: looked up again on every reconnect (Sentinel follows failovers).
     target: Arc<Target>,
     mode: Mode,
-    connect_timeout: Duration,
-    response_timeout: Duration,
+    dial: Dial,
     registry: Mutex<Registry>,
     /// Wakes the thread out of its reconnect back-off when the handle is dropped.
     stop_tx: Sender<()>,
@@ -110,7 +110,7 @@ struct Registry {
 struct Wire {
     mode: Mode,
     /// `None` while disconnected.
-    writer: Option<TcpStream>,
+    writer: Option<Stream>,
     /// Sharded mode only: the commands written on the live connection whose reply has not
     /// arrived, oldest first. Replies come in order, so the front names the channel of the next
     /// reply; that is how an error reply (`-MOVED`, which names no channel) is attributed, and
@@ -207,13 +207,8 @@ struct Chan {
 impl PubSub {
     /// Starts the reader thread, which connects in the background (and keeps retrying), in
     /// `mode`.
-    pub(crate) fn start(
-        target: Arc<Target>,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-        mode: Mode,
-    ) -> Result<PubSub> {
-        let shared = Shared::new(target, connect_timeout, response_timeout, mode);
+    pub(crate) fn start(target: Arc<Target>, dial: Dial, mode: Mode) -> Result<PubSub> {
+        let shared = Shared::new(target, dial, mode);
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("redlatch-pubsub".into())
@@ -282,7 +277,7 @@ impl Wire {
         let bytes = redis::cmd(command.name(self.mode))
             .arg(channel)
             .get_packed_command();
-        match w.write_all(&bytes) {
+        match (&*w).write_all(&bytes) {
             Ok(()) => {
                 chan.pending += 1;
                 if self.mode == Mode::Sharded {
@@ -291,7 +286,7 @@ impl Wire {
             }
             Err(e) => {
                 log::debug!("pub/sub write failed ({e}); the reader will reconnect");
-                let _ = w.shutdown(Shutdown::Both);
+                w.shutdown();
                 self.writer = None;
                 if !subscribe {
                     chan.sub_sent = false;
@@ -305,7 +300,7 @@ impl Wire {
     /// what was written: starting over is the only state both sides agree on.
     fn resync(&mut self) {
         if let Some(w) = self.writer.take() {
-            let _ = w.shutdown(Shutdown::Both);
+            w.shutdown();
         }
     }
 }
@@ -486,18 +481,12 @@ impl Registry {
 }
 
 impl Shared {
-    fn new(
-        target: Arc<Target>,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-        mode: Mode,
-    ) -> Arc<Shared> {
+    fn new(target: Arc<Target>, dial: Dial, mode: Mode) -> Arc<Shared> {
         let (stop_tx, stop_rx) = bounded(1);
         Arc::new(Shared {
             target,
             mode,
-            connect_timeout,
-            response_timeout,
+            dial,
             registry: Mutex::new(Registry::new(mode)),
             stop_tx,
             stop_rx,
@@ -629,6 +618,7 @@ impl Shared {
                     if self.disconnected() {
                         return;
                     }
+                    Recorder::count(&self.dial.metrics.reconnects, 1);
                     log::warn!(
                         "pub/sub connection to {} lost; reconnecting and waking waiters",
                         self.target.describe()
@@ -667,57 +657,16 @@ impl Shared {
         reg.shutdown
     }
 
-    fn connect(&self) -> Result<TcpStream> {
-        let io = |e: std::io::Error| Error::Connection(e.into());
+    fn connect(&self) -> Result<Stream> {
         let info = self
             .target
-            .resolve(self.connect_timeout, self.response_timeout)?;
-        let (host, port) = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => (host.as_str(), *port),
-            other => return Err(Error::invalid(format!("not a plain TCP address: {other}"))),
-        };
-        let settings = info.redis_settings();
-        let mut last = None;
-        let mut connected = None;
-        for addr in (host, port).to_socket_addrs().map_err(io)? {
-            match TcpStream::connect_timeout(&addr, self.connect_timeout) {
-                Ok(s) => {
-                    connected = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let stream = connected.ok_or_else(|| match last {
-            Some(e) => io(e),
-            None => Error::invalid(format!("cannot resolve {host}")),
-        })?;
-        stream.set_nodelay(true).map_err(io)?;
-        if let Some(password) = settings.password() {
-            let mut auth = redis::cmd("AUTH");
-            if let Some(user) = settings.username() {
-                auth.arg(user);
-            }
-            auth.arg(password);
-            stream
-                .set_read_timeout(Some(self.response_timeout))
-                .map_err(io)?;
-            (&stream)
-                .write_all(&auth.get_packed_command())
-                .map_err(io)?;
-            match redis::Parser::new().parse_value(&stream) {
-                Ok(Value::Okay) | Ok(Value::SimpleString(_)) => {}
-                Ok(other) => return Err(Error::Protocol(format!("AUTH replied {other:?}"))),
-                Err(e) => return Err(Error::from_redis(e, "")),
-            }
-            stream.set_read_timeout(None).map_err(io)?;
-        }
-        Ok(stream)
+            .resolve(self.dial.connect_timeout, self.dial.response_timeout)?;
+        self.dial.open(&info)
     }
 
     /// Makes `stream` the live connection and subscribes every channel that has waiters.
     /// Returns the read side, or `None` when the handle is shutting down.
-    fn install(&self, stream: &TcpStream) -> Option<TcpStream> {
+    fn install(&self, stream: &Stream) -> Option<Stream> {
         let reader = stream.try_clone().ok()?;
         let mut reg = self.registry.lock();
         if reg.shutdown {
@@ -725,10 +674,10 @@ impl Shared {
         }
         // A server that stops reading must not block registrations (and the registry mutex)
         // for longer than a reply may take: a write that times out counts as a disconnect.
-        reg.wire.writer = stream
-            .try_clone()
-            .ok()
-            .filter(|w| w.set_write_timeout(Some(self.response_timeout)).is_ok());
+        reg.wire.writer = stream.try_clone().ok().filter(|w| {
+            w.set_write_timeout(Some(self.dial.response_timeout))
+                .is_ok()
+        });
         reg.wire.inflight.clear();
         let Registry { wire, channels, .. } = &mut *reg;
         for (name, chan) in channels.iter_mut() {
@@ -739,7 +688,7 @@ impl Shared {
         Some(reader)
     }
 
-    fn read_loop(&self, reader: TcpStream) {
+    fn read_loop(&self, reader: Stream) {
         let mut parser = redis::Parser::new();
         loop {
             match parser.parse_value(&reader) {
@@ -961,7 +910,7 @@ mod tests {
         let info = redis::IntoConnectionInfo::into_connection_info("redis://127.0.0.1:1/").unwrap();
         let target = Arc::new(Target::Fixed(info));
         let timeout = Duration::from_millis(50);
-        PubSub::start(target, timeout, timeout, Mode::Plain).unwrap()
+        PubSub::start(target, Dial::plain(timeout), Mode::Plain).unwrap()
     }
 
     fn message(channel: &str, payload: &str) -> Value {

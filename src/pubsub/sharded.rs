@@ -37,6 +37,7 @@ use redis::ConnectionInfo;
 
 use super::{Mode, NodeWaiter, PubSub, Shared, Wake};
 use crate::error::{Error, Result};
+use crate::net::Dial;
 use crate::target::Target;
 
 /// Names the node that owns a channel's hash slot: `(channel, refresh)`, where `refresh`
@@ -69,8 +70,7 @@ const REGISTER_TRIES: usize = 3;
 /// The cluster dispatcher: sharded connections by node address, opened on demand.
 pub(crate) struct Sharded {
     locate: Locator,
-    connect_timeout: Duration,
-    response_timeout: Duration,
+    dial: Dial,
     nodes: Mutex<Nodes>,
     /// When the last slot-map refresh was asked for; held while it runs. See
     /// [`locate_after`](Self::locate_after).
@@ -100,15 +100,10 @@ struct Node {
 impl Sharded {
     /// A dispatcher that opens no connection until a waiter registers. `locate` names the node
     /// owning a channel's slot; the timeouts are those of the node connections.
-    pub(crate) fn new(
-        locate: Locator,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-    ) -> Sharded {
+    pub(crate) fn new(locate: Locator, dial: Dial) -> Sharded {
         Sharded {
             locate,
-            connect_timeout,
-            response_timeout,
+            dial,
             nodes: Mutex::new(Nodes {
                 by_addr: HashMap::new(),
                 last_sweep: Instant::now(),
@@ -213,8 +208,7 @@ impl Sharded {
         }
         PubSub::start(
             Arc::new(Target::Fixed(info.clone())),
-            self.connect_timeout,
-            self.response_timeout,
+            self.dial.clone(),
             Mode::Sharded,
         )
     }
@@ -380,7 +374,7 @@ impl Sharded {
     /// A dispatcher whose node connections `start` makes.
     fn with_nodes(locate: Locator, start: NodeFactory) -> Sharded {
         let timeout = super::testing::PATIENCE;
-        let mut sharded = Sharded::new(locate, timeout, timeout);
+        let mut sharded = Sharded::new(locate, Dial::plain(timeout));
         sharded.start_for_test = Some(start);
         sharded
     }
@@ -604,7 +598,7 @@ mod tests {
     fn sharded_connection_to_a_real_server_wakes_a_waiter_on_spublish() {
         let server = Server::start();
         let target = Arc::new(Target::Fixed(server.info()));
-        let pubsub = PubSub::start(target, PATIENCE, PATIENCE, Mode::Sharded).unwrap();
+        let pubsub = PubSub::start(target, Dial::plain(PATIENCE), Mode::Sharded).unwrap();
         let channel = "redisson_lock__channel:{sharded}";
         let mut w = pubsub.register_with(channel, Wake::Lock, 1);
         let deadline = Instant::now() + PATIENCE;
@@ -636,7 +630,7 @@ mod tests {
         let server = Server::start();
         let info = server.info();
         let locate: Locator = Box::new(move |_, _| Ok(info.clone()));
-        let dispatcher = Dispatcher::Sharded(Sharded::new(locate, PATIENCE, PATIENCE));
+        let dispatcher = Dispatcher::Sharded(Sharded::new(locate, Dial::plain(PATIENCE)));
         let channel = "redisson_lock__channel:{dispatched}";
         let mut w = dispatcher.register(channel);
         let deadline = Instant::now() + PATIENCE;

@@ -257,6 +257,17 @@ impl RedisCluster {
         replicas_per_master: usize,
         node_timeout: Duration,
     ) -> Self {
+        Self::with_node_args(masters, replicas_per_master, node_timeout, Vec::new)
+    }
+
+    /// Like [`new`](Self::new) with `extra()` added to each node's arguments (called once
+    /// per node start, so it may pick ports).
+    pub fn with_node_args(
+        masters: usize,
+        replicas_per_master: usize,
+        node_timeout: Duration,
+        extra: impl Fn() -> Vec<String>,
+    ) -> Self {
         assert!(
             masters >= 3,
             "redis-cli --cluster create needs at least 3 masters"
@@ -297,7 +308,9 @@ impl RedisCluster {
                         "1",
                     ]
                     .map(str::to_string)
-                    .to_vec()
+                    .into_iter()
+                    .chain(extra())
+                    .collect()
                 })
             })
             .collect();

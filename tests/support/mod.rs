@@ -7,6 +7,7 @@
 
 pub mod cluster;
 pub mod sentinel;
+pub mod tls;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -469,4 +470,32 @@ pub fn join_within<T>(
             h.join().unwrap()
         })
         .collect()
+}
+
+/// Queues `n` threads of `client` on the fair lock `name` (held elsewhere), one after the
+/// other so that their order is known; each takes and releases the lock once it is its turn.
+/// Returns their owner ids in queue order, and the threads.
+pub fn queue_fair_waiters(
+    client: &redlatch::Client,
+    name: &'static str,
+    n: usize,
+) -> (Vec<String>, Vec<thread::JoinHandle<()>>) {
+    let mut owners = Vec::new();
+    let mut waiters = Vec::new();
+    for place in 1..=n {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = client.clone();
+        waiters.push(thread::spawn(move || {
+            tx.send(waiter.owner_id()).unwrap();
+            waiter.fair_lock(name).lock().unwrap().unlock().unwrap();
+        }));
+        owners.push(rx.recv().unwrap());
+        assert!(wait_until(Duration::from_secs(10), || {
+            client
+                .inspect(name)
+                .unwrap()
+                .is_some_and(|i| i.queue.len() == place)
+        }));
+    }
+    (owners, waiters)
 }

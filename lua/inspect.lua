@@ -1,0 +1,88 @@
+-- Read the state of the lock or synchronizer `name` and of its helper keys in one atomic
+-- snapshot (Client::inspect). Read-only: writes nothing, publishes nothing, and checks each
+-- key's TYPE before reading it, so a key of another type never fails the call.
+-- KEYS[1]  the name (HASH: a lock or read-write lock; STRING: permits or a latch count)
+-- KEYS[2]  fair queue "redisson_lock_queue:{name}" (LIST of waiting owners)
+-- KEYS[3]  fair timeouts "redisson_lock_timeout:{name}" (ZSET owner -> deadline ms)
+-- KEYS[4]  fencing token counter "redisson_lock_token:{name}" (STRING)
+-- KEYS[5]  permit timeouts "{name}:timeout" (ZSET permit id -> expiry ms)
+-- KEYS[6]  fence "redlatch_fence:{name}" (HASH token, holder) of a FencedResource `name`
+-- ARGV[1]  read-hold key prefix "{name}": read hold n of owner o is
+--          "<prefix>:<o>:rwlock_timeout:<n>" (read without being in KEYS, as rw_common.lua
+--          does: they are in the name's cluster slot); "" when they are not (read holds
+--          are then not read)
+-- ARGV[2]  the most items read from one key (hash fields, list or sorted set entries), and
+--          the most read-hold PTTLs read in all; a hash with more fields is not read at all
+-- ARGV[3]  five flags "0"/"1" for KEYS[2..6]: "0" marks a helper key in another cluster
+--          slot than the name (it cannot exist next to it; the caller passes the name in
+--          its place): it is reported as "none" and not read
+-- Reply:   {now, types, main, pttl, queue, timeouts, token, permits, fence, reads}
+--          now       the server's clock in ms (TIME)
+--          types     {TYPE of KEYS[1], ..., TYPE of KEYS[6]}
+--          main      a hash: HGETALL (flat); a string of at most 64 bytes: its value;
+--                    otherwise (other types, larger values, more than ARGV[2] fields) nil
+--          pttl      PTTL of KEYS[1] (-2 absent, -1 no expiry)
+--          queue     the first ARGV[2] owners of KEYS[2] ({} unless a list)
+--          timeouts  the first ARGV[2] of KEYS[3] with scores, flat ({} unless a sorted set)
+--          token     GET KEYS[4] if a string, else nil
+--          permits   the first ARGV[2] of KEYS[5] with scores, flat ({} unless a sorted set)
+--          fence     HGET KEYS[6] 'token' if a hash, else nil
+--          reads     when `main` is a hash whose "mode" is "read" or "write":
+--                    {field, {PTTL of hold 1..n}} for each reader field (count n, not "mode"
+--                    nor "<owner>:write"), flat; at most ARGV[2] PTTLs in all (the fields
+--                    past that have fewer or none)
+local max = tonumber(ARGV[2]);
+local types = {'none', 'none', 'none', 'none', 'none', 'none'};
+types[1] = redis.call('type', KEYS[1]).ok;
+for i = 2, 6 do
+    if string.sub(ARGV[3], i - 1, i - 1) == '1' then
+        types[i] = redis.call('type', KEYS[i]).ok;
+    end;
+end;
+local main = false;
+local reads = {};
+if types[1] == 'hash' and redis.call('hlen', KEYS[1]) <= max then
+    main = redis.call('hgetall', KEYS[1]);
+    local mode = redis.call('hget', KEYS[1], 'mode');
+    if ARGV[1] ~= '' and (mode == 'read' or mode == 'write') then
+        local budget = max;
+        for i = 1, #main, 2 do
+            local field, n = main[i], tonumber(main[i + 1]);
+            if budget > 0 and field ~= 'mode' and string.sub(field, -6) ~= ':write'
+                and n ~= nil and n >= 1 then
+                local ttls = {};
+                for k = 1, math.min(n, budget) do
+                    local hold = ARGV[1] .. ':' .. field .. ':rwlock_timeout:' .. k;
+                    ttls[k] = redis.call('pttl', hold);
+                end;
+                budget = budget - #ttls;
+                reads[#reads + 1] = field;
+                reads[#reads + 1] = ttls;
+            end;
+        end;
+    end;
+elseif types[1] == 'string' and redis.call('strlen', KEYS[1]) <= 64 then
+    main = redis.call('get', KEYS[1]);
+end;
+local t = redis.call('time');
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
+local function zset(i)
+    if types[i] ~= 'zset' then
+        return {};
+    end;
+    return redis.call('zrange', KEYS[i], 0, max - 1, 'withscores');
+end;
+local queue = {};
+if types[2] == 'list' then
+    queue = redis.call('lrange', KEYS[2], 0, max - 1);
+end;
+local token = false;
+if types[4] == 'string' then
+    token = redis.call('get', KEYS[4]);
+end;
+local fence = false;
+if types[6] == 'hash' then
+    fence = redis.call('hget', KEYS[6], 'token');
+end;
+local pttl = redis.call('pttl', KEYS[1]);
+return {now, types, main, pttl, queue, zset(3), token, zset(5), fence, reads};

@@ -1,0 +1,351 @@
+//! `redlatch`: inspect, list, force-unlock and watch locks and synchronizers from the shell.
+//! A thin front end over [`redlatch::Client::inspect`], [`redlatch::Client::list`],
+//! [`redlatch::Lock::force_unlock`] and [`redlatch::Client::watch`].
+
+mod args;
+mod json;
+mod render;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use redlatch::{Client, Config, Error, Inspection, Kind, Mode};
+
+use args::{Args, Command, Parsed, Servers};
+
+/// Exit status when the name does not exist.
+const NOT_FOUND: u8 = 2;
+/// `watch`: the first wait after an error, doubled after each further one up to the most.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
+const WATCH_RETRY_MAX: Duration = Duration::from_secs(10);
+/// `watch` gives up after this many errors in a row.
+const WATCH_MAX_ERRORS: u32 = 10;
+
+/// What went wrong, as one line for stderr.
+struct Failure(String);
+
+type Outcome = Result<ExitCode, Failure>;
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let args = match args::parse(&argv, std::env::var("REDIS_URL").ok()) {
+        Ok(Parsed::Help(text)) => {
+            print!("{text}");
+            return ExitCode::SUCCESS;
+        }
+        Ok(Parsed::Run(args)) => args,
+        Err(msg) => {
+            eprintln!("redlatch: {msg}\nTry 'redlatch --help'.");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = connect(&args).and_then(|client| match &args.command {
+        Command::Inspect(name) => inspect(&client, &args, name),
+        Command::List(pattern) => list(&client, &args, pattern),
+        Command::ForceUnlock(name) => force_unlock(&client, &args, name),
+        Command::Watch(name) => watch(&client, &args, name),
+    });
+    match outcome {
+        Ok(code) => code,
+        Err(Failure(msg)) => {
+            eprintln!("redlatch: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `user:secret@` taken out of a URL before it is printed.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// `host:port` of a URL, for messages (never its credentials).
+fn address(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
+}
+
+/// Which servers a connection error is about.
+fn servers_text(servers: &Servers) -> String {
+    let list = |urls: &[String]| {
+        urls.iter()
+            .map(|u| address(u))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match servers {
+        Servers::Url(url) => format!("redis at {}", address(url)),
+        Servers::Cluster(urls) => format!("the cluster at {}", list(urls)),
+        Servers::Sentinel { urls, master } => {
+            format!("master `{master}` through the sentinels at {}", list(urls))
+        }
+    }
+}
+
+/// A library error as one line: connection trouble says which servers.
+fn failure(e: Error, args: &Args) -> Failure {
+    if e.is_connection() || e.is_timeout() {
+        return Failure(format!("cannot reach {}: {e}", servers_text(&args.servers)));
+    }
+    Failure(e.to_string())
+}
+
+fn connect(args: &Args) -> Result<Client, Failure> {
+    let urls = match &args.servers {
+        Servers::Url(url) => std::slice::from_ref(url),
+        Servers::Cluster(urls) | Servers::Sentinel { urls, .. } => urls.as_slice(),
+    };
+    // Check each URL alone, so that the message names the bad one.
+    for url in urls {
+        if let Err(e) = Config::builder(url.as_str()).build() {
+            let detail = e.to_string();
+            let detail = detail.strip_prefix("invalid argument: ").unwrap_or(&detail);
+            return Err(Failure(format!("bad URL `{}`: {detail}", redact(url))));
+        }
+    }
+    let builder = match &args.servers {
+        Servers::Url(url) => Config::builder(url.as_str()),
+        Servers::Cluster(urls) => Config::cluster(urls.iter().map(String::as_str)),
+        Servers::Sentinel { urls, master } => {
+            Config::sentinel(urls.iter().map(String::as_str), master)
+        }
+    };
+    let builder = match &args.password {
+        Some(p) => builder.password(p),
+        None => builder,
+    };
+    // An operator's tool: fail fast rather than retry for seconds.
+    let config = builder
+        .pool_size(4)
+        .connect_timeout(Duration::from_secs(2))
+        .retry_attempts(1)
+        .retry_delay(Duration::from_millis(200))
+        .build()
+        .map_err(|e| Failure(e.to_string()))?;
+    Client::new(config).map_err(|e| Failure(e.to_string()))
+}
+
+/// Prints `text` to stdout; a closed pipe (`| head`) ends quietly.
+fn out(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        other => other.map_err(|e| Failure(format!("cannot write the output: {e}"))),
+    }
+}
+
+fn not_found(name: &str) -> Outcome {
+    eprintln!("redlatch: no lock or synchronizer named {name}");
+    Ok(ExitCode::from(NOT_FOUND))
+}
+
+fn inspect(client: &Client, args: &Args, name: &str) -> Outcome {
+    let Some(found) = client.inspect(name).map_err(|e| failure(e, args))? else {
+        return not_found(name);
+    };
+    if args.json {
+        out(&(render::inspection_json(&found).render() + "\n"))?;
+    } else {
+        out(&render::inspection_text(&found))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(client: &Client, args: &Args, pattern: &str) -> Outcome {
+    let found = client.list(pattern).map_err(|e| failure(e, args))?;
+    if args.json {
+        let all = json::Json::Arr(found.iter().map(render::inspection_json).collect());
+        out(&(all.render() + "\n"))?;
+    } else if found.is_empty() {
+        eprintln!("redlatch: nothing matches {pattern}");
+    } else {
+        out(&render::list_text(&found))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Breaks the lock with the constructor of its kind; whether it was held in that form.
+fn break_lock(client: &Client, found: &Inspection) -> redlatch::Result<bool> {
+    let name = found.name.as_str();
+    match (found.kind, found.mode) {
+        (Kind::Reentrant, _) => client.lock(name).force_unlock(),
+        (Kind::Fair, _) => client.fair_lock(name).force_unlock(),
+        (Kind::Fenced, _) => client.fenced_lock(name).force_unlock(),
+        (Kind::ReadWrite, Some(Mode::Write)) => client.read_write_lock(name).write().force_unlock(),
+        (Kind::ReadWrite, _) => client.read_write_lock(name).read().force_unlock(),
+        _ => Ok(false),
+    }
+}
+
+/// Asks on stderr and reads the answer from stdin: true for `y` or `yes`.
+fn confirm(question: &str) -> Result<bool, Failure> {
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+fn force_unlock(client: &Client, args: &Args, name: &str) -> Outcome {
+    let Some(mut found) = client.inspect(name).map_err(|e| failure(e, args))? else {
+        return not_found(name);
+    };
+    if !found.kind.is_lock() {
+        return Err(Failure(format!(
+            "{name} is a {}, not a lock: force-unlock breaks reentrant, fair, fenced and \
+             read-write locks only",
+            found.kind
+        )));
+    }
+    let kind = found.kind;
+    let report = |unlocked: bool, holders: &str| -> Outcome {
+        if args.json {
+            let obj = json::Json::Obj(vec![
+                ("name", name.into()),
+                ("kind", kind.as_str().into()),
+                ("unlocked", unlocked.into()),
+                ("holders", holders.into()),
+            ]);
+            out(&(obj.render() + "\n"))?;
+        } else if unlocked {
+            out(&format!("broke lock {name} (was held by {holders})\n"))?;
+        } else {
+            out(&format!("lock {name} is not held: nothing to break\n"))?;
+        }
+        Ok(ExitCode::SUCCESS)
+    };
+    let holders = render::holders_text(&found);
+    if holders.is_empty() {
+        return report(false, "");
+    }
+    if !args.yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(Failure(format!(
+                "refusing to break lock {name} without confirmation: stdin is not a terminal \
+                 (use --yes)"
+            )));
+        }
+        if !confirm(&format!("Break lock {name} held by {holders}?"))? {
+            return Err(Failure("aborted: nothing changed".to_owned()));
+        }
+        // It may have changed hands while the question waited: break only what was confirmed.
+        let now = client.inspect(name).map_err(|e| failure(e, args))?;
+        let state = now.as_ref().map(|i| (i.kind, render::holders_text(i)));
+        let state = state.as_ref().map(|(k, h)| (*k, h.as_str()));
+        if let Some(why) = changed(kind, &holders, state) {
+            return Err(Failure(format!(
+                "aborted: lock {name} {why} since the question; nothing changed (run again \
+                 to break it as it is now)"
+            )));
+        }
+        if let Some(now) = now {
+            found = now;
+        }
+    }
+    let unlocked = break_lock(client, &found).map_err(|e| failure(e, args))?;
+    report(unlocked, &holders)
+}
+
+/// How a lock confirmed as a `kind` held by `holders` ([`render::holders_text`]) differs
+/// from what it is `now` (kind and holders, `None` if gone); `None` if it does not.
+fn changed(kind: Kind, holders: &str, now: Option<(Kind, &str)>) -> Option<String> {
+    match now {
+        None => Some("was deleted".to_owned()),
+        Some((_, "")) => Some("was released".to_owned()),
+        Some((k, _)) if k != kind => Some(format!("is now of kind {k}")),
+        Some((_, h)) if h != holders => Some(format!("is now held by {h}")),
+        Some(_) => None,
+    }
+}
+
+fn watch(client: &Client, args: &Args, name: &str) -> Outcome {
+    let mut watch = client.watch(name).map_err(|e| failure(e, args))?;
+    if let Some(every) = args.interval {
+        watch = watch.poll_interval(every);
+    }
+    let kind = watch.current().map(|i| i.kind);
+    if args.json {
+        let at = std::time::SystemTime::now();
+        let first = json::Json::Obj(vec![
+            ("at", render::timestamp(at).into()),
+            ("event", "watching".into()),
+            ("name", name.into()),
+            ("kind", kind.map(|k| k.as_str()).into()),
+        ]);
+        out(&(first.render() + "\n"))?;
+    } else {
+        let now = match watch.current() {
+            Some(i) => format!("{}: {}", i.kind, render::state(i)),
+            None => "nothing of that name yet".to_owned(),
+        };
+        out(&format!("watching {name} ({now}); Ctrl-C to stop\n"))?;
+    }
+    // Connection trouble is reported and waited out (the watch resumes by itself); other
+    // errors, or too many in a row, end the watch.
+    let mut errors = 0;
+    let mut retry = WATCH_RETRY;
+    for event in watch.by_ref() {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) if (e.is_connection() || e.is_timeout()) && errors + 1 < WATCH_MAX_ERRORS => {
+                errors += 1;
+                eprintln!(
+                    "redlatch: {} (retrying in {} s)",
+                    failure(e, args).0,
+                    retry.as_secs()
+                );
+                std::thread::sleep(retry);
+                retry = (retry * 2).min(WATCH_RETRY_MAX);
+                continue;
+            }
+            Err(e) => return Err(failure(e, args)),
+        };
+        errors = 0;
+        retry = WATCH_RETRY;
+        let line = if args.json {
+            render::event_json(name, &event).render()
+        } else {
+            render::event_text(&event)
+        };
+        out(&(line + "\n"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn force_unlock_breaks_only_the_holds_it_confirmed() {
+        let held = "c:1 (1 hold)";
+        assert_eq!(
+            changed(Kind::Reentrant, held, Some((Kind::Reentrant, held))),
+            None
+        );
+        let why = |now| changed(Kind::Reentrant, held, now).unwrap();
+        assert_eq!(why(None), "was deleted");
+        assert_eq!(why(Some((Kind::Reentrant, ""))), "was released");
+        assert_eq!(why(Some((Kind::Fair, held))), "is now of kind fair");
+        assert_eq!(
+            why(Some((Kind::Reentrant, "d:7 (1 hold)"))),
+            "is now held by d:7 (1 hold)"
+        );
+    }
+}

@@ -1,0 +1,458 @@
+//! Output: library values as JSON and as aligned human-readable tables.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redlatch::{Event, Holder, Inspection, Kind, Owner};
+
+use crate::json::Json;
+
+/// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
+pub fn duration(d: Duration) -> String {
+    if d == Duration::MAX {
+        return "never".to_owned();
+    }
+    let ms = d.as_millis();
+    if ms < 60_000 {
+        format!("{}.{}s", ms / 1000, (ms % 1000) / 100)
+    } else if ms < 3_600_000 {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    } else {
+        format!("{}h{:02}m", ms / 3_600_000, (ms % 3_600_000) / 60_000)
+    }
+}
+
+/// Milliseconds for JSON: -1 for no expiry.
+fn millis(d: Duration) -> Json {
+    if d == Duration::MAX {
+        Json::Int(-1)
+    } else {
+        Json::Int(d.as_millis() as i128)
+    }
+}
+
+/// `2024-05-01T12:00:01.234Z` (UTC).
+pub fn timestamp(t: SystemTime) -> String {
+    let ms = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis()) as i64;
+    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000
+    )
+}
+
+/// Rows under a header, each column as wide as its widest cell (the last one unpadded).
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let last = cells.len().saturating_sub(1);
+        let mut out = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            out.push_str(cell);
+            if i < last {
+                let pad = widths[i] + 2 - cell.chars().count();
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn owner_fields(owner: Option<&Owner>) -> Vec<(&'static str, Json)> {
+    match owner {
+        Some(o) => vec![
+            ("owner", o.to_string().into()),
+            ("client_id", o.client_id.as_str().into()),
+            ("thread", o.thread.into()),
+        ],
+        None => vec![("owner", Json::Null)],
+    }
+}
+
+fn holder_json(h: &Holder, reader: bool) -> Json {
+    let mut fields = owner_fields(Some(&h.owner));
+    fields.push(("holds", h.holds.into()));
+    if reader {
+        let leases = h
+            .read_leases
+            .iter()
+            .map(|l| l.map_or(Json::Null, millis))
+            .collect();
+        fields.push(("lease_ms", Json::Arr(leases)));
+    }
+    Json::Obj(fields)
+}
+
+/// An inspection as one JSON object (the same keys for every kind).
+pub fn inspection_json(i: &Inspection) -> Json {
+    Json::Obj(vec![
+        ("name", i.name.as_str().into()),
+        ("kind", i.kind.as_str().into()),
+        ("key_type", i.key_type.as_str().into()),
+        ("lease_ms", i.lease.map_or(Json::Null, millis)),
+        (
+            "holders",
+            Json::Arr(i.holders.iter().map(|h| holder_json(h, false)).collect()),
+        ),
+        ("mode", i.mode.map(|m| m.as_str()).into()),
+        (
+            "readers",
+            Json::Arr(i.readers.iter().map(|h| holder_json(h, true)).collect()),
+        ),
+        (
+            "queue",
+            Json::Arr(
+                i.queue
+                    .iter()
+                    .enumerate()
+                    .map(|(place, q)| {
+                        let mut fields = vec![("position", (place + 1).into())];
+                        fields.extend(owner_fields(Some(&q.owner)));
+                        fields.push(("deadline_ms", q.deadline.map_or(Json::Null, millis)));
+                        Json::Obj(fields)
+                    })
+                    .collect(),
+            ),
+        ),
+        ("permits", i.permits.into()),
+        ("count", i.count.into()),
+        (
+            "permit_leases",
+            Json::Arr(
+                i.permit_leases
+                    .iter()
+                    .map(|p| {
+                        Json::Obj(vec![
+                            ("id", p.id.as_str().into()),
+                            ("expires_in_ms", p.expires_in.map_or(Json::Null, millis)),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+        ("token", i.token.into()),
+        ("subscribers", i.subscribers.into()),
+        ("keys", i.keys.clone().into()),
+    ])
+}
+
+/// The owners holding it, for prompts and messages: `<client id>:<thread> (2 holds), ...`.
+pub fn holders_text(i: &Inspection) -> String {
+    let describe = |h: &Holder, what: &str| {
+        let holds = if h.holds == 1 { "hold" } else { "holds" };
+        format!("{} ({what}{} {holds})", h.owner, h.holds)
+    };
+    let writer = if i.kind == Kind::ReadWrite {
+        "writing, "
+    } else {
+        ""
+    };
+    let mut all: Vec<String> = i.holders.iter().map(|h| describe(h, writer)).collect();
+    all.extend(i.readers.iter().map(|h| describe(h, "reading, ")));
+    all.join(", ")
+}
+
+/// A one-line state for `list`: who holds it, or its permits or count.
+pub fn state(i: &Inspection) -> String {
+    let mut parts = Vec::new();
+    match i.kind {
+        Kind::Reentrant | Kind::Fair | Kind::Fenced | Kind::ReadWrite => {
+            let holds = |hs: &[Holder]| match hs.iter().map(|h| u64::from(h.holds)).sum::<u64>() {
+                1 => "1 hold".to_owned(),
+                n => format!("{n} holds"),
+            };
+            if !i.holders.is_empty() {
+                let who = i
+                    .holders
+                    .iter()
+                    .map(|h| h.owner.to_string())
+                    .collect::<Vec<_>>();
+                let by = if i.kind == Kind::ReadWrite {
+                    "written"
+                } else {
+                    "held"
+                };
+                parts.push(format!(
+                    "{by} by {} ({})",
+                    who.join(", "),
+                    holds(&i.holders)
+                ));
+            }
+            if !i.readers.is_empty() {
+                parts.push(format!(
+                    "read by {} ({})",
+                    i.readers.len(),
+                    holds(&i.readers)
+                ));
+            }
+            if parts.is_empty() {
+                parts.push("free".to_owned());
+            }
+            if !i.queue.is_empty() {
+                parts.push(format!("{} queued", i.queue.len()));
+            }
+            if let Some(token) = i.token {
+                parts.push(format!("token {token}"));
+            }
+        }
+        Kind::Semaphore | Kind::PermitExpirableSemaphore => {
+            parts.push(format!("{} permits", i.permits.unwrap_or(0)));
+            if !i.permit_leases.is_empty() {
+                parts.push(format!("{} leased", i.permit_leases.len()));
+            }
+        }
+        Kind::CountDownLatch => parts.push(format!("count {}", i.count.unwrap_or(0))),
+        Kind::SemaphoreOrLatch => parts.push(format!("value {}", i.permits.unwrap_or(0))),
+        Kind::FencedResource => parts.push(format!("token {}", i.token.unwrap_or(0))),
+        _ => parts.push(format!("a {} key", i.key_type)),
+    }
+    if let Some(n) = i.subscribers.filter(|&n| n > 0) {
+        parts.push(format!("{n} client(s) waiting"));
+    }
+    parts.join(", ")
+}
+
+/// `list`'s table.
+pub fn list_text(found: &[Inspection]) -> String {
+    let rows: Vec<Vec<String>> = found
+        .iter()
+        .map(|i| {
+            vec![
+                i.name.clone(),
+                i.kind.to_string(),
+                i.lease.map_or_else(|| "-".to_owned(), duration),
+                state(i),
+            ]
+        })
+        .collect();
+    table(&["NAME", "KIND", "LEASE", "STATE"], &rows)
+}
+
+/// `inspect`'s text: a block of fields, then a table per list of holders, waiters, permits.
+pub fn inspection_text(i: &Inspection) -> String {
+    let mut fields: Vec<Vec<String>> = vec![
+        vec!["name".into(), i.name.clone()],
+        vec!["kind".into(), i.kind.to_string()],
+    ];
+    let mut field = |k: &str, v: String| fields.push(vec![k.to_owned(), v]);
+    if i.kind == Kind::Unknown {
+        field("type", i.key_type.clone());
+    }
+    if let Some(mode) = i.mode {
+        field("mode", mode.to_string());
+    }
+    field("lease", i.lease.map_or_else(|| "-".to_owned(), duration));
+    if i.kind.is_lock() && i.holders.is_empty() && i.readers.is_empty() {
+        field("holders", "none (free)".to_owned());
+    }
+    if let Some(p) = i.permits {
+        field("permits", p.to_string());
+    }
+    if let Some(c) = i.count {
+        field("count", c.to_string());
+    }
+    if let Some(t) = i.token {
+        field("token", t.to_string());
+    }
+    if let Some(n) = i.subscribers {
+        field("waiting", format!("{n} client(s) subscribed"));
+    }
+    field("keys", i.keys.join(" "));
+    let mut out = String::new();
+    for row in &fields {
+        out.push_str(&format!("{:<9}{}\n", format!("{}:", row[0]), row[1]));
+    }
+    let holder_rows = |hs: &[Holder]| -> Vec<Vec<String>> {
+        hs.iter()
+            .map(|h| {
+                let mut row = vec![
+                    h.owner.client_id.clone(),
+                    h.owner.thread.to_string(),
+                    h.holds.to_string(),
+                ];
+                if !h.read_leases.is_empty() {
+                    let leases: Vec<String> = h
+                        .read_leases
+                        .iter()
+                        .map(|l| l.map_or_else(|| "expired".to_owned(), duration))
+                        .collect();
+                    row.push(leases.join(" "));
+                }
+                row
+            })
+            .collect()
+    };
+    if !i.holders.is_empty() {
+        let title = if i.kind == Kind::ReadWrite {
+            "writer"
+        } else {
+            "holders"
+        };
+        out.push_str(&format!("\n{title}:\n"));
+        out.push_str(&table(
+            &["CLIENT ID", "THREAD", "HOLDS"],
+            &holder_rows(&i.holders),
+        ));
+    }
+    if !i.readers.is_empty() {
+        out.push_str("\nreaders:\n");
+        out.push_str(&table(
+            &["CLIENT ID", "THREAD", "HOLDS", "LEASES"],
+            &holder_rows(&i.readers),
+        ));
+    }
+    if !i.queue.is_empty() {
+        let rows: Vec<Vec<String>> = i
+            .queue
+            .iter()
+            .enumerate()
+            .map(|(place, q)| {
+                vec![
+                    (place + 1).to_string(),
+                    q.owner.client_id.clone(),
+                    q.owner.thread.to_string(),
+                    q.deadline.map_or_else(|| "none".to_owned(), duration),
+                ]
+            })
+            .collect();
+        out.push_str("\nqueue:\n");
+        out.push_str(&table(&["#", "CLIENT ID", "THREAD", "DEADLINE"], &rows));
+    }
+    if !i.permit_leases.is_empty() {
+        let rows: Vec<Vec<String>> = i
+            .permit_leases
+            .iter()
+            .map(|p| {
+                vec![
+                    p.id.clone(),
+                    p.expires_in.map_or_else(|| "never".to_owned(), duration),
+                ]
+            })
+            .collect();
+        out.push_str("\nleased permits:\n");
+        out.push_str(&table(&["PERMIT", "EXPIRES IN"], &rows));
+    }
+    out
+}
+
+/// A watch event as one JSON object (only the fields that apply, `owner` always).
+pub fn event_json(name: &str, e: &Event) -> Json {
+    let ms = e.at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+    let mut fields = vec![
+        ("at", timestamp(e.at).into()),
+        ("at_ms", ms.into()),
+        ("event", e.kind.as_str().into()),
+        ("name", name.into()),
+    ];
+    fields.extend(owner_fields(e.owner.as_ref()));
+    let optional: [(&'static str, Option<Json>); 7] = [
+        ("mode", e.mode.map(|m| m.as_str().into())),
+        ("holds", e.holds.map(Into::into)),
+        ("position", e.position.map(Into::into)),
+        ("permits", e.permits.map(Into::into)),
+        ("count", e.count.map(Into::into)),
+        ("token", e.token.map(Into::into)),
+        ("subscribers", e.subscribers.map(Into::into)),
+    ];
+    fields.extend(optional.into_iter().filter_map(|(k, v)| Some((k, v?))));
+    Json::Obj(fields)
+}
+
+/// A watch event as one line: time, event, owner, details.
+pub fn event_text(e: &Event) -> String {
+    let mut details = Vec::new();
+    if let Some(m) = e.mode {
+        details.push(m.to_string());
+    }
+    if let Some(h) = e.holds {
+        details.push(format!("holds {h}"));
+    }
+    if let Some(p) = e.position {
+        details.push(format!("place {p}"));
+    }
+    if let Some(p) = e.permits {
+        details.push(format!("permits {p}"));
+    }
+    if let Some(c) = e.count {
+        details.push(format!("count {c}"));
+    }
+    if let Some(t) = e.token {
+        details.push(format!("token {t}"));
+    }
+    if let Some(s) = e.subscribers {
+        details.push(format!("{s} client(s) waiting"));
+    }
+    let owner = e
+        .owner
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), Owner::to_string);
+    format!(
+        "{}  {:<8}  {owner}  {}",
+        timestamp(e.at),
+        e.kind.as_str(),
+        details.join(", ")
+    )
+    .trim_end()
+    .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(duration(Duration::from_millis(29_812)), "29.8s");
+        assert_eq!(duration(Duration::from_millis(250)), "0.2s");
+        assert_eq!(duration(Duration::from_secs(245)), "4m05s");
+        assert_eq!(duration(Duration::from_secs(7380)), "2h03m");
+        assert_eq!(duration(Duration::MAX), "never");
+    }
+
+    #[test]
+    fn timestamps_are_utc() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_714_564_801_234);
+        assert_eq!(timestamp(t), "2024-05-01T12:00:01.234Z");
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(timestamp(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn tables_align_columns() {
+        let t = table(
+            &["A", "LONG HEADER", "C"],
+            &[
+                vec!["wide cell".into(), "x".into(), "1".into()],
+                vec!["y".into(), "z".into(), "22".into()],
+            ],
+        );
+        assert_eq!(
+            t,
+            "A          LONG HEADER  C\nwide cell  x            1\ny          z            22\n"
+        );
+    }
+}

@@ -1,0 +1,676 @@
+//! The inspect script's reply: decoding, and telling the kind from the keys' types and layout.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use super::{ExpirablePermit, Holder, Inspection, Kind, Layout, Mode, Owner, QueueEntry};
+use crate::error::{Error, Result};
+
+/// Fencing-token and permit-expiry scores at or above this never expire (Redisson's bound).
+const NEVER_MS: f64 = 922_337_203_685_477.0;
+
+/// The inspect script's reply, decoded.
+#[derive(Debug, Default)]
+pub(super) struct Snapshot {
+    now: i64,
+    /// TYPE of the name, queue, timeouts, token, permits, fence.
+    types: [String; 6],
+    main: Main,
+    pttl: i64,
+    queue: Vec<String>,
+    timeouts: Vec<(String, f64)>,
+    token: Option<String>,
+    permits: Vec<(String, f64)>,
+    fence: Option<String>,
+    /// Reader field → PTTL of each of its read holds.
+    reads: Vec<(String, Vec<i64>)>,
+    /// Some value was not UTF-8 (decoded lossily): the object is another application's.
+    garbled: bool,
+}
+
+/// The value of the key `name`, when the script read it.
+#[derive(Debug, Default)]
+enum Main {
+    Hash(Vec<(String, String)>),
+    String(String),
+    #[default]
+    Unread,
+}
+
+/// The longest excerpt of a reply quoted in an error message.
+const MAX_QUOTED: usize = 200;
+
+/// A bulk or simple string (or an integer) as text.
+pub(crate) fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        other => lossy(other),
+    }
+}
+
+/// As [`text`], with bytes that are not UTF-8 replaced by U+FFFD.
+fn lossy(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".to_owned()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+/// `reply` for an error message, cut after [`MAX_QUOTED`] characters.
+fn quoted(reply: &Value) -> String {
+    let all = format!("{reply:?}");
+    match all.char_indices().nth(MAX_QUOTED) {
+        Some((cut, _)) => format!("{}...", &all[..cut]),
+        None => all,
+    }
+}
+
+fn items(v: &Value) -> Option<&[Value]> {
+    match v {
+        Value::Array(items) => Some(items),
+        Value::Nil => Some(&[]),
+        _ => None,
+    }
+}
+
+/// `[a, b, c, d]` as `[(a, b), (c, d)]` of strings.
+fn pairs(v: &Value, text: fn(&Value) -> Option<String>) -> Option<Vec<(String, String)>> {
+    items(v)?
+        .chunks(2)
+        .map(|p| match p {
+            [a, b] => Some((text(a)?, text(b)?)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A flat `ZRANGE ... WITHSCORES` as `(member, score)`.
+fn scored(v: &Value, text: fn(&Value) -> Option<String>) -> Option<Vec<(String, f64)>> {
+    pairs(v, text)?
+        .into_iter()
+        .map(|(m, s)| Some((m, s.parse().ok()?)))
+        .collect()
+}
+
+/// A PTTL as a lease: -2 (absent) is `None`, -1 (no expiry) `Duration::MAX`.
+fn lease(pttl: i64) -> Option<Duration> {
+    match pttl {
+        -2 => None,
+        ms if ms < 0 => Some(Duration::MAX),
+        ms => Some(Duration::from_millis(ms as u64)),
+    }
+}
+
+/// Time from `now` to the `at` (both ms on the server's clock), zero if passed.
+fn until(now: i64, at: f64) -> Duration {
+    Duration::from_millis((at - now as f64).max(0.0) as u64)
+}
+
+/// A canonical decimal integer, as the semaphore and latch scripts accept.
+fn integer(value: &str) -> Option<i64> {
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    let canonical = value == "0"
+        || (!digits.is_empty()
+            && !digits.starts_with('0')
+            && digits.bytes().all(|b| b.is_ascii_digit()));
+    canonical.then(|| value.parse().ok()).flatten()
+}
+
+impl Snapshot {
+    /// Decodes the script's reply. Values that are not UTF-8 (another application's
+    /// bytes) make it [`garbled`](Self::garbled), not an error.
+    pub(super) fn decode(reply: &Value) -> Result<Snapshot> {
+        if let Some(snapshot) = Snapshot::try_decode(reply, text) {
+            return Ok(snapshot);
+        }
+        match Snapshot::try_decode(reply, lossy) {
+            Some(snapshot) => Ok(Snapshot {
+                garbled: true,
+                ..snapshot
+            }),
+            None => Err(Error::Protocol(format!(
+                "inspect script replied {}",
+                quoted(reply)
+            ))),
+        }
+    }
+
+    fn try_decode(reply: &Value, text: fn(&Value) -> Option<String>) -> Option<Snapshot> {
+        let [now, types, main, pttl, queue, timeouts, token, permits, fence, reads] = items(reply)?
+        else {
+            return None;
+        };
+        let types: Vec<String> = items(types)?.iter().map(text).collect::<Option<_>>()?;
+        let main = match main {
+            Value::Nil => Main::Unread,
+            Value::Array(_) => Main::Hash(pairs(main, text)?),
+            other => Main::String(text(other)?),
+        };
+        let reads = items(reads)?
+            .chunks(2)
+            .map(|p| match p {
+                [field, ttls] => Some((
+                    text(field)?,
+                    items(ttls)?.iter().map(int).collect::<Option<_>>()?,
+                )),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
+        let optional = |v: &Value| match v {
+            Value::Nil => Some(None),
+            other => text(other).map(Some),
+        };
+        Some(Snapshot {
+            now: int(now)?,
+            types: types.try_into().ok()?,
+            main,
+            pttl: int(pttl)?,
+            queue: items(queue)?.iter().map(text).collect::<Option<_>>()?,
+            timeouts: scored(timeouts, text)?,
+            token: optional(token)?,
+            permits: scored(permits, text)?,
+            fence: optional(fence)?,
+            reads,
+            garbled: false,
+        })
+    }
+
+    /// What the snapshot shows: `None` when nothing of the name exists.
+    pub(super) fn classify(&self, layout: &Layout) -> Option<Inspection> {
+        let present = |i: usize| self.types[i] != "none";
+        let mut keys: Vec<String> = [
+            &layout.name,
+            &layout.queue,
+            &layout.timeouts,
+            &layout.token,
+            &layout.permits,
+            &layout.fence,
+        ]
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| present(i))
+        .map(|(_, k)| (*k).clone())
+        .collect();
+        if keys.is_empty() {
+            return None;
+        }
+        // What is known of any name: its type and lease; the rest is read per layout.
+        let blank = Inspection {
+            name: layout.name.clone(),
+            kind: Kind::Unknown,
+            key_type: self.types[0].clone(),
+            keys: Vec::new(),
+            lease: lease(self.pttl),
+            holders: Vec::new(),
+            mode: None,
+            readers: Vec::new(),
+            queue: Vec::new(),
+            permits: None,
+            count: None,
+            permit_leases: Vec::new(),
+            token: None,
+            subscribers: None,
+        };
+        let mut found = blank.clone();
+        let fair = self.types[1] == "list" || self.types[2] == "zset";
+        let fenced = self.types[3] == "string";
+        let expirable = self.types[4] == "zset";
+        let resource = self.types[5] == "hash";
+        // Helper keys of another type than their layout's, or of two layouts at once, make
+        // it unknown: the name is not (only) ours.
+        let odd_helpers = [
+            (1, "list"),
+            (2, "zset"),
+            (3, "string"),
+            (4, "zset"),
+            (5, "hash"),
+        ]
+        .iter()
+        .any(|&(i, t)| present(i) && self.types[i] != t);
+        let layouts = [fair, fenced, expirable, resource]
+            .iter()
+            .filter(|&&b| b)
+            .count();
+        let known = !self.garbled
+            && !odd_helpers
+            && layouts <= 1
+            && match (self.types[0].as_str(), &self.main) {
+                ("hash", Main::Hash(fields)) if !expirable && !resource => {
+                    self.lock(fields, fair, fenced, &mut found)
+                }
+                ("string", Main::String(value)) if !fair && !fenced => {
+                    self.counter(value, expirable, resource, &mut found)
+                }
+                ("none", _) => self.helpers_only(fair, fenced, expirable, resource, &mut found),
+                _ => false,
+            };
+        if !known {
+            found = Inspection {
+                keys: found.keys,
+                lease: found.lease,
+                subscribers: found.subscribers,
+                ..blank
+            };
+        }
+        // Lossily decoded fields would name keys that do not exist.
+        let reads = if self.garbled { &[][..] } else { &self.reads };
+        for (field, ttls) in reads {
+            for (n, ttl) in ttls.iter().enumerate() {
+                if *ttl != -2 {
+                    keys.push(format!(
+                        "{}:{field}:rwlock_timeout:{}",
+                        layout.read_prefix,
+                        n + 1
+                    ));
+                }
+            }
+        }
+        found.keys = keys;
+        Some(found)
+    }
+
+    /// A lock HASH: plain, fair, fenced or read-write. False if a field does not fit.
+    fn lock(
+        &self,
+        fields: &[(String, String)],
+        fair: bool,
+        fenced: bool,
+        found: &mut Inspection,
+    ) -> bool {
+        let count = |v: &str| v.parse::<u32>().ok().filter(|&n| n > 0);
+        let mode = fields.iter().find(|(f, _)| f == "mode").map(|(_, v)| v);
+        let Some(mode) = mode else {
+            found.kind = match (fair, fenced) {
+                (true, _) => Kind::Fair,
+                (_, true) => Kind::Fenced,
+                _ => Kind::Reentrant,
+            };
+            for (field, value) in fields {
+                let (Some(owner), Some(holds)) = (Owner::parse(field), count(value)) else {
+                    return false;
+                };
+                found.holders.push(Holder {
+                    owner,
+                    holds,
+                    read_leases: Vec::new(),
+                });
+            }
+            return self.queue(found) && self.token(found);
+        };
+        if fair || fenced {
+            return false;
+        }
+        found.kind = Kind::ReadWrite;
+        found.mode = match mode.as_str() {
+            "read" => Some(Mode::Read),
+            "write" => Some(Mode::Write),
+            _ => return false,
+        };
+        for (field, value) in fields.iter().filter(|(f, _)| f != "mode") {
+            let Some(holds) = count(value) else {
+                return false;
+            };
+            if let Some(writer) = field.strip_suffix(":write") {
+                let Some(owner) = Owner::parse(writer) else {
+                    return false;
+                };
+                found.holders.push(Holder {
+                    owner,
+                    holds,
+                    read_leases: Vec::new(),
+                });
+                continue;
+            }
+            let Some(owner) = Owner::parse(field) else {
+                return false;
+            };
+            let ttls = self.reads.iter().find(|(f, _)| f == field);
+            let read_leases = ttls
+                .map(|(_, t)| t.iter().map(|&ms| lease(ms)).collect())
+                .unwrap_or_default();
+            found.readers.push(Holder {
+                owner,
+                holds,
+                read_leases,
+            });
+        }
+        // A write mode has one writer; a read mode none.
+        let writers = found.holders.len();
+        (found.mode == Some(Mode::Write)) == (writers == 1) && writers <= 1
+    }
+
+    /// A STRING count: a semaphore's permits or a latch's count; or a fenced resource's value.
+    fn counter(
+        &self,
+        value: &str,
+        expirable: bool,
+        resource: bool,
+        found: &mut Inspection,
+    ) -> bool {
+        if resource {
+            found.kind = Kind::FencedResource;
+            return self.fence(found);
+        }
+        let Some(n) = integer(value) else {
+            return false;
+        };
+        found.permits = Some(n);
+        if expirable {
+            found.kind = Kind::PermitExpirableSemaphore;
+            return self.permit_leases(found);
+        }
+        found.kind = Kind::SemaphoreOrLatch;
+        found.count = Some(n);
+        true
+    }
+
+    /// No key `name`, only helper keys: a free fair or fenced lock, a permit-expirable
+    /// semaphore whose count key is gone (0 permits), or a deleted fenced value.
+    fn helpers_only(
+        &self,
+        fair: bool,
+        fenced: bool,
+        expirable: bool,
+        resource: bool,
+        found: &mut Inspection,
+    ) -> bool {
+        if fair {
+            found.kind = Kind::Fair;
+            self.queue(found)
+        } else if fenced {
+            found.kind = Kind::Fenced;
+            self.token(found)
+        } else if expirable {
+            found.kind = Kind::PermitExpirableSemaphore;
+            found.permits = Some(0);
+            self.permit_leases(found)
+        } else if resource {
+            found.kind = Kind::FencedResource;
+            self.fence(found)
+        } else {
+            false
+        }
+    }
+
+    fn queue(&self, found: &mut Inspection) -> bool {
+        for waiter in &self.queue {
+            let Some(owner) = Owner::parse(waiter) else {
+                return false;
+            };
+            let deadline = self
+                .timeouts
+                .iter()
+                .find(|(o, _)| o == waiter)
+                .map(|&(_, at)| until(self.now, at));
+            found.queue.push(QueueEntry { owner, deadline });
+        }
+        true
+    }
+
+    fn token(&self, found: &mut Inspection) -> bool {
+        read_token(&self.token, found)
+    }
+
+    fn fence(&self, found: &mut Inspection) -> bool {
+        read_token(&self.fence, found)
+    }
+
+    fn permit_leases(&self, found: &mut Inspection) -> bool {
+        found.permit_leases = self
+            .permits
+            .iter()
+            .map(|(id, at)| ExpirablePermit {
+                id: id.clone(),
+                expires_in: (*at < NEVER_MS).then(|| until(self.now, *at)),
+            })
+            .collect();
+        true
+    }
+}
+
+/// A token counter's value (none: fine), which must be a number.
+fn read_token(value: &Option<String>, found: &mut Inspection) -> bool {
+    match value {
+        None => true,
+        Some(t) => {
+            found.token = t.parse().ok();
+            found.token.is_some()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:7";
+    const B: &str = "9f3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12";
+
+    fn snapshot(types: [&str; 6]) -> Snapshot {
+        Snapshot {
+            now: 1_000_000,
+            types: types.map(str::to_owned),
+            pttl: if types[0] == "none" { -2 } else { 29_800 },
+            ..Snapshot::default()
+        }
+    }
+
+    fn hash(fields: &[(&str, &str)]) -> Main {
+        Main::Hash(
+            fields
+                .iter()
+                .map(|(f, v)| (f.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    fn classify(s: &Snapshot) -> Option<Inspection> {
+        s.classify(&Layout::new("x"))
+    }
+
+    const NONE: &str = "none";
+
+    #[test]
+    fn reentrant_lock_with_holder_and_lease() {
+        let mut s = snapshot(["hash", NONE, NONE, NONE, NONE, NONE]);
+        s.main = hash(&[(A, "2")]);
+        let found = classify(&s).unwrap();
+        assert_eq!(found.kind, Kind::Reentrant);
+        assert_eq!(found.holders[0].owner, Owner::parse(A).unwrap());
+        assert_eq!(found.holders[0].holds, 2);
+        assert_eq!(found.lease, Some(Duration::from_millis(29_800)));
+        assert_eq!(found.keys, vec!["x".to_owned()]);
+    }
+
+    #[test]
+    fn fair_lock_queue_keeps_order_and_deadlines() {
+        let mut s = snapshot(["hash", "list", "zset", NONE, NONE, NONE]);
+        s.main = hash(&[(A, "1")]);
+        s.queue = vec![B.to_owned(), A.to_owned()];
+        s.timeouts = vec![(B.to_owned(), 1_005_000.0), (A.to_owned(), 999_000.0)];
+        let found = classify(&s).unwrap();
+        assert_eq!(found.kind, Kind::Fair);
+        assert_eq!(found.queue[0].owner.thread, 12);
+        assert_eq!(found.queue[0].deadline, Some(Duration::from_secs(5)));
+        assert_eq!(found.queue[1].deadline, Some(Duration::ZERO));
+        assert_eq!(
+            found.keys,
+            ["x", "redisson_lock_queue:{x}", "redisson_lock_timeout:{x}"]
+        );
+    }
+
+    #[test]
+    fn free_fenced_lock_is_its_token_counter() {
+        let mut s = snapshot([NONE, NONE, NONE, "string", NONE, NONE]);
+        s.token = Some("42".to_owned());
+        let found = classify(&s).unwrap();
+        assert_eq!(
+            (found.kind, found.token, found.lease),
+            (Kind::Fenced, Some(42), None)
+        );
+        assert!(found.holders.is_empty());
+    }
+
+    #[test]
+    fn read_write_lock_readers_with_hold_leases() {
+        let mut s = snapshot(["hash", NONE, NONE, NONE, NONE, NONE]);
+        s.main = hash(&[("mode", "read"), (A, "2"), (B, "1")]);
+        s.reads = vec![
+            (A.to_owned(), vec![30_000, -2]),
+            (B.to_owned(), vec![10_000]),
+        ];
+        let found = classify(&s).unwrap();
+        assert_eq!(
+            (found.kind, found.mode),
+            (Kind::ReadWrite, Some(Mode::Read))
+        );
+        assert!(found.holders.is_empty());
+        assert_eq!(found.readers.len(), 2);
+        assert_eq!(
+            found.readers[0].read_leases,
+            vec![Some(Duration::from_secs(30)), None]
+        );
+        assert_eq!(found.keys[1], format!("{{x}}:{A}:rwlock_timeout:1"));
+        assert_eq!(found.keys.len(), 3);
+
+        let mut s = snapshot(["hash", NONE, NONE, NONE, NONE, NONE]);
+        s.main = hash(&[("mode", "write"), (&format!("{A}:write"), "1"), (A, "1")]);
+        let found = classify(&s).unwrap();
+        assert_eq!(found.holders[0].owner, Owner::parse(A).unwrap());
+        assert_eq!(found.readers.len(), 1);
+    }
+
+    #[test]
+    fn strings_are_counts_and_ambiguous_until_waiters_tell() {
+        let mut s = snapshot(["string", NONE, NONE, NONE, NONE, NONE]);
+        s.main = Main::String("3".to_owned());
+        let found = classify(&s).unwrap();
+        assert_eq!(found.kind, Kind::SemaphoreOrLatch);
+        assert_eq!((found.permits, found.count), (Some(3), Some(3)));
+
+        let mut s = snapshot(["string", NONE, NONE, NONE, "zset", NONE]);
+        s.main = Main::String("1".to_owned());
+        s.permits = vec![("p1".to_owned(), 1_060_000.0), ("p2".to_owned(), NEVER_MS)];
+        let found = classify(&s).unwrap();
+        assert_eq!(found.kind, Kind::PermitExpirableSemaphore);
+        assert_eq!(
+            found.permit_leases[0].expires_in,
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(found.permit_leases[1].expires_in, None);
+    }
+
+    #[test]
+    fn foreign_layouts_are_unknown_not_guessed() {
+        let unknown = |s: &Snapshot| classify(s).unwrap().kind == Kind::Unknown;
+        let mut s = snapshot(["hash", NONE, NONE, NONE, NONE, NONE]);
+        s.main = hash(&[("name", "alice")]);
+        assert!(unknown(&s), "a hash whose fields are not owners");
+        s.main = hash(&[(A, "zero")]);
+        assert!(unknown(&s), "a hold count that is not a number");
+        s.main = hash(&[("mode", "upgrade"), (A, "1")]);
+        assert!(unknown(&s), "a mode that is neither read nor write");
+        let mut s = snapshot(["string", NONE, NONE, NONE, NONE, NONE]);
+        s.main = Main::String("007".to_owned());
+        assert!(unknown(&s), "not a canonical integer");
+        s.main = Main::Unread;
+        assert!(unknown(&s), "a string too long to be a count");
+        let s = snapshot(["set", NONE, NONE, NONE, NONE, NONE]);
+        assert!(unknown(&s));
+        let mut s = snapshot(["hash", "list", NONE, "string", NONE, NONE]);
+        s.main = hash(&[(A, "1")]);
+        s.token = Some("1".to_owned());
+        assert!(unknown(&s), "fair and fenced at once");
+        let s = snapshot([NONE, "string", NONE, NONE, NONE, NONE]);
+        assert!(unknown(&s), "a queue key that is not a list");
+    }
+
+    #[test]
+    fn nothing_is_none() {
+        assert!(classify(&snapshot([NONE; 6])).is_none());
+    }
+
+    #[test]
+    fn decodes_the_script_reply() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let types = Value::Array(
+            ["hash", "none", "none", "string", "none", "none"]
+                .map(bulk)
+                .to_vec(),
+        );
+        let reply = Value::Array(vec![
+            Value::Int(5),
+            types,
+            Value::Array(vec![bulk(A), bulk("1")]),
+            Value::Int(100),
+            Value::Array(vec![]),
+            Value::Array(vec![]),
+            bulk("9"),
+            Value::Array(vec![]),
+            Value::Nil,
+            Value::Array(vec![]),
+        ]);
+        let s = Snapshot::decode(&reply).unwrap();
+        let found = s.classify(&Layout::new("x")).unwrap();
+        assert_eq!((found.kind, found.token), (Kind::Fenced, Some(9)));
+        assert!(Snapshot::decode(&Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_unknown_not_an_error() {
+        let bulk = |s: &[u8]| Value::BulkString(s.to_vec());
+        let types = Value::Array(
+            ["string", "none", "none", "none", "none", "none"]
+                .map(|t| bulk(t.as_bytes()))
+                .to_vec(),
+        );
+        let mut reply = vec![
+            Value::Int(5),
+            types,
+            bulk(b"\xff\xfe\x00"),
+            Value::Int(-1),
+            Value::Array(vec![]),
+            Value::Array(vec![]),
+            Value::Nil,
+            Value::Array(vec![]),
+            Value::Nil,
+            Value::Array(vec![]),
+        ];
+        let s = Snapshot::decode(&Value::Array(reply.clone())).unwrap();
+        let found = s.classify(&Layout::new("x")).unwrap();
+        assert_eq!(
+            (found.kind, found.keys),
+            (Kind::Unknown, vec!["x".to_owned()])
+        );
+        // A queue member that would parse as an owner once decoded lossily.
+        reply[1] = Value::Array(
+            ["hash", "list", "none", "none", "none", "none"]
+                .map(|t| bulk(t.as_bytes()))
+                .to_vec(),
+        );
+        reply[2] = Value::Array(vec![bulk(A.as_bytes()), bulk(b"1")]);
+        reply[4] = Value::Array(vec![bulk(b"\xc3\x28:1")]);
+        let s = Snapshot::decode(&Value::Array(reply)).unwrap();
+        assert_eq!(s.classify(&Layout::new("x")).unwrap().kind, Kind::Unknown);
+    }
+
+    #[test]
+    fn a_reply_quoted_in_an_error_is_cut_short() {
+        let huge = Value::BulkString(vec![b'a'; 100_000]);
+        let Err(Error::Protocol(msg)) = Snapshot::decode(&huge) else {
+            panic!("a bulk string is no snapshot");
+        };
+        assert!(msg.len() < 300, "{msg}");
+    }
+}

@@ -1,0 +1,230 @@
+//! Finding locks and synchronizers by name pattern: [`Client::list`], with `SCAN` on every
+//! master (never `KEYS`), helper keys grouped under the name they belong to.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::inspect::Inspection;
+
+/// Keys asked for per `SCAN` call.
+const SCAN_COUNT: usize = 1000;
+
+/// Prefixes of helper keys `prefix:{name}` (or `prefix:name` when the name has a hash tag).
+const TAGGED: [&str; 4] = [
+    "redisson_lock_queue:",
+    "redisson_lock_timeout:",
+    "redisson_lock_token:",
+    "redlatch_fence:",
+];
+
+/// The prefix of an unlock's short-lived idempotency key `redisson_unlock_latch:{name}:<id>`.
+const UNLOCK_LATCH: &str = "redisson_unlock_latch:";
+
+impl Client {
+    /// Finds the locks and synchronizers with a key matching the glob `pattern` (Redis's
+    /// `SCAN ... MATCH` syntax: `*`, `?`, `[abc]`, `\` escapes), on every master of a
+    /// cluster, and [inspects](Client::inspect) each; sorted by name.
+    ///
+    /// Helper keys (a fair lock's queue and timeouts, a fenced lock's token counter,
+    /// read-hold leases, permit expiries, unlock latches) are grouped under their object's
+    /// name, never listed on their own. An object is found when one of its keys matches:
+    /// `orders:*` finds the locks named `orders:...`, but not a fenced lock that is free and
+    /// so exists only as `redisson_lock_token:{orders:...}` (`*orders:*` finds both). Keys of
+    /// other applications that match are listed as [`Kind::Unknown`](crate::Kind::Unknown)
+    /// (or as a semaphore or latch, for integer strings: see
+    /// [`Kind::SemaphoreOrLatch`](crate::Kind::SemaphoreOrLatch)).
+    ///
+    /// It costs one pass of `SCAN` over each master's keyspace plus one inspection per name
+    /// found: a tool for operators, not for hot paths. Objects created or deleted during the
+    /// scan may or may not be listed (`SCAN`'s guarantee).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty pattern; connection errors
+    /// and timeouts. A name whose inspection fails otherwise is left out (logged at debug level).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// for found in client.list("orders:*")? {
+    ///     println!("{} {} ({} holder(s))", found.name, found.kind, found.holders.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn list(&self, pattern: &str) -> Result<Vec<Inspection>> {
+        if pattern.is_empty() {
+            return Err(Error::invalid(
+                "pattern must not be empty (`*` matches all)",
+            ));
+        }
+        let mut keys = BTreeSet::new();
+        self.inner.pool.for_each_master(|pool| {
+            let mut cursor = 0u64;
+            loop {
+                let (next, page): (u64, Vec<Vec<u8>>) = pool.run(pattern, |c| {
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(SCAN_COUNT)
+                        .query(c)
+                })?;
+                for key in page {
+                    match String::from_utf8(key) {
+                        Ok(key) => {
+                            keys.insert(key);
+                        }
+                        Err(e) => log::debug!(
+                            "list: skipping a key that is not UTF-8: {:?}",
+                            String::from_utf8_lossy(e.as_bytes())
+                        ),
+                    }
+                }
+                if next == 0 {
+                    return Ok(());
+                }
+                cursor = next;
+            }
+        })?;
+        self.group(&keys)
+    }
+
+    /// Inspects the names that `keys` belong to: first those their helper keys name, then
+    /// each key no inspection accounted for, as a name of its own.
+    fn group(&self, keys: &BTreeSet<String>) -> Result<Vec<Inspection>> {
+        let mut found: BTreeMap<String, Inspection> = BTreeMap::new();
+        let mut tried = BTreeSet::new();
+        for key in keys {
+            let names = owners_of(key);
+            if names.iter().any(|n| found.contains_key(n)) {
+                continue;
+            }
+            // `redisson_lock_queue:{a}` is the queue of `a` and of a name `{a}` with its own
+            // tag: it is `{a}`'s when the key `{a}` exists, else `a`'s.
+            if let [_, tagged] = &names[..] {
+                if tried.insert(tagged.clone()) {
+                    match self.inspect_listed(tagged)? {
+                        Some(i) if i.key_type != "none" => {
+                            found.insert(tagged.clone(), i);
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            // The first candidate that exists.
+            for name in names {
+                if !tried.insert(name.clone()) {
+                    continue;
+                }
+                if let Some(i) = self.inspect_listed(&name)? {
+                    found.insert(name, i);
+                    break;
+                }
+            }
+        }
+        let explained: BTreeSet<&str> = found
+            .values()
+            .flat_map(|i| i.keys.iter().map(String::as_str))
+            .collect();
+        let rest: Vec<&String> = keys
+            .iter()
+            .filter(|k| !explained.contains(k.as_str()) && !k.starts_with(UNLOCK_LATCH))
+            .filter(|k| !tried.contains(*k))
+            .collect();
+        for key in rest {
+            if let Some(i) = self.inspect_listed(key)? {
+                found.insert(key.clone(), i);
+            }
+        }
+        Ok(found.into_values().collect())
+    }
+
+    /// [`inspect`](Client::inspect) for `list`: only connection errors and timeouts end the
+    /// listing; a name that fails otherwise is skipped (logged at debug level).
+    fn inspect_listed(&self, name: &str) -> Result<Option<Inspection>> {
+        match self.inspect(name) {
+            Err(e) if !e.is_connection() && !e.is_timeout() => {
+                log::debug!("list: skipping `{name}`: {e}");
+                Ok(None)
+            }
+            outcome => outcome,
+        }
+    }
+}
+
+/// The names `key` may be a helper key of, in Redisson's layout (two when the layout is
+/// ambiguous: `redisson_lock_queue:{a}` belongs to `a`, or to a name `{a}` with its own tag).
+fn owners_of(key: &str) -> Vec<String> {
+    if let Some(rest) = TAGGED.iter().find_map(|p| key.strip_prefix(p)) {
+        return untag(rest);
+    }
+    if let Some(rest) = key.strip_prefix(UNLOCK_LATCH) {
+        return rest
+            .rsplit_once(':')
+            .map(|(n, _)| untag(n))
+            .unwrap_or_default();
+    }
+    if let Some(base) = key.strip_suffix(":timeout") {
+        return untag(base);
+    }
+    // `{name}:<client id>:<thread>:rwlock_timeout:<n>`
+    if let Some((before, n)) = key.rsplit_once(":rwlock_timeout:") {
+        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
+            let base = before
+                .rsplit_once(':')
+                .and_then(|(b, _)| b.rsplit_once(':'));
+            return base.map(|(b, _)| untag(b)).unwrap_or_default();
+        }
+    }
+    Vec::new()
+}
+
+/// The names whose helper key has `rest` in place of the name (`prefix:rest` or
+/// `rest:suffix`): `{name}` for a name without braces, or the name itself when it has a
+/// hash tag.
+fn untag(rest: &str) -> Vec<String> {
+    let inner = rest.strip_prefix('{').and_then(|r| r.strip_suffix('}'));
+    match inner {
+        Some(inner) if !inner.is_empty() && !inner.contains(['{', '}']) => {
+            vec![inner.to_owned(), rest.to_owned()]
+        }
+        _ if rest.contains('{') => vec![rest.to_owned()],
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owners_of;
+
+    #[test]
+    fn helper_keys_name_their_object() {
+        let owners = |k: &str| owners_of(k);
+        assert_eq!(
+            owners("redisson_lock_queue:{orders}"),
+            ["orders", "{orders}"]
+        );
+        assert_eq!(
+            owners("redisson_lock_token:{user:1}:cart"),
+            ["{user:1}:cart"]
+        );
+        assert_eq!(
+            owners("redisson_unlock_latch:{orders}:00ff"),
+            ["orders", "{orders}"]
+        );
+        assert_eq!(owners("{slots}:timeout"), ["slots", "{slots}"]);
+        assert_eq!(owners("{a}b:timeout"), ["{a}b"]);
+        assert_eq!(
+            owners("{catalog}:0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:7:rwlock_timeout:2"),
+            ["catalog", "{catalog}"]
+        );
+        assert!(owners("orders").is_empty());
+        assert!(owners("session:timeout").is_empty());
+        assert!(owners("redisson_lock_queue:plain").is_empty());
+    }
+}

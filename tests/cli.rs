@@ -1,0 +1,758 @@
+//! The `redlatch` binary against real servers: `inspect` of every kind (human and `--json`,
+//! parsed back), `list` on one server and on a 3-master cluster, `force-unlock` (waking a
+//! blocked waiter; refusing without a terminal; refusing non-locks), `watch --json` events,
+//! Sentinel addresses, and the exit codes and messages of bad URLs, unreachable servers and
+//! unknown names.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, Config};
+use support::cluster::RedisCluster;
+use support::sentinel::{SentinelConfig, SentinelGroup};
+use support::{free_port, wait_until, RedisServer};
+
+/// What a run of the binary gave.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlatch"));
+    cmd.args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs the binary to completion (killed after 30 s: a hang fails the test).
+fn run_cmd(mut cmd: Command) -> Run {
+    let mut child = cmd.spawn().expect("run redlatch");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("redlatch did not exit within 30 s");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+fn run(args: &[&str]) -> Run {
+    run_cmd(command(args))
+}
+
+/// `redlatch --url <server> <args>`, which must succeed.
+fn ok(server: &RedisServer, args: &[&str]) -> String {
+    let url = server.url();
+    let mut all = vec!["--url", url.as_str()];
+    all.extend_from_slice(args);
+    let r = run(&all);
+    assert_eq!(r.code, 0, "redlatch {all:?} failed: {}", r.stderr);
+    r.stdout
+}
+
+fn client(server: &RedisServer) -> Client {
+    Client::open(&server.url()).unwrap()
+}
+
+/// `(client id, thread number)` of the calling thread in `client`.
+fn me(client: &Client) -> (String, u64) {
+    let owner = client.owner_id();
+    let (id, thread) = owner.rsplit_once(':').unwrap();
+    (id.to_owned(), thread.parse().unwrap())
+}
+
+/// A minimal JSON reader, enough to check the tool's output parses and holds what it says.
+mod json {
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum J {
+        Null,
+        Bool(bool),
+        Num(f64),
+        Str(String),
+        Arr(Vec<J>),
+        Obj(Vec<(String, J)>),
+    }
+
+    impl J {
+        pub fn get(&self, key: &str) -> &J {
+            match self {
+                J::Obj(fields) => fields
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v)
+                    .unwrap_or_else(|| panic!("no key {key} in {self:?}")),
+                _ => panic!("not an object: {self:?}"),
+            }
+        }
+        pub fn at(&self, i: usize) -> &J {
+            match self {
+                J::Arr(items) => &items[i],
+                _ => panic!("not an array: {self:?}"),
+            }
+        }
+        pub fn len(&self) -> usize {
+            match self {
+                J::Arr(items) => items.len(),
+                _ => panic!("not an array: {self:?}"),
+            }
+        }
+        pub fn str(&self) -> &str {
+            match self {
+                J::Str(s) => s,
+                _ => panic!("not a string: {self:?}"),
+            }
+        }
+        pub fn num(&self) -> f64 {
+            match self {
+                J::Num(n) => *n,
+                _ => panic!("not a number: {self:?}"),
+            }
+        }
+    }
+
+    pub fn parse(text: &str) -> J {
+        let chars: Vec<char> = text.trim().chars().collect();
+        let mut pos = 0;
+        let value = value(&chars, &mut pos);
+        assert_eq!(pos, chars.len(), "trailing text in {text}");
+        value
+    }
+
+    fn skip(c: &[char], p: &mut usize) {
+        while *p < c.len() && c[*p].is_whitespace() {
+            *p += 1;
+        }
+    }
+
+    fn expect(c: &[char], p: &mut usize, s: &str) {
+        for ch in s.chars() {
+            assert_eq!(c.get(*p), Some(&ch), "bad JSON at {p}");
+            *p += 1;
+        }
+    }
+
+    fn value(c: &[char], p: &mut usize) -> J {
+        skip(c, p);
+        let v = match c[*p] {
+            'n' => {
+                expect(c, p, "null");
+                J::Null
+            }
+            't' => {
+                expect(c, p, "true");
+                J::Bool(true)
+            }
+            'f' => {
+                expect(c, p, "false");
+                J::Bool(false)
+            }
+            '"' => J::Str(string(c, p)),
+            '[' => {
+                *p += 1;
+                let mut items = Vec::new();
+                skip(c, p);
+                if c[*p] == ']' {
+                    *p += 1;
+                } else {
+                    loop {
+                        items.push(value(c, p));
+                        skip(c, p);
+                        *p += 1;
+                        match c[*p - 1] {
+                            ',' => continue,
+                            ']' => break,
+                            other => panic!("bad JSON array: {other}"),
+                        }
+                    }
+                }
+                J::Arr(items)
+            }
+            '{' => {
+                *p += 1;
+                let mut fields = Vec::new();
+                skip(c, p);
+                if c[*p] == '}' {
+                    *p += 1;
+                } else {
+                    loop {
+                        skip(c, p);
+                        let key = string(c, p);
+                        skip(c, p);
+                        expect(c, p, ":");
+                        fields.push((key, value(c, p)));
+                        skip(c, p);
+                        *p += 1;
+                        match c[*p - 1] {
+                            ',' => continue,
+                            '}' => break,
+                            other => panic!("bad JSON object: {other}"),
+                        }
+                    }
+                }
+                J::Obj(fields)
+            }
+            _ => {
+                let start = *p;
+                while *p < c.len() && matches!(c[*p], '-' | '+' | '.' | 'e' | 'E' | '0'..='9') {
+                    *p += 1;
+                }
+                let text: String = c[start..*p].iter().collect();
+                J::Num(
+                    text.parse()
+                        .unwrap_or_else(|_| panic!("bad JSON number {text}")),
+                )
+            }
+        };
+        skip(c, p);
+        v
+    }
+
+    fn string(c: &[char], p: &mut usize) -> String {
+        expect(c, p, "\"");
+        let mut out = String::new();
+        loop {
+            let ch = c[*p];
+            *p += 1;
+            match ch {
+                '"' => return out,
+                '\\' => {
+                    let esc = c[*p];
+                    *p += 1;
+                    match esc {
+                        '"' => out.push('"'),
+                        '\\' => out.push('\\'),
+                        '/' => out.push('/'),
+                        'n' => out.push('\n'),
+                        'r' => out.push('\r'),
+                        't' => out.push('\t'),
+                        'b' => out.push('\u{8}'),
+                        'f' => out.push('\u{c}'),
+                        'u' => {
+                            let hex: String = c[*p..*p + 4].iter().collect();
+                            *p += 4;
+                            out.push(
+                                char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap(),
+                            );
+                        }
+                        other => panic!("bad JSON escape \\{other}"),
+                    }
+                }
+                ch if (ch as u32) < 0x20 => panic!("unescaped control character in a JSON string"),
+                ch => out.push(ch),
+            }
+        }
+    }
+}
+
+#[test]
+fn inspect_reentrant_shows_owner_thread_hold_count_and_lease() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let lock = client.lock("cli:reentrant");
+    let _g1 = lock.lock().unwrap();
+    let _g2 = lock.lock().unwrap();
+    let (id, thread) = me(&client);
+
+    let text = ok(&server, &["inspect", "cli:reentrant"]);
+    assert!(text.contains("kind:    reentrant"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("no holder row for {id}:\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells, [id.as_str(), &thread.to_string(), "2"], "{text}");
+    // Aligned: the header's columns start where the row's do.
+    let header = text.lines().find(|l| l.starts_with("CLIENT ID")).unwrap();
+    assert_eq!(
+        header.find("THREAD"),
+        row.find(&format!(" {thread} ")).map(|i| i + 1)
+    );
+    let lease = text.lines().find(|l| l.starts_with("lease:")).unwrap();
+    assert!(
+        lease.ends_with('s') && (lease.contains(" 29.") || lease.contains(" 30.0s")),
+        "{lease}"
+    );
+
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:reentrant"]));
+    assert_eq!(j.get("kind").str(), "reentrant");
+    assert_eq!(j.get("name").str(), "cli:reentrant");
+    let holder = j.get("holders").at(0);
+    assert_eq!(holder.get("client_id").str(), id);
+    assert_eq!(holder.get("thread").num(), thread as f64);
+    assert_eq!(holder.get("holds").num(), 2.0);
+    assert_eq!(holder.get("owner").str(), client.owner_id());
+    let lease_ms = j.get("lease_ms").num();
+    assert!((28_000.0..=30_000.0).contains(&lease_ms), "{lease_ms}");
+}
+
+#[test]
+fn inspect_fair_lists_the_queue_in_order() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let name = "cli:fair";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let (owners, waiters) = support::queue_fair_waiters(&client, name, 2);
+
+    let j = json::parse(&ok(&server, &["inspect", name, "--json"]));
+    assert_eq!(j.get("kind").str(), "fair");
+    let queue = j.get("queue");
+    assert_eq!(queue.len(), 2);
+    for (i, owner) in owners.iter().enumerate() {
+        assert_eq!(queue.at(i).get("owner").str(), owner);
+        assert_eq!(queue.at(i).get("position").num(), (i + 1) as f64);
+        assert!(queue.at(i).get("deadline_ms").num() > 60_000.0);
+    }
+    let text = ok(&server, &["inspect", name]);
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "queue:")
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for (i, owner) in owners.iter().enumerate() {
+        let (id, thread) = owner.rsplit_once(':').unwrap();
+        let cells: Vec<&str> = rows[i].split_whitespace().collect();
+        assert_eq!(&cells[..3], [&(i + 1).to_string(), id, thread], "{text}");
+    }
+    holder.unlock().unwrap();
+    support::join_within(waiters, Duration::from_secs(10), "fair waiters");
+}
+
+#[test]
+fn inspect_read_write_semaphore_latch_and_fenced() {
+    let server = RedisServer::new();
+    let (a, b) = (client(&server), client(&server));
+    let _ra = a.read_write_lock("cli:rw").read().lock().unwrap();
+    let _rb = b.read_write_lock("cli:rw").read().lock().unwrap();
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:rw"]));
+    assert_eq!(
+        (j.get("kind").str(), j.get("mode").str()),
+        ("read-write", "read")
+    );
+    assert_eq!(j.get("readers").len(), 2);
+    let mut readers: Vec<String> = (0..2)
+        .map(|i| j.get("readers").at(i).get("owner").str().to_owned())
+        .collect();
+    readers.sort();
+    let mut expected = vec![a.owner_id(), b.owner_id()];
+    expected.sort();
+    assert_eq!(readers, expected);
+    let text = ok(&server, &["inspect", "cli:rw"]);
+    assert!(
+        text.contains("mode:    read") && text.contains("readers:"),
+        "{text}"
+    );
+
+    let sem = a.semaphore("cli:sem");
+    sem.try_set_permits(4).unwrap();
+    sem.acquire(1).unwrap();
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:sem"]));
+    assert_eq!(j.get("permits").num(), 3.0);
+    assert_eq!(j.get("kind").str(), "semaphore-or-latch");
+    let waiter = {
+        let a = a.clone();
+        thread::spawn(move || {
+            a.semaphore("cli:sem")
+                .try_acquire_for(5, Duration::from_secs(20))
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), || {
+        a.inspect("cli:sem").unwrap().unwrap().kind == redlatch::Kind::Semaphore
+    }));
+    let text = ok(&server, &["inspect", "cli:sem"]);
+    assert!(
+        text.contains("kind:    semaphore\n") && text.contains("permits: 3"),
+        "{text}"
+    );
+    sem.add_permits(2).unwrap();
+    assert!(waiter.join().unwrap().unwrap());
+
+    let latch = a.count_down_latch("cli:latch");
+    latch.try_set_count(5).unwrap();
+    latch.count_down().unwrap();
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:latch"]));
+    assert_eq!(j.get("count").num(), 4.0);
+
+    let fenced = a.fenced_lock("cli:fenced");
+    drop(fenced.lock().unwrap());
+    let guard = fenced.lock().unwrap();
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:fenced"]));
+    assert_eq!(j.get("kind").str(), "fenced");
+    assert_eq!(j.get("token").num(), guard.token().unwrap() as f64);
+    let text = ok(&server, &["inspect", "cli:fenced"]);
+    assert!(
+        text.contains(&format!("token:   {}", guard.token().unwrap())),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_output_escapes_odd_names() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let name = "odd \"quoted\" back\\slash\ttab\u{1}ctl é";
+    let _g = client.lock(name).lock().unwrap();
+    let out = ok(&server, &["inspect", "--json", name]);
+    assert_eq!(out.lines().count(), 1, "one line: {out}");
+    assert_eq!(json::parse(&out).get("name").str(), name);
+    let all = json::parse(&ok(&server, &["list", "--json"]));
+    assert_eq!(all.len(), 1);
+    assert_eq!(all.at(0).get("name").str(), name);
+}
+
+#[test]
+fn list_with_a_pattern_on_one_server() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let _a = client.lock("jobs:1").lock().unwrap();
+    let _b = client.fenced_lock("jobs:2").lock().unwrap();
+    let _c = client.read_write_lock("jobs:3").read().lock().unwrap();
+    let _other = client.lock("other").lock().unwrap();
+    let text = ok(&server, &["list", "jobs:*"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "header and 3 rows:\n{text}");
+    assert!(lines[0].starts_with("NAME") && lines[0].contains("KIND"));
+    let names: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(names, ["jobs:1", "jobs:2", "jobs:3"]);
+    assert!(
+        lines[3].contains("read-write") && lines[3].contains("read by 1"),
+        "{text}"
+    );
+    // Columns line up.
+    let kind_at = lines[0].find("KIND").unwrap();
+    for line in &lines[1..] {
+        assert_ne!(line.as_bytes()[kind_at], b' ', "{text}");
+        assert_eq!(line.as_bytes()[kind_at - 1], b' ', "{text}");
+    }
+    let j = json::parse(&ok(&server, &["list", "--json", "jobs:*"]));
+    assert_eq!(j.len(), 3);
+    assert_eq!(j.at(1).get("kind").str(), "fenced");
+    let all = ok(&server, &["list"]);
+    assert_eq!(all.lines().count(), 5, "{all}");
+    assert!(!all.contains("redisson_"), "helper keys are grouped: {all}");
+}
+
+#[test]
+fn list_on_a_cluster_finds_each_name_once() {
+    let cluster = RedisCluster::new(3, 0);
+    let config = Config::cluster(cluster.urls()).build().unwrap();
+    let client = Client::new(config).unwrap();
+    let names: Vec<String> = (0..18).map(|i| format!("c:{i}")).collect();
+    let _guards: Vec<_> = names
+        .iter()
+        .map(|n| client.fenced_lock(n).lock().unwrap())
+        .collect();
+    let masters: std::collections::BTreeSet<u16> = names
+        .iter()
+        .map(|n| cluster.node_for_key(n).port())
+        .collect();
+    assert_eq!(masters.len(), 3);
+    let seeds = cluster.urls()[..1].join(",");
+    let r = run(&["--cluster", &seeds, "list", "--json", "c:*"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let j = json::parse(&r.stdout);
+    let mut found: Vec<String> = (0..j.len())
+        .map(|i| j.at(i).get("name").str().to_owned())
+        .collect();
+    found.sort();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(found, expected, "every name once");
+    for i in 0..j.len() {
+        assert_eq!(j.at(i).get("kind").str(), "fenced");
+        assert_eq!(
+            j.at(i).get("holders").at(0).get("owner").str(),
+            client.owner_id()
+        );
+    }
+    let r = run(&["--cluster", &seeds, "inspect", "c:5"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("kind:    fenced"), "{}", r.stdout);
+}
+
+#[test]
+fn force_unlock_yes_wakes_a_blocked_waiter() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let name = "cli:stuck";
+    let _guard = holder.lock(name).lock().unwrap(); // 30 s watchdog lease, never released here
+    let (tx, rx) = mpsc::channel();
+    let waiter = {
+        let url = server.url();
+        thread::spawn(move || {
+            let client = Client::open(&url).unwrap();
+            let guard = client.lock(name).lock().unwrap();
+            let lease = client.lock(name).remaining_lease().unwrap().unwrap();
+            tx.send((Instant::now(), lease)).unwrap();
+            drop(guard);
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), || {
+        holder.inspect(name).unwrap().unwrap().subscribers == Some(1)
+    }));
+    let out = ok(&server, &["force-unlock", "--yes", name]);
+    let broke = Instant::now();
+    assert!(
+        out.contains(&format!("broke lock {name}")) && out.contains(&holder.owner_id()),
+        "{out}"
+    );
+    let (got, lease) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the waiter was not woken");
+    assert!(got.saturating_duration_since(broke) < Duration::from_secs(2));
+    assert!(
+        lease > Duration::from_secs(28),
+        "the waiter holds it with its own 30 s lease: {lease:?}"
+    );
+    waiter.join().unwrap();
+}
+
+#[test]
+fn force_unlock_without_a_terminal_or_yes_refuses() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let _guard = client.lock("cli:keep").lock().unwrap();
+    let url = server.url();
+    let r = run(&["--url", &url, "force-unlock", "cli:keep"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("refusing") && r.stderr.contains("--yes"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "one line: {}", r.stderr);
+    assert!(client.lock("cli:keep").is_held_by_current_thread().unwrap());
+
+    // Piped answers are not confirmations either.
+    let mut cmd = command(&["--url", &url, "force-unlock", "cli:keep"]);
+    cmd.stdin(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"y\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(client.lock("cli:keep").is_held_by_current_thread().unwrap());
+
+    client.semaphore("cli:sem").try_set_permits(1).unwrap();
+    let r = run(&["--url", &url, "force-unlock", "--yes", "cli:sem"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("not a lock"), "{}", r.stderr);
+    let r = run(&["--url", &url, "force-unlock", "--yes", "cli:none"]);
+    assert_eq!(r.code, 2);
+}
+
+/// Reads `child`'s stdout lines on a thread.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next line with `"event":"<event>"`, within `timeout`.
+fn next_event(rx: &mpsc::Receiver<String>, event: &str, timeout: Duration) -> json::J {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no {event} event within {timeout:?}"));
+        let j = json::parse(&line);
+        if j.get("event").str() == event {
+            return j;
+        }
+    }
+}
+
+#[test]
+fn watch_json_prints_acquired_and_released() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let url = server.url();
+    let mut child = command(&[
+        "--url",
+        &url,
+        "watch",
+        "--json",
+        "--interval",
+        "100",
+        "cli:watched",
+    ])
+    .spawn()
+    .unwrap();
+    let rx = lines_of(&mut child);
+    let first = next_event(&rx, "watching", Duration::from_secs(10));
+    assert_eq!(first.get("name").str(), "cli:watched");
+    assert_eq!(first.get("kind"), &json::J::Null);
+
+    let guard = client.lock("cli:watched").lock().unwrap();
+    let acquired = next_event(&rx, "acquired", Duration::from_secs(5));
+    assert_eq!(acquired.get("owner").str(), client.owner_id());
+    assert_eq!(acquired.get("holds").num(), 1.0);
+    assert!(acquired.get("at").str().ends_with('Z'));
+    drop(guard);
+    let released = next_event(&rx, "released", Duration::from_secs(5));
+    assert_eq!(released.get("owner").str(), client.owner_id());
+    assert_eq!(released.get("holds").num(), 0.0);
+    assert!(released.get("at_ms").num() >= acquired.get("at_ms").num());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn sentinel_addresses_reach_the_master() {
+    let group = SentinelGroup::with_config(SentinelConfig {
+        replicas: 0,
+        sentinels: 1,
+        ..SentinelConfig::default()
+    });
+    let client = Client::new(
+        Config::sentinel(group.sentinel_urls(), group.master_name())
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let _guard = client.lock("cli:sentinel").lock().unwrap();
+    let sentinels = group.sentinel_urls().join(",");
+    let r = run(&[
+        "--sentinel",
+        &sentinels,
+        "--master",
+        group.master_name(),
+        "inspect",
+        "--json",
+        "cli:sentinel",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let j = json::parse(&r.stdout);
+    assert_eq!(j.get("holders").at(0).get("owner").str(), client.owner_id());
+}
+
+#[test]
+fn bad_url_unreachable_server_and_unknown_name_fail_clearly() {
+    let r = run(&["--url", "notaurl", "inspect", "x"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.starts_with("redlatch: bad URL `notaurl`"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    let r = run(&["--url", "redis://user:secret@127.0.0.1:1:2/", "list"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("bad URL") && !r.stderr.contains("secret"),
+        "{}",
+        r.stderr
+    );
+
+    let port = free_port(); // nothing listens there
+    let r = run(&[
+        "--url",
+        &format!("redis://127.0.0.1:{port}/"),
+        "inspect",
+        "x",
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr
+            .contains(&format!("cannot reach redis at 127.0.0.1:{port}")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+
+    let server = RedisServer::new();
+    let mut cmd = command(&["inspect", "no:such:lock"]);
+    cmd.env("REDIS_URL", server.url()); // the URL from the environment
+    let r = run_cmd(cmd);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.trim(),
+        "redlatch: no lock or synchronizer named no:such:lock"
+    );
+    assert!(r.stdout.is_empty());
+    let url = server.url();
+    let r = run(&["--url", &url, "watch", ""]);
+    assert_eq!(r.code, 1);
+    let r = run(&["--url", &url, "frobnicate"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("unknown command"), "{}", r.stderr);
+}
+
+#[test]
+fn help_for_the_tool_and_each_command() {
+    let r = run(&["--help"]);
+    assert_eq!(r.code, 0);
+    for word in [
+        "inspect",
+        "list",
+        "force-unlock",
+        "watch",
+        "--url",
+        "--cluster",
+        "--sentinel",
+        "--json",
+    ] {
+        assert!(r.stdout.contains(word), "{word} missing from --help");
+    }
+    for cmd in ["inspect", "list", "force-unlock", "watch"] {
+        let r = run(&[cmd, "--help"]);
+        assert_eq!(r.code, 0);
+        assert!(
+            r.stdout.starts_with(&format!("Usage: redlatch {cmd}")),
+            "{}",
+            r.stdout
+        );
+    }
+}
+
+/// Huge hold counts (a damaged or foreign hash) must not crash the tool. Broke: `state()`
+/// sums u32 hold counts (overflow panic in debug builds, a wrapped total in release).
+#[test]
+fn list_of_readers_with_huge_hold_counts_does_not_panic() {
+    let server = RedisServer::new();
+    let mut conn = server.conn();
+    redis::cmd("HSET")
+        .arg("rw:huge")
+        .arg("mode")
+        .arg("read")
+        .arg("0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:1")
+        .arg("4000000000")
+        .arg("0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:2")
+        .arg("4000000000")
+        .exec(&mut conn)
+        .unwrap();
+    let url = server.url();
+    let r = run(&["list", "rw:*", "--url", &url]);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("8000000000 holds"), "{}", r.stdout);
+}

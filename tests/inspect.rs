@@ -1,0 +1,596 @@
+//! `Client::inspect`, `Client::list` and `Client::watch` against real servers: every kind
+//! told from its keys, holders with client id, thread and hold count, fair queues in order,
+//! readers, permits, counts and tokens; SCAN-based listing with helper keys grouped, on one
+//! server and on a 3-master cluster; watch events from the lock's channels and polls.
+
+mod support;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, Config, EventKind, Inspection, Kind, Mode, Owner};
+use support::cluster::RedisCluster;
+use support::{wait_until, RedisServer};
+
+fn client(server: &RedisServer) -> Client {
+    Client::open(&server.url()).unwrap()
+}
+
+fn me(client: &Client) -> Owner {
+    Owner::parse(&client.owner_id()).unwrap()
+}
+
+fn inspect(client: &Client, name: &str) -> Inspection {
+    client
+        .inspect(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{name} not found"))
+}
+
+/// Waits until `name` is inspected with at least `n` clients subscribed to its channel.
+fn wait_for_subscribers(client: &Client, name: &str, n: u64) {
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            client
+                .inspect(name)
+                .unwrap()
+                .and_then(|i| i.subscribers)
+                .is_some_and(|s| s >= n)
+        }),
+        "nobody started waiting on {name}"
+    );
+}
+
+#[test]
+fn reentrant_holder_is_this_client_and_thread_with_its_hold_count_and_lease() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let lock = client.lock("inspect:reentrant");
+    let _first = lock.lock().unwrap();
+    let _second = lock.lock().unwrap();
+    let found = inspect(&client, "inspect:reentrant");
+    assert_eq!(found.kind, Kind::Reentrant);
+    assert_eq!(found.key_type, "hash");
+    assert_eq!(found.holders.len(), 1);
+    assert_eq!(found.holders[0].owner, me(&client));
+    assert_eq!(found.holders[0].owner.client_id, client.id());
+    assert_eq!(found.holders[0].holds, 2);
+    let lease = found.lease.unwrap();
+    assert!(
+        lease > Duration::from_secs(28) && lease <= Duration::from_secs(30),
+        "{lease:?}"
+    );
+    assert_eq!(found.keys, ["inspect:reentrant"]);
+    assert_eq!(found.subscribers, Some(0));
+}
+
+#[test]
+fn nothing_is_none_and_an_empty_name_is_invalid() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    assert_eq!(client.inspect("inspect:nothing").unwrap(), None);
+    assert!(client.inspect("").unwrap_err().is_invalid_argument());
+    assert!(client.list("").unwrap_err().is_invalid_argument());
+    assert!(client.watch("").unwrap_err().is_invalid_argument());
+}
+
+#[test]
+fn fair_queue_lists_waiters_in_arrival_order_with_deadlines() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let name = "inspect:fair";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let (owners, waiters) = support::queue_fair_waiters(&client, name, 2);
+    let expected: Vec<Owner> = owners.iter().map(|o| Owner::parse(o).unwrap()).collect();
+    let found = inspect(&client, name);
+    assert_eq!(found.kind, Kind::Fair);
+    assert_eq!(found.holders[0].owner, me(&client));
+    let queued: Vec<Owner> = found.queue.iter().map(|q| q.owner.clone()).collect();
+    assert_eq!(queued, expected);
+    for q in &found.queue {
+        let deadline = q.deadline.expect("a queued waiter has a deadline");
+        assert!(deadline > Duration::from_secs(60), "{deadline:?}");
+    }
+    assert!(found
+        .keys
+        .contains(&"redisson_lock_queue:{inspect:fair}".to_owned()));
+    holder.unlock().unwrap();
+    support::join_within(waiters, Duration::from_secs(10), "fair waiters");
+    // Free and nobody queued: the keys are gone.
+    assert_eq!(client.inspect(name).unwrap(), None);
+}
+
+#[test]
+fn read_write_lock_shows_its_mode_readers_and_writer() {
+    let server = RedisServer::new();
+    let (a, b) = (client(&server), client(&server));
+    let name = "inspect:rw";
+    let _ra = a.read_write_lock(name).read().lock().unwrap();
+    let _rb = b.read_write_lock(name).read().lock().unwrap();
+    let found = inspect(&a, name);
+    assert_eq!(
+        (found.kind, found.mode),
+        (Kind::ReadWrite, Some(Mode::Read))
+    );
+    assert!(found.holders.is_empty());
+    let mut readers: Vec<Owner> = found.readers.iter().map(|r| r.owner.clone()).collect();
+    readers.sort();
+    let mut expected = vec![me(&a), me(&b)];
+    expected.sort();
+    assert_eq!(readers, expected);
+    for r in &found.readers {
+        assert_eq!(r.holds, 1);
+        let lease = r.read_leases[0].expect("a live read hold");
+        assert!(lease > Duration::from_secs(28), "{lease:?}");
+    }
+    assert_eq!(
+        found.keys.len(),
+        3,
+        "the hash and one lease key per read hold"
+    );
+    drop((_ra, _rb));
+
+    let _w = a.read_write_lock(name).write().lock().unwrap();
+    let found = inspect(&a, name);
+    assert_eq!(found.mode, Some(Mode::Write));
+    assert_eq!(found.holders[0].owner, me(&a));
+    assert!(found.readers.is_empty());
+}
+
+#[test]
+fn semaphore_and_latch_are_told_apart_by_their_waiters() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let sem = client.semaphore("inspect:sem");
+    sem.try_set_permits(5).unwrap();
+    sem.acquire(2).unwrap();
+    let found = inspect(&client, "inspect:sem");
+    assert_eq!(found.kind, Kind::SemaphoreOrLatch);
+    assert_eq!((found.permits, found.count), (Some(3), Some(3)));
+    let waiter = {
+        let client = client.clone();
+        thread::spawn(move || {
+            client
+                .semaphore("inspect:sem")
+                .try_acquire_for(10, Duration::from_secs(20))
+        })
+    };
+    wait_for_subscribers(&client, "inspect:sem", 1);
+    let found = inspect(&client, "inspect:sem");
+    assert_eq!(
+        (found.kind, found.permits, found.count),
+        (Kind::Semaphore, Some(3), None)
+    );
+    sem.add_permits(7).unwrap();
+    assert!(waiter.join().unwrap().unwrap());
+
+    let latch = client.count_down_latch("inspect:latch");
+    latch.try_set_count(3).unwrap();
+    latch.count_down().unwrap();
+    let waiter = {
+        let client = client.clone();
+        thread::spawn(move || {
+            client
+                .count_down_latch("inspect:latch")
+                .await_for(Duration::from_secs(20))
+        })
+    };
+    wait_for_subscribers(&client, "inspect:latch", 1);
+    let found = inspect(&client, "inspect:latch");
+    assert_eq!(
+        (found.kind, found.count, found.permits),
+        (Kind::CountDownLatch, Some(2), None)
+    );
+    latch.delete().unwrap();
+    assert!(waiter.join().unwrap().unwrap());
+}
+
+#[test]
+fn fenced_lock_shows_its_latest_token_held_or_free() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let lock = client.fenced_lock("inspect:fenced");
+    drop(lock.lock().unwrap());
+    let guard = lock.lock().unwrap();
+    let found = inspect(&client, "inspect:fenced");
+    assert_eq!(found.kind, Kind::Fenced);
+    assert_eq!(found.token, guard.token());
+    assert_eq!(found.holders[0].owner, me(&client));
+    guard.unlock().unwrap();
+    let found = inspect(&client, "inspect:fenced");
+    assert_eq!(
+        (found.kind, found.token, found.lease),
+        (Kind::Fenced, Some(2), None)
+    );
+    assert!(found.holders.is_empty());
+}
+
+#[test]
+fn expirable_permits_show_their_leases() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let sem = client.permit_expirable_semaphore("inspect:pes");
+    sem.try_set_permits(2).unwrap();
+    let id = sem.acquire(Duration::from_secs(60)).unwrap();
+    let found = inspect(&client, "inspect:pes");
+    assert_eq!(
+        (found.kind, found.permits),
+        (Kind::PermitExpirableSemaphore, Some(1))
+    );
+    assert_eq!(found.permit_leases.len(), 1);
+    assert_eq!(found.permit_leases[0].id, id.as_str());
+    let left = found.permit_leases[0].expires_in.unwrap();
+    assert!(
+        left > Duration::from_secs(58) && left <= Duration::from_secs(60),
+        "{left:?}"
+    );
+}
+
+#[test]
+fn keys_of_other_layouts_are_unknown() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let mut raw = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("inspect:text")
+        .arg("hello")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("SADD")
+        .arg("inspect:set")
+        .arg("m")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("inspect:user")
+        .arg("name")
+        .arg("alice")
+        .query(&mut raw)
+        .unwrap();
+    for (name, key_type) in [
+        ("inspect:text", "string"),
+        ("inspect:set", "set"),
+        ("inspect:user", "hash"),
+    ] {
+        let found = inspect(&client, name);
+        assert_eq!(
+            (found.kind, found.key_type.as_str()),
+            (Kind::Unknown, key_type),
+            "{name}"
+        );
+        assert!(found.holders.is_empty() && found.permits.is_none());
+    }
+}
+
+#[test]
+fn list_matches_names_and_groups_helper_keys() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let _a1 = client.lock("list:a:1").lock().unwrap();
+    let _a2 = client.fair_lock("list:a:2").lock().unwrap();
+    // A queued waiter gives list:a:2 its helper keys.
+    let waiter = {
+        let client = client.clone();
+        thread::spawn(move || {
+            client
+                .fair_lock("list:a:2")
+                .try_lock_for(Duration::from_secs(20))
+                .map(|g| g.is_some())
+        })
+    };
+    assert!(wait_until(Duration::from_secs(10), || inspect(
+        &client, "list:a:2"
+    )
+    .queue
+    .len()
+        == 1));
+    let _b = client.read_write_lock("list:b").read().lock().unwrap();
+    drop(client.fenced_lock("list:a:3").lock().unwrap()); // free: only its token counter
+    client.semaphore("list:sem").try_set_permits(2).unwrap();
+
+    let names = |pattern: &str| -> Vec<String> {
+        client
+            .list(pattern)
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name)
+            .collect()
+    };
+    assert_eq!(names("list:a:*"), ["list:a:1", "list:a:2"]);
+    let all = client.list("*").unwrap();
+    let all_names: Vec<&str> = all.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        all_names,
+        ["list:a:1", "list:a:2", "list:a:3", "list:b", "list:sem"]
+    );
+    let kinds: Vec<Kind> = all.iter().map(|i| i.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            Kind::Reentrant,
+            Kind::Fair,
+            Kind::Fenced,
+            Kind::ReadWrite,
+            Kind::SemaphoreOrLatch
+        ]
+    );
+    let fair = &all[1];
+    assert_eq!(
+        fair.keys,
+        [
+            "list:a:2",
+            "redisson_lock_queue:{list:a:2}",
+            "redisson_lock_timeout:{list:a:2}"
+        ]
+    );
+    assert_eq!(names("*redisson_lock_token*"), ["list:a:3"]);
+    assert!(names("nothing:*").is_empty());
+    drop(_a2);
+    assert!(waiter.join().unwrap().unwrap());
+}
+
+#[test]
+fn list_on_a_cluster_finds_every_name_once_across_masters() {
+    let cluster = RedisCluster::new(3, 0);
+    let config = Config::cluster(cluster.urls()).build().unwrap();
+    let client = Client::new(config).unwrap();
+    let names: Vec<String> = (0..24).map(|i| format!("spread:{i}")).collect();
+    let guards: Vec<_> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| match i % 3 {
+            0 => client.lock(n).lock().unwrap(),
+            1 => client.fair_lock(n).lock().unwrap(),
+            _ => client.fenced_lock(n).lock().unwrap(),
+        })
+        .collect();
+    let nodes: std::collections::BTreeSet<u16> = names
+        .iter()
+        .map(|n| cluster.node_for_key(n).port())
+        .collect();
+    assert_eq!(nodes.len(), 3, "the names are spread over all masters");
+    let mut found: Vec<String> = client
+        .list("spread:*")
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    let mut expected = names.clone();
+    expected.sort();
+    found.sort();
+    assert_eq!(found, expected);
+    let all = client.list("*").unwrap();
+    assert_eq!(
+        all.len(),
+        names.len(),
+        "token counters are grouped, not listed"
+    );
+    assert!(all.iter().all(|i| i.holders[0].owner == me(&client)));
+
+    // Watch on a cluster: SSUBSCRIBE on the slot's master.
+    let mut watch = client
+        .watch("spread:0")
+        .unwrap()
+        .poll_interval(Duration::from_secs(30));
+    drop(guards);
+    let event = watch
+        .next_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("the release");
+    assert_eq!(event.kind, EventKind::Released);
+}
+
+#[test]
+fn watch_sees_acquire_reentry_and_release_with_the_owner() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let name = "watch:lib";
+    let mut watch = client
+        .watch(name)
+        .unwrap()
+        .poll_interval(Duration::from_millis(50));
+    assert!(watch.current().is_none());
+    let lock = client.lock(name);
+    let first = lock.lock().unwrap();
+    let event = watch
+        .next_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("acquired");
+    assert_eq!(
+        (event.kind, event.owner.clone(), event.holds),
+        (EventKind::Acquired, Some(me(&client)), Some(1))
+    );
+    let second = lock.lock().unwrap();
+    let event = watch
+        .next_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("re-entered");
+    assert_eq!((event.kind, event.holds), (EventKind::Acquired, Some(2)));
+    drop(second);
+    drop(first);
+    let mut released = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while released.last().map(|e: &redlatch::Event| e.holds) != Some(Some(0)) {
+        assert!(Instant::now() < deadline, "no final release: {released:?}");
+        if let Some(e) = watch.next_timeout(Duration::from_millis(200)).unwrap() {
+            released.push(e);
+        }
+    }
+    assert!(released
+        .iter()
+        .all(|e| e.kind == EventKind::Released && e.owner == Some(me(&client))));
+    assert!(watch.current().is_none());
+    // A hold shorter than a poll still shows, as a release without owner.
+    let mut slow = client
+        .watch(name)
+        .unwrap()
+        .poll_interval(Duration::from_secs(60));
+    drop(lock.lock().unwrap());
+    let event = slow
+        .next_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("the release");
+    assert_eq!((event.kind, event.owner), (EventKind::Released, None));
+}
+
+#[test]
+fn watch_sees_fair_waiters_join_the_queue() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let name = "watch:fair";
+    let holder = client.fair_lock(name).lock().unwrap();
+    let mut watch = client
+        .watch(name)
+        .unwrap()
+        .poll_interval(Duration::from_millis(50));
+    let (tx, rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let waiter = {
+        let client = client.clone();
+        thread::spawn(move || {
+            tx.send(client.owner_id()).unwrap();
+            let guard = client.fair_lock(name).lock().unwrap();
+            let _ = done_rx.recv();
+            guard.unlock().unwrap();
+        })
+    };
+    let owner = Owner::parse(&rx.recv().unwrap()).unwrap();
+    let event = watch
+        .next_timeout(Duration::from_secs(5))
+        .unwrap()
+        .expect("waiting");
+    assert_eq!(
+        (event.kind, event.owner.as_ref(), event.position),
+        (EventKind::Waiting, Some(&owner), Some(1))
+    );
+    holder.unlock().unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !seen.contains(&(EventKind::Acquired, Some(owner.clone()))) {
+        assert!(
+            Instant::now() < deadline,
+            "the waiter's turn was not seen: {seen:?}"
+        );
+        if let Some(e) = watch.next_timeout(Duration::from_millis(100)).unwrap() {
+            seen.push((e.kind, e.owner));
+        }
+    }
+    assert_eq!(seen[0], (EventKind::Released, Some(me(&client))));
+    assert!(
+        !seen.iter().any(|(k, _)| *k == EventKind::Left),
+        "it was granted, not gone: {seen:?}"
+    );
+    done_tx.send(()).unwrap();
+    waiter.join().unwrap();
+}
+
+/// A short binary value (not UTF-8) is another application's key: inspect must call it
+/// `Kind::Unknown`, and `list` must not fail because of it. Broke: Error::Protocol.
+#[test]
+fn inspect_and_list_survive_a_value_that_is_not_utf8() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut conn = server.conn();
+    redis::cmd("SET")
+        .arg("app:bin")
+        .arg(&b"\xff\xfe\x00"[..])
+        .exec(&mut conn)
+        .unwrap();
+    redis::cmd("HSET")
+        .arg("app:h")
+        .arg("f")
+        .arg(&b"\xc3\x28"[..])
+        .exec(&mut conn)
+        .unwrap();
+    let _held = client.lock("app:lock").lock().unwrap();
+    let bin = client.inspect("app:bin");
+    let hash = client.inspect("app:h");
+    let listed = client.list("app:*");
+    assert!(
+        matches!(bin, Ok(Some(ref i)) if i.kind == Kind::Unknown),
+        "inspect(app:bin) = {bin:?}"
+    );
+    assert!(
+        matches!(hash, Ok(Some(ref i)) if i.kind == Kind::Unknown),
+        "inspect(app:h) = {hash:?}"
+    );
+    assert!(listed.is_ok(), "list(app:*) = {:?}", listed.map(|_| ()));
+}
+
+/// A lock named with its own hash tag, `{user:1}`, shares its helper keys with the name
+/// `user:1`: list must show the lock once, under its own name. Broke: a phantom `user:1`.
+#[test]
+fn list_shows_a_hash_tagged_lock_once_under_its_own_name() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let _held = client.fenced_lock("{user:1}").lock().unwrap();
+    let names: Vec<String> = client
+        .list("*")
+        .unwrap()
+        .into_iter()
+        .map(|i| format!("{} ({})", i.name, i.kind))
+        .collect();
+    assert_eq!(names, ["{user:1} (fenced)"]);
+}
+
+/// inspect.lua reads one PTTL per read hold, up to 10 000 per reader field, for up to
+/// 10 000 fields of any hash that has a `mode` field: a read-only tool must not block the
+/// server for seconds. Broke: ~N*10 000 PTTL calls in one script.
+#[test]
+fn inspecting_an_app_hash_with_a_mode_field_is_cheap() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut conn = server.conn();
+    let mut hset = redis::cmd("HSET");
+    hset.arg("settings").arg("mode").arg("dark");
+    for i in 0..300 {
+        hset.arg(format!("counter{i}")).arg("10000");
+    }
+    hset.exec(&mut conn).unwrap();
+    let pttls = support::command_calls(&mut conn, "pttl");
+    let start = Instant::now();
+    let found = client.inspect("settings");
+    let took = start.elapsed();
+    // Not a read-write lock (`mode` is neither `read` nor `write`): no hold timeouts read.
+    let read = support::command_calls(&mut conn, "pttl") - pttls;
+    assert!(read <= 1, "{read} PTTL calls");
+    assert!(
+        took < Duration::from_secs(2),
+        "inspect took {took:?} ({:?})",
+        found.map(|f| f.map(|i| i.kind))
+    );
+}
+
+/// `poll_interval(Duration::MAX)` ("never poll, only messages") must not panic.
+#[test]
+fn a_watch_with_the_longest_poll_interval_does_not_panic() {
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str()).build().unwrap();
+    let client = Client::new(config).unwrap();
+    let watch = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        client.watch("w:max").unwrap().poll_interval(Duration::MAX)
+    }));
+    assert!(watch.is_ok());
+}
+
+/// On a cluster, another application's key whose name does not share a slot with its
+/// (never existing) helper keys, such as `a}b` (helpers `prefix:{a}b}`, slot of `a`), makes
+/// the inspect script CROSSSLOT, and `list` fails for every pattern that matches it.
+#[test]
+fn list_on_a_cluster_survives_a_key_whose_helpers_hash_elsewhere() {
+    let cluster = RedisCluster::new(3, 0);
+    let config = Config::cluster(cluster.urls()).build().unwrap();
+    let client = Client::new(config).unwrap();
+    let mut conn = cluster.node_for_key("a}b").conn();
+    redis::cmd("SET")
+        .arg("a}b")
+        .arg("x")
+        .exec(&mut conn)
+        .unwrap();
+    let _held = client.lock("app:lock").lock().unwrap();
+    let one = client.inspect("a}b");
+    let all = client.list("*");
+    assert!(one.is_ok(), "inspect(a}}b) = {one:?}");
+    assert!(all.is_ok(), "list(*) = {:?}", all.map(|_| ()));
+}
