@@ -1,0 +1,252 @@
+//! A TCP fault proxy on plain threads: it forwards every connection to one upstream address
+//! and, on command, delays every chunk, blackholes (holds every byte, keeping the connections
+//! open), or resets every live connection (RST to both sides).
+//!
+//! One accept thread, and two pump threads per connection (one per direction). No async
+//! runtime: the pumps block in `read`, and a mode change wakes the ones held in a blackhole.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+/// What the proxy does to the bytes it forwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Forward at once.
+    Pass,
+    /// Forward each chunk after this delay (in both directions).
+    Delay(Duration),
+    /// Forward nothing (the bytes wait in the proxy and the kernel's buffers) until the mode
+    /// changes; connections stay open and new ones are accepted.
+    Blackhole,
+}
+
+/// A running proxy; dropping it closes the listener and resets every connection.
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    upstream: SocketAddr,
+    mode: Mutex<Mode>,
+    changed: Condvar,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    next_id: AtomicU64,
+    shutdown: AtomicBool,
+    /// Connections reset so far.
+    resets: AtomicUsize,
+}
+
+/// One proxied connection: both sockets, shared by its two pumps and the registry.
+struct Conn {
+    down: TcpStream,
+    up: TcpStream,
+    /// Set by a reset: the pumps exit without a half-close, so the last close sends RST.
+    reset: AtomicBool,
+    /// Pumps still running; the last one to exit unregisters the connection.
+    pumps: AtomicUsize,
+}
+
+impl Proxy {
+    /// Listens on a free loopback port and forwards to `upstream`.
+    pub fn start(upstream: SocketAddr) -> io::Result<Proxy> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            upstream,
+            mode: Mutex::new(Mode::Pass),
+            changed: Condvar::new(),
+            conns: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            resets: AtomicUsize::new(0),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let accept = thread::Builder::new()
+            .name("torture-proxy-accept".into())
+            .spawn(move || accept_shared.accept_loop(listener))?;
+        Ok(Proxy {
+            addr,
+            shared,
+            accept: Some(accept),
+        })
+    }
+
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Changes what happens to bytes from now on (held bytes move on when leaving a blackhole).
+    pub fn set_mode(&self, mode: Mode) {
+        *self.shared.mode.lock().unwrap() = mode;
+        self.shared.changed.notify_all();
+    }
+
+    /// Resets every live connection: both the client and the server see the connection end
+    /// with RST, whatever was in flight is lost. Returns how many were reset.
+    pub fn reset(&self) -> usize {
+        let conns: Vec<Arc<Conn>> = self
+            .shared
+            .conns
+            .lock()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect();
+        for c in &conns {
+            c.reset.store(true, Ordering::SeqCst);
+            // Wakes both pumps' reads (Linux returns 0 from a read after SHUT_RD) without
+            // sending anything; the pumps then drop the sockets, and linger 0 makes that RST.
+            let _ = c.down.shutdown(Shutdown::Read);
+            let _ = c.up.shutdown(Shutdown::Read);
+        }
+        self.shared.changed.notify_all();
+        self.shared.resets.fetch_add(conns.len(), Ordering::Relaxed);
+        conns.len()
+    }
+
+    /// Connections currently proxied.
+    #[allow(dead_code)] // used by the proxy's tests
+    pub fn connections(&self) -> usize {
+        self.shared.conns.lock().unwrap().len()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        // Wake the accept loop with a connection of our own.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        self.reset();
+    }
+}
+
+impl Shared {
+    fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        for down in listener.incoming() {
+            if self.shutdown.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(down) = down else { continue };
+            // Upstream refusing (a killed server) drops the client's connection with RST,
+            // as the server itself would.
+            let _ = Arc::clone(&self).open(down);
+        }
+    }
+
+    /// Connects upstream and starts the two pumps of a new connection. If upstream does not
+    /// answer (a killed server), the client's connection is reset, as the server's would be.
+    fn open(self: Arc<Self>, down: TcpStream) -> io::Result<()> {
+        set_linger_zero(&down);
+        let up = TcpStream::connect_timeout(&self.upstream, Duration::from_secs(1))?;
+        set_linger_zero(&up);
+        let _ = down.set_nodelay(true);
+        let _ = up.set_nodelay(true);
+        let conn = Arc::new(Conn {
+            down,
+            up,
+            reset: AtomicBool::new(false),
+            pumps: AtomicUsize::new(2),
+        });
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.conns.lock().unwrap().insert(id, Arc::clone(&conn));
+        for to_upstream in [true, false] {
+            let (shared, conn) = (Arc::clone(&self), Arc::clone(&conn));
+            thread::Builder::new()
+                .name("torture-proxy-pump".into())
+                .spawn(move || {
+                    shared.pump(&conn, to_upstream);
+                    if conn.pumps.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        shared.conns.lock().unwrap().remove(&id);
+                    }
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Copies one direction until EOF, an error or a reset.
+    fn pump(&self, conn: &Conn, to_upstream: bool) {
+        let (mut from, mut to) = if to_upstream {
+            (&conn.down, &conn.up)
+        } else {
+            (&conn.up, &conn.down)
+        };
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if !self.hold(conn) {
+                break;
+            }
+            if to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        if conn.reset.load(Ordering::SeqCst) {
+            // Make sure the other pump wakes too; the closes then send RST.
+            let _ = conn.down.shutdown(Shutdown::Read);
+            let _ = conn.up.shutdown(Shutdown::Read);
+        } else {
+            // An orderly end: pass the half-close on.
+            let _ = to.shutdown(Shutdown::Write);
+        }
+    }
+
+    /// Applies the mode to one chunk: waits out a blackhole, sleeps a delay. False when the
+    /// connection was reset meanwhile.
+    fn hold(&self, conn: &Conn) -> bool {
+        let mut mode = self.mode.lock().unwrap();
+        loop {
+            if conn.reset.load(Ordering::SeqCst) {
+                return false;
+            }
+            match *mode {
+                Mode::Pass => return true,
+                Mode::Delay(d) => {
+                    drop(mode);
+                    thread::sleep(d);
+                    return !conn.reset.load(Ordering::SeqCst);
+                }
+                Mode::Blackhole => {
+                    mode = self
+                        .changed
+                        .wait_timeout(mode, Duration::from_millis(100))
+                        .unwrap()
+                        .0;
+                }
+            }
+        }
+    }
+}
+
+/// SO_LINGER {on, 0}: closing the socket sends RST instead of FIN.
+fn set_linger_zero(stream: &TcpStream) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid open socket descriptor, and a pointer to a `linger` of the stated size
+    // that outlives the call.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
