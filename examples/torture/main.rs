@@ -318,6 +318,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let mut rng = Rng(o.seed);
     let mut injected = 0;
+    let mut round: Vec<String> = Vec::new();
     if !o.faults.is_empty() {
         let pids: Vec<u32> = workers.iter().map(Child::id).collect();
         let mut env = FaultEnv {
@@ -335,7 +336,15 @@ fn run(args: &[String]) -> Res<ExitCode> {
             if Instant::now() + longest >= deadline {
                 break;
             }
-            let class = &o.faults[rng.range(0, o.faults.len() as u64 - 1) as usize];
+            if round.is_empty() {
+                // Every class once per round, in a seeded order: a short run covers them all.
+                round = o.faults.clone();
+                for i in (1..round.len()).rev() {
+                    round.swap(i, rng.range(0, i as u64) as usize);
+                }
+            }
+            let class = round.pop().expect("refilled above");
+            let class = class.as_str();
             let start = mono_ns();
             let detail = env.inject(class, &mut rng);
             log.push(format!("F\t{class}\t{start}\t{}\t{detail}", mono_ns()));

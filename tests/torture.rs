@@ -1,0 +1,476 @@
+//! The torture runner (`examples/torture`): its checker on hand-made logs, its TCP fault proxy
+//! against a real server, and short runs of the built example: every kind without faults, two
+//! kinds under every fault class, and two broken locks that the checker must fail.
+
+mod support;
+
+#[allow(dead_code)]
+#[path = "../examples/torture/check.rs"]
+mod check;
+#[path = "../examples/torture/proxy.rs"]
+mod proxy;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use check::{Outcome, Run, Section, Write};
+use support::RedisServer;
+
+// ---- the checker, on hand-made runs ----
+
+fn section(lock: &str, token: Option<u64>, enter: u64, exit: u64, outcome: Outcome) -> Section {
+    Section {
+        process: 0,
+        thread: 0,
+        lock: lock.to_owned(),
+        token,
+        enter,
+        exit,
+        outcome,
+        write: Write::Accepted,
+        write_start: enter + 1,
+        write_end: exit - 1,
+    }
+}
+
+/// Sections one after another on one lock, tokens 1.., and the counter they leave.
+fn clean_run(n: u64) -> Run {
+    let mut run = Run {
+        kind: "fenced".into(),
+        ..Run::default()
+    };
+    for i in 0..n {
+        run.sections
+            .push(section("a", Some(i + 1), i * 10, i * 10 + 5, Outcome::Ok));
+    }
+    run.counters.insert("a".into(), n as i64);
+    run
+}
+
+fn fault(run: &mut Run, class: &str) {
+    run.faults.push((class.into(), 0, 1, "test".into()));
+}
+
+#[test]
+fn checker_passes_a_clean_run() {
+    let r = check::check(&clean_run(50));
+    assert!(r.passed(), "{r}");
+    assert_eq!((r.sections, r.locks, r.lost_updates), (50, 1, 0));
+}
+
+#[test]
+fn checker_fails_an_overlap_nobody_was_told_about_even_under_faults() {
+    let mut run = clean_run(10);
+    // Enters at 92, while the last section, 90..95, still runs.
+    run.sections
+        .push(section("a", Some(11), 92, 98, Outcome::Ok));
+    run.counters.insert("a".into(), 11);
+    fault(&mut run, "pause-holder");
+    let r = check::check(&run);
+    assert_eq!((r.silent_overlaps, r.reported_overlaps), (1, 0));
+    assert!(!r.passed());
+    assert!(r.violations[0].contains("no holder was told"), "{r}");
+}
+
+#[test]
+fn checker_excuses_a_reported_overlap_only_under_a_fault() {
+    let mut run = clean_run(10);
+    run.sections
+        .push(section("a", Some(11), 92, 98, Outcome::Lost));
+    run.counters.insert("a".into(), 11);
+    let r = check::check(&run);
+    assert_eq!(r.reported_overlaps, 1);
+    assert!(!r.passed(), "no fault: a lost hold is a violation");
+    fault(&mut run, "pause-holder");
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.excused.len(), 1, "{r}");
+}
+
+#[test]
+fn checker_excuses_silent_overlaps_after_data_loss_but_never_a_stale_write() {
+    let mut run = clean_run(10);
+    // After a restart the token counter starts over: token 1 again, overlapping.
+    run.sections
+        .push(section("a", Some(1), 92, 98, Outcome::Ok));
+    run.counters.insert("a".into(), 11);
+    fault(&mut run, "kill");
+    let r = check::check(&run);
+    assert_eq!((r.silent_overlaps, r.token_order_violations), (1, 1));
+    assert_eq!(r.stale_writes_accepted, 1, "token 1 written after token 10");
+    assert!(!r.passed());
+    assert_eq!(r.violations.len(), 1, "{r}");
+    assert!(r.violations[0].contains("stale token"), "{r}");
+
+    // The fence refused it: the run passes, the refusal is counted.
+    run.sections.last_mut().unwrap().write = Write::Rejected;
+    run.counters.insert("a".into(), 10);
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert_eq!((r.stale_writes_accepted, r.stale_writes_rejected), (0, 1));
+}
+
+#[test]
+fn checker_counts_lost_and_phantom_updates() {
+    let mut run = clean_run(10);
+    run.counters.insert("a".into(), 7);
+    let r = check::check(&run);
+    assert_eq!(r.lost_updates, 3);
+    assert!(!r.passed());
+    // Under a fault, lost updates are excused only up to the excused overlaps.
+    fault(&mut run, "client-kill");
+    assert!(!check::check(&run).passed());
+
+    run.counters.insert("a".into(), 12);
+    let r = check::check(&run);
+    assert_eq!(r.phantom_updates, 2);
+    assert!(!r.passed());
+}
+
+#[test]
+fn checker_fails_timeouts_and_errors_without_faults_and_an_empty_run() {
+    let mut run = clean_run(3);
+    run.timeouts = 1;
+    run.errors.insert("lock".into(), 2);
+    let r = check::check(&run);
+    assert_eq!(r.violations.len(), 2, "{r}");
+    fault(&mut run, "script-flush");
+    assert!(check::check(&run).passed());
+
+    let r = check::check(&Run::default());
+    assert!(!r.passed());
+    assert!(r.violations[0].contains("no critical section"));
+}
+
+#[test]
+fn checker_reads_the_log_format_and_refuses_garbage() {
+    let mut run = Run::default();
+    check::parse_into(
+        &mut run,
+        "K\treentrant\nS\t0\t1\tl\t-\t10\t20\tok\tacc\t11\t19\nT\t0\t1\tl\t30\n\
+         E\t0\t1\tl\t40\tlock\tconnection refused\nF\tkill\t1\t2\tkill -9\nC\tl\t1\n",
+    )
+    .unwrap();
+    assert_eq!(run.kind, "reentrant");
+    assert_eq!(run.sections.len(), 1);
+    assert_eq!(run.sections[0].token, None);
+    assert_eq!(
+        (run.timeouts, run.errors["lock"], run.faults.len()),
+        (1, 1, 1)
+    );
+    assert_eq!(run.counters["l"], 1);
+    let err = check::parse_into(&mut run, "S\t0\t1\tl\t-\tten\t20\tok\tacc\t11\t19\n").unwrap_err();
+    assert!(err.contains("line 1"), "{err}");
+}
+
+// ---- the fault proxy, in front of a real server ----
+
+fn proxied(server: &RedisServer) -> (proxy::Proxy, redis::Connection) {
+    let p = proxy::Proxy::start(server.addr()).unwrap();
+    let mut conn = redis::Client::open(format!("redis://{}/", p.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    (p, conn)
+}
+
+fn ping(conn: &mut redis::Connection) -> redis::RedisResult<String> {
+    redis::cmd("PING").query(conn)
+}
+
+#[test]
+fn proxy_forwards_and_delays() {
+    let server = RedisServer::new();
+    let (p, mut conn) = proxied(&server);
+    assert_eq!(ping(&mut conn).unwrap(), "PONG");
+    assert_eq!(p.connections(), 1);
+    p.set_mode(proxy::Mode::Delay(Duration::from_millis(100)));
+    let t = Instant::now();
+    assert_eq!(ping(&mut conn).unwrap(), "PONG");
+    // One chunk each way, delayed 100 ms each.
+    assert!(
+        t.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        t.elapsed()
+    );
+    p.set_mode(proxy::Mode::Pass);
+    let t = Instant::now();
+    assert_eq!(ping(&mut conn).unwrap(), "PONG");
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn proxy_blackhole_holds_bytes_until_lifted() {
+    let server = RedisServer::new();
+    let (p, mut conn) = proxied(&server);
+    ping(&mut conn).unwrap();
+    p.set_mode(proxy::Mode::Blackhole);
+    conn.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let err = ping(&mut conn).unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    // The command was held, not dropped: it reaches the server once the blackhole lifts.
+    let mut raw = server.conn();
+    let before: String = redis::cmd("INFO").arg("stats").query(&mut raw).unwrap();
+    p.set_mode(proxy::Mode::Pass);
+    let calls = |info: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    assert!(support::wait_until(Duration::from_secs(2), || {
+        let now: String = redis::cmd("INFO").arg("stats").query(&mut raw).unwrap();
+        calls(&now) > calls(&before) + 1
+    }));
+}
+
+#[test]
+fn proxy_reset_ends_every_connection_with_rst() {
+    let server = RedisServer::new();
+    let (p, mut conn) = proxied(&server);
+    ping(&mut conn).unwrap();
+    let mut raw = server.conn();
+    let clients = || -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(&mut server.conn())
+            .unwrap();
+        list.lines().count()
+    };
+    let before = clients();
+    assert_eq!(p.reset(), 1);
+    let err = ping(&mut conn).unwrap_err();
+    assert!(
+        err.is_connection_dropped() || err.is_io_error(),
+        "the client sees its connection end: {err}"
+    );
+    // The server side was closed too.
+    assert!(support::wait_until(Duration::from_secs(2), || clients() < before));
+    assert_eq!(ping(&mut raw).unwrap(), "PONG");
+    // New connections work again.
+    let mut again = redis::Client::open(format!("redis://{}/", p.addr()))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    assert_eq!(ping(&mut again).unwrap(), "PONG");
+}
+
+// ---- runs of the built example ----
+
+/// The example's executable, built by this test's cargo if needed.
+fn torture_bin() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--example", "torture", "--quiet"])
+            .status()
+            .expect("run cargo build --example torture");
+        assert!(status.success(), "cargo build --example torture failed");
+        // This test runs from target/<profile>/deps/; examples are in target/<profile>/examples/.
+        let exe = std::env::current_exe().unwrap();
+        exe.parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("examples/torture")
+    })
+}
+
+/// A run's exit code and its JSON report.
+struct RunResult {
+    code: i32,
+    json: String,
+}
+
+impl RunResult {
+    fn num(&self, key: &str) -> i64 {
+        let at = self
+            .json
+            .find(&format!("\"{key}\":"))
+            .unwrap_or_else(|| panic!("no {key} in {}", self.json));
+        self.json[at + key.len() + 3..]
+            .split([',', '}'])
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+fn torture(args: &[&str]) -> RunResult {
+    let dir = std::env::temp_dir().join(format!(
+        "redlatch-torture-test-{}-{}",
+        std::process::id(),
+        args.join("_").replace(['/', ' ', ','], "-")
+    ));
+    let out = Command::new(torture_bin())
+        .args(args)
+        .arg("--json")
+        .arg("--dir")
+        .arg(&dir)
+        .output()
+        .expect("run the torture example");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let json = stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON report; stdout:\n{stdout}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .to_owned();
+    eprintln!("torture {args:?}:\n{stdout}");
+    let code = out.status.code().unwrap_or(-1);
+    if code == 0 {
+        let _ = std::fs::remove_dir_all(&dir); // kept on failure, as evidence
+    }
+    RunResult { code, json }
+}
+
+fn no_fault_run(kind: &str) {
+    let r = torture(&[
+        "--kind",
+        kind,
+        "--seconds",
+        "5",
+        "--processes",
+        "2",
+        "--threads",
+        "3",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.json);
+    assert!(r.num("sections") > 100, "{}", r.json);
+    for key in [
+        "silent_overlaps",
+        "reported_overlaps",
+        "lost_holds",
+        "lost_updates",
+        "timeouts",
+        "errors",
+    ] {
+        assert_eq!(r.num(key), 0, "{key}: {}", r.json);
+    }
+}
+
+#[test]
+fn no_fault_run_reentrant() {
+    no_fault_run("reentrant");
+}
+
+#[test]
+fn no_fault_run_fair() {
+    no_fault_run("fair");
+}
+
+#[test]
+fn no_fault_run_rw_write() {
+    no_fault_run("rw-write");
+}
+
+#[test]
+fn no_fault_run_fenced() {
+    no_fault_run("fenced");
+}
+
+#[test]
+fn no_fault_run_redlock() {
+    no_fault_run("redlock");
+}
+
+/// Every fault class at least once (the schedule runs them in rounds).
+fn faulted_run(kind: &str, seed: &str) -> RunResult {
+    let r = torture(&[
+        "--kind",
+        kind,
+        "--faults",
+        "all",
+        "--seconds",
+        "30",
+        "--processes",
+        "3",
+        "--threads",
+        "3",
+        "--fault-every-ms",
+        "1000",
+        "--seed",
+        seed,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.json);
+    for class in [
+        "kill",
+        "pause-holder",
+        "pause-server",
+        "client-kill",
+        "script-flush",
+        "proxy-delay",
+        "proxy-blackhole",
+        "proxy-reset",
+    ] {
+        assert!(r.num(class) >= 1, "{class} injected: {}", r.json);
+    }
+    assert!(r.num("sections") > 100, "{}", r.json);
+    assert_eq!(r.num("stale_writes_accepted"), 0, "{}", r.json);
+    assert_eq!(r.num("phantom_updates"), 0, "{}", r.json);
+    r
+}
+
+#[test]
+fn faulted_run_reentrant() {
+    faulted_run("reentrant", "11");
+}
+
+#[test]
+fn faulted_run_fenced_rejects_stale_holders() {
+    let r = faulted_run("fenced", "12");
+    // The kill restarts the token counter at 1 while the resource (on its own server)
+    // remembers the newest token: the fence refuses the writes that follow.
+    assert!(r.num("stale_writes_rejected") >= 1, "{}", r.json);
+}
+
+#[test]
+fn checker_fails_a_lock_without_owner_check() {
+    let r = torture(&[
+        "--kind",
+        "broken",
+        "--seconds",
+        "3",
+        "--processes",
+        "2",
+        "--threads",
+        "3",
+        "--work-ms",
+        "20",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.json);
+    assert!(r.num("silent_overlaps") > 0, "{}", r.json);
+    assert!(r.num("lost_updates") > 0, "{}", r.json);
+}
+
+#[test]
+fn checker_fails_a_lease_shorter_than_the_critical_section() {
+    let r = torture(&[
+        "--kind",
+        "short-lease",
+        "--seconds",
+        "3",
+        "--processes",
+        "2",
+        "--threads",
+        "3",
+        "--work-ms",
+        "20",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.json);
+    assert!(r.num("reported_overlaps") > 0, "{}", r.json);
+    assert!(r.num("lost_holds") > 0, "{}", r.json);
+}
