@@ -169,7 +169,7 @@ fn checker_reads_the_log_format_and_refuses_garbage() {
 
 fn proxied(server: &RedisServer) -> (proxy::Proxy, redis::Connection) {
     let p = proxy::Proxy::start(server.addr()).unwrap();
-    let mut conn = redis::Client::open(format!("redis://{}/", p.addr()))
+    let conn = redis::Client::open(format!("redis://{}/", p.addr()))
         .unwrap()
         .get_connection()
         .unwrap();
