@@ -7,6 +7,7 @@
 //! S proc thread lock token enter_ns exit_ns outcome write wstart_ns wend_ns   a critical section
 //! T proc thread lock at_ns                                                    a wait that timed out
 //! E proc thread lock at_ns phase message                                      an error (phase: lock, unlock, probe)
+//! I proc client_id                                                            a worker's client id
 //! K kind                                                                      run.tsv: the lock kind
 //! F class start_ns end_ns detail                                              run.tsv: one injected fault
 //! C lock value                                                                run.tsv: the probe counter at the end
@@ -173,6 +174,7 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
             ("T", 5) => run.timeouts += 1,
             ("E", n) if n >= 6 => *run.errors.entry(f[5].to_owned()).or_default() += 1,
             ("K", 2) => run.kind = f[1].to_owned(),
+            ("I", 3) => {} // a worker's client id, for the runner
             ("F", 5) => run
                 .faults
                 .push((f[1].to_owned(), num(f[2])?, num(f[3])?, f[4].to_owned())),

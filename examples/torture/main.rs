@@ -326,6 +326,8 @@ fn run(args: &[String]) -> Res<ExitCode> {
             proxy: proxy.as_ref(),
             workers: &pids,
             lease: Duration::from_millis(o.lease_ms),
+            dir: &dir,
+            locks: o.locks,
         };
         loop {
             let gap = rng.range(o.fault_every_ms / 2, o.fault_every_ms * 3 / 2);
@@ -403,6 +405,9 @@ struct FaultEnv<'a> {
     proxy: Option<&'a proxy::Proxy>,
     workers: &'a [u32],
     lease: Duration,
+    /// The run directory, where the workers log their client ids.
+    dir: &'a Path,
+    locks: u32,
 }
 
 impl FaultEnv<'_> {
@@ -420,12 +425,18 @@ impl FaultEnv<'_> {
                 format!("kill -9, restarted after {down:?} (data lost)")
             }
             "pause-holder" => {
-                let pid = self.workers[rng.range(0, self.workers.len() as u64 - 1) as usize];
+                let (pid, who) = match self.holder() {
+                    Some(p) => (self.workers[p], format!("holder worker {p}")),
+                    None => {
+                        let p = rng.range(0, self.workers.len() as u64 - 1) as usize;
+                        (self.workers[p], format!("worker {p} (no holder seen)"))
+                    }
+                };
                 let paused = self.lease + ms(rng, 500, 1500);
                 signal(pid, libc::SIGSTOP);
                 thread::sleep(paused);
                 signal(pid, libc::SIGCONT);
-                format!("SIGSTOP worker pid {pid} for {paused:?}")
+                format!("SIGSTOP {who}, pid {pid}, for {paused:?}")
             }
             "pause-server" => {
                 let paused = ms(rng, 100, 600);
@@ -471,6 +482,30 @@ impl FaultEnv<'_> {
             }
             other => unreachable!("fault classes are checked at parse: {other}"),
         }
+    }
+
+    /// The worker process that holds one of the locks now, found by inspecting the locks on
+    /// the (first) lock server and matching the holder's client id with the ids the workers
+    /// logged (`I` lines).
+    fn holder(&self) -> Option<usize> {
+        let inspector = Config::builder(self.servers[0].url().as_str())
+            .connect_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_millis(500))
+            .build()
+            .and_then(Client::new)
+            .ok()?;
+        let mut ids = std::collections::HashMap::new();
+        for p in 0..self.workers.len() {
+            let text = std::fs::read_to_string(self.dir.join(format!("w{p}.tsv"))).ok()?;
+            let id = text.lines().find_map(|l| l.strip_prefix("I\t"))?;
+            ids.insert(id.split('\t').nth(1)?.to_owned(), p);
+        }
+        (0..self.locks).find_map(|i| {
+            let seen = inspector.inspect(&lock_name(i)).ok()??;
+            seen.holders
+                .iter()
+                .find_map(|h| ids.get(&h.owner.client_id).copied())
+        })
     }
 
     fn with_proxy(&self, mode: proxy::Mode, span: Duration) {
@@ -536,6 +571,8 @@ fn worker(args: &[String]) -> Res<()> {
         })
         .collect::<redlatch::Result<_>>()?;
     let resource = Client::open(&w.resource)?;
+    // Who this process is, for the runner's pause-holder fault.
+    writeln!(out.lock(), "I\t{}\t{}", w.process, clients[0].id())?;
     let deadline = Instant::now() + Duration::from_secs(w.run.seconds);
     let seeds = Arc::new(AtomicU64::new(w.run.seed.wrapping_mul(1000)));
     let threads: Vec<_> = (0..w.run.threads)
