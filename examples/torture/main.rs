@@ -292,27 +292,29 @@ fn run(args: &[String]) -> Res<ExitCode> {
     );
 
     let exe = std::env::current_exe()?;
-    let mut workers: Vec<Child> = (0..o.processes)
-        .map(|p| {
-            let mut cmd = Command::new(&exe);
-            cmd.arg("worker")
-                .args(["--proc", &p.to_string()])
-                .args(["--threads", &o.threads.to_string()])
-                .args(["--locks", &o.locks.to_string()])
-                .args(["--seconds", &o.seconds.to_string()])
-                .args(["--kind", &o.kind])
-                .args(["--lease-ms", &o.lease_ms.to_string()])
-                .args(["--work-ms", &o.work_ms.to_string()])
-                .args(["--wait-ms", &o.wait_ms.to_string()])
-                .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
-                .args(["--resource", &resource.url()])
-                .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()]);
-            for u in &urls {
-                cmd.args(["--url", u]);
-            }
-            cmd.spawn()
-        })
-        .collect::<std::io::Result<_>>()?;
+    let mut workers = Workers(
+        (0..o.processes)
+            .map(|p| {
+                let mut cmd = Command::new(&exe);
+                cmd.arg("worker")
+                    .args(["--proc", &p.to_string()])
+                    .args(["--threads", &o.threads.to_string()])
+                    .args(["--locks", &o.locks.to_string()])
+                    .args(["--seconds", &o.seconds.to_string()])
+                    .args(["--kind", &o.kind])
+                    .args(["--lease-ms", &o.lease_ms.to_string()])
+                    .args(["--work-ms", &o.work_ms.to_string()])
+                    .args(["--wait-ms", &o.wait_ms.to_string()])
+                    .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
+                    .args(["--resource", &resource.url()])
+                    .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()]);
+                for u in &urls {
+                    cmd.args(["--url", u]);
+                }
+                cmd.spawn()
+            })
+            .collect::<std::io::Result<_>>()?,
+    );
 
     let mut log = vec![format!("K\t{}", o.kind)];
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
@@ -320,7 +322,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
     let mut injected = 0;
     let mut round: Vec<String> = Vec::new();
     if !o.faults.is_empty() {
-        let pids: Vec<u32> = workers.iter().map(Child::id).collect();
+        let pids: Vec<u32> = workers.0.iter().map(Child::id).collect();
         let mut env = FaultEnv {
             servers: &mut servers,
             proxy: proxy.as_ref(),
@@ -360,7 +362,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
     // Workers finish the cycle they are in; one that outlives its time by far is hung.
     let patience =
         deadline + Duration::from_millis(o.wait_ms + o.lease_ms) + Duration::from_secs(30);
-    for (p, w) in workers.iter_mut().enumerate() {
+    for (p, w) in workers.0.iter_mut().enumerate() {
         loop {
             match w.try_wait()? {
                 Some(status) if status.success() => break,
@@ -397,6 +399,22 @@ fn run(args: &[String]) -> Res<ExitCode> {
     );
     let run = check::read_dir(&dir)?;
     Ok(report(&run, o.json))
+}
+
+/// The worker processes. If the runner fails midway (a server that does not restart), they
+/// are resumed (one may be paused) and killed rather than left behind.
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for w in &mut self.0 {
+            if let Ok(None) = w.try_wait() {
+                signal(w.id(), libc::SIGCONT);
+                let _ = w.kill();
+                let _ = w.wait();
+            }
+        }
+    }
 }
 
 /// What faults act on: only what this runner started.
