@@ -15,42 +15,60 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use check::{Outcome, Run, Section, Write};
+use check::{Fault, Outcome, Run, Section, Write};
 use support::RedisServer;
 
 // ---- the checker, on hand-made runs ----
 
-fn section(lock: &str, token: Option<u64>, enter: u64, exit: u64, outcome: Outcome) -> Section {
+const S: u64 = 1_000_000_000; // one second in ns
+
+/// A section of lock `a` from `enter` to `exit` seconds, its probe write accepted.
+fn section(token: Option<u64>, enter: u64, exit: u64, outcome: Outcome) -> Section {
     Section {
         process: 0,
         thread: 0,
-        lock: lock.to_owned(),
+        lock: "a".to_owned(),
         token,
-        enter,
-        exit,
+        enter: enter * S,
+        exit: exit * S,
         outcome,
         write: Write::Accepted,
-        write_start: enter + 1,
-        write_end: exit - 1,
+        write_start: enter * S + 1,
+        write_end: exit * S - 1,
     }
 }
 
-/// Sections one after another on one lock, tokens 1.., and the counter they leave.
+/// Sections one after another on lock `a` (i*10 .. i*10+5 s), tokens 1.., and the counter
+/// they leave.
 fn clean_run(n: u64) -> Run {
     let mut run = Run {
         kind: "fenced".into(),
+        lease_ms: 2000,
+        wait_ms: 20_000,
         ..Run::default()
     };
     for i in 0..n {
         run.sections
-            .push(section("a", Some(i + 1), i * 10, i * 10 + 5, Outcome::Ok));
+            .push(section(Some(i + 1), i * 10, i * 10 + 5, Outcome::Ok));
     }
     run.counters.insert("a".into(), n as i64);
     run
 }
 
-fn fault(run: &mut Run, class: &str) {
-    run.faults.push((class.into(), 0, 1, "test".into()));
+/// Adds one more section of lock `a` and counts its write.
+fn add(run: &mut Run, s: Section) {
+    run.sections.push(s);
+    *run.counters.get_mut("a").unwrap() += 1;
+}
+
+/// A fault of `class` from `start` to `end` seconds.
+fn fault(run: &mut Run, class: &str, start: u64, end: u64) {
+    run.faults.push(Fault {
+        class: class.into(),
+        start: start * S,
+        end: end * S,
+        detail: "test".into(),
+    });
 }
 
 #[test]
@@ -61,55 +79,93 @@ fn checker_passes_a_clean_run() {
 }
 
 #[test]
-fn checker_fails_an_overlap_nobody_was_told_about_even_under_faults() {
+fn checker_fails_an_overlap_nobody_was_told_about_even_during_a_fault() {
     let mut run = clean_run(10);
-    // Enters at 92, while the last section, 90..95, still runs.
-    run.sections
-        .push(section("a", Some(11), 92, 98, Outcome::Ok));
-    run.counters.insert("a".into(), 11);
-    fault(&mut run, "pause-holder");
+    // Enters at 92 s, while the last section, 90..95 s, still runs.
+    add(&mut run, section(Some(11), 92, 98, Outcome::Ok));
+    fault(&mut run, "pause-holder", 91, 94);
     let r = check::check(&run);
     assert_eq!((r.silent_overlaps, r.reported_overlaps), (1, 0));
     assert!(!r.passed());
-    assert!(r.violations[0].contains("no holder was told"), "{r}");
+    assert!(r.violations[0].contains("no holder had been told"), "{r}");
 }
 
 #[test]
-fn checker_excuses_a_reported_overlap_only_under_a_fault() {
-    let mut run = clean_run(10);
-    run.sections
-        .push(section("a", Some(11), 92, 98, Outcome::Lost));
-    run.counters.insert("a".into(), 11);
+fn checker_counts_every_overlapping_pair() {
+    let mut run = clean_run(0);
+    // A long lost hold, and two short ones inside it that overlap each other silently.
+    add(&mut run, section(Some(1), 0, 100, Outcome::Lost));
+    add(&mut run, section(Some(2), 10, 20, Outcome::Ok));
+    add(&mut run, section(Some(3), 15, 30, Outcome::Ok));
+    fault(&mut run, "pause-holder", 5, 50);
     let r = check::check(&run);
-    assert_eq!(r.reported_overlaps, 1);
+    assert_eq!((r.reported_overlaps, r.silent_overlaps), (2, 1), "{r}");
+    assert!(!r.passed(), "the silent pair is a violation");
+}
+
+#[test]
+fn checker_excuses_a_lost_hold_only_when_a_fault_met_it() {
+    let mut run = clean_run(10);
+    add(&mut run, section(Some(11), 92, 98, Outcome::Lost));
+    let r = check::check(&run);
+    assert_eq!((r.reported_overlaps, r.lost_holds), (1, 1));
     assert!(!r.passed(), "no fault: a lost hold is a violation");
-    fault(&mut run, "pause-holder");
+    // A fault far from the section does not excuse it.
+    fault(&mut run, "pause-holder", 10, 14);
+    assert!(!check::check(&run).passed());
+    fault(&mut run, "pause-holder", 93, 97);
     let r = check::check(&run);
     assert!(r.passed(), "{r}");
-    assert_eq!(r.excused.len(), 1, "{r}");
+    assert_eq!(r.excused.len(), 2, "the lost hold and its overlap: {r}");
 }
 
 #[test]
 fn checker_excuses_silent_overlaps_after_data_loss_but_never_a_stale_write() {
     let mut run = clean_run(10);
     // After a restart the token counter starts over: token 1 again, overlapping.
-    run.sections
-        .push(section("a", Some(1), 92, 98, Outcome::Ok));
-    run.counters.insert("a".into(), 11);
-    fault(&mut run, "kill");
+    add(&mut run, section(Some(1), 92, 98, Outcome::Ok));
+    fault(&mut run, "kill", 91, 92);
     let r = check::check(&run);
-    assert_eq!((r.silent_overlaps, r.token_order_violations), (1, 1));
+    assert_eq!(
+        (r.silent_overlaps, r.silent_overlaps_after_data_loss),
+        (1, 1)
+    );
+    assert_eq!(
+        r.token_order_violations, 0,
+        "a data loss restarts the tokens"
+    );
     assert_eq!(r.stale_writes_accepted, 1, "token 1 written after token 10");
     assert!(!r.passed());
     assert_eq!(r.violations.len(), 1, "{r}");
     assert!(r.violations[0].contains("stale token"), "{r}");
 
-    // The fence refused it: the run passes, the refusal is counted.
+    // The fence refused it: the run passes, says exclusion broke, counts the refusal.
     run.sections.last_mut().unwrap().write = Write::Rejected;
-    run.counters.insert("a".into(), 10);
+    *run.counters.get_mut("a").unwrap() -= 1;
     let r = check::check(&run);
     assert!(r.passed(), "{r}");
-    assert_eq!((r.stale_writes_accepted, r.stale_writes_rejected), (0, 1));
+    assert!(r.to_string().contains("EXCLUSION BROKE"), "{r}");
+    assert_eq!((r.stale_writes_accepted, r.other_writes_rejected), (0, 1));
+
+    // A kill long before does not excuse a silent overlap.
+    let mut run = clean_run(10);
+    add(&mut run, section(Some(11), 92, 98, Outcome::Ok));
+    fault(&mut run, "kill", 5, 6);
+    assert!(!check::check(&run).passed());
+}
+
+#[test]
+fn checker_finds_a_token_below_an_earlier_one() {
+    let mut run = clean_run(0);
+    add(&mut run, section(Some(10), 0, 5, Outcome::Ok));
+    add(&mut run, section(Some(3), 10, 15, Outcome::Ok));
+    add(&mut run, section(Some(4), 20, 25, Outcome::Ok));
+    let r = check::check(&run);
+    assert_eq!(
+        r.token_order_violations, 2,
+        "3 and 4 are both below 10: {r}"
+    );
+    assert!(!r.passed());
 }
 
 #[test]
@@ -119,8 +175,8 @@ fn checker_counts_lost_and_phantom_updates() {
     let r = check::check(&run);
     assert_eq!(r.lost_updates, 3);
     assert!(!r.passed());
-    // Under a fault, lost updates are excused only up to the excused overlaps.
-    fault(&mut run, "client-kill");
+    // A fault does not excuse lost updates without overlaps to explain them.
+    fault(&mut run, "client-kill-normal", 0, 100);
     assert!(!check::check(&run).passed());
 
     run.counters.insert("a".into(), 12);
@@ -130,13 +186,17 @@ fn checker_counts_lost_and_phantom_updates() {
 }
 
 #[test]
-fn checker_fails_timeouts_and_errors_without_faults_and_an_empty_run() {
+fn checker_matches_timeouts_and_errors_with_faults_by_time() {
     let mut run = clean_run(3);
-    run.timeouts = 1;
-    run.errors.insert("lock".into(), 2);
+    run.timeouts.push(40 * S);
+    run.errors.push(("lock".into(), 41 * S));
     let r = check::check(&run);
     assert_eq!(r.violations.len(), 2, "{r}");
-    fault(&mut run, "script-flush");
+    // A fault after them excuses neither.
+    fault(&mut run, "script-flush", 50, 50);
+    assert_eq!(check::check(&run).violations.len(), 2);
+    // One during the wait (20 s bound) excuses both.
+    fault(&mut run, "script-flush", 30, 30);
     assert!(check::check(&run).passed());
 
     let r = check::check(&Run::default());
@@ -149,20 +209,29 @@ fn checker_reads_the_log_format_and_refuses_garbage() {
     let mut run = Run::default();
     check::parse_into(
         &mut run,
-        "K\treentrant\nS\t0\t1\tl\t-\t10\t20\tok\tacc\t11\t19\nT\t0\t1\tl\t30\n\
-         E\t0\t1\tl\t40\tlock\tconnection refused\nF\tkill\t1\t2\tkill -9\nC\tl\t1\n",
+        "K\treentrant\nP\t2000\t20000\nI\t0\tabc\nS\t0\t1\tl\t-\t10\t20\tlate\tacc\t11\t19\n\
+         T\t0\t1\tl\t30\nE\t0\t1\tl\t40\tlock\tconnection refused\nF\tkill\t1\t2\tkill -9\n\
+         C\tl\t1\n",
     )
     .unwrap();
-    assert_eq!(run.kind, "reentrant");
-    assert_eq!(run.sections.len(), 1);
-    assert_eq!(run.sections[0].token, None);
     assert_eq!(
-        (run.timeouts, run.errors["lock"], run.faults.len()),
+        (run.kind.as_str(), run.lease_ms, run.wait_ms),
+        ("reentrant", 2000, 20_000)
+    );
+    assert_eq!(run.sections.len(), 1);
+    assert_eq!(
+        (run.sections[0].token, run.sections[0].outcome),
+        (None, Outcome::Late)
+    );
+    assert_eq!(
+        (run.timeouts.len(), run.errors.len(), run.faults.len()),
         (1, 1, 1)
     );
     assert_eq!(run.counters["l"], 1);
     let err = check::parse_into(&mut run, "S\t0\t1\tl\t-\tten\t20\tok\tacc\t11\t19\n").unwrap_err();
     assert!(err.contains("line 1"), "{err}");
+    assert!(check::is_log_name("w12.tsv") && check::is_log_name("run.tsv"));
+    assert!(!check::is_log_name("notes.tsv") && !check::is_log_name("w.tsv"));
 }
 
 // ---- the fault proxy, in front of a real server ----
@@ -269,10 +338,12 @@ fn proxy_reset_ends_every_connection_with_rst() {
 fn torture_bin() -> &'static PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "torture", "--quiet"])
-            .status()
-            .expect("run cargo build --example torture");
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--example", "torture", "--quiet"]);
+        if !cfg!(debug_assertions) {
+            build.arg("--release"); // the profile this test was built with
+        }
+        let status = build.status().expect("run cargo build --example torture");
         assert!(status.success(), "cargo build --example torture failed");
         // This test runs from target/<profile>/deps/; examples are in target/<profile>/examples/.
         let exe = std::env::current_exe().unwrap();
@@ -288,9 +359,15 @@ fn torture_bin() -> &'static PathBuf {
 struct RunResult {
     code: i32,
     json: String,
+    dir: PathBuf,
 }
 
 impl RunResult {
+    /// Removes the run's logs once the test's assertions held (a failed test keeps them).
+    fn done(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
     fn num(&self, key: &str) -> i64 {
         let at = self
             .json
@@ -331,10 +408,7 @@ fn torture(args: &[&str]) -> RunResult {
         .to_owned();
     eprintln!("torture {args:?}:\n{stdout}");
     let code = out.status.code().unwrap_or(-1);
-    if code == 0 {
-        let _ = std::fs::remove_dir_all(&dir); // kept on failure, as evidence
-    }
-    RunResult { code, json }
+    RunResult { code, json, dir }
 }
 
 fn no_fault_run(kind: &str) {
@@ -355,11 +429,15 @@ fn no_fault_run(kind: &str) {
         "reported_overlaps",
         "lost_holds",
         "lost_updates",
+        "token_order_violations",
+        "stale_writes_rejected",
+        "other_writes_rejected",
         "timeouts",
         "errors",
     ] {
         assert_eq!(r.num(key), 0, "{key}: {}", r.json);
     }
+    r.done();
 }
 
 #[test]
@@ -395,13 +473,13 @@ fn faulted_run(kind: &str, seed: &str) -> RunResult {
         "--faults",
         "all",
         "--seconds",
-        "30",
+        "35",
         "--processes",
         "3",
         "--threads",
         "3",
         "--fault-every-ms",
-        "1000",
+        "800",
         "--seed",
         seed,
     ]);
@@ -410,7 +488,8 @@ fn faulted_run(kind: &str, seed: &str) -> RunResult {
         "kill",
         "pause-holder",
         "pause-server",
-        "client-kill",
+        "client-kill-pubsub",
+        "client-kill-normal",
         "script-flush",
         "proxy-delay",
         "proxy-blackhole",
@@ -419,6 +498,8 @@ fn faulted_run(kind: &str, seed: &str) -> RunResult {
         assert!(r.num(class) >= 1, "{class} injected: {}", r.json);
     }
     assert!(r.num("sections") > 100, "{}", r.json);
+    // A paused holder is told, and the kill loses every lock held then.
+    assert!(r.num("lost_holds") >= 1, "{}", r.json);
     assert_eq!(r.num("stale_writes_accepted"), 0, "{}", r.json);
     assert_eq!(r.num("phantom_updates"), 0, "{}", r.json);
     r
@@ -426,20 +507,27 @@ fn faulted_run(kind: &str, seed: &str) -> RunResult {
 
 #[test]
 fn faulted_run_reentrant() {
-    faulted_run("reentrant", "11");
+    faulted_run("reentrant", "11").done();
 }
 
 #[test]
-fn faulted_run_fenced_rejects_stale_holders() {
+fn faulted_run_fenced_refuses_stale_holders() {
     let r = faulted_run("fenced", "12");
-    // The kill restarts the token counter at 1 while the resource (on its own server)
-    // remembers the newest token: the fence refuses the writes that follow.
+    // A holder paused past its lease resumes and writes with its old token after newer
+    // holders wrote: the fence refuses it.
     assert!(r.num("stale_writes_rejected") >= 1, "{}", r.json);
+    r.done();
+}
+
+fn must_fail(args: &[&str]) -> RunResult {
+    let r = torture(args);
+    assert_eq!(r.code, 1, "{}", r.json);
+    r
 }
 
 #[test]
 fn checker_fails_a_lock_without_owner_check() {
-    let r = torture(&[
+    let r = must_fail(&[
         "--kind",
         "broken",
         "--seconds",
@@ -451,14 +539,14 @@ fn checker_fails_a_lock_without_owner_check() {
         "--work-ms",
         "20",
     ]);
-    assert_eq!(r.code, 1, "{}", r.json);
     assert!(r.num("silent_overlaps") > 0, "{}", r.json);
     assert!(r.num("lost_updates") > 0, "{}", r.json);
+    r.done();
 }
 
 #[test]
 fn checker_fails_a_lease_shorter_than_the_critical_section() {
-    let r = torture(&[
+    let r = must_fail(&[
         "--kind",
         "short-lease",
         "--seconds",
@@ -470,7 +558,35 @@ fn checker_fails_a_lease_shorter_than_the_critical_section() {
         "--work-ms",
         "20",
     ]);
-    assert_eq!(r.code, 1, "{}", r.json);
     assert!(r.num("reported_overlaps") > 0, "{}", r.json);
     assert!(r.num("lost_holds") > 0, "{}", r.json);
+    r.done();
+}
+
+#[test]
+fn faults_do_not_excuse_broken_locks() {
+    // Faults excuse only what they meet in time: most overlaps of these locks happen far
+    // from any fault, a kill included.
+    for kind in ["broken", "short-lease"] {
+        let r = must_fail(&[
+            "--kind",
+            kind,
+            "--faults",
+            "kill,pause-server,client-kill-normal,script-flush",
+            "--seconds",
+            "12",
+            "--processes",
+            "2",
+            "--threads",
+            "3",
+            "--work-ms",
+            "20",
+            "--fault-every-ms",
+            "600",
+            "--long-every",
+            "0",
+        ]);
+        assert!(r.num("kill") >= 1, "{}", r.json);
+        r.done();
+    }
 }

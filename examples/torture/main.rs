@@ -30,10 +30,10 @@ mod check;
 mod proxy;
 
 use std::fs::File;
-use std::io::{LineWriter, Write as _};
+use std::io::{BufRead, BufReader, LineWriter, Write as _};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -53,13 +53,15 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
   --threads T         threads per process (default 4)
   --locks L           shared locks (default 3)
   --faults F          none (default), all, or a comma list of: kill, pause-holder,
-                      pause-server, client-kill, script-flush, proxy-delay,
-                      proxy-blackhole, proxy-reset
+                      pause-server, client-kill-pubsub, client-kill-normal, script-flush,
+                      proxy-delay, proxy-blackhole, proxy-reset
   --fault-every-ms N  mean time between faults (default 2000)
   --seed N            seeds the fault schedule and the workers' choices (default 1)
   --lease-ms N        the watchdog timeout (default 30000 without faults, 2000 with)
   --work-ms N         the probe pauses 0..=N ms between its read and its write (default 2)
   --wait-ms N         a thread gives up waiting for a lock after N ms (default 20000)
+  --long-every N      one section in N holds for 1-3 leases, so that the watchdog renews
+                      inside sections (default 50 with faults, 0 without)
   --dir DIR           where the logs go (default: a new /tmp/redlatch-torture-<pid>)
   --json              print the report as one JSON line too";
 
@@ -68,7 +70,8 @@ const FAULTS: &[&str] = &[
     "kill",
     "pause-holder",
     "pause-server",
-    "client-kill",
+    "client-kill-pubsub",
+    "client-kill-normal",
     "script-flush",
     "proxy-delay",
     "proxy-blackhole",
@@ -89,14 +92,14 @@ type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
     let result = match args.first().map(String::as_str) {
         Some("worker") => worker(&args[1..]).map(|()| ExitCode::SUCCESS),
         Some("check") => check_cmd(&args[1..]),
         Some("run") => run(&args[1..]),
-        Some("-h" | "--help") => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
         _ => run(&args),
     };
     result.unwrap_or_else(|e| {
@@ -148,6 +151,9 @@ struct Opts {
     lease_ms: u64,
     work_ms: u64,
     wait_ms: u64,
+    /// One section in this many holds for 1-3 leases (0: none), so that renewals run inside
+    /// sections; default 50 with faults, 0 without.
+    long_every: Option<u64>,
     dir: Option<PathBuf>,
     json: bool,
 }
@@ -165,6 +171,7 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         lease_ms: 0,
         work_ms: 2,
         wait_ms: 20_000,
+        long_every: None,
         dir: None,
         json: false,
     };
@@ -173,9 +180,6 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         if flag == "--json" {
             o.json = true;
             continue;
-        }
-        if flag == "-h" || flag == "--help" {
-            return Err(USAGE.into());
         }
         let value = it
             .next()
@@ -188,15 +192,16 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         match flag.as_str() {
             "--kind" if KINDS.contains(&value.as_str()) => o.kind = value.clone(),
             "--kind" => return Err(format!("unknown kind `{value}`; known: {KINDS:?}").into()),
-            "--seconds" => o.seconds = num()?,
+            "--seconds" => o.seconds = num()?.min(7 * 24 * 3600),
             "--processes" => o.processes = num()?.clamp(1, 64) as u32,
             "--threads" => o.threads = num()?.clamp(1, 256) as u32,
             "--locks" => o.locks = num()?.clamp(1, 1000) as u32,
-            "--fault-every-ms" => o.fault_every_ms = num()?.max(10),
+            "--fault-every-ms" => o.fault_every_ms = num()?.clamp(10, 3_600_000),
             "--seed" => o.seed = num()?,
-            "--lease-ms" => o.lease_ms = num()?,
-            "--work-ms" => o.work_ms = num()?,
-            "--wait-ms" => o.wait_ms = num()?.max(1),
+            "--lease-ms" => o.lease_ms = num()?.min(3_600_000),
+            "--work-ms" => o.work_ms = num()?.min(600_000),
+            "--wait-ms" => o.wait_ms = num()?.clamp(1, 3_600_000),
+            "--long-every" => o.long_every = Some(num()?.min(1_000_000)),
             "--dir" => o.dir = Some(PathBuf::from(value)),
             "--faults" => {
                 o.faults = match value.as_str() {
@@ -215,6 +220,9 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         o.lease_ms = if o.faults.is_empty() { 30_000 } else { 2_000 };
     }
     o.lease_ms = o.lease_ms.max(100);
+    if o.long_every.is_none() {
+        o.long_every = Some(if o.faults.is_empty() { 0 } else { 50 });
+    }
     Ok(o)
 }
 
@@ -258,7 +266,10 @@ fn run(args: &[String]) -> Res<ExitCode> {
     std::fs::create_dir_all(&dir)?;
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "tsv") {
+        if path
+            .file_name()
+            .is_some_and(|n| check::is_log_name(&n.to_string_lossy()))
+        {
             std::fs::remove_file(path)?;
         }
     }
@@ -292,31 +303,40 @@ fn run(args: &[String]) -> Res<ExitCode> {
     );
 
     let exe = std::env::current_exe()?;
-    let mut workers = Workers(
-        (0..o.processes)
-            .map(|p| {
-                let mut cmd = Command::new(&exe);
-                cmd.arg("worker")
-                    .args(["--proc", &p.to_string()])
-                    .args(["--threads", &o.threads.to_string()])
-                    .args(["--locks", &o.locks.to_string()])
-                    .args(["--seconds", &o.seconds.to_string()])
-                    .args(["--kind", &o.kind])
-                    .args(["--lease-ms", &o.lease_ms.to_string()])
-                    .args(["--work-ms", &o.work_ms.to_string()])
-                    .args(["--wait-ms", &o.wait_ms.to_string()])
-                    .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
-                    .args(["--resource", &resource.url()])
-                    .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()]);
-                for u in &urls {
-                    cmd.args(["--url", u]);
-                }
-                cmd.spawn()
-            })
-            .collect::<std::io::Result<_>>()?,
-    );
+    let mut workers = Workers(Vec::new());
+    for p in 0..o.processes {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("worker")
+            .args(["--proc", &p.to_string()])
+            .args(["--threads", &o.threads.to_string()])
+            .args(["--locks", &o.locks.to_string()])
+            .args(["--seconds", &o.seconds.to_string()])
+            .args(["--kind", &o.kind])
+            .args(["--lease-ms", &o.lease_ms.to_string()])
+            .args(["--work-ms", &o.work_ms.to_string()])
+            .args(["--wait-ms", &o.wait_ms.to_string()])
+            .args(["--long-every", &o.long_every.unwrap_or(0).to_string()])
+            .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
+            .args(["--resource", &resource.url()])
+            .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()]);
+        for u in &urls {
+            cmd.args(["--url", u]);
+        }
+        // A worker dies with the runner, even one killed without a chance to clean up.
+        // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        workers.0.push(cmd.spawn()?);
+    }
 
-    let mut log = vec![format!("K\t{}", o.kind)];
+    let mut log = vec![
+        format!("K\t{}", o.kind),
+        format!("P\t{}\t{}", o.lease_ms, o.wait_ms),
+    ];
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let mut rng = Rng(o.seed);
     let mut injected = 0;
@@ -330,13 +350,15 @@ fn run(args: &[String]) -> Res<ExitCode> {
             lease: Duration::from_millis(o.lease_ms),
             dir: &dir,
             locks: o.locks,
+            ids: Default::default(),
+            inspector: None,
         };
         loop {
             let gap = rng.range(o.fault_every_ms / 2, o.fault_every_ms * 3 / 2);
             thread::sleep(Duration::from_millis(gap));
             // Leave room for the longest fault (a holder paused past its lease) to end
             // before the workers stop.
-            let longest = env.lease + Duration::from_secs(2);
+            let longest = env.lease + Duration::from_secs(3);
             if Instant::now() + longest >= deadline {
                 break;
             }
@@ -350,9 +372,13 @@ fn run(args: &[String]) -> Res<ExitCode> {
             let class = round.pop().expect("refilled above");
             let class = class.as_str();
             let start = mono_ns();
-            let detail = env.inject(class, &mut rng);
-            log.push(format!("F\t{class}\t{start}\t{}\t{detail}", mono_ns()));
-            injected += 1;
+            match env.inject(class, &mut rng) {
+                Some(detail) => {
+                    log.push(format!("F\t{class}\t{start}\t{}\t{detail}", mono_ns()));
+                    injected += 1;
+                }
+                None => eprintln!("torture: {class} had nothing to act on; not counted"),
+            }
         }
         for &pid in &pids {
             signal(pid, libc::SIGCONT);
@@ -361,7 +387,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
 
     // Workers finish the cycle they are in; one that outlives its time by far is hung.
     let patience =
-        deadline + Duration::from_millis(o.wait_ms + o.lease_ms) + Duration::from_secs(30);
+        deadline + Duration::from_millis(o.wait_ms + 4 * o.lease_ms) + Duration::from_secs(30);
     for (p, w) in workers.0.iter_mut().enumerate() {
         loop {
             match w.try_wait()? {
@@ -426,112 +452,147 @@ struct FaultEnv<'a> {
     /// The run directory, where the workers log their client ids.
     dir: &'a Path,
     locks: u32,
+    /// Worker client id -> worker index.
+    ids: std::collections::HashMap<String, usize>,
+    /// A client on the first lock server (direct), to find holders.
+    inspector: Option<Client>,
 }
 
 impl FaultEnv<'_> {
     /// Injects one fault of `class` (on the first lock server, or the proxy in front of it),
-    /// waits for it to end, and describes it.
-    fn inject(&mut self, class: &str, rng: &mut Rng) -> String {
+    /// waits for it to end, and describes it; `None` if it had nothing to act on (the server
+    /// did not answer the admin connection). Every random draw is made whatever happens, so
+    /// a seed replays the same schedule of classes, gaps and durations.
+    fn inject(&mut self, class: &str, rng: &mut Rng) -> Option<String> {
         let ms = |rng: &mut Rng, lo, hi| Duration::from_millis(rng.range(lo, hi));
-        let server = &mut self.servers[0];
+        let (short, long, pick) = (ms(rng, 100, 800), ms(rng, 500, 2000), rng.next());
         match class {
             "kill" => {
-                let down = ms(rng, 100, 800);
+                let server = &mut self.servers[0];
                 server.kill();
-                thread::sleep(down);
+                thread::sleep(short);
                 server.restart();
-                format!("kill -9, restarted after {down:?} (data lost)")
+                Some(format!("kill -9, restarted after {short:?} (data lost)"))
             }
-            "pause-holder" => {
-                let (pid, who) = match self.holder() {
-                    Some(p) => (self.workers[p], format!("holder worker {p}")),
-                    None => {
-                        let p = rng.range(0, self.workers.len() as u64 - 1) as usize;
-                        (self.workers[p], format!("worker {p} (no holder seen)"))
-                    }
-                };
-                let paused = self.lease + ms(rng, 500, 1500);
-                signal(pid, libc::SIGSTOP);
-                thread::sleep(paused);
-                signal(pid, libc::SIGCONT);
-                format!("SIGSTOP {who}, pid {pid}, for {paused:?}")
-            }
+            "pause-holder" => Some(self.pause_holder(pick as usize, self.lease + long)),
             "pause-server" => {
-                let paused = ms(rng, 100, 600);
+                let server = &self.servers[0];
                 server.stop();
-                thread::sleep(paused);
+                thread::sleep(short);
                 server.cont();
-                format!("SIGSTOP server for {paused:?}")
+                Some(format!("SIGSTOP server for {short:?}"))
             }
-            "client-kill" => {
-                let kind = if rng.range(0, 1) == 0 {
-                    "pubsub"
-                } else {
-                    "normal"
-                };
-                let killed: redis::RedisResult<i64> = server.try_conn().map_or(Ok(0), |mut c| {
-                    redis::cmd("CLIENT")
-                        .arg("KILL")
-                        .arg("TYPE")
-                        .arg(kind)
-                        .query(&mut c)
-                });
-                format!("CLIENT KILL TYPE {kind}: {killed:?}")
+            "client-kill-pubsub" | "client-kill-normal" => {
+                let kind = class.trim_start_matches("client-kill-");
+                let mut c = self.servers[0].try_conn()?;
+                let killed: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg(kind)
+                    .query(&mut c)
+                    .ok()?;
+                Some(format!("CLIENT KILL TYPE {kind}: {killed} connections"))
             }
             "script-flush" => {
-                let flushed: redis::RedisResult<()> = server.try_conn().map_or(Ok(()), |mut c| {
-                    redis::cmd("SCRIPT").arg("FLUSH").query(&mut c)
-                });
-                format!("SCRIPT FLUSH: {flushed:?}")
+                let mut c = self.servers[0].try_conn()?;
+                redis::cmd("SCRIPT").arg("FLUSH").exec(&mut c).ok()?;
+                Some("SCRIPT FLUSH".to_owned())
             }
             "proxy-delay" => {
-                let (delay, span) = (ms(rng, 10, 80), ms(rng, 500, 2000));
-                self.with_proxy(proxy::Mode::Delay(delay), span);
-                format!("proxy delays every chunk by {delay:?} for {span:?}")
+                let delay = short / 10;
+                self.with_proxy(proxy::Mode::Delay(delay), long)?;
+                Some(format!(
+                    "proxy delays every chunk by {delay:?} for {long:?}"
+                ))
             }
             "proxy-blackhole" => {
-                let span = ms(rng, 200, 1200);
-                self.with_proxy(proxy::Mode::Blackhole, span);
-                format!("proxy blackholes for {span:?}")
+                let span = short + short / 2;
+                self.with_proxy(proxy::Mode::Blackhole, span)?;
+                Some(format!("proxy blackholes for {span:?}"))
             }
             "proxy-reset" => {
-                let n = self.proxy.map_or(0, proxy::Proxy::reset);
-                format!("proxy reset {n} connections")
+                let n = self.proxy?.reset();
+                Some(format!("proxy reset {n} connections"))
             }
             other => unreachable!("fault classes are checked at parse: {other}"),
         }
     }
 
-    /// The worker process that holds one of the locks now, found by inspecting the locks on
-    /// the (first) lock server and matching the holder's client id with the ids the workers
-    /// logged (`I` lines).
-    fn holder(&self) -> Option<usize> {
-        let inspector = Config::builder(self.servers[0].url().as_str())
-            .connect_timeout(Duration::from_millis(500))
-            .response_timeout(Duration::from_millis(500))
-            .build()
-            .and_then(Client::new)
-            .ok()?;
-        let mut ids = std::collections::HashMap::new();
-        for p in 0..self.workers.len() {
-            let text = std::fs::read_to_string(self.dir.join(format!("w{p}.tsv"))).ok()?;
-            let id = text.lines().find_map(|l| l.strip_prefix("I\t"))?;
-            ids.insert(id.split('\t').nth(1)?.to_owned(), p);
+    /// SIGSTOPs a worker process that holds a lock, for `paused`. The holder is found by
+    /// inspecting the locks; as it may have released by the time the signal lands, the
+    /// stopped process is checked again and resumed if it holds nothing, up to 20 tries;
+    /// then worker `pick` is paused anyway.
+    fn pause_holder(&mut self, pick: usize, paused: Duration) -> String {
+        for _ in 0..20 {
+            let Some(p) = self.holder() else {
+                thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let pid = self.workers[p];
+            signal(pid, libc::SIGSTOP);
+            if self.holder_set().contains(&p) {
+                thread::sleep(paused);
+                signal(pid, libc::SIGCONT);
+                return format!("SIGSTOP holder worker {p}, pid {pid}, for {paused:?}");
+            }
+            signal(pid, libc::SIGCONT);
         }
-        (0..self.locks).find_map(|i| {
-            let seen = inspector.inspect(&lock_name(i)).ok()??;
-            seen.holders
-                .iter()
-                .find_map(|h| ids.get(&h.owner.client_id).copied())
-        })
+        let p = pick % self.workers.len();
+        let pid = self.workers[p];
+        signal(pid, libc::SIGSTOP);
+        thread::sleep(paused);
+        signal(pid, libc::SIGCONT);
+        format!("SIGSTOP worker {p} (no holder caught), pid {pid}, for {paused:?}")
     }
 
-    fn with_proxy(&self, mode: proxy::Mode, span: Duration) {
-        if let Some(p) = self.proxy {
-            p.set_mode(mode);
-            thread::sleep(span);
-            p.set_mode(proxy::Mode::Pass);
+    /// A worker process that holds one of the locks now.
+    fn holder(&mut self) -> Option<usize> {
+        self.holder_set().into_iter().next()
+    }
+
+    /// The worker processes holding a lock now, found by inspecting the locks on the (first)
+    /// lock server and matching holders' client ids with the ids the workers logged (`I`
+    /// lines, read once).
+    fn holder_set(&mut self) -> Vec<usize> {
+        if self.ids.len() < self.workers.len() {
+            self.ids.clear();
+            for p in 0..self.workers.len() {
+                let Ok(file) = File::open(self.dir.join(format!("w{p}.tsv"))) else {
+                    return Vec::new();
+                };
+                let mut first = String::new();
+                let _ = BufReader::new(file).read_line(&mut first);
+                if let Some(id) = first.trim_end().split('\t').nth(2) {
+                    self.ids.insert(id.to_owned(), p);
+                }
+            }
         }
+        if self.inspector.is_none() {
+            self.inspector = Config::builder(self.servers[0].url().as_str())
+                .connect_timeout(Duration::from_millis(500))
+                .response_timeout(Duration::from_millis(500))
+                .build()
+                .and_then(Client::new)
+                .ok();
+        }
+        let Some(inspector) = &self.inspector else {
+            return Vec::new();
+        };
+        let mut found: Vec<usize> = (0..self.locks)
+            .filter_map(|i| inspector.inspect(&lock_name(i)).ok().flatten())
+            .flat_map(|seen| seen.holders)
+            .filter_map(|h| self.ids.get(&h.owner.client_id).copied())
+            .collect();
+        found.dedup();
+        found
+    }
+
+    fn with_proxy(&self, mode: proxy::Mode, span: Duration) -> Option<()> {
+        let p = self.proxy?;
+        p.set_mode(mode);
+        thread::sleep(span);
+        p.set_mode(proxy::Mode::Pass);
+        Some(())
     }
 }
 
@@ -592,18 +653,16 @@ fn worker(args: &[String]) -> Res<()> {
     // Who this process is, for the runner's pause-holder fault.
     writeln!(out.lock(), "I\t{}\t{}", w.process, clients[0].id())?;
     let deadline = Instant::now() + Duration::from_secs(w.run.seconds);
-    let seeds = Arc::new(AtomicU64::new(w.run.seed.wrapping_mul(1000)));
     let threads: Vec<_> = (0..w.run.threads)
         .map(|t| {
-            let (w, out, clients, resource, seeds) = (
+            let (w, out, clients, resource) = (
                 Arc::clone(&w),
                 Arc::clone(&out),
                 clients.clone(),
                 resource.clone(),
-                Arc::clone(&seeds),
             );
             thread::spawn(move || -> Res<()> {
-                let mut rng = Rng(seeds.fetch_add(1, Ordering::Relaxed));
+                let mut rng = Rng(w.run.seed.wrapping_mul(1000).wrapping_add(u64::from(t)));
                 let mut th = Thread {
                     w: &w,
                     thread: t,
@@ -678,7 +737,13 @@ impl Thread<'_> {
                 let red = RedLock::new(self.clients.iter().map(|c| c.lock(lock)))?;
                 return Ok(red.try_lock_for(wait)?.map(Held::Multi));
             }
-            "broken" => return self.broken_acquire(lock, wait),
+            "broken" => {
+                let acquired = self.broken_acquire(lock, wait);
+                if acquired.is_err() {
+                    self.raw_lock = None; // reconnect next time
+                }
+                return acquired;
+            }
             other => unreachable!("kinds are checked at parse: {other}"),
         };
         Ok(guard.map(Held::Guard))
@@ -713,31 +778,51 @@ impl Thread<'_> {
         Ok(self.raw_lock.as_mut().expect("just made"))
     }
 
-    /// Releases a hold: `ok`, `lost` (the library said the hold was gone) or `err`.
+    /// Whether the library already says the hold is lost (checked at the section's exit).
+    fn known_lost(held: &Held) -> bool {
+        match held {
+            Held::Guard(g) => g.is_lost(),
+            Held::Multi(g) => g.is_lost(),
+            Held::Broken => false,
+        }
+    }
+
+    /// Releases a hold: `ok`, `late` (the unlock said the hold was gone) or `err`.
     fn release(&mut self, lock: &str, held: Held) -> Res<&'static str> {
         let lost = |e: &redlatch::Error| e.is_lock_lost() || e.is_not_held();
-        let result = match held {
-            Held::Guard(g) => g.unlock(),
+        let (result, held_members) = match held {
+            Held::Guard(g) => (g.unlock(), 1),
             Held::Multi(g) => {
-                let was_lost = g.is_lost();
-                match g.unlock() {
-                    Ok(()) if was_lost => return Ok("lost"),
-                    other => other,
-                }
+                let members = g.held();
+                (g.unlock(), members)
             }
             Held::Broken => {
-                let _: () = redis::cmd("DEL").arg(lock).query(self.raw_lock()?)?;
+                let deleted = self
+                    .raw_lock()
+                    .and_then(|c| Ok(redis::cmd("DEL").arg(lock).exec(c)?));
+                if let Err(e) = deleted {
+                    self.raw_lock = None;
+                    self.error(lock, "unlock", &e)?;
+                    return Ok("err");
+                }
                 return Ok("ok");
             }
         };
         Ok(match result {
             Ok(()) => "ok",
+            // RedLock: lost only when too few members were still held for a quorum.
             Err(redlatch::Error::PartialUnlock { failures, .. })
                 if failures.iter().any(|(_, e)| lost(e)) =>
             {
-                "lost"
+                let quorum = self.clients.len() / 2 + 1;
+                let gone = failures.iter().filter(|(_, e)| lost(e)).count();
+                if held_members.saturating_sub(gone) < quorum {
+                    "late"
+                } else {
+                    "ok"
+                }
             }
-            Err(e) if lost(&e) => "lost",
+            Err(e) if lost(&e) => "late",
             Err(e) => {
                 self.error(lock, "unlock", &e)?;
                 "err"
@@ -765,7 +850,14 @@ impl Thread<'_> {
             Held::Guard(g) => g.token(),
             _ => None,
         };
-        let pause = Duration::from_millis(rng.range(0, self.w.run.work_ms));
+        // Now and then a section that outlasts its lease several times, so that the
+        // watchdog's renewals run while faults hit.
+        let long = self.w.run.long_every.unwrap_or(0);
+        let pause = if long > 0 && rng.range(1, long) == 1 {
+            Duration::from_millis(self.w.run.lease_ms * rng.range(1, 3))
+        } else {
+            Duration::from_millis(rng.range(0, self.w.run.work_ms))
+        };
         let (write, wstart, wend) = match self.probe(lock, &held, pause) {
             Ok(done) => done,
             Err(e) => {
@@ -774,7 +866,9 @@ impl Thread<'_> {
             }
         };
         let exit = mono_ns();
-        let outcome = self.release(lock, held)?;
+        let lost_at_exit = Self::known_lost(&held);
+        let released = self.release(lock, held)?;
+        let outcome = if lost_at_exit { "lost" } else { released };
         let token = token.map_or("-".to_owned(), |t| t.to_string());
         let (p, t) = (self.w.process, self.thread);
         self.log(format!(

@@ -103,6 +103,8 @@ impl Proxy {
             .collect();
         for c in &conns {
             c.reset.store(true, Ordering::SeqCst);
+            set_linger_zero(&c.down);
+            set_linger_zero(&c.up);
             // Wakes both pumps' reads (Linux returns 0 from a read after SHUT_RD) without
             // sending anything; the pumps then drop the sockets, and linger 0 makes that RST.
             let _ = c.down.shutdown(Shutdown::Read);
@@ -138,19 +140,35 @@ impl Shared {
             if self.shutdown.load(Ordering::SeqCst) {
                 return;
             }
-            let Ok(down) = down else { continue };
-            // Upstream refusing (a killed server) drops the client's connection with RST,
-            // as the server itself would.
-            let _ = Arc::clone(&self).open(down);
+            let Ok(down) = down else {
+                // Out of descriptors, say: do not spin.
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            // Connecting upstream can take up to its timeout (a stopped server): not on the
+            // accept thread.
+            let shared = Arc::clone(&self);
+            let _ = thread::Builder::new()
+                .name("torture-proxy-open".into())
+                .spawn(move || {
+                    if shared.open(&down).is_err() {
+                        // Upstream refused (a killed server): reset the client's connection,
+                        // as the server itself would.
+                        set_linger_zero(&down);
+                    }
+                });
         }
     }
 
     /// Connects upstream and starts the two pumps of a new connection. If upstream does not
     /// answer (a killed server), the client's connection is reset, as the server's would be.
-    fn open(self: Arc<Self>, down: TcpStream) -> io::Result<()> {
-        set_linger_zero(&down);
+    fn open(self: Arc<Self>, down: &TcpStream) -> io::Result<()> {
         let up = TcpStream::connect_timeout(&self.upstream, Duration::from_secs(1))?;
-        set_linger_zero(&up);
+        let down = down.try_clone()?;
+        // Writes wake up now and then to see a reset (a peer that reads nothing, such as a
+        // stopped process, would block them for good).
+        down.set_write_timeout(Some(Duration::from_millis(100)))?;
+        up.set_write_timeout(Some(Duration::from_millis(100)))?;
         let _ = down.set_nodelay(true);
         let _ = up.set_nodelay(true);
         let conn = Arc::new(Conn {
@@ -162,22 +180,38 @@ impl Shared {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.conns.lock().unwrap().insert(id, Arc::clone(&conn));
         for to_upstream in [true, false] {
-            let (shared, conn) = (Arc::clone(&self), Arc::clone(&conn));
-            thread::Builder::new()
+            let (shared, pump_conn) = (Arc::clone(&self), Arc::clone(&conn));
+            let spawned = thread::Builder::new()
                 .name("torture-proxy-pump".into())
                 .spawn(move || {
-                    shared.pump(&conn, to_upstream);
-                    if conn.pumps.fetch_sub(1, Ordering::SeqCst) == 1 {
-                        shared.conns.lock().unwrap().remove(&id);
-                    }
-                })?;
+                    shared.pump(&pump_conn, to_upstream);
+                    shared.pump_done(&pump_conn, id);
+                });
+            if let Err(e) = spawned {
+                // This pump will not run: end the connection and count it done.
+                conn.reset.store(true, Ordering::SeqCst);
+                let _ = conn.down.shutdown(Shutdown::Both);
+                let _ = conn.up.shutdown(Shutdown::Both);
+                self.pump_done(&conn, id);
+                if to_upstream {
+                    self.pump_done(&conn, id);
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }
 
+    /// One pump of connection `id` is over; the last one unregisters it (closing it).
+    fn pump_done(&self, conn: &Conn, id: u64) {
+        if conn.pumps.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.conns.lock().unwrap().remove(&id);
+        }
+    }
+
     /// Copies one direction until EOF, an error or a reset.
     fn pump(&self, conn: &Conn, to_upstream: bool) {
-        let (mut from, mut to) = if to_upstream {
+        let (mut from, to) = if to_upstream {
             (&conn.down, &conn.up)
         } else {
             (&conn.up, &conn.down)
@@ -188,10 +222,7 @@ impl Shared {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            if !self.hold(conn) {
-                break;
-            }
-            if to.write_all(&buf[..n]).is_err() {
+            if !self.hold(conn) || !write_all(to, &buf[..n], &conn.reset) {
                 break;
             }
         }
@@ -230,6 +261,27 @@ impl Shared {
             }
         }
     }
+}
+
+/// Writes all of `bytes`, retrying after write timeouts until done, an error, or a reset.
+fn write_all(mut to: &TcpStream, mut bytes: &[u8], reset: &AtomicBool) -> bool {
+    while !bytes.is_empty() {
+        if reset.load(Ordering::SeqCst) {
+            return false;
+        }
+        match to.write(bytes) {
+            Ok(0) => return false,
+            Ok(n) => bytes = &bytes[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// SO_LINGER {on, 0}: closing the socket sends RST instead of FIN.
