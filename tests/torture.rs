@@ -583,8 +583,8 @@ fn faults_do_not_excuse_broken_locks() {
             "20",
             "--fault-every-ms",
             "600",
-            "--long-every",
-            "0",
+            "--slow",
+            "off",
         ]);
         assert!(r.num("kill") >= 1, "{}", r.json);
         r.done();

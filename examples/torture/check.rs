@@ -104,9 +104,14 @@ impl Run {
             .any(|f| of(&f.class) && f.start <= hi && f.end >= lo)
     }
 
-    /// Whether a hold lost in `s` is excused: a fault met the section.
+    /// Whether a hold lost in `s` is excused: a fault met the section, or its unlock (just
+    /// after `exit`: a `late` loss is found by the unlock).
     fn loss_excused(&self, s: &Section) -> bool {
-        self.fault_in(|_| true, s.enter.saturating_sub(SLACK_NS), s.exit)
+        self.fault_in(
+            |_| true,
+            s.enter.saturating_sub(SLACK_NS),
+            s.exit.saturating_add(SLACK_NS),
+        )
     }
 
     /// Whether the server lost its data between `lo` and `hi`.

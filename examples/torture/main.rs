@@ -60,8 +60,9 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
   --lease-ms N        the watchdog timeout (default 30000 without faults, 2000 with)
   --work-ms N         the probe pauses 0..=N ms between its read and its write (default 2)
   --wait-ms N         a thread gives up waiting for a lock after N ms (default 20000)
-  --long-every N      one section in N holds for 1-3 leases, so that the watchdog renews
-                      inside sections (default 50 with faults, 0 without)
+  --slow on|off       thread 0 of each worker takes a lock of its own, torture:lock:slow,
+                      and holds it for 1-3 leases, so that the watchdog renews inside
+                      sections (default on with faults and 2 threads or more)
   --dir DIR           where the logs go (default: a new /tmp/redlatch-torture-<pid>)
   --json              print the report as one JSON line too";
 
@@ -151,9 +152,9 @@ struct Opts {
     lease_ms: u64,
     work_ms: u64,
     wait_ms: u64,
-    /// One section in this many holds for 1-3 leases (0: none), so that renewals run inside
-    /// sections; default 50 with faults, 0 without.
-    long_every: Option<u64>,
+    /// Thread 0 of each worker holds `torture:lock:slow` for 1-3 leases at a time, so that
+    /// renewals run inside sections; default on with faults (and 2 threads or more).
+    slow: Option<bool>,
     dir: Option<PathBuf>,
     json: bool,
 }
@@ -171,7 +172,7 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         lease_ms: 0,
         work_ms: 2,
         wait_ms: 20_000,
-        long_every: None,
+        slow: None,
         dir: None,
         json: false,
     };
@@ -201,7 +202,13 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
             "--lease-ms" => o.lease_ms = num()?.min(3_600_000),
             "--work-ms" => o.work_ms = num()?.min(600_000),
             "--wait-ms" => o.wait_ms = num()?.clamp(1, 3_600_000),
-            "--long-every" => o.long_every = Some(num()?.min(1_000_000)),
+            "--slow" => {
+                o.slow = Some(match value.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("--slow: `{value}` is not on or off").into()),
+                })
+            }
             "--dir" => o.dir = Some(PathBuf::from(value)),
             "--faults" => {
                 o.faults = match value.as_str() {
@@ -220,8 +227,8 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         o.lease_ms = if o.faults.is_empty() { 30_000 } else { 2_000 };
     }
     o.lease_ms = o.lease_ms.max(100);
-    if o.long_every.is_none() {
-        o.long_every = Some(if o.faults.is_empty() { 0 } else { 50 });
+    if o.slow.is_none() {
+        o.slow = Some(!o.faults.is_empty() && o.threads >= 2);
     }
     Ok(o)
 }
@@ -251,6 +258,18 @@ fn report(run: &check::Run, json: bool) -> ExitCode {
 
 fn lock_name(i: u32) -> String {
     format!("torture:lock:{i}")
+}
+
+/// The slow thread's lock.
+const SLOW_LOCK: &str = "torture:lock:slow";
+
+/// Every lock of a run: the shared ones and, with `--slow on`, the slow one.
+fn lock_names(o: &Opts) -> Vec<String> {
+    let mut names: Vec<String> = (0..o.locks).map(lock_name).collect();
+    if o.slow == Some(true) {
+        names.push(SLOW_LOCK.to_owned());
+    }
+    names
 }
 
 fn counter_name(lock: &str) -> String {
@@ -315,7 +334,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
             .args(["--lease-ms", &o.lease_ms.to_string()])
             .args(["--work-ms", &o.work_ms.to_string()])
             .args(["--wait-ms", &o.wait_ms.to_string()])
-            .args(["--long-every", &o.long_every.unwrap_or(0).to_string()])
+            .args(["--slow", if o.slow == Some(true) { "on" } else { "off" }])
             .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
             .args(["--resource", &resource.url()])
             .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()]);
@@ -349,7 +368,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
             workers: &pids,
             lease: Duration::from_millis(o.lease_ms),
             dir: &dir,
-            locks: o.locks,
+            locks: lock_names(&o),
             ids: Default::default(),
             inspector: None,
         };
@@ -408,8 +427,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
     }
 
     let mut conn = resource.conn();
-    for i in 0..o.locks {
-        let name = lock_name(i);
+    for name in lock_names(&o) {
         let value: Option<String> = redis::cmd("GET")
             .arg(counter_name(&name))
             .query(&mut conn)?;
@@ -451,7 +469,7 @@ struct FaultEnv<'a> {
     lease: Duration,
     /// The run directory, where the workers log their client ids.
     dir: &'a Path,
-    locks: u32,
+    locks: Vec<String>,
     /// Worker client id -> worker index.
     ids: std::collections::HashMap<String, usize>,
     /// A client on the first lock server (direct), to find holders.
@@ -578,8 +596,10 @@ impl FaultEnv<'_> {
         let Some(inspector) = &self.inspector else {
             return Vec::new();
         };
-        let mut found: Vec<usize> = (0..self.locks)
-            .filter_map(|i| inspector.inspect(&lock_name(i)).ok().flatten())
+        let mut found: Vec<usize> = self
+            .locks
+            .iter()
+            .filter_map(|name| inspector.inspect(name).ok().flatten())
             .flat_map(|seen| seen.holders)
             .filter_map(|h| self.ids.get(&h.owner.client_id).copied())
             .collect();
@@ -672,9 +692,15 @@ fn worker(args: &[String]) -> Res<()> {
                     raw_lock: None,
                     out: &out,
                 };
+                let slow = t == 0 && w.run.slow == Some(true);
                 while Instant::now() < deadline {
+                    if slow {
+                        let hold = w.run.lease_ms * rng.range(1, 3);
+                        th.cycle(SLOW_LOCK, Duration::from_millis(hold))?;
+                        continue;
+                    }
                     let lock = lock_name(rng.range(0, u64::from(w.run.locks) - 1) as u32);
-                    th.cycle(&lock, &mut rng)?;
+                    th.cycle(&lock, Duration::from_millis(rng.range(0, w.run.work_ms)))?;
                     thread::sleep(Duration::from_micros(rng.range(0, 1000)));
                 }
                 Ok(())
@@ -831,7 +857,7 @@ impl Thread<'_> {
     }
 
     /// Lock, probe (read the counter, pause, write it + 1), unlock; one log line.
-    fn cycle(&mut self, lock: &str, rng: &mut Rng) -> Res<()> {
+    fn cycle(&mut self, lock: &str, pause: Duration) -> Res<()> {
         let held = match self.acquire(lock) {
             Ok(Some(held)) => held,
             Ok(None) => {
@@ -849,14 +875,6 @@ impl Thread<'_> {
         let token = match &held {
             Held::Guard(g) => g.token(),
             _ => None,
-        };
-        // Now and then a section that outlasts its lease several times, so that the
-        // watchdog's renewals run while faults hit.
-        let long = self.w.run.long_every.unwrap_or(0);
-        let pause = if long > 0 && rng.range(1, long) == 1 {
-            Duration::from_millis(self.w.run.lease_ms * rng.range(1, 3))
-        } else {
-            Duration::from_millis(rng.range(0, self.w.run.work_ms))
         };
         let (write, wstart, wend) = match self.probe(lock, &held, pause) {
             Ok(done) => done,
