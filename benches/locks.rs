@@ -3,27 +3,48 @@
 //! `cargo bench --bench locks [WORKLOAD...] [--scale]` prints one JSON line per workload to
 //! stdout (every figure next to the ping round trip measured in the same run) and a one-line
 //! human summary per workload to stderr. Cargo takes one bare name itself (`cargo bench --bench
-//! locks solo`); more names or `--scale` go after `--`: `cargo bench --bench locks -- waiters
-//! --scale`. Workloads: solo, handoff, fair_handoff, waiters. To add one: a `fn(&mut Ctx) ->
-//! Json`, its name in `WORKLOADS` and a match arm in `main`.
+//! locks solo`); more names or flags go after `--`: `cargo bench --bench locks -- waiters
+//! --scale`. `--idle-secs=N` makes `waiters` count idle commands for N s instead of 3.
+//! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog. To add one: a
+//! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
+
+#[path = "locks/memory.rs"]
+mod memory;
+#[path = "locks/watchdog.rs"]
+mod watchdog;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use memory::rss_mib;
+
+#[global_allocator]
+static ALLOCATOR: memory::Counting = memory::Counting;
+
 /// Every workload, in the order a bare `cargo bench --bench locks` runs them.
-const WORKLOADS: &[&str] = &["solo", "handoff", "fair_handoff", "waiters"];
+const WORKLOADS: &[&str] = &[
+    "solo",
+    "handoff",
+    "fair_handoff",
+    "handoff_scale",
+    "waiters",
+    "watchdog",
+];
 
 fn main() {
     let mut scale = false;
+    let mut idle_secs = 3;
     let mut names = Vec::new();
     for arg in std::env::args().skip(1) {
         if arg == "--scale" {
             scale = true;
+        } else if let Some(secs) = arg.strip_prefix("--idle-secs=") {
+            idle_secs = secs.parse().expect("--idle-secs=<whole seconds>");
         } else if !arg.starts_with("--") {
             names.push(arg); // other `--` flags (cargo passes `--bench`) are ignored
         }
@@ -43,14 +64,17 @@ fn main() {
         ping_p50_us,
         raw,
         scale,
+        idle_secs,
     };
     eprintln!("ping p50 {ping_p50_us:.1} us (5000 PINGs, one connection)");
     for name in &names {
         let json = match name.as_str() {
-            "solo" => solo(&ctx),
+            "solo" => solo(&mut ctx),
             "handoff" => handoff(&ctx),
             "fair_handoff" => fair_handoff(&ctx),
+            "handoff_scale" => handoff_scale(&mut ctx),
             "waiters" => waiters(&mut ctx),
+            "watchdog" => watchdog::watchdog(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());
@@ -63,6 +87,9 @@ struct Ctx {
     ping_p50_us: f64,
     raw: redis::Connection,
     scale: bool,
+    /// How long `waiters` counts commands while its threads wait (`--idle-secs=N`, default
+    /// 3). Past the lease (30 s) it sees each waiter's bounded re-check.
+    idle_secs: u64,
 }
 
 impl Ctx {
@@ -79,30 +106,40 @@ impl Ctx {
     }
 }
 
-/// 1 thread, 5000 lock+unlock cycles on an uncontended key.
-fn solo(ctx: &Ctx) -> Json {
+/// 1 thread, 5000 lock+unlock cycles on an uncontended key. Also where a cycle's time goes:
+/// this thread's CPU time per cycle (`/proc/thread-self/schedstat`; the client's background
+/// threads are idle here) and the server's (`INFO cpu`), next to the two round trips.
+fn solo(ctx: &mut Ctx) -> Json {
+    const CYCLES: usize = 5000;
     let client = ctx.client();
     let lock = client.lock("bench:solo");
     for _ in 0..200 {
         drop(lock.lock().expect("lock"));
     }
-    let mut lat = Vec::with_capacity(5000);
+    let mut lat = Vec::with_capacity(CYCLES);
+    let server0 = server_cpu_us(&mut ctx.raw);
+    let cpu0 = memory::own_cpu_us();
     let start = Instant::now();
-    for _ in 0..5000 {
+    for _ in 0..CYCLES {
         let t = Instant::now();
         drop(lock.lock().expect("lock"));
         lat.push(t.elapsed());
     }
     let wall = start.elapsed();
+    let client_cpu = (memory::own_cpu_us() - cpu0) / CYCLES as f64;
+    let server_cpu = (server_cpu_us(&mut ctx.raw) - server0) / CYCLES as f64;
     let (p50, p99) = (percentile_us(&mut lat, 50.0), percentile_us(&mut lat, 99.0));
     eprintln!(
-        "solo: p50 {p50:.1} us = {:.2}x ping (target <= 2.3x), p99 {p99:.1} us",
+        "solo: p50 {p50:.1} us = {:.2}x ping (target <= 2.3x), p99 {p99:.1} us; per cycle (2 \
+         round trips) {client_cpu:.1} us client CPU, {server_cpu:.1} us server CPU",
         p50 / ctx.ping_p50_us
     );
     ctx.json("solo")
-        .num("cycles_per_s", 5000.0 / wall.as_secs_f64())
+        .num("cycles_per_s", CYCLES as f64 / wall.as_secs_f64())
         .num("p50_us", p50)
         .num("p99_us", p99)
+        .num("client_cpu_us_per_cycle", client_cpu)
+        .num("server_cpu_us_per_cycle", server_cpu)
 }
 
 /// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.
@@ -123,6 +160,53 @@ fn fair_handoff(ctx: &Ctx) -> Json {
     h.report(ctx, "fair_handoff", "target 100%", "no target", "target 0")
 }
 
+/// `handoff` with 1,000 threads on one plain lock, all waiting on it from the start: each runs
+/// 2 cycles, so some 999 threads wait at every handoff. Runs the 8-thread `handoff` first, so
+/// that the two p50s come from the same run (target: within 1.5x).
+fn handoff_scale(ctx: &mut Ctx) -> Json {
+    const THREADS: usize = 1000;
+    let small = Handoff::run(ctx, "bench:handoff_scale:8", redlatch::Client::lock);
+    let big = Handoff::run_blocked(ctx, "bench:handoff_scale", THREADS, 2);
+    let ratio = big.p50_us / small.p50_us;
+    let waited_ratio = big.waited_p50_us / small.waited_p50_us;
+    eprintln!(
+        "handoff_scale: {THREADS} threads: p50 {:.1} us, p99 {:.1} us, handoffs {}/{}, {:.0} \
+         cycles/s; 8 threads: p50 {:.1} us; ratio {ratio:.2} (target <= 1.5); to a thread \
+         already waiting: {:.1} us ({} handoffs) vs {:.1} us ({}), ratio {waited_ratio:.2}",
+        big.p50_us,
+        big.p99_us,
+        big.handoffs,
+        big.handoff_slots(),
+        big.cycles_per_s,
+        small.p50_us,
+        big.waited_p50_us,
+        big.waited,
+        small.waited_p50_us,
+        small.waited,
+    );
+    big.json(ctx, "handoff_scale")
+        .int("baseline_threads", small.threads)
+        .num("baseline_handoff_p50_us", small.p50_us)
+        .num("baseline_handoff_p99_us", small.p99_us)
+        .num2("p50_ratio", ratio)
+        .int("baseline_waited_handoffs", small.waited)
+        .num("baseline_waited_handoff_p50_us", small.waited_p50_us)
+        .num2("waited_p50_ratio", waited_ratio)
+}
+
+/// Waits until the server is quiet: no command but our own `INFO` for 3 polls 100 ms apart
+/// (every waiter has made its attempts and blocked), or 10 s.
+fn settle(raw: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut last, mut quiet) = (commands_processed(raw), 0);
+    while quiet < 3 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(100));
+        let now = commands_processed(raw);
+        quiet = if now <= last + 1 { quiet + 1 } else { 0 };
+        last = now;
+    }
+}
+
 /// One cycle of a handoff thread: when it called `lock()`, when `lock()` returned and when it
 /// started to unlock, and which thread it was.
 struct Cycle {
@@ -132,13 +216,48 @@ struct Cycle {
     thread: usize,
 }
 
-/// The figures of one handoff run (8 threads x 100 cycles on one key).
+/// `n` cycles of {lock; hold 1 ms; unlock; pause 1 ms} on `lock` by handoff thread `thread`;
+/// `started` is counted up just before the first `lock()`.
+fn cycles(
+    lock: &redlatch::Lock,
+    thread: usize,
+    n: usize,
+    started: Option<&AtomicUsize>,
+) -> Vec<Cycle> {
+    let mut cycles = Vec::with_capacity(n);
+    for i in 0..n {
+        if let (0, Some(started)) = (i, started) {
+            started.fetch_add(1, Ordering::SeqCst);
+        }
+        let start = Instant::now();
+        let guard = lock.lock().expect("lock");
+        let grant = Instant::now();
+        thread::sleep(Duration::from_millis(1));
+        let release = Instant::now();
+        guard.unlock().expect("unlock");
+        cycles.push(Cycle {
+            start,
+            grant,
+            release,
+            thread,
+        });
+        thread::sleep(Duration::from_millis(1));
+    }
+    cycles
+}
+
+/// The figures of one handoff run (8 threads x 100 cycles on one key, or see
+/// [`Handoff::run_blocked`]).
 struct Handoff {
+    threads: usize,
     cycles: usize,
     cycles_per_s: f64,
     handoffs: usize,
     p50_us: f64,
     p99_us: f64,
+    /// Handoffs to a thread that was waiting when the release began, and their p50.
+    waited: usize,
+    waited_p50_us: f64,
     fifo_violations: usize,
 }
 
@@ -154,33 +273,65 @@ impl Handoff {
     ) -> Handoff {
         let client = ctx.client();
         let lock = make_lock(&client, key);
-        let barrier = Arc::new(Barrier::new(Self::THREADS + 1));
-        let workers: Vec<_> = (0..Self::THREADS)
-            .map(|thread| {
-                let (lock, barrier) = (lock.clone(), Arc::clone(&barrier));
+        Self::measure(
+            Self::THREADS,
+            || {},
+            |thread, barrier| {
+                let lock = lock.clone();
                 thread::spawn(move || {
                     barrier.wait();
-                    let mut cycles = Vec::with_capacity(Self::CYCLES);
-                    for _ in 0..Self::CYCLES {
-                        let start = Instant::now();
-                        let guard = lock.lock().expect("lock");
-                        let grant = Instant::now();
-                        thread::sleep(Duration::from_millis(1));
-                        let release = Instant::now();
-                        guard.unlock().expect("unlock");
-                        cycles.push(Cycle {
-                            start,
-                            grant,
-                            release,
-                            thread,
-                        });
-                        thread::sleep(Duration::from_millis(1));
-                    }
-                    cycles
+                    cycles(&lock, thread, Self::CYCLES, None)
                 })
-            })
+            },
+        )
+    }
+
+    /// The cycles of `threads` threads x `cycles` on one plain lock, from a start where all
+    /// of them wait on it: the bench holds it until every thread is blocked (the server has
+    /// gone quiet), then releases it and the cycles begin. A thread's first cycle starts with
+    /// its first `lock()`, so its first handoff counts from the bench's release.
+    fn run_blocked(ctx: &mut Ctx, key: &str, threads: usize, cycles_each: usize) -> Handoff {
+        let client = ctx.client();
+        let lock = client.lock(key);
+        let guard = lock.lock().expect("lock");
+        let started = Arc::new(AtomicUsize::new(0));
+        let raw = &mut ctx.raw;
+        let all_started = Arc::clone(&started);
+        Self::measure(
+            threads,
+            move || {
+                while all_started.load(Ordering::SeqCst) < threads {
+                    thread::sleep(Duration::from_millis(10));
+                }
+                settle(raw);
+                drop(guard);
+            },
+            |thread, barrier| {
+                let (lock, started) = (lock.clone(), Arc::clone(&started));
+                thread::Builder::new()
+                    .stack_size(128 * 1024)
+                    .spawn(move || {
+                        barrier.wait();
+                        cycles(&lock, thread, cycles_each, Some(&started))
+                    })
+                    .expect("spawn handoff thread")
+            },
+        )
+    }
+
+    /// Spawns `threads` workers with `spawn(thread number, start barrier)`, lets them go,
+    /// runs `go`, collects their cycles and computes the figures.
+    fn measure(
+        threads: usize,
+        go: impl FnOnce(),
+        spawn: impl Fn(usize, Arc<Barrier>) -> thread::JoinHandle<Vec<Cycle>>,
+    ) -> Handoff {
+        let barrier = Arc::new(Barrier::new(threads + 1));
+        let workers: Vec<_> = (0..threads)
+            .map(|thread| spawn(thread, Arc::clone(&barrier)))
             .collect();
         barrier.wait();
+        go();
         let start = Instant::now();
         let mut cycles: Vec<Cycle> = workers
             .into_iter()
@@ -189,17 +340,30 @@ impl Handoff {
         let wall = start.elapsed();
 
         cycles.sort_by_key(|c| c.grant);
-        let mut lat: Vec<Duration> = cycles
+        let handoffs: Vec<(&Cycle, &Cycle)> = cycles
             .windows(2)
             .filter(|w| w[0].thread != w[1].thread)
-            .map(|w| w[1].grant.saturating_duration_since(w[0].release))
+            .map(|w| (&w[0], &w[1]))
+            .collect();
+        let latency =
+            |(prev, next): &(&Cycle, &Cycle)| next.grant.saturating_duration_since(prev.release);
+        let mut lat: Vec<Duration> = handoffs.iter().map(latency).collect();
+        // Handoffs to a thread that was already waiting when the release began (not one that
+        // called `lock()` just after it and barged in).
+        let mut waited: Vec<Duration> = handoffs
+            .iter()
+            .filter(|(prev, next)| next.start < prev.release)
+            .map(latency)
             .collect();
         Handoff {
+            threads,
             cycles: cycles.len(),
             cycles_per_s: cycles.len() as f64 / wall.as_secs_f64(),
             handoffs: lat.len(),
             p50_us: percentile_us(&mut lat, 50.0),
             p99_us: percentile_us(&mut lat, 99.0),
+            waited: waited.len(),
+            waited_p50_us: percentile_us(&mut waited, 50.0),
             fifo_violations: fifo_violations(&cycles),
         }
     }
@@ -242,12 +406,14 @@ impl Handoff {
 
     fn json(&self, ctx: &Ctx, workload: &str) -> Json {
         ctx.json(workload)
-            .int("threads", Self::THREADS)
+            .int("threads", self.threads)
             .int("cycles", self.cycles)
             .num("cycles_per_s", self.cycles_per_s)
             .int("handoffs", self.handoffs)
             .num("handoff_p50_us", self.p50_us)
             .num("handoff_p99_us", self.p99_us)
+            .int("waited_handoffs", self.waited)
+            .num("waited_handoff_p50_us", self.waited_p50_us)
             .int("fifo_violations", self.fifo_violations)
     }
 }
@@ -271,24 +437,41 @@ fn fifo_violations(cycles: &[Cycle]) -> usize {
 }
 
 /// W threads blocked on a held lock: idle traffic, connections, memory, then the drain.
+///
+/// Memory: the process's RSS, and the resident part of the waiters' stacks (the smaps
+/// mappings holding an address each waiter took of a local), so that what the client keeps
+/// per waiter reads as `rss_mib - stack_rss_mib`. No lost wakeup: every waiter finishes,
+/// and the longest time between one waiter's turn (it took the lock and releases it at once)
+/// and the next (`max_gap_ms`; the first from the bench's release) stays far below the
+/// lease, the bound of a wait whose wake-up was lost.
 fn waiters(ctx: &mut Ctx) -> Json {
     let w = if ctx.scale { 10_000 } else { 1_000 };
     // Connections left by earlier workloads' clients should be gone; whatever remains
     // (at least our raw connection) is not this client's.
     let baseline = settled_connections(&mut ctx.raw);
+    let rss_before = rss_mib();
     let client = ctx.client();
+    let lease_ms = client.config().watchdog_timeout().as_secs_f64() * 1e3;
     let lock = client.lock("bench:waiters");
     let guard = lock.lock().expect("lock");
 
     let started = Arc::new(AtomicUsize::new(0));
+    let stacks = Arc::new(Mutex::new(Vec::with_capacity(w)));
+    memory::start_counting();
     let threads: Vec<_> = (0..w)
         .map(|_| {
-            let (lock, started) = (lock.clone(), Arc::clone(&started));
+            let (lock, started, stacks) = (lock.clone(), Arc::clone(&started), Arc::clone(&stacks));
             thread::Builder::new()
                 .stack_size(64 * 1024)
                 .spawn(move || {
+                    let local = 0u8;
+                    stacks
+                        .lock()
+                        .unwrap()
+                        .push(std::ptr::addr_of!(local) as usize);
                     started.fetch_add(1, Ordering::SeqCst);
                     drop(lock.lock().expect("lock"));
+                    Instant::now()
                 })
                 .expect("spawn waiter")
         })
@@ -296,39 +479,72 @@ fn waiters(ctx: &mut Ctx) -> Json {
     while started.load(Ordering::SeqCst) < w {
         thread::sleep(Duration::from_millis(10));
     }
-    thread::sleep(Duration::from_millis(500));
+    // Every waiter has made its attempts (two acquire scripts each) and blocked.
+    settle(&mut ctx.raw);
+    let heap = memory::counted() as f64;
+    memory::stop_counting();
 
     // INFO does not count itself, so the second snapshot includes exactly one of ours: the
-    // first INFO.
+    // first INFO. (Commands run by scripts count too: a busy acquire script is 4 commands.)
+    let scripts_before = command_calls(&mut ctx.raw, "evalsha").0;
     let before = commands_processed(&mut ctx.raw);
     let t = Instant::now();
-    thread::sleep(Duration::from_secs(3));
+    thread::sleep(Duration::from_secs(ctx.idle_secs));
     let after = commands_processed(&mut ctx.raw);
     let secs = t.elapsed().as_secs_f64();
+    let scripts = command_calls(&mut ctx.raw, "evalsha").0 - scripts_before;
     let own = 1;
     let idle = after.saturating_sub(before + own) as f64 / secs;
     let connections = client_count(&mut ctx.raw).saturating_sub(baseline);
     let rss = rss_mib();
+    let stack_rss = memory::resident_mib_of_mappings(&mut stacks.lock().unwrap());
 
-    let t = Instant::now();
+    let released = Instant::now();
     drop(guard);
-    for t in threads {
-        t.join().expect("waiter panicked");
-    }
-    let drain_ms = t.elapsed().as_secs_f64() * 1e3;
+    // When each waiter had taken the lock and started to release it.
+    let mut turns: Vec<Instant> = threads
+        .into_iter()
+        .map(|t| t.join().expect("waiter panicked"))
+        .collect();
+    let drain_ms = released.elapsed().as_secs_f64() * 1e3;
+    turns.sort();
+    let mut gaps: Vec<Duration> = std::iter::once(released)
+        .chain(turns.iter().copied())
+        .zip(&turns)
+        .map(|(prev, &next)| next.saturating_duration_since(prev))
+        .collect();
+    let gap_p50_us = percentile_us(&mut gaps, 50.0);
+    let max_gap_ms = percentile_us(&mut gaps, 100.0) / 1e3;
     let pool = client.config().pool_size();
     let drain_target = w as f64 * 4.0 * ctx.ping_p50_us / 1e3;
     eprintln!(
-        "waiters: {w} blocked, {idle:.1} cmds/s idle (target 0), {connections} connections \
-         (target <= {}), drain {drain_ms:.0} ms (target <= {drain_target:.0} ms), rss {rss:.1} MiB",
-        pool + 1
+        "waiters: {w} blocked, {idle:.1} cmds/s idle (target 0; {scripts} scripts in {secs:.0} \
+         s), {connections} connections (target <= {}), drain {drain_ms:.0} ms (target <= \
+         {drain_target:.0} ms; lease {lease_ms:.0} ms), all {} finished, longest gap between \
+         turns {max_gap_ms:.1} ms (p50 {gap_p50_us:.0} us), rss {rss:.1} MiB ({rss_before:.1} before), of which waiters' \
+         stacks {stack_rss:.1} MiB: {:.1} MiB beyond them (target < 100); heap {:.0} bytes \
+         per waiter",
+        pool + 1,
+        turns.len(),
+        rss - stack_rss,
+        heap / w as f64
     );
     ctx.json("waiters")
         .int("waiters", w)
         .num("idle_cmds_per_s", idle)
+        .int("idle_secs", ctx.idle_secs as usize)
+        .num("idle_scripts_per_s", scripts as f64 / secs)
         .int("connections", connections)
         .num("drain_ms", drain_ms)
         .num("rss_mib", rss)
+        .int("finished", turns.len())
+        .num("max_gap_ms", max_gap_ms)
+        .num("gap_p50_us", gap_p50_us)
+        .num("lease_ms", lease_ms)
+        .num("rss_before_mib", rss_before)
+        .num("stack_rss_mib", stack_rss)
+        .num("rss_beyond_stacks_mib", rss - stack_rss)
+        .num("heap_bytes_per_waiter", heap / w as f64)
 }
 
 /// p50 of 5000 PINGs on one connection (after a short warmup), in microseconds.
@@ -353,6 +569,41 @@ fn percentile_us(samples: &mut [Duration], p: f64) -> f64 {
     samples.sort_unstable();
     let rank = ((p / 100.0) * samples.len() as f64).ceil() as usize;
     samples[rank.clamp(1, samples.len()) - 1].as_secs_f64() * 1e6
+}
+
+/// The server's CPU time so far (user + system, all its threads), from `INFO cpu`, in µs.
+fn server_cpu_us(conn: &mut redis::Connection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query(conn).expect("INFO cpu");
+    let field = |name: &str| -> f64 {
+        info.lines()
+            .find_map(|l| l.trim_end().strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (field("used_cpu_user:") + field("used_cpu_sys:")) * 1e6
+}
+
+/// How often the server ran command `name` (lower case, e.g. `evalsha`), and how many of
+/// those calls failed (an EVALSHA of a script the server does not have yet fails with
+/// NOSCRIPT), from `INFO commandstats`; zeros if never.
+fn command_calls(conn: &mut redis::Connection, name: &str) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{name}:");
+    let stats = info
+        .lines()
+        .find_map(|l| l.trim_end().strip_prefix(prefix.as_str()))
+        .unwrap_or("");
+    let field = |key: &str| -> u64 {
+        stats
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("calls"), field("failed_calls"))
 }
 
 fn commands_processed(conn: &mut redis::Connection) -> u64 {
@@ -385,22 +636,18 @@ fn settled_connections(conn: &mut redis::Connection) -> usize {
     n
 }
 
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
-}
-
 /// A hand-built JSON object: `{"k":v,...}`.
 struct Json(String);
 
 impl Json {
     fn num(mut self, key: &str, v: f64) -> Json {
         self.0 += &format!(",\"{key}\":{v:.1}");
+        self
+    }
+
+    /// A number with two decimals (small ratios and percentages).
+    fn num2(mut self, key: &str, v: f64) -> Json {
+        self.0 += &format!(",\"{key}\":{v:.2}");
         self
     }
 

@@ -85,10 +85,16 @@ struct Shared {
     fired: Condvar,
 }
 
+/// The watchdog's bookkeeping. Per held lock it keeps one entry, one index slot and one or
+/// two due times, and each is kept small: at 100,000 held locks this is the watchdog's memory.
 #[derive(Default)]
 struct State {
     entries: HashMap<u64, Entry>,
-    by_key: HashMap<(Arc<str>, Arc<str>), u64>,
+    /// The renewed entries by lock name: the first of each name...
+    by_name: HashMap<Arc<str>, u64>,
+    /// ...and any other of the same name (another hash field: read holds of one read-write
+    /// lock by several threads, or a thread's write and read holds), by name and field.
+    more_fields: HashMap<(Arc<str>, Arc<str>), u64>,
     due: BinaryHeap<Reverse<(Instant, u64)>>,
     /// About how many items of `due` belong to removed entries: they wait in the heap until
     /// their time comes (up to a year for a released explicit-lease timer), so the heap is
@@ -105,19 +111,62 @@ struct State {
 
 struct Entry {
     name: Arc<str>,
-    /// What to renew; `None` for a timer: an explicit lease, watched only to signal its end.
-    renew: Option<Renew>,
+    /// The hash field renewed: the owner id (sharing the guard's string), or `<owner>:write`
+    /// for a write hold. `None` for a timer: an explicit lease, watched only to signal its end.
+    field: Option<Arc<str>>,
     holds: u32,
     lease: Arc<LeaseState>,
+    /// What few entries have, boxed so that the common entry stays small.
+    extra: Option<Box<Extra>>,
+}
+
+/// The rarer parts of an [`Entry`].
+#[derive(Default)]
+struct Extra {
+    /// For a read hold: the owner's hold-timeout prefix (renewed with `rw_read_renew.lua`).
+    read_prefix: Option<Arc<str>>,
     /// `on_lost` callbacks, each with the hold (guard) it belongs to.
     callbacks: Vec<(u64, Callback)>,
 }
 
-struct Renew {
-    /// The hash field renewed: the owner id, or `<owner>:write` for a write hold.
-    owner: Arc<str>,
-    /// For a read hold: the owner's hold-timeout prefix (renewed with `rw_read_renew.lua`).
-    read_prefix: Option<Arc<str>>,
+impl Entry {
+    /// A single hold of `name`: renewed (`field` set) or a timer.
+    fn new(
+        name: &Arc<str>,
+        field: Option<Arc<str>>,
+        read_prefix: Option<Arc<str>>,
+        lease: Arc<LeaseState>,
+    ) -> Entry {
+        Entry {
+            name: Arc::clone(name),
+            field,
+            holds: 1,
+            lease,
+            extra: read_prefix.map(|p| {
+                Box::new(Extra {
+                    read_prefix: Some(p),
+                    callbacks: Vec::new(),
+                })
+            }),
+        }
+    }
+
+    fn read_prefix(&self) -> Option<&Arc<str>> {
+        self.extra.as_ref()?.read_prefix.as_ref()
+    }
+
+    fn add_callback(&mut self, hold: u64, callback: Callback) {
+        let extra = self.extra.get_or_insert_with(Default::default);
+        extra.callbacks.push((hold, callback));
+    }
+
+    /// Removes and returns the callbacks matching `f`.
+    fn take_callbacks(&mut self, f: impl FnMut(&(u64, Callback)) -> bool) -> Vec<(u64, Callback)> {
+        match &mut self.extra {
+            Some(extra) => take_where(&mut extra.callbacks, f),
+            None => Vec::new(),
+        }
+    }
 }
 
 /// One lost entry's callback, queued to run on the watchdog thread.
@@ -306,16 +355,8 @@ impl Watchdog {
     pub(crate) fn watch_until(&self, name: &Arc<str>, lease: &Arc<LeaseState>) -> Watch {
         let mut st = self.shared.state.lock();
         let id = st.new_id();
-        st.entries.insert(
-            id,
-            Entry {
-                name: Arc::clone(name),
-                renew: None,
-                holds: 1,
-                lease: Arc::clone(lease),
-                callbacks: Vec::new(),
-            },
-        );
+        st.entries
+            .insert(id, Entry::new(name, None, None, Arc::clone(lease)));
         let hold = st.new_id();
         let wake = st.schedule(lease.expires(), id);
         drop(st);
@@ -338,7 +379,7 @@ impl Watchdog {
             return Some((callback, reason));
         }
         match st.entries.get_mut(&watch.id) {
-            Some(e) => e.callbacks.push((watch.hold, callback)),
+            Some(e) => e.add_callback(watch.hold, callback),
             None => {
                 // Live but not watched: the hold was released through `Lock::unlock`; its
                 // callback could only fire for a hold that is gone.
@@ -365,7 +406,7 @@ impl Watchdog {
         let mut st = self.shared.state.lock();
         let dropped = self.disarm_locked(&mut st, watch);
         let timer = match st.entries.get(&watch.id) {
-            Some(e) if e.renew.is_none() => st.remove(watch.id),
+            Some(e) if e.field.is_none() => st.remove(watch.id),
             _ => None,
         };
         drop(st);
@@ -377,7 +418,7 @@ impl Watchdog {
     fn disarm_locked(&self, st: &mut MutexGuard<'_, State>, watch: Watch) -> Vec<Callback> {
         let mut dropped = Vec::new();
         if let Some(e) = st.entries.get_mut(&watch.id) {
-            take_where(&mut e.callbacks, |(hold, _)| *hold == watch.hold)
+            e.take_callbacks(|(hold, _)| *hold == watch.hold)
                 .into_iter()
                 .for_each(|(_, f)| dropped.push(f));
         }
@@ -393,8 +434,8 @@ impl Watchdog {
     /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and hash field.
     pub(crate) fn unwatch_key(&self, name: &Arc<str>, owner: &Arc<str>) {
         let mut st = self.shared.state.lock();
-        let entry = match st.by_key.get(&(Arc::clone(name), Arc::clone(owner))) {
-            Some(&id) => st.release(id),
+        let entry = match st.find(name, owner) {
+            Some(id) => st.release(id),
             None => None,
         };
         drop(st);
@@ -437,9 +478,12 @@ impl State {
         lease: Duration,
         metrics: Option<&Arc<Recorder>>,
     ) -> (Watch, Arc<LeaseState>, bool) {
-        let key = (Arc::clone(name), Arc::clone(&renewal.field));
-        if let Some(&id) = self.by_key.get(&key) {
-            let entry = self.entries.get_mut(&id).expect("by_key and entries agree");
+        let field = renewal.field;
+        if let Some(id) = self.find(name, &field) {
+            let entry = self
+                .entries
+                .get_mut(&id)
+                .expect("the index and entries agree");
             // A re-entry (the server counted the earlier holds) set the lease again, if it had
             // not run out meanwhile. A count of 1 means the server had lost the earlier holds
             // (deleted, expired, force-unlocked) before the watchdog noticed.
@@ -457,7 +501,7 @@ impl State {
                     "lock `{}` (owner {}) lost ({reason:?}) before the watchdog noticed; \
                      re-acquired as a new hold",
                     e.name,
-                    renewal.field
+                    field
                 );
             }
         }
@@ -467,20 +511,14 @@ impl State {
             state = state.counted_by(m);
         }
         let lease = Arc::new(state);
-        self.entries.insert(
-            id,
-            Entry {
-                name: Arc::clone(name),
-                renew: Some(Renew {
-                    owner: Arc::clone(&renewal.field),
-                    read_prefix: renewal.read_prefix,
-                }),
-                holds: 1,
-                lease: Arc::clone(&lease),
-                callbacks: Vec::new(),
-            },
+        let entry = Entry::new(
+            name,
+            Some(Arc::clone(&field)),
+            renewal.read_prefix,
+            Arc::clone(&lease),
         );
-        self.by_key.insert(key, id);
+        self.entries.insert(id, entry);
+        self.index(name, field, id);
         let hold = self.new_id();
         (Watch { id, hold }, lease, true)
     }
@@ -514,11 +552,45 @@ impl State {
             self.due.retain(|Reverse((_, id))| entries.contains_key(id));
             self.stale = 0;
         }
-        if let Some(r) = &entry.renew {
-            self.by_key
-                .remove(&(Arc::clone(&entry.name), Arc::clone(&r.owner)));
+        if let Some(field) = &entry.field {
+            self.unindex(&entry.name, field, id);
         }
         Some(entry)
+    }
+
+    /// The renewed entry of `name` and hash field `field`, if any.
+    fn find(&self, name: &Arc<str>, field: &Arc<str>) -> Option<u64> {
+        let first = self.by_name.get(name).copied().filter(|id| {
+            self.entries
+                .get(id)
+                .is_some_and(|e| e.field.as_ref() == Some(field))
+        });
+        first.or_else(|| {
+            self.more_fields
+                .get(&(Arc::clone(name), Arc::clone(field)))
+                .copied()
+        })
+    }
+
+    /// Indexes the new entry `id` of `name` and `field` (none of that name and field is
+    /// indexed).
+    fn index(&mut self, name: &Arc<str>, field: Arc<str>, id: u64) {
+        if self.by_name.contains_key(name) {
+            self.more_fields.insert((Arc::clone(name), field), id);
+        } else {
+            self.by_name.insert(Arc::clone(name), id);
+        }
+    }
+
+    fn unindex(&mut self, name: &Arc<str>, field: &Arc<str>, id: u64) {
+        if self.by_name.get(name) == Some(&id) {
+            self.by_name.remove(name);
+        } else {
+            let key = (Arc::clone(name), Arc::clone(field));
+            if self.more_fields.get(&key) == Some(&id) {
+                self.more_fields.remove(&key);
+            }
+        }
     }
 
     /// Entry `id` is lost: removes it, latches its lease lost and queues its callbacks with
@@ -527,7 +599,7 @@ impl State {
     fn lose(&mut self, id: u64, why: LostReason) -> Option<(Entry, LostReason)> {
         let mut entry = self.remove(id)?;
         let reason = entry.lease.mark_lost(why);
-        for (hold, callback) in entry.callbacks.drain(..) {
+        for (hold, callback) in entry.take_callbacks(|_| true) {
             self.to_fire.push(Fire {
                 hold,
                 name: Arc::clone(&entry.name),
@@ -550,7 +622,7 @@ impl State {
                 break;
             }
             match self.entries.get(&id) {
-                Some(e) if e.renew.is_none() && at > now => break,
+                Some(e) if e.field.is_none() && at > now => break,
                 Some(_) => ids.push(id),
                 None => self.stale = self.stale.saturating_sub(1), // lost or released
             }
@@ -611,7 +683,7 @@ impl Shared {
             let mut live = Vec::with_capacity(ids.len());
             for id in ids {
                 let e = &st.entries[&id];
-                let (timer, lost) = (e.renew.is_none(), e.lease.lost());
+                let (timer, lost) = (e.field.is_none(), e.lease.lost());
                 match lost {
                     None if timer => {
                         let at = e.lease.expires();
@@ -620,13 +692,12 @@ impl Shared {
                     None => live.push(id),
                     Some(reason) => {
                         let (e, reason) = st.lose(id, reason).expect("present");
-                        match &e.renew {
+                        match &e.field {
                             None => log::debug!("explicit lease of lock `{}` ran out", e.name),
-                            Some(r) => log::warn!(
-                                "lock `{}` (owner {}) lost ({reason:?}): its lease ran out \
+                            Some(field) => log::warn!(
+                                "lock `{}` (owner {field}) lost ({reason:?}): its lease ran out \
                                  before a renewal confirmed it",
-                                e.name,
-                                r.owner
+                                e.name
                             ),
                         }
                     }
@@ -639,14 +710,11 @@ impl Shared {
                 .iter()
                 .map(|id| {
                     let e = &st.entries[id];
-                    let r = e
-                        .renew
-                        .as_ref()
-                        .expect("only renewed entries are live here");
+                    let field = e.field.as_ref();
                     Target {
                         name: Arc::clone(&e.name),
-                        field: Arc::clone(&r.owner),
-                        read_prefix: r.read_prefix.clone(),
+                        field: Arc::clone(field.expect("only renewed entries are live here")),
+                        read_prefix: e.read_prefix().cloned(),
                     }
                 })
                 .collect();
@@ -771,7 +839,7 @@ fn by_slot(commands: &Commands, batch: &[Target], at: &[usize]) -> Vec<Vec<usize
 }
 
 fn owner(e: &Entry) -> &str {
-    e.renew.as_ref().map_or("", |r| &r.owner)
+    e.field.as_deref().unwrap_or("")
 }
 
 /// What one renewal found.
@@ -818,20 +886,10 @@ mod tests {
         for &(id, ms) in due {
             let name: Arc<str> = Arc::from(format!("l{id}"));
             let owner: Arc<str> = Arc::from("o");
-            st.entries.insert(
-                id,
-                Entry {
-                    name: Arc::clone(&name),
-                    renew: Some(Renew {
-                        owner: Arc::clone(&owner),
-                        read_prefix: None,
-                    }),
-                    holds: 1,
-                    lease: Arc::new(LeaseState::new(t0, Duration::from_secs(30))),
-                    callbacks: Vec::new(),
-                },
-            );
-            st.by_key.insert((name, owner), id);
+            let lease = Arc::new(LeaseState::new(t0, Duration::from_secs(30)));
+            let entry = Entry::new(&name, Some(Arc::clone(&owner)), None, lease);
+            st.entries.insert(id, entry);
+            st.index(&name, owner, id);
             st.due.push(Reverse((t0 + Duration::from_millis(ms), id)));
         }
         st.next_id = 1000;
@@ -863,27 +921,19 @@ mod tests {
         assert!(st.release(2).is_some());
         assert!(st.entries.contains_key(&1));
         assert!(!st.entries.contains_key(&2));
-        assert!(st.by_key.len() == 1);
+        assert!(st.by_name.len() == 1 && st.more_fields.is_empty());
         let later = t0 + Duration::from_secs(1);
         assert_eq!(st.take_due(later, later, 10), vec![1]);
         st.release(1);
-        assert!(st.entries.is_empty() && st.by_key.is_empty());
+        assert!(st.entries.is_empty() && st.by_name.is_empty());
     }
 
     #[test]
     fn timer_is_not_taken_early_with_the_renewals_it_precedes() {
         let (mut st, t0) = state_with(&[(1, 20)]);
         let lease = Arc::new(LeaseState::new(t0, Duration::from_millis(10)));
-        st.entries.insert(
-            2,
-            Entry {
-                name: Arc::from("timer"),
-                renew: None,
-                holds: 1,
-                lease,
-                callbacks: Vec::new(),
-            },
-        );
+        st.entries
+            .insert(2, Entry::new(&Arc::from("timer"), None, None, lease));
         st.due.push(Reverse((t0 + Duration::from_millis(10), 2)));
         let horizon = t0 + Duration::from_millis(50);
         assert!(
@@ -930,8 +980,7 @@ mod tests {
         st.entries
             .get_mut(&old.id)
             .unwrap()
-            .callbacks
-            .push((old.hold, Box::new(|_| {})));
+            .add_callback(old.hold, Box::new(|_| {}));
         let (fresh, fresh_lease, new) =
             st.join(&name, renewal("o"), Instant::now(), 2, lease, None);
         assert!(new, "the re-entry joined a lost entry");
@@ -939,7 +988,7 @@ mod tests {
         assert_eq!(old_lease.lost(), Some(LostReason::LeaseExpired));
         assert_eq!(fresh_lease.lost(), None);
         assert!(!st.entries.contains_key(&old.id));
-        assert_eq!(st.by_key[&(Arc::clone(&name), Arc::from("o"))], fresh.id);
+        assert_eq!(st.find(&name, &Arc::from("o")), Some(fresh.id));
         let queued: Vec<_> = st.to_fire.iter().map(|f| (f.hold, f.reason)).collect();
         assert_eq!(queued, vec![(old.hold, LostReason::LeaseExpired)]);
         // A live entry is joined, as a second hold.
@@ -976,21 +1025,60 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(3600);
         for _ in 0..100_000 {
             let id = st.new_id();
-            st.entries.insert(
-                id,
-                Entry {
-                    name: Arc::clone(&name),
-                    renew: None,
-                    holds: 1,
-                    lease: Arc::new(LeaseState::new(Instant::now(), Duration::from_secs(3600))),
-                    callbacks: Vec::new(),
-                },
-            );
+            let lease = Arc::new(LeaseState::new(Instant::now(), Duration::from_secs(3600)));
+            st.entries.insert(id, Entry::new(&name, None, None, lease));
             st.schedule(far, id);
             st.release(id);
         }
         assert!(st.entries.is_empty());
         assert!(st.due.len() <= 2100, "{} stale due times", st.due.len());
+    }
+
+    #[test]
+    fn holds_of_one_name_under_different_fields_are_found_and_released_apart() {
+        // The index keeps the first field of a name apart from the others (read holds of
+        // several threads, a thread's write and read holds): each must be found, and releasing
+        // any of them, the first included, must leave the others found.
+        let mut st = State::default();
+        let name: Arc<str> = Arc::from("rw");
+        let lease = Duration::from_secs(30);
+        let now = Instant::now();
+        let fields = ["a", "b", "a:write"];
+        let ids: Vec<u64> = fields
+            .iter()
+            .map(|f| st.join(&name, renewal(f), now, 1, lease, None).0.id)
+            .collect();
+        for (f, id) in fields.iter().zip(&ids) {
+            assert_eq!(st.find(&name, &Arc::from(*f)), Some(*id), "{f}");
+        }
+        assert!(st.find(&name, &Arc::from("c")).is_none());
+        assert!(st.release(ids[0]).is_some());
+        assert!(st.find(&name, &Arc::from("a")).is_none());
+        assert_eq!(st.find(&name, &Arc::from("b")), Some(ids[1]));
+        assert_eq!(st.find(&name, &Arc::from("a:write")), Some(ids[2]));
+        // A new hold of the released field is found, and re-entries join the right entry.
+        let (again, _, new) = st.join(&name, renewal("a"), now, 1, lease, None);
+        assert!(new);
+        assert_eq!(st.find(&name, &Arc::from("a")), Some(again.id));
+        let (b2, _, new) = st.join(&name, renewal("b"), now, 2, lease, None);
+        assert!(!new);
+        assert_eq!(b2.id, ids[1]);
+        for id in [again.id, ids[1], ids[1], ids[2]] {
+            st.release(id);
+        }
+        assert!(st.entries.is_empty() && st.by_name.is_empty() && st.more_fields.is_empty());
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_entry_stays_small() {
+        // The watchdog keeps an entry per held lock; at 100,000 locks every 8 bytes here cost
+        // about 1 MB (see benches/locks.rs, `watchdog`). Rare parts go in `Extra`.
+        assert!(
+            std::mem::size_of::<Entry>() <= 56,
+            "{}",
+            std::mem::size_of::<Entry>()
+        );
     }
 
     #[test]

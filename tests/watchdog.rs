@@ -203,3 +203,84 @@ fn locks_acquired_apart_are_renewed_in_full_batches() {
     );
     assert!(guards.iter().all(|g| !g.is_lost()));
 }
+
+/// A thread holding a read lock: told to, it re-enters and releases that hold by name
+/// (`Lock::unlock`); told again, it releases its guard.
+struct Reader {
+    owner: String,
+    tell: std::sync::mpsc::Sender<()>,
+    done: std::sync::mpsc::Receiver<()>,
+    thread: std::thread::JoinHandle<bool>,
+}
+
+impl Reader {
+    fn start(lock: redlatch::Lock) -> Reader {
+        let (owner_tx, owner_rx) = std::sync::mpsc::channel();
+        let (tell, told) = std::sync::mpsc::channel();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let guard = lock.lock().unwrap();
+            owner_tx.send(guard.owner().to_owned()).unwrap();
+            told.recv().unwrap();
+            lock.lock().unwrap().leak();
+            lock.unlock().unwrap();
+            done_tx.send(()).unwrap();
+            told.recv().unwrap();
+            let lost = guard.is_lost();
+            guard.unlock().unwrap();
+            lost
+        });
+        let owner = owner_rx.recv().unwrap();
+        Reader {
+            owner,
+            tell,
+            done,
+            thread,
+        }
+    }
+
+    fn reenter(&self) {
+        self.tell.send(()).unwrap();
+        self.done.recv().unwrap();
+    }
+
+    /// Releases the guard; true if it was lost.
+    fn release(self) -> bool {
+        self.tell.send(()).unwrap();
+        self.thread.join().unwrap()
+    }
+}
+
+#[test]
+fn read_holds_of_several_threads_on_one_lock_are_renewed_until_each_is_released() {
+    // The watchdog indexes a lock's first hash field apart from its others (the read holds of
+    // other threads): each must be found (a re-entry joins its entry, `Lock::unlock` releases
+    // a hold of it) while the first is held and after it is released, the others must stay
+    // renewed, and the last release must stop every renewal.
+    let server = RedisServer::new();
+    let client = client(&server, 600, 100);
+    let mut raw = server.conn();
+    let mut readers: Vec<Reader> = (0..3)
+        .map(|_| Reader::start(client.read_write_lock("wd:readers").read()))
+        .collect();
+    // The others re-enter while the first reader holds, then it re-enters and leaves.
+    readers[1..].iter().for_each(Reader::reenter);
+    let first = readers.remove(0);
+    first.reenter();
+    assert!(!first.release());
+    std::thread::sleep(Duration::from_millis(2000)); // more than three leases
+    for reader in readers {
+        let key = format!("{{wd:readers}}:{}:rwlock_timeout:1", reader.owner);
+        let pttl: i64 = raw.pttl(&key).unwrap();
+        assert!(pttl > 0, "{key} ran out while its guard lived: {pttl}");
+        assert!(!reader.release(), "a reader's hold was lost");
+    }
+    assert!(!raw.exists::<_, bool>("wd:readers").unwrap());
+    let calls = command_calls(&mut raw, "evalsha");
+    std::thread::sleep(Duration::from_millis(800)); // > 3 renewal periods: nothing may run
+    assert_eq!(
+        command_calls(&mut raw, "evalsha"),
+        calls,
+        "renewal ran after release"
+    );
+}

@@ -153,10 +153,15 @@ impl RawLock {
         }
     }
 
-    /// What the watchdog renews for `owner`'s holds.
-    pub(crate) fn renewal(&self, owner: &str) -> Renewal {
+    /// What the watchdog renews for `owner`'s holds. Where the field is the owner id itself
+    /// (every kind but the write side) it shares `owner`'s allocation: the watchdog keeps an
+    /// entry per held lock, and this way its entry has no string of its own.
+    pub(crate) fn renewal(&self, owner: &std::sync::Arc<str>) -> Renewal {
         Renewal {
-            field: self.field(owner).into(),
+            field: match self.kind {
+                Kind::Rw(Side::Write) => self.field(owner).into(),
+                _ => std::sync::Arc::clone(owner),
+            },
             read_prefix: (self.side() == Some(Side::Read)).then(|| self.read_prefix(owner).into()),
         }
     }
@@ -469,4 +474,30 @@ fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
         _ => {}
     }
     Err(Error::Protocol(format!("acquire script replied {reply:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn renewal_shares_the_owner_string_except_for_a_write_hold() {
+        // The watchdog keeps the renewal's field for as long as the lock is held: where it is
+        // the owner id, it must not be a copy of its own.
+        let client = Client::open("redis://127.0.0.1/").unwrap();
+        let owner: Arc<str> = Arc::from("uuid:7");
+        let plain = RawLock::new(client.clone(), "l", false);
+        assert!(Arc::ptr_eq(&plain.renewal(&owner).field, &owner));
+        let read = RawLock::read_write(client.clone(), "rw", Side::Read);
+        let renewal = read.renewal(&owner);
+        assert!(Arc::ptr_eq(&renewal.field, &owner));
+        assert_eq!(
+            renewal.read_prefix.as_deref(),
+            Some("{rw}:uuid:7:rwlock_timeout")
+        );
+        let write = RawLock::read_write(client, "rw", Side::Write);
+        assert_eq!(&*write.renewal(&owner).field, "uuid:7:write");
+    }
 }
