@@ -484,17 +484,7 @@ fn faulted_run(kind: &str, seed: &str) -> RunResult {
         seed,
     ]);
     assert_eq!(r.code, 0, "{}", r.json);
-    for class in [
-        "kill",
-        "pause-holder",
-        "pause-server",
-        "client-kill-pubsub",
-        "client-kill-normal",
-        "script-flush",
-        "proxy-delay",
-        "proxy-blackhole",
-        "proxy-reset",
-    ] {
+    for class in check::FAULTS {
         assert!(r.num(class) >= 1, "{class} injected: {}", r.json);
     }
     assert!(r.num("sections") > 100, "{}", r.json);
@@ -519,26 +509,27 @@ fn faulted_run_fenced_refuses_stale_holders() {
     r.done();
 }
 
-fn must_fail(args: &[&str]) -> RunResult {
-    let r = torture(args);
-    assert_eq!(r.code, 1, "{}", r.json);
-    r
-}
-
-#[test]
-fn checker_fails_a_lock_without_owner_check() {
-    let r = must_fail(&[
+/// A short run of a deliberately broken lock (`kind`), which the checker must fail.
+fn must_fail(kind: &str, extra: &[&str]) -> RunResult {
+    let mut args = vec![
         "--kind",
-        "broken",
-        "--seconds",
-        "3",
+        kind,
         "--processes",
         "2",
         "--threads",
         "3",
         "--work-ms",
         "20",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let r = torture(&args);
+    assert_eq!(r.code, 1, "{}", r.json);
+    r
+}
+
+#[test]
+fn checker_fails_a_lock_without_owner_check() {
+    let r = must_fail("broken", &["--seconds", "3"]);
     assert!(r.num("silent_overlaps") > 0, "{}", r.json);
     assert!(r.num("lost_updates") > 0, "{}", r.json);
     r.done();
@@ -546,18 +537,7 @@ fn checker_fails_a_lock_without_owner_check() {
 
 #[test]
 fn checker_fails_a_lease_shorter_than_the_critical_section() {
-    let r = must_fail(&[
-        "--kind",
-        "short-lease",
-        "--seconds",
-        "3",
-        "--processes",
-        "2",
-        "--threads",
-        "3",
-        "--work-ms",
-        "20",
-    ]);
+    let r = must_fail("short-lease", &["--seconds", "3"]);
     assert!(r.num("reported_overlaps") > 0, "{}", r.json);
     assert!(r.num("lost_holds") > 0, "{}", r.json);
     r.done();
@@ -568,24 +548,19 @@ fn faults_do_not_excuse_broken_locks() {
     // Faults excuse only what they meet in time: most overlaps of these locks happen far
     // from any fault, a kill included.
     for kind in ["broken", "short-lease"] {
-        let r = must_fail(&[
-            "--kind",
+        let r = must_fail(
             kind,
-            "--faults",
-            "kill,pause-server,client-kill-normal,script-flush",
-            "--seconds",
-            "12",
-            "--processes",
-            "2",
-            "--threads",
-            "3",
-            "--work-ms",
-            "20",
-            "--fault-every-ms",
-            "600",
-            "--slow",
-            "off",
-        ]);
+            &[
+                "--faults",
+                "kill,pause-server,client-kill-normal,script-flush",
+                "--seconds",
+                "12",
+                "--fault-every-ms",
+                "600",
+                "--slow",
+                "off",
+            ],
+        );
         assert!(r.num("kill") >= 1, "{}", r.json);
         r.done();
     }

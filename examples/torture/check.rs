@@ -30,6 +30,19 @@ use std::path::Path;
 /// call's effect on the server and the timestamps around it.
 const SLACK_NS: u64 = 1_000_000_000;
 
+/// Every fault class, in the order `--faults all` lists them.
+pub const FAULTS: &[&str] = &[
+    "kill",
+    "pause-holder",
+    "pause-server",
+    "client-kill-pubsub",
+    "client-kill-normal",
+    "script-flush",
+    "proxy-delay",
+    "proxy-blackhole",
+    "proxy-reset",
+];
+
 /// Fault classes that lose the lock server's data (restart without persistence): exclusion
 /// itself is then expected to break, and only fencing can hold.
 pub const DATA_LOSS: &[&str] = &["kill"];

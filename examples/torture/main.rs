@@ -38,6 +38,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use check::FAULTS;
 use redlatch::{Client, Config, RedLock};
 use support::RedisServer;
 
@@ -65,19 +66,6 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       sections (default on with faults and 2 threads or more)
   --dir DIR           where the logs go (default: a new /tmp/redlatch-torture-<pid>)
   --json              print the report as one JSON line too";
-
-/// Every fault class, in the order `--faults all` lists them.
-const FAULTS: &[&str] = &[
-    "kill",
-    "pause-holder",
-    "pause-server",
-    "client-kill-pubsub",
-    "client-kill-normal",
-    "script-flush",
-    "proxy-delay",
-    "proxy-blackhole",
-    "proxy-reset",
-];
 
 const KINDS: &[&str] = &[
     "reentrant",
