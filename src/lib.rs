@@ -124,6 +124,7 @@ mod config;
 mod error;
 mod fenced;
 mod inspect;
+mod keys;
 mod latch;
 mod list;
 mod lock;
