@@ -77,6 +77,8 @@ pub(crate) struct Recorder {
     pub(crate) failed_renewals: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) reconnects: AtomicU64,
+    /// A gauge: threads blocked in a wait of this client now.
+    pub(crate) waiting: AtomicU64,
     pub(crate) wait: AtomicHistogram,
     pub(crate) hold: AtomicHistogram,
 }
@@ -91,6 +93,7 @@ impl Recorder {
             failed_renewals: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
+            waiting: AtomicU64::new(0),
             wait: AtomicHistogram::new(),
             hold: AtomicHistogram::new(),
         }
@@ -119,6 +122,7 @@ impl Recorder {
             failed_renewals: self.failed_renewals.load(Relaxed),
             lost_locks: self.lost.load(Relaxed),
             pubsub_reconnects: self.reconnects.load(Relaxed),
+            waiting: self.waiting.load(Relaxed),
             wait_time: self.wait.snapshot(),
             hold_time: self.hold.snapshot(),
         }
@@ -170,6 +174,10 @@ pub struct Metrics {
     pub lost_locks: u64,
     /// Pub/sub connections re-made after they broke (or moved: a Sentinel failover).
     pub pubsub_reconnects: u64,
+    /// A gauge: threads of this client blocked in a wait right now (any lock, semaphore or
+    /// latch; counted from the moment they registered for wake-ups until they leave). A test
+    /// or a dashboard can await "N threads are waiting" with it exactly.
+    pub waiting: u64,
     /// From the start of an acquire call to holding the lock, for every acquisition
     /// (an uncontended one takes about a round trip).
     pub wait_time: Histogram,

@@ -206,3 +206,42 @@ fn a_reentered_lock_lost_to_force_unlock_counts_once() {
     assert!(outer.unlock().unwrap_err().is_lock_lost());
     assert_eq!(client.metrics().lost_locks, 1);
 }
+
+#[test]
+fn the_waiting_gauge_counts_threads_blocked_in_any_wait() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = holder.lock("m:gauge").lock().unwrap();
+    let sem = client.semaphore("m:gauge:sem");
+    sem.try_set_permits(0).unwrap();
+    let latch = client.count_down_latch("m:gauge:latch");
+    latch.try_set_count(1).unwrap();
+    assert_eq!(client.metrics().waiting, 0);
+    let threads: Vec<_> = (0..3)
+        .map(|i| {
+            let client = client.clone();
+            std::thread::spawn(move || match i {
+                0 => drop(client.lock("m:gauge").lock().unwrap()),
+                1 => client.semaphore("m:gauge:sem").acquire(1).unwrap(),
+                _ => client
+                    .count_down_latch("m:gauge:latch")
+                    .await_zero()
+                    .unwrap(),
+            })
+        })
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(5), || client.metrics().waiting == 3),
+        "three threads wait: {}",
+        client.metrics().waiting
+    );
+    assert_eq!(holder.metrics().waiting, 0, "per client");
+    drop(guard);
+    sem.release(1).unwrap();
+    latch.count_down().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(client.metrics().waiting, 0, "all left");
+}

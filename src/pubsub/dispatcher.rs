@@ -1,7 +1,11 @@
 //! The one dispatcher type the client holds, and the waiter its call sites use: a single
 //! plain connection, or the cluster's sharded connections.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
+
+use crate::metrics::Recorder;
 
 use super::sharded::{Sharded, ShardedWaiter};
 use super::{NodeWaiter, PubSub, Wake};
@@ -36,11 +40,20 @@ impl Dispatcher {
     /// number of permits the waiter waits for (1 unless `wake` is [`Wake::Permits`]).
     /// Every waiter of one channel must use the same `wake`.
     pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> Waiter<'_> {
-        match self {
-            Dispatcher::Plain(pubsub) => Waiter::Plain(pubsub.register_with(channel, wake, need)),
-            Dispatcher::Sharded(sharded) => {
-                Waiter::Sharded(sharded.register_with(channel, wake, need))
-            }
+        let (node, metrics) = match self {
+            Dispatcher::Plain(pubsub) => (
+                Node::Plain(pubsub.register_with(channel, wake, need)),
+                &pubsub.shared.dial.metrics,
+            ),
+            Dispatcher::Sharded(sharded) => (
+                Node::Sharded(sharded.register_with(channel, wake, need)),
+                &sharded.dial.metrics,
+            ),
+        };
+        metrics.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiter {
+            node,
+            metrics: Arc::clone(metrics),
         }
     }
 }
@@ -51,9 +64,21 @@ impl Dispatcher {
 /// [`wait_until`](Self::wait_until) (the first wake-up is the subscription's confirmation),
 /// re-check, report the re-check with [`attempted`](Self::attempted) (and
 /// [`succeeded`](Self::succeeded) when it got what it waited for), block again.
-pub(crate) enum Waiter<'a> {
+pub(crate) struct Waiter<'a> {
+    node: Node<'a>,
+    /// Counts this waiter in the `waiting` gauge while it lives.
+    metrics: Arc<Recorder>,
+}
+
+enum Node<'a> {
     Plain(NodeWaiter),
     Sharded(ShardedWaiter<'a>),
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.metrics.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Waiter<'_> {
@@ -64,9 +89,9 @@ impl Waiter<'_> {
     /// once subscribed there (or at the deadline), so that its re-check sees every release
     /// published on the new node.
     pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
-        match self {
-            Waiter::Plain(w) => w.wait_until(deadline),
-            Waiter::Sharded(w) => w.wait_until(deadline),
+        match &mut self.node {
+            Node::Plain(w) => w.wait_until(deadline),
+            Node::Sharded(w) => w.wait_until(deadline),
         }
     }
 
@@ -104,17 +129,17 @@ impl Waiter<'_> {
     /// The registration, if any: a sharded waiter has none while no node could be located
     /// (its wait is then bounded by the deadline alone, and it has no peers to wake).
     fn node(&self) -> Option<&NodeWaiter> {
-        match self {
-            Waiter::Plain(w) => Some(w),
-            Waiter::Sharded(w) => w.node(),
+        match &self.node {
+            Node::Plain(w) => Some(w),
+            Node::Sharded(w) => w.node(),
         }
     }
 
     /// As [`node`](Self::node), mutably.
     fn node_mut(&mut self) -> Option<&mut NodeWaiter> {
-        match self {
-            Waiter::Plain(w) => Some(w),
-            Waiter::Sharded(w) => w.node_mut(),
+        match &mut self.node {
+            Node::Plain(w) => Some(w),
+            Node::Sharded(w) => w.node_mut(),
         }
     }
 }

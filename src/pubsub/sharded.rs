@@ -70,7 +70,7 @@ const REGISTER_TRIES: usize = 3;
 /// The cluster dispatcher: sharded connections by node address, opened on demand.
 pub(crate) struct Sharded {
     locate: Locator,
-    dial: Dial,
+    pub(super) dial: Dial,
     nodes: Mutex<Nodes>,
     /// When the last slot-map refresh was asked for; held while it runs. See
     /// [`locate_after`](Self::locate_after).
