@@ -11,7 +11,7 @@ use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
 use crate::metrics::{Metrics, Recorder};
 use crate::pool::{Commands, Pool};
-use crate::pubsub::{Dispatcher, Locator, Mode, PubSub, Sharded};
+use crate::pubsub::{Dispatcher, Locator, Mode, PubSub, Sharded, Subscriptions};
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::target::Target;
 use crate::watchdog::Watchdog;
@@ -88,13 +88,13 @@ impl Client {
         let metrics = Arc::new(Recorder::new());
         let dial = config.dial(&metrics);
         let plain = |target: &Arc<Target>| {
-            PubSub::start(Arc::clone(target), dial.clone(), Mode::Plain).map(Dispatcher::Plain)
+            PubSub::start(Arc::clone(target), dial.clone(), Mode::Plain).map(Arc::new)
         };
-        let (pool, pubsub, target) = match &config.topology {
+        let (pool, pubsub, target): (_, Box<dyn Subscriptions>, _) = match &config.topology {
             Topology::Single(info) => {
                 let target = Arc::new(Target::Fixed(info.clone()));
                 let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
-                (pool, plain(&target)?, Some(target))
+                (pool, Box::new(plain(&target)?), None)
             }
             Topology::Sentinel {
                 sentinels,
@@ -109,7 +109,15 @@ impl Client {
                 ));
                 target.watch(config.connect_timeout)?;
                 let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
-                (pool, plain(&target)?, Some(target))
+                let pubsub = plain(&target)?;
+                // After a Sentinel master switch, the pub/sub connection moves too.
+                let weak = Arc::downgrade(&pubsub);
+                target.on_switch(move || {
+                    if let Some(pubsub) = weak.upgrade() {
+                        pubsub.reconnect();
+                    }
+                });
+                (pool, Box::new(pubsub), Some(target))
             }
             Topology::Cluster { seeds } => {
                 let pool = Arc::new(Commands::Cluster(Box::new(Router::new(
@@ -129,7 +137,7 @@ impl Client {
                     router.node_for(channel)
                 });
                 let sharded = Sharded::new(locate, dial.clone());
-                (pool, Dispatcher::Sharded(sharded), None)
+                (pool, Box::new(sharded), None)
             }
         };
         let watchdog = Watchdog::start(
@@ -141,26 +149,60 @@ impl Client {
         )?;
         let id = uuid::Uuid::new_v4().to_string();
         log::debug!("redlatch client {id} created");
+        let _ = target;
         let client = Client {
             inner: Arc::new(Inner {
                 config,
                 id,
                 watchdog,
-                pubsub,
+                pubsub: Dispatcher::new(pubsub, Arc::clone(&metrics)),
                 pool,
                 metrics,
             }),
         };
-        if let Some(target) = target {
-            // After a Sentinel master switch, the pub/sub connection moves too.
-            let weak = Arc::downgrade(&client.inner);
-            target.on_switch(move || {
-                if let Some(inner) = weak.upgrade() {
-                    inner.pubsub.reconnect();
-                }
-            });
-        }
         Ok(client)
+    }
+
+    /// Closes the client, for all its clones: every thread waiting in any of its locks,
+    /// semaphores or latches is woken and gets [`Error::Closed`](crate::Error::Closed) (within
+    /// milliseconds, leaving nothing behind: fair-queue places are left, subscriptions
+    /// dropped), its background threads stop, and every later call fails with
+    /// [`Error::Closed`](crate::Error::Closed). Idempotent.
+    ///
+    /// **Locks it still holds are not released**: closing sends nothing more to Redis, so
+    /// each such lock stays held until its lease runs out (with the watchdog, within
+    /// [`watchdog_timeout`](crate::ConfigBuilder::watchdog_timeout), 30 s by default; an
+    /// explicit lease as set) and other clients get it then. Their guards report the hold
+    /// lost ([`LostReason::ClientClosed`](crate::LostReason::ClientClosed)) at once, calling
+    /// their [`on_lost`](crate::LockGuard::on_lost) callbacks on this thread, and releasing
+    /// them later does nothing but return [`Error::LockLost`](crate::Error::LockLost). The
+    /// same holds for semaphore permits. To hand locks over promptly, release them before
+    /// closing.
+    ///
+    /// Dropping the last clone of a client (and of every lock, semaphore and latch made from
+    /// it) stops its threads and closes its connections too; no thread can be waiting then,
+    /// since a waiting thread holds the object it waits on.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let waiter = {
+    ///     let client = client.clone();
+    ///     std::thread::spawn(move || client.lock("jobs").lock().map(drop))
+    /// };
+    /// // ... on shutdown:
+    /// client.close();
+    /// let outcome = waiter.join().unwrap();
+    /// assert!(outcome.is_ok() || outcome.unwrap_err().is_closed());
+    /// # Ok(()) }
+    /// ```
+    pub fn close(&self) {
+        let inner = &self.inner;
+        inner.pubsub.close();
+        inner.watchdog.close();
+        log::debug!("redlatch client {} closed", inner.id);
     }
 
     /// A snapshot of this client's metrics (shared by its clones) since it was created:

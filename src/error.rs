@@ -144,6 +144,16 @@ pub enum Error {
     /// Redis answered with a reply this crate does not understand.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+    /// The calling thread's wait was interrupted through its
+    /// [`Interrupter`](crate::Interrupter) (as Java's `lockInterruptibly` throws
+    /// `InterruptedException`). Nothing of the wait is left behind: no fair-queue place, no
+    /// subscription, no permit; a wake-up it had received went on to the next waiter.
+    #[error("the wait was interrupted")]
+    Interrupted,
+    /// The client was closed ([`Client::close`](crate::Client::close)): it sends nothing
+    /// any more, and its waits end with this error.
+    #[error("the client is closed")]
+    Closed,
 }
 
 /// `label: error; label: error` for the member failures of a multi-lock error.
@@ -234,6 +244,36 @@ impl Error {
     /// ```
     pub fn is_not_replicated(&self) -> bool {
         matches!(self, Error::NotReplicated { .. })
+    }
+
+    /// True for [`Error::Interrupted`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// match client.lock("jobs").lock() {
+    ///     Err(e) if e.is_interrupted() => println!("asked to stop waiting"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, Error::Interrupted)
+    }
+
+    /// True for [`Error::Closed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// client.close();
+    /// assert!(client.lock("jobs").lock().unwrap_err().is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        matches!(self, Error::Closed)
     }
 
     /// True for [`Error::NoQuorum`].

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
-use crate::pubsub::Wake;
+use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
 /// Published on the channel when a count is set (Redisson's `newCountMessage`).
@@ -298,40 +298,25 @@ impl CountDownLatch {
         crate::config::check_name("latch", &self.name)
     }
 
-    /// The one wait loop: true once the latch is open, false when `deadline` passes (never
-    /// without one).
+    /// The one wait path, through the one wait function: true once the latch is open, false
+    /// when `deadline` passes (never without one). Every message of the channel, and every
+    /// pub/sub reconnect, wakes every waiter to re-check.
     fn wait(&self, deadline: Option<Instant>) -> Result<bool> {
-        // Open already: no subscription needed.
-        if self.count()? == 0 {
-            return Ok(true);
+        let open = wait(
+            &self.client.inner.pubsub,
+            Channel::all(&self.channel),
+            deadline,
+            || {
+                Ok(match self.count()? {
+                    0 => Tried::done(()),
+                    _ => Tried::again(None),
+                })
+            },
+        )?;
+        if open.is_none() {
+            log::debug!("wait on latch `{}` ran out", self.name);
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(false);
-        }
-        // Register first, re-check once the subscription is confirmed (the first wake-up),
-        // then block: a count-down to zero published after the registration wakes us, and
-        // one before the re-check is seen by it. Every message of the channel, and every
-        // pub/sub reconnect, wakes every waiter to re-check.
-        let mut waiter = self
-            .client
-            .inner
-            .pubsub
-            .register_with(&self.channel, Wake::All, 1);
-        loop {
-            // Without a deadline, wake up once a year to re-check; nothing else bounds it.
-            let until = deadline.unwrap_or_else(|| Instant::now() + MAX_DURATION);
-            waiter.wait_until(until);
-            let count = self.count()?; // on error, the waiter passes an unused wake-up on
-            waiter.attempted();
-            if count == 0 {
-                waiter.succeeded();
-                return Ok(true);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                log::debug!("wait on latch `{}` ran out at count {count}", self.name);
-                return Ok(false);
-            }
-        }
+        Ok(open.is_some())
     }
 }
 

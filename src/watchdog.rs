@@ -60,6 +60,10 @@ pub enum LostReason {
     /// slow) until the lease must have run out on the monotonic clock, or an explicit lease
     /// ([`Lock::with_lease`](crate::Lock::with_lease)) ran out.
     LeaseExpired,
+    /// The client was closed ([`Client::close`](crate::Client::close)): nothing renews the
+    /// lease any more, and the guard cannot release the lock, which stays held in Redis until
+    /// its lease runs out.
+    ClientClosed,
 }
 
 /// A guard's `on_lost` callback.
@@ -68,7 +72,7 @@ pub(crate) type Callback = Box<dyn FnOnce(LostReason) + Send>;
 /// Handle kept by the client; dropping it stops the thread.
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct Shared {
@@ -188,6 +192,7 @@ pub(crate) struct Watch {
 const LIVE: u8 = 0;
 const NOT_HELD: u8 = 1;
 const EXPIRED: u8 = 2;
+const CLOSED: u8 = 3;
 
 /// The lease of one held lock as the client knows it, shared by the watchdog and the guards.
 pub(crate) struct LeaseState {
@@ -255,6 +260,7 @@ impl LeaseState {
         let code = match why {
             LostReason::NotHeld => NOT_HELD,
             LostReason::LeaseExpired => EXPIRED,
+            LostReason::ClientClosed => CLOSED,
         };
         match self
             .lost
@@ -274,6 +280,7 @@ impl LeaseState {
 fn reason(code: u8) -> LostReason {
     match code {
         NOT_HELD => LostReason::NotHeld,
+        CLOSED => LostReason::ClientClosed,
         _ => LostReason::LeaseExpired,
     }
 }
@@ -317,7 +324,7 @@ impl Watchdog {
             .map_err(|e| Error::invalid(format!("cannot spawn the watchdog thread: {e}")))?;
         Ok(Watchdog {
             shared,
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
@@ -339,6 +346,10 @@ impl Watchdog {
             self.shared.lease,
             Some(&self.shared.metrics),
         );
+        if st.shutdown {
+            // Acquired as the client closed: nothing will renew it.
+            lease.mark_lost(LostReason::ClientClosed);
+        }
         let mut wake = !st.to_fire.is_empty();
         if new {
             wake |= st.schedule(acquired_at + self.shared.period, watch.id);
@@ -450,11 +461,44 @@ fn take_where<T>(v: &mut Vec<T>, mut f: impl FnMut(&T) -> bool) -> Vec<T> {
     taken
 }
 
+impl Watchdog {
+    /// Stops renewing, for good: every watched hold is lost ([`LostReason::ClientClosed`]),
+    /// its `on_lost` callbacks run on the calling thread, and the thread is joined.
+    /// Idempotent.
+    pub(crate) fn close(&self) {
+        let fires = {
+            let mut st = self.shared.state.lock();
+            st.shutdown = true;
+            let ids: Vec<u64> = st.entries.keys().copied().collect();
+            for id in ids {
+                if let Some((e, _)) = st.lose(id, LostReason::ClientClosed) {
+                    if let Some(field) = &e.field {
+                        log::warn!(
+                            "lock `{}` (owner {field}) is no longer renewed: the client is \
+                             closed; it stays held until its lease runs out",
+                            e.name
+                        );
+                    }
+                }
+            }
+            std::mem::take(&mut st.to_fire)
+        };
+        self.shared.changed.notify_all();
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+        for f in fires {
+            call_lost(f.callback, f.reason, &f.name);
+        }
+    }
+}
+
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.shared.state.lock().shutdown = true;
         self.shared.changed.notify_all();
-        if let Some(t) = self.thread.take() {
+        if let Some(t) = self.thread.get_mut().take() {
             let _ = t.join();
         }
     }

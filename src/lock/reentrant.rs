@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
 use crate::lock::raw::{Attempt, RawLock, Side, Unlocked};
 use crate::metrics::Recorder;
+use crate::pubsub::{wait, Channel, Tried};
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -421,8 +422,9 @@ impl Lock {
     }
 
     /// The one acquire path: tries, then waits on the lock's channel until `deadline`
-    /// (forever when `None`). Every successful path ends in [`LockGuard::new`]. A fair lock's
-    /// waiter that gives up (or fails) leaves the queue before returning.
+    /// (forever when `None`), through the one wait function. Every successful path ends in
+    /// [`LockGuard::new`]. A fair lock's waiter that gives up (or fails, or is interrupted)
+    /// leaves the queue before returning.
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
         self.raw.check_name()?;
         if let Some(lease) = self.lease {
@@ -432,10 +434,18 @@ impl Lock {
         let metrics = &self.raw.client.inner.metrics;
         let owner = self.owner();
         let lease = self.lease_or_default();
-        let attempt = |enqueue: bool| -> Result<std::result::Result<LockGuard, Duration>> {
+        // Only a caller that will wait joins a fair lock's queue.
+        let will_wait = deadline.is_none_or(|d| Instant::now() < d);
+        let mut attempts = 0u32;
+        let attempt = || -> Result<Tried<LockGuard>> {
+            attempts += 1;
+            if attempts == 2 {
+                log::debug!("waiting for `{}` (owner {owner})", self.name());
+                self.warn_if_upgrading(&owner);
+            }
             let sent_at = Instant::now();
-            Ok(match self.raw.acquire(&owner, lease, enqueue)? {
-                Attempt::Acquired { count, token } => Ok(LockGuard::new(
+            Ok(match self.raw.acquire(&owner, lease, will_wait)? {
+                Attempt::Acquired { count, token } => Tried::done(LockGuard::new(
                     self.clone(),
                     Arc::clone(&owner),
                     sent_at,
@@ -443,32 +453,26 @@ impl Lock {
                     token,
                 )),
                 // No expiry (a foreign key without TTL): re-check at the watchdog period.
-                Attempt::Busy(ms) if ms < 0 => Err(self.raw.client.inner.config.watchdog_timeout),
-                Attempt::Busy(ms) => Err(Duration::from_millis(ms as u64)),
+                Attempt::Busy(ms) if ms < 0 => {
+                    Tried::again(Some(self.raw.client.inner.config.watchdog_timeout))
+                }
+                Attempt::Busy(ms) => Tried::again(Some(Duration::from_millis(ms as u64))),
             })
         };
-        // Only a caller that will wait joins a fair lock's queue.
-        let will_wait = deadline.is_none_or(|d| Instant::now() < d);
-        let outcome = match attempt(will_wait) {
-            Ok(Ok(guard)) => {
-                metrics.acquired(started.elapsed(), false);
-                return Ok(Some(guard));
-            }
-            Ok(Err(_)) if !will_wait => return Ok(None),
-            Ok(Err(ttl)) => {
-                log::debug!("waiting for `{}` (owner {owner})", self.name());
-                self.warn_if_upgrading(&owner);
-                let waited = self.wait(&owner, deadline, ttl, || attempt(true));
-                match &waited {
-                    Ok(Some(_)) => metrics.acquired(started.elapsed(), true),
-                    Ok(None) => Recorder::count(&metrics.timeouts, 1),
-                    Err(_) => {}
-                }
-                waited
-            }
-            // The call may have queued us before its reply was lost: leave below.
-            Err(e) => Err(e),
-        };
+        let channel = self.raw.wait_channel(&owner);
+        let outcome = wait(
+            &self.raw.client.inner.pubsub,
+            Channel::lock(&channel),
+            deadline,
+            attempt,
+        );
+        match &outcome {
+            Ok(Some(_)) => metrics.acquired(started.elapsed(), attempts > 1),
+            // A wait that ran out (a `try_lock` that found it busy did not wait).
+            Ok(None) if will_wait => Recorder::count(&metrics.timeouts, 1),
+            _ => {}
+        }
+        // A failed call may have queued us before its reply was lost: leave in every case.
         if self.raw.fair().is_some() && will_wait && !matches!(outcome, Ok(Some(_))) {
             match self.raw.leave(&owner) {
                 Ok(_) => {}
@@ -498,36 +502,6 @@ impl Lock {
                  is released or expires",
                 self.name()
             );
-        }
-    }
-
-    /// Blocks on the owner's wait channel and re-tries until acquired or `deadline`.
-    fn wait(
-        &self,
-        owner: &str,
-        deadline: Option<Instant>,
-        mut ttl: Duration,
-        attempt: impl Fn() -> Result<std::result::Result<LockGuard, Duration>>,
-    ) -> Result<Option<LockGuard>> {
-        // Register first, re-try once the subscription is confirmed, then block: an unlock
-        // published in between wakes us, and an unlock before the re-try is seen by it.
-        let channel = self.raw.wait_channel(owner);
-        let mut waiter = self.raw.client.inner.pubsub.register(&channel);
-        loop {
-            let bound = Instant::now() + ttl;
-            waiter.wait_until(deadline.map_or(bound, |d| d.min(bound)));
-            let outcome = attempt()?; // on error, the waiter passes an unused wake-up on
-            waiter.attempted();
-            match outcome {
-                Ok(guard) => {
-                    waiter.succeeded();
-                    return Ok(Some(guard));
-                }
-                Err(next) => ttl = next,
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(None);
-            }
         }
     }
 }

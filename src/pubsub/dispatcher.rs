@@ -1,78 +1,120 @@
-//! The one dispatcher type the client holds, and the waiter its call sites use: a single
-//! plain connection, or the cluster's sharded connections.
+//! The one dispatcher type the client holds, over either way of hearing of releases (a single
+//! plain connection, or the cluster's sharded connections), and the registration the wait
+//! function blocks on.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crossbeam_channel::{bounded, Receiver, Sender};
+use parking_lot::Mutex;
+
+use super::{Alarms, NodeWaiter, Wake, Wakeup};
 use crate::metrics::Recorder;
 
-use super::sharded::{Sharded, ShardedWaiter};
-use super::{NodeWaiter, PubSub, Wake};
+/// How a client hears of releases: [`PubSub`](super::PubSub), one plain connection (a single
+/// node or Sentinel, messages PUBLISHed), or [`Sharded`](super::Sharded), a connection per
+/// cluster node (messages SPUBLISHed). The topology picks one when the client is made; the
+/// wait function sees only this.
+pub(crate) trait Subscriptions: Send + Sync {
+    /// Registers a waiter on `channel` (see [`Dispatcher::register`]); `None` once closed.
+    fn register(&self, channel: &str, wake: Wake, need: u32) -> Option<Box<dyn Registration + '_>>;
 
-/// How this client's waiters hear of releases: [`PubSub`] in plain mode (a single node or
-/// Sentinel, messages PUBLISHed), or [`Sharded`] for a Redis Cluster whose locks SPUBLISH.
-/// The call sites see the same API either way.
-pub(crate) enum Dispatcher {
-    Plain(PubSub),
-    Sharded(Sharded),
+    /// Refuses registrations from now on, closes the connections and stops their threads.
+    /// Registered waiters are not woken here (the dispatcher's close alarm does that) and
+    /// may still unregister.
+    fn close(&self);
+}
+
+impl<S: Subscriptions> Subscriptions for Arc<S> {
+    fn register(&self, channel: &str, wake: Wake, need: u32) -> Option<Box<dyn Registration + '_>> {
+        (**self).register(channel, wake, need)
+    }
+
+    fn close(&self) {
+        (**self).close()
+    }
+}
+
+/// A registration on a channel, as the wait function uses it; unregisters on drop.
+pub(crate) trait Registration {
+    /// Blocks until woken, until `deadline`, or until an alarm goes off.
+    fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup;
+
+    /// The connection's registration, if any (a sharded waiter has none while no node could
+    /// be located: its wait is then bounded by the deadline alone, and it has no peers).
+    fn node(&self) -> Option<&NodeWaiter>;
+
+    /// As [`node`](Self::node), mutably.
+    fn node_mut(&mut self) -> Option<&mut NodeWaiter>;
+}
+
+/// The client's dispatcher: registrations, the waiting gauge, and the close alarm.
+pub(crate) struct Dispatcher {
+    subscriptions: Box<dyn Subscriptions>,
+    metrics: Arc<Recorder>,
+    /// Dropped by [`close`](Self::close): every blocked waiter's `closed` alarm goes off.
+    close_tx: Mutex<Option<Sender<()>>>,
+    closed_rx: Receiver<()>,
 }
 
 impl Dispatcher {
-    /// After a Sentinel master switch: the plain connection moves to the new master. (A
-    /// cluster's node connections follow slot moves on their own.)
-    pub(crate) fn reconnect(&self) {
-        if let Dispatcher::Plain(pubsub) = self {
-            pubsub.reconnect();
+    pub(crate) fn new(subscriptions: Box<dyn Subscriptions>, metrics: Arc<Recorder>) -> Dispatcher {
+        let (tx, rx) = bounded(0);
+        Dispatcher {
+            subscriptions,
+            metrics,
+            close_tx: Mutex::new(Some(tx)),
+            closed_rx: rx,
         }
     }
 
-    /// Registers the calling thread as a waiter on a lock's `channel`, subscribing if needed.
+    /// Registers the calling thread as a waiter on `channel`, whose messages wake as `wake`
+    /// says (every waiter of one channel uses the same); `need` is the number of permits the
+    /// waiter waits for (1 unless `wake` is [`Wake::Permits`]). `None` once closed.
     ///
-    /// The returned waiter is woken once the subscription is confirmed, on each message for the
-    /// channel (one waiter for `0`, all for anything else), after every reconnect, and (sharded)
-    /// once it has followed its channel to a new node.
-    pub(crate) fn register(&self, channel: &str) -> Waiter<'_> {
-        self.register_with(channel, Wake::Lock, 1)
+    /// The waiter is woken once the subscription is confirmed, on each message that wakes it,
+    /// after every reconnect, and (sharded) once it has followed its channel to a new node.
+    pub(crate) fn register(&self, channel: &str, wake: Wake, need: u32) -> Option<Waiter<'_>> {
+        if self.is_closed() {
+            return None;
+        }
+        let registration = self.subscriptions.register(channel, wake, need)?;
+        self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
+        Some(Waiter {
+            registration,
+            metrics: &self.metrics,
+        })
     }
 
-    /// Registers a waiter on a channel whose messages wake as `wake` says; `need` is the
-    /// number of permits the waiter waits for (1 unless `wake` is [`Wake::Permits`]).
-    /// Every waiter of one channel must use the same `wake`.
-    pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> Waiter<'_> {
-        let (node, metrics) = match self {
-            Dispatcher::Plain(pubsub) => (
-                Node::Plain(pubsub.register_with(channel, wake, need)),
-                &pubsub.shared.dial.metrics,
-            ),
-            Dispatcher::Sharded(sharded) => (
-                Node::Sharded(sharded.register_with(channel, wake, need)),
-                &sharded.dial.metrics,
-            ),
-        };
-        metrics.waiting.fetch_add(1, Ordering::Relaxed);
-        Waiter {
-            node,
-            metrics: Arc::clone(metrics),
+    /// The alarm every blocked waiter listens to, besides its thread's interrupt.
+    pub(crate) fn closed_alarm(&self) -> Receiver<()> {
+        self.closed_rx.clone()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.close_tx.lock().is_none()
+    }
+
+    /// Wakes every blocked waiter with the close alarm, refuses registrations, and closes the
+    /// connections (joining their threads). Idempotent.
+    pub(crate) fn close(&self) {
+        if self.close_tx.lock().take().is_some() {
+            self.subscriptions.close();
         }
     }
 }
 
-/// A thread registered on a channel; unregisters (and unsubscribes if last) on drop.
+/// A thread registered on a channel, counted in the `waiting` gauge; unregisters (and
+/// unsubscribes if last) on drop.
 ///
-/// The protocol, the same in both modes: register, then block in
-/// [`wait_until`](Self::wait_until) (the first wake-up is the subscription's confirmation),
-/// re-check, report the re-check with [`attempted`](Self::attempted) (and
-/// [`succeeded`](Self::succeeded) when it got what it waited for), block again.
+/// Used only by the wait function (`pubsub::wait`), which runs the protocol: block (the first
+/// wake-up is the subscription's confirmation), re-check, report the re-check with
+/// [`attempted`](Self::attempted) (and [`succeeded`](Self::succeeded) when it got what it
+/// waited for), block again.
 pub(crate) struct Waiter<'a> {
-    node: Node<'a>,
-    /// Counts this waiter in the `waiting` gauge while it lives.
-    metrics: Arc<Recorder>,
-}
-
-enum Node<'a> {
-    Plain(NodeWaiter),
-    Sharded(ShardedWaiter<'a>),
+    registration: Box<dyn Registration + 'a>,
+    metrics: &'a Recorder,
 }
 
 impl Drop for Waiter<'_> {
@@ -82,29 +124,26 @@ impl Drop for Waiter<'_> {
 }
 
 impl Waiter<'_> {
-    /// Blocks until woken or until `deadline`; true if woken. The caller reports the
-    /// attempt that follows with [`attempted`](Self::attempted).
+    /// Blocks until woken, until `deadline`, or until an alarm goes off. After a wake-up the
+    /// caller reports the attempt that follows with [`attempted`](Self::attempted).
     ///
     /// A sharded waiter whose channel moved follows it to its new node first, and returns
     /// once subscribed there (or at the deadline), so that its re-check sees every release
     /// published on the new node.
-    pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
-        match &mut self.node {
-            Node::Plain(w) => w.wait_until(deadline),
-            Node::Sharded(w) => w.wait_until(deadline),
-        }
+    pub(crate) fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
+        self.registration.block_until(deadline, alarms)
     }
 
-    /// An acquire attempt completed (acquired or not): the wake-up, if any, was used.
+    /// An attempt completed (successful or not): the wake-up, if any, was used.
     pub(crate) fn attempted(&mut self) {
-        if let Some(w) = self.node_mut() {
+        if let Some(w) = self.registration.node_mut() {
             w.attempted();
         }
     }
 
-    /// The lock was acquired: nothing is handed to another waiter on drop.
+    /// The waiter got what it waited for: nothing is handed to another waiter on drop.
     pub(crate) fn succeeded(&mut self) {
-        if let Some(w) = self.node_mut() {
+        if let Some(w) = self.registration.node_mut() {
             w.succeeded();
         }
     }
@@ -113,7 +152,7 @@ impl Waiter<'_> {
     /// that leaves, or took the last permit, while the others may not know what it knew (the
     /// earliest permit expiry of a permit-expirable semaphore).
     pub(crate) fn nudge(&self) {
-        if let Some(w) = self.node() {
+        if let Some(w) = self.registration.node() {
             w.nudge();
         }
     }
@@ -121,25 +160,8 @@ impl Waiter<'_> {
     /// A semaphore waiter's attempt saw `available` permits left (after taking its own, if it
     /// got them): wakes the other waiters those permits may serve.
     pub(crate) fn observed(&self, available: i64) {
-        if let Some(w) = self.node() {
+        if let Some(w) = self.registration.node() {
             w.observed(available);
-        }
-    }
-
-    /// The registration, if any: a sharded waiter has none while no node could be located
-    /// (its wait is then bounded by the deadline alone, and it has no peers to wake).
-    fn node(&self) -> Option<&NodeWaiter> {
-        match &self.node {
-            Node::Plain(w) => Some(w),
-            Node::Sharded(w) => w.node(),
-        }
-    }
-
-    /// As [`node`](Self::node), mutably.
-    fn node_mut(&mut self) -> Option<&mut NodeWaiter> {
-        match &mut self.node {
-            Node::Plain(w) => Some(w),
-            Node::Sharded(w) => w.node_mut(),
         }
     }
 }

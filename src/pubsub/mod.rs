@@ -24,6 +24,7 @@ mod dispatcher;
 mod sharded;
 #[cfg(test)]
 mod testing;
+mod wait;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
@@ -41,8 +42,9 @@ use crate::metrics::Recorder;
 use crate::net::{Dial, Stream};
 use crate::target::Target;
 
-pub(crate) use dispatcher::Dispatcher;
+pub(crate) use dispatcher::{Dispatcher, Subscriptions};
 pub(crate) use sharded::{Locator, Sharded};
+pub(crate) use wait::{wait, Channel, Tried};
 
 /// Which family of pub/sub commands a connection speaks, chosen at [`PubSub::start`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +82,7 @@ impl Command {
 /// closes the connection.
 pub(crate) struct PubSub {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// What the handle, its reader thread and its waiters share.
@@ -117,6 +119,40 @@ struct Wire {
     /// how a solicited `sunsubscribe` is told from an unsolicited one. Each channel's
     /// `Chan::pending` counts its entries here.
     inflight: VecDeque<(Command, String)>,
+}
+
+/// What a blocked waiter listens to besides its channel: the waiting thread's interrupt and
+/// its client's close. Both only wake; the wait function decides what they mean.
+pub(crate) struct Alarms {
+    /// Ready when the thread may have been interrupted (see `interrupt::Interruption`).
+    pub(crate) interrupt: Receiver<()>,
+    /// Disconnected once the client is closed.
+    pub(crate) closed: Receiver<()>,
+}
+
+impl Alarms {
+    /// Alarms that never go off.
+    #[cfg(test)]
+    pub(crate) fn none() -> Alarms {
+        Alarms {
+            interrupt: crossbeam_channel::never(),
+            closed: crossbeam_channel::never(),
+        }
+    }
+}
+
+/// How a waiter's block ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wakeup {
+    /// A wake-up came on the channel (a message, the subscription's confirmation, a
+    /// reconnect, a move): re-check.
+    Woken,
+    /// The deadline passed.
+    Deadline,
+    /// The interrupt alarm went off (perhaps a stale one: the wait function checks).
+    Interrupt,
+    /// The client was closed.
+    Closed,
 }
 
 /// How a channel's messages wake its waiters.
@@ -216,35 +252,67 @@ impl PubSub {
             .map_err(|e| Error::invalid(format!("cannot spawn the pub/sub thread: {e}")))?;
         Ok(PubSub {
             shared,
-            thread: Some(thread),
+            thread: Mutex::new(Some(thread)),
         })
     }
 
     /// Registers the calling thread as a waiter on a lock's `channel`, subscribing if needed.
-    ///
-    /// The returned waiter is woken once the subscription is confirmed, on each message for the
-    /// channel (one waiter for `0`, all for anything else), and after every reconnect.
     #[cfg(test)]
     fn register(&self, channel: &str) -> NodeWaiter {
-        self.register_with(channel, Wake::Lock, 1)
+        self.register_with(channel, Wake::Lock, 1).expect("open")
     }
 
     /// Registers a waiter on a channel whose messages wake as `wake` says; `need` is the
     /// number of permits the waiter waits for (1 unless `wake` is [`Wake::Permits`]).
-    /// Every waiter of one channel must use the same `wake`.
-    pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> NodeWaiter {
-        // Only `close` shuts the registry down, and it runs when the handle is dropped or
-        // retired, which takes it by value: a borrowed handle is always open.
-        self.shared
-            .register(channel, wake, need)
-            .expect("a live pub/sub handle takes registrations")
+    /// Every waiter of one channel must use the same `wake`. `None` once closed.
+    pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> Option<NodeWaiter> {
+        self.shared.register(channel, wake, need)
     }
 
     /// Shuts the connection down without waiting for the thread, which ends on its own once
     /// it notices (within a connect timeout). For connections dropped while the client lives,
     /// so that the registering thread that retires them never blocks on a dead node.
-    fn detach(mut self) {
-        drop(self.thread.take());
+    fn detach(self) {
+        drop(self.thread.lock().take());
+    }
+
+    /// Refuses registrations, closes the connection and joins the reader thread.
+    fn shut(&self) {
+        self.shared.close();
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+impl dispatcher::Subscriptions for PubSub {
+    fn register(
+        &self,
+        channel: &str,
+        wake: Wake,
+        need: u32,
+    ) -> Option<Box<dyn dispatcher::Registration + '_>> {
+        let waiter = self.register_with(channel, wake, need)?;
+        Some(Box::new(waiter))
+    }
+
+    fn close(&self) {
+        self.shut();
+    }
+}
+
+impl dispatcher::Registration for NodeWaiter {
+    fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
+        self.wait_until(deadline, alarms)
+    }
+
+    fn node(&self) -> Option<&NodeWaiter> {
+        Some(self)
+    }
+
+    fn node_mut(&mut self) -> Option<&mut NodeWaiter> {
+        Some(self)
     }
 }
 
@@ -258,10 +326,16 @@ impl PubSub {
 
 impl Drop for PubSub {
     fn drop(&mut self) {
-        self.shared.close();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        debug_assert!(
+            self.shared
+                .registry
+                .lock()
+                .channels
+                .values()
+                .all(|c| c.waiters.is_empty()),
+            "pub/sub waiters leaked"
+        );
+        self.shut();
     }
 }
 
@@ -601,10 +675,6 @@ impl Shared {
     fn close(&self) {
         {
             let mut reg = self.registry.lock();
-            debug_assert!(
-                reg.channels.values().all(|c| c.waiters.is_empty()),
-                "pub/sub waiters leaked"
-            );
             reg.shutdown = true;
             reg.wire.resync();
         }
@@ -799,12 +869,23 @@ pub(crate) struct NodeWaiter {
 }
 
 impl NodeWaiter {
-    /// Blocks until woken or until `deadline`; true if woken. The caller reports the
-    /// attempt that follows with [`attempted`](Self::attempted).
-    pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
-        let woken = self.rx.recv_deadline(deadline).is_ok();
-        self.unused_wake |= woken;
-        woken
+    /// Blocks until woken, until `deadline`, or until one of the `alarms` goes off. The
+    /// caller reports the attempt that follows a wake-up with [`attempted`](Self::attempted).
+    /// An alarm leaves the slot alone: a wake-up waiting there is handed on when the waiter
+    /// leaves.
+    pub(crate) fn wait_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let wakeup = crossbeam_channel::select_biased! {
+            recv(alarms.closed) -> _ => Wakeup::Closed,
+            recv(alarms.interrupt) -> _ => Wakeup::Interrupt,
+            recv(self.rx) -> token => match token {
+                Ok(()) => Wakeup::Woken,
+                Err(_) => Wakeup::Deadline,
+            },
+            default(timeout) => Wakeup::Deadline,
+        };
+        self.unused_wake |= wakeup == Wakeup::Woken;
+        wakeup
     }
 
     /// An acquire attempt completed (acquired or not): the wake-up, if any, was used.
@@ -940,7 +1021,7 @@ mod tests {
         let mut a = ps.register("c");
         let b = ps.register("c");
         ps.shared.route(message("c", "0"));
-        assert!(a.wait_until(Instant::now()));
+        assert!(a.wait_until(Instant::now(), &Alarms::none()) == Wakeup::Woken);
         drop(a); // taken, but no attempt completed (the attempt failed with an error)
         assert!(b.rx.try_recv().is_ok(), "handed on after a failed attempt");
         drop(b);
@@ -974,7 +1055,7 @@ mod tests {
         let mut a = ps.register("c");
         let b = ps.register("c");
         ps.shared.route(message("c", "0"));
-        assert!(a.wait_until(Instant::now()));
+        assert!(a.wait_until(Instant::now(), &Alarms::none()) == Wakeup::Woken);
         a.attempted(); // re-checked and lost the race: the wake-up was used
         drop(a);
         assert!(b.rx.try_recv().is_err());
@@ -1020,12 +1101,12 @@ mod tests {
         // Regression guard: a big waiter with a pending wake-up absorbed a release message
         // meant for a small one, failed its attempt, and the small one slept forever.
         let ps = offline();
-        let mut big = ps.register_with("s", Wake::Permits, 3);
-        let small = ps.register_with("s", Wake::Permits, 1);
+        let mut big = ps.register_with("s", Wake::Permits, 3).unwrap();
+        let small = ps.register_with("s", Wake::Permits, 1).unwrap();
         big.tx_for_test().try_send(()).unwrap(); // e.g. the subscription confirmation
         ps.shared.route(message("s", "1"));
         assert!(small.rx.try_recv().is_err(), "the pending wake-up counted");
-        assert!(big.wait_until(Instant::now()));
+        assert!(big.wait_until(Instant::now(), &Alarms::none()) == Wakeup::Woken);
         big.attempted(); // failed: needs 3, saw 1
         big.observed(1);
         assert!(small.rx.try_recv().is_ok(), "the 1 permit it saw went on");
@@ -1037,10 +1118,10 @@ mod tests {
     fn semaphore_waiter_that_succeeded_hands_on_a_later_wake_up() {
         // A release announced while the winner's attempt ran may not have been seen by it.
         let ps = offline();
-        let mut a = ps.register_with("s", Wake::Permits, 1);
-        let b = ps.register_with("s", Wake::Permits, 1);
+        let mut a = ps.register_with("s", Wake::Permits, 1).unwrap();
+        let b = ps.register_with("s", Wake::Permits, 1).unwrap();
         ps.shared.route(message("s", "1"));
-        assert!(a.wait_until(Instant::now()));
+        assert!(a.wait_until(Instant::now(), &Alarms::none()) == Wakeup::Woken);
         ps.shared.route(message("s", "1")); // a's slot is empty again: a is told once more
         assert!(b.rx.try_recv().is_err());
         a.attempted();
@@ -1119,7 +1200,7 @@ mod tests {
         ps.shared.route(reply("ssubscribe", "a", 1));
         ps.shared.route(reply("ssubscribe", "z", 2));
         for w in [&mut a1, &mut a2] {
-            assert!(w.wait_until(Instant::now()));
+            assert!(w.wait_until(Instant::now(), &Alarms::none()) == Wakeup::Woken);
             w.attempted();
         }
         assert!(woken(&other));

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::ConnectionInfo;
 
-use super::{Mode, NodeWaiter, PubSub, Shared, Wake};
+use super::{Alarms, Mode, NodeWaiter, PubSub, Shared, Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::net::Dial;
 use crate::target::Target;
@@ -70,6 +70,8 @@ const REGISTER_TRIES: usize = 3;
 /// The cluster dispatcher: sharded connections by node address, opened on demand.
 pub(crate) struct Sharded {
     locate: Locator,
+    /// Set by `close`: no connection is opened any more.
+    closed: std::sync::atomic::AtomicBool,
     pub(super) dial: Dial,
     nodes: Mutex<Nodes>,
     /// When the last slot-map refresh was asked for; held while it runs. See
@@ -103,6 +105,7 @@ impl Sharded {
     pub(crate) fn new(locate: Locator, dial: Dial) -> Sharded {
         Sharded {
             locate,
+            closed: Default::default(),
             dial,
             nodes: Mutex::new(Nodes {
                 by_addr: HashMap::new(),
@@ -174,6 +177,9 @@ impl Sharded {
     /// The connection to the node at `addr`, opened if there is none; closes connections that
     /// have been idle long enough on the way (without waiting for their threads).
     fn node(&self, addr: &str, info: &ConnectionInfo) -> Result<Arc<Shared>> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Closed);
+        }
         let mut retired = Vec::new();
         let found = {
             let mut nodes = self.nodes.lock();
@@ -211,6 +217,45 @@ impl Sharded {
             self.dial.clone(),
             Mode::Sharded,
         )
+    }
+}
+
+impl super::dispatcher::Subscriptions for Sharded {
+    fn register(
+        &self,
+        channel: &str,
+        wake: Wake,
+        need: u32,
+    ) -> Option<Box<dyn super::dispatcher::Registration + '_>> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        Some(Box::new(self.register_with(channel, wake, need)))
+    }
+
+    fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let nodes: Vec<Node> = {
+            let mut nodes = self.nodes.lock();
+            nodes.by_addr.drain().map(|(_, node)| node).collect()
+        };
+        for node in &nodes {
+            node.pubsub.shut();
+        }
+    }
+}
+
+impl super::dispatcher::Registration for ShardedWaiter<'_> {
+    fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
+        ShardedWaiter::block_until(self, deadline, alarms)
+    }
+
+    fn node(&self) -> Option<&NodeWaiter> {
+        ShardedWaiter::node(self)
+    }
+
+    fn node_mut(&mut self) -> Option<&mut NodeWaiter> {
+        ShardedWaiter::node_mut(self)
     }
 }
 
@@ -264,8 +309,8 @@ pub(crate) struct ShardedWaiter<'a> {
 }
 
 impl ShardedWaiter<'_> {
-    /// Blocks until woken or until `deadline`; true if woken (a move counts: the caller
-    /// should re-check after one).
+    /// Blocks until woken (a move counts: the caller should re-check after one), until
+    /// `deadline`, or until an alarm goes off.
     ///
     /// A waiter told its channel moved asks the locator (on a refreshed slot map), registers
     /// on the node it names, leaves the old node, and waits for the new confirmation: the
@@ -273,7 +318,7 @@ impl ShardedWaiter<'_> {
     /// spins: if the locator names the node that reported the move, it subscribes there again
     /// and waits for the confirmation or the deadline as usual; only if that registration
     /// goes bad too does it ask again, and then no sooner than its back-off allows.
-    pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
+    pub(crate) fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
         let mut woken = false;
         loop {
             if let Some(since) = self.went_bad() {
@@ -289,22 +334,35 @@ impl ShardedWaiter<'_> {
                 _ => deadline,
             };
             let got = match &mut self.at {
-                Some((_, node)) => node.wait_until(bound),
+                Some((_, node)) => node.wait_until(bound, alarms),
                 None => {
-                    // Nowhere to listen: nothing wakes it before it may try again.
-                    let _ = crossbeam_channel::never::<()>().recv_deadline(bound);
-                    false
+                    // Nowhere to listen: only an alarm wakes it before it may try again.
+                    let timeout = bound.saturating_duration_since(Instant::now());
+                    crossbeam_channel::select_biased! {
+                        recv(alarms.closed) -> _ => Wakeup::Closed,
+                        recv(alarms.interrupt) -> _ => Wakeup::Interrupt,
+                        default(timeout) => Wakeup::Deadline,
+                    }
                 }
             };
-            if got {
-                woken = true;
-                if self.went_bad().is_none() {
-                    // Confirmed (or a message): the next move is followed at once.
-                    self.retry = Duration::ZERO;
-                    return true;
+            match got {
+                Wakeup::Woken => {
+                    woken = true;
+                    if self.went_bad().is_none() {
+                        // Confirmed (or a message): the next move is followed at once.
+                        self.retry = Duration::ZERO;
+                        return Wakeup::Woken;
+                    }
                 }
-            } else if Instant::now() >= deadline {
-                return woken;
+                Wakeup::Interrupt | Wakeup::Closed => return got,
+                Wakeup::Deadline if Instant::now() >= deadline => {
+                    return if woken {
+                        Wakeup::Woken
+                    } else {
+                        Wakeup::Deadline
+                    };
+                }
+                Wakeup::Deadline => {}
             }
         }
     }
@@ -370,6 +428,46 @@ impl ShardedWaiter<'_> {
 }
 
 #[cfg(test)]
+impl ShardedWaiter<'_> {
+    /// Blocks without alarms; true if woken.
+    fn wait_until(&mut self, deadline: Instant) -> bool {
+        self.block_until(deadline, &Alarms::none()) == Wakeup::Woken
+    }
+
+    fn attempted(&mut self) {
+        if let Some(w) = self.node_mut() {
+            w.attempted();
+        }
+    }
+
+    fn succeeded(&mut self) {
+        if let Some(w) = self.node_mut() {
+            w.succeeded();
+        }
+    }
+
+    fn nudge(&self) {
+        if let Some(w) = self.node() {
+            w.nudge();
+        }
+    }
+
+    fn observed(&self, available: i64) {
+        if let Some(w) = self.node() {
+            w.observed(available);
+        }
+    }
+}
+
+#[cfg(test)]
+impl Sharded {
+    /// Registers a lock waiter.
+    fn register_lock(&self, channel: &str) -> ShardedWaiter<'_> {
+        self.register_with(channel, Wake::Lock, 1)
+    }
+}
+
+#[cfg(test)]
 impl Sharded {
     /// A dispatcher whose node connections `start` makes.
     fn with_nodes(locate: Locator, start: NodeFactory) -> Sharded {
@@ -394,7 +492,6 @@ mod tests {
     use crossbeam_channel::Receiver;
     use redis::IntoConnectionInfo;
 
-    use super::super::dispatcher::Dispatcher;
     use super::super::testing::{moved_error, push, reply, wired, Peer, Server, PATIENCE};
     use super::*;
 
@@ -406,21 +503,14 @@ mod tests {
 
     /// A dispatcher over hand-driven nodes; each node's address and write side's far end
     /// arrive on the receiver as the node is opened.
-    fn hand_driven(locate: Locator) -> (Dispatcher, Receiver<(String, Peer)>) {
+    fn hand_driven(locate: Locator) -> (Sharded, Receiver<(String, Peer)>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let start: NodeFactory = Box::new(move |info| {
             let (pubsub, peer) = wired(Mode::Sharded);
             tx.send((info.addr().to_string(), peer)).unwrap();
             pubsub
         });
-        (Dispatcher::Sharded(Sharded::with_nodes(locate, start)), rx)
-    }
-
-    fn sharded(dispatcher: &Dispatcher) -> &Sharded {
-        match dispatcher {
-            Dispatcher::Sharded(sharded) => sharded,
-            Dispatcher::Plain(_) => unreachable!(),
-        }
+        (Sharded::with_nodes(locate, start), rx)
     }
 
     #[test]
@@ -429,8 +519,8 @@ mod tests {
         // A stale map names A; a refreshed one names B.
         let locate: Locator = Box::new(move |_, refresh| Ok(if refresh { &b } else { &a }.clone()));
         let (dispatcher, opened) = hand_driven(locate);
-        let nodes = sharded(&dispatcher);
-        let mut w = dispatcher.register("c");
+        let nodes = &dispatcher;
+        let mut w = dispatcher.register_lock("c");
         let (addr_a, mut peer_a) = opened.recv_timeout(PATIENCE).unwrap();
         assert_eq!(peer_a.command(), ["SSUBSCRIBE", "c"]);
         let node_a = nodes.node_for_test(&addr_a);
@@ -480,9 +570,9 @@ mod tests {
     fn waiter_named_a_node_that_keeps_refusing_retries_with_back_off_not_spinning() {
         let (locate, calls) = recording(7001);
         let (dispatcher, opened) = hand_driven(locate);
-        let mut w = dispatcher.register("c");
+        let mut w = dispatcher.register_lock("c");
         let (addr, mut peer) = opened.recv_timeout(PATIENCE).unwrap();
-        let node = sharded(&dispatcher).node_for_test(&addr);
+        let node = dispatcher.node_for_test(&addr);
         // The node refuses every SSUBSCRIBE (its map disagrees with the locator's), until
         // its connection closes.
         let refusing = std::thread::spawn(move || {
@@ -518,13 +608,11 @@ mod tests {
     fn waiters_told_of_one_move_share_one_slot_map_refresh() {
         let (locate, calls) = recording(7001);
         let (dispatcher, opened) = hand_driven(locate);
-        let mut w1 = dispatcher.register("c");
-        let mut w2 = dispatcher.register("c");
+        let mut w1 = dispatcher.register_lock("c");
+        let mut w2 = dispatcher.register_lock("c");
         let (addr, mut peer) = opened.recv_timeout(PATIENCE).unwrap();
         assert_eq!(peer.command(), ["SSUBSCRIBE", "c"]);
-        sharded(&dispatcher)
-            .node_for_test(&addr)
-            .route(moved_error());
+        dispatcher.node_for_test(&addr).route(moved_error());
         assert!(w1.wait_until(Instant::now()));
         assert!(w2.wait_until(Instant::now()));
         assert_eq!(*calls.lock(), [false, false, true, false]);
@@ -541,7 +629,7 @@ mod tests {
             _ => Ok(a.clone()),
         });
         let (dispatcher, opened) = hand_driven(locate);
-        let mut w = dispatcher.register("c"); // fails
+        let mut w = dispatcher.register_lock("c"); // fails
         assert!(!w.wait_until(Instant::now()), "nowhere to listen"); // fails again
         w.attempted();
         w.nudge();
@@ -553,7 +641,7 @@ mod tests {
             // Located after the back-off, without waiting for the deadline.
             let (addr, mut peer) = opened.recv_timeout(PATIENCE).unwrap();
             assert_eq!(peer.command(), ["SSUBSCRIBE", "c"]);
-            sharded(&dispatcher)
+            dispatcher
                 .node_for_test(&addr)
                 .route(reply("ssubscribe", "c", 1));
             assert!(waiting.join().unwrap(), "confirmed");
@@ -567,8 +655,8 @@ mod tests {
         let locate: Locator =
             Box::new(|channel, _| Ok(node_info(if channel == "a" { 7001 } else { 7002 })));
         let (dispatcher, opened) = hand_driven(locate);
-        let nodes = sharded(&dispatcher);
-        drop(dispatcher.register("a"));
+        let nodes = &dispatcher;
+        drop(dispatcher.register_lock("a"));
         let (addr_a, mut peer_a) = opened.recv_timeout(PATIENCE).unwrap();
         assert_eq!(peer_a.command(), ["SSUBSCRIBE", "a"]);
         assert_eq!(peer_a.command(), ["SUNSUBSCRIBE", "a"]);
@@ -583,12 +671,12 @@ mod tests {
             map.last_sweep = long_ago;
             map.by_addr.get_mut(&addr_a).unwrap().idle_since = Some(long_ago);
         }
-        let b = dispatcher.register("b");
+        let b = dispatcher.register_lock("b");
         let (addr_b, _peer_b) = opened.recv_timeout(PATIENCE).unwrap();
         assert_ne!(addr_a, addr_b);
         assert!(node_a.register("a", Wake::Lock, 1).is_none(), "A is closed");
         assert!(peer_a.rest().is_empty(), "and its socket with it");
-        let _a = dispatcher.register("a");
+        let _a = dispatcher.register_lock("a");
         let (reopened, _) = opened.recv_timeout(PATIENCE).unwrap();
         assert_eq!(reopened, addr_a);
         drop(b);
@@ -600,9 +688,12 @@ mod tests {
         let target = Arc::new(Target::Fixed(server.info()));
         let pubsub = PubSub::start(target, Dial::plain(PATIENCE), Mode::Sharded).unwrap();
         let channel = "redisson_lock__channel:{sharded}";
-        let mut w = pubsub.register_with(channel, Wake::Lock, 1);
+        let mut w = pubsub.register_with(channel, Wake::Lock, 1).unwrap();
         let deadline = Instant::now() + PATIENCE;
-        assert!(w.wait_until(deadline), "subscription confirmed");
+        assert!(
+            (w.wait_until(deadline, &Alarms::none()) == Wakeup::Woken),
+            "subscription confirmed"
+        );
         w.attempted();
         let mut conn = server.conn();
         let plain: i64 = redis::cmd("PUBLISH")
@@ -618,7 +709,7 @@ mod tests {
             .unwrap();
         assert_eq!(receivers, 1);
         assert!(
-            w.wait_until(deadline) && Instant::now() < deadline,
+            (w.wait_until(deadline, &Alarms::none()) == Wakeup::Woken) && Instant::now() < deadline,
             "the unlock"
         );
         w.attempted();
@@ -630,9 +721,9 @@ mod tests {
         let server = Server::start();
         let info = server.info();
         let locate: Locator = Box::new(move |_, _| Ok(info.clone()));
-        let dispatcher = Dispatcher::Sharded(Sharded::new(locate, Dial::plain(PATIENCE)));
+        let dispatcher = Sharded::new(locate, Dial::plain(PATIENCE));
         let channel = "redisson_lock__channel:{dispatched}";
-        let mut w = dispatcher.register(channel);
+        let mut w = dispatcher.register_lock(channel);
         let deadline = Instant::now() + PATIENCE;
         assert!(w.wait_until(deadline), "subscription confirmed");
         w.attempted();

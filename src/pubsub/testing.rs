@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use redis::{ConnectionInfo, IntoConnectionInfo, Value};
 
+use parking_lot::Mutex;
+
 use super::{Mode, PubSub, Shared};
 use crate::net::{Dial, Stream};
 use crate::target::Target;
@@ -72,7 +74,7 @@ pub(super) fn wired(mode: Mode) -> (PubSub, Peer) {
     shared.registry.lock().wire.writer = Some(Stream::Plain(writer));
     let pubsub = PubSub {
         shared,
-        thread: None,
+        thread: Mutex::new(None),
     };
     let peer = Peer {
         stream,

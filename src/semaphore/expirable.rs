@@ -9,7 +9,7 @@ use crate::client::Client;
 use crate::config::{check_duration, millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::{suffixed, tagged};
-use crate::pubsub::Wake;
+use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
 /// What the scripts say when the permit timeout set (not the count) has the wrong type.
@@ -130,18 +130,6 @@ pub struct PermitExpirableSemaphore {
     timeouts: Arc<str>,
     /// `redisson_sc:{name}`.
     channel: Arc<str>,
-}
-
-/// One acquire attempt's outcome.
-enum Attempt {
-    /// Taken; `left` permits remain.
-    Acquired { left: i64 },
-    /// None free: `available` (< 1) permits, and how long until the earliest permit expires
-    /// (`None`: no permit can expire).
-    Busy {
-        available: i64,
-        retry_in: Option<Duration>,
-    },
 }
 
 impl PermitExpirableSemaphore {
@@ -470,21 +458,40 @@ impl PermitExpirableSemaphore {
         })
     }
 
-    /// One acquire attempt with permit id `id`.
-    fn attempt(&self, id: &PermitId, lease: Duration) -> Result<Attempt> {
+    /// One acquire attempt with permit id `id`: the permit id once taken. The count it saw
+    /// goes to the other waiters; and when it took the last permit, or learned when the
+    /// earliest permit expires, one other waiter is told as this one leaves (the others'
+    /// wait bounds predate that expiry: else a holder that dies could strand them).
+    fn attempt(&self, id: &PermitId, lease: Duration) -> Result<Tried<PermitId>> {
         let lease_ms = millis(lease).to_string();
         let reply: Vec<i64> = self.run(&scripts::PES_ACQUIRE, &[&lease_ms, id.as_str()])?;
         match reply[..] {
-            [1, left] => Ok(Attempt::Acquired { left }),
-            [0, available, wait] => Ok(Attempt::Busy {
-                available,
-                retry_in: u64::try_from(wait).ok().map(Duration::from_millis),
-            }),
+            [1, left] => {
+                let tried = Tried::done(id.clone()).seeing(left);
+                Ok(if left <= 0 {
+                    tried.telling_one()
+                } else {
+                    tried
+                })
+            }
+            [0, available, wait] => {
+                let retry_in = u64::try_from(wait).ok().map(Duration::from_millis);
+                let tried = Tried::again(retry_in).seeing(available);
+                Ok(if retry_in.is_some() {
+                    tried.telling_one()
+                } else {
+                    tried
+                })
+            }
             _ => Err(Error::Protocol(format!("acquire script replied {reply:?}"))),
         }
     }
 
-    /// The one acquire path: tries, then waits until `deadline` (forever when `None`).
+    /// The one acquire path: tries, then waits until `deadline` (forever when `None`),
+    /// through the one wait function. Each block ends when woken (a release, added permits,
+    /// the subscription confirmed, a pub/sub reconnect), at the deadline, or when the earliest
+    /// permit expires: expired permits are reclaimed by the next script call, which nobody
+    /// else may make.
     fn acquire_until(
         &self,
         deadline: Option<Instant>,
@@ -494,63 +501,12 @@ impl PermitExpirableSemaphore {
         check_duration("lease", lease)?;
         // One id for every attempt: a failed attempt stores nothing under it.
         let id = PermitId::random();
-        match self.attempt(&id, lease)? {
-            Attempt::Acquired { .. } => Ok(Some(id)),
-            Attempt::Busy { .. } if deadline.is_some_and(|d| Instant::now() >= d) => Ok(None),
-            Attempt::Busy { retry_in, .. } => self.wait(id, lease, deadline, retry_in),
-        }
-    }
-
-    /// Blocks on the semaphore's channel and re-tries until a permit is taken or `deadline`.
-    /// Each block ends when woken (a release, added permits, the subscription confirmed, a
-    /// pub/sub reconnect), at the deadline, or when the earliest permit expires (`retry_in`
-    /// after the last attempt): expired permits are reclaimed by the next script call, which
-    /// nobody else may make.
-    fn wait(
-        &self,
-        id: PermitId,
-        lease: Duration,
-        deadline: Option<Instant>,
-        mut retry_in: Option<Duration>,
-    ) -> Result<Option<PermitId>> {
-        // Register first, re-try once the subscription is confirmed, then block: a release
-        // published in between wakes us, and one before the re-try is seen by it.
-        let pubsub = &self.client.inner.pubsub;
-        let mut waiter = pubsub.register_with(&self.channel, Wake::Permits, 1);
-        loop {
-            let now = Instant::now();
-            let bound = retry_in.map_or(now + MAX_DURATION, |d| now + d);
-            waiter.wait_until(deadline.map_or(bound, |d| d.min(bound)));
-            let outcome = self.attempt(&id, lease)?; // on error, the waiter passes a wake-up on
-            waiter.attempted();
-            // Report what the attempt saw, so that permits left over wake the next waiters.
-            match outcome {
-                Attempt::Acquired { left } => {
-                    waiter.observed(left);
-                    if left <= 0 {
-                        // The others' wait bounds predate this permit's expiry: one of them
-                        // re-checks to learn it (else a holder that dies strands them).
-                        waiter.nudge();
-                    }
-                    waiter.succeeded();
-                    return Ok(Some(id));
-                }
-                Attempt::Busy {
-                    available,
-                    retry_in: next,
-                } => {
-                    waiter.observed(available);
-                    retry_in = next;
-                }
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                if retry_in.is_some() {
-                    // It knew when a permit expires: another waiter takes over that timer.
-                    waiter.nudge();
-                }
-                return Ok(None);
-            }
-        }
+        wait(
+            &self.client.inner.pubsub,
+            Channel::permits(&self.channel, 1),
+            deadline,
+            || self.attempt(&id, lease),
+        )
     }
 }
 

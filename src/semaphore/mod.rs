@@ -11,7 +11,7 @@ use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::tagged;
-use crate::pubsub::Wake;
+use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.
@@ -341,46 +341,36 @@ impl Semaphore {
         self.client.inner.pool.run(&self.name, f)
     }
 
-    /// One attempt: whether the permits were taken, and the count it saw (after taking them).
-    fn attempt(&self, permits: u32) -> Result<(bool, i64)> {
+    /// One attempt: done if the permits were taken; either way, the count it saw (after
+    /// taking them) goes to the other waiters.
+    fn attempt(&self, permits: u32) -> Result<Tried<()>> {
         let (taken, count): (i64, i64) = self.run(|c| {
             scripts::SEMAPHORE_ACQUIRE
                 .key(&*self.name)
                 .arg(permits)
                 .invoke(c)
         })?;
-        Ok((taken == 1, count))
+        let tried = if taken == 1 {
+            Tried::done(())
+        } else {
+            Tried::again(None)
+        };
+        Ok(tried.seeing(count))
     }
 
     /// The one acquire path: tries, then waits on the channel until `deadline` (forever when
-    /// `None`). Each attempt reports the count it saw to the dispatcher, which wakes the
-    /// other waiters those permits may serve.
+    /// `None`), through the one wait function. Each attempt reports the count it saw, which
+    /// wakes the other waiters those permits may serve.
     fn acquire_until(&self, permits: u32, deadline: Option<Instant>) -> Result<bool> {
         self.check_name()?;
         check_permits(permits)?;
-        if self.attempt(permits)?.0 {
-            return Ok(true);
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(false);
-        }
-        // Register, re-try once the subscription is confirmed (the first wake-up), then block:
-        // a release published after the failed attempt is seen either way.
-        let pubsub = &self.client.inner.pubsub;
-        let mut waiter = pubsub.register_with(&self.channel, Wake::Permits, permits);
-        loop {
-            waiter.wait_until(deadline.unwrap_or_else(|| Instant::now() + MAX_DURATION));
-            let (taken, count) = self.attempt(permits)?;
-            waiter.attempted();
-            waiter.observed(count);
-            if taken {
-                waiter.succeeded();
-                return Ok(true);
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(false);
-            }
-        }
+        let taken = wait(
+            &self.client.inner.pubsub,
+            Channel::permits(&self.channel, permits),
+            deadline,
+            || self.attempt(permits),
+        )?;
+        Ok(taken.is_some())
     }
 }
 

@@ -1,0 +1,187 @@
+//! The wait: how every blocking call of every primitive (each lock kind, and through them
+//! MultiLock and RedLock; both semaphores; the latch) waits. A primitive supplies one thing,
+//! its attempt ("try once": done, or try again within a bound); this function owns the rest
+//! of the protocol, so that no primitive can get it wrong:
+//!
+//! 1. attempt once; done, or out of time, without touching pub/sub;
+//! 2. register on the channel (subscribing if this client is not yet), which counts the thread
+//!    in the `waiting` gauge;
+//! 3. block until woken: the first wake-up is the subscription's confirmation, so the
+//!    re-check that follows sees every release published before it, and a release published
+//!    after it wakes the waiter (no lost wake-up); the block is bounded by what the attempt
+//!    said (a lock's remaining lease, a permit's expiry), so even a lost message costs one
+//!    bound at most;
+//! 4. re-check, and report it: the wake-up was used (`attempted`), permits seen are passed to
+//!    the waiters they may serve (`observed`), and on success nothing is handed on;
+//! 5. leave, on every path (success, deadline, error, interrupt, close): unregistering hands a
+//!    wake-up that was received and not used to the next waiter, unsubscribes the last waiter
+//!    of a channel, and, where the attempt asked for it, wakes one other waiter to learn what
+//!    this one knew.
+//!
+//! Interruption and close are handled here once: the block also listens to the thread's
+//! interrupt ([`Interrupter`](crate::Interrupter)) and the client's close alarm.
+
+use std::time::{Duration, Instant};
+
+use super::{Alarms, Dispatcher, Wake, Wakeup};
+use crate::config::MAX_DURATION;
+use crate::error::{Error, Result};
+use crate::interrupt::Interruption;
+
+/// The channel a wait listens on, and how its messages wake.
+pub(crate) struct Channel<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) wake: Wake,
+    /// Permits the waiter needs (1 unless `wake` is [`Wake::Permits`]).
+    pub(crate) need: u32,
+}
+
+impl<'a> Channel<'a> {
+    /// A lock's channel: `0` wakes one waiter, anything else all.
+    pub(crate) fn lock(name: &'a str) -> Channel<'a> {
+        Channel {
+            name,
+            wake: Wake::Lock,
+            need: 1,
+        }
+    }
+
+    /// A semaphore's channel, for a waiter that needs `need` permits.
+    pub(crate) fn permits(name: &'a str, need: u32) -> Channel<'a> {
+        Channel {
+            name,
+            wake: Wake::Permits,
+            need,
+        }
+    }
+
+    /// A channel whose every message wakes every waiter (a latch's).
+    pub(crate) fn all(name: &'a str) -> Channel<'a> {
+        Channel {
+            name,
+            wake: Wake::All,
+            need: 1,
+        }
+    }
+}
+
+/// What one attempt found: done with a value, or not yet.
+#[must_use]
+pub(crate) struct Tried<T> {
+    done: Option<T>,
+    /// Not done: try again after this even without a wake-up; `None`: only when woken.
+    within: Option<Duration>,
+    /// Permits the attempt saw left (after taking its own, if it did).
+    seen: Option<i64>,
+    /// The attempt learned something the other waiters' bounds may lack: when this waiter
+    /// leaves after it, one other waiter is woken to re-check.
+    tell_one: bool,
+}
+
+impl<T> Tried<T> {
+    /// Done: the wait ends with `value`.
+    pub(crate) fn done(value: T) -> Tried<T> {
+        Tried {
+            done: Some(value),
+            within: None,
+            seen: None,
+            tell_one: false,
+        }
+    }
+
+    /// Not yet: try again when woken, or after `within` at the latest (`None`: only when
+    /// woken).
+    pub(crate) fn again(within: Option<Duration>) -> Tried<T> {
+        Tried {
+            done: None,
+            within,
+            seen: None,
+            tell_one: false,
+        }
+    }
+
+    /// The attempt saw `permits` left: they may serve other waiters of the channel.
+    pub(crate) fn seeing(mut self, permits: i64) -> Tried<T> {
+        self.seen = Some(permits);
+        self
+    }
+
+    /// When the waiter leaves after this attempt, wake one other waiter: it knew something
+    /// (a permit's expiry) that the others' wait bounds may predate.
+    pub(crate) fn telling_one(mut self) -> Tried<T> {
+        self.tell_one = true;
+        self
+    }
+}
+
+/// Attempts until done (`Ok(Some)`) or until `deadline` passes (`Ok(None)`; never without a
+/// deadline), waiting on `channel` between attempts. A deadline already past makes exactly
+/// one attempt.
+///
+/// # Errors
+///
+/// An attempt's error, at once; [`Error::Interrupted`] when the thread's interrupt is taken
+/// (pending when the wait would block, or requested while it blocks); [`Error::Closed`] when
+/// the client is (or gets) closed.
+pub(crate) fn wait<T>(
+    dispatcher: &Dispatcher,
+    channel: Channel<'_>,
+    deadline: Option<Instant>,
+    mut attempt: impl FnMut() -> Result<Tried<T>>,
+) -> Result<Option<T>> {
+    let mut last = attempt()?;
+    if let Some(value) = last.done.take() {
+        return Ok(Some(value));
+    }
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        return Ok(None);
+    }
+    let interruption = Interruption::current();
+    if interruption.take() {
+        return Err(Error::Interrupted);
+    }
+    let Some(mut waiter) = dispatcher.register(channel.name, channel.wake, channel.need) else {
+        return Err(Error::Closed);
+    };
+    let alarms = Alarms {
+        interrupt: interruption.signal().clone(),
+        closed: dispatcher.closed_alarm(),
+    };
+    loop {
+        let now = Instant::now();
+        let bound = now + last.within.unwrap_or(MAX_DURATION);
+        let until = deadline.map_or(bound, |d| d.min(bound));
+        match waiter.block_until(until, &alarms) {
+            Wakeup::Woken | Wakeup::Deadline => {}
+            Wakeup::Closed => return Err(Error::Closed),
+            Wakeup::Interrupt if interruption.take() => {
+                if last.tell_one {
+                    waiter.nudge();
+                }
+                return Err(Error::Interrupted);
+            }
+            // A stale alarm: an interrupt already taken left its wake-up behind.
+            Wakeup::Interrupt => continue,
+        }
+        // On error the waiter leaves (on drop) and passes an unused wake-up on.
+        let mut tried = attempt()?;
+        waiter.attempted();
+        if let Some(permits) = tried.seen {
+            waiter.observed(permits);
+        }
+        if let Some(value) = tried.done.take() {
+            if tried.tell_one {
+                waiter.nudge();
+            }
+            waiter.succeeded();
+            return Ok(Some(value));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            if tried.tell_one {
+                waiter.nudge();
+            }
+            return Ok(None);
+        }
+        last = tried;
+    }
+}
