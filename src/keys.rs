@@ -12,6 +12,8 @@
 // Until every call site takes its names from here.
 #![allow(dead_code)]
 
+use crate::inspect::Kind;
+
 /// Prefix of a lock's channel: `redisson_lock__channel:{name}`.
 pub(crate) const LOCK_CHANNEL: &str = "redisson_lock__channel";
 /// Prefix of a fair lock's queue of waiting owners.
@@ -133,6 +135,64 @@ pub(crate) fn latch_channel(name: &str) -> String {
 /// newest writer.
 pub(crate) fn resource_fence(name: &str) -> String {
     tagged(RESOURCE_FENCE, name)
+}
+
+/// The keys and channels of the object `name`, in Redisson's layout: what `inspect` reads and
+/// `watch` subscribes.
+pub(crate) struct Layout {
+    pub(crate) name: String,
+    pub(crate) queue: String,
+    pub(crate) timeouts: String,
+    pub(crate) token: String,
+    pub(crate) permits: String,
+    pub(crate) fence: String,
+    /// `{name}`: what every read-hold lease key starts with.
+    pub(crate) read_prefix: String,
+    pub(crate) lock_channel: String,
+    pub(crate) rw_channel: String,
+    pub(crate) semaphore_channel: String,
+    pub(crate) latch_channel: String,
+}
+
+impl Layout {
+    pub(crate) fn new(name: &str) -> Layout {
+        Layout {
+            name: name.to_owned(),
+            queue: fair_queue(name),
+            timeouts: fair_timeouts(name),
+            token: fence_token(name),
+            permits: permit_timeouts(name),
+            fence: resource_fence(name),
+            read_prefix: hashed(name),
+            lock_channel: lock_channel(name),
+            rw_channel: rw_channel(name),
+            semaphore_channel: semaphore_channel(name),
+            latch_channel: latch_channel(name),
+        }
+    }
+
+    /// Every channel a waiter on any kind of object `name` listens on (but a fair lock's
+    /// per-waiter channels).
+    pub(crate) fn channels(&self) -> [&str; 4] {
+        [
+            &self.lock_channel,
+            &self.rw_channel,
+            &self.semaphore_channel,
+            &self.latch_channel,
+        ]
+    }
+
+    /// The channels whose subscribers wait on an object of `kind`.
+    pub(crate) fn wait_channels(&self, kind: Kind) -> Vec<&str> {
+        match kind {
+            Kind::Reentrant | Kind::Fenced => vec![&self.lock_channel],
+            Kind::ReadWrite => vec![&self.rw_channel],
+            Kind::Semaphore | Kind::PermitExpirableSemaphore => vec![&self.semaphore_channel],
+            Kind::CountDownLatch => vec![&self.latch_channel],
+            Kind::SemaphoreOrLatch => vec![&self.semaphore_channel, &self.latch_channel],
+            _ => vec![],
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{ExpirablePermit, Holder, Inspection, Kind, Layout, Mode, Owner, QueueEntry};
+use super::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
 use crate::error::{Error, Result};
+use crate::keys::Layout;
 
 /// Fencing-token and permit-expiry scores at or above this never expire (Redisson's bound).
 const NEVER_MS: f64 = 922_337_203_685_477.0;
