@@ -36,6 +36,9 @@ pub(crate) const PERMIT_TIMEOUTS: &str = "timeout";
 pub(crate) const READ_HOLD: &str = "rwlock_timeout";
 /// Suffix of a writer's hash field in a read-write lock: `<owner>:write`.
 pub(crate) const WRITE_FIELD: &str = "write";
+/// The hash field of a [`FencedResource`](crate::FencedResource)'s fence that holds the newest
+/// token (beside `holder`, who wrote with it).
+pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
