@@ -36,6 +36,8 @@ pub(crate) const PERMIT_TIMEOUTS: &str = "timeout";
 pub(crate) const READ_HOLD: &str = "rwlock_timeout";
 /// Suffix of a writer's hash field in a read-write lock: `<owner>:write`.
 pub(crate) const WRITE_FIELD: &str = "write";
+/// The hash field of a read-write lock's mode (`read` or `write`).
+pub(crate) const MODE_FIELD: &str = "mode";
 /// The hash field of a [`FencedResource`](crate::FencedResource)'s fence that holds the newest
 /// token (beside `holder`, who wrote with it).
 pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
@@ -116,6 +118,74 @@ pub(crate) fn write_field(owner: &str) -> String {
 /// `{name}:<owner>:rwlock_timeout`: `owner`'s read holds are `<this>:<n>`, n = 1, 2, ...
 pub(crate) fn read_holds(name: &str, owner: &str) -> String {
     format!("{}:{READ_HOLD}", suffixed(name, owner))
+}
+
+/// `owner`'s read hold number `n` (1, 2, ...) of a read-write lock:
+/// `{name}:<owner>:rwlock_timeout:<n>`, a STRING whose PEXPIRE is the hold's lease.
+pub(crate) fn read_hold(name: &str, owner: &str, n: impl std::fmt::Display) -> String {
+    format!("{}:{n}", read_holds(name, owner))
+}
+
+/// The owner of a writer's hash field `<owner>:write` (the inverse of [`write_field`]);
+/// `None` for any other field.
+pub(crate) fn writer_of(field: &str) -> Option<&str> {
+    field.strip_suffix(WRITE_FIELD)?.strip_suffix(':')
+}
+
+/// A read hold's lease key `{name}:<client id>:<thread>:rwlock_timeout:<n>` split into
+/// `{name}` (the [`hashed`] name), the owner and `n` (the inverse of [`read_hold`]); `None`
+/// for any other key.
+pub(crate) fn split_read_hold(key: &str) -> Option<(&str, &str, &str)> {
+    let (before, n) = key.rsplit_once(&format!(":{READ_HOLD}:"))?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (base, _) = before
+        .rsplit_once(':')
+        .and_then(|(b, _)| b.rsplit_once(':'))?;
+    Some((base, &before[base.len() + 1..], n))
+}
+
+/// `key` without `prefix:` in front.
+fn after<'k>(key: &'k str, prefix: &str) -> Option<&'k str> {
+    key.strip_prefix(prefix)?.strip_prefix(':')
+}
+
+/// Whether `key` is an unlock's short-lived idempotency key ([`unlock_latch`]).
+pub(crate) fn is_unlock_latch(key: &str) -> bool {
+    after(key, UNLOCK_LATCH).is_some()
+}
+
+/// What stands for the object's name in `key`, if `key` is a helper key that belongs to an
+/// object (a [`TAGGED_HELPERS`] key, an unlock latch, permit expiries or a read hold): the
+/// [`hashed`] name, whose [`unhashed`] names are the objects it may belong to.
+pub(crate) fn helper_of(key: &str) -> Option<&str> {
+    if let Some(rest) = TAGGED_HELPERS.iter().find_map(|p| after(key, p)) {
+        return Some(rest);
+    }
+    if let Some(rest) = after(key, UNLOCK_LATCH) {
+        return rest.rsplit_once(':').map(|(name, _request)| name);
+    }
+    if let Some(base) = key
+        .strip_suffix(PERMIT_TIMEOUTS)
+        .and_then(|b| b.strip_suffix(':'))
+    {
+        return Some(base);
+    }
+    split_read_hold(key).map(|(base, _owner, _n)| base)
+}
+
+/// The names whose [`hashed`] form is `hashed` (the inverse of [`hashed`]): `{a}` is that of
+/// `a` and of `{a}` itself, `{a}b` only that of `{a}b`, and a string without braces none.
+pub(crate) fn unhashed(hashed: &str) -> Vec<String> {
+    let inner = hashed.strip_prefix('{').and_then(|r| r.strip_suffix('}'));
+    match inner {
+        Some(inner) if !inner.is_empty() && !inner.contains(['{', '}']) => {
+            vec![inner.to_owned(), hashed.to_owned()]
+        }
+        _ if hashed.contains('{') => vec![hashed.to_owned()],
+        _ => Vec::new(),
+    }
 }
 
 /// A semaphore's channel (both kinds): the message is the new permit count.
@@ -217,5 +287,34 @@ mod tests {
             latch_channel("{a}b"),
             "redisson_countdownlatch__channel__{{a}b}"
         );
+    }
+
+    #[test]
+    fn helper_keys_parse_back_to_their_object() {
+        for name in ["orders", "{user:1}:cart", "a{b", "{x}"] {
+            let helpers = [
+                fair_queue(name),
+                fair_timeouts(name),
+                fence_token(name),
+                resource_fence(name),
+                unlock_latch(name, "00ff"),
+                permit_timeouts(name),
+                read_hold(name, "c:7", 2),
+            ];
+            for key in helpers {
+                let names = helper_of(&key).map(unhashed).unwrap_or_default();
+                assert!(names.iter().any(|n| n == name), "{key}: {names:?}");
+            }
+            assert!(is_unlock_latch(&unlock_latch(name, "00ff")));
+        }
+        assert_eq!(
+            split_read_hold(&read_hold("{a}b", "c:7", 12)),
+            Some(("{a}b", "c:7", "12"))
+        );
+        assert_eq!(split_read_hold("{rw}:c:7:rwlock_timeout:x"), None);
+        assert_eq!(writer_of(&write_field("c:7")), Some("c:7"));
+        assert_eq!(writer_of("c:7"), None);
+        assert!(helper_of(&lock_channel("orders")).is_none());
+        assert!(!is_unlock_latch(&fair_queue("orders")));
     }
 }
