@@ -1,8 +1,8 @@
 //! The key layout: every Redis key, hash field and pub/sub channel of every object, written
 //! once. This is the wire contract with Redisson (`RedissonObject.prefixName` and
 //! `suffixName`, and each object's channel name); primitives, `inspect`, `list` and `watch`
-//! all take their names from here, and the crate docs' key-layout table is checked against
-//! it by a test.
+//! all take their names from here, and the key-layout tables of the crate docs and the
+//! README are checked against it by a test.
 //!
 //! `name` is the object's name as given (the key of its main value). Helper keys and channels
 //! carry the name as a cluster hash tag (`prefix:{name}`), so that everything of one object
@@ -271,6 +271,76 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every key and channel of an object `name`, written as the docs' key-layout tables
+    /// write them (`<owner>`, `<request id>`, `<n>` for the parts that vary).
+    fn documented_keys() -> Vec<String> {
+        let layout = Layout::new("name");
+        let mut keys: Vec<String> = layout.channels().map(str::to_owned).to_vec();
+        keys.extend([
+            layout.name,
+            layout.queue,
+            layout.timeouts,
+            layout.token,
+            layout.permits,
+            layout.fence,
+            unlock_latch("name", "<request id>"),
+            fair_waiter_channel("name", "<owner>"),
+            read_hold("name", "<owner>", "<n>"),
+        ]);
+        keys
+    }
+
+    /// The rows of the "Key layout (Redisson's)" table in `doc` (crate docs or markdown).
+    fn key_table(doc: &str) -> Vec<&str> {
+        doc.lines()
+            .map(|line| line.trim_start_matches("//!").trim())
+            .skip_while(|line| !line.ends_with("Key layout (Redisson's)"))
+            .skip(1)
+            .skip_while(|line| line.is_empty())
+            .take_while(|line| line.starts_with('|'))
+            .collect()
+    }
+
+    /// The `code` spans of a table row.
+    fn spans(row: &str) -> impl Iterator<Item = &str> {
+        row.split('`').skip(1).step_by(2)
+    }
+
+    #[test]
+    fn the_docs_key_tables_list_what_this_module_produces() {
+        let keys = documented_keys();
+        let fields = [
+            MODE_FIELD.to_owned(),
+            write_field("<owner>"),
+            RESOURCE_TOKEN_FIELD.to_owned(),
+        ];
+        let docs = [
+            ("src/lib.rs", include_str!("lib.rs")),
+            ("README.md", include_str!("../README.md")),
+        ];
+        for (file, doc) in docs {
+            let rows = key_table(doc);
+            assert!(rows.len() > 10, "{file}: no key-layout table found");
+            let listed: Vec<&str> = rows.iter().flat_map(|row| spans(row)).collect();
+            for name in keys.iter().chain(&fields) {
+                assert!(
+                    listed.contains(&name.as_str()),
+                    "{file} does not list `{name}`"
+                );
+            }
+            // And no key or channel the module does not produce.
+            for span in listed {
+                let key_like = span.contains("name")
+                    || span.starts_with("redisson")
+                    || span.starts_with("redlatch_");
+                assert!(
+                    !key_like || keys.iter().any(|k| k == span),
+                    "{file} lists `{span}`, which keys.rs does not produce"
+                );
+            }
+        }
+    }
 
     #[test]
     fn helper_keys_share_the_object_slot() {
