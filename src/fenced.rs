@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::{tagged, LockGuard};
+use crate::keys;
+use crate::lock::LockGuard;
 use crate::scripts;
 
 /// Tokens must stay below 2^53 - 1: the fence script compares them as Lua numbers (doubles),
@@ -59,7 +60,7 @@ impl FencedResource {
         FencedResource {
             client,
             name: name.into(),
-            fence: tagged("redlatch_fence", name).into(),
+            fence: keys::resource_fence(name).into(),
         }
     }
 
@@ -186,7 +187,10 @@ impl FencedResource {
     pub fn newest_token(&self) -> Result<Option<u64>> {
         self.check_name()?;
         let seen: Option<String> = self.client.inner.pool.run(&self.fence, |c| {
-            redis::cmd("HGET").arg(&*self.fence).arg("token").query(c)
+            redis::cmd("HGET")
+                .arg(&*self.fence)
+                .arg(keys::RESOURCE_TOKEN_FIELD)
+                .query(c)
         })?;
         parse_token(seen, &self.fence)
     }

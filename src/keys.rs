@@ -1,8 +1,8 @@
 //! The key layout: every Redis key, hash field and pub/sub channel of every object, written
 //! once. This is the wire contract with Redisson (`RedissonObject.prefixName` and
 //! `suffixName`, and each object's channel name); primitives, `inspect`, `list` and `watch`
-//! all take their names from here, and the crate docs' key-layout table is checked against
-//! it by a test.
+//! all take their names from here, and the key-layout tables of the crate docs and the
+//! README are checked against it by a test.
 //!
 //! `name` is the object's name as given (the key of its main value). Helper keys and channels
 //! carry the name as a cluster hash tag (`prefix:{name}`), so that everything of one object
@@ -11,6 +11,8 @@
 
 // Until every call site takes its names from here.
 #![allow(dead_code)]
+
+use crate::inspect::Kind;
 
 /// Prefix of a lock's channel: `redisson_lock__channel:{name}`.
 pub(crate) const LOCK_CHANNEL: &str = "redisson_lock__channel";
@@ -34,6 +36,11 @@ pub(crate) const PERMIT_TIMEOUTS: &str = "timeout";
 pub(crate) const READ_HOLD: &str = "rwlock_timeout";
 /// Suffix of a writer's hash field in a read-write lock: `<owner>:write`.
 pub(crate) const WRITE_FIELD: &str = "write";
+/// The hash field of a read-write lock's mode (`read` or `write`).
+pub(crate) const MODE_FIELD: &str = "mode";
+/// The hash field of a [`FencedResource`](crate::FencedResource)'s fence that holds the newest
+/// token (beside `holder`, who wrote with it).
+pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
@@ -113,6 +120,74 @@ pub(crate) fn read_holds(name: &str, owner: &str) -> String {
     format!("{}:{READ_HOLD}", suffixed(name, owner))
 }
 
+/// `owner`'s read hold number `n` (1, 2, ...) of a read-write lock:
+/// `{name}:<owner>:rwlock_timeout:<n>`, a STRING whose PEXPIRE is the hold's lease.
+pub(crate) fn read_hold(name: &str, owner: &str, n: impl std::fmt::Display) -> String {
+    format!("{}:{n}", read_holds(name, owner))
+}
+
+/// The owner of a writer's hash field `<owner>:write` (the inverse of [`write_field`]);
+/// `None` for any other field.
+pub(crate) fn writer_of(field: &str) -> Option<&str> {
+    field.strip_suffix(WRITE_FIELD)?.strip_suffix(':')
+}
+
+/// A read hold's lease key `{name}:<client id>:<thread>:rwlock_timeout:<n>` split into
+/// `{name}` (the [`hashed`] name), the owner and `n` (the inverse of [`read_hold`]); `None`
+/// for any other key.
+pub(crate) fn split_read_hold(key: &str) -> Option<(&str, &str, &str)> {
+    let (before, n) = key.rsplit_once(&format!(":{READ_HOLD}:"))?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (base, _) = before
+        .rsplit_once(':')
+        .and_then(|(b, _)| b.rsplit_once(':'))?;
+    Some((base, &before[base.len() + 1..], n))
+}
+
+/// `key` without `prefix:` in front.
+fn after<'k>(key: &'k str, prefix: &str) -> Option<&'k str> {
+    key.strip_prefix(prefix)?.strip_prefix(':')
+}
+
+/// Whether `key` is an unlock's short-lived idempotency key ([`unlock_latch`]).
+pub(crate) fn is_unlock_latch(key: &str) -> bool {
+    after(key, UNLOCK_LATCH).is_some()
+}
+
+/// What stands for the object's name in `key`, if `key` is a helper key that belongs to an
+/// object (a [`TAGGED_HELPERS`] key, an unlock latch, permit expiries or a read hold): the
+/// [`hashed`] name, whose [`unhashed`] names are the objects it may belong to.
+pub(crate) fn helper_of(key: &str) -> Option<&str> {
+    if let Some(rest) = TAGGED_HELPERS.iter().find_map(|p| after(key, p)) {
+        return Some(rest);
+    }
+    if let Some(rest) = after(key, UNLOCK_LATCH) {
+        return rest.rsplit_once(':').map(|(name, _request)| name);
+    }
+    if let Some(base) = key
+        .strip_suffix(PERMIT_TIMEOUTS)
+        .and_then(|b| b.strip_suffix(':'))
+    {
+        return Some(base);
+    }
+    split_read_hold(key).map(|(base, _owner, _n)| base)
+}
+
+/// The names whose [`hashed`] form is `hashed` (the inverse of [`hashed`]): `{a}` is that of
+/// `a` and of `{a}` itself, `{a}b` only that of `{a}b`, and a string without braces none.
+pub(crate) fn unhashed(hashed: &str) -> Vec<String> {
+    let inner = hashed.strip_prefix('{').and_then(|r| r.strip_suffix('}'));
+    match inner {
+        Some(inner) if !inner.is_empty() && !inner.contains(['{', '}']) => {
+            vec![inner.to_owned(), hashed.to_owned()]
+        }
+        _ if hashed.contains('{') => vec![hashed.to_owned()],
+        _ => Vec::new(),
+    }
+}
+
 /// A semaphore's channel (both kinds): the message is the new permit count.
 pub(crate) fn semaphore_channel(name: &str) -> String {
     tagged(SEMAPHORE_CHANNEL, name)
@@ -135,9 +210,137 @@ pub(crate) fn resource_fence(name: &str) -> String {
     tagged(RESOURCE_FENCE, name)
 }
 
+/// The keys and channels of the object `name`, in Redisson's layout: what `inspect` reads and
+/// `watch` subscribes.
+pub(crate) struct Layout {
+    pub(crate) name: String,
+    pub(crate) queue: String,
+    pub(crate) timeouts: String,
+    pub(crate) token: String,
+    pub(crate) permits: String,
+    pub(crate) fence: String,
+    /// `{name}`: what every read-hold lease key starts with.
+    pub(crate) read_prefix: String,
+    pub(crate) lock_channel: String,
+    pub(crate) rw_channel: String,
+    pub(crate) semaphore_channel: String,
+    pub(crate) latch_channel: String,
+}
+
+impl Layout {
+    pub(crate) fn new(name: &str) -> Layout {
+        Layout {
+            name: name.to_owned(),
+            queue: fair_queue(name),
+            timeouts: fair_timeouts(name),
+            token: fence_token(name),
+            permits: permit_timeouts(name),
+            fence: resource_fence(name),
+            read_prefix: hashed(name),
+            lock_channel: lock_channel(name),
+            rw_channel: rw_channel(name),
+            semaphore_channel: semaphore_channel(name),
+            latch_channel: latch_channel(name),
+        }
+    }
+
+    /// Every channel a waiter on any kind of object `name` listens on (but a fair lock's
+    /// per-waiter channels).
+    pub(crate) fn channels(&self) -> [&str; 4] {
+        [
+            &self.lock_channel,
+            &self.rw_channel,
+            &self.semaphore_channel,
+            &self.latch_channel,
+        ]
+    }
+
+    /// The channels whose subscribers wait on an object of `kind`.
+    pub(crate) fn wait_channels(&self, kind: Kind) -> Vec<&str> {
+        match kind {
+            Kind::Reentrant | Kind::Fenced => vec![&self.lock_channel],
+            Kind::ReadWrite => vec![&self.rw_channel],
+            Kind::Semaphore | Kind::PermitExpirableSemaphore => vec![&self.semaphore_channel],
+            Kind::CountDownLatch => vec![&self.latch_channel],
+            Kind::SemaphoreOrLatch => vec![&self.semaphore_channel, &self.latch_channel],
+            _ => vec![],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every key and channel of an object `name`, written as the docs' key-layout tables
+    /// write them (`<owner>`, `<request id>`, `<n>` for the parts that vary).
+    fn documented_keys() -> Vec<String> {
+        let layout = Layout::new("name");
+        let mut keys: Vec<String> = layout.channels().map(str::to_owned).to_vec();
+        keys.extend([
+            layout.name,
+            layout.queue,
+            layout.timeouts,
+            layout.token,
+            layout.permits,
+            layout.fence,
+            unlock_latch("name", "<request id>"),
+            fair_waiter_channel("name", "<owner>"),
+            read_hold("name", "<owner>", "<n>"),
+        ]);
+        keys
+    }
+
+    /// The rows of the "Key layout (Redisson's)" table in `doc` (crate docs or markdown).
+    fn key_table(doc: &str) -> Vec<&str> {
+        doc.lines()
+            .map(|line| line.trim_start_matches("//!").trim())
+            .skip_while(|line| !line.ends_with("Key layout (Redisson's)"))
+            .skip(1)
+            .skip_while(|line| line.is_empty())
+            .take_while(|line| line.starts_with('|'))
+            .collect()
+    }
+
+    /// The `code` spans of a table row.
+    fn spans(row: &str) -> impl Iterator<Item = &str> {
+        row.split('`').skip(1).step_by(2)
+    }
+
+    #[test]
+    fn the_docs_key_tables_list_what_this_module_produces() {
+        let keys = documented_keys();
+        let fields = [
+            MODE_FIELD.to_owned(),
+            write_field("<owner>"),
+            RESOURCE_TOKEN_FIELD.to_owned(),
+        ];
+        let docs = [
+            ("src/lib.rs", include_str!("lib.rs")),
+            ("README.md", include_str!("../README.md")),
+        ];
+        for (file, doc) in docs {
+            let rows = key_table(doc);
+            assert!(rows.len() > 10, "{file}: no key-layout table found");
+            let listed: Vec<&str> = rows.iter().flat_map(|row| spans(row)).collect();
+            for name in keys.iter().chain(&fields) {
+                assert!(
+                    listed.contains(&name.as_str()),
+                    "{file} does not list `{name}`"
+                );
+            }
+            // And no key or channel the module does not produce.
+            for span in listed {
+                let key_like = span.contains("name")
+                    || span.starts_with("redisson")
+                    || span.starts_with("redlatch_");
+                assert!(
+                    !key_like || keys.iter().any(|k| k == span),
+                    "{file} lists `{span}`, which keys.rs does not produce"
+                );
+            }
+        }
+    }
 
     #[test]
     fn helper_keys_share_the_object_slot() {
@@ -154,5 +357,34 @@ mod tests {
             latch_channel("{a}b"),
             "redisson_countdownlatch__channel__{{a}b}"
         );
+    }
+
+    #[test]
+    fn helper_keys_parse_back_to_their_object() {
+        for name in ["orders", "{user:1}:cart", "a{b", "{x}"] {
+            let helpers = [
+                fair_queue(name),
+                fair_timeouts(name),
+                fence_token(name),
+                resource_fence(name),
+                unlock_latch(name, "00ff"),
+                permit_timeouts(name),
+                read_hold(name, "c:7", 2),
+            ];
+            for key in helpers {
+                let names = helper_of(&key).map(unhashed).unwrap_or_default();
+                assert!(names.iter().any(|n| n == name), "{key}: {names:?}");
+            }
+            assert!(is_unlock_latch(&unlock_latch(name, "00ff")));
+        }
+        assert_eq!(
+            split_read_hold(&read_hold("{a}b", "c:7", 12)),
+            Some(("{a}b", "c:7", "12"))
+        );
+        assert_eq!(split_read_hold("{rw}:c:7:rwlock_timeout:x"), None);
+        assert_eq!(writer_of(&write_field("c:7")), Some("c:7"));
+        assert_eq!(writer_of("c:7"), None);
+        assert!(helper_of(&lock_channel("orders")).is_none());
+        assert!(!is_unlock_latch(&fair_queue("orders")));
     }
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
+use crate::keys;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
@@ -50,8 +51,7 @@ impl CountDownLatch {
         CountDownLatch {
             client,
             name: name.into(),
-            // Redisson's channel always adds braces, even around a name with its own hash tag.
-            channel: format!("redisson_countdownlatch__channel__{{{name}}}").into(),
+            channel: keys::latch_channel(name).into(),
         }
     }
 

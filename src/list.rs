@@ -6,20 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::Inspection;
+use crate::keys::{helper_of, is_unlock_latch, unhashed};
 
 /// Keys asked for per `SCAN` call.
 const SCAN_COUNT: usize = 1000;
-
-/// Prefixes of helper keys `prefix:{name}` (or `prefix:name` when the name has a hash tag).
-const TAGGED: [&str; 4] = [
-    "redisson_lock_queue:",
-    "redisson_lock_timeout:",
-    "redisson_lock_token:",
-    "redlatch_fence:",
-];
-
-/// The prefix of an unlock's short-lived idempotency key `redisson_unlock_latch:{name}:<id>`.
-const UNLOCK_LATCH: &str = "redisson_unlock_latch:";
 
 impl Client {
     /// Finds the locks and synchronizers with a key matching the glob `pattern` (Redis's
@@ -133,7 +123,7 @@ impl Client {
             .collect();
         let rest: Vec<&String> = keys
             .iter()
-            .filter(|k| !explained.contains(k.as_str()) && !k.starts_with(UNLOCK_LATCH))
+            .filter(|k| !explained.contains(k.as_str()) && !is_unlock_latch(k))
             .filter(|k| !tried.contains(*k))
             .collect();
         for key in rest {
@@ -160,42 +150,7 @@ impl Client {
 /// The names `key` may be a helper key of, in Redisson's layout (two when the layout is
 /// ambiguous: `redisson_lock_queue:{a}` belongs to `a`, or to a name `{a}` with its own tag).
 fn owners_of(key: &str) -> Vec<String> {
-    if let Some(rest) = TAGGED.iter().find_map(|p| key.strip_prefix(p)) {
-        return untag(rest);
-    }
-    if let Some(rest) = key.strip_prefix(UNLOCK_LATCH) {
-        return rest
-            .rsplit_once(':')
-            .map(|(n, _)| untag(n))
-            .unwrap_or_default();
-    }
-    if let Some(base) = key.strip_suffix(":timeout") {
-        return untag(base);
-    }
-    // `{name}:<client id>:<thread>:rwlock_timeout:<n>`
-    if let Some((before, n)) = key.rsplit_once(":rwlock_timeout:") {
-        if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
-            let base = before
-                .rsplit_once(':')
-                .and_then(|(b, _)| b.rsplit_once(':'));
-            return base.map(|(b, _)| untag(b)).unwrap_or_default();
-        }
-    }
-    Vec::new()
-}
-
-/// The names whose helper key has `rest` in place of the name (`prefix:rest` or
-/// `rest:suffix`): `{name}` for a name without braces, or the name itself when it has a
-/// hash tag.
-fn untag(rest: &str) -> Vec<String> {
-    let inner = rest.strip_prefix('{').and_then(|r| r.strip_suffix('}'));
-    match inner {
-        Some(inner) if !inner.is_empty() && !inner.contains(['{', '}']) => {
-            vec![inner.to_owned(), rest.to_owned()]
-        }
-        _ if rest.contains('{') => vec![rest.to_owned()],
-        _ => Vec::new(),
-    }
+    helper_of(key).map(unhashed).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use redis::Value;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::lock::{suffixed, tagged};
+use crate::keys::Layout;
 use crate::scripts;
 
 pub(crate) use snapshot::text;
@@ -327,65 +327,6 @@ pub struct Inspection {
     /// least one thread waiting (one connection per client, whatever its number of waiting
     /// threads). `None` for a fair lock (see [`queue`](Self::queue)) and unknown keys.
     pub subscribers: Option<u64>,
-}
-
-/// The keys and channels of the object `name`, in Redisson's layout.
-pub(crate) struct Layout {
-    pub(crate) name: String,
-    pub(crate) queue: String,
-    pub(crate) timeouts: String,
-    pub(crate) token: String,
-    pub(crate) permits: String,
-    pub(crate) fence: String,
-    /// `{name}`: what every read-hold lease key starts with.
-    pub(crate) read_prefix: String,
-    pub(crate) lock_channel: String,
-    pub(crate) rw_channel: String,
-    pub(crate) semaphore_channel: String,
-    pub(crate) latch_channel: String,
-}
-
-impl Layout {
-    pub(crate) fn new(name: &str) -> Layout {
-        let with_colon = suffixed(name, "");
-        Layout {
-            name: name.to_owned(),
-            queue: tagged("redisson_lock_queue", name),
-            timeouts: tagged("redisson_lock_timeout", name),
-            token: tagged("redisson_lock_token", name),
-            permits: suffixed(name, "timeout"),
-            fence: tagged("redlatch_fence", name),
-            read_prefix: with_colon[..with_colon.len() - 1].to_owned(),
-            lock_channel: tagged("redisson_lock__channel", name),
-            rw_channel: tagged("redisson_rwlock", name),
-            semaphore_channel: tagged("redisson_sc", name),
-            // Redisson's latch channel always adds braces (see latch.rs).
-            latch_channel: format!("redisson_countdownlatch__channel__{{{name}}}"),
-        }
-    }
-
-    /// Every channel a waiter on any kind of object `name` listens on (but a fair lock's
-    /// per-waiter channels).
-    pub(crate) fn channels(&self) -> [&str; 4] {
-        [
-            &self.lock_channel,
-            &self.rw_channel,
-            &self.semaphore_channel,
-            &self.latch_channel,
-        ]
-    }
-
-    /// The channels whose subscribers wait on an object of `kind`.
-    fn wait_channels(&self, kind: Kind) -> Vec<&str> {
-        match kind {
-            Kind::Reentrant | Kind::Fenced => vec![&self.lock_channel],
-            Kind::ReadWrite => vec![&self.rw_channel],
-            Kind::Semaphore | Kind::PermitExpirableSemaphore => vec![&self.semaphore_channel],
-            Kind::CountDownLatch => vec![&self.latch_channel],
-            Kind::SemaphoreOrLatch => vec![&self.semaphore_channel, &self.latch_channel],
-            _ => vec![],
-        }
-    }
 }
 
 impl Client {

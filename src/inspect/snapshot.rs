@@ -4,8 +4,9 @@ use std::time::Duration;
 
 use redis::Value;
 
-use super::{ExpirablePermit, Holder, Inspection, Kind, Layout, Mode, Owner, QueueEntry};
+use super::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
 use crate::error::{Error, Result};
+use crate::keys::{read_hold, writer_of, Layout, MODE_FIELD};
 
 /// Fencing-token and permit-expiry scores at or above this never expire (Redisson's bound).
 const NEVER_MS: f64 = 922_337_203_685_477.0;
@@ -268,11 +269,7 @@ impl Snapshot {
         for (field, ttls) in reads {
             for (n, ttl) in ttls.iter().enumerate() {
                 if *ttl != -2 {
-                    keys.push(format!(
-                        "{}:{field}:rwlock_timeout:{}",
-                        layout.read_prefix,
-                        n + 1
-                    ));
+                    keys.push(read_hold(&layout.name, field, n + 1));
                 }
             }
         }
@@ -289,7 +286,7 @@ impl Snapshot {
         found: &mut Inspection,
     ) -> bool {
         let count = |v: &str| v.parse::<u32>().ok().filter(|&n| n > 0);
-        let mode = fields.iter().find(|(f, _)| f == "mode").map(|(_, v)| v);
+        let mode = fields.iter().find(|(f, _)| f == MODE_FIELD).map(|(_, v)| v);
         let Some(mode) = mode else {
             found.kind = match (fair, fenced) {
                 (true, _) => Kind::Fair,
@@ -317,11 +314,11 @@ impl Snapshot {
             "write" => Some(Mode::Write),
             _ => return false,
         };
-        for (field, value) in fields.iter().filter(|(f, _)| f != "mode") {
+        for (field, value) in fields.iter().filter(|(f, _)| f != MODE_FIELD) {
             let Some(holds) = count(value) else {
                 return false;
             };
-            if let Some(writer) = field.strip_suffix(":write") {
+            if let Some(writer) = writer_of(field) {
                 let Some(owner) = Owner::parse(writer) else {
                     return false;
                 };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::config::{check_duration, millis, MAX_DURATION};
 use crate::error::{Error, Result};
-use crate::lock::{suffixed, tagged};
+use crate::keys;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
@@ -136,8 +136,8 @@ impl PermitExpirableSemaphore {
     pub(crate) fn new(client: Client, name: &str) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
             client,
-            timeouts: suffixed(name, "timeout").into(),
-            channel: tagged("redisson_sc", name).into(),
+            timeouts: keys::permit_timeouts(name).into(),
+            channel: keys::semaphore_channel(name).into(),
             name: name.into(),
         }
     }

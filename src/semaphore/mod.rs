@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
-use crate::lock::tagged;
+use crate::keys;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
@@ -49,7 +49,7 @@ pub struct Semaphore {
 impl Semaphore {
     pub(crate) fn new(client: Client, name: &str) -> Semaphore {
         Semaphore {
-            channel: tagged("redisson_sc", name).into(),
+            channel: keys::semaphore_channel(name).into(),
             name: name.into(),
             client,
         }

@@ -9,7 +9,8 @@ use redis::{ConnectionInfo, Value};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::inspect::{text, Layout};
+use crate::inspect::text;
+use crate::keys::Layout;
 use crate::net::Stream;
 use crate::pool::Commands;
 

@@ -17,7 +17,8 @@ use crossbeam_channel::RecvTimeoutError;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::inspect::{Inspection, Layout, Mode, Owner};
+use crate::inspect::{Inspection, Mode, Owner};
+use crate::keys::Layout;
 
 use diff::diff;
 use feed::{Feed, Signal};
