@@ -90,11 +90,11 @@ impl Client {
         let plain = |target: &Arc<Target>| {
             PubSub::start(Arc::clone(target), dial.clone(), Mode::Plain).map(Arc::new)
         };
-        let (pool, pubsub, target): (_, Box<dyn Subscriptions>, _) = match &config.topology {
+        let (pool, pubsub, target): (_, Arc<dyn Subscriptions>, _) = match &config.topology {
             Topology::Single(info) => {
                 let target = Arc::new(Target::Fixed(info.clone()));
                 let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
-                (pool, Box::new(plain(&target)?), None)
+                (pool, plain(&target)?, None)
             }
             Topology::Sentinel {
                 sentinels,
@@ -117,7 +117,7 @@ impl Client {
                         pubsub.reconnect();
                     }
                 });
-                (pool, Box::new(pubsub), Some(target))
+                (pool, pubsub, Some(target))
             }
             Topology::Cluster { seeds } => {
                 let pool = Arc::new(Commands::Cluster(Box::new(Router::new(
@@ -137,7 +137,7 @@ impl Client {
                     router.node_for(channel)
                 });
                 let sharded = Sharded::new(locate, dial.clone());
-                (pool, Box::new(sharded), None)
+                (pool, Arc::new(sharded), None)
             }
         };
         let watchdog = Watchdog::start(

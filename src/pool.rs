@@ -141,11 +141,6 @@ impl Pool {
         }
     }
 
-    /// Where this pool's connections go.
-    pub(crate) fn target(&self) -> &Arc<Target> {
-        &self.target
-    }
-
     /// Runs `f` on a pooled connection. `key` names the key the command is about, for errors.
     ///
     /// A connection error or a timeout drops the connection and all idle ones. A call that

@@ -14,7 +14,6 @@ use crate::error::Result;
 use crate::keys::Layout;
 use crate::scripts;
 
-pub(crate) use snapshot::text;
 use snapshot::Snapshot;
 
 /// The most items read from one key (hash fields, queue entries, permits, read holds of one

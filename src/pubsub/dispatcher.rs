@@ -9,7 +9,7 @@ use std::time::Instant;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::Mutex;
 
-use super::{Alarms, NodeWaiter, Wake, Wakeup};
+use super::{Alarms, Heard, Interest, NodeWaiter, Wake, Wakeup};
 use crate::metrics::Recorder;
 
 /// How a client hears of releases: [`PubSub`](super::PubSub), one plain connection (a single
@@ -17,23 +17,18 @@ use crate::metrics::Recorder;
 /// cluster node (messages SPUBLISHed). The topology picks one when the client is made; the
 /// wait function sees only this.
 pub(crate) trait Subscriptions: Send + Sync {
-    /// Registers a waiter on `channel` (see [`Dispatcher::register`]); `None` once closed.
-    fn register(&self, channel: &str, wake: Wake, need: u32) -> Option<Box<dyn Registration + '_>>;
+    /// Registers on `channel` (see [`Dispatcher::register`]); `None` once closed. The
+    /// registration keeps what it needs alive.
+    fn register(
+        self: Arc<Self>,
+        channel: &str,
+        interest: Interest,
+    ) -> Option<Box<dyn Registration>>;
 
     /// Refuses registrations from now on, closes the connections and stops their threads.
     /// Registered waiters are not woken here (the dispatcher's close alarm does that) and
     /// may still unregister.
     fn close(&self);
-}
-
-impl<S: Subscriptions> Subscriptions for Arc<S> {
-    fn register(&self, channel: &str, wake: Wake, need: u32) -> Option<Box<dyn Registration + '_>> {
-        (**self).register(channel, wake, need)
-    }
-
-    fn close(&self) {
-        (**self).close()
-    }
 }
 
 /// A registration on a channel, as the wait function uses it; unregisters on drop.
@@ -51,7 +46,7 @@ pub(crate) trait Registration {
 
 /// The client's dispatcher: registrations, the waiting gauge, and the close alarm.
 pub(crate) struct Dispatcher {
-    subscriptions: Box<dyn Subscriptions>,
+    subscriptions: Arc<dyn Subscriptions>,
     metrics: Arc<Recorder>,
     /// Dropped by [`close`](Self::close): every blocked waiter's `closed` alarm goes off.
     close_tx: Mutex<Option<Sender<()>>>,
@@ -59,7 +54,7 @@ pub(crate) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(crate) fn new(subscriptions: Box<dyn Subscriptions>, metrics: Arc<Recorder>) -> Dispatcher {
+    pub(crate) fn new(subscriptions: Arc<dyn Subscriptions>, metrics: Arc<Recorder>) -> Dispatcher {
         let (tx, rx) = bounded(0);
         Dispatcher {
             subscriptions,
@@ -79,12 +74,36 @@ impl Dispatcher {
         if self.is_closed() {
             return None;
         }
-        let registration = self.subscriptions.register(channel, wake, need)?;
+        let interest = Interest::waiter(wake, need);
+        let registration = Arc::clone(&self.subscriptions).register(channel, interest)?;
         self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
         Some(Waiter {
             registration,
             metrics: &self.metrics,
         })
+    }
+
+    /// Registers an observer on `channel` (whose waiters wake as `wake` says): every message
+    /// of the channel is sent to `heard`, and it takes no wake-up from the waiters. Its
+    /// registration's slot tells of the subscription's confirmation, of reconnects and (on a
+    /// cluster) of moves, which it follows when blocked or polled with
+    /// [`Observer::block_until`]. Not counted as waiting. `None` once closed.
+    pub(crate) fn observe(
+        &self,
+        channel: &str,
+        wake: Wake,
+        heard: Sender<Heard>,
+    ) -> Option<Observer> {
+        if self.is_closed() {
+            return None;
+        }
+        let interest = Interest {
+            wake,
+            need: 1,
+            heard: Some(heard),
+        };
+        let registration = Arc::clone(&self.subscriptions).register(channel, interest)?;
+        Some(Observer { registration })
     }
 
     /// The alarm every blocked waiter listens to, besides its thread's interrupt.
@@ -113,8 +132,22 @@ impl Dispatcher {
 /// [`attempted`](Self::attempted) (and [`succeeded`](Self::succeeded) when it got what it
 /// waited for), block again.
 pub(crate) struct Waiter<'a> {
-    registration: Box<dyn Registration + 'a>,
+    registration: Box<dyn Registration>,
     metrics: &'a Recorder,
+}
+
+/// An observer's registration (see [`Dispatcher::observe`]); unregisters on drop.
+pub(crate) struct Observer {
+    registration: Box<dyn Registration>,
+}
+
+impl Observer {
+    /// Blocks until the registration's slot has a wake-up (the subscription confirmed, a
+    /// reconnect, a move followed), until `deadline`, or until an alarm goes off. A deadline
+    /// in the past polls: it follows a move the observer was told of, without blocking.
+    pub(crate) fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
+        self.registration.block_until(deadline, alarms)
+    }
 }
 
 impl Drop for Waiter<'_> {

@@ -42,7 +42,7 @@ use crate::metrics::Recorder;
 use crate::net::{Dial, Stream};
 use crate::target::Target;
 
-pub(crate) use dispatcher::{Dispatcher, Subscriptions};
+pub(crate) use dispatcher::{Dispatcher, Observer, Subscriptions};
 pub(crate) use sharded::{Locator, Sharded};
 pub(crate) use wait::{wait, Channel, Tried};
 
@@ -169,12 +169,43 @@ pub(crate) enum Wake {
     All,
 }
 
+/// What a registration asks for: how the channel's messages wake it, and whether it only
+/// listens (an observer: a [`Watch`](crate::Watch)).
+#[derive(Clone)]
+pub(crate) struct Interest {
+    pub(crate) wake: Wake,
+    /// Permits the waiter needs (1 unless `wake` is [`Wake::Permits`]).
+    pub(crate) need: u32,
+    /// An observer's ear: it hears every message of the channel here, and takes no part in
+    /// handing wake-ups out (a waiter of the same client never loses one to it). Its slot
+    /// still tells it of confirmations, reconnects and moves.
+    pub(crate) heard: Option<Sender<Heard>>,
+}
+
+impl Interest {
+    /// A waiter's interest.
+    pub(crate) fn waiter(wake: Wake, need: u32) -> Interest {
+        Interest {
+            wake,
+            need,
+            heard: None,
+        }
+    }
+}
+
+/// A message an observer heard: the channel it came on.
+pub(crate) struct Heard {
+    pub(crate) channel: String,
+}
+
 /// One registered waiter, as the reader sees it.
 struct Entry {
     id: u64,
     tx: Sender<()>,
     /// Permits this waiter needs (1 for locks and latches).
     need: u32,
+    /// An observer's ear (see [`Interest::heard`]); `None` for a waiter.
+    heard: Option<Sender<Heard>>,
     /// Sharded mode: reported (before the wake-up) when the node says the channel is not
     /// served here or the connection fails; cleared when a subscription of the channel is
     /// confirmed.
@@ -265,8 +296,9 @@ impl PubSub {
     /// Registers a waiter on a channel whose messages wake as `wake` says; `need` is the
     /// number of permits the waiter waits for (1 unless `wake` is [`Wake::Permits`]).
     /// Every waiter of one channel must use the same `wake`. `None` once closed.
-    pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> Option<NodeWaiter> {
-        self.shared.register(channel, wake, need)
+    #[cfg(test)]
+    fn register_with(&self, channel: &str, wake: Wake, need: u32) -> Option<NodeWaiter> {
+        self.shared.register(channel, &Interest::waiter(wake, need))
     }
 
     /// Shuts the connection down without waiting for the thread, which ends on its own once
@@ -288,12 +320,11 @@ impl PubSub {
 
 impl dispatcher::Subscriptions for PubSub {
     fn register(
-        &self,
+        self: Arc<Self>,
         channel: &str,
-        wake: Wake,
-        need: u32,
-    ) -> Option<Box<dyn dispatcher::Registration + '_>> {
-        let waiter = self.register_with(channel, wake, need)?;
+        interest: Interest,
+    ) -> Option<Box<dyn dispatcher::Registration>> {
+        let waiter = self.shared.register(channel, &interest)?;
         Some(Box::new(waiter))
     }
 
@@ -386,7 +417,8 @@ fn wake_one(chan: &Chan) {
 /// As [`wake_one`], passing over waiter `skip`.
 fn wake_one_but(chan: &Chan, skip: Option<u64>) {
     // A full slot already means "re-check": give the token to the first waiter without one.
-    for w in chan.waiters.iter().filter(|w| Some(w.id) != skip) {
+    let waiters = chan.waiters.iter().filter(|w| w.heard.is_none());
+    for w in waiters.filter(|w| Some(w.id) != skip) {
         if w.tx.try_send(()).is_ok() {
             return;
         }
@@ -412,7 +444,7 @@ fn wake_permits(chan: &Chan, available: i64, skip: Option<u64>) {
         if left <= 0 {
             return;
         }
-        if Some(w.id) == skip {
+        if Some(w.id) == skip || w.heard.is_some() {
             continue;
         }
         let need = i64::from(w.need);
@@ -569,7 +601,8 @@ impl Shared {
 
     /// Registers a waiter (see [`PubSub::register_with`]); `None` once the connection is shut
     /// down, so that the sharded dispatcher opens a new one instead.
-    fn register(self: &Arc<Self>, channel: &str, wake: Wake, need: u32) -> Option<NodeWaiter> {
+    fn register(self: &Arc<Self>, channel: &str, interest: &Interest) -> Option<NodeWaiter> {
+        let wake = interest.wake;
         let (tx, rx) = bounded(1);
         let moved = Moved::default();
         let mut reg = self.registry.lock();
@@ -593,7 +626,8 @@ impl Shared {
         chan.waiters.push_back(Entry {
             id,
             tx,
-            need,
+            need: interest.need,
+            heard: interest.heard.clone(),
             moved: moved.clone(),
         });
         Some(NodeWaiter {
@@ -604,7 +638,8 @@ impl Shared {
             moved,
             unused_wake: false,
             succeeded: false,
-            hand_on: true,
+            // An observer takes no wake-up that was meant for a waiter, so owes none.
+            hand_on: interest.heard.is_none(),
         })
     }
 
@@ -830,6 +865,13 @@ impl Shared {
                 let Some(chan) = reg.channels.get_mut(&channel) else {
                     return;
                 };
+                for w in &chan.waiters {
+                    if let Some(heard) = &w.heard {
+                        let _ = heard.send(Heard {
+                            channel: channel.clone(),
+                        });
+                    }
+                }
                 let payload = parts.get(2).and_then(text);
                 match (chan.wake, payload.as_deref()) {
                     (Wake::Lock, Some("0")) => wake_one(chan),
@@ -975,6 +1017,7 @@ mod tests {
                 id: id as u64,
                 tx,
                 need: 1,
+                heard: None,
                 moved: Moved::default(),
             });
             rxs.push(rx);

@@ -35,7 +35,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use redis::ConnectionInfo;
 
-use super::{Alarms, Mode, NodeWaiter, PubSub, Shared, Wake, Wakeup};
+#[cfg(test)]
+use super::Wake;
+use super::{Alarms, Interest, Mode, NodeWaiter, PubSub, Shared, Wakeup};
 use crate::error::{Error, Result};
 use crate::net::Dial;
 use crate::target::Target;
@@ -120,18 +122,21 @@ impl Sharded {
     /// Registers a waiter on the node that owns `channel`'s slot (see
     /// [`Dispatcher::register_with`](super::Dispatcher::register_with)). If no node can be
     /// located now, the waiter starts unregistered and its first wait locates it again.
-    pub(crate) fn register_with(&self, channel: &str, wake: Wake, need: u32) -> ShardedWaiter<'_> {
+    pub(crate) fn register_with(
+        self: &Arc<Self>,
+        channel: &str,
+        interest: Interest,
+    ) -> ShardedWaiter {
         let at = (self.locate)(channel, false)
-            .and_then(|info| self.subscribe_on(&info, channel, wake, need))
+            .and_then(|info| self.subscribe_on(&info, channel, &interest))
             .map_err(|e| {
                 log::debug!("sharded pub/sub: cannot subscribe `{channel}` yet ({e}); its wait locates it again");
             })
             .ok();
         ShardedWaiter {
-            sharded: self,
+            sharded: Arc::clone(self),
             channel: channel.to_owned(),
-            wake,
-            need,
+            interest,
             noticed: at.is_none().then(Instant::now),
             at,
             relocated_at: None,
@@ -158,13 +163,12 @@ impl Sharded {
         &self,
         info: &ConnectionInfo,
         channel: &str,
-        wake: Wake,
-        need: u32,
+        interest: &Interest,
     ) -> Result<(String, NodeWaiter)> {
         let addr = info.addr().to_string();
         for _ in 0..REGISTER_TRIES {
             let node = self.node(&addr, info)?;
-            if let Some(waiter) = node.register(channel, wake, need) {
+            if let Some(waiter) = node.register(channel, interest) {
                 return Ok((addr, waiter));
             }
             // Closed as idle between the lookup and the registration: look it up again.
@@ -222,15 +226,14 @@ impl Sharded {
 
 impl super::dispatcher::Subscriptions for Sharded {
     fn register(
-        &self,
+        self: Arc<Self>,
         channel: &str,
-        wake: Wake,
-        need: u32,
-    ) -> Option<Box<dyn super::dispatcher::Registration + '_>> {
+        interest: Interest,
+    ) -> Option<Box<dyn super::dispatcher::Registration>> {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
-        Some(Box::new(self.register_with(channel, wake, need)))
+        Some(Box::new(self.register_with(channel, interest)))
     }
 
     fn close(&self) {
@@ -245,7 +248,7 @@ impl super::dispatcher::Subscriptions for Sharded {
     }
 }
 
-impl super::dispatcher::Registration for ShardedWaiter<'_> {
+impl super::dispatcher::Registration for ShardedWaiter {
     fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
         ShardedWaiter::block_until(self, deadline, alarms)
     }
@@ -291,11 +294,10 @@ impl Nodes {
 
 /// A waiter of the cluster dispatcher: registered on the node that owns its channel, and
 /// moved to the new owner when the channel moves.
-pub(crate) struct ShardedWaiter<'a> {
-    sharded: &'a Sharded,
+pub(crate) struct ShardedWaiter {
+    sharded: Arc<Sharded>,
     channel: String,
-    wake: Wake,
-    need: u32,
+    interest: Interest,
     /// The node's address and the registration there; `None` while no node could be located.
     at: Option<(String, NodeWaiter)>,
     /// When the waiter learned it has no registration (`at` is `None`): the last failed
@@ -308,7 +310,7 @@ pub(crate) struct ShardedWaiter<'a> {
     retry: Duration,
 }
 
-impl ShardedWaiter<'_> {
+impl ShardedWaiter {
     /// Blocks until woken (a move counts: the caller should re-check after one), until
     /// `deadline`, or until an alarm goes off.
     ///
@@ -388,7 +390,7 @@ impl ShardedWaiter<'_> {
             .locate_after(&self.channel, since)
             .and_then(|info| {
                 self.sharded
-                    .subscribe_on(&info, &self.channel, self.wake, self.need)
+                    .subscribe_on(&info, &self.channel, &self.interest)
             });
         match placed {
             Ok((addr, mut fresh)) => {
@@ -428,7 +430,7 @@ impl ShardedWaiter<'_> {
 }
 
 #[cfg(test)]
-impl ShardedWaiter<'_> {
+impl ShardedWaiter {
     /// Blocks without alarms; true if woken.
     fn wait_until(&mut self, deadline: Instant) -> bool {
         self.block_until(deadline, &Alarms::none()) == Wakeup::Woken
@@ -462,8 +464,8 @@ impl ShardedWaiter<'_> {
 #[cfg(test)]
 impl Sharded {
     /// Registers a lock waiter.
-    fn register_lock(&self, channel: &str) -> ShardedWaiter<'_> {
-        self.register_with(channel, Wake::Lock, 1)
+    fn register_lock(self: &Arc<Self>, channel: &str) -> ShardedWaiter {
+        self.register_with(channel, Interest::waiter(Wake::Lock, 1))
     }
 }
 
@@ -503,14 +505,14 @@ mod tests {
 
     /// A dispatcher over hand-driven nodes; each node's address and write side's far end
     /// arrive on the receiver as the node is opened.
-    fn hand_driven(locate: Locator) -> (Sharded, Receiver<(String, Peer)>) {
+    fn hand_driven(locate: Locator) -> (Arc<Sharded>, Receiver<(String, Peer)>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let start: NodeFactory = Box::new(move |info| {
             let (pubsub, peer) = wired(Mode::Sharded);
             tx.send((info.addr().to_string(), peer)).unwrap();
             pubsub
         });
-        (Sharded::with_nodes(locate, start), rx)
+        (Arc::new(Sharded::with_nodes(locate, start)), rx)
     }
 
     #[test]
@@ -674,7 +676,12 @@ mod tests {
         let b = dispatcher.register_lock("b");
         let (addr_b, _peer_b) = opened.recv_timeout(PATIENCE).unwrap();
         assert_ne!(addr_a, addr_b);
-        assert!(node_a.register("a", Wake::Lock, 1).is_none(), "A is closed");
+        assert!(
+            node_a
+                .register("a", &Interest::waiter(Wake::Lock, 1))
+                .is_none(),
+            "A is closed"
+        );
         assert!(peer_a.rest().is_empty(), "and its socket with it");
         let _a = dispatcher.register_lock("a");
         let (reopened, _) = opened.recv_timeout(PATIENCE).unwrap();
@@ -721,7 +728,7 @@ mod tests {
         let server = Server::start();
         let info = server.info();
         let locate: Locator = Box::new(move |_, _| Ok(info.clone()));
-        let dispatcher = Sharded::new(locate, Dial::plain(PATIENCE));
+        let dispatcher = Arc::new(Sharded::new(locate, Dial::plain(PATIENCE)));
         let channel = "redisson_lock__channel:{dispatched}";
         let mut w = dispatcher.register_lock(channel);
         let deadline = Instant::now() + PATIENCE;

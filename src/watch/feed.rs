@@ -1,156 +1,127 @@
-//! A watch's subscriptions: the object's channels on a dedicated connection per node, read
-//! by a thread that forwards confirmations and messages.
+//! A watch's ears: observers of the object's channels on the client's own dispatcher (its
+//! pub/sub connection, or the cluster node connections), which hear every message without
+//! taking a wake-up from the client's waiters, and follow reconnects and slot moves.
 
-use std::io::Write;
 use std::time::Instant;
 
-use crossbeam_channel::{unbounded, Receiver, Sender};
-use redis::{ConnectionInfo, Value};
+use crossbeam_channel::{unbounded, Receiver};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::inspect::text;
+use crate::interrupt::Interruption;
 use crate::keys::Layout;
-use crate::net::Stream;
-use crate::pool::Commands;
+use crate::pubsub::{Alarms, Heard, Observer, Wake, Wakeup};
 
-/// What a subscription's reader thread reports.
+/// What a feed reports after a wait.
 pub(super) enum Signal {
-    /// A subscription was confirmed.
-    Confirmed,
-    /// A message came on this channel.
-    Message(String),
-    /// The connection failed or the server dropped the subscription.
-    Lost(String),
+    /// Messages came on these channels.
+    Messages(Vec<String>),
+    /// A subscription was confirmed again (after a reconnect or a move): messages may have
+    /// been missed meanwhile.
+    Resubscribed,
+    /// Nothing before the deadline.
+    Quiet,
 }
 
-/// The watch's subscriptions: a connection and a reader thread per node. Dropping it closes
-/// the connections, which ends the threads.
+/// The observers of one object's channels; dropping it unsubscribes them (the client's
+/// waiters keep theirs).
 pub(super) struct Feed {
-    streams: Vec<Stream>,
-    pub(super) rx: Receiver<Signal>,
-}
-
-impl Drop for Feed {
-    fn drop(&mut self) {
-        for stream in &self.streams {
-            stream.shutdown();
-        }
-    }
+    observers: Vec<Observer>,
+    heard: Receiver<Heard>,
+    alarms: Alarms,
+    interruption: std::sync::Arc<Interruption>,
 }
 
 impl Feed {
-    /// Subscribes every channel of `layout` and waits for the confirmations.
+    /// Observes every channel of `layout` and waits (up to the response timeout) until each
+    /// subscription is confirmed, so that an inspection taken next misses no message.
     pub(super) fn open(client: &Client, layout: &Layout) -> Result<Feed> {
-        let config = &client.inner.config;
-        let mut nodes: Vec<(ConnectionInfo, Vec<&str>)> = Vec::new();
-        let command = match &*client.inner.pool {
-            Commands::Single(pool) => {
-                let info = pool
-                    .target()
-                    .resolve(config.connect_timeout, config.response_timeout)?;
-                nodes.push((info, layout.channels().to_vec()));
-                "SUBSCRIBE"
-            }
-            Commands::Cluster(router) => {
-                for channel in layout.channels() {
-                    let info = router.node_for(channel)?;
-                    match nodes.iter_mut().find(|(i, _)| i.addr() == info.addr()) {
-                        Some((_, channels)) => channels.push(channel),
-                        None => nodes.push((info, vec![channel])),
-                    }
-                }
-                "SSUBSCRIBE"
-            }
-        };
-        let (tx, rx) = unbounded();
-        let mut feed = Feed {
-            streams: Vec::new(),
-            rx,
-        };
-        let io = |e: std::io::Error| Error::Connection(e.into());
-        let dial = config.dial(&client.inner.metrics);
-        for (info, channels) in &nodes {
-            let stream = dial.open(info)?;
-            stream
-                .set_write_timeout(Some(config.response_timeout))
-                .map_err(io)?;
-            let reader = stream.try_clone().map_err(io)?;
-            feed.streams.push(stream);
-            let mut packed = Vec::new();
-            for channel in channels {
-                // One command per channel: SSUBSCRIBE takes channels of one slot only.
-                packed.extend(redis::cmd(command).arg(*channel).get_packed_command());
-            }
-            (&feed.streams[feed.streams.len() - 1])
-                .write_all(&packed)
-                .map_err(io)?;
-            let tx = tx.clone();
-            std::thread::Builder::new()
-                .name("redlatch-watch".into())
-                .spawn(move || read(reader, tx))
-                .map_err(|e| Error::invalid(format!("cannot spawn the watch reader: {e}")))?;
+        let dispatcher = &client.inner.pubsub;
+        let (tx, heard) = unbounded();
+        // Each channel with the wake mode its waiters use (one per channel).
+        let channels = [
+            (&layout.lock_channel, Wake::Lock),
+            (&layout.rw_channel, Wake::Lock),
+            (&layout.semaphore_channel, Wake::Permits),
+            (&layout.latch_channel, Wake::All),
+        ];
+        let mut observers = Vec::with_capacity(channels.len());
+        for (channel, wake) in channels {
+            let observer = dispatcher
+                .observe(channel, wake, tx.clone())
+                .ok_or(Error::Closed)?;
+            observers.push(observer);
         }
-        let expected: usize = nodes.iter().map(|(_, c)| c.len()).sum();
-        let deadline = Instant::now() + config.response_timeout;
-        let mut confirmed = 0;
-        while confirmed < expected {
-            match feed.rx.recv_deadline(deadline) {
-                Ok(Signal::Confirmed) => confirmed += 1,
-                Ok(Signal::Message(_)) => {}
-                Ok(Signal::Lost(why)) => {
-                    return Err(Error::Connection(
-                        std::io::Error::new(
-                            std::io::ErrorKind::ConnectionAborted,
-                            format!("subscribing the channels of `{}`: {why}", layout.name),
-                        )
-                        .into(),
-                    ))
-                }
-                Err(_) => {
+        let interruption = Interruption::current();
+        let alarms = Alarms {
+            interrupt: interruption.signal().clone(),
+            closed: dispatcher.closed_alarm(),
+        };
+        let timeout = client.inner.config.response_timeout;
+        let deadline = Instant::now() + timeout;
+        for (confirmed, observer) in observers.iter_mut().enumerate() {
+            match observer.block_until(deadline, &alarms) {
+                Wakeup::Woken => {}
+                Wakeup::Closed => return Err(Error::Closed),
+                Wakeup::Interrupt if interruption.take() => return Err(Error::Interrupted),
+                Wakeup::Interrupt | Wakeup::Deadline => {
                     return Err(Error::Timeout(format!(
-                        "{confirmed} of {expected} subscriptions for `{}` confirmed within {:?}",
-                        layout.name, config.response_timeout
+                        "{confirmed} of {} subscriptions for `{}` confirmed within {timeout:?}",
+                        channels.len(),
+                        layout.name
                     )))
                 }
             }
         }
-        Ok(feed)
+        Ok(Feed {
+            observers,
+            heard,
+            alarms,
+            interruption,
+        })
     }
-}
 
-/// A reader thread: forwards confirmations and messages until the connection ends or the
-/// feed is gone.
-fn read(reader: Stream, tx: Sender<Signal>) {
-    let mut parser = redis::Parser::new();
-    loop {
-        let signal = match parser.parse_value(&reader) {
-            Ok(value) => match signal(value) {
-                Some(signal) => signal,
-                None => continue,
-            },
-            Err(e) => Signal::Lost(e.to_string()),
+    /// Waits until a message comes or `until`, then looks at every observer without blocking
+    /// (following a reconnect or a slot move it was told of).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] once the client is closed, [`Error::Interrupted`] when the thread is
+    /// interrupted.
+    pub(super) fn next(&mut self, until: Instant) -> Result<Signal> {
+        let timeout = until.saturating_duration_since(Instant::now());
+        let first = crossbeam_channel::select_biased! {
+            recv(self.alarms.closed) -> _ => return Err(Error::Closed),
+            recv(self.alarms.interrupt) -> _ => {
+                if self.interruption.take() {
+                    return Err(Error::Interrupted);
+                }
+                None
+            }
+            recv(self.heard) -> heard => heard.ok(),
+            default(timeout) => None,
         };
-        let lost = matches!(signal, Signal::Lost(_));
-        if tx.send(signal).is_err() || lost {
-            return;
+        let messages: Vec<String> = first
+            .into_iter()
+            .chain(self.heard.try_iter())
+            .map(|h| h.channel)
+            .collect();
+        let mut resubscribed = false;
+        let now = Instant::now();
+        for observer in &mut self.observers {
+            match observer.block_until(now, &self.alarms) {
+                Wakeup::Woken => resubscribed = true,
+                Wakeup::Closed => return Err(Error::Closed),
+                Wakeup::Interrupt if self.interruption.take() => return Err(Error::Interrupted),
+                Wakeup::Interrupt | Wakeup::Deadline => {}
+            }
         }
-    }
-}
-
-fn signal(value: Value) -> Option<Signal> {
-    let parts = match value {
-        Value::Array(parts) => parts,
-        Value::Push { data, .. } => data,
-        Value::ServerError(e) => return Some(Signal::Lost(format!("{e:?}"))),
-        _ => return None,
-    };
-    let kind = parts.first().and_then(text)?;
-    match kind.as_str() {
-        "subscribe" | "ssubscribe" => Some(Signal::Confirmed),
-        "message" | "smessage" => Some(Signal::Message(parts.get(1).and_then(text)?)),
-        // The server dropped a sharded subscription: the slot moved.
-        "unsubscribe" | "sunsubscribe" => Some(Signal::Lost(format!("server sent {kind}"))),
-        _ => None,
+        Ok(if !messages.is_empty() {
+            Signal::Messages(messages)
+        } else if resubscribed {
+            Signal::Resubscribed
+        } else {
+            Signal::Quiet
+        })
     }
 }

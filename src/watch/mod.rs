@@ -2,18 +2,17 @@
 //!
 //! Redis says little by itself: an acquire publishes nothing, an unlock publishes `0` on the
 //! lock channel, a fair unlock only on the next waiter's own channel. So a [`Watch`] does
-//! both: it subscribes the object's channels on a dedicated connection (SUBSCRIBE, or
-//! SSUBSCRIBE on the slot's master of a cluster) and re-inspects at once when a message
-//! comes, and it re-inspects every poll interval anyway. Events are the differences between
-//! consecutive inspections.
+//! both: it observes the object's channels through the client's own pub/sub dispatcher (the
+//! same connection its waiters use, SSUBSCRIBE on the slot's node of a cluster; an observer
+//! hears every message and takes no wake-up from a waiter) and re-inspects at once when a
+//! message comes, and it re-inspects every poll interval anyway. Events are the differences
+//! between consecutive inspections.
 
 mod diff;
 mod feed;
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
-
-use crossbeam_channel::RecvTimeoutError;
 
 use crate::client::Client;
 use crate::error::Result;
@@ -29,8 +28,6 @@ const DEFAULT_INTERVAL: Duration = Duration::from_millis(250);
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// The longest poll interval accepted (longer ones would overflow an `Instant`).
 const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
-/// How often a lost subscription is tried again (polling goes on meanwhile).
-const RESUBSCRIBE_EVERY: Duration = Duration::from_secs(5);
 /// How long after a poll saw a release its message may still arrive.
 const MESSAGE_LAG: Duration = Duration::from_secs(1);
 
@@ -176,8 +173,7 @@ pub struct Watch {
     every: Duration,
     state: Option<Inspection>,
     pending: VecDeque<Event>,
-    feed: Option<Feed>,
-    resubscribe_at: Instant,
+    feed: Feed,
     next_poll: Instant,
     /// When polls saw releases whose channel message has not come yet: a message that comes
     /// later announces one of them, not a release the polls missed.
@@ -216,8 +212,7 @@ impl Client {
             every: DEFAULT_INTERVAL,
             state,
             pending: VecDeque::new(),
-            feed: Some(feed),
-            resubscribe_at: now,
+            feed,
             next_poll: now + DEFAULT_INTERVAL,
             unannounced: VecDeque::new(),
         })
@@ -312,35 +307,17 @@ impl Watch {
                 return Ok(None);
             }
             let until = self.next_poll.min(deadline);
-            let Some(feed) = &self.feed else {
-                std::thread::sleep(until - now);
-                continue;
-            };
-            let first = match feed.rx.recv_deadline(until) {
-                Ok(signal) => signal,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => Signal::Lost("reader ended".into()),
-            };
-            let mut released = false;
-            let mut lost = None;
-            for signal in std::iter::once(first).chain(feed.rx.try_iter()) {
-                match signal {
-                    Signal::Message(channel) => {
-                        released |= channel == self.layout.lock_channel
-                            || channel == self.layout.rw_channel;
-                    }
-                    Signal::Confirmed => {}
-                    Signal::Lost(why) => lost = Some(why),
+            match self.feed.next(until)? {
+                Signal::Quiet => {}
+                // Messages may have been missed while the subscription was down.
+                Signal::Resubscribed => self.poll(false)?,
+                Signal::Messages(channels) => {
+                    let released = channels
+                        .iter()
+                        .any(|c| *c == self.layout.lock_channel || *c == self.layout.rw_channel);
+                    self.poll(released)?;
                 }
             }
-            if let Some(why) = lost {
-                log::warn!(
-                    "watch of `{}`: subscription lost ({why}); polling only until it is back",
-                    self.layout.name
-                );
-                self.feed = None;
-            }
-            self.poll(released)?;
         }
     }
 
@@ -348,17 +325,8 @@ impl Watch {
     fn poll(&mut self, released: bool) -> Result<()> {
         let now = Instant::now();
         self.next_poll = now + self.every;
-        if self.feed.is_none() && now >= self.resubscribe_at {
-            match Feed::open(&self.client, &self.layout) {
-                Ok(feed) => self.feed = Some(feed),
-                Err(e) => {
-                    log::debug!("watch of `{}`: resubscribe failed: {e}", self.layout.name);
-                    self.resubscribe_at = now + RESUBSCRIBE_EVERY;
-                }
-            }
-        }
-        let own = u64::from(self.feed.is_some());
-        let state = self.client.inspect_excluding(&self.layout.name, own)?;
+        // The client's own connection, subscribed for this watch, is not another waiter.
+        let state = self.client.inspect_excluding(&self.layout.name, 1)?;
         let at = SystemTime::now();
         let mut events = diff(self.state.as_ref(), state.as_ref(), at);
         let releases = |last: bool| {
@@ -386,12 +354,13 @@ impl Watch {
 impl Iterator for Watch {
     type Item = Result<Event>;
 
-    /// Blocks until the next event (never `None`).
+    /// Blocks until the next event; `None` once the client is closed.
     fn next(&mut self) -> Option<Result<Event>> {
         loop {
             match self.next_timeout(Duration::from_secs(3600)) {
                 Ok(Some(event)) => return Some(Ok(event)),
                 Ok(None) => {}
+                Err(e) if e.is_closed() => return None,
                 Err(e) => return Some(Err(e)),
             }
         }
@@ -403,7 +372,6 @@ impl std::fmt::Debug for Watch {
         f.debug_struct("Watch")
             .field("name", &self.layout.name)
             .field("poll_interval", &self.every)
-            .field("subscribed", &self.feed.is_some())
             .finish()
     }
 }
