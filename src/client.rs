@@ -3,17 +3,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::cluster::Router;
+use crate::backend::cluster::Router;
+use crate::backend::pool::{Commands, Pool};
+use crate::backend::sentinel::Target;
 use crate::config::{Config, Topology};
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
 use crate::metrics::{Metrics, Recorder};
-use crate::pool::{Commands, Pool};
 use crate::pubsub::{Dispatcher, Locator, Mode, PubSub, Sharded};
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
-use crate::target::Target;
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis deployment, from which locks are made.

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::backend::pool::Commands;
 use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
 use crate::lock::{wait_replicas, Renewal};
 use crate::metrics::Recorder;
-use crate::pool::Commands;
 use crate::scripts;
 
 /// Why a [`LockGuard`](crate::LockGuard)'s hold was lost, as passed to

@@ -36,10 +36,10 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::Mutex;
 use redis::Value;
 
+use crate::backend::sentinel::Target;
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
 use crate::net::{Dial, Stream};
-use crate::target::Target;
 
 pub(crate) use dispatcher::Dispatcher;
 pub(crate) use sharded::{Locator, Sharded};

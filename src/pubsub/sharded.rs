@@ -36,9 +36,9 @@ use parking_lot::Mutex;
 use redis::ConnectionInfo;
 
 use super::{Mode, NodeWaiter, PubSub, Shared, Wake};
+use crate::backend::sentinel::Target;
 use crate::error::{Error, Result};
 use crate::net::Dial;
-use crate::target::Target;
 
 /// Names the node that owns a channel's hash slot: `(channel, refresh)`, where `refresh`
 /// says the caller knows the slot map is stale (a node said the channel moved, or its

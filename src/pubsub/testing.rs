@@ -9,8 +9,8 @@ use std::time::Duration;
 use redis::{ConnectionInfo, IntoConnectionInfo, Value};
 
 use super::{Mode, PubSub, Shared};
+use crate::backend::sentinel::Target;
 use crate::net::{Dial, Stream};
-use crate::target::Target;
 
 /// How long a test waits for anything that should happen at once.
 pub(super) const PATIENCE: Duration = Duration::from_secs(10);

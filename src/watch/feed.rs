@@ -7,11 +7,11 @@ use std::time::Instant;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use redis::{ConnectionInfo, Value};
 
+use crate::backend::pool::Commands;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::{text, Layout};
 use crate::net::Stream;
-use crate::pool::Commands;
 
 /// What a subscription's reader thread reports.
 pub(super) enum Signal {

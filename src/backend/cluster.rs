@@ -18,10 +18,10 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
+use crate::backend::pool::Pool;
+use crate::backend::sentinel::{open, Target};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pool::Pool;
-use crate::target::{open, Target};
 
 /// Number of hash slots in a Redis Cluster.
 pub(crate) const SLOTS: usize = 16384;

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::ConnectionLike;
 
+use crate::backend::sentinel::Target;
 use crate::error::{Error, Result};
-use crate::target::Target;
 
 thread_local! {
     /// A cap on connect and reply times for the calls this thread makes, set by
@@ -45,7 +45,7 @@ pub(crate) fn capped() -> bool {
 /// Where commands go: one server's pool, or a cluster's router over one pool per node.
 pub(crate) enum Commands {
     Single(Pool),
-    Cluster(Box<crate::cluster::Router>),
+    Cluster(Box<crate::backend::cluster::Router>),
 }
 
 impl From<Pool> for Commands {
@@ -85,7 +85,7 @@ impl Commands {
     pub(crate) fn slot(&self, key: &str) -> u16 {
         match self {
             Commands::Single(_) => 0,
-            Commands::Cluster(_) => crate::cluster::slot(key.as_bytes()),
+            Commands::Cluster(_) => crate::backend::cluster::slot(key.as_bytes()),
         }
     }
 
