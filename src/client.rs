@@ -3,16 +3,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::cluster::Router;
-use crate::backend::pool::{Commands, Pool};
-use crate::backend::sentinel::Target;
-use crate::config::{Config, Topology};
+use crate::backend::Backend;
+use crate::config::Config;
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
 use crate::metrics::{Metrics, Recorder};
-use crate::pubsub::{Dispatcher, Locator, Mode, PubSub, Sharded};
+use crate::pubsub::Dispatcher;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::watchdog::Watchdog;
 
@@ -44,8 +42,8 @@ pub(crate) struct Inner {
     pub(crate) id: String,
     // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
     pub(crate) watchdog: Watchdog,
-    pub(crate) pubsub: Dispatcher,
-    pub(crate) pool: Arc<Commands>,
+    pub(crate) pubsub: Arc<Dispatcher>,
+    pub(crate) pool: Arc<Backend>,
     pub(crate) metrics: Arc<Recorder>,
 }
 
@@ -86,52 +84,8 @@ impl Client {
     /// ```
     pub fn new(config: Config) -> Result<Client> {
         let metrics = Arc::new(Recorder::new());
-        let dial = config.dial(&metrics);
-        let plain = |target: &Arc<Target>| {
-            PubSub::start(Arc::clone(target), dial.clone(), Mode::Plain).map(Dispatcher::Plain)
-        };
-        let (pool, pubsub, target) = match &config.topology {
-            Topology::Single(info) => {
-                let target = Arc::new(Target::Fixed(info.clone()));
-                let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
-                (pool, plain(&target)?, Some(target))
-            }
-            Topology::Sentinel {
-                sentinels,
-                master,
-                node,
-            } => {
-                let target = Arc::new(Target::sentinel(
-                    sentinels.clone(),
-                    master.clone(),
-                    node.clone(),
-                    config.tls.clone(),
-                ));
-                target.watch(config.connect_timeout)?;
-                let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
-                (pool, plain(&target)?, Some(target))
-            }
-            Topology::Cluster { seeds } => {
-                let pool = Arc::new(Commands::Cluster(Box::new(Router::new(
-                    config.clone(),
-                    seeds.clone(),
-                ))));
-                let commands = Arc::clone(&pool);
-                let locate: Locator = Box::new(move |channel: &str, refresh: bool| {
-                    let Commands::Cluster(router) = &*commands else {
-                        unreachable!("a cluster client's commands go through its router")
-                    };
-                    if refresh {
-                        if let Err(e) = router.refresh() {
-                            log::debug!("re-reading the slot map for pub/sub failed: {e}");
-                        }
-                    }
-                    router.node_for(channel)
-                });
-                let sharded = Sharded::new(locate, dial.clone());
-                (pool, Dispatcher::Sharded(sharded), None)
-            }
-        };
+        let pool = Arc::new(Backend::open(&config)?);
+        let pubsub = pool.dispatcher(config.dial(&metrics))?;
         let watchdog = Watchdog::start(
             Arc::clone(&pool),
             config.watchdog_timeout,
@@ -141,7 +95,7 @@ impl Client {
         )?;
         let id = uuid::Uuid::new_v4().to_string();
         log::debug!("redlatch client {id} created");
-        let client = Client {
+        Ok(Client {
             inner: Arc::new(Inner {
                 config,
                 id,
@@ -150,17 +104,7 @@ impl Client {
                 pool,
                 metrics,
             }),
-        };
-        if let Some(target) = target {
-            // After a Sentinel master switch, the pub/sub connection moves too.
-            let weak = Arc::downgrade(&client.inner);
-            target.on_switch(move || {
-                if let Some(inner) = weak.upgrade() {
-                    inner.pubsub.reconnect();
-                }
-            });
-        }
-        Ok(client)
+        })
     }
 
     /// A snapshot of this client's metrics (shared by its clones) since it was created:

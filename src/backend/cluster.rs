@@ -18,10 +18,12 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
-use crate::backend::pool::Pool;
-use crate::backend::sentinel::{open, Target};
+use super::pool::{open, Fixed, Pool};
+use super::{Call, Deployment};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::net::Dial;
+use crate::pubsub::{Dispatcher, Locator, Sharded};
 
 /// Number of hash slots in a Redis Cluster.
 pub(crate) const SLOTS: usize = 16384;
@@ -57,6 +59,71 @@ fn crc16(data: &[u8]) -> u16 {
         }
     }
     crc
+}
+
+/// A Redis Cluster: each call goes to the master of its key's slot; waiters listen with
+/// sharded pub/sub on the node of their channel.
+pub(super) struct Cluster {
+    router: Arc<Router>,
+}
+
+impl Cluster {
+    pub(super) fn new(config: Config, seeds: Vec<ConnectionInfo>) -> Cluster {
+        Cluster {
+            router: Arc::new(Router::new(config, seeds)),
+        }
+    }
+}
+
+impl Deployment for Cluster {
+    fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()> {
+        self.router.run(key, retry, f)
+    }
+
+    fn slot(&self, key: &str) -> u16 {
+        slot(key.as_bytes())
+    }
+
+    fn clustered(&self) -> bool {
+        true
+    }
+
+    fn for_each_master(&self, f: &mut dyn FnMut(&Pool) -> Result<()>) -> Result<()> {
+        self.router.for_each_master(f)
+    }
+
+    fn publish_command(&self) -> &'static str {
+        "SPUBLISH"
+    }
+
+    fn subscribe_command(&self) -> &'static str {
+        "SSUBSCRIBE"
+    }
+
+    fn servers_of<'a>(&self, channels: &[&'a str]) -> Result<Vec<(ConnectionInfo, Vec<&'a str>)>> {
+        let mut nodes: Vec<(ConnectionInfo, Vec<&str>)> = Vec::new();
+        for &channel in channels {
+            let info = self.router.node_for(channel)?;
+            match nodes.iter_mut().find(|(i, _)| i.addr() == info.addr()) {
+                Some((_, channels)) => channels.push(channel),
+                None => nodes.push((info, vec![channel])),
+            }
+        }
+        Ok(nodes)
+    }
+
+    fn dispatcher(&self, dial: Dial) -> Result<Arc<Dispatcher>> {
+        let router = Arc::clone(&self.router);
+        let locate: Locator = Box::new(move |channel: &str, refresh: bool| {
+            if refresh {
+                if let Err(e) = router.refresh() {
+                    log::debug!("re-reading the slot map for pub/sub failed: {e}");
+                }
+            }
+            router.node_for(channel)
+        });
+        Ok(Arc::new(Dispatcher::Sharded(Sharded::new(locate, dial))))
+    }
 }
 
 /// Routes calls to slot masters.
@@ -390,7 +457,7 @@ impl Topo {
         let port: u16 = port.parse().ok()?;
         let settings = seeds.first()?.redis_settings().clone();
         let info = config.tls.address(host.to_owned(), port, settings).ok()?;
-        let pool = Arc::new(Pool::new(Arc::new(Target::Fixed(info.clone())), config));
+        let pool = Arc::new(Pool::new(Arc::new(Fixed(info.clone())), config));
         self.nodes.push(Node {
             addr: addr.to_owned(),
             info,

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::backend::pool::with_call_timeout;
+use crate::backend::with_call_timeout;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockGuard};

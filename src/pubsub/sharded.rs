@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use redis::ConnectionInfo;
 
 use super::{Mode, NodeWaiter, PubSub, Shared, Wake};
-use crate::backend::sentinel::Target;
+use crate::backend::Fixed;
 use crate::error::{Error, Result};
 use crate::net::Dial;
 
@@ -207,7 +207,7 @@ impl Sharded {
             return Ok(start(info));
         }
         PubSub::start(
-            Arc::new(Target::Fixed(info.clone())),
+            Arc::new(Fixed(info.clone())),
             self.dial.clone(),
             Mode::Sharded,
         )
@@ -597,7 +597,7 @@ mod tests {
     #[test]
     fn sharded_connection_to_a_real_server_wakes_a_waiter_on_spublish() {
         let server = Server::start();
-        let target = Arc::new(Target::Fixed(server.info()));
+        let target = Arc::new(Fixed(server.info()));
         let pubsub = PubSub::start(target, Dial::plain(PATIENCE), Mode::Sharded).unwrap();
         let channel = "redisson_lock__channel:{sharded}";
         let mut w = pubsub.register_with(channel, Wake::Lock, 1);

@@ -5,9 +5,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use redis::{ConnectionInfo, Value};
+use redis::Value;
 
-use crate::backend::pool::Commands;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::{text, Layout};
@@ -42,26 +41,8 @@ impl Feed {
     /// Subscribes every channel of `layout` and waits for the confirmations.
     pub(super) fn open(client: &Client, layout: &Layout) -> Result<Feed> {
         let config = &client.inner.config;
-        let mut nodes: Vec<(ConnectionInfo, Vec<&str>)> = Vec::new();
-        let command = match &*client.inner.pool {
-            Commands::Single(pool) => {
-                let info = pool
-                    .target()
-                    .resolve(config.connect_timeout, config.response_timeout)?;
-                nodes.push((info, layout.channels().to_vec()));
-                "SUBSCRIBE"
-            }
-            Commands::Cluster(router) => {
-                for channel in layout.channels() {
-                    let info = router.node_for(channel)?;
-                    match nodes.iter_mut().find(|(i, _)| i.addr() == info.addr()) {
-                        Some((_, channels)) => channels.push(channel),
-                        None => nodes.push((info, vec![channel])),
-                    }
-                }
-                "SSUBSCRIBE"
-            }
-        };
+        let nodes = client.inner.pool.servers_of(&layout.channels())?;
+        let command = client.inner.pool.subscribe_command();
         let (tx, rx) = unbounded();
         let mut feed = Feed {
             streams: Vec::new(),
