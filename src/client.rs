@@ -3,17 +3,15 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::cluster::Router;
-use crate::config::{Config, Topology};
+use crate::backend::Backend;
+use crate::config::Config;
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{Lock, ReadWriteLock};
 use crate::metrics::{Metrics, Recorder};
-use crate::pool::{Commands, Pool};
-use crate::pubsub::{Dispatcher, Locator, Mode, PubSub, Sharded, Subscriptions};
+use crate::pubsub::Dispatcher;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
-use crate::target::Target;
 use crate::watchdog::Watchdog;
 
 /// A connection to one Redis deployment, from which locks are made.
@@ -45,7 +43,7 @@ pub(crate) struct Inner {
     // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
     pub(crate) watchdog: Watchdog,
     pub(crate) pubsub: Dispatcher,
-    pub(crate) pool: Arc<Commands>,
+    pub(crate) pool: Arc<Backend>,
     pub(crate) metrics: Arc<Recorder>,
 }
 
@@ -86,60 +84,8 @@ impl Client {
     /// ```
     pub fn new(config: Config) -> Result<Client> {
         let metrics = Arc::new(Recorder::new());
-        let dial = config.dial(&metrics);
-        let plain = |target: &Arc<Target>| {
-            PubSub::start(Arc::clone(target), dial.clone(), Mode::Plain).map(Arc::new)
-        };
-        let (pool, pubsub, target): (_, Arc<dyn Subscriptions>, _) = match &config.topology {
-            Topology::Single(info) => {
-                let target = Arc::new(Target::Fixed(info.clone()));
-                let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
-                (pool, plain(&target)?, None)
-            }
-            Topology::Sentinel {
-                sentinels,
-                master,
-                node,
-            } => {
-                let target = Arc::new(Target::sentinel(
-                    sentinels.clone(),
-                    master.clone(),
-                    node.clone(),
-                    config.tls.clone(),
-                ));
-                target.watch(config.connect_timeout)?;
-                let pool = Arc::new(Pool::new(Arc::clone(&target), &config).into());
-                let pubsub = plain(&target)?;
-                // After a Sentinel master switch, the pub/sub connection moves too.
-                let weak = Arc::downgrade(&pubsub);
-                target.on_switch(move || {
-                    if let Some(pubsub) = weak.upgrade() {
-                        pubsub.reconnect();
-                    }
-                });
-                (pool, pubsub, Some(target))
-            }
-            Topology::Cluster { seeds } => {
-                let pool = Arc::new(Commands::Cluster(Box::new(Router::new(
-                    config.clone(),
-                    seeds.clone(),
-                ))));
-                let commands = Arc::clone(&pool);
-                let locate: Locator = Box::new(move |channel: &str, refresh: bool| {
-                    let Commands::Cluster(router) = &*commands else {
-                        unreachable!("a cluster client's commands go through its router")
-                    };
-                    if refresh {
-                        if let Err(e) = router.refresh() {
-                            log::debug!("re-reading the slot map for pub/sub failed: {e}");
-                        }
-                    }
-                    router.node_for(channel)
-                });
-                let sharded = Sharded::new(locate, dial.clone());
-                (pool, Arc::new(sharded), None)
-            }
-        };
+        let pool = Arc::new(Backend::open(&config)?);
+        let pubsub = pool.dispatcher(config.dial(&metrics))?;
         let watchdog = Watchdog::start(
             Arc::clone(&pool),
             config.watchdog_timeout,
@@ -149,13 +95,12 @@ impl Client {
         )?;
         let id = uuid::Uuid::new_v4().to_string();
         log::debug!("redlatch client {id} created");
-        let _ = target;
         let client = Client {
             inner: Arc::new(Inner {
                 config,
                 id,
                 watchdog,
-                pubsub: Dispatcher::new(pubsub, Arc::clone(&metrics)),
+                pubsub,
                 pool,
                 metrics,
             }),
@@ -200,7 +145,9 @@ impl Client {
     /// ```
     pub fn close(&self) {
         let inner = &self.inner;
-        inner.pubsub.close();
+        // Waiters first, while they can still leave a fair queue; then the connections.
+        inner.pubsub.close(inner.config.response_timeout);
+        inner.pool.close();
         inner.watchdog.close();
         log::debug!("redlatch client {} closed", inner.id);
     }

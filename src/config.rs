@@ -51,7 +51,8 @@ pub(crate) struct ReplicaSync {
     pub(crate) timeout: Duration,
 }
 
-/// Which servers a client talks to.
+/// Which servers a client talks to. A builder holds them as given; [`ConfigBuilder::build`]
+/// checks them and gives the data nodes TLS and the credentials and database set on it.
 #[derive(Debug, Clone)]
 pub(crate) enum Topology {
     /// One server (a standalone master).
@@ -64,14 +65,6 @@ pub(crate) enum Topology {
     },
     /// A Redis Cluster, discovered from any of `seeds`.
     Cluster { seeds: Vec<redis::ConnectionInfo> },
-}
-
-/// The topology a builder was started for.
-#[derive(Debug, Clone)]
-enum Mode {
-    Single,
-    Sentinel(String),
-    Cluster,
 }
 
 impl Config {
@@ -88,7 +81,11 @@ impl Config {
     /// assert_eq!(config.watchdog_timeout().as_secs(), 30);
     /// ```
     pub fn builder(url: impl IntoConnectionInfo) -> ConfigBuilder {
-        ConfigBuilder::new(Mode::Single, [url])
+        ConfigBuilder::new(
+            url.into_connection_info()
+                .map(Topology::Single)
+                .map_err(|e| url_error(&e)),
+        )
     }
 
     /// Starts a builder for the master that Redis Sentinel monitors as `master_name`,
@@ -119,7 +116,12 @@ impl Config {
         sentinel_urls: impl IntoIterator<Item = U>,
         master_name: &str,
     ) -> ConfigBuilder {
-        ConfigBuilder::new(Mode::Sentinel(master_name.to_owned()), sentinel_urls)
+        let master = master_name.to_owned();
+        ConfigBuilder::new(parse(sentinel_urls).map(|sentinels| Topology::Sentinel {
+            sentinels,
+            master,
+            node: redis::RedisConnectionInfo::default(),
+        }))
     }
 
     /// Starts a builder for a Redis Cluster reached through any of `urls` (a few of its
@@ -134,7 +136,7 @@ impl Config {
     ///     .unwrap();
     /// ```
     pub fn cluster<U: IntoConnectionInfo>(urls: impl IntoIterator<Item = U>) -> ConfigBuilder {
-        ConfigBuilder::new(Mode::Cluster, urls)
+        ConfigBuilder::new(parse(urls).map(|seeds| Topology::Cluster { seeds }))
     }
 
     /// How many times a call is retried when it surely did not run: no connection could be
@@ -232,8 +234,8 @@ impl Config {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct ConfigBuilder {
-    mode: Mode,
-    urls: std::result::Result<Vec<redis::ConnectionInfo>, String>,
+    /// The servers as given, or why their URLs do not parse.
+    topology: std::result::Result<Topology, String>,
     username: Option<String>,
     password: Option<String>,
     database: Option<i64>,
@@ -250,13 +252,9 @@ pub struct ConfigBuilder {
 }
 
 impl ConfigBuilder {
-    fn new<U: IntoConnectionInfo>(mode: Mode, urls: impl IntoIterator<Item = U>) -> ConfigBuilder {
+    fn new(topology: std::result::Result<Topology, String>) -> ConfigBuilder {
         ConfigBuilder {
-            mode,
-            urls: urls
-                .into_iter()
-                .map(|u| u.into_connection_info().map_err(|e| url_error(&e)))
-                .collect(),
+            topology,
             username: None,
             password: None,
             database: None,
@@ -556,17 +554,16 @@ impl ConfigBuilder {
     /// assert!(err.is_invalid_argument());
     /// ```
     pub fn build(self) -> Result<Config> {
-        let urls = self
-            .urls
+        let given = self
+            .topology
             .map_err(|e| Error::invalid(format!("bad redis URL: {e}")))?;
-        if urls.is_empty() {
-            return Err(Error::invalid("no server address given"));
-        }
-        let tls = Tls::for_urls(&urls, &self.certificates)?;
-        let urls = urls
-            .into_iter()
-            .map(|u| tls.apply(u))
-            .collect::<Result<Vec<_>>>()?;
+        // TLS is on for `rediss://` addresses: the server's, the sentinels' or the seeds'.
+        let tls_for = |urls: &[redis::ConnectionInfo]| {
+            if urls.is_empty() {
+                return Err(Error::invalid("no server address given"));
+            }
+            Tls::for_urls(urls, &self.certificates)
+        };
         let with_node_settings = |mut node: redis::RedisConnectionInfo| {
             if let Some(user) = &self.username {
                 node = node.set_username(user);
@@ -579,36 +576,44 @@ impl ConfigBuilder {
             }
             node
         };
-        let topology = match self.mode {
-            Mode::Single => {
-                let mut urls = urls;
-                if urls.len() > 1 {
-                    return Err(Error::invalid("a single-server config takes one URL"));
-                }
-                let url = urls.remove(0);
-                let node = with_node_settings(url.redis_settings().clone());
-                Topology::Single(url.set_redis_settings(node))
+        let data_node = |url: redis::ConnectionInfo| {
+            let node = with_node_settings(url.redis_settings().clone());
+            url.set_redis_settings(node)
+        };
+        let (topology, tls) = match given {
+            Topology::Single(url) => {
+                let tls = tls_for(std::slice::from_ref(&url))?;
+                (Topology::Single(data_node(tls.apply(url)?)), tls)
             }
-            Mode::Sentinel(master) => {
-                check_name("sentinel master", &master)?;
-                Topology::Sentinel {
-                    sentinels: urls,
-                    master,
-                    node: with_node_settings(redis::RedisConnectionInfo::default()),
-                }
-            }
-            Mode::Cluster => {
-                let seeds: Vec<_> = urls
+            Topology::Sentinel {
+                sentinels,
+                master,
+                node,
+            } => {
+                let tls = tls_for(&sentinels)?;
+                let sentinels = sentinels
                     .into_iter()
-                    .map(|u| {
-                        let node = with_node_settings(u.redis_settings().clone());
-                        u.set_redis_settings(node)
-                    })
-                    .collect();
+                    .map(|u| tls.apply(u))
+                    .collect::<Result<Vec<_>>>()?;
+                check_name("sentinel master", &master)?;
+                let node = with_node_settings(node);
+                let topology = Topology::Sentinel {
+                    sentinels,
+                    master,
+                    node,
+                };
+                (topology, tls)
+            }
+            Topology::Cluster { seeds } => {
+                let tls = tls_for(&seeds)?;
+                let seeds = seeds
+                    .into_iter()
+                    .map(|u| tls.apply(u).map(data_node))
+                    .collect::<Result<Vec<_>>>()?;
                 if seeds.iter().any(|u| u.redis_settings().db() != 0) {
                     return Err(Error::invalid("a Redis Cluster has only database 0"));
                 }
-                Topology::Cluster { seeds }
+                (Topology::Cluster { seeds }, tls)
             }
         };
         check_duration("retry_delay", self.retry_delay)?;
@@ -665,6 +670,15 @@ impl Config {
             metrics: Arc::clone(metrics),
         }
     }
+}
+
+/// Parses `urls`, or says why one does not parse.
+fn parse<U: IntoConnectionInfo>(
+    urls: impl IntoIterator<Item = U>,
+) -> std::result::Result<Vec<redis::ConnectionInfo>, String> {
+    urls.into_iter()
+        .map(|u| u.into_connection_info().map_err(|e| url_error(&e)))
+        .collect()
 }
 
 /// Why a URL does not parse; `redis` refuses `rediss://` when built without TLS.

@@ -118,8 +118,8 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod client;
-mod cluster;
 mod config;
 mod error;
 mod fenced;
@@ -131,11 +131,9 @@ mod list;
 mod lock;
 mod metrics;
 mod net;
-mod pool;
 mod pubsub;
 mod scripts;
 mod semaphore;
-mod target;
 mod watch;
 mod watchdog;
 

@@ -175,8 +175,9 @@ pub struct Metrics {
     /// Pub/sub connections re-made after they broke (or moved: a Sentinel failover).
     pub pubsub_reconnects: u64,
     /// A gauge: threads of this client blocked in a wait right now (any lock, semaphore or
-    /// latch; counted from the moment they registered for wake-ups until they leave). A test
-    /// or a dashboard can await "N threads are waiting" with it exactly.
+    /// latch). A thread counts from the moment it is subscribed, has re-checked, and blocks,
+    /// until it leaves the wait: a release published once the count includes it wakes it.
+    /// A test or a dashboard can await "N threads are waiting" with it exactly.
     pub waiting: u64,
     /// From the start of an acquire call to holding the lock, for every acquisition
     /// (an uncontended one takes about a round trip).

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::backend::Backend;
 use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
 use crate::lock::{wait_replicas, Renewal};
 use crate::metrics::Recorder;
-use crate::pool::Commands;
 use crate::scripts;
 
 /// Why a [`LockGuard`](crate::LockGuard)'s hold was lost, as passed to
@@ -76,7 +76,7 @@ pub(crate) struct Watchdog {
 }
 
 struct Shared {
-    pool: Arc<Commands>,
+    pool: Arc<Backend>,
     /// Replica confirmation of every renewal, when the client asks for it.
     sync: Option<ReplicaSync>,
     lease: Duration,
@@ -300,7 +300,7 @@ pub(crate) fn call_lost(callback: Callback, reason: LostReason, name: &str) {
 
 impl Watchdog {
     pub(crate) fn start(
-        pool: Arc<Commands>,
+        pool: Arc<Backend>,
         lease: Duration,
         batch: usize,
         sync: Option<ReplicaSync>,
@@ -871,7 +871,7 @@ impl Shared {
 
 /// Splits batch positions `at` into groups of one hash slot each (one group on a single
 /// server), keeping their order.
-fn by_slot(commands: &Commands, batch: &[Target], at: &[usize]) -> Vec<Vec<usize>> {
+fn by_slot(commands: &Backend, batch: &[Target], at: &[usize]) -> Vec<Vec<usize>> {
     let mut groups: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
     for &i in at {
         groups

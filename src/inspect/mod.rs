@@ -366,7 +366,7 @@ impl Client {
         // slot than the name (CROSSSLOT): they cannot exist next to it, so they count as
         // absent, and the name stands in for them.
         let pool = &self.inner.pool;
-        let clustered = pool.publish_command() == "SPUBLISH";
+        let clustered = pool.clustered();
         let slot = pool.slot(name);
         let helpers = [
             &layout.queue,

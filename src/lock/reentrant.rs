@@ -460,12 +460,10 @@ impl Lock {
             })
         };
         let channel = self.raw.wait_channel(&owner);
-        let outcome = wait(
-            &self.raw.client.inner.pubsub,
-            Channel::lock(&channel),
-            deadline,
-            attempt,
-        );
+        let dispatcher = &self.raw.client.inner.pubsub;
+        // Until the queue is left: a close lets that finish.
+        let _active = dispatcher.active();
+        let outcome = wait(dispatcher, Channel::lock(&channel), deadline, attempt);
         match &outcome {
             Ok(Some(_)) => metrics.acquired(started.elapsed(), attempts > 1),
             // A wait that ran out (a `try_lock` that found it busy did not wait).

@@ -4,10 +4,10 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::{Alarms, Heard, Interest, NodeWaiter, Wake, Wakeup};
 use crate::metrics::Recorder;
@@ -51,6 +51,10 @@ pub(crate) struct Dispatcher {
     /// Dropped by [`close`](Self::close): every blocked waiter's `closed` alarm goes off.
     close_tx: Mutex<Option<Sender<()>>>,
     closed_rx: Receiver<()>,
+    /// Waits in progress, with what they clean up after (a fair lock leaving its queue): a
+    /// close lets them finish that before the connections go.
+    active: Mutex<usize>,
+    drained: Condvar,
 }
 
 impl Dispatcher {
@@ -61,6 +65,8 @@ impl Dispatcher {
             metrics,
             close_tx: Mutex::new(Some(tx)),
             closed_rx: rx,
+            active: Mutex::new(0),
+            drained: Condvar::new(),
         }
     }
 
@@ -76,10 +82,10 @@ impl Dispatcher {
         }
         let interest = Interest::waiter(wake, need);
         let registration = Arc::clone(&self.subscriptions).register(channel, interest)?;
-        self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
         Some(Waiter {
             registration,
             metrics: &self.metrics,
+            counted: false,
         })
     }
 
@@ -115,17 +121,46 @@ impl Dispatcher {
         self.close_tx.lock().is_none()
     }
 
+    /// Marks a wait in progress until the guard drops; see [`close`](Self::close).
+    pub(crate) fn active(&self) -> Active<'_> {
+        *self.active.lock() += 1;
+        Active(self)
+    }
+
     /// Wakes every blocked waiter with the close alarm, refuses registrations, and closes the
-    /// connections (joining their threads). Idempotent.
-    pub(crate) fn close(&self) {
-        if self.close_tx.lock().take().is_some() {
-            self.subscriptions.close();
+    /// connections (joining their threads). Then waits, up to `grace`, for the waits in
+    /// progress to end (and clean up after themselves). Idempotent.
+    pub(crate) fn close(&self, grace: Duration) {
+        if self.close_tx.lock().take().is_none() {
+            return;
+        }
+        self.subscriptions.close();
+        let deadline = Instant::now() + grace;
+        let mut active = self.active.lock();
+        while *active > 0 {
+            if self.drained.wait_until(&mut active, deadline).timed_out() {
+                log::debug!("{} waits still ending as the client closes", *active);
+                return;
+            }
         }
     }
 }
 
-/// A thread registered on a channel, counted in the `waiting` gauge; unregisters (and
-/// unsubscribes if last) on drop.
+/// A wait in progress (see [`Dispatcher::active`]).
+pub(crate) struct Active<'a>(&'a Dispatcher);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        let mut active = self.0.active.lock();
+        *active -= 1;
+        if *active == 0 {
+            self.0.drained.notify_all();
+        }
+    }
+}
+
+/// A thread registered on a channel, counted in the `waiting` gauge once it has re-checked
+/// and blocks; unregisters (and unsubscribes if last) on drop.
 ///
 /// Used only by the wait function (`pubsub::wait`), which runs the protocol: block (the first
 /// wake-up is the subscription's confirmation), re-check, report the re-check with
@@ -134,6 +169,8 @@ impl Dispatcher {
 pub(crate) struct Waiter<'a> {
     registration: Box<dyn Registration>,
     metrics: &'a Recorder,
+    /// Counted in the `waiting` gauge (see [`blocking`](Waiter::blocking)).
+    counted: bool,
 }
 
 /// An observer's registration (see [`Dispatcher::observe`]); unregisters on drop.
@@ -152,7 +189,9 @@ impl Observer {
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        self.metrics.waiting.fetch_sub(1, Ordering::Relaxed);
+        if self.counted {
+            self.metrics.waiting.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -165,6 +204,15 @@ impl Waiter<'_> {
     /// published on the new node.
     pub(crate) fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
         self.registration.block_until(deadline, alarms)
+    }
+
+    /// The waiter re-checked once subscribed and blocks again: from now on (until it leaves)
+    /// it counts in the `waiting` gauge. A release published from now on wakes it.
+    pub(crate) fn blocking(&mut self) {
+        if !self.counted {
+            self.counted = true;
+            self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// An attempt completed (successful or not): the wake-up, if any, was used.

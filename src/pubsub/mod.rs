@@ -37,10 +37,10 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::Mutex;
 use redis::Value;
 
+use crate::backend::Endpoint;
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
 use crate::net::{Dial, Stream};
-use crate::target::Target;
 
 pub(crate) use dispatcher::{Dispatcher, Observer, Subscriptions};
 pub(crate) use sharded::{Locator, Sharded};
@@ -88,7 +88,7 @@ pub(crate) struct PubSub {
 /// What the handle, its reader thread and its waiters share.
 struct Shared {
     /// Where to connect: looked up again on every reconnect (Sentinel follows failovers).
-    target: Arc<Target>,
+    target: Arc<dyn Endpoint>,
     mode: Mode,
     dial: Dial,
     registry: Mutex<Registry>,
@@ -274,7 +274,7 @@ struct Chan {
 impl PubSub {
     /// Starts the reader thread, which connects in the background (and keeps retrying), in
     /// `mode`.
-    pub(crate) fn start(target: Arc<Target>, dial: Dial, mode: Mode) -> Result<PubSub> {
+    pub(crate) fn start(target: Arc<dyn Endpoint>, dial: Dial, mode: Mode) -> Result<PubSub> {
         let shared = Shared::new(target, dial, mode);
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -587,7 +587,7 @@ impl Registry {
 }
 
 impl Shared {
-    fn new(target: Arc<Target>, dial: Dial, mode: Mode) -> Arc<Shared> {
+    fn new(target: Arc<dyn Endpoint>, dial: Dial, mode: Mode) -> Arc<Shared> {
         let (stop_tx, stop_rx) = bounded(1);
         Arc::new(Shared {
             target,
@@ -1038,7 +1038,7 @@ mod tests {
     /// A pub/sub handle whose connection never comes up: the registry works without one.
     fn offline() -> PubSub {
         let info = redis::IntoConnectionInfo::into_connection_info("redis://127.0.0.1:1/").unwrap();
-        let target = Arc::new(Target::Fixed(info));
+        let target = Arc::new(crate::backend::Fixed(info));
         let timeout = Duration::from_millis(50);
         PubSub::start(target, Dial::plain(timeout), Mode::Plain).unwrap()
     }

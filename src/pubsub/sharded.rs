@@ -38,9 +38,9 @@ use redis::ConnectionInfo;
 #[cfg(test)]
 use super::Wake;
 use super::{Alarms, Interest, Mode, NodeWaiter, PubSub, Shared, Wakeup};
+use crate::backend::Fixed;
 use crate::error::{Error, Result};
 use crate::net::Dial;
-use crate::target::Target;
 
 /// Names the node that owns a channel's hash slot: `(channel, refresh)`, where `refresh`
 /// says the caller knows the slot map is stale (a node said the channel moved, or its
@@ -217,7 +217,7 @@ impl Sharded {
             return Ok(start(info));
         }
         PubSub::start(
-            Arc::new(Target::Fixed(info.clone())),
+            Arc::new(Fixed(info.clone())),
             self.dial.clone(),
             Mode::Sharded,
         )
@@ -692,7 +692,7 @@ mod tests {
     #[test]
     fn sharded_connection_to_a_real_server_wakes_a_waiter_on_spublish() {
         let server = Server::start();
-        let target = Arc::new(Target::Fixed(server.info()));
+        let target = Arc::new(Fixed(server.info()));
         let pubsub = PubSub::start(target, Dial::plain(PATIENCE), Mode::Sharded).unwrap();
         let channel = "redisson_lock__channel:{sharded}";
         let mut w = pubsub.register_with(channel, Wake::Lock, 1).unwrap();

@@ -4,15 +4,16 @@
 //! of the protocol, so that no primitive can get it wrong:
 //!
 //! 1. attempt once; done, or out of time, without touching pub/sub;
-//! 2. register on the channel (subscribing if this client is not yet), which counts the thread
-//!    in the `waiting` gauge;
+//! 2. register on the channel (subscribing if this client is not yet);
 //! 3. block until woken: the first wake-up is the subscription's confirmation, so the
 //!    re-check that follows sees every release published before it, and a release published
 //!    after it wakes the waiter (no lost wake-up); the block is bounded by what the attempt
 //!    said (a lock's remaining lease, a permit's expiry), so even a lost message costs one
 //!    bound at most;
 //! 4. re-check, and report it: the wake-up was used (`attempted`), permits seen are passed to
-//!    the waiters they may serve (`observed`), and on success nothing is handed on;
+//!    the waiters they may serve (`observed`), and on success nothing is handed on; a waiter
+//!    that blocks again after its first re-check counts in the `waiting` gauge (a release
+//!    from then on wakes it: a test may release the moment it sees the count);
 //! 5. leave, on every path (success, deadline, error, interrupt, close): unregistering hands a
 //!    wake-up that was received and not used to the next waiter, unsubscribes the last waiter
 //!    of a channel, and, where the attempt asked for it, wakes one other waiter to learn what
@@ -182,6 +183,7 @@ pub(crate) fn wait<T>(
             }
             return Ok(None);
         }
+        waiter.blocking();
         last = tried;
     }
 }

@@ -1,5 +1,5 @@
-//! Where a client's connections go: one fixed server, or the master that Redis Sentinel
-//! names, looked up again for every new connection.
+//! The master that Redis Sentinel names, looked up again for every new connection, and the
+//! watcher that hears of a switch at once.
 //!
 //! Why not `redis::sentinel::SentinelClient`: it sets no connect or read timeout on the
 //! sentinel, probe and master connections (a paused sentinel would hang the caller), and it
@@ -14,14 +14,11 @@ use parking_lot::Mutex;
 
 use redis::{ConnectionInfo, RedisConnectionInfo};
 
+use super::pool::{open, Endpoint};
 use crate::error::{Error, Result};
 use crate::net::Tls;
 
-pub(crate) enum Target {
-    Fixed(ConnectionInfo),
-    Sentinel(Sentinel),
-}
-
+/// The master the sentinels name `master`: an [`Endpoint`] whose server changes on failover.
 pub(crate) struct Sentinel {
     sentinels: Vec<ConnectionInfo>,
     master: String,
@@ -36,14 +33,14 @@ pub(crate) struct Sentinel {
     on_switch: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
-impl Target {
-    pub(crate) fn sentinel(
+impl Sentinel {
+    pub(crate) fn new(
         sentinels: Vec<ConnectionInfo>,
         master: String,
         node: RedisConnectionInfo,
         tls: Tls,
-    ) -> Target {
-        Target::Sentinel(Sentinel {
+    ) -> Sentinel {
+        Sentinel {
             sentinels,
             master,
             node,
@@ -51,33 +48,13 @@ impl Target {
             last_good: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             on_switch: Mutex::new(Vec::new()),
-        })
-    }
-
-    /// Which master connections opened now go to: changes when the sentinels switch the
-    /// master. Always 0 for a fixed server.
-    pub(crate) fn generation(&self) -> u64 {
-        match self {
-            Target::Fixed(_) => 0,
-            Target::Sentinel(s) => s.generation.load(Ordering::Acquire),
         }
     }
 
-    /// Registers `f` to run (on the watcher thread) after each master switch.
-    pub(crate) fn on_switch(&self, f: impl Fn() + Send + Sync + 'static) {
-        if let Target::Sentinel(s) = self {
-            s.on_switch.lock().push(Box::new(f));
-        }
-    }
-
-    /// For Sentinel: starts the thread that listens to the sentinels' `+switch-master` and
-    /// retires the connections to the old master at once (the old master keeps accepting
-    /// writes until the sentinels demote it, seconds later). It stops when the target is
-    /// dropped.
+    /// Starts the thread that listens to the sentinels' `+switch-master` and retires the
+    /// connections to the old master at once (the old master keeps accepting writes until
+    /// the sentinels demote it, seconds later). It stops when the endpoint is dropped.
     pub(crate) fn watch(self: &Arc<Self>, connect: Duration) -> Result<()> {
-        let Target::Sentinel(_) = &**self else {
-            return Ok(());
-        };
         let weak = Arc::downgrade(self);
         std::thread::Builder::new()
             .name("redlatch-sentinel".into())
@@ -85,52 +62,42 @@ impl Target {
             .map(drop)
             .map_err(|e| Error::invalid(format!("cannot spawn the sentinel watcher: {e}")))
     }
+}
 
-    /// Opens a command connection with both timeouts set: to the fixed server, or to the
-    /// master the sentinels name, checked with `ROLE`.
-    pub(crate) fn connect(
-        &self,
-        connect: Duration,
-        response: Duration,
-    ) -> Result<redis::Connection> {
-        match self {
-            Target::Fixed(info) => open(info, connect, response),
-            Target::Sentinel(s) => {
-                let info = s.master_address(connect, response)?;
-                let mut conn = open(&info, connect, response)?;
-                let role: Vec<redis::Value> = redis::cmd("ROLE")
-                    .query(&mut conn)
-                    .map_err(|e| Error::from_redis(e, ""))?;
-                match role.first() {
-                    Some(redis::Value::BulkString(r)) if r == b"master" => Ok(conn),
-                    _ => Err(not_yet(format!(
-                        "sentinels name {} as master `{}`, but it is not a master (yet)",
-                        info.addr(),
-                        s.master
-                    ))),
-                }
-            }
+impl Endpoint for Sentinel {
+    /// Opens a connection to the master the sentinels name, checked with `ROLE`.
+    fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection> {
+        let info = self.master_address(connect, response)?;
+        let mut conn = open(&info, connect, response)?;
+        let role: Vec<redis::Value> = redis::cmd("ROLE")
+            .query(&mut conn)
+            .map_err(|e| Error::from_redis(e, ""))?;
+        match role.first() {
+            Some(redis::Value::BulkString(r)) if r == b"master" => Ok(conn),
+            _ => Err(not_yet(format!(
+                "sentinels name {} as master `{}`, but it is not a master (yet)",
+                info.addr(),
+                self.master
+            ))),
         }
     }
 
-    /// The address and credentials of the server commands go to, for the pub/sub connection.
-    pub(crate) fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo> {
-        match self {
-            Target::Fixed(info) => Ok(info.clone()),
-            Target::Sentinel(s) => {
-                // Probe it as a command connection would, so pub/sub follows the same master.
-                drop(self.connect(connect, response)?);
-                s.master_address(connect, response)
-            }
-        }
+    fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo> {
+        // Probe it as a command connection would, so pub/sub follows the same master.
+        drop(self.connect(connect, response)?);
+        self.master_address(connect, response)
     }
 
-    /// For log messages: the server, or the master's name.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Target::Fixed(info) => info.addr().to_string(),
-            Target::Sentinel(s) => format!("sentinel master `{}`", s.master),
-        }
+    fn describe(&self) -> String {
+        format!("sentinel master `{}`", self.master)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn on_switch(&self, f: Box<dyn Fn() + Send + Sync>) {
+        self.on_switch.lock().push(f);
     }
 }
 
@@ -166,21 +133,17 @@ impl Sentinel {
     }
 }
 
-/// How often the watcher looks up whether its target is gone (it has no other way to hear
+/// How often the watcher looks up whether its endpoint is gone (it has no other way to hear
 /// of it while blocked reading), and how long it waits between reconnects.
 const WATCH_TICK: Duration = Duration::from_secs(1);
 
-/// Runs `f` on the sentinel target if it still exists.
-fn with_sentinel<R>(target: &Weak<Target>, f: impl FnOnce(&Sentinel) -> R) -> Option<R> {
-    let t = target.upgrade()?;
-    match &*t {
-        Target::Sentinel(s) => Some(f(s)),
-        Target::Fixed(_) => None,
-    }
+/// Runs `f` on the sentinel endpoint if it still exists.
+fn with_sentinel<R>(target: &Weak<Sentinel>, f: impl FnOnce(&Sentinel) -> R) -> Option<R> {
+    target.upgrade().map(|s| f(&s))
 }
 
 /// The sentinel watcher's loop: subscribed to `+switch-master` on one sentinel at a time.
-fn watch_switches(target: Weak<Target>, connect: Duration) {
+fn watch_switches(target: Weak<Sentinel>, connect: Duration) {
     let mut known: Option<String> = None;
     let mut next = 0usize;
     let mut backoff = Duration::from_millis(200);
@@ -262,25 +225,6 @@ impl Sentinel {
             f();
         }
     }
-}
-
-/// Opens a connection with both timeouts set.
-pub(crate) fn open(
-    info: &ConnectionInfo,
-    connect: Duration,
-    response: Duration,
-) -> Result<redis::Connection> {
-    let client = redis::Client::open(info.clone()).map_err(|e| Error::invalid(e.to_string()))?;
-    let conn = client
-        .get_connection_with_timeout(connect)
-        .map_err(|e| match Error::from_redis(e, "") {
-            Error::Timeout(msg) => Error::Timeout(format!("connecting to {}: {msg}", info.addr())),
-            other => other,
-        })?;
-    conn.set_read_timeout(Some(response))
-        .and_then(|()| conn.set_write_timeout(Some(response)))
-        .map_err(Error::Connection)?;
-    Ok(conn)
 }
 
 /// A connection-class error for "no usable master right now": retried like a refused

@@ -18,10 +18,12 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
+use super::pool::{open, Fixed, Pool};
+use super::{Call, Deployment};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pool::Pool;
-use crate::target::{open, Target};
+use crate::net::Dial;
+use crate::pubsub::{Locator, Sharded, Subscriptions};
 
 /// Number of hash slots in a Redis Cluster.
 pub(crate) const SLOTS: usize = 16384;
@@ -57,6 +59,61 @@ fn crc16(data: &[u8]) -> u16 {
         }
     }
     crc
+}
+
+/// A Redis Cluster: each call goes to the master of its key's slot; waiters listen with
+/// sharded pub/sub on the node of their channel.
+pub(super) struct Cluster {
+    router: Arc<Router>,
+}
+
+impl Cluster {
+    pub(super) fn new(config: Config, seeds: Vec<ConnectionInfo>) -> Cluster {
+        Cluster {
+            router: Arc::new(Router::new(config, seeds)),
+        }
+    }
+}
+
+impl Deployment for Cluster {
+    fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()> {
+        self.router.run(key, retry, f)
+    }
+
+    fn slot(&self, key: &str) -> u16 {
+        slot(key.as_bytes())
+    }
+
+    fn clustered(&self) -> bool {
+        true
+    }
+
+    fn for_each_master(&self, f: &mut dyn FnMut(&Pool) -> Result<()>) -> Result<()> {
+        self.router.for_each_master(f)
+    }
+
+    fn close(&self) {
+        for node in &self.router.topo.read().nodes {
+            node.pool.close();
+        }
+    }
+
+    fn publish_command(&self) -> &'static str {
+        "SPUBLISH"
+    }
+
+    fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>> {
+        let router = Arc::clone(&self.router);
+        let locate: Locator = Box::new(move |channel: &str, refresh: bool| {
+            if refresh {
+                if let Err(e) = router.refresh() {
+                    log::debug!("re-reading the slot map for pub/sub failed: {e}");
+                }
+            }
+            router.node_for(channel)
+        });
+        Ok(Arc::new(Sharded::new(locate, dial)))
+    }
 }
 
 /// Routes calls to slot masters.
@@ -390,7 +447,7 @@ impl Topo {
         let port: u16 = port.parse().ok()?;
         let settings = seeds.first()?.redis_settings().clone();
         let info = config.tls.address(host.to_owned(), port, settings).ok()?;
-        let pool = Arc::new(Pool::new(Arc::new(Target::Fixed(info.clone())), config));
+        let pool = Arc::new(Pool::new(Arc::new(Fixed(info.clone())), config));
         self.nodes.push(Node {
             addr: addr.to_owned(),
             info,

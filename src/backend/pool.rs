@@ -1,4 +1,6 @@
-//! A small blocking pool of command connections.
+//! A small blocking pool of command connections to one [`Endpoint`]: a fixed server, or
+//! the master Sentinel names (see `sentinel.rs`). It knows nothing of clusters: a cluster
+//! has one pool per node.
 //!
 //! Why not r2d2: its `redis::Client` manager connects without a timeout and sets no read
 //! timeout, it opens `max_size` connections eagerly, and it runs helper threads. Here
@@ -12,10 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use redis::ConnectionLike;
+use redis::{ConnectionInfo, ConnectionLike};
 
 use crate::error::{Error, Result};
-use crate::target::Target;
 
 thread_local! {
     /// A cap on connect and reply times for the calls this thread makes, set by
@@ -42,72 +43,69 @@ pub(crate) fn capped() -> bool {
     CALL_TIMEOUT.get().is_some()
 }
 
-/// Where commands go: one server's pool, or a cluster's router over one pool per node.
-pub(crate) enum Commands {
-    Single(Pool),
-    Cluster(Box<crate::cluster::Router>),
-}
+/// Where a pool's (or a pub/sub handle's) connections go: one server, which may be replaced
+/// while the client runs (Sentinel).
+pub(crate) trait Endpoint: Send + Sync {
+    /// Opens a command connection with both timeouts set.
+    fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection>;
 
-impl From<Pool> for Commands {
-    fn from(pool: Pool) -> Commands {
-        Commands::Single(pool)
+    /// The address and credentials of the server commands go to, for a pub/sub connection.
+    fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo>;
+
+    /// For log messages: the server, or what names it.
+    fn describe(&self) -> String;
+
+    /// Which server connections opened now go to: changes when the server is replaced, and
+    /// connections opened before are then dropped. Always 0 for a fixed server.
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    /// Registers `f` to run after each replacement of the server. A fixed server is never
+    /// replaced: `f` never runs.
+    fn on_switch(&self, f: Box<dyn Fn() + Send + Sync>) {
+        drop(f);
     }
 }
 
-impl Commands {
-    /// Runs `f` on a connection to the server of `key`, with retries of calls that surely
-    /// did not run (see [`Pool::run`]).
-    pub(crate) fn run<T>(
-        &self,
-        key: &str,
-        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        match self {
-            Commands::Single(pool) => pool.run(key, f),
-            Commands::Cluster(router) => router.run(key, !capped(), f),
-        }
+/// One server at a fixed address.
+pub(crate) struct Fixed(pub(crate) ConnectionInfo);
+
+impl Endpoint for Fixed {
+    fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection> {
+        open(&self.0, connect, response)
     }
 
-    /// As [`run`](Self::run), without retries (redirections are still followed).
-    pub(crate) fn run_once<T>(
-        &self,
-        key: &str,
-        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        match self {
-            Commands::Single(pool) => pool.run_once(key, f),
-            Commands::Cluster(router) => router.run(key, false, f),
-        }
+    fn resolve(&self, _: Duration, _: Duration) -> Result<ConnectionInfo> {
+        Ok(self.0.clone())
     }
 
-    /// The hash slot of `key` on a cluster (keys of one script call must share it); 0 on
-    /// a single server, where any keys may go together.
-    pub(crate) fn slot(&self, key: &str) -> u16 {
-        match self {
-            Commands::Single(_) => 0,
-            Commands::Cluster(_) => crate::cluster::slot(key.as_bytes()),
-        }
+    fn describe(&self) -> String {
+        self.0.addr().to_string()
     }
+}
 
-    /// Runs `f` on the pool of every master: the one server, or each master of a cluster.
-    pub(crate) fn for_each_master(&self, mut f: impl FnMut(&Pool) -> Result<()>) -> Result<()> {
-        match self {
-            Commands::Single(pool) => f(pool),
-            Commands::Cluster(router) => router.for_each_master(f),
-        }
-    }
-
-    /// The command lock scripts publish with: `SPUBLISH` (sharded pub/sub) on a cluster.
-    pub(crate) fn publish_command(&self) -> &'static str {
-        match self {
-            Commands::Single(_) => "PUBLISH",
-            Commands::Cluster(_) => "SPUBLISH",
-        }
-    }
+/// Opens a connection with both timeouts set.
+pub(crate) fn open(
+    info: &ConnectionInfo,
+    connect: Duration,
+    response: Duration,
+) -> Result<redis::Connection> {
+    let client = redis::Client::open(info.clone()).map_err(|e| Error::invalid(e.to_string()))?;
+    let conn = client
+        .get_connection_with_timeout(connect)
+        .map_err(|e| match Error::from_redis(e, "") {
+            Error::Timeout(msg) => Error::Timeout(format!("connecting to {}: {msg}", info.addr())),
+            other => other,
+        })?;
+    conn.set_read_timeout(Some(response))
+        .and_then(|()| conn.set_write_timeout(Some(response)))
+        .map_err(Error::Connection)?;
+    Ok(conn)
 }
 
 pub(crate) struct Pool {
-    target: Arc<Target>,
+    endpoint: Arc<dyn Endpoint>,
     max: usize,
     retry_attempts: u32,
     retry_delay: Duration,
@@ -118,27 +116,35 @@ pub(crate) struct Pool {
 }
 
 struct State {
-    /// Idle connections with the target generation they were opened in.
+    /// Set by [`Pool::close`]: connections checked in are closed, not kept.
+    closed: bool,
+    /// Idle connections with the endpoint generation they were opened in.
     idle: Vec<(redis::Connection, u64)>,
     /// Connections that exist: idle plus checked out plus being opened.
     open: usize,
 }
 
 impl Pool {
-    pub(crate) fn new(target: Arc<Target>, config: &crate::Config) -> Pool {
+    pub(crate) fn new(endpoint: Arc<dyn Endpoint>, config: &crate::Config) -> Pool {
         Pool {
-            target,
+            endpoint,
             max: config.pool_size,
             retry_attempts: config.retry_attempts,
             retry_delay: config.retry_delay,
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
             state: Mutex::new(State {
+                closed: false,
                 idle: Vec::new(),
                 open: 0,
             }),
             freed: Condvar::new(),
         }
+    }
+
+    /// Where this pool's connections go.
+    pub(crate) fn endpoint(&self) -> &Arc<dyn Endpoint> {
+        &self.endpoint
     }
 
     /// Runs `f` on a pooled connection. `key` names the key the command is about, for errors.
@@ -159,7 +165,7 @@ impl Pool {
                     retries -= 1;
                     log::debug!(
                         "call on `{key}` to {} did not run ({err}); retrying in {:?}",
-                        self.target.describe(),
+                        self.endpoint.describe(),
                         self.retry_delay
                     );
                     std::thread::sleep(self.retry_delay);
@@ -230,7 +236,7 @@ impl Pool {
         let deadline = Instant::now() + connect_timeout;
         let mut state = self.state.lock();
         loop {
-            let current = self.target.generation();
+            let current = self.endpoint.generation();
             while let Some((conn, generation)) = state.idle.pop() {
                 if generation == current {
                     return Ok((conn, generation));
@@ -264,12 +270,25 @@ impl Pool {
     }
 
     fn connect(&self, connect_timeout: Duration) -> Result<redis::Connection> {
-        self.target.connect(connect_timeout, self.response_timeout)
+        self.endpoint
+            .connect(connect_timeout, self.response_timeout)
+    }
+
+    /// Closes the idle connections, and from now on each one checked in.
+    pub(crate) fn close(&self) {
+        let idle = {
+            let mut state = self.state.lock();
+            state.closed = true;
+            state.open -= state.idle.len();
+            std::mem::take(&mut state.idle)
+        };
+        drop(idle);
+        self.freed.notify_all();
     }
 
     fn checkin(&self, conn: redis::Connection, generation: u64) {
         let mut state = self.state.lock();
-        if generation == self.target.generation() {
+        if generation == self.endpoint.generation() && !state.closed {
             state.idle.push((conn, generation));
         } else {
             state.open -= 1;

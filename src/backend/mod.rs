@@ -1,0 +1,229 @@
+//! Where commands go, whatever the deployment: one server, the master Sentinel names, or a
+//! Redis Cluster.
+//!
+//! [`Backend::open`] is the one place that looks at the configured topology: it builds a
+//! [`Deployment`] (a [`Server`] over a fixed or a Sentinel [`Endpoint`], or a cluster's
+//! router) and everything else asks the backend: where a key's calls go, which slot a key is
+//! in, which command publishes, and which pub/sub dispatcher serves the client's waiters.
+//!
+//! - `pool.rs`: a pool of command connections to one endpoint (knows nothing of clusters).
+//! - `sentinel.rs`: the endpoint that is the master Sentinel names, and the switch watcher.
+//! - `cluster.rs`: hash slots, the slot map, and the router over one pool per node.
+
+mod cluster;
+mod pool;
+mod sentinel;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::config::{Config, Topology};
+use crate::error::{Error, Result};
+use crate::net::Dial;
+use crate::pubsub::{Dispatcher, Mode, PubSub, Subscriptions};
+
+use cluster::Cluster;
+use pool::capped;
+pub(crate) use pool::{with_call_timeout, Endpoint, Fixed, Pool};
+use sentinel::Sentinel;
+
+/// The command connections of a client and what goes with them; see the module docs.
+pub(crate) struct Backend {
+    deployment: Box<dyn Deployment>,
+    /// Set by [`close`](Backend::close): every call fails with [`Error::Closed`].
+    closed: AtomicBool,
+}
+
+/// A call erased to what every deployment can run: the reply goes wherever the closure keeps it.
+type Call<'a> = &'a mut dyn FnMut(&mut redis::Connection) -> redis::RedisResult<()>;
+
+/// One kind of deployment, behind [`Backend`]. Each method is documented on the backend's
+/// method of the same name.
+trait Deployment: Send + Sync {
+    /// Runs `f` on a connection to the server of `key`; with `retry`, a call that surely did
+    /// not run is retried up to the configured attempts.
+    fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()>;
+    fn slot(&self, key: &str) -> u16;
+    fn clustered(&self) -> bool;
+    fn for_each_master(&self, f: &mut dyn FnMut(&Pool) -> Result<()>) -> Result<()>;
+    /// Closes the idle connections of every pool, and each one checked in later.
+    fn close(&self);
+    fn publish_command(&self) -> &'static str;
+    /// How this deployment's waiters hear of releases (see [`Backend::dispatcher`]).
+    fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>>;
+}
+
+impl Backend {
+    /// The backend of `config`'s topology. Nothing is sent yet (connections open on first
+    /// use); for Sentinel, the thread that watches for master switches starts.
+    pub(crate) fn open(config: &Config) -> Result<Backend> {
+        let deployment: Box<dyn Deployment> = match &config.topology {
+            Topology::Single(info) => Box::new(Server::new(Arc::new(Fixed(info.clone())), config)),
+            Topology::Sentinel {
+                sentinels,
+                master,
+                node,
+            } => {
+                let sentinel = Arc::new(Sentinel::new(
+                    sentinels.clone(),
+                    master.clone(),
+                    node.clone(),
+                    config.tls.clone(),
+                ));
+                sentinel.watch(config.connect_timeout)?;
+                Box::new(Server::new(sentinel, config))
+            }
+            Topology::Cluster { seeds } => Box::new(Cluster::new(config.clone(), seeds.clone())),
+        };
+        Ok(Backend {
+            deployment,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Runs `f` on a connection to the server of `key` (the master of its slot on a
+    /// cluster, following redirections), retrying a call that surely did not run: no
+    /// connection could be made, or the server refused it for now (see [`Pool::run`]). Not
+    /// retried under [`with_call_timeout`].
+    pub(crate) fn run<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.call(key, !capped(), f)
+    }
+
+    /// As [`run`](Self::run), without retries (redirections are still followed): for the
+    /// watchdog, whose renewals are due again next period and must not hold up the others.
+    pub(crate) fn run_once<T>(
+        &self,
+        key: &str,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.call(key, false, f)
+    }
+
+    fn call<T>(
+        &self,
+        key: &str,
+        retry: bool,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let mut reply = None;
+        self.deployment
+            .run(key, retry, &mut |c: &mut redis::Connection| {
+                reply = Some(f(c)?);
+                Ok(())
+            })?;
+        Ok(reply.expect("a call that succeeded kept its reply"))
+    }
+
+    /// The hash slot of `key` on a cluster (keys of one script call must share it); 0 on
+    /// one server, where any keys may go together.
+    pub(crate) fn slot(&self, key: &str) -> u16 {
+        self.deployment.slot(key)
+    }
+
+    /// Whether keys live in hash slots (a Redis Cluster): keys of different slots cannot
+    /// be used in one call.
+    pub(crate) fn clustered(&self) -> bool {
+        self.deployment.clustered()
+    }
+
+    /// Runs `f` on the pool of every master: the one server, or each master of a cluster
+    /// (in the slot map read afresh), one after the other; stops at the first error.
+    pub(crate) fn for_each_master(&self, mut f: impl FnMut(&Pool) -> Result<()>) -> Result<()> {
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        self.deployment.for_each_master(&mut f)
+    }
+
+    /// Refuses every call from now on ([`Error::Closed`]) and closes the connections as
+    /// they come back idle. Idempotent.
+    pub(crate) fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.deployment.close();
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The command lock scripts publish with: `SPUBLISH` (sharded pub/sub) on a cluster,
+    /// else `PUBLISH`.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        self.deployment.publish_command()
+    }
+
+    /// Starts the pub/sub dispatcher for this backend's waiters, with connections opened by
+    /// `dial`: one plain connection that follows a Sentinel master switch, or a cluster's
+    /// sharded connections, one per node with waiters, placed by the slot map.
+    pub(crate) fn dispatcher(&self, dial: Dial) -> Result<Dispatcher> {
+        let metrics = Arc::clone(&dial.metrics);
+        Ok(Dispatcher::new(
+            self.deployment.subscriptions(dial)?,
+            metrics,
+        ))
+    }
+}
+
+/// One server: at a fixed address, or the master Sentinel names. One pool; plain pub/sub.
+struct Server {
+    pool: Pool,
+}
+
+impl Server {
+    fn new(endpoint: Arc<dyn Endpoint>, config: &Config) -> Server {
+        Server {
+            pool: Pool::new(endpoint, config),
+        }
+    }
+}
+
+impl Deployment for Server {
+    fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()> {
+        if retry {
+            self.pool.run(key, f)
+        } else {
+            self.pool.run_once(key, f)
+        }
+    }
+
+    fn slot(&self, _: &str) -> u16 {
+        0
+    }
+
+    fn clustered(&self) -> bool {
+        false
+    }
+
+    fn for_each_master(&self, f: &mut dyn FnMut(&Pool) -> Result<()>) -> Result<()> {
+        f(&self.pool)
+    }
+
+    fn close(&self) {
+        self.pool.close();
+    }
+
+    fn publish_command(&self) -> &'static str {
+        "PUBLISH"
+    }
+
+    fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>> {
+        let endpoint = self.pool.endpoint();
+        let pubsub = Arc::new(PubSub::start(Arc::clone(endpoint), dial, Mode::Plain)?);
+        // After a Sentinel master switch, the pub/sub connection moves too.
+        let weak = Arc::downgrade(&pubsub);
+        endpoint.on_switch(Box::new(move || {
+            if let Some(pubsub) = weak.upgrade() {
+                pubsub.reconnect();
+            }
+        }));
+        Ok(pubsub)
+    }
+}
