@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config};
-use support::{command_calls, count_commands, numsub, wait_until, RedisServer};
+use support::{await_waiting, command_calls, count_commands, numsub, wait_until, RedisServer};
 
 /// Subscriptions of every client connection (the `sub=` field of CLIENT LIST).
 fn total_subscriptions(conn: &mut redis::Connection) -> i64 {
@@ -117,7 +117,7 @@ fn each_unlock_wakes_one_waiter_and_all_get_their_turn_without_waiting_a_lease()
         &mut raw,
         "redisson_lock__channel:{wait:many}"
     ) == 1));
-    std::thread::sleep(Duration::from_millis(200)); // let late threads reach their wait
+    await_waiting(&client, 10);
     let released = Instant::now();
     drop(guard);
     for t in threads {
