@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::unbounded;
 use redis::Commands;
 use redlatch::{Client, Config};
-use support::{count_commands, numsub, wait_until, RedisServer};
+use support::{
+    await_script_calls, await_waiting, count_commands, numsub, script_calls, wait_until,
+    RedisServer,
+};
 
 const CHANNEL: fn(&str) -> String = |name| format!("redisson_rwlock:{{{name}}}");
 
@@ -132,6 +135,7 @@ fn a_writer_may_read_and_its_downgrade_lets_blocked_readers_in_at_once() {
     let write = rw.write().lock().unwrap();
     let read = rw.read().lock().unwrap(); // downgrade step 1: read while writing
     let reader = b.read_write_lock("rw:down");
+    let scripts = script_calls(&mut raw);
     let waiting = std::thread::spawn(move || {
         let g = reader.read().lock().unwrap();
         let at = Instant::now();
@@ -142,7 +146,8 @@ fn a_writer_may_read_and_its_downgrade_lets_blocked_readers_in_at_once() {
         &mut raw,
         &CHANNEL("rw:down")
     ) == 1));
-    std::thread::sleep(Duration::from_millis(100)); // the reader re-checked and blocks
+    await_waiting(&b, 1);
+    await_script_calls(&mut raw, scripts + 2); // the reader re-checked and blocks
     let released = Instant::now();
     drop(write); // step 2: mode becomes read, and blocked readers are told
     let latency = waiting.join().unwrap() - released;
@@ -169,8 +174,9 @@ fn a_reader_asking_for_the_write_lock_waits_for_every_read_hold_including_its_ow
         .leak();
     let watcher = {
         let mut raw = server.conn();
+        let client = client.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(400));
+            await_waiting(&client, 1); // the write waits
             hash(&mut raw, "rw:up")
         })
     };
@@ -307,6 +313,7 @@ fn write_unlock_wakes_every_waiter_with_1_and_read_unlock_wakes_a_writer_with_0(
     let write = holder.read_write_lock("rw:wake").write().lock().unwrap();
     let (tx, rx) = unbounded();
     let (hold_tx, hold_rx) = unbounded::<()>();
+    let scripts = script_calls(&mut raw);
     let readers: Vec<_> = (0..4)
         .map(|i| {
             let rw = clients[i % 2].read_write_lock("rw:wake");
@@ -323,7 +330,9 @@ fn write_unlock_wakes_every_waiter_with_1_and_read_unlock_wakes_a_writer_with_0(
         &mut raw,
         &CHANNEL("rw:wake")
     ) == 3));
-    std::thread::sleep(Duration::from_millis(200)); // every reader blocks
+    await_waiting(&clients[0], 2);
+    await_waiting(&clients[1], 2);
+    await_script_calls(&mut raw, scripts + 2 * 4); // every reader tried, re-checked and blocks
     let before = count_commands(&mut raw);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
@@ -351,7 +360,7 @@ fn write_unlock_wakes_every_waiter_with_1_and_read_unlock_wakes_a_writer_with_0(
         drop(g);
         at
     });
-    std::thread::sleep(Duration::from_millis(200));
+    await_waiting(&holder, 1);
     for _ in 0..3 {
         hold_tx.send(()).unwrap();
     }
@@ -445,6 +454,7 @@ fn a_redisson_reader_blocks_our_writer_and_its_release_wakes_it() {
         rw.read().try_lock().unwrap().is_some(),
         "readers share with Java"
     );
+    let scripts = script_calls(&mut raw);
     let writer = {
         let rw = rw.clone();
         std::thread::spawn(move || {
@@ -458,9 +468,10 @@ fn a_redisson_reader_blocks_our_writer_and_its_release_wakes_it() {
         &mut raw,
         &CHANNEL("rw:java")
     ) == 1));
-    std::thread::sleep(Duration::from_millis(100));
-    // Redisson's read unlock of the last hold: HINCRBY -1, HDEL, DEL its timeout key, then
-    // (only `mode` left) DEL the lock and publish 0.
+    await_waiting(&client, 1);
+    await_script_calls(&mut raw, scripts + 2); // the writer re-checked and blocks
+                                               // Redisson's read unlock of the last hold: HINCRBY -1, HDEL, DEL its timeout key, then
+                                               // (only `mode` left) DEL the lock and publish 0.
     let released = Instant::now();
     let _: () = redis::pipe()
         .hdel("rw:java", java)
@@ -491,6 +502,7 @@ fn a_writer_wakes_when_a_read_unlock_cuts_the_expiry_it_waits_for() {
     let dead_until = Instant::now() + Duration::from_millis(1500);
     let live = b.read_write_lock("rw:cut").read().lock().unwrap();
     let writer_lock = w.read_write_lock("rw:cut");
+    let scripts = script_calls(&mut raw);
     let writer = std::thread::spawn(move || {
         let g = writer_lock
             .write()
@@ -502,7 +514,8 @@ fn a_writer_wakes_when_a_read_unlock_cuts_the_expiry_it_waits_for() {
         &mut raw,
         &CHANNEL("rw:cut")
     ) == 1));
-    std::thread::sleep(Duration::from_millis(200)); // the writer saw a ~30 s expiry
+    await_waiting(&w, 1);
+    await_script_calls(&mut raw, scripts + 2); // the writer re-checked: it saw a ~30 s expiry
     drop(live);
     let pttl: i64 = raw.pttl("rw:cut").unwrap();
     assert!(
