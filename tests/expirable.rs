@@ -144,6 +144,7 @@ fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing
             s.try_acquire(LONG).unwrap().unwrap(),
         ];
         let w = waiter_client.permit_expirable_semaphore(name);
+        let scripts = script_calls(&mut raw);
         let waiter = thread::spawn(move || {
             let id = if round % 2 == 0 {
                 w.acquire(LONG).unwrap()
@@ -155,6 +156,8 @@ fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing
             (id, Instant::now())
         });
         subscribed(&mut raw, name, 1);
+        await_waiting(&waiter_client, 1);
+        await_script_calls(&mut raw, scripts + 2); // it tried, then re-checked once subscribed
         if round == 0 {
             // Blocked with both permits held for 30 s: nothing but our own INFO may arrive.
             let before = count_commands(&mut raw);
