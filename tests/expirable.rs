@@ -525,11 +525,14 @@ fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
 
     // A raw INCR + PUBLISH (a Redisson release) wakes a waiter whose next re-check is 30 s away.
     let sem = s.clone();
+    let scripts = script_calls(&mut raw);
     let waiter = thread::spawn(move || {
         let id = sem.acquire(LONG).unwrap();
         (id, Instant::now())
     });
     subscribed(&mut raw, name, 1);
+    await_waiting(&client, 1);
+    await_script_calls(&mut raw, scripts + 2); // it re-checked and blocks
     let _: () = raw.incr(name, 1).unwrap();
     let released_at = Instant::now();
     let _: () = raw.publish(channel(name), 1).unwrap();

@@ -278,6 +278,7 @@ fn an_expired_read_hold_does_not_keep_the_lock_from_a_writer() {
             .unwrap();
         (g.is_some(), Instant::now())
     });
+    await_waiting(&w, 1);
     std::thread::sleep(Duration::from_millis(900));
     let a_key = format!("{{rw:dead}}:{}:1:rwlock_timeout:1", a.id());
     let a_owner_key = raw
@@ -420,6 +421,7 @@ fn force_unlock_breaks_the_held_side_and_wakes_waiters() {
     let mut raw = server.conn();
     let guard = holder.read_write_lock("rw:force").read().lock().unwrap();
     let rw = other.read_write_lock("rw:force");
+    let scripts = script_calls(&mut raw);
     let writer = {
         let rw = rw.clone();
         std::thread::spawn(move || rw.write().lock().map(|g| g.unlock().is_ok()).unwrap())
@@ -428,6 +430,8 @@ fn force_unlock_breaks_the_held_side_and_wakes_waiters() {
         &mut raw,
         &CHANNEL("rw:force")
     ) == 1));
+    await_waiting(&other, 1);
+    await_script_calls(&mut raw, scripts + 2); // the writer re-checked and blocks
     assert!(!rw.write().force_unlock().unwrap(), "not in write mode");
     assert!(rw.read().force_unlock().unwrap());
     assert!(writer.join().unwrap());

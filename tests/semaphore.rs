@@ -291,12 +291,15 @@ fn redisson_style_release_wakes_us_and_our_release_publishes_the_count() {
     let server = RedisServer::new();
     let c = clients(&server, 1);
     let mut raw = server.conn();
+    let scripts = script_calls(&mut raw);
     let (threads, got) = spawn_waiters(&c, &[2], "sem:interop", None);
     assert!(wait_until(Duration::from_secs(5), || numsub(
         &mut raw,
         "redisson_sc:{sem:interop}"
     ) == 1));
-    // What Redisson's release script does: INCRBY, then publish the new count.
+    await_waiting(&c[0], 1);
+    await_script_calls(&mut raw, scripts + 2); // it re-checked and blocks
+                                               // What Redisson's release script does: INCRBY, then publish the new count.
     let count: i64 = raw.incr("sem:interop", 2).unwrap();
     let _: () = raw.publish("redisson_sc:{sem:interop}", count).unwrap();
     got.recv_timeout(Duration::from_secs(2)).unwrap();

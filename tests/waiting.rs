@@ -172,11 +172,15 @@ fn waiters_in_two_clients_are_each_woken() {
         let lock = c.lock("wait:two");
         std::thread::spawn(move || drop(lock.lock().unwrap()))
     };
+    let scripts = script_calls(&mut raw);
     let (ta, tb) = (spawn(&a), spawn(&b));
     assert!(wait_until(Duration::from_secs(5), || numsub(
         &mut raw,
         "redisson_lock__channel:{wait:two}"
     ) == 2));
+    await_waiting(&a, 1);
+    await_waiting(&b, 1);
+    await_script_calls(&mut raw, scripts + 2 * 2); // both blocked
     let released = Instant::now();
     drop(guard);
     ta.join().unwrap();
