@@ -363,13 +363,49 @@ pub fn client_list(conn: &mut redis::Connection) -> Vec<String> {
 /// How often command `name` (case-insensitive, e.g. `"evalsha"`) was called, from `INFO commandstats`;
 /// 0 if it was never called.
 pub fn command_calls(conn: &mut redis::Connection, name: &str) -> u64 {
-    let info: String = redis::cmd("INFO")
+    command_stat(&command_stats(conn), name, "calls")
+}
+
+/// Scripts the server ran without an error: `EVALSHA` and `EVAL` calls less their failed ones
+/// (a `NOSCRIPT` miss fails; the call that follows the script's reload counts).
+pub fn script_calls(conn: &mut redis::Connection) -> u64 {
+    let info = command_stats(conn);
+    ["evalsha", "eval"]
+        .iter()
+        .map(|name| command_stat(&info, name, "calls") - command_stat(&info, name, "failed_calls"))
+        .sum()
+}
+
+/// Waits until the server has run at least `n` scripts ([`script_calls`]), panicking with the
+/// count it saw after 10 s. With [`await_waiting`]: a waiting thread tries once, registers,
+/// and tries again once its subscription is confirmed before it blocks, so `2 * waiters` more
+/// scripts than were run right before they started means every one of them is blocked (as
+/// long as nothing else runs scripts meanwhile).
+pub fn await_script_calls(conn: &mut redis::Connection, n: u64) {
+    let mut seen = 0;
+    let reached = wait_until(AWAIT_BOUND, || {
+        seen = script_calls(conn);
+        seen >= n
+    });
+    assert!(reached, "{n} script calls awaited, the server ran {seen}");
+}
+
+fn command_stats(conn: &mut redis::Connection) -> String {
+    redis::cmd("INFO")
         .arg("commandstats")
         .query(conn)
-        .expect("INFO commandstats");
+        .expect("INFO commandstats")
+}
+
+/// Field `key` (e.g. `"calls"`) of command `name` in `INFO commandstats`; 0 if absent.
+fn command_stat(info: &str, name: &str, key: &str) -> u64 {
     let prefix = format!("cmdstat_{}:", name.to_ascii_lowercase());
-    info_field(&info, &prefix)
-        .and_then(|stats| stats.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+    info_field(info, &prefix)
+        .and_then(|stats| {
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        })
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
@@ -381,9 +417,31 @@ pub(crate) fn info_field<'a>(info: &'a str, prefix: &str) -> Option<&'a str> {
 /// Polls `f` every 5 ms until it returns true or `timeout` elapses; returns the last result.
 ///
 /// For observing raw server state (e.g. a key expiring, a client disconnecting) only: never use it to
-/// wait on the crate's own behaviour, which tests must synchronise on through its API.
+/// wait on the crate's own behaviour, which tests must synchronise on through its API (as
+/// [`await_waiting`] does, on the gauge the client keeps for it).
 pub fn wait_until(timeout: Duration, f: impl FnMut() -> bool) -> bool {
     wait_until_every(timeout, Duration::from_millis(5), f)
+}
+
+/// How long [`await_waiting`] and [`await_script_calls`] wait before they fail the test.
+const AWAIT_BOUND: Duration = Duration::from_secs(10);
+
+/// Waits until exactly `n` threads of `client` are in a wait (its `waiting` gauge): each has
+/// failed its first attempt and registered for wake-ups. Panics with the count it saw after
+/// 10 s. The gauge is per client: threads of several clients are awaited client by client.
+///
+/// A thread is counted before its re-check (the attempt once its subscription is confirmed);
+/// where a test needs that done too, it also awaits [`await_script_calls`].
+pub fn await_waiting(client: &redlatch::Client, n: u64) {
+    let mut seen = 0;
+    let reached = wait_until(AWAIT_BOUND, || {
+        seen = client.metrics().waiting;
+        seen == n
+    });
+    assert!(
+        reached,
+        "{n} waiting thread(s) awaited, the client counts {seen}"
+    );
 }
 
 /// [`wait_until`], polling every `interval`: for checks that open connections to many
