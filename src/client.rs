@@ -381,7 +381,7 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// The command lock scripts publish unlock messages with.
     pub(crate) fn publish(&self) -> &'static str {
-        self.inner.pool.publish_command()
+        self.inner.pool.pubsub_mode().publish()
     }
 }
 

@@ -82,14 +82,20 @@ fn close_wakes_every_waiter_stops_threads_and_refuses_later_calls() {
         let (err, at) = w.join().unwrap();
         assert!(err.is_closed(), "waiter {i}: {err:?}");
         let took = at.saturating_duration_since(asked);
-        assert!(took < Duration::from_millis(500), "waiter {i} took {took:?}");
+        assert!(
+            took < Duration::from_millis(500),
+            "waiter {i} took {took:?}"
+        );
     }
     assert_eq!(client.metrics().waiting, 0);
     let queue: i64 = redis::cmd("LLEN")
         .arg("redisson_lock_queue:{c:fair}")
         .query(&mut raw)
         .unwrap();
-    assert_eq!(queue, 0, "the fair waiter left the queue before the connections closed");
+    assert_eq!(
+        queue, 0,
+        "the fair waiter left the queue before the connections closed"
+    );
 
     // The held lock is reported lost at once, and stays held in Redis until its lease ends.
     assert_eq!(
@@ -106,7 +112,11 @@ fn close_wakes_every_waiter_stops_threads_and_refuses_later_calls() {
     // Every later call fails, and close is idempotent.
     assert!(client.lock("c:new").lock().unwrap_err().is_closed());
     assert!(client.lock("c:new").try_lock().unwrap_err().is_closed());
-    assert!(client.semaphore("c:sem").release(1).unwrap_err().is_closed());
+    assert!(client
+        .semaphore("c:sem")
+        .release(1)
+        .unwrap_err()
+        .is_closed());
     assert!(client.inspect("c:held").unwrap_err().is_closed());
     client.close();
 

@@ -23,7 +23,7 @@ use super::{Call, Deployment};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::net::Dial;
-use crate::pubsub::{Locator, Sharded, Subscriptions};
+use crate::pubsub::{Locator, Mode, Sharded, Subscriptions};
 
 /// Number of hash slots in a Redis Cluster.
 pub(crate) const SLOTS: usize = 16384;
@@ -98,8 +98,8 @@ impl Deployment for Cluster {
         }
     }
 
-    fn publish_command(&self) -> &'static str {
-        "SPUBLISH"
+    fn pubsub_mode(&self) -> Mode {
+        Mode::Sharded
     }
 
     fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>> {

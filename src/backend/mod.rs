@@ -48,7 +48,7 @@ trait Deployment: Send + Sync {
     fn for_each_master(&self, f: &mut dyn FnMut(&Pool) -> Result<()>) -> Result<()>;
     /// Closes the idle connections of every pool, and each one checked in later.
     fn close(&self);
-    fn publish_command(&self) -> &'static str;
+    fn pubsub_mode(&self) -> Mode;
     /// How this deployment's waiters hear of releases (see [`Backend::dispatcher`]).
     fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>>;
 }
@@ -154,10 +154,11 @@ impl Backend {
         self.closed.load(Ordering::SeqCst)
     }
 
-    /// The command lock scripts publish with: `SPUBLISH` (sharded pub/sub) on a cluster,
-    /// else `PUBLISH`.
-    pub(crate) fn publish_command(&self) -> &'static str {
-        self.deployment.publish_command()
+    /// Which pub/sub commands this deployment's messages travel by: sharded on a cluster
+    /// (`SPUBLISH`), plain otherwise (`PUBLISH`). Scripts publish with
+    /// [`Mode::publish`], and waiters subscribe to match.
+    pub(crate) fn pubsub_mode(&self) -> Mode {
+        self.deployment.pubsub_mode()
     }
 
     /// Starts the pub/sub dispatcher for this backend's waiters, with connections opened by
@@ -210,8 +211,8 @@ impl Deployment for Server {
         self.pool.close();
     }
 
-    fn publish_command(&self) -> &'static str {
-        "PUBLISH"
+    fn pubsub_mode(&self) -> Mode {
+        Mode::Plain
     }
 
     fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>> {

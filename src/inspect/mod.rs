@@ -429,10 +429,7 @@ impl Client {
     /// the node that owns its slot).
     fn subscribers(&self, channel: &str) -> Result<u64> {
         let pool = &self.inner.pool;
-        let which = match pool.publish_command() {
-            "SPUBLISH" => "SHARDNUMSUB",
-            _ => "NUMSUB",
-        };
+        let which = pool.pubsub_mode().numsub();
         let reply: (String, u64) = pool.run(channel, |c| {
             redis::cmd("PUBSUB").arg(which).arg(channel).query(c)
         })?;

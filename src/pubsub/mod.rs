@@ -59,6 +59,25 @@ pub(crate) enum Mode {
     Sharded,
 }
 
+impl Mode {
+    /// The command that publishes to this mode's subscribers (an argument of every script
+    /// that wakes waiters).
+    pub(crate) fn publish(self) -> &'static str {
+        match self {
+            Mode::Plain => "PUBLISH",
+            Mode::Sharded => "SPUBLISH",
+        }
+    }
+
+    /// The `PUBSUB` subcommand that counts a channel's subscribers in this mode.
+    pub(crate) fn numsub(self) -> &'static str {
+        match self {
+            Mode::Plain => "NUMSUB",
+            Mode::Sharded => "SHARDNUMSUB",
+        }
+    }
+}
+
 /// One pub/sub command, as remembered until its reply arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Command {
