@@ -34,6 +34,8 @@ pub(crate) const PERMIT_TIMEOUTS: &str = "timeout";
 pub(crate) const READ_HOLD: &str = "rwlock_timeout";
 /// Suffix of a writer's hash field in a read-write lock: `<owner>:write`.
 pub(crate) const WRITE_FIELD: &str = "write";
+/// The hash field of a read-write lock that says which side holds it: `read` or `write`.
+pub(crate) const RW_MODE: &str = "mode";
 
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
