@@ -8,7 +8,7 @@ mod rw;
 
 pub use guard::LockGuard;
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
-pub(crate) use raw::{wait_replicas, Renewal};
+pub(crate) use raw::{wait_replicas, BatchRenewal, Renewal};
 pub use reentrant::Lock;
 pub use rw::ReadWriteLock;
 

@@ -61,13 +61,40 @@ pub(crate) enum Side {
     Write,
 }
 
-/// What the watchdog renews for a held lock.
+/// What the watchdog renews for a held lock: the hold's hash field (what tells the holds of
+/// one lock apart), and the batch script that renews it.
 pub(crate) struct Renewal {
     /// The hash field of the hold: the owner id, or `<owner>:write` for a write hold.
     pub(crate) field: std::sync::Arc<str>,
-    /// For a read hold: the owner's hold-timeout prefix (`{name}:<owner>:rwlock_timeout`).
-    pub(crate) read_prefix: Option<std::sync::Arc<str>>,
+    pub(crate) batch: &'static BatchRenewal,
 }
+
+/// A script that renews many holds in one call: ARGV[1] is the lease in ms, and each hold
+/// adds its own keys and arguments in turn. The watchdog groups holds by it.
+pub(crate) struct BatchRenewal {
+    pub(crate) script: &'static std::sync::LazyLock<redis::Script>,
+    /// Adds one hold of lock `name`, hash field `field`, to the call.
+    pub(crate) add: fn(call: &mut redis::ScriptInvocation<'_>, name: &str, field: &str),
+}
+
+/// `lock_renew.lua`: a hold is its field of the lock hash, which expires as a whole.
+pub(crate) static RENEW_FIELD: BatchRenewal = BatchRenewal {
+    script: &scripts::LOCK_RENEW,
+    add: |call, name, field| {
+        call.key(name).arg(field);
+    },
+};
+
+/// `rw_read_renew.lua`: a read hold is renewed through its lease keys, so each hold adds
+/// the prefix of its owner's as a second key.
+static RENEW_READ: BatchRenewal = BatchRenewal {
+    script: &scripts::RW_READ_RENEW,
+    add: |call, name, owner| {
+        call.key(name)
+            .key(crate::keys::read_holds(name, owner))
+            .arg(owner);
+    },
+};
 
 /// The extra keys and setting of a fair lock.
 pub(crate) struct Fair {
@@ -162,7 +189,10 @@ impl RawLock {
                 Kind::Rw(Side::Write) => self.field(owner).into(),
                 _ => std::sync::Arc::clone(owner),
             },
-            read_prefix: (self.side() == Some(Side::Read)).then(|| self.read_prefix(owner).into()),
+            batch: match self.kind {
+                Kind::Rw(Side::Read) => &RENEW_READ,
+                _ => &RENEW_FIELD,
+            },
         }
     }
 
@@ -493,11 +523,10 @@ mod tests {
         let read = RawLock::read_write(client.clone(), "rw", Side::Read);
         let renewal = read.renewal(&owner);
         assert!(Arc::ptr_eq(&renewal.field, &owner));
-        assert_eq!(
-            renewal.read_prefix.as_deref(),
-            Some("{rw}:uuid:7:rwlock_timeout")
-        );
+        assert!(std::ptr::eq(renewal.batch, &RENEW_READ));
         let write = RawLock::read_write(client, "rw", Side::Write);
-        assert_eq!(&*write.renewal(&owner).field, "uuid:7:write");
+        let renewal = write.renewal(&owner);
+        assert_eq!(&*renewal.field, "uuid:7:write");
+        assert!(std::ptr::eq(renewal.batch, &RENEW_FIELD));
     }
 }
