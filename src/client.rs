@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
-use crate::lock::{Lock, ReadWriteLock};
+use crate::lock::{Fair, Fenced, Lock, Plain, ReadWriteLock};
 use crate::metrics::{Metrics, Recorder};
 use crate::pubsub::Dispatcher;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
@@ -186,7 +186,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: &str) -> Lock {
-        Lock::new(self.clone(), name, false)
+        Lock::new(self.clone(), name, Plain::new(name))
     }
 
     /// A fair lock named `name` (Redisson's `RFairLock`): threads, in this process or any
@@ -219,7 +219,11 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_lock(&self, name: &str) -> Lock {
-        Lock::new(self.clone(), name, true)
+        Lock::new(
+            self.clone(),
+            name,
+            Fair::new(name, self.inner.config.fair_thread_wait),
+        )
     }
 
     /// A fenced lock named `name` (Redisson's `RFencedLock`): a reentrant lock whose every
@@ -249,7 +253,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fenced_lock(&self, name: &str) -> Lock {
-        Lock::fenced(self.clone(), name)
+        Lock::new(self.clone(), name, Fenced::new(name))
     }
 
     /// A value named `name` that only the newest holder of a fenced lock may change: see

@@ -9,9 +9,6 @@
 //! lands in the name's slot; a name that already contains `{` is used as it is
 //! (`prefix:name`), as Redisson does.
 
-// Until every call site takes its names from here.
-#![allow(dead_code)]
-
 use crate::inspect::Kind;
 
 /// Prefix of a lock's channel: `redisson_lock__channel:{name}`.
@@ -246,6 +243,7 @@ impl Layout {
 
     /// Every channel a waiter on any kind of object `name` listens on (but a fair lock's
     /// per-waiter channels).
+    #[cfg(test)]
     pub(crate) fn channels(&self) -> [&str; 4] {
         [
             &self.lock_channel,

@@ -29,9 +29,8 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 use crate::backend::Backend;
 use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
-use crate::lock::{wait_replicas, Renewal};
+use crate::lock::{wait_replicas, BatchRenewal, Renewal};
 use crate::metrics::Recorder;
-use crate::scripts;
 
 /// Why a [`LockGuard`](crate::LockGuard)'s hold was lost, as passed to
 /// [`LockGuard::on_lost`](crate::LockGuard::on_lost) callbacks.
@@ -99,6 +98,9 @@ struct State {
     /// ...and any other of the same name (another hash field: read holds of one read-write
     /// lock by several threads, or a thread's write and read holds), by name and field.
     more_fields: HashMap<(Arc<str>, Arc<str>), u64>,
+    /// The batch scripts of the renewals handed in, each once: an entry names its own by
+    /// index here ([`Entry::renewal`]), which is smaller than a reference.
+    renewals: Vec<&'static BatchRenewal>,
     due: BinaryHeap<Reverse<(Instant, u64)>>,
     /// About how many items of `due` belong to removed entries: they wait in the heap until
     /// their time comes (up to a year for a released explicit-lease timer), so the heap is
@@ -119,6 +121,9 @@ struct Entry {
     /// for a write hold. `None` for a timer: an explicit lease, watched only to signal its end.
     field: Option<Arc<str>>,
     holds: u32,
+    /// The batch script that renews it, as an index into [`State::renewals`] (unused by a
+    /// timer). It fits in what would be padding after `holds`.
+    renewal: u8,
     lease: Arc<LeaseState>,
     /// What few entries have, boxed so that the common entry stays small.
     extra: Option<Box<Extra>>,
@@ -127,36 +132,22 @@ struct Entry {
 /// The rarer parts of an [`Entry`].
 #[derive(Default)]
 struct Extra {
-    /// For a read hold: the owner's hold-timeout prefix (renewed with `rw_read_renew.lua`).
-    read_prefix: Option<Arc<str>>,
     /// `on_lost` callbacks, each with the hold (guard) it belongs to.
     callbacks: Vec<(u64, Callback)>,
 }
 
 impl Entry {
-    /// A single hold of `name`: renewed (`field` set) or a timer.
-    fn new(
-        name: &Arc<str>,
-        field: Option<Arc<str>>,
-        read_prefix: Option<Arc<str>>,
-        lease: Arc<LeaseState>,
-    ) -> Entry {
+    /// A single hold of `name`: renewed (`field` set) by the batch script `renewal`, or a
+    /// timer.
+    fn new(name: &Arc<str>, field: Option<Arc<str>>, renewal: u8, lease: Arc<LeaseState>) -> Entry {
         Entry {
             name: Arc::clone(name),
             field,
             holds: 1,
+            renewal,
             lease,
-            extra: read_prefix.map(|p| {
-                Box::new(Extra {
-                    read_prefix: Some(p),
-                    callbacks: Vec::new(),
-                })
-            }),
+            extra: None,
         }
-    }
-
-    fn read_prefix(&self) -> Option<&Arc<str>> {
-        self.extra.as_ref()?.read_prefix.as_ref()
     }
 
     fn add_callback(&mut self, hold: u64, callback: Callback) {
@@ -367,7 +358,7 @@ impl Watchdog {
         let mut st = self.shared.state.lock();
         let id = st.new_id();
         st.entries
-            .insert(id, Entry::new(name, None, None, Arc::clone(lease)));
+            .insert(id, Entry::new(name, None, 0, Arc::clone(lease)));
         let hold = st.new_id();
         let wake = st.schedule(lease.expires(), id);
         drop(st);
@@ -522,7 +513,7 @@ impl State {
         lease: Duration,
         metrics: Option<&Arc<Recorder>>,
     ) -> (Watch, Arc<LeaseState>, bool) {
-        let field = renewal.field;
+        let Renewal { field, batch } = renewal;
         if let Some(id) = self.find(name, &field) {
             let entry = self
                 .entries
@@ -555,16 +546,24 @@ impl State {
             state = state.counted_by(m);
         }
         let lease = Arc::new(state);
-        let entry = Entry::new(
-            name,
-            Some(Arc::clone(&field)),
-            renewal.read_prefix,
-            Arc::clone(&lease),
-        );
+        let renewal = self.renewal_index(batch);
+        let entry = Entry::new(name, Some(Arc::clone(&field)), renewal, Arc::clone(&lease));
         self.entries.insert(id, entry);
         self.index(name, field, id);
         let hold = self.new_id();
         (Watch { id, hold }, lease, true)
+    }
+
+    /// The index of `batch` in `renewals`, added if new.
+    fn renewal_index(&mut self, batch: &'static BatchRenewal) -> u8 {
+        let i = match self.renewals.iter().position(|&b| std::ptr::eq(b, batch)) {
+            Some(i) => i,
+            None => {
+                self.renewals.push(batch);
+                self.renewals.len() - 1
+            }
+        };
+        u8::try_from(i).expect("a few lock kinds, so a few batch scripts")
     }
 
     /// Queues entry `id` for `at`; true if it is now the earliest (the thread must wake).
@@ -680,7 +679,7 @@ impl State {
 struct Target {
     name: Arc<str>,
     field: Arc<str>,
-    read_prefix: Option<Arc<str>>,
+    renewal: &'static BatchRenewal,
 }
 
 impl Shared {
@@ -758,7 +757,7 @@ impl Shared {
                     Target {
                         name: Arc::clone(&e.name),
                         field: Arc::clone(field.expect("only renewed entries are live here")),
-                        read_prefix: e.read_prefix().cloned(),
+                        renewal: st.renewals[usize::from(e.renewal)],
                     }
                 })
                 .collect();
@@ -769,24 +768,19 @@ impl Shared {
             self.apply(&mut st, &live, sent_at, outcomes);
         }
     }
-    /// Renews a batch: lock and write holds in one script call, read holds in another. One
-    /// outcome per target, in order: renewed, not held, or why its call failed (a failing
-    /// call does not affect the targets of the other). With replica sync, a call is followed
-    /// by `WAIT`, and renewals fewer replicas confirmed count as failed.
+    /// Renews a batch: one script call per batch script (each renewal names its own) and,
+    /// on a cluster, per hash slot. One outcome per target, in order: renewed, not held, or
+    /// why its call failed (a failing call does not affect the targets of the others). With
+    /// replica sync, a call is followed by `WAIT`, and renewals fewer replicas confirmed
+    /// count as failed.
     fn renew(&self, batch: &[Target]) -> Vec<Renewed> {
-        let (reads, hashes): (Vec<usize>, Vec<usize>) =
-            (0..batch.len()).partition(|&i| batch[i].read_prefix.is_some());
         let mut out: Vec<Renewed> = vec![Renewed::Failed(Arc::from("not sent")); batch.len()];
-        let mut call = |script: &redis::Script, at: &[usize]| {
+        let mut call = |renewal: &BatchRenewal, at: &[usize]| {
             let Some(&first) = at.first() else { return };
-            let mut inv = script.prepare_invoke();
+            let mut inv = renewal.script.prepare_invoke();
             inv.arg(millis(self.lease));
             for t in at.iter().map(|&i| &batch[i]) {
-                inv.key(&*t.name);
-                if let Some(prefix) = &t.read_prefix {
-                    inv.key(&**prefix);
-                }
-                inv.arg(&*t.field);
+                (renewal.add)(&mut inv, &t.name, &t.field);
             }
             let reply = self.pool.run_once(&batch[first].name, |c| {
                 let renewed: Vec<i64> = inv.invoke(c)?;
@@ -803,11 +797,8 @@ impl Shared {
             scatter(&mut out, at, reply);
         };
         // On a cluster the keys of one call must share a slot.
-        for group in by_slot(&self.pool, batch, &hashes) {
-            call(&scripts::LOCK_RENEW, &group);
-        }
-        for group in by_slot(&self.pool, batch, &reads) {
-            call(&scripts::RW_READ_RENEW, &group);
+        for (renewal, group) in by_script_and_slot(&self.pool, batch) {
+            call(renewal, &group);
         }
         out
     }
@@ -869,17 +860,29 @@ impl Shared {
     }
 }
 
-/// Splits batch positions `at` into groups of one hash slot each (one group on a single
-/// server), keeping their order.
-fn by_slot(commands: &Backend, batch: &[Target], at: &[usize]) -> Vec<Vec<usize>> {
-    let mut groups: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
-    for &i in at {
-        groups
-            .entry(commands.slot(&batch[i].name))
-            .or_default()
-            .push(i);
+/// Splits the positions of `batch` into groups of one batch script and one hash slot each
+/// (one slot on a single server), keeping their order within a group.
+fn by_script_and_slot(
+    commands: &Backend,
+    batch: &[Target],
+) -> Vec<(&'static BatchRenewal, Vec<usize>)> {
+    type BySlot = std::collections::BTreeMap<u16, Vec<usize>>;
+    let mut groups: Vec<(&'static BatchRenewal, BySlot)> = Vec::new();
+    for (i, t) in batch.iter().enumerate() {
+        let at = match groups.iter().position(|(r, _)| std::ptr::eq(*r, t.renewal)) {
+            Some(at) => at,
+            None => {
+                groups.push((t.renewal, BySlot::new()));
+                groups.len() - 1
+            }
+        };
+        let slot = commands.slot(&t.name);
+        groups[at].1.entry(slot).or_default().push(i);
     }
-    groups.into_values().collect()
+    groups
+        .into_iter()
+        .flat_map(|(r, slots)| slots.into_values().map(move |group| (r, group)))
+        .collect()
 }
 
 fn owner(e: &Entry) -> &str {
@@ -931,7 +934,7 @@ mod tests {
             let name: Arc<str> = Arc::from(format!("l{id}"));
             let owner: Arc<str> = Arc::from("o");
             let lease = Arc::new(LeaseState::new(t0, Duration::from_secs(30)));
-            let entry = Entry::new(&name, Some(Arc::clone(&owner)), None, lease);
+            let entry = Entry::new(&name, Some(Arc::clone(&owner)), 0, lease);
             st.entries.insert(id, entry);
             st.index(&name, owner, id);
             st.due.push(Reverse((t0 + Duration::from_millis(ms), id)));
@@ -940,10 +943,17 @@ mod tests {
         (st, t0)
     }
 
+    static RENEW: BatchRenewal = BatchRenewal {
+        script: &crate::scripts::LOCK_RENEW,
+        add: |call, name, field| {
+            call.key(name).arg(field);
+        },
+    };
+
     fn renewal(field: &str) -> Renewal {
         Renewal {
             field: Arc::from(field),
-            read_prefix: None,
+            batch: &RENEW,
         }
     }
 
@@ -977,7 +987,7 @@ mod tests {
         let (mut st, t0) = state_with(&[(1, 20)]);
         let lease = Arc::new(LeaseState::new(t0, Duration::from_millis(10)));
         st.entries
-            .insert(2, Entry::new(&Arc::from("timer"), None, None, lease));
+            .insert(2, Entry::new(&Arc::from("timer"), None, 0, lease));
         st.due.push(Reverse((t0 + Duration::from_millis(10), 2)));
         let horizon = t0 + Duration::from_millis(50);
         assert!(
@@ -1070,7 +1080,7 @@ mod tests {
         for _ in 0..100_000 {
             let id = st.new_id();
             let lease = Arc::new(LeaseState::new(Instant::now(), Duration::from_secs(3600)));
-            st.entries.insert(id, Entry::new(&name, None, None, lease));
+            st.entries.insert(id, Entry::new(&name, None, 0, lease));
             st.schedule(far, id);
             st.release(id);
         }

@@ -1,14 +1,17 @@
-//! The raw lock protocol: runs the scripts of `lua/lock_*.lua` (reentrant), `lua/fair_*.lua`
-//! (fair) or `lua/rw_*.lua` (the sides of a read-write lock) and decodes replies. Knows nothing
-//! of guards, waiting or the watchdog.
+//! The raw lock protocol: what every lock kind shares. Runs the kind's scripts (see
+//! [`Kind`]) with the replica confirmation and undo of an acquire, the unlock latch and one
+//! safe retry of an unlock, and decodes replies. Knows nothing of guards, waiting or the
+//! watchdog.
 
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
 use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
-use crate::lock::{suffixed, tagged};
-use crate::scripts;
+use crate::keys;
+use crate::lock::kind::{Kind, Renewal};
 
 /// What the unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,23 +26,9 @@ pub(crate) enum Unlocked {
 
 pub(crate) struct RawLock {
     pub(crate) client: Client,
-    pub(crate) name: std::sync::Arc<str>,
-    /// The unlock channel; a fair lock's waiter listens on `<channel>:<owner>` instead.
-    pub(crate) channel: String,
-    pub(crate) kind: Kind,
-}
-
-/// Which protocol a lock speaks.
-pub(crate) enum Kind {
-    /// Redisson's `RLock`.
-    Plain,
-    /// Redisson's `RFairLock`.
-    Fair(Fair),
-    /// One side of Redisson's `RReadWriteLock`.
-    Rw(Side),
-    /// Redisson's `RFencedLock`: a plain lock whose acquire also increments the token
-    /// counter (the key named here).
-    Fenced(String),
+    pub(crate) name: Arc<str>,
+    /// The protocol this lock speaks: its scripts, keys and wait channel.
+    pub(crate) kind: Box<dyn Kind>,
 }
 
 /// What one acquire attempt found.
@@ -54,143 +43,58 @@ pub(crate) enum Attempt {
     Busy(i64),
 }
 
-/// A side of a read-write lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Side {
-    Read,
-    Write,
-}
-
-/// What the watchdog renews for a held lock.
-pub(crate) struct Renewal {
-    /// The hash field of the hold: the owner id, or `<owner>:write` for a write hold.
-    pub(crate) field: std::sync::Arc<str>,
-    /// For a read hold: the owner's hold-timeout prefix (`{name}:<owner>:rwlock_timeout`).
-    pub(crate) read_prefix: Option<std::sync::Arc<str>>,
-}
-
-/// The extra keys and setting of a fair lock.
-pub(crate) struct Fair {
-    queue: String,
-    timeouts: String,
-    /// Thread wait in ms: how long a head of the queue may stay silent before it is skipped.
-    wait_ms: u64,
-}
-
 impl RawLock {
-    pub(crate) fn new(client: Client, name: &str, fair: bool) -> RawLock {
-        let kind = match fair {
-            false => Kind::Plain,
-            true => Kind::Fair(Fair {
-                queue: tagged("redisson_lock_queue", name),
-                timeouts: tagged("redisson_lock_timeout", name),
-                wait_ms: millis(client.inner.config.fair_thread_wait),
-            }),
-        };
+    /// The lock `name` of kind `kind`.
+    pub(crate) fn new(client: Client, name: &str, kind: impl Kind) -> RawLock {
         RawLock {
-            channel: tagged("redisson_lock__channel", name),
-            name: name.into(),
             client,
-            kind,
-        }
-    }
-
-    /// The fenced lock `name`.
-    pub(crate) fn fenced(client: Client, name: &str) -> RawLock {
-        RawLock {
-            channel: tagged("redisson_lock__channel", name),
             name: name.into(),
-            client,
-            kind: Kind::Fenced(tagged("redisson_lock_token", name)),
-        }
-    }
-
-    /// The fencing token counter of a fenced lock.
-    pub(crate) fn token_key(&self) -> Option<&str> {
-        match &self.kind {
-            Kind::Fenced(key) => Some(key),
-            _ => None,
-        }
-    }
-
-    /// One side of the read-write lock `name`.
-    pub(crate) fn read_write(client: Client, name: &str, side: Side) -> RawLock {
-        RawLock {
-            channel: tagged("redisson_rwlock", name),
-            name: name.into(),
-            client,
-            kind: Kind::Rw(side),
-        }
-    }
-
-    pub(crate) fn fair(&self) -> Option<&Fair> {
-        match &self.kind {
-            Kind::Fair(f) => Some(f),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn side(&self) -> Option<Side> {
-        match self.kind {
-            Kind::Rw(side) => Some(side),
-            _ => None,
+            kind: Box::new(kind),
         }
     }
 
     /// The channel on which `owner` waits for this lock.
-    pub(crate) fn wait_channel(&self, owner: &str) -> std::borrow::Cow<'_, str> {
-        match self.kind {
-            Kind::Fair(_) => format!("{}:{owner}", self.channel).into(),
-            _ => self.channel.as_str().into(),
-        }
+    pub(crate) fn wait_channel(&self, owner: &str) -> Cow<'_, str> {
+        self.kind.wait_channel(self, owner)
     }
 
     /// The hash field holding `owner`'s hold count.
     pub(crate) fn field(&self, owner: &str) -> String {
-        match self.kind {
-            Kind::Rw(Side::Write) => format!("{owner}:write"),
-            _ => owner.to_owned(),
-        }
+        self.kind.field(owner)
     }
 
-    /// What the watchdog renews for `owner`'s holds. Where the field is the owner id itself
-    /// (every kind but the write side) it shares `owner`'s allocation: the watchdog keeps an
-    /// entry per held lock, and this way its entry has no string of its own.
-    pub(crate) fn renewal(&self, owner: &std::sync::Arc<str>) -> Renewal {
-        Renewal {
-            field: match self.kind {
-                Kind::Rw(Side::Write) => self.field(owner).into(),
-                _ => std::sync::Arc::clone(owner),
-            },
-            read_prefix: (self.side() == Some(Side::Read)).then(|| self.read_prefix(owner).into()),
-        }
+    /// What the watchdog renews for `owner`'s holds.
+    pub(crate) fn renewal(&self, owner: &Arc<str>) -> Renewal {
+        self.kind.renewal(owner)
     }
 
-    /// `{name}:<owner>:rwlock_timeout`: the read holds of `owner` are `<this>:<n>`.
-    fn read_prefix(&self, owner: &str) -> String {
-        format!("{}:rwlock_timeout", suffixed(&self.name, owner))
+    /// Whether anybody holds the lock (in this kind's mode).
+    pub(crate) fn is_locked(&self) -> Result<bool> {
+        self.kind.is_locked(self)
     }
 
-    /// `{name}` (or the name itself when it has a hash tag): what every owner's read-hold
-    /// timeout key starts with.
-    fn key_prefix(&self) -> String {
-        let with_colon = suffixed(&self.name, "");
-        with_colon[..with_colon.len() - 1].to_owned()
+    /// Called once before `owner` starts waiting.
+    pub(crate) fn before_wait(&self, owner: &str) {
+        self.kind.before_wait(self, owner)
     }
 
     pub(crate) fn check_name(&self) -> Result<()> {
         crate::config::check_name("lock", &self.name)
     }
 
-    /// One acquire attempt. A fair lock puts `owner` in its queue when `enqueue` is set.
+    /// One acquire attempt. `will_wait`: the caller waits if it fails (a fair lock queues
+    /// `owner` then).
     ///
     /// With [`sync_replicas`](crate::ConfigBuilder::sync_replicas), a successful attempt is
     /// followed by `WAIT` on the same connection; one that too few replicas confirmed (or
     /// whose confirmation failed) is undone before the error is returned.
-    pub(crate) fn acquire(&self, owner: &str, lease: Duration, enqueue: bool) -> Result<Attempt> {
+    pub(crate) fn acquire(&self, owner: &str, lease: Duration, will_wait: bool) -> Result<Attempt> {
         let mut wrote = false;
-        let outcome = self.client.inner.pool.run(&self.name, |c| {
-            let attempt = self.acquire_script(c, owner, lease, enqueue)?;
+        let outcome = self.run(|c| {
+            let reply = self
+                .kind
+                .acquire(self, c, owner, millis(lease), will_wait)?;
+            let attempt = decode_attempt(&reply);
             wrote = matches!(attempt, Ok(Attempt::Acquired { .. }));
             Ok((attempt, self.confirm(c, wrote)?))
         });
@@ -223,54 +127,6 @@ impl RawLock {
         Ok(attempt)
     }
 
-    /// Runs the acquire script of this lock's kind; the inner result carries a reply that
-    /// could not be decoded.
-    fn acquire_script(
-        &self,
-        c: &mut redis::Connection,
-        owner: &str,
-        lease: Duration,
-        enqueue: bool,
-    ) -> redis::RedisResult<Result<Attempt>> {
-        let reply: redis::Value = match &self.kind {
-            Kind::Fenced(token_key) => scripts::FENCED_ACQUIRE
-                .key(&*self.name)
-                .key(token_key)
-                .arg(millis(lease))
-                .arg(owner)
-                .invoke(c)?,
-            Kind::Plain => scripts::LOCK_ACQUIRE
-                .key(&*self.name)
-                .arg(millis(lease))
-                .arg(owner)
-                .invoke(c)?,
-            Kind::Rw(Side::Read) => scripts::RW_READ_ACQUIRE
-                .key(&*self.name)
-                .key(self.read_prefix(owner))
-                .arg(millis(lease))
-                .arg(owner)
-                .arg(format!("{owner}:write"))
-                .invoke(c)?,
-            Kind::Rw(Side::Write) => scripts::RW_WRITE_ACQUIRE
-                .key(&*self.name)
-                .arg(millis(lease))
-                .arg(self.field(owner))
-                .invoke(c)?,
-            Kind::Fair(f) => scripts::FAIR_ACQUIRE
-                .key(&*self.name)
-                .key(&f.queue)
-                .key(&f.timeouts)
-                .key(&self.channel)
-                .arg(millis(lease))
-                .arg(owner)
-                .arg(f.wait_ms)
-                .arg(if enqueue { "1" } else { "0" })
-                .arg(self.client.publish())
-                .invoke(c)?,
-        };
-        Ok(decode_attempt(&reply))
-    }
-
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and
     /// the script wrote; the number of replicas that confirmed, `None` when not asked.
     fn confirm(&self, c: &mut redis::Connection, wrote: bool) -> redis::RedisResult<Option<u32>> {
@@ -292,75 +148,21 @@ impl RawLock {
     /// Takes `owner` out of a fair lock's queue (a wait given up); true if it was queued.
     /// A no-op for other locks.
     pub(crate) fn leave(&self, owner: &str) -> Result<bool> {
-        let Some(f) = self.fair() else {
-            return Ok(false);
-        };
-        self.client.inner.pool.run(&self.name, |c| {
-            scripts::FAIR_LEAVE
-                .key(&*self.name)
-                .key(&f.queue)
-                .key(&f.timeouts)
-                .key(&self.channel)
-                .arg(owner)
-                .arg(f.wait_ms)
-                .arg(self.client.publish())
-                .invoke(c)
-        })
+        self.kind.leave(self, owner)
     }
 
     /// Releases one hold of `owner`. A lost reply is retried once with the same request id;
     /// the unlock latch makes the retry return the first call's outcome.
     pub(crate) fn unlock(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
         let request = uuid::Uuid::new_v4().simple().to_string();
-        let latch = format!("{}:{request}", tagged("redisson_unlock_latch", &self.name));
+        let latch = keys::unlock_latch(&self.name, &request);
         let cfg = &self.client.inner.config;
         let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
         let attempt = || -> Result<(Option<i64>, Option<u32>)> {
-            self.client.inner.pool.run(&self.name, |c| {
-                let reply: Option<i64> = match &self.kind {
-                    Kind::Plain | Kind::Fenced(_) => scripts::LOCK_UNLOCK
-                        .key(&*self.name)
-                        .key(&self.channel)
-                        .key(&latch)
-                        .arg(0)
-                        .arg(millis(lease))
-                        .arg(owner)
-                        .arg(self.client.publish())
-                        .arg(latch_ttl)
-                        .invoke(c)?,
-                    Kind::Rw(Side::Read) => scripts::RW_READ_UNLOCK
-                        .key(&*self.name)
-                        .key(&self.channel)
-                        .key(self.read_prefix(owner))
-                        .key(self.key_prefix())
-                        .key(&latch)
-                        .arg(owner)
-                        .arg(self.client.publish())
-                        .arg(latch_ttl)
-                        .invoke(c)?,
-                    Kind::Rw(Side::Write) => scripts::RW_WRITE_UNLOCK
-                        .key(&*self.name)
-                        .key(&self.channel)
-                        .key(self.key_prefix())
-                        .key(&latch)
-                        .arg(millis(lease))
-                        .arg(self.field(owner))
-                        .arg(self.client.publish())
-                        .arg(latch_ttl)
-                        .invoke(c)?,
-                    Kind::Fair(f) => scripts::FAIR_UNLOCK
-                        .key(&*self.name)
-                        .key(&f.queue)
-                        .key(&f.timeouts)
-                        .key(&self.channel)
-                        .key(&latch)
-                        .arg(millis(lease))
-                        .arg(owner)
-                        .arg(self.client.publish())
-                        .arg(latch_ttl)
-                        .arg(f.wait_ms)
-                        .invoke(c)?,
-                };
+            self.run(|c| {
+                let reply = self
+                    .kind
+                    .unlock(self, c, owner, &latch, millis(lease), latch_ttl)?;
                 Ok((reply, self.confirm(c, reply.is_some())?))
             })
         };
@@ -396,39 +198,20 @@ impl RawLock {
 
     /// Deletes the lock whoever holds it; true if there was one.
     pub(crate) fn force_unlock(&self) -> Result<bool> {
-        self.client
-            .inner
-            .pool
-            .run(&self.name, |c| match &self.kind {
-                Kind::Plain | Kind::Fenced(_) => scripts::LOCK_FORCE_UNLOCK
-                    .key(&*self.name)
-                    .key(&self.channel)
-                    .arg(0)
-                    .arg(self.client.publish())
-                    .invoke(c),
-                Kind::Rw(side) => scripts::RW_FORCE_UNLOCK
-                    .key(&*self.name)
-                    .key(&self.channel)
-                    .arg(match side {
-                        Side::Read => "read",
-                        Side::Write => "write",
-                    })
-                    .arg(self.client.publish())
-                    .invoke(c),
-                Kind::Fair(f) => scripts::FAIR_FORCE_UNLOCK
-                    .key(&*self.name)
-                    .key(&f.queue)
-                    .key(&f.timeouts)
-                    .key(&self.channel)
-                    .arg(self.client.publish())
-                    .arg(f.wait_ms)
-                    .invoke(c),
-            })
+        self.run(|c| self.kind.force_unlock(self, c))
+    }
+
+    /// Runs `f` on a connection to the lock's node (retried as the pool retries).
+    pub(crate) fn run<T>(
+        &self,
+        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.client.inner.pool.run(&self.name, f)
     }
 
     pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.check_name()?;
-        self.client.inner.pool.run(&self.name, |c| cmd.query(c))
+        self.run(|c| cmd.query(c))
     }
 }
 
@@ -474,30 +257,4 @@ fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
         _ => {}
     }
     Err(Error::Protocol(format!("acquire script replied {reply:?}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-
-    #[test]
-    fn renewal_shares_the_owner_string_except_for_a_write_hold() {
-        // The watchdog keeps the renewal's field for as long as the lock is held: where it is
-        // the owner id, it must not be a copy of its own.
-        let client = Client::open("redis://127.0.0.1/").unwrap();
-        let owner: Arc<str> = Arc::from("uuid:7");
-        let plain = RawLock::new(client.clone(), "l", false);
-        assert!(Arc::ptr_eq(&plain.renewal(&owner).field, &owner));
-        let read = RawLock::read_write(client.clone(), "rw", Side::Read);
-        let renewal = read.renewal(&owner);
-        assert!(Arc::ptr_eq(&renewal.field, &owner));
-        assert_eq!(
-            renewal.read_prefix.as_deref(),
-            Some("{rw}:uuid:7:rwlock_timeout")
-        );
-        let write = RawLock::read_write(client, "rw", Side::Write);
-        assert_eq!(&*write.renewal(&owner).field, "uuid:7:write");
-    }
 }

@@ -7,7 +7,8 @@ use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
-use crate::lock::raw::{Attempt, RawLock, Side, Unlocked};
+use crate::lock::kind::Kind;
+use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::metrics::Recorder;
 use crate::pubsub::{wait, Channel, Tried};
 
@@ -42,23 +43,10 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, name: &str, fair: bool) -> Lock {
+    /// The lock `name` of kind `kind` (see `Client::lock` and its siblings).
+    pub(crate) fn new(client: Client, name: &str, kind: impl Kind) -> Lock {
         Lock {
-            raw: Arc::new(RawLock::new(client, name, fair)),
-            lease: None,
-        }
-    }
-
-    pub(crate) fn fenced(client: Client, name: &str) -> Lock {
-        Lock {
-            raw: Arc::new(RawLock::fenced(client, name)),
-            lease: None,
-        }
-    }
-
-    pub(crate) fn read_write(client: Client, name: &str, side: Side) -> Lock {
-        Lock {
-            raw: Arc::new(RawLock::read_write(client, name, side)),
+            raw: Arc::new(RawLock::new(client, name, kind)),
             lease: None,
         }
     }
@@ -73,7 +61,7 @@ impl Lock {
     /// assert!(!client.lock("payments").is_fair());
     /// ```
     pub fn is_fair(&self) -> bool {
-        self.raw.fair().is_some()
+        self.raw.kind.is_fair()
     }
 
     /// Whether this is a fenced lock (made by [`Client::fenced_lock`]): each acquire takes a
@@ -87,7 +75,7 @@ impl Lock {
     /// assert!(!client.lock("ledger").is_fenced());
     /// ```
     pub fn is_fenced(&self) -> bool {
-        self.raw.token_key().is_some()
+        self.raw.kind.token_key().is_some()
     }
 
     /// The newest fencing token handed out by a fenced lock (by any client, Rust or Java);
@@ -109,7 +97,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn latest_token(&self) -> Result<Option<u64>> {
-        let Some(key) = self.raw.token_key() else {
+        let Some(key) = self.raw.kind.token_key() else {
             return Ok(None);
         };
         let value: Option<String> = self.raw.query(redis::cmd("GET").arg(key))?;
@@ -330,22 +318,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn is_locked(&self) -> Result<bool> {
-        match self.raw.side() {
-            None => self
-                .raw
-                .query(redis::cmd("EXISTS").arg(self.name()))
-                .map(|n: i64| n == 1),
-            Some(side) => {
-                let mode: Option<String> = self
-                    .raw
-                    .query(redis::cmd("HGET").arg(self.name()).arg("mode"))?;
-                Ok(mode.as_deref()
-                    == Some(match side {
-                        Side::Read => "read",
-                        Side::Write => "write",
-                    }))
-            }
-        }
+        self.raw.is_locked()
     }
 
     /// Whether the calling thread holds the lock (this side of it, for a read-write lock).
@@ -441,7 +414,7 @@ impl Lock {
             attempts += 1;
             if attempts == 2 {
                 log::debug!("waiting for `{}` (owner {owner})", self.name());
-                self.warn_if_upgrading(&owner);
+                self.raw.before_wait(&owner);
             }
             let sent_at = Instant::now();
             Ok(match self.raw.acquire(&owner, lease, will_wait)? {
@@ -471,7 +444,7 @@ impl Lock {
             _ => {}
         }
         // A failed call may have queued us before its reply was lost: leave in every case.
-        if self.raw.fair().is_some() && will_wait && !matches!(outcome, Ok(Some(_))) {
+        if self.is_fair() && will_wait && !matches!(outcome, Ok(Some(_))) {
             match self.raw.leave(&owner) {
                 Ok(_) => {}
                 Err(e) => log::debug!(
@@ -483,34 +456,13 @@ impl Lock {
         }
         outcome
     }
-
-    /// A thread that holds a read lock and now waits for the write lock waits for its own read
-    /// hold too (there is no upgrade): say so, once per such wait, since it may never end.
-    fn warn_if_upgrading(&self, owner: &str) {
-        if self.raw.side() != Some(Side::Write) {
-            return;
-        }
-        let reads: Result<bool> = self
-            .raw
-            .query(redis::cmd("HEXISTS").arg(self.name()).arg(owner));
-        if let Ok(true) = reads {
-            log::warn!(
-                "thread {owner} holds a read lock on `{}` and waits for its write lock: read \
-                 locks are not upgraded, so it waits until every read hold, its own included, \
-                 is released or expires",
-                self.name()
-            );
-        }
-    }
 }
 
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.raw.name)
-            .field("fair", &self.is_fair())
-            .field("fenced", &self.is_fenced())
-            .field("side", &self.raw.side())
+            .field("kind", &self.raw.kind.label())
             .field("lease", &self.lease)
             .finish()
     }

@@ -1,0 +1,121 @@
+//! Redisson's `RFairLock`: the lock hash, plus a LIST of waiting owners and a ZSET of their
+//! deadlines. Waiters get the lock in arrival order; each listens on a channel of its own.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use redis::{Connection, RedisResult, Value};
+
+use crate::config::millis;
+use crate::error::Result;
+use crate::keys;
+use crate::lock::kind::Kind;
+use crate::lock::raw::RawLock;
+use crate::scripts;
+
+/// The fair lock: `lua/fair_*.lua`. A release wakes the head of the queue only, on
+/// `redisson_lock__channel:{name}:<owner>`.
+pub(crate) struct Fair {
+    queue: String,
+    timeouts: String,
+    /// The prefix of the waiters' channels, as the scripts take it.
+    channel: String,
+    /// Thread wait in ms: how long a head of the queue may stay silent before it is skipped.
+    wait_ms: u64,
+}
+
+impl Fair {
+    /// The fair lock `name`, whose waiters are skipped after `thread_wait` of silence.
+    pub(crate) fn new(name: &str, thread_wait: Duration) -> Fair {
+        Fair {
+            queue: keys::fair_queue(name),
+            timeouts: keys::fair_timeouts(name),
+            channel: keys::lock_channel(name),
+            wait_ms: millis(thread_wait),
+        }
+    }
+}
+
+impl Kind for Fair {
+    fn label(&self) -> &'static str {
+        "fair"
+    }
+
+    /// Only a caller that will wait joins the queue.
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        will_wait: bool,
+    ) -> RedisResult<Value> {
+        scripts::FAIR_ACQUIRE
+            .key(&*lock.name)
+            .key(&self.queue)
+            .key(&self.timeouts)
+            .key(&self.channel)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(self.wait_ms)
+            .arg(if will_wait { "1" } else { "0" })
+            .arg(lock.client.publish())
+            .invoke(c)
+    }
+
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>> {
+        scripts::FAIR_UNLOCK
+            .key(&*lock.name)
+            .key(&self.queue)
+            .key(&self.timeouts)
+            .key(&self.channel)
+            .key(latch)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(lock.client.publish())
+            .arg(latch_ttl_ms)
+            .arg(self.wait_ms)
+            .invoke(c)
+    }
+
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+        scripts::FAIR_FORCE_UNLOCK
+            .key(&*lock.name)
+            .key(&self.queue)
+            .key(&self.timeouts)
+            .key(&self.channel)
+            .arg(lock.client.publish())
+            .arg(self.wait_ms)
+            .invoke(c)
+    }
+
+    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
+        Cow::Owned(keys::fair_waiter_channel(&lock.name, owner))
+    }
+
+    fn is_fair(&self) -> bool {
+        true
+    }
+
+    fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
+        lock.run(|c| {
+            scripts::FAIR_LEAVE
+                .key(&*lock.name)
+                .key(&self.queue)
+                .key(&self.timeouts)
+                .key(&self.channel)
+                .arg(owner)
+                .arg(self.wait_ms)
+                .arg(lock.client.publish())
+                .invoke(c)
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! Redisson's `RFencedLock`: a reentrant lock whose every acquire also increments a token
+//! counter, `redisson_lock_token:{name}` (never expires), and hands the holder the token.
+
+use std::borrow::Cow;
+
+use redis::{Connection, RedisResult, Value};
+
+use crate::keys;
+use crate::lock::kind::Kind;
+use crate::lock::plain::Plain;
+use crate::lock::raw::RawLock;
+use crate::scripts;
+
+/// The fenced lock: acquired by `lua/fenced_acquire.lua`, otherwise a [`Plain`] lock (same
+/// hash, channel, release and renewal).
+pub(crate) struct Fenced {
+    plain: Plain,
+    token: String,
+}
+
+impl Fenced {
+    pub(crate) fn new(name: &str) -> Fenced {
+        Fenced {
+            plain: Plain::new(name),
+            token: keys::fence_token(name),
+        }
+    }
+}
+
+impl Kind for Fenced {
+    fn label(&self) -> &'static str {
+        "fenced"
+    }
+
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        _will_wait: bool,
+    ) -> RedisResult<Value> {
+        scripts::FENCED_ACQUIRE
+            .key(&*lock.name)
+            .key(&self.token)
+            .arg(lease_ms)
+            .arg(owner)
+            .invoke(c)
+    }
+
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>> {
+        self.plain
+            .unlock(lock, c, owner, latch, lease_ms, latch_ttl_ms)
+    }
+
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+        self.plain.force_unlock(lock, c)
+    }
+
+    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
+        self.plain.wait_channel(lock, owner)
+    }
+
+    fn token_key(&self) -> Option<&str> {
+        Some(&self.token)
+    }
+}

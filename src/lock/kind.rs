@@ -1,0 +1,178 @@
+//! What a lock kind supplies: the [`Kind`] trait that [`RawLock`] runs, and the [`Renewal`]
+//! it hands the watchdog. One kind per file: `plain.rs` (Redisson's `RLock`), `fair.rs`
+//! (`RFairLock`), `read.rs` and `write.rs` (the two sides of `RReadWriteLock`), `fenced.rs`
+//! (`RFencedLock`).
+
+use std::borrow::Cow;
+use std::sync::{Arc, LazyLock};
+
+use redis::{Connection, RedisResult, Script, ScriptInvocation, Value};
+
+use crate::error::Result;
+use crate::lock::raw::RawLock;
+use crate::scripts;
+
+/// A lock kind's protocol: its scripts, keys and wait channel, and the few answers the
+/// [`Lock`](crate::Lock) API needs from it. [`RawLock`] runs what every kind shares around
+/// these calls (replica confirmation, the unlock latch and its retry); each call is given
+/// the lock it runs for (its name, its client). The defaults are what most kinds share.
+pub(crate) trait Kind: Send + Sync + 'static {
+    /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write` or `fenced`.
+    fn label(&self) -> &'static str;
+
+    /// Runs one acquire attempt of `owner` with a lease of `lease_ms` on `c`, and returns the
+    /// script's reply for [`RawLock`] to decode: `{count}` (or `{count, token}`) when acquired,
+    /// the lock's PTTL when not. `will_wait`: the caller waits if this attempt fails.
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        will_wait: bool,
+    ) -> RedisResult<Value>;
+
+    /// Runs the unlock script releasing one hold of `owner` on `c`, with the unlock latch
+    /// `latch` (kept `latch_ttl_ms`) and `lease_ms` applied again to holds that remain. The
+    /// raw reply: nil (not held), 0 (still held), 1 (released), 2 (a hold that had expired).
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>>;
+
+    /// Runs the script that deletes the lock whoever holds it; true if it was held.
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool>;
+
+    /// The channel on which `owner` waits for this lock.
+    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str>;
+
+    /// The hash field holding `owner`'s hold count. Defaults to the owner id.
+    fn field(&self, owner: &str) -> String {
+        owner.to_owned()
+    }
+
+    /// What the watchdog renews for `owner`'s holds. Defaults to the owner's field of the
+    /// lock hash ([`RENEW_FIELD`]), sharing `owner`'s allocation: the watchdog keeps this for
+    /// as long as the lock is held, and this way it has no string of its own.
+    fn renewal(&self, owner: &Arc<str>) -> Renewal {
+        Renewal {
+            field: Arc::clone(owner),
+            batch: &RENEW_FIELD,
+        }
+    }
+
+    /// Whether anybody holds the lock. Defaults to the lock hash existing.
+    fn is_locked(&self, lock: &RawLock) -> Result<bool> {
+        lock.query(redis::cmd("EXISTS").arg(&*lock.name))
+            .map(|n: i64| n == 1)
+    }
+
+    /// Called once before `owner` starts waiting, after an attempt found the lock taken.
+    /// Defaults to nothing.
+    fn before_wait(&self, lock: &RawLock, owner: &str) {
+        let _ = (lock, owner);
+    }
+
+    /// Whether waiters get the lock in arrival order. Such a kind queues a waiter in Redis,
+    /// and a waiter that gives up must [`leave`](Self::leave). Defaults to false.
+    fn is_fair(&self) -> bool {
+        false
+    }
+
+    /// Takes `owner` out of the lock's queue of waiters (a wait given up); true if it was
+    /// queued. Defaults to false: no queue.
+    fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
+        let _ = (lock, owner);
+        Ok(false)
+    }
+
+    /// The fencing token counter, for a kind whose acquire takes a token. Defaults to none.
+    fn token_key(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// What the watchdog renews for a held lock: the hold's hash field (what tells the holds of
+/// one lock apart), and the batch script that renews it.
+pub(crate) struct Renewal {
+    /// The hash field of the hold: the owner id, or `<owner>:write` for a write hold.
+    pub(crate) field: Arc<str>,
+    pub(crate) batch: &'static BatchRenewal,
+}
+
+/// A script that renews many holds in one call: ARGV[1] is the lease in ms, and each hold
+/// adds its own keys and arguments in turn. The watchdog groups holds by it.
+pub(crate) struct BatchRenewal {
+    pub(crate) script: &'static LazyLock<Script>,
+    /// Adds one hold of lock `name`, hash field `field`, to the call.
+    pub(crate) add: fn(call: &mut ScriptInvocation<'_>, name: &str, field: &str),
+}
+
+/// `lock_renew.lua`: a hold is its field of the lock hash, which expires as a whole.
+pub(crate) static RENEW_FIELD: BatchRenewal = BatchRenewal {
+    script: &scripts::LOCK_RENEW,
+    add: |call, name, field| {
+        call.key(name).arg(field);
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::Client;
+    use crate::lock::read::Read;
+    use crate::lock::write::Write;
+    use crate::lock::{Fair, Fenced, Plain};
+
+    #[test]
+    fn renewal_shares_the_owner_string_except_for_a_write_hold() {
+        // The watchdog keeps the renewal's field for as long as the lock is held: where it is
+        // the owner id, it must not be a copy of its own.
+        let owner: Arc<str> = Arc::from("uuid:7");
+        let kinds: [Box<dyn Kind>; 4] = [
+            Box::new(Plain::new("l")),
+            Box::new(Fair::new("l", Duration::from_secs(300))),
+            Box::new(Fenced::new("l")),
+            Box::new(Read::new("rw")),
+        ];
+        for kind in kinds {
+            let renewal = kind.renewal(&owner);
+            assert!(Arc::ptr_eq(&renewal.field, &owner), "{}", kind.label());
+        }
+        let write = Write::new("rw").renewal(&owner);
+        assert_eq!(&*write.field, "uuid:7:write");
+        assert!(std::ptr::eq(write.batch, &RENEW_FIELD));
+        let read = Read::new("rw").renewal(&owner);
+        assert!(
+            !std::ptr::eq(read.batch, &RENEW_FIELD),
+            "read holds have lease keys"
+        );
+    }
+
+    #[test]
+    fn each_kind_names_its_wait_channel_and_field() {
+        let client = Client::open("redis://127.0.0.1/").unwrap();
+        let plain = RawLock::new(client.clone(), "l", Plain::new("l"));
+        assert_eq!(plain.wait_channel("u:1"), "redisson_lock__channel:{l}");
+        assert_eq!(plain.field("u:1"), "u:1");
+        let fenced = RawLock::new(client.clone(), "l", Fenced::new("l"));
+        assert_eq!(fenced.wait_channel("u:1"), "redisson_lock__channel:{l}");
+        assert_eq!(fenced.kind.token_key(), Some("redisson_lock_token:{l}"));
+        let fair = RawLock::new(client.clone(), "l", Fair::new("l", Duration::from_secs(1)));
+        assert_eq!(fair.wait_channel("u:1"), "redisson_lock__channel:{l}:u:1");
+        assert!(fair.kind.is_fair() && !plain.kind.is_fair());
+        let read = RawLock::new(client.clone(), "rw", Read::new("rw"));
+        assert_eq!(read.wait_channel("u:1"), "redisson_rwlock:{rw}");
+        assert_eq!(read.field("u:1"), "u:1");
+        let write = RawLock::new(client, "rw", Write::new("rw"));
+        assert_eq!(write.wait_channel("u:1"), "redisson_rwlock:{rw}");
+        assert_eq!(write.field("u:1"), "u:1:write");
+    }
+}

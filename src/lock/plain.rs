@@ -1,0 +1,79 @@
+//! Redisson's `RLock`: a HASH `name` of owner → hold count, released on the lock channel.
+
+use std::borrow::Cow;
+
+use redis::{Connection, RedisResult, Value};
+
+use crate::keys;
+use crate::lock::kind::Kind;
+use crate::lock::raw::RawLock;
+use crate::scripts;
+
+/// The reentrant lock: `lua/lock_*.lua`; a release publishes `0` (wake one) on the lock
+/// channel, where every waiter listens.
+pub(crate) struct Plain {
+    channel: String,
+}
+
+impl Plain {
+    pub(crate) fn new(name: &str) -> Plain {
+        Plain {
+            channel: keys::lock_channel(name),
+        }
+    }
+}
+
+impl Kind for Plain {
+    fn label(&self) -> &'static str {
+        "plain"
+    }
+
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        _will_wait: bool,
+    ) -> RedisResult<Value> {
+        scripts::LOCK_ACQUIRE
+            .key(&*lock.name)
+            .arg(lease_ms)
+            .arg(owner)
+            .invoke(c)
+    }
+
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>> {
+        scripts::LOCK_UNLOCK
+            .key(&*lock.name)
+            .key(&self.channel)
+            .key(latch)
+            .arg(0)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(lock.client.publish())
+            .arg(latch_ttl_ms)
+            .invoke(c)
+    }
+
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+        scripts::LOCK_FORCE_UNLOCK
+            .key(&*lock.name)
+            .key(&self.channel)
+            .arg(0)
+            .arg(lock.client.publish())
+            .invoke(c)
+    }
+
+    fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {
+        Cow::Borrowed(&self.channel)
+    }
+}

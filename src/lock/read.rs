@@ -1,0 +1,100 @@
+//! The read side of Redisson's `RReadWriteLock`: shared by many owners, each holding a field
+//! `owner` → count in the lock hash and one lease key per hold,
+//! `{name}:<owner>:rwlock_timeout:<n>`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use redis::{Connection, RedisResult, Value};
+
+use crate::error::Result;
+use crate::keys;
+use crate::lock::kind::{BatchRenewal, Kind, Renewal};
+use crate::lock::raw::RawLock;
+use crate::lock::rw::Side;
+use crate::scripts;
+
+/// The read side: `lua/rw_read_*.lua`.
+pub(crate) struct Read {
+    side: Side,
+}
+
+impl Read {
+    pub(crate) fn new(name: &str) -> Read {
+        Read {
+            side: Side::new(name, "read"),
+        }
+    }
+}
+
+/// `rw_read_renew.lua`: a read hold is renewed through its lease keys, so each hold adds
+/// the prefix of its owner's as a second key.
+static RENEW_READ: BatchRenewal = BatchRenewal {
+    script: &scripts::RW_READ_RENEW,
+    add: |call, name, owner| {
+        call.key(name).key(keys::read_holds(name, owner)).arg(owner);
+    },
+};
+
+impl Kind for Read {
+    fn label(&self) -> &'static str {
+        "read"
+    }
+
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        _will_wait: bool,
+    ) -> RedisResult<Value> {
+        scripts::RW_READ_ACQUIRE
+            .key(&*lock.name)
+            .key(keys::read_holds(&lock.name, owner))
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(keys::write_field(owner))
+            .invoke(c)
+    }
+
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        _lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>> {
+        scripts::RW_READ_UNLOCK
+            .key(&*lock.name)
+            .key(&self.side.channel)
+            .key(keys::read_holds(&lock.name, owner))
+            .key(&self.side.prefix)
+            .key(latch)
+            .arg(owner)
+            .arg(lock.client.publish())
+            .arg(latch_ttl_ms)
+            .invoke(c)
+    }
+
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+        self.side.force_unlock(lock, c)
+    }
+
+    fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {
+        Cow::Borrowed(&self.side.channel)
+    }
+
+    fn renewal(&self, owner: &Arc<str>) -> Renewal {
+        Renewal {
+            field: Arc::clone(owner),
+            batch: &RENEW_READ,
+        }
+    }
+
+    fn is_locked(&self, lock: &RawLock) -> Result<bool> {
+        self.side.is_locked(lock)
+    }
+}

@@ -1,0 +1,107 @@
+//! The write side of Redisson's `RReadWriteLock`: one owner, holding a field
+//! `<owner>:write` → count in the lock hash.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use redis::{Connection, RedisResult, Value};
+
+use crate::error::Result;
+use crate::keys;
+use crate::lock::kind::{Kind, Renewal, RENEW_FIELD};
+use crate::lock::raw::RawLock;
+use crate::lock::rw::Side;
+use crate::scripts;
+
+/// The write side: `lua/rw_write_*.lua`.
+pub(crate) struct Write {
+    side: Side,
+}
+
+impl Write {
+    pub(crate) fn new(name: &str) -> Write {
+        Write {
+            side: Side::new(name, "write"),
+        }
+    }
+}
+
+impl Kind for Write {
+    fn label(&self) -> &'static str {
+        "write"
+    }
+
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        _will_wait: bool,
+    ) -> RedisResult<Value> {
+        scripts::RW_WRITE_ACQUIRE
+            .key(&*lock.name)
+            .arg(lease_ms)
+            .arg(keys::write_field(owner))
+            .invoke(c)
+    }
+
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>> {
+        scripts::RW_WRITE_UNLOCK
+            .key(&*lock.name)
+            .key(&self.side.channel)
+            .key(&self.side.prefix)
+            .key(latch)
+            .arg(lease_ms)
+            .arg(keys::write_field(owner))
+            .arg(lock.client.publish())
+            .arg(latch_ttl_ms)
+            .invoke(c)
+    }
+
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+        self.side.force_unlock(lock, c)
+    }
+
+    fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {
+        Cow::Borrowed(&self.side.channel)
+    }
+
+    fn field(&self, owner: &str) -> String {
+        keys::write_field(owner)
+    }
+
+    /// The write field is a string of its own (the watchdog keeps it while the lock is held).
+    fn renewal(&self, owner: &Arc<str>) -> Renewal {
+        Renewal {
+            field: keys::write_field(owner).into(),
+            batch: &RENEW_FIELD,
+        }
+    }
+
+    fn is_locked(&self, lock: &RawLock) -> Result<bool> {
+        self.side.is_locked(lock)
+    }
+
+    /// A thread that holds a read lock and now waits for the write lock waits for its own
+    /// read hold too (there is no upgrade): say so, once per such wait, since it may never end.
+    fn before_wait(&self, lock: &RawLock, owner: &str) {
+        let reads: Result<bool> = lock.query(redis::cmd("HEXISTS").arg(&*lock.name).arg(owner));
+        if let Ok(true) = reads {
+            log::warn!(
+                "thread {owner} holds a read lock on `{}` and waits for its write lock: read \
+                 locks are not upgraded, so it waits until every read hold, its own included, \
+                 is released or expires",
+                lock.name
+            );
+        }
+    }
+}
