@@ -9,8 +9,6 @@
 //! lands in the name's slot; a name that already contains `{` is used as it is
 //! (`prefix:name`), as Redisson does.
 
-use crate::inspect::Kind;
-
 /// Prefix of a lock's channel: `redisson_lock__channel:{name}`.
 pub(crate) const LOCK_CHANNEL: &str = "redisson_lock__channel";
 /// Prefix of a fair lock's queue of waiting owners.
@@ -251,18 +249,6 @@ impl Layout {
             &self.semaphore_channel,
             &self.latch_channel,
         ]
-    }
-
-    /// The channels whose subscribers wait on an object of `kind`.
-    pub(crate) fn wait_channels(&self, kind: Kind) -> Vec<&str> {
-        match kind {
-            Kind::Reentrant | Kind::Fenced => vec![&self.lock_channel],
-            Kind::ReadWrite => vec![&self.rw_channel],
-            Kind::Semaphore | Kind::PermitExpirableSemaphore => vec![&self.semaphore_channel],
-            Kind::CountDownLatch => vec![&self.latch_channel],
-            Kind::SemaphoreOrLatch => vec![&self.semaphore_channel, &self.latch_channel],
-            _ => vec![],
-        }
     }
 }
 

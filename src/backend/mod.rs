@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crate::config::{Config, Topology};
 use crate::error::{Error, Result};
 use crate::net::Dial;
-use crate::pubsub::{Dispatcher, Mode, PubSub, Subscriptions};
+use crate::pubsub::{Address, Dispatcher, Mode, PubSub, Subscriptions};
 
 use cluster::Cluster;
 use pool::capped;
@@ -217,7 +217,8 @@ impl Deployment for Server {
 
     fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>> {
         let endpoint = self.pool.endpoint();
-        let pubsub = Arc::new(PubSub::start(Arc::clone(endpoint), dial, Mode::Plain)?);
+        let address: Arc<dyn Address> = Arc::clone(endpoint) as Arc<dyn Address>;
+        let pubsub = Arc::new(PubSub::start(address, dial, Mode::Plain)?);
         // After a Sentinel master switch, the pub/sub connection moves too.
         let weak = Arc::downgrade(&pubsub);
         endpoint.on_switch(Box::new(move || {

@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 use redis::{ConnectionInfo, ConnectionLike};
 
 use crate::error::{Error, Result};
+use crate::pubsub::Address;
 
 thread_local! {
     /// A cap on connect and reply times for the calls this thread makes, set by
@@ -45,15 +46,11 @@ pub(crate) fn capped() -> bool {
 
 /// Where a pool's (or a pub/sub handle's) connections go: one server, which may be replaced
 /// while the client runs (Sentinel).
-pub(crate) trait Endpoint: Send + Sync {
+///
+/// As an [`Address`] it says where the pub/sub connection goes: the server commands go to.
+pub(crate) trait Endpoint: Address {
     /// Opens a command connection with both timeouts set.
     fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection>;
-
-    /// The address and credentials of the server commands go to, for a pub/sub connection.
-    fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo>;
-
-    /// For log messages: the server, or what names it.
-    fn describe(&self) -> String;
 
     /// Which server connections opened now go to: changes when the server is replaced, and
     /// connections opened before are then dropped. Always 0 for a fixed server.
@@ -75,13 +72,15 @@ impl Endpoint for Fixed {
     fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection> {
         open(&self.0, connect, response)
     }
+}
 
-    fn resolve(&self, _: Duration, _: Duration) -> Result<ConnectionInfo> {
-        Ok(self.0.clone())
+impl Address for Fixed {
+    fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo> {
+        self.0.resolve(connect, response)
     }
 
     fn describe(&self) -> String {
-        self.0.addr().to_string()
+        self.0.describe()
     }
 }
 

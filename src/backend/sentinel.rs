@@ -17,6 +17,7 @@ use redis::{ConnectionInfo, RedisConnectionInfo};
 use super::pool::{open, Endpoint};
 use crate::error::{Error, Result};
 use crate::net::Tls;
+use crate::pubsub::Address;
 
 /// The master the sentinels name `master`: an [`Endpoint`] whose server changes on failover.
 pub(crate) struct Sentinel {
@@ -82,6 +83,16 @@ impl Endpoint for Sentinel {
         }
     }
 
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn on_switch(&self, f: Box<dyn Fn() + Send + Sync>) {
+        self.on_switch.lock().push(f);
+    }
+}
+
+impl Address for Sentinel {
     fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo> {
         // Probe it as a command connection would, so pub/sub follows the same master.
         drop(self.connect(connect, response)?);
@@ -90,14 +101,6 @@ impl Endpoint for Sentinel {
 
     fn describe(&self) -> String {
         format!("sentinel master `{}`", self.master)
-    }
-
-    fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-
-    fn on_switch(&self, f: Box<dyn Fn() + Send + Sync>) {
-        self.on_switch.lock().push(f);
     }
 }
 

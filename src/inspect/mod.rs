@@ -399,7 +399,7 @@ impl Client {
         let Some(mut found) = snapshot.classify(&layout) else {
             return Ok(None);
         };
-        let channels = layout.wait_channels(found.kind);
+        let channels = wait_channels(&layout, found.kind);
         if channels.is_empty() {
             return Ok(Some(found));
         }
@@ -443,6 +443,18 @@ fn has_tag(key: &str) -> bool {
     key.split_once('{')
         .and_then(|(_, rest)| rest.split_once('}'))
         .is_some_and(|(tag, _)| !tag.is_empty())
+}
+
+/// The channels whose subscribers wait on an object of `kind`.
+fn wait_channels(layout: &Layout, kind: Kind) -> Vec<&str> {
+    match kind {
+        Kind::Reentrant | Kind::Fenced => vec![&layout.lock_channel],
+        Kind::ReadWrite => vec![&layout.rw_channel],
+        Kind::Semaphore | Kind::PermitExpirableSemaphore => vec![&layout.semaphore_channel],
+        Kind::CountDownLatch => vec![&layout.latch_channel],
+        Kind::SemaphoreOrLatch => vec![&layout.semaphore_channel, &layout.latch_channel],
+        _ => vec![],
+    }
 }
 
 #[cfg(test)]

@@ -35,9 +35,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::Mutex;
-use redis::Value;
+use redis::{ConnectionInfo, Value};
 
-use crate::backend::Endpoint;
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
 use crate::net::{Dial, Stream};
@@ -45,6 +44,26 @@ use crate::net::{Dial, Stream};
 pub(crate) use dispatcher::{Dispatcher, Observer, Subscriptions};
 pub(crate) use sharded::{Locator, Sharded};
 pub(crate) use wait::{wait, Channel, Tried};
+
+/// Where a pub/sub connection goes, looked up again on every reconnect (the master that
+/// Sentinel names may have changed). A `ConnectionInfo` is a fixed address.
+pub(crate) trait Address: Send + Sync {
+    /// The address and credentials to connect to now.
+    fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo>;
+
+    /// For log messages: the server, or what names it.
+    fn describe(&self) -> String;
+}
+
+impl Address for ConnectionInfo {
+    fn resolve(&self, _: Duration, _: Duration) -> Result<ConnectionInfo> {
+        Ok(self.clone())
+    }
+
+    fn describe(&self) -> String {
+        self.addr().to_string()
+    }
+}
 
 /// Which family of pub/sub commands a connection speaks, chosen at [`PubSub::start`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +126,7 @@ pub(crate) struct PubSub {
 /// What the handle, its reader thread and its waiters share.
 struct Shared {
     /// Where to connect: looked up again on every reconnect (Sentinel follows failovers).
-    target: Arc<dyn Endpoint>,
+    target: Arc<dyn Address>,
     mode: Mode,
     dial: Dial,
     registry: Mutex<Registry>,
@@ -293,7 +312,7 @@ struct Chan {
 impl PubSub {
     /// Starts the reader thread, which connects in the background (and keeps retrying), in
     /// `mode`.
-    pub(crate) fn start(target: Arc<dyn Endpoint>, dial: Dial, mode: Mode) -> Result<PubSub> {
+    pub(crate) fn start(target: Arc<dyn Address>, dial: Dial, mode: Mode) -> Result<PubSub> {
         let shared = Shared::new(target, dial, mode);
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -606,7 +625,7 @@ impl Registry {
 }
 
 impl Shared {
-    fn new(target: Arc<dyn Endpoint>, dial: Dial, mode: Mode) -> Arc<Shared> {
+    fn new(target: Arc<dyn Address>, dial: Dial, mode: Mode) -> Arc<Shared> {
         let (stop_tx, stop_rx) = bounded(1);
         Arc::new(Shared {
             target,
@@ -1057,7 +1076,7 @@ mod tests {
     /// A pub/sub handle whose connection never comes up: the registry works without one.
     fn offline() -> PubSub {
         let info = redis::IntoConnectionInfo::into_connection_info("redis://127.0.0.1:1/").unwrap();
-        let target = Arc::new(crate::backend::Fixed(info));
+        let target = Arc::new(info);
         let timeout = Duration::from_millis(50);
         PubSub::start(target, Dial::plain(timeout), Mode::Plain).unwrap()
     }

@@ -38,7 +38,6 @@ use redis::ConnectionInfo;
 #[cfg(test)]
 use super::Wake;
 use super::{Alarms, Interest, Mode, NodeWaiter, PubSub, Shared, Wakeup};
-use crate::backend::Fixed;
 use crate::error::{Error, Result};
 use crate::net::Dial;
 
@@ -216,11 +215,7 @@ impl Sharded {
         if let Some(start) = &self.start_for_test {
             return Ok(start(info));
         }
-        PubSub::start(
-            Arc::new(Fixed(info.clone())),
-            self.dial.clone(),
-            Mode::Sharded,
-        )
+        PubSub::start(Arc::new(info.clone()), self.dial.clone(), Mode::Sharded)
     }
 }
 
@@ -692,7 +687,7 @@ mod tests {
     #[test]
     fn sharded_connection_to_a_real_server_wakes_a_waiter_on_spublish() {
         let server = Server::start();
-        let target = Arc::new(Fixed(server.info()));
+        let target = Arc::new(server.info());
         let pubsub = PubSub::start(target, Dial::plain(PATIENCE), Mode::Sharded).unwrap();
         let channel = "redisson_lock__channel:{sharded}";
         let mut w = pubsub.register_with(channel, Wake::Lock, 1).unwrap();

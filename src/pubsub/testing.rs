@@ -11,7 +11,6 @@ use redis::{ConnectionInfo, IntoConnectionInfo, Value};
 use parking_lot::Mutex;
 
 use super::{Mode, PubSub, Shared};
-use crate::backend::Fixed;
 use crate::net::{Dial, Stream};
 
 /// How long a test waits for anything that should happen at once.
@@ -66,7 +65,7 @@ fn as_command(value: Value) -> Result<Vec<String>, Value> {
 pub(super) fn wired(mode: Mode) -> (PubSub, Peer) {
     let info = "redis://127.0.0.1:1/".into_connection_info().unwrap();
     let timeout = Duration::from_millis(50);
-    let shared = Shared::new(Arc::new(Fixed(info)), Dial::plain(timeout), mode);
+    let shared = Shared::new(Arc::new(info), Dial::plain(timeout), mode);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let writer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (stream, _) = listener.accept().unwrap();
