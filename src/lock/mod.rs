@@ -1,23 +1,35 @@
-//! Locks: the raw protocol layer, one file per lock kind, and the typed API over them.
+//! Locks: the public [`Lock`] and its guard, the kind-independent protocol steps, and one
+//! file per lock kind.
+//!
+//! - `handle.rs`: [`Lock`], the public blocking API of every kind; its one acquire path
+//!   waits through `pubsub::wait` and ends in the guard.
+//! - `guard.rs`: [`LockGuard`], one hold; release, loss signals.
+//! - `raw.rs`: what every kind does alike (replica confirmation and undo, the unlock latch and
+//!   its safe retry, force unlock, queries), calling the kind.
+//! - `kind.rs`: the [`Kind`](kind::Kind) trait a kind implements, and the renewal it hands
+//!   the watchdog.
+//! - `plain.rs`, `fair.rs`, `fenced.rs`, `read.rs`, `write.rs` (and `rw.rs`, the read-write
+//!   lock over the last two): one kind each, with its scripts, keys and wait channel.
+//! - `multi.rs`: [`MultiLock`] and [`RedLock`], over member locks.
 
 mod fair;
 mod fenced;
 mod guard;
+mod handle;
 mod kind;
 mod multi;
 mod plain;
 mod raw;
 mod read;
-mod reentrant;
 mod rw;
 mod write;
 
 pub(crate) use fair::Fair;
 pub(crate) use fenced::Fenced;
 pub use guard::LockGuard;
+pub use handle::Lock;
 pub(crate) use kind::{BatchRenewal, Renewal};
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
 pub(crate) use plain::Plain;
 pub(crate) use raw::wait_replicas;
-pub use reentrant::Lock;
 pub use rw::ReadWriteLock;

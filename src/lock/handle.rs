@@ -1,4 +1,5 @@
-//! The reentrant lock (Redisson's `RLock`): the public, blocking API.
+//! [`Lock`]: the public, blocking API of every lock kind (plain, fair, fenced, and the sides of
+//! a read-write lock).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
