@@ -152,6 +152,20 @@ impl Client {
         log::debug!("redlatch client {} closed", inner.id);
     }
 
+    /// Whether [`close`](Self::close) was called (on this client or a clone).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert!(!client.is_closed());
+    /// client.close();
+    /// assert!(client.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.pubsub.is_closed()
+    }
+
     /// A snapshot of this client's metrics (shared by its clones) since it was created:
     /// acquisitions, waits and holds, timeouts, renewals, lost locks and pub/sub reconnects.
     /// Reading it sends nothing to Redis.

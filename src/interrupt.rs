@@ -1,33 +1,26 @@
 //! Interrupting a thread's waits, as Java's `Thread.interrupt` does for
-//! `Lock.lockInterruptibly`: a per-thread flag and a wake-up that every blocking wait of the
-//! crate also listens to (see `pubsub::wait`).
+//! `Lock.lockInterruptibly`: a per-thread flag, and the slot of the wait the thread is
+//! blocked in, which an interrupt wakes (see `pubsub::Alarms::block`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::Sender;
+use parking_lot::Mutex;
 
-/// One thread's interrupt state: the flag, and a slot that wakes the thread's blocked wait.
+/// One thread's interrupt state: the flag, and the wake-up slot of the wait it is blocked in.
+#[derive(Default)]
 pub(crate) struct Interruption {
     requested: AtomicBool,
-    tx: Sender<()>,
-    rx: Receiver<()>,
+    /// The slot the thread blocks on now, if it does (see [`arm`](Self::arm)).
+    armed: Mutex<Option<Sender<()>>>,
 }
 
 thread_local! {
-    static CURRENT: Arc<Interruption> = Arc::new(Interruption::new());
+    static CURRENT: Arc<Interruption> = Arc::default();
 }
 
 impl Interruption {
-    fn new() -> Interruption {
-        let (tx, rx) = bounded(1);
-        Interruption {
-            requested: AtomicBool::new(false),
-            tx,
-            rx,
-        }
-    }
-
     /// The calling thread's state.
     pub(crate) fn current() -> Arc<Interruption> {
         CURRENT.with(Arc::clone)
@@ -35,24 +28,37 @@ impl Interruption {
 
     fn request(&self) {
         self.requested.store(true, Ordering::SeqCst);
-        // A full slot already wakes the thread.
-        let _ = self.tx.try_send(());
-    }
-
-    /// Takes a pending interrupt: true if there was one (the flag is then clear). A wake-up
-    /// left in the slot by an interrupt taken this way is stale: [`signal`](Self::signal)
-    /// may still deliver it, and the wait then finds nothing to take and blocks again.
-    pub(crate) fn take(&self) -> bool {
-        let was = self.requested.swap(false, Ordering::SeqCst);
-        if was {
-            while self.rx.try_recv().is_ok() {}
+        if let Some(slot) = &*self.armed.lock() {
+            // A full slot already wakes the thread.
+            let _ = slot.try_send(());
         }
-        was
     }
 
-    /// Ready when an interrupt was requested (or one taken since left a stale wake-up).
-    pub(crate) fn signal(&self) -> &Receiver<()> {
-        &self.rx
+    /// Whether an interrupt is pending.
+    pub(crate) fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    /// Takes a pending interrupt: true if there was one (the flag is then clear).
+    pub(crate) fn take(&self) -> bool {
+        self.requested.swap(false, Ordering::SeqCst)
+    }
+
+    /// Makes `slot` the one an interrupt wakes, until the returned guard drops. The caller
+    /// checks [`is_requested`](Self::is_requested) after arming and before blocking: an
+    /// interrupt is then either seen by that check or delivered to the slot.
+    pub(crate) fn arm(&self, slot: &Sender<()>) -> Armed<'_> {
+        *self.armed.lock() = Some(slot.clone());
+        Armed(self)
+    }
+}
+
+/// A slot armed for interrupts (see [`Interruption::arm`]); disarms on drop.
+pub(crate) struct Armed<'a>(&'a Interruption);
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        *self.0.armed.lock() = None;
     }
 }
 
@@ -137,7 +143,7 @@ impl Interrupter {
     /// assert!(!redlatch::Interrupter::current().is_interrupted());
     /// ```
     pub fn is_interrupted(&self) -> bool {
-        self.0.requested.load(Ordering::SeqCst)
+        self.0.is_requested()
     }
 
     /// Drops a pending interrupt; true if there was one.

@@ -457,7 +457,7 @@ impl Watchdog {
     /// its `on_lost` callbacks run on the calling thread, and the thread is joined.
     /// Idempotent.
     pub(crate) fn close(&self) {
-        let fires = {
+        {
             let mut st = self.shared.state.lock();
             st.shutdown = true;
             let ids: Vec<u64> = st.entries.keys().copied().collect();
@@ -472,16 +472,26 @@ impl Watchdog {
                     }
                 }
             }
-            std::mem::take(&mut st.to_fire)
-        };
+        }
+        // The thread finishes a round of callbacks it may be running, and stops.
         self.shared.changed.notify_all();
         let thread = self.thread.lock().take();
         if let Some(t) = thread {
             let _ = t.join();
         }
+        // Then this thread fires what is queued, as the thread would: a guard released
+        // meanwhile drops its own callbacks from the queue, or waits for one running.
+        let fires = {
+            let mut st = self.shared.state.lock();
+            let fires = std::mem::take(&mut st.to_fire);
+            st.firing = fires.iter().map(|f| f.hold).collect();
+            fires
+        };
         for f in fires {
             call_lost(f.callback, f.reason, &f.name);
         }
+        self.shared.state.lock().firing.clear();
+        self.shared.fired.notify_all();
     }
 }
 

@@ -592,3 +592,47 @@ fn until_ok<T>(mut f: impl FnMut() -> redlatch::Result<T>) -> (T, usize) {
         }
     }
 }
+
+#[test]
+fn close_wakes_cluster_waiters_on_every_node() {
+    // Regression: closing a cluster client dropped its node connections while their waiters
+    // were still registered (a debug assertion fired inside `close`).
+    let cluster = RedisCluster::new(3, 0);
+    let holder = client(&cluster);
+    let closing = client(&cluster);
+    let names = names_on_every_master(&cluster, "close", 6);
+    let guards: Vec<_> = names
+        .iter()
+        .map(|n| holder.lock(n).lock().unwrap())
+        .collect();
+    let waiters: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let lock = closing.lock(n);
+            thread::spawn(move || lock.lock().map(drop).unwrap_err())
+        })
+        .collect();
+    support::await_waiting(&closing, names.len() as u64);
+    let asked = Instant::now();
+    closing.close();
+    for w in waiters {
+        let err = w.join().unwrap();
+        assert!(err.is_closed(), "{err:?}");
+    }
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    for name in &names {
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let node = cluster.node_for_key(name);
+        assert!(
+            support::wait_until(Duration::from_secs(5), || shard_subscribers(node, &channel)
+                == 0),
+            "{channel} unsubscribed"
+        );
+    }
+    assert!(holder.lock(&names[0]).is_held_by_current_thread().unwrap());
+    drop(guards);
+}

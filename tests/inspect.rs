@@ -594,3 +594,28 @@ fn list_on_a_cluster_survives_a_key_whose_helpers_hash_elsewhere() {
     assert!(one.is_ok(), "inspect(a}}b) = {one:?}");
     assert!(all.is_ok(), "list(*) = {:?}", all.map(|_| ()));
 }
+
+#[test]
+fn a_watch_counts_the_waiters_of_its_own_client() {
+    // A watch listens on its client's own connection: that connection is not counted as a
+    // waiter, unless a thread of the same client does wait there.
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = holder.lock("w:own").lock().unwrap();
+    let watch = client.watch("w:own").unwrap();
+    assert_eq!(watch.current().unwrap().subscribers, Some(0));
+    let lock = client.lock("w:own");
+    let waiter = std::thread::spawn(move || lock.lock().map(drop));
+    support::await_waiting(&client, 1);
+    let again = client.watch("w:own").unwrap();
+    assert_eq!(
+        again.current().unwrap().subscribers,
+        Some(1),
+        "its own waiter"
+    );
+    let other = holder.watch("w:own").unwrap();
+    assert_eq!(other.current().unwrap().subscribers, Some(1));
+    drop(guard);
+    waiter.join().unwrap().unwrap();
+}

@@ -376,3 +376,92 @@ fn interrupting_1000_waiters_of_a_fair_lock_leaves_no_subscription_and_no_queue_
         .unwrap());
     drop(guard);
 }
+
+/// The handles a program hands to other threads stay `Send + Sync`.
+#[test]
+fn handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Client>();
+    send_sync::<redlatch::Lock>();
+    send_sync::<redlatch::ReadWriteLock>();
+    send_sync::<MultiLock>();
+    send_sync::<RedLock>();
+    send_sync::<redlatch::Semaphore>();
+    send_sync::<redlatch::PermitExpirableSemaphore>();
+    send_sync::<redlatch::CountDownLatch>();
+    send_sync::<redlatch::Watch>();
+    send_sync::<Interrupter>();
+}
+
+#[test]
+fn concurrent_closes_let_a_fair_waiter_leave_its_queue_first() {
+    // Regression: a second close returned at once and closed the connections while the
+    // first close's fair waiter was still leaving the queue (its place stayed for minutes).
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let holder = Client::open(&server.url()).unwrap();
+    let _guard = holder.fair_lock("i:closes").lock().unwrap();
+    for round in 0..20 {
+        let client = Client::open(&server.url()).unwrap();
+        let lock = client.fair_lock("i:closes");
+        let waiter = thread::spawn(move || lock.lock().map(drop).unwrap_err());
+        await_waiting(&client, 1);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let closers: Vec<_> = (0..2)
+            .map(|_| {
+                let (client, barrier) = (client.clone(), barrier.clone());
+                thread::spawn(move || {
+                    barrier.wait();
+                    client.close();
+                })
+            })
+            .collect();
+        for c in closers {
+            c.join().unwrap();
+        }
+        // Both closes have returned: the waiter has left the queue.
+        assert_eq!(
+            len(&mut raw, "LLEN", "redisson_lock_queue:{i:closes}"),
+            0,
+            "round {round}"
+        );
+        assert!(waiter.join().unwrap().is_closed());
+    }
+}
+
+#[test]
+fn a_guard_with_an_explicit_lease_is_lost_once_its_client_closes() {
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let client = Client::open(&server.url()).unwrap();
+    let guard = client
+        .lock("i:leased")
+        .with_lease(Duration::from_secs(60))
+        .lock()
+        .unwrap();
+    let (before_tx, before_rx) = mpsc::channel();
+    guard.on_lost(move |reason| before_tx.send(reason).unwrap());
+    let other = client
+        .lock("i:leased:2")
+        .with_lease(Duration::from_secs(60))
+        .lock()
+        .unwrap();
+    client.close();
+    // A callback registered before the close, and one registered after it.
+    assert_eq!(
+        before_rx.recv_timeout(Duration::from_secs(1)).unwrap(),
+        redlatch::LostReason::ClientClosed
+    );
+    assert!(other.is_lost());
+    let (after_tx, after_rx) = mpsc::channel();
+    other.on_lost(move |reason| after_tx.send(reason).unwrap());
+    assert_eq!(
+        after_rx.try_recv().unwrap(),
+        redlatch::LostReason::ClientClosed,
+        "called at once"
+    );
+    assert!(guard.unlock().unwrap_err().is_lock_lost());
+    assert!(other.unlock().unwrap_err().is_lock_lost());
+    let ttl: i64 = redis::cmd("PTTL").arg("i:leased").query(&mut raw).unwrap();
+    assert!(ttl > 50_000, "left to its lease: PTTL {ttl}");
+}

@@ -209,6 +209,7 @@ impl Deployment for Server {
 
     fn close(&self) {
         self.pool.close();
+        self.pool.endpoint().close();
     }
 
     fn pubsub_mode(&self) -> Mode {

@@ -63,6 +63,9 @@ pub(crate) trait Endpoint: Address {
     fn on_switch(&self, f: Box<dyn Fn() + Send + Sync>) {
         drop(f);
     }
+
+    /// The client closes: stop whatever follows the server (a Sentinel watcher).
+    fn close(&self) {}
 }
 
 /// One server at a fixed address.
@@ -235,6 +238,10 @@ impl Pool {
         let deadline = Instant::now() + connect_timeout;
         let mut state = self.state.lock();
         loop {
+            if state.closed {
+                // Not to be retried: nothing more goes out.
+                return Err((Error::Closed, true));
+            }
             let current = self.endpoint.generation();
             while let Some((conn, generation)) = state.idle.pop() {
                 if generation == current {

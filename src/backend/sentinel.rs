@@ -6,7 +6,7 @@
 //! opens a second connection to the master after probing it. Here every step is bounded by
 //! the client's timeouts, and the `ROLE` check runs on the connection that is then used.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -32,6 +32,8 @@ pub(crate) struct Sentinel {
     generation: AtomicU64,
     /// Called after each switch (the pub/sub dispatcher reconnects).
     on_switch: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// Set when the client closes: the watcher stops (within a watch tick).
+    closed: AtomicBool,
 }
 
 impl Sentinel {
@@ -49,6 +51,7 @@ impl Sentinel {
             last_good: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             on_switch: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -89,6 +92,10 @@ impl Endpoint for Sentinel {
 
     fn on_switch(&self, f: Box<dyn Fn() + Send + Sync>) {
         self.on_switch.lock().push(f);
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
     }
 }
 
@@ -142,7 +149,15 @@ const WATCH_TICK: Duration = Duration::from_secs(1);
 
 /// Runs `f` on the sentinel endpoint if it still exists.
 fn with_sentinel<R>(target: &Weak<Sentinel>, f: impl FnOnce(&Sentinel) -> R) -> Option<R> {
-    target.upgrade().map(|s| f(&s))
+    target
+        .upgrade()
+        .filter(|s| !s.closed.load(Ordering::SeqCst))
+        .map(|s| f(&s))
+}
+
+/// Whether the watcher should stop: its client is gone or closed.
+fn gone(target: &Weak<Sentinel>) -> bool {
+    with_sentinel(target, |_| ()).is_none()
 }
 
 /// The sentinel watcher's loop: subscribed to `+switch-master` on one sentinel at a time.
@@ -191,7 +206,7 @@ fn watch_switches(target: Weak<Sentinel>, connect: Duration) {
                         known = Some(addr);
                     }
                     Err(e) if e.is_timeout() => {
-                        if target.strong_count() == 0 {
+                        if gone(&target) {
                             return Ok(());
                         }
                     }
@@ -208,7 +223,7 @@ fn watch_switches(target: Weak<Sentinel>, connect: Duration) {
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         }
-        if target.strong_count() == 0 {
+        if gone(&target) {
             return;
         }
         std::thread::sleep(backoff);

@@ -355,11 +355,16 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn inspect(&self, name: &str) -> Result<Option<Inspection>> {
-        self.inspect_excluding(name, 0)
+        self.inspect_excluding(name, false)
     }
 
-    /// [`inspect`](Self::inspect), not counting `own` subscriptions per channel (a watch's).
-    pub(crate) fn inspect_excluding(&self, name: &str, own: u64) -> Result<Option<Inspection>> {
+    /// [`inspect`](Self::inspect); when `watching`, this client's connection is subscribed
+    /// for a watch, and is not counted on a channel where no thread of this client waits.
+    pub(crate) fn inspect_excluding(
+        &self,
+        name: &str,
+        watching: bool,
+    ) -> Result<Option<Inspection>> {
         crate::config::check_name("object", name)?;
         let layout = Layout::new(name);
         // On a cluster, helper keys of a name such as `a}b`, `{}x` or `x{` hash to another
@@ -405,7 +410,8 @@ impl Client {
         }
         let mut counts = Vec::with_capacity(channels.len());
         for channel in channels {
-            counts.push(self.subscribers(channel)?.saturating_sub(own));
+            let own = watching && !self.inner.pubsub.has_waiters(channel);
+            counts.push(self.subscribers(channel)?.saturating_sub(u64::from(own)));
         }
         if let [semaphore, latch] = counts[..] {
             // Waiters tell a semaphore from a latch by the channel they listen on.

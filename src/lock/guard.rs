@@ -167,7 +167,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.lease.lost().is_some()
+        self.lost().is_some()
     }
 
     /// Calls `f` once, when this hold becomes known lost, with the reason: [`NotHeld`] when
@@ -245,7 +245,7 @@ impl LockGuard {
     /// ```
     pub fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
         let callback = Box::new(f);
-        if let Some(reason) = self.lease.lost() {
+        if let Some(reason) = self.lost() {
             return call_lost(callback, reason, self.lock.name());
         }
         let watchdog = &self.lock.raw.client.inner.watchdog;
@@ -309,6 +309,18 @@ impl LockGuard {
         }
     }
 
+    /// Why the hold is lost, if it is: its lease says so, or the client was closed (which
+    /// nothing renews, nor releases, any more; latched in the lease).
+    fn lost(&self) -> Option<LostReason> {
+        self.lease.lost().or_else(|| {
+            self.lock
+                .raw
+                .client
+                .is_closed()
+                .then(|| self.lease.mark_lost(LostReason::ClientClosed))
+        })
+    }
+
     /// When this hold's lease runs out unless renewed: the send time of the last confirmed
     /// acquire or renewal plus the lease.
     pub(crate) fn lease_expires(&self) -> Instant {
@@ -319,7 +331,7 @@ impl LockGuard {
         self.released = true;
         let inner = &self.lock.raw.client.inner;
         inner.metrics.hold.record(self.acquired_at.elapsed());
-        let lost = self.lease.lost();
+        let lost = self.lost();
         if let Some(w) = self.watch.take() {
             inner.watchdog.unwatch(w);
         }

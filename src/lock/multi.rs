@@ -100,7 +100,7 @@ impl Members {
                     Ok(Some(guard)) => round.holds[i] = Some(guard),
                     Ok(None) => return Ok(None),
                     // Not a node's failure: the caller asked to stop (nothing is held yet).
-                    Err(e) if e.is_interrupted() || e.is_closed() => return Err(e),
+                    Err(e) if e.is_interrupted() => return Err(e),
                     Err(e) => round.failures.push((i, e)),
                 }
             }

@@ -2,7 +2,7 @@
 //! plain connection, or the cluster's sharded connections), and the registration the wait
 //! function blocks on.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,14 +25,17 @@ pub(crate) trait Subscriptions: Send + Sync {
         interest: Interest,
     ) -> Option<Box<dyn Registration>>;
 
-    /// Refuses registrations from now on, closes the connections and stops their threads.
-    /// Registered waiters are not woken here (the dispatcher's close alarm does that) and
-    /// may still unregister.
+    /// Refuses registrations from now on, wakes every registered waiter (their `closed`
+    /// alarm is up: see [`Alarms::block`]), closes the connections and stops their threads.
+    /// The waiters may still unregister.
     fn close(&self);
+
+    /// Whether a waiter (not an observer) of this client is registered on `channel`.
+    fn has_waiters(&self, channel: &str) -> bool;
 }
 
 /// A registration on a channel, as the wait function uses it; unregisters on drop.
-pub(crate) trait Registration {
+pub(crate) trait Registration: Send + Sync {
     /// Blocks until woken, until `deadline`, or until an alarm goes off.
     fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup;
 
@@ -48,7 +51,10 @@ pub(crate) trait Registration {
 pub(crate) struct Dispatcher {
     subscriptions: Arc<dyn Subscriptions>,
     metrics: Arc<Recorder>,
-    /// Dropped by [`close`](Self::close): every blocked waiter's `closed` alarm goes off.
+    /// Set by [`close`](Self::close): every waiter's `closed` alarm.
+    closed: Arc<AtomicBool>,
+    /// Dropped by [`close`](Self::close): for those that block on channels of their own (a
+    /// watch).
     close_tx: Mutex<Option<Sender<()>>>,
     closed_rx: Receiver<()>,
     /// Waits in progress, with what they clean up after (a fair lock leaving its queue): a
@@ -63,6 +69,7 @@ impl Dispatcher {
         Dispatcher {
             subscriptions,
             metrics,
+            closed: Arc::default(),
             close_tx: Mutex::new(Some(tx)),
             closed_rx: rx,
             active: Mutex::new(0),
@@ -112,13 +119,29 @@ impl Dispatcher {
         Some(Observer { registration })
     }
 
-    /// The alarm every blocked waiter listens to, besides its thread's interrupt.
-    pub(crate) fn closed_alarm(&self) -> Receiver<()> {
+    /// The alarms of a wait by the calling thread: its interrupt, and this client's close.
+    pub(crate) fn alarms(&self) -> Alarms {
+        Alarms::of_this_thread(&self.closed)
+    }
+
+    /// Whether a thread of this client waits on `channel` (observers do not count).
+    pub(crate) fn has_waiters(&self, channel: &str) -> bool {
+        self.subscriptions.has_waiters(channel)
+    }
+
+    /// The flag [`close`](Self::close) sets, for alarms made later on another thread.
+    pub(crate) fn closed_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.closed)
+    }
+
+    /// Disconnected once the client is closed: for a receiver that blocks on channels of its
+    /// own.
+    pub(crate) fn closed_channel(&self) -> Receiver<()> {
         self.closed_rx.clone()
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.close_tx.lock().is_none()
+        self.closed.load(Ordering::SeqCst)
     }
 
     /// Marks a wait in progress until the guard drops; see [`close`](Self::close).
@@ -131,10 +154,16 @@ impl Dispatcher {
     /// connections (joining their threads). Then waits, up to `grace`, for the waits in
     /// progress to end (and clean up after themselves). Idempotent.
     pub(crate) fn close(&self, grace: Duration) {
-        if self.close_tx.lock().take().is_none() {
-            return;
+        // Held until the connections are closed; and every closer waits for the drain, so
+        // that a second one cannot close the command connections under waiters still leaving
+        // a fair queue.
+        let mut close_tx = self.close_tx.lock();
+        if close_tx.take().is_some() {
+            self.closed.store(true, Ordering::SeqCst);
+            // Wakes every registered waiter, whose `closed` alarm is now up.
+            self.subscriptions.close();
         }
-        self.subscriptions.close();
+        drop(close_tx);
         let deadline = Instant::now() + grace;
         let mut active = self.active.lock();
         while *active > 0 {

@@ -28,7 +28,7 @@ mod wait;
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -38,6 +38,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionInfo, Value};
 
 use crate::error::{Error, Result};
+use crate::interrupt::Interruption;
 use crate::metrics::Recorder;
 use crate::net::{Dial, Stream};
 
@@ -160,21 +161,65 @@ struct Wire {
 }
 
 /// What a blocked waiter listens to besides its channel: the waiting thread's interrupt and
-/// its client's close. Both only wake; the wait function decides what they mean.
+/// its client's close. Both wake the waiter through its own slot, so that a block is one
+/// plain receive; the wait function decides what they mean.
 pub(crate) struct Alarms {
-    /// Ready when the thread may have been interrupted (see `interrupt::Interruption`).
-    pub(crate) interrupt: Receiver<()>,
-    /// Disconnected once the client is closed.
-    pub(crate) closed: Receiver<()>,
+    pub(crate) interruption: Arc<Interruption>,
+    /// Set when the client is closed (which then wakes every registered waiter).
+    pub(crate) closed: Arc<AtomicBool>,
 }
 
 impl Alarms {
+    /// The calling thread's interrupt, and the close flag `closed`.
+    pub(crate) fn of_this_thread(closed: &Arc<AtomicBool>) -> Alarms {
+        Alarms {
+            interruption: Interruption::current(),
+            closed: Arc::clone(closed),
+        }
+    }
+
     /// Alarms that never go off.
     #[cfg(test)]
     pub(crate) fn none() -> Alarms {
         Alarms {
-            interrupt: crossbeam_channel::never(),
-            closed: crossbeam_channel::never(),
+            interruption: Arc::default(),
+            closed: Arc::default(),
+        }
+    }
+
+    /// The alarm that is up, if any (close first).
+    fn raised(&self) -> Option<Wakeup> {
+        if self.closed.load(Ordering::SeqCst) {
+            Some(Wakeup::Closed)
+        } else if self.interruption.is_requested() {
+            Some(Wakeup::Interrupt)
+        } else {
+            None
+        }
+    }
+
+    /// Blocks on the slot `rx` (whose sender is `tx`) until a token comes, until `deadline`,
+    /// or until an alarm goes off; also says whether a token was taken (an alarm may have
+    /// come with one, or as one: the caller treats it as a wake-up it did not use).
+    ///
+    /// No alarm is missed: the slot is armed for interrupts before the flags are checked,
+    /// and a close sets its flag before it wakes every registered slot.
+    pub(crate) fn block(
+        &self,
+        tx: &Sender<()>,
+        rx: &Receiver<()>,
+        deadline: Instant,
+    ) -> (Wakeup, bool) {
+        let armed = self.interruption.arm(tx);
+        if let Some(alarm) = self.raised() {
+            return (alarm, false);
+        }
+        let took = rx.recv_deadline(deadline).is_ok();
+        drop(armed);
+        match self.raised() {
+            Some(alarm) => (alarm, took),
+            None if took => (Wakeup::Woken, true),
+            None => (Wakeup::Deadline, false),
         }
     }
 }
@@ -368,6 +413,10 @@ impl dispatcher::Subscriptions for PubSub {
 
     fn close(&self) {
         self.shut();
+    }
+
+    fn has_waiters(&self, channel: &str) -> bool {
+        self.shared.has_waiters(channel)
     }
 }
 
@@ -663,7 +712,7 @@ impl Shared {
         }
         chan.waiters.push_back(Entry {
             id,
-            tx,
+            tx: tx.clone(),
             need: interest.need,
             heard: interest.heard.clone(),
             moved: moved.clone(),
@@ -672,6 +721,7 @@ impl Shared {
             shared: Arc::clone(self),
             channel: channel.to_owned(),
             id,
+            tx,
             rx,
             moved,
             unused_wake: false,
@@ -723,6 +773,14 @@ impl Shared {
         }
     }
 
+    /// Whether a waiter (not an observer) is registered on `channel`.
+    fn has_waiters(&self, channel: &str) -> bool {
+        let reg = self.registry.lock();
+        reg.channels
+            .get(channel)
+            .is_some_and(|c| c.waiters.iter().any(|w| w.heard.is_none()))
+    }
+
     /// True when no channel is registered: nothing waits here and no reply is owed.
     fn is_idle(&self) -> bool {
         self.registry.lock().channels.is_empty()
@@ -748,6 +806,10 @@ impl Shared {
     fn close(&self) {
         {
             let mut reg = self.registry.lock();
+            // Waiters still registered (a client closing): their alarm is up, wake them.
+            for chan in reg.channels.values() {
+                wake_all(chan);
+            }
             reg.shutdown = true;
             reg.wire.resync();
         }
@@ -905,7 +967,8 @@ impl Shared {
                 };
                 for w in &chan.waiters {
                     if let Some(heard) = &w.heard {
-                        let _ = heard.send(Heard {
+                        // Full: the observer has messages to read, and re-reads state then.
+                        let _ = heard.try_send(Heard {
                             channel: channel.clone(),
                         });
                     }
@@ -938,6 +1001,8 @@ pub(crate) struct NodeWaiter {
     shared: Arc<Shared>,
     channel: String,
     id: u64,
+    /// The slot's sending side, armed for interrupts while the waiter blocks.
+    tx: Sender<()>,
     rx: Receiver<()>,
     /// See `Entry::moved`.
     moved: Moved,
@@ -951,20 +1016,11 @@ pub(crate) struct NodeWaiter {
 impl NodeWaiter {
     /// Blocks until woken, until `deadline`, or until one of the `alarms` goes off. The
     /// caller reports the attempt that follows a wake-up with [`attempted`](Self::attempted).
-    /// An alarm leaves the slot alone: a wake-up waiting there is handed on when the waiter
+    /// A wake-up taken along with an alarm counts as unused: it is handed on when the waiter
     /// leaves.
     pub(crate) fn wait_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
-        let timeout = deadline.saturating_duration_since(Instant::now());
-        let wakeup = crossbeam_channel::select_biased! {
-            recv(alarms.closed) -> _ => Wakeup::Closed,
-            recv(alarms.interrupt) -> _ => Wakeup::Interrupt,
-            recv(self.rx) -> token => match token {
-                Ok(()) => Wakeup::Woken,
-                Err(_) => Wakeup::Deadline,
-            },
-            default(timeout) => Wakeup::Deadline,
-        };
-        self.unused_wake |= wakeup == Wakeup::Woken;
+        let (wakeup, took) = alarms.block(&self.tx, &self.rx, deadline);
+        self.unused_wake |= took;
         wakeup
     }
 

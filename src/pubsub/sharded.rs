@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use redis::ConnectionInfo;
 
@@ -73,6 +74,10 @@ pub(crate) struct Sharded {
     locate: Locator,
     /// Set by `close`: no connection is opened any more.
     closed: std::sync::atomic::AtomicBool,
+    /// Node connections shut by `close`, kept until the dispatcher drops (after every waiter).
+    shut: Mutex<Vec<PubSub>>,
+    /// The stand-in slots of waiters without a registration, by id, for `close` to wake.
+    orphans: Mutex<(u64, HashMap<u64, Sender<()>>)>,
     pub(super) dial: Dial,
     nodes: Mutex<Nodes>,
     /// When the last slot-map refresh was asked for; held while it runs. See
@@ -107,6 +112,8 @@ impl Sharded {
         Sharded {
             locate,
             closed: Default::default(),
+            shut: Mutex::default(),
+            orphans: Mutex::default(),
             dial,
             nodes: Mutex::new(Nodes {
                 by_addr: HashMap::new(),
@@ -136,6 +143,7 @@ impl Sharded {
             sharded: Arc::clone(self),
             channel: channel.to_owned(),
             interest,
+            standin: None,
             noticed: at.is_none().then(Instant::now),
             at,
             relocated_at: None,
@@ -180,12 +188,13 @@ impl Sharded {
     /// The connection to the node at `addr`, opened if there is none; closes connections that
     /// have been idle long enough on the way (without waiting for their threads).
     fn node(&self, addr: &str, info: &ConnectionInfo) -> Result<Arc<Shared>> {
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::Closed);
-        }
         let mut retired = Vec::new();
         let found = {
             let mut nodes = self.nodes.lock();
+            // Checked under the lock that `close` sets it under: no node opens after.
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(Error::Closed);
+            }
             nodes.sweep(addr, &mut retired);
             match nodes.by_addr.entry(addr.to_owned()) {
                 Slot::Occupied(e) => {
@@ -232,13 +241,36 @@ impl super::dispatcher::Subscriptions for Sharded {
     }
 
     fn close(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         let nodes: Vec<Node> = {
             let mut nodes = self.nodes.lock();
+            self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
             nodes.by_addr.drain().map(|(_, node)| node).collect()
         };
+        for slot in self.orphans.lock().1.values() {
+            let _ = slot.try_send(());
+        }
         for node in &nodes {
             node.pubsub.shut();
+        }
+        // Their waiters may not have left yet: the handles go when the dispatcher does.
+        self.shut
+            .lock()
+            .extend(nodes.into_iter().map(|node| node.pubsub));
+    }
+
+    fn has_waiters(&self, channel: &str) -> bool {
+        let nodes = self.nodes.lock();
+        nodes
+            .by_addr
+            .values()
+            .any(|node| node.pubsub.shared.has_waiters(channel))
+    }
+}
+
+impl Drop for ShardedWaiter {
+    fn drop(&mut self) {
+        if let Some((id, _, _)) = &self.standin {
+            self.sharded.orphans.lock().1.remove(id);
         }
     }
 }
@@ -293,6 +325,9 @@ pub(crate) struct ShardedWaiter {
     sharded: Arc<Sharded>,
     channel: String,
     interest: Interest,
+    /// A slot of its own for alarms while it has no registration, known to
+    /// [`Sharded::close`] by this id; made when first needed.
+    standin: Option<(u64, Sender<()>, Receiver<()>)>,
     /// The node's address and the registration there; `None` while no node could be located.
     at: Option<(String, NodeWaiter)>,
     /// When the waiter learned it has no registration (`at` is `None`): the last failed
@@ -333,12 +368,12 @@ impl ShardedWaiter {
             let got = match &mut self.at {
                 Some((_, node)) => node.wait_until(bound, alarms),
                 None => {
-                    // Nowhere to listen: only an alarm wakes it before it may try again.
-                    let timeout = bound.saturating_duration_since(Instant::now());
-                    crossbeam_channel::select_biased! {
-                        recv(alarms.closed) -> _ => Wakeup::Closed,
-                        recv(alarms.interrupt) -> _ => Wakeup::Interrupt,
-                        default(timeout) => Wakeup::Deadline,
+                    // Nowhere to listen: only an alarm wakes it (through a slot of its own,
+                    // which a close reaches too) before it may try again.
+                    let (tx, rx) = self.standin();
+                    match alarms.block(&tx, &rx, bound) {
+                        (Wakeup::Woken, _) => Wakeup::Deadline,
+                        (other, _) => other,
                     }
                 }
             };
@@ -411,6 +446,19 @@ impl ShardedWaiter {
                 }
             }
         }
+    }
+
+    /// The stand-in slot (made and made known to `close` on first use).
+    fn standin(&mut self) -> (Sender<()>, Receiver<()>) {
+        let (_, tx, rx) = self.standin.get_or_insert_with(|| {
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            let mut orphans = self.sharded.orphans.lock();
+            orphans.0 += 1;
+            let id = orphans.0;
+            orphans.1.insert(id, tx.clone());
+            (id, tx, rx)
+        });
+        (tx.clone(), rx.clone())
     }
 
     /// The current registration, if any.

@@ -24,10 +24,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Alarms, Dispatcher, Wake, Wakeup};
+use super::{Dispatcher, Wake, Wakeup};
 use crate::config::MAX_DURATION;
 use crate::error::{Error, Result};
-use crate::interrupt::Interruption;
 
 /// The channel a wait listens on, and how its messages wake.
 pub(crate) struct Channel<'a> {
@@ -137,16 +136,12 @@ pub(crate) fn wait<T>(
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(None);
     }
-    let interruption = Interruption::current();
-    if interruption.take() {
+    let alarms = dispatcher.alarms();
+    if alarms.interruption.take() {
         return Err(Error::Interrupted);
     }
     let Some(mut waiter) = dispatcher.register(channel.name, channel.wake, channel.need) else {
         return Err(Error::Closed);
-    };
-    let alarms = Alarms {
-        interrupt: interruption.signal().clone(),
-        closed: dispatcher.closed_alarm(),
     };
     loop {
         let now = Instant::now();
@@ -155,14 +150,13 @@ pub(crate) fn wait<T>(
         match waiter.block_until(until, &alarms) {
             Wakeup::Woken | Wakeup::Deadline => {}
             Wakeup::Closed => return Err(Error::Closed),
-            Wakeup::Interrupt if interruption.take() => {
+            Wakeup::Interrupt => {
+                alarms.interruption.take();
                 if last.tell_one {
                     waiter.nudge();
                 }
                 return Err(Error::Interrupted);
             }
-            // A stale alarm: an interrupt already taken left its wake-up behind.
-            Wakeup::Interrupt => continue,
         }
         // On error the waiter leaves (on drop) and passes an unused wake-up on.
         let mut tried = attempt()?;

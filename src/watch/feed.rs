@@ -2,15 +2,19 @@
 //! pub/sub connection, or the cluster node connections), which hear every message without
 //! taking a wake-up from the client's waiters, and follow reconnects and slot moves.
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{unbounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::interrupt::Interruption;
 use crate::keys::Layout;
 use crate::pubsub::{Alarms, Heard, Observer, Wake, Wakeup};
+
+/// Messages a feed keeps for its next read.
+const HEARD_CAPACITY: usize = 1024;
 
 /// What a feed reports after a wait.
 pub(super) enum Signal {
@@ -28,8 +32,13 @@ pub(super) enum Signal {
 pub(super) struct Feed {
     observers: Vec<Observer>,
     heard: Receiver<Heard>,
-    alarms: Alarms,
-    interruption: std::sync::Arc<Interruption>,
+    /// The client's close flag (the alarms are the calling thread's at each call: a watch
+    /// may move between threads).
+    closed_flag: Arc<AtomicBool>,
+    /// Disconnected when the client closes.
+    closed: Receiver<()>,
+    /// The slot an interrupt wakes while the feed blocks on `heard`.
+    poke: (Sender<()>, Receiver<()>),
 }
 
 impl Feed {
@@ -37,7 +46,9 @@ impl Feed {
     /// subscription is confirmed, so that an inspection taken next misses no message.
     pub(super) fn open(client: &Client, layout: &Layout) -> Result<Feed> {
         let dispatcher = &client.inner.pubsub;
-        let (tx, heard) = unbounded();
+        // Bounded: a watch not read for a while keeps at most this many messages (the next
+        // read inspects anyway).
+        let (tx, heard) = bounded(HEARD_CAPACITY);
         // Each channel with the wake mode its waiters use (one per channel).
         let channels = [
             (&layout.lock_channel, Wake::Lock),
@@ -52,19 +63,18 @@ impl Feed {
                 .ok_or(Error::Closed)?;
             observers.push(observer);
         }
-        let interruption = Interruption::current();
-        let alarms = Alarms {
-            interrupt: interruption.signal().clone(),
-            closed: dispatcher.closed_alarm(),
-        };
+        let alarms = dispatcher.alarms();
         let timeout = client.inner.config.response_timeout;
         let deadline = Instant::now() + timeout;
         for (confirmed, observer) in observers.iter_mut().enumerate() {
             match observer.block_until(deadline, &alarms) {
                 Wakeup::Woken => {}
                 Wakeup::Closed => return Err(Error::Closed),
-                Wakeup::Interrupt if interruption.take() => return Err(Error::Interrupted),
-                Wakeup::Interrupt | Wakeup::Deadline => {
+                Wakeup::Interrupt => {
+                    alarms.interruption.take();
+                    return Err(Error::Interrupted);
+                }
+                Wakeup::Deadline => {
                     return Err(Error::Timeout(format!(
                         "{confirmed} of {} subscriptions for `{}` confirmed within {timeout:?}",
                         channels.len(),
@@ -76,8 +86,9 @@ impl Feed {
         Ok(Feed {
             observers,
             heard,
-            alarms,
-            interruption,
+            closed_flag: dispatcher.closed_flag(),
+            closed: dispatcher.closed_channel(),
+            poke: bounded(1),
         })
     }
 
@@ -89,18 +100,23 @@ impl Feed {
     /// [`Error::Closed`] once the client is closed, [`Error::Interrupted`] when the thread is
     /// interrupted.
     pub(super) fn next(&mut self, until: Instant) -> Result<Signal> {
+        let alarms = Alarms::of_this_thread(&self.closed_flag);
         let timeout = until.saturating_duration_since(Instant::now());
-        let first = crossbeam_channel::select_biased! {
-            recv(self.alarms.closed) -> _ => return Err(Error::Closed),
-            recv(self.alarms.interrupt) -> _ => {
-                if self.interruption.take() {
-                    return Err(Error::Interrupted);
-                }
-                None
+        let first = {
+            let _armed = alarms.interruption.arm(&self.poke.0);
+            if alarms.interruption.take() {
+                return Err(Error::Interrupted);
             }
-            recv(self.heard) -> heard => heard.ok(),
-            default(timeout) => None,
+            crossbeam_channel::select_biased! {
+                recv(self.closed) -> _ => return Err(Error::Closed),
+                recv(self.poke.1) -> _ => None,
+                recv(self.heard) -> heard => heard.ok(),
+                default(timeout) => None,
+            }
         };
+        if alarms.interruption.take() {
+            return Err(Error::Interrupted);
+        }
         let messages: Vec<String> = first
             .into_iter()
             .chain(self.heard.try_iter())
@@ -109,11 +125,14 @@ impl Feed {
         let mut resubscribed = false;
         let now = Instant::now();
         for observer in &mut self.observers {
-            match observer.block_until(now, &self.alarms) {
+            match observer.block_until(now, &alarms) {
                 Wakeup::Woken => resubscribed = true,
                 Wakeup::Closed => return Err(Error::Closed),
-                Wakeup::Interrupt if self.interruption.take() => return Err(Error::Interrupted),
-                Wakeup::Interrupt | Wakeup::Deadline => {}
+                Wakeup::Interrupt => {
+                    alarms.interruption.take();
+                    return Err(Error::Interrupted);
+                }
+                Wakeup::Deadline => {}
             }
         }
         Ok(if !messages.is_empty() {

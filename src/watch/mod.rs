@@ -204,7 +204,7 @@ impl Client {
         crate::config::check_name("object", name)?;
         let layout = Layout::new(name);
         let feed = Feed::open(self, &layout)?;
-        let state = self.inspect_excluding(name, 1)?;
+        let state = self.inspect_excluding(name, true)?;
         let now = Instant::now();
         Ok(Watch {
             client: self.clone(),
@@ -326,7 +326,7 @@ impl Watch {
         let now = Instant::now();
         self.next_poll = now + self.every;
         // The client's own connection, subscribed for this watch, is not another waiter.
-        let state = self.client.inspect_excluding(&self.layout.name, 1)?;
+        let state = self.client.inspect_excluding(&self.layout.name, true)?;
         let at = SystemTime::now();
         let mut events = diff(self.state.as_ref(), state.as_ref(), at);
         let releases = |last: bool| {
