@@ -57,6 +57,15 @@
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
 //! leases) and [`Client::count_down_latch`] ([`CountDownLatch`]).
 //!
+//! # Interrupting waits, closing a client
+//!
+//! Every blocking call (a lock of any kind, [`MultiLock`], [`RedLock`], a semaphore acquire,
+//! a latch await) can be interrupted from another thread through the waiting thread's
+//! [`Interrupter`], as Java's `lockInterruptibly`: it returns [`Error::Interrupted`] within
+//! milliseconds and leaves nothing behind in Redis. [`Client::close`] wakes every waiter of
+//! the client with [`Error::Closed`] and stops its threads; the locks it still holds expire
+//! with their lease.
+//!
 //! # Operating locks
 //!
 //! [`Client::inspect`] reads what a name holds ([`Inspection`]: its [`Kind`], holders with
