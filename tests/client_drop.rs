@@ -6,16 +6,7 @@ mod support;
 use std::time::Duration;
 
 use redlatch::Client;
-use support::{client_list, wait_until, RedisServer};
-
-/// Threads of this process whose name starts with `redlatch-`.
-fn redlatch_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("redlatch-"))
-        .count()
-}
+use support::{client_list, redlatch_threads, wait_until, RedisServer};
 
 #[test]
 fn last_clone_dropped_stops_threads_and_closes_connections() {

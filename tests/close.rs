@@ -9,16 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, LostReason};
-use support::{client_list, wait_until, RedisServer};
-
-/// Threads of this process whose name starts with `redlatch-`.
-fn redlatch_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with("redlatch-"))
-        .count()
-}
+use support::{client_list, redlatch_threads, wait_until, RedisServer};
 
 #[test]
 fn close_wakes_every_waiter_stops_threads_and_refuses_later_calls() {
