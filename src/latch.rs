@@ -306,17 +306,17 @@ impl CountDownLatch {
             &self.client.inner.pubsub,
             Channel::all(&self.channel),
             deadline,
-            || {
+            &mut || {
                 Ok(match self.count()? {
-                    0 => Tried::done(()),
+                    0 => Tried::done(),
                     _ => Tried::again(None),
                 })
             },
         )?;
-        if open.is_none() {
+        if !open {
             log::debug!("wait on latch `{}` ran out", self.name);
         }
-        Ok(open.is_some())
+        Ok(open)
     }
 }
 

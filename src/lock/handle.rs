@@ -411,7 +411,8 @@ impl Lock {
         // Only a caller that will wait joins a fair lock's queue.
         let will_wait = deadline.is_none_or(|d| Instant::now() < d);
         let mut attempts = 0u32;
-        let attempt = || -> Result<Tried<LockGuard>> {
+        let mut got = None;
+        let mut attempt = || -> Result<Tried> {
             attempts += 1;
             if attempts == 2 {
                 log::debug!("waiting for `{}` (owner {owner})", self.name());
@@ -419,13 +420,16 @@ impl Lock {
             }
             let sent_at = Instant::now();
             Ok(match self.raw.acquire(&owner, lease, will_wait)? {
-                Attempt::Acquired { count, token } => Tried::done(LockGuard::new(
-                    self.clone(),
-                    Arc::clone(&owner),
-                    sent_at,
-                    count,
-                    token,
-                )),
+                Attempt::Acquired { count, token } => {
+                    got = Some(LockGuard::new(
+                        self.clone(),
+                        Arc::clone(&owner),
+                        sent_at,
+                        count,
+                        token,
+                    ));
+                    Tried::done()
+                }
                 // No expiry (a foreign key without TTL): re-check at the watchdog period.
                 Attempt::Busy(ms) if ms < 0 => {
                     Tried::again(Some(self.raw.client.inner.config.watchdog_timeout))
@@ -437,7 +441,8 @@ impl Lock {
         let dispatcher = &self.raw.client.inner.pubsub;
         // Until the queue is left: a close lets that finish.
         let _active = dispatcher.active();
-        let outcome = wait(dispatcher, Channel::lock(&channel), deadline, attempt);
+        let outcome = wait(dispatcher, Channel::lock(&channel), deadline, &mut attempt)
+            .map(|done| if done { got } else { None });
         match &outcome {
             Ok(Some(_)) => metrics.acquired(started.elapsed(), attempts > 1),
             // A wait that ran out (a `try_lock` that found it busy did not wait).

@@ -65,10 +65,11 @@ impl<'a> Channel<'a> {
     }
 }
 
-/// What one attempt found: done with a value, or not yet.
+/// What one attempt found: done (the attempt keeps what it got, such as a guard, where its
+/// caller finds it), or not yet.
 #[must_use]
-pub(crate) struct Tried<T> {
-    done: Option<T>,
+pub(crate) struct Tried {
+    done: bool,
     /// Not done: try again after this even without a wake-up; `None`: only when woken.
     within: Option<Duration>,
     /// Permits the attempt saw left (after taking its own, if it did).
@@ -78,11 +79,11 @@ pub(crate) struct Tried<T> {
     tell_one: bool,
 }
 
-impl<T> Tried<T> {
-    /// Done: the wait ends with `value`.
-    pub(crate) fn done(value: T) -> Tried<T> {
+impl Tried {
+    /// Done: the wait ends.
+    pub(crate) fn done() -> Tried {
         Tried {
-            done: Some(value),
+            done: true,
             within: None,
             seen: None,
             tell_one: false,
@@ -91,9 +92,9 @@ impl<T> Tried<T> {
 
     /// Not yet: try again when woken, or after `within` at the latest (`None`: only when
     /// woken).
-    pub(crate) fn again(within: Option<Duration>) -> Tried<T> {
+    pub(crate) fn again(within: Option<Duration>) -> Tried {
         Tried {
-            done: None,
+            done: false,
             within,
             seen: None,
             tell_one: false,
@@ -101,40 +102,41 @@ impl<T> Tried<T> {
     }
 
     /// The attempt saw `permits` left: they may serve other waiters of the channel.
-    pub(crate) fn seeing(mut self, permits: i64) -> Tried<T> {
+    pub(crate) fn seeing(mut self, permits: i64) -> Tried {
         self.seen = Some(permits);
         self
     }
 
     /// When the waiter leaves after this attempt, wake one other waiter: it knew something
     /// (a permit's expiry) that the others' wait bounds may predate.
-    pub(crate) fn telling_one(mut self) -> Tried<T> {
+    pub(crate) fn telling_one(mut self) -> Tried {
         self.tell_one = true;
         self
     }
 }
 
-/// Attempts until done (`Ok(Some)`) or until `deadline` passes (`Ok(None)`; never without a
+/// Attempts until done (`Ok(true)`) or until `deadline` passes (`Ok(false)`; never without a
 /// deadline), waiting on `channel` between attempts. A deadline already past makes exactly
-/// one attempt.
+/// one attempt. Not generic: what an attempt got stays with the caller (this keeps the
+/// waiting thread's stack shallow, and one copy of this function in the binary).
 ///
 /// # Errors
 ///
 /// An attempt's error, at once; [`Error::Interrupted`] when the thread's interrupt is taken
 /// (pending when the wait would block, or requested while it blocks); [`Error::Closed`] when
 /// the client is (or gets) closed.
-pub(crate) fn wait<T>(
+pub(crate) fn wait(
     dispatcher: &Dispatcher,
     channel: Channel<'_>,
     deadline: Option<Instant>,
-    mut attempt: impl FnMut() -> Result<Tried<T>>,
-) -> Result<Option<T>> {
+    attempt: &mut dyn FnMut() -> Result<Tried>,
+) -> Result<bool> {
     let mut last = attempt()?;
-    if let Some(value) = last.done.take() {
-        return Ok(Some(value));
+    if last.done {
+        return Ok(true);
     }
     if deadline.is_some_and(|d| Instant::now() >= d) {
-        return Ok(None);
+        return Ok(false);
     }
     let alarms = dispatcher.alarms();
     if alarms.interruption.take() {
@@ -159,23 +161,23 @@ pub(crate) fn wait<T>(
             }
         }
         // On error the waiter leaves (on drop) and passes an unused wake-up on.
-        let mut tried = attempt()?;
+        let tried = attempt()?;
         waiter.attempted();
         if let Some(permits) = tried.seen {
             waiter.observed(permits);
         }
-        if let Some(value) = tried.done.take() {
+        if tried.done {
             if tried.tell_one {
                 waiter.nudge();
             }
             waiter.succeeded();
-            return Ok(Some(value));
+            return Ok(true);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if tried.tell_one {
                 waiter.nudge();
             }
-            return Ok(None);
+            return Ok(false);
         }
         waiter.blocking();
         last = tried;

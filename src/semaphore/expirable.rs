@@ -462,12 +462,12 @@ impl PermitExpirableSemaphore {
     /// goes to the other waiters; and when it took the last permit, or learned when the
     /// earliest permit expires, one other waiter is told as this one leaves (the others'
     /// wait bounds predate that expiry: else a holder that dies could strand them).
-    fn attempt(&self, id: &PermitId, lease: Duration) -> Result<Tried<PermitId>> {
+    fn attempt(&self, id: &PermitId, lease: Duration) -> Result<Tried> {
         let lease_ms = millis(lease).to_string();
         let reply: Vec<i64> = self.run(&scripts::PES_ACQUIRE, &[&lease_ms, id.as_str()])?;
         match reply[..] {
             [1, left] => {
-                let tried = Tried::done(id.clone()).seeing(left);
+                let tried = Tried::done().seeing(left);
                 Ok(if left <= 0 {
                     tried.telling_one()
                 } else {
@@ -501,12 +501,13 @@ impl PermitExpirableSemaphore {
         check_duration("lease", lease)?;
         // One id for every attempt: a failed attempt stores nothing under it.
         let id = PermitId::random();
-        wait(
+        let taken = wait(
             &self.client.inner.pubsub,
             Channel::permits(&self.channel, 1),
             deadline,
-            || self.attempt(&id, lease),
-        )
+            &mut || self.attempt(&id, lease),
+        )?;
+        Ok(taken.then_some(id))
     }
 }
 

@@ -343,7 +343,7 @@ impl Semaphore {
 
     /// One attempt: done if the permits were taken; either way, the count it saw (after
     /// taking them) goes to the other waiters.
-    fn attempt(&self, permits: u32) -> Result<Tried<()>> {
+    fn attempt(&self, permits: u32) -> Result<Tried> {
         let (taken, count): (i64, i64) = self.run(|c| {
             scripts::SEMAPHORE_ACQUIRE
                 .key(&*self.name)
@@ -351,7 +351,7 @@ impl Semaphore {
                 .invoke(c)
         })?;
         let tried = if taken == 1 {
-            Tried::done(())
+            Tried::done()
         } else {
             Tried::again(None)
         };
@@ -364,13 +364,12 @@ impl Semaphore {
     fn acquire_until(&self, permits: u32, deadline: Option<Instant>) -> Result<bool> {
         self.check_name()?;
         check_permits(permits)?;
-        let taken = wait(
+        wait(
             &self.client.inner.pubsub,
             Channel::permits(&self.channel, permits),
             deadline,
-            || self.attempt(permits),
-        )?;
-        Ok(taken.is_some())
+            &mut || self.attempt(permits),
+        )
     }
 }
 
