@@ -449,8 +449,9 @@ impl Lock {
             Ok(None) if will_wait => Recorder::count(&metrics.timeouts, 1),
             _ => {}
         }
-        // A failed call may have queued us before its reply was lost: leave in every case.
-        if self.is_fair() && will_wait && !matches!(outcome, Ok(Some(_))) {
+        // A kind with a queue (fair) leaves it; a failed call may have queued us before its
+        // reply was lost, so in every case. Other kinds have nothing to leave.
+        if will_wait && !matches!(outcome, Ok(Some(_))) {
             match self.raw.leave(&owner) {
                 Ok(_) => {}
                 Err(e) => log::debug!(
