@@ -366,30 +366,6 @@ pub fn command_calls(conn: &mut redis::Connection, name: &str) -> u64 {
     command_stat(&command_stats(conn), name, "calls")
 }
 
-/// Scripts the server ran without an error: `EVALSHA` and `EVAL` calls less their failed ones
-/// (a `NOSCRIPT` miss fails; the call that follows the script's reload counts).
-pub fn script_calls(conn: &mut redis::Connection) -> u64 {
-    let info = command_stats(conn);
-    ["evalsha", "eval"]
-        .iter()
-        .map(|name| command_stat(&info, name, "calls") - command_stat(&info, name, "failed_calls"))
-        .sum()
-}
-
-/// Waits until the server has run at least `n` scripts ([`script_calls`]), panicking with the
-/// count it saw after 10 s. With [`await_waiting`]: a waiting thread tries once, registers,
-/// and tries again once its subscription is confirmed before it blocks, so `2 * waiters` more
-/// scripts than were run right before they started means every one of them is blocked (as
-/// long as nothing else runs scripts meanwhile).
-pub fn await_script_calls(conn: &mut redis::Connection, n: u64) {
-    let mut seen = 0;
-    let reached = wait_until(AWAIT_BOUND, || {
-        seen = script_calls(conn);
-        seen >= n
-    });
-    assert!(reached, "{n} script calls awaited, the server ran {seen}");
-}
-
 fn command_stats(conn: &mut redis::Connection) -> String {
     redis::cmd("INFO")
         .arg("commandstats")
@@ -423,15 +399,14 @@ pub fn wait_until(timeout: Duration, f: impl FnMut() -> bool) -> bool {
     wait_until_every(timeout, Duration::from_millis(5), f)
 }
 
-/// How long [`await_waiting`] and [`await_script_calls`] wait before they fail the test.
+/// How long [`await_waiting`] waits before it fails the test.
 const AWAIT_BOUND: Duration = Duration::from_secs(10);
 
-/// Waits until exactly `n` threads of `client` are in a wait (its `waiting` gauge): each has
-/// failed its first attempt and registered for wake-ups. Panics with the count it saw after
-/// 10 s. The gauge is per client: threads of several clients are awaited client by client.
-///
-/// A thread is counted before its re-check (the attempt once its subscription is confirmed);
-/// where a test needs that done too, it also awaits [`await_script_calls`].
+/// Waits until exactly `n` threads of `client` are blocked in a wait (its `waiting` gauge):
+/// each has tried, subscribed, tried again once the subscription was confirmed (its re-check),
+/// and blocks, so a release published from then on wakes it. Panics with the count it saw
+/// after 10 s. The gauge is per client: threads of several clients are awaited client by
+/// client.
 pub fn await_waiting(client: &redlatch::Client, n: u64) {
     let mut seen = 0;
     let reached = wait_until(AWAIT_BOUND, || {
