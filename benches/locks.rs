@@ -1,4 +1,4 @@
-//! Lock benchmarks against a private `redis-server` (see DESIGN.md, "Benchmarks").
+//! Lock benchmarks against a private `redis-server`.
 //!
 //! `cargo bench --bench locks [WORKLOAD...] [--scale]` prints one JSON line per workload to
 //! stdout (every figure next to the ping round trip measured in the same run) and a one-line
