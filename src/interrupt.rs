@@ -104,7 +104,7 @@ impl Drop for Armed<'_> {
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct Interrupter(Arc<Interruption>);
+pub struct Interrupter(pub(crate) Arc<Interruption>);
 
 impl Interrupter {
     /// The handle of the calling thread.

@@ -1101,6 +1101,7 @@ impl Drop for NodeWaiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interrupt::Interrupter;
 
     fn chan_with(n: usize) -> (Chan, Vec<Receiver<()>>) {
         let mut chan = Chan::default();
@@ -1140,6 +1141,57 @@ mod tests {
     fn message(channel: &str, payload: &str) -> Value {
         let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
         Value::Array(vec![bulk("message"), bulk(channel), bulk(payload)])
+    }
+
+    #[test]
+    fn an_interrupted_or_closed_waiter_hands_its_wake_up_on() {
+        // The unlock's wake-up sits in the first waiter's slot as its thread is interrupted
+        // (or its client closed): the wait returns at once, and the wake-up goes to the next.
+        let ps = offline();
+        for alarm in [Wakeup::Interrupt, Wakeup::Closed] {
+            let mut a = ps.register("c");
+            let b = ps.register("c");
+            ps.shared.route(message("c", "0"));
+            assert!(b.rx.try_recv().is_err(), "wake one: the first waiter only");
+            let alarms = Alarms::none();
+            match alarm {
+                Wakeup::Interrupt => Interrupter(Arc::clone(&alarms.interruption)).interrupt(),
+                _ => alarms.closed.store(true, Ordering::SeqCst),
+            }
+            let started = Instant::now();
+            let got = a.wait_until(started + Duration::from_secs(5), &alarms);
+            assert_eq!(got, alarm);
+            assert!(started.elapsed() < Duration::from_millis(100));
+            drop(a);
+            assert!(b.rx.try_recv().is_ok(), "{alarm:?}: handed on");
+            drop(b);
+        }
+        assert!(ps.shared.registry.lock().channels.is_empty());
+    }
+
+    #[test]
+    fn an_interrupt_wakes_a_blocked_waiter_through_its_slot() {
+        let ps = offline();
+        let mut a = ps.register("c");
+        let alarms = Alarms::none();
+        let interrupter = Interrupter(Arc::clone(&alarms.interruption));
+        std::thread::scope(|s| {
+            let blocked = s.spawn(|| {
+                let got = a.wait_until(Instant::now() + Duration::from_secs(10), &alarms);
+                (got, Instant::now())
+            });
+            // Whenever it lands (before the slot is armed, or while blocked), it is seen.
+            std::thread::sleep(Duration::from_millis(20));
+            let asked = Instant::now();
+            interrupter.interrupt();
+            let (got, at) = blocked.join().unwrap();
+            assert_eq!(got, Wakeup::Interrupt);
+            assert!(at.duration_since(asked) < Duration::from_millis(100));
+        });
+        assert!(
+            alarms.interruption.take(),
+            "the wait leaves the interrupt to be taken"
+        );
     }
 
     #[test]
