@@ -1,6 +1,5 @@
 //! The client: configuration, command pool, pub/sub dispatcher and watchdog, shared by clones.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::backend::Backend;
@@ -8,7 +7,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
-use crate::lock::{Fair, Fenced, Lock, Plain, ReadWriteLock};
+use crate::lock::{thread_number, Fair, Fenced, Lock, LockOwner, Plain, ReadWriteLock};
 use crate::metrics::{Metrics, Recorder};
 use crate::pubsub::Dispatcher;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
@@ -361,6 +360,25 @@ impl Client {
         &self.inner.id
     }
 
+    /// A new owner of lock holds that is not a thread: lock as it with
+    /// [`Lock::with_owner`](crate::Lock::with_owner) from any thread, and release its guards
+    /// (which are `Send`) on any thread. See [`LockOwner`](crate::LockOwner). Nothing is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let job = client.lock_owner();
+    /// let guard = client.lock("job:42").with_owner(&job).lock()?;
+    /// let pool_worker = std::thread::spawn(move || guard.unlock());
+    /// pool_worker.join().unwrap()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_owner(&self) -> LockOwner {
+        LockOwner::new(self)
+    }
+
     /// The owner id of the calling thread in this client, as written into lock hashes.
     ///
     /// # Examples
@@ -401,10 +419,4 @@ impl Client {
     pub(crate) fn publish(&self) -> &'static str {
         self.inner.pool.pubsub_mode().publish()
     }
-}
-
-pub(crate) fn thread_number() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local!(static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
-    NUMBER.with(|n| *n)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::LockGuard;
+use crate::lock::{LockGuard, Ownership};
 use crate::scripts;
 
 /// Tokens must stay below 2^53 - 1: the fence script compares them as Lua numbers (doubles),
@@ -95,7 +95,7 @@ impl FencedResource {
     /// client.fenced_resource("report:body").write(&guard, b"42 rows")?;
     /// # Ok(()) }
     /// ```
-    pub fn write(&self, guard: &LockGuard, value: impl AsRef<[u8]>) -> Result<()> {
+    pub fn write<O: Ownership>(&self, guard: &LockGuard<O>, value: impl AsRef<[u8]>) -> Result<()> {
         let token = self.token_of(guard)?;
         self.write_with_token(token, guard.owner(), value)
     }
@@ -143,7 +143,7 @@ impl FencedResource {
     /// client.fenced_resource("report:body").delete(&guard)?;
     /// # Ok(()) }
     /// ```
-    pub fn delete(&self, guard: &LockGuard) -> Result<()> {
+    pub fn delete<O: Ownership>(&self, guard: &LockGuard<O>) -> Result<()> {
         let token = self.token_of(guard)?;
         self.fenced("del", token, guard.owner(), b"")
     }
@@ -199,7 +199,7 @@ impl FencedResource {
         crate::config::check_name("fenced resource", &self.name)
     }
 
-    fn token_of(&self, guard: &LockGuard) -> Result<u64> {
+    fn token_of<O: Ownership>(&self, guard: &LockGuard<O>) -> Result<u64> {
         guard.token().ok_or_else(|| {
             Error::invalid(format!(
                 "the guard of `{}` carries no fencing token: only a fenced lock's guard does",

@@ -57,6 +57,16 @@
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
 //! leases) and [`Client::count_down_latch`] ([`CountDownLatch`]).
 //!
+//! # Owners that are not threads
+//!
+//! A hold belongs to the thread that takes it, as in Java. For a hold that must outlive its
+//! thread (a job moving between the workers of a pool), [`Client::lock_owner`] makes a
+//! [`LockOwner`]: [`Lock::with_owner`] locks as it from any thread, its guards are `Send` and
+//! release on any thread, and reentrancy is per owner. Its id keeps Redisson's form
+//! `<client uuid>:<number>`, with numbers no thread of the process has (Redisson's async API
+//! takes an explicit thread id for the same need). [`MultiLock`] and [`RedLock`] take
+//! thread-owned locks only.
+//!
 //! # Interrupting waits, closing a client
 //!
 //! Every blocking call (a lock of any kind, [`MultiLock`], [`RedLock`], a semaphore acquire,
@@ -103,7 +113,8 @@
 //!   [`LockGuard::on_lost`] call you (with a [`LostReason`]) as soon as the hold is known lost.
 //! - Every call can fail (network, server): methods return [`Result`].
 //! - No poisoning: a panic while holding releases the lock in `Drop` like any other exit.
-//! - Guards are not `Send`: the hold belongs to the thread, as in Java.
+//! - Guards are not `Send`: the hold belongs to the thread, as in Java (unless it belongs to a
+//!   [`LockOwner`]).
 //!
 //! # Differences from Redisson
 //!
@@ -153,7 +164,10 @@ pub use fenced::FencedResource;
 pub use inspect::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
-pub use lock::{Lock, LockGuard, MultiLock, MultiLockGuard, ReadWriteLock, RedLock};
+pub use lock::{
+    Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock, RedLock,
+    ThreadOwned,
+};
 pub use metrics::{Histogram, Metrics};
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
 pub use watch::{Event, EventKind, Watch};

@@ -1,18 +1,31 @@
 //! The guard of a held reentrant lock.
 
 use std::cell::Cell;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
 use crate::lock::raw::Unlocked;
 use crate::lock::Lock;
 use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 
 /// One hold of a [`Lock`]; dropping it releases the hold.
 ///
-/// Not `Send`: the hold belongs to the thread that took it, as in Java and Redisson.
+/// Not `Send` by default: the hold belongs to the thread that took it, as in Java and
+/// Redisson. The guard of a lock held by a [`LockOwner`](crate::LockOwner)
+/// ([`Lock::with_owner`](crate::Lock::with_owner)) is `Send`: it may be released on another
+/// thread.
+///
+/// ```compile_fail
+/// fn send<T: Send>() {}
+/// send::<redlatch::LockGuard>(); // a thread's hold stays on its thread
+/// ```
+///
+/// ```
+/// fn send<T: Send>() {}
+/// send::<redlatch::LockGuard<redlatch::LockOwner>>();
+/// ```
 /// Dropping logs a release error; [`unlock`](Self::unlock) returns it.
 ///
 /// A hold can be lost while its guard lives (the lease ran out, or the lock was
@@ -34,8 +47,8 @@ use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 /// ```
 #[must_use = "if unused the lock is released immediately"]
 #[clippy::has_significant_drop]
-pub struct LockGuard {
-    lock: Lock,
+pub struct LockGuard<O: Ownership = ThreadOwned> {
+    lock: Lock<O>,
     owner: Arc<str>,
     /// The lease of this hold: without an explicit lease, shared with the watchdog (and the
     /// thread's other holds of the lock); with one, this guard's own.
@@ -48,19 +61,20 @@ pub struct LockGuard {
     /// When the acquire that made this hold was sent (for the hold-time metric).
     acquired_at: Instant,
     released: bool,
-    _not_send: PhantomData<*const ()>,
+    /// `!Send` for a thread's hold; nothing for a [`LockOwner`](crate::LockOwner)'s.
+    _not_send: NotSendFor<O>,
 }
 
-impl LockGuard {
+impl<O: Ownership> LockGuard<O> {
     /// The one guard constructor: every acquire path ends here. `sent_at` is when the
     /// successful acquire was sent, so the lease started no earlier.
     pub(crate) fn new(
-        lock: Lock,
+        lock: Lock<O>,
         owner: Arc<str>,
         sent_at: Instant,
         count: u32,
         token: Option<u64>,
-    ) -> LockGuard {
+    ) -> LockGuard<O> {
         let (watch, lease) = match lock.lease {
             Some(lease) => {
                 let state =
@@ -89,7 +103,7 @@ impl LockGuard {
             token,
             acquired_at: sent_at,
             released: false,
-            _not_send: PhantomData,
+            _not_send: std::marker::PhantomData,
         }
     }
 
@@ -104,7 +118,7 @@ impl LockGuard {
     /// assert_eq!(guard.lock().name(), "a");
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self) -> &Lock {
+    pub fn lock(&self) -> &Lock<O> {
         &self.lock
     }
 
@@ -132,7 +146,8 @@ impl LockGuard {
         self.token
     }
 
-    /// The owner id of this hold: `"<client uuid>:<thread number>"`.
+    /// The owner id of this hold: `"<client uuid>:<number>"`, the number of the thread that
+    /// took it or of its [`LockOwner`](crate::LockOwner).
     ///
     /// # Examples
     ///
@@ -371,7 +386,7 @@ impl LockGuard {
     }
 }
 
-impl Drop for LockGuard {
+impl<O: Ownership> Drop for LockGuard<O> {
     fn drop(&mut self) {
         if !self.released {
             if let Err(e) = self.release() {
@@ -385,7 +400,7 @@ impl Drop for LockGuard {
     }
 }
 
-impl std::fmt::Debug for LockGuard {
+impl<O: Ownership> std::fmt::Debug for LockGuard<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("lock", &self.lock.name())

@@ -9,6 +9,7 @@ use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
 use crate::lock::kind::Kind;
+use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::metrics::Recorder;
 use crate::pubsub::{wait, Channel, Tried};
@@ -37,10 +38,16 @@ use crate::pubsub::{wait, Channel, Tried};
 /// }
 /// # Ok(()) }
 /// ```
+///
+/// # Owners
+///
+/// By default the calling thread owns each hold ([`ThreadOwned`]). [`with_owner`](Self::with_owner)
+/// gives a lock whose holds belong to a [`LockOwner`] instead, whose guards are `Send`.
 #[derive(Clone)]
-pub struct Lock {
+pub struct Lock<O = ThreadOwned> {
     pub(crate) raw: Arc<RawLock>,
     pub(crate) lease: Option<Duration>,
+    pub(crate) owner: O,
 }
 
 impl Lock {
@@ -49,6 +56,35 @@ impl Lock {
         Lock {
             raw: Arc::new(RawLock::new(client, name, kind)),
             lease: None,
+            owner: ThreadOwned,
+        }
+    }
+}
+
+impl<O: Ownership> Lock<O> {
+    /// This lock, held by `owner` instead of the calling thread: acquire and release from any
+    /// thread, with guards that are `Send`. Reentrancy is per owner. The lease setting is kept.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let job = client.lock_owner();
+    /// let lock = client.lock("job:42").with_owner(&job);
+    /// let guard = lock.lock()?;
+    /// let worker = std::thread::spawn(move || {
+    ///     // ... the job goes on on another thread, and releases there
+    ///     guard.unlock()
+    /// });
+    /// worker.join().unwrap()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_owner(&self, owner: &LockOwner) -> Lock<LockOwner> {
+        Lock {
+            raw: Arc::clone(&self.raw),
+            lease: self.lease,
+            owner: owner.clone(),
         }
     }
 
@@ -133,7 +169,7 @@ impl Lock {
     /// let guard = client.lock("x").with_lease(Duration::from_secs(10)).lock()?;
     /// # Ok(()) }
     /// ```
-    pub fn with_lease(mut self, lease: Duration) -> Lock {
+    pub fn with_lease(mut self, lease: Duration) -> Lock<O> {
         self.lease = Some(lease);
         self
     }
@@ -157,14 +193,15 @@ impl Lock {
     /// assert_eq!(client.lock("reports").hold_count()?, 1);
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self) -> Result<LockGuard> {
+    pub fn lock(&self) -> Result<LockGuard<O>> {
         match self.acquire(None)? {
             Some(guard) => Ok(guard),
             None => unreachable!("a wait without deadline only ends in a guard"),
         }
     }
 
-    /// Acquires the lock if it is free (or already held by this thread); never waits.
+    /// Acquires the lock if it is free (or already held by its owner: this thread, or the
+    /// lock's [`LockOwner`]); never waits.
     ///
     /// Returns `Ok(None)` when another owner holds it.
     ///
@@ -183,7 +220,7 @@ impl Lock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+    pub fn try_lock(&self) -> Result<Option<LockGuard<O>>> {
         self.acquire(Some(Instant::now()))
     }
 
@@ -205,7 +242,7 @@ impl Lock {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<O>>> {
         check_duration("wait", wait)?;
         self.try_lock_until(Instant::now() + wait)
     }
@@ -228,14 +265,15 @@ impl Lock {
     /// let guard = client.lock("a").try_lock_until(deadline)?;
     /// # Ok(()) }
     /// ```
-    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard>> {
+    pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard<O>>> {
         if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
             return Err(Error::invalid("deadline is more than one year away"));
         }
         self.acquire(Some(deadline))
     }
 
-    /// Releases one hold of the calling thread without a guard: for holds kept past their
+    /// Releases one hold of the owner (the calling thread, or the lock's [`LockOwner`]) without
+    /// a guard: for holds kept past their
     /// guard with [`LockGuard::leak`]. Release a leaked hold through a `Lock` with the same
     /// lease setting it was taken with: only watchdog holds are un-registered from the watchdog.
     ///
@@ -245,7 +283,7 @@ impl Lock {
     ///
     /// # Errors
     ///
-    /// [`Error::NotHeld`] if this thread holds no hold of the lock (the lock is untouched,
+    /// [`Error::NotHeld`] if the owner holds no hold of the lock (the lock is untouched,
     /// whoever holds it).
     ///
     /// # Examples
@@ -322,7 +360,8 @@ impl Lock {
         self.raw.is_locked()
     }
 
-    /// Whether the calling thread holds the lock (this side of it, for a read-write lock).
+    /// Whether the owner (the calling thread, or the lock's [`LockOwner`]) holds the lock (this
+    /// side of it, for a read-write lock).
     ///
     /// # Examples
     ///
@@ -342,7 +381,8 @@ impl Lock {
         )
     }
 
-    /// How many holds the calling thread has on the lock (0 if none).
+    /// How many holds the owner (the calling thread, or the lock's [`LockOwner`]) has on the
+    /// lock (0 if none).
     ///
     /// # Examples
     ///
@@ -386,8 +426,9 @@ impl Lock {
         })
     }
 
-    fn owner(&self) -> Arc<str> {
-        Arc::from(self.raw.client.owner_id())
+    /// The owner id of a call made now: the calling thread's, or the lock owner's.
+    pub(crate) fn owner(&self) -> Arc<str> {
+        self.owner.owner_id(&self.raw.client)
     }
 
     pub(crate) fn lease_or_default(&self) -> Duration {
@@ -399,7 +440,7 @@ impl Lock {
     /// (forever when `None`), through the one wait function. Every successful path ends in
     /// [`LockGuard::new`]. A fair lock's waiter that gives up (or fails, or is interrupted)
     /// leaves the queue before returning.
-    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard>> {
+    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<O>>> {
         self.raw.check_name()?;
         if let Some(lease) = self.lease {
             check_duration("lease", lease)?;
@@ -465,12 +506,13 @@ impl Lock {
     }
 }
 
-impl std::fmt::Debug for Lock {
+impl<O: Ownership + std::fmt::Debug> std::fmt::Debug for Lock<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.raw.name)
             .field("kind", &self.raw.kind.label())
             .field("lease", &self.lease)
+            .field("owner", &self.owner)
             .finish()
     }
 }

@@ -11,6 +11,7 @@
 //! - `plain.rs`, `fair.rs`, `fenced.rs`, `read.rs`, `write.rs` (and `rw.rs`, the read-write
 //!   lock over the last two): one kind each, with its scripts, keys and wait channel.
 //! - `multi.rs`: [`MultiLock`] and [`RedLock`], over member locks.
+//! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 
 mod fair;
 mod fenced;
@@ -18,6 +19,7 @@ mod guard;
 mod handle;
 mod kind;
 mod multi;
+mod owner;
 mod plain;
 mod raw;
 mod read;
@@ -30,6 +32,8 @@ pub use guard::LockGuard;
 pub use handle::Lock;
 pub(crate) use kind::{BatchRenewal, Renewal};
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
+pub(crate) use owner::thread_number;
+pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
 pub(crate) use raw::wait_replicas;
 pub use rw::ReadWriteLock;
