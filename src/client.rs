@@ -7,7 +7,9 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
-use crate::lock::{thread_number, Fair, Fenced, Lock, LockOwner, Plain, ReadWriteLock};
+use crate::lock::{
+    thread_number, Backoff, Fair, Fenced, Lock, LockOwner, Plain, ReadWriteLock, Spin,
+};
 use crate::metrics::{Metrics, Recorder};
 use crate::pubsub::Dispatcher;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
@@ -267,6 +269,75 @@ impl Client {
     /// ```
     pub fn fenced_lock(&self, name: &str) -> Lock {
         Lock::new(self.clone(), name, Fenced::new(name))
+    }
+
+    /// A spin lock named `name` (Redisson's `RSpinLock`): a reentrant lock whose waiters poll
+    /// instead of listening, for servers and proxies that do not pass pub/sub. Same API and
+    /// guard as [`lock`](Self::lock), watchdog included; waiters pace their retries with the
+    /// client's [`spin_backoff`](crate::ConfigBuilder::spin_backoff).
+    ///
+    /// It keeps the plain lock's hash (`name`: owner → hold count), so a spin lock and a
+    /// [`lock`](Self::lock) (or a fenced lock) of the same name exclude each other. A waiter
+    /// sends no SUBSCRIBE: after a failed attempt it retries after a delay that starts at
+    /// 1 ms, doubles (plus a few ms of jitter) and settles between 96 and 128 ms (the
+    /// defaults), and never sleeps past the lock's remaining lease. A release publishes
+    /// nothing, as Redisson's.
+    ///
+    /// **When to pick it.** When pub/sub does not reach the client: proxies (Envoy,
+    /// twemproxy-like layers) or managed services that do not forward SUBSCRIBE, ACLs that
+    /// deny the `@pubsub` commands, or a large cluster where every PUBLISH is broadcast to
+    /// every node. Elsewhere, [`lock`](Self::lock) is cheaper and hands over faster.
+    ///
+    /// **What it costs.** One acquire script call per back-off step per waiting thread:
+    /// with the defaults, the first attempt and 7 retries within about 0.2 s, then one retry
+    /// per 96-128 ms, about 9 per second per waiter for as long as it waits (1,000 waiters:
+    /// about 9,000 calls/s). A
+    /// release is noticed at the waiter's next retry, up to 128 ms later (a plain lock's
+    /// waiter hears it in one round trip). No waiter is woken: it is not fair, and a thread
+    /// that releases and locks again usually wins.
+    ///
+    /// **Mixing with plain locks.** A plain lock's waiter is woken by a release of a plain
+    /// lock, but not by a spin lock's release (which publishes nothing): it retries when the
+    /// lease it last saw runs out, up to the watchdog timeout (30 s) later.
+    ///
+    /// **Differences from Redisson.** Same scripts, keys and default back-off (1 ms, ×2,
+    /// 128 ms, plus up to n-1 ms of jitter on the n-th step). Once at the maximum, Redisson
+    /// sleeps exactly the maximum; this client draws each delay between ¾ of it and it, so
+    /// waiters that started together spread out. Each delay is also capped by the lock's
+    /// remaining lease and the caller's deadline, and the wait is interruptible
+    /// ([`Interrupter`](crate::Interrupter)) and ends on [`close`](Self::close).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.spin_lock("reports");
+    /// let guard = lock.lock()?; // polls with back-off, no SUBSCRIBE
+    /// # Ok(()) }
+    /// ```
+    pub fn spin_lock(&self, name: &str) -> Lock {
+        self.spin_lock_with_backoff(name, self.inner.config.spin_backoff)
+    }
+
+    /// A [spin lock](Self::spin_lock) named `name` whose waiters pace their retries with
+    /// `backoff` (Redisson's `getSpinLock(name, backOff)`).
+    ///
+    /// Bad bounds (see [`Backoff`]) are reported by the acquire calls as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let backoff = redlatch::Backoff::new(Duration::from_millis(10), Duration::from_millis(500));
+    /// let guard = client.spin_lock_with_backoff("reports", backoff).lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn spin_lock_with_backoff(&self, name: &str, backoff: Backoff) -> Lock {
+        Lock::new(self.clone(), name, Spin::new(name, backoff))
     }
 
     /// A value named `name` that only the newest holder of a fenced lock may change: see

@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::IntoConnectionInfo;
 
 use crate::error::{Error, Result};
+use crate::lock::Backoff;
 use crate::metrics::Recorder;
 use crate::net::{Certificates, Dial, Tls};
 
@@ -38,6 +39,7 @@ pub struct Config {
     pub(crate) watchdog_timeout: Duration,
     pub(crate) renew_batch_size: usize,
     pub(crate) fair_thread_wait: Duration,
+    pub(crate) spin_backoff: Backoff,
     pub(crate) replica_sync: Option<ReplicaSync>,
     /// TLS for `rediss://` addresses (those of nodes found at run time included).
     pub(crate) tls: Tls,
@@ -218,6 +220,18 @@ impl Config {
     pub fn fair_thread_wait(&self) -> Duration {
         self.fair_thread_wait
     }
+
+    /// How waiters of the client's [spin locks](crate::Client::spin_lock) pace their retries.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.spin_backoff(), redlatch::Backoff::default());
+    /// ```
+    pub fn spin_backoff(&self) -> Backoff {
+        self.spin_backoff
+    }
 }
 
 /// Builds a [`Config`]; every setter documents its default.
@@ -247,6 +261,7 @@ pub struct ConfigBuilder {
     watchdog_timeout: Duration,
     renew_batch_size: usize,
     fair_thread_wait: Duration,
+    spin_backoff: Backoff,
     replica_sync: Option<ReplicaSync>,
     certificates: Certificates,
 }
@@ -266,6 +281,7 @@ impl ConfigBuilder {
             watchdog_timeout: Duration::from_secs(30),
             renew_batch_size: 100,
             fair_thread_wait: Duration::from_secs(300),
+            spin_backoff: Backoff::default(),
             replica_sync: None,
             certificates: Certificates::default(),
         }
@@ -504,6 +520,32 @@ impl ConfigBuilder {
         self
     }
 
+    /// How waiters of [spin locks](crate::Client::spin_lock) pace their retries (a lock may
+    /// have its own: [`Client::spin_lock_with_backoff`](crate::Client::spin_lock_with_backoff)).
+    ///
+    /// Defaults to Redisson's: from 1 ms, doubling, up to 128 ms ([`Backoff::default`]).
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for bounds that [`Backoff`] does not allow (an initial delay under 1 ms, a maximum
+    /// below it or over a year, a multiplier of 0).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .spin_backoff(redlatch::Backoff::new(Duration::from_millis(5), Duration::from_millis(50)))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.spin_backoff().max_delay(), Duration::from_millis(50));
+    /// ```
+    pub fn spin_backoff(mut self, backoff: Backoff) -> Self {
+        self.spin_backoff = backoff;
+        self
+    }
+
     /// Makes every lock write wait for `replicas` replicas of the master to confirm it, for
     /// at most `timeout` (Redisson's `checkLockSyncedSlaves`, whose timeout defaults to 1 s).
     ///
@@ -544,8 +586,9 @@ impl ConfigBuilder {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an unparsable URL, a zero
-    /// pool size, a zero or absurd (over one year) timeout, a batch size out of range, or a
-    /// replica setting of 0 replicas or a timeout not shorter than the response timeout.
+    /// pool size, a zero or absurd (over one year) timeout, a batch size out of range, a
+    /// replica setting of 0 replicas or a timeout not shorter than the response timeout, or
+    /// bad spin back-off bounds.
     ///
     /// # Examples
     ///
@@ -632,6 +675,7 @@ impl ConfigBuilder {
                 "renew_batch_size must be between 1 and 10000",
             ));
         }
+        self.spin_backoff.check()?;
         if let Some(sync) = self.replica_sync {
             if sync.replicas == 0 {
                 return Err(Error::invalid("sync_replicas needs at least 1 replica"));
@@ -654,6 +698,7 @@ impl ConfigBuilder {
             watchdog_timeout: self.watchdog_timeout,
             renew_batch_size: self.renew_batch_size,
             fair_thread_wait: self.fair_thread_wait,
+            spin_backoff: self.spin_backoff,
             replica_sync: self.replica_sync,
             tls,
         })

@@ -23,7 +23,8 @@
 //!
 //! Each [`Client`] has a pool of command connections, one pub/sub thread (one connection) that
 //! wakes blocked threads when a lock is released, and one watchdog thread that renews the
-//! leases of all held locks in batches. Waiting threads send nothing to Redis while they wait.
+//! leases of all held locks in batches. Waiting threads send nothing to Redis while they wait
+//! (except a spin lock's, which polls: see below).
 //!
 //! # Topologies
 //!
@@ -41,6 +42,19 @@
 //! but a busy thread can win it back again and again). [`Client::fair_lock`] queues waiters in
 //! Redis and grants in arrival order, across threads and processes, at the cost of keeping the
 //! queue: see [`Client::fair_lock`] for when to pick which.
+//!
+//! # Without pub/sub: the spin lock
+//!
+//! [`Client::spin_lock`] (Redisson's `RSpinLock`) is the plain lock's hash, so it excludes
+//! plain and fenced locks of the same name, but its waiters never subscribe: each retries
+//! its acquire after an exponential back-off with jitter ([`Backoff`]; by default from 1 ms,
+//! doubling, up to 128 ms), and a release publishes nothing. Pick it when pub/sub does not
+//! reach the client (a proxy or managed service that does not forward SUBSCRIBE, an ACL
+//! without `@pubsub`, a cluster too large for broadcast PUBLISH). It costs one script call
+//! per back-off step per waiting thread: with the defaults, 8 in the first ~0.2 s, then about
+//! 9 per second for as long as it waits; and a release is noticed up to 128 ms late. Its
+//! waits are interruptible and end on [`Client::close`], as every other wait, and count in
+//! [`Metrics::waiting`] once they have retried once.
 //!
 //! # Safety beyond leases
 //!
@@ -133,8 +147,8 @@
 //!   with [`FencedResource`], which refuses stale writers.
 //! - **Observable.** [`Client::metrics`] counts acquisitions, waits, holds, renewals and lost
 //!   locks; every log message names its lock and owner.
-//! - **Not here:** Redisson's spin lock, its async and reactive APIs, and the locks it builds
-//!   on its collections (such as `RMap::getLock`).
+//! - **Not here:** Redisson's async and reactive APIs, and the locks it builds on its
+//!   collections (such as `RMap::getLock`).
 
 #![warn(missing_docs)]
 
@@ -165,8 +179,8 @@ pub use inspect::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueE
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
-    Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock, RedLock,
-    ThreadOwned,
+    Backoff, Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock,
+    RedLock, ThreadOwned,
 };
 pub use metrics::{Histogram, Metrics};
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};

@@ -177,7 +177,9 @@ pub struct Metrics {
     /// A gauge: threads of this client blocked in a wait right now (any lock, semaphore or
     /// latch). A thread counts from the moment it is subscribed, has re-checked, and blocks,
     /// until it leaves the wait: a release published once the count includes it wakes it.
-    /// A test or a dashboard can await "N threads are waiting" with it exactly.
+    /// A test or a dashboard can await "N threads are waiting" with it exactly. A
+    /// [spin lock](crate::Client::spin_lock)'s waiter, which subscribes to nothing, counts
+    /// from its first retry on, and sees a release at its next retry.
     pub waiting: u64,
     /// From the start of an acquire call to holding the lock, for every acquisition
     /// (an uncontended one takes about a round trip).

@@ -28,6 +28,8 @@ script!(LOCK_UNLOCK, "lock_unlock.lua");
 script!(LOCK_RENEW, "lock_renew.lua");
 script!(LOCK_FORCE_UNLOCK, "lock_force_unlock.lua");
 script!(FENCED_ACQUIRE, "fenced_acquire.lua");
+script!(SPIN_UNLOCK, "spin_unlock.lua");
+script!(SPIN_FORCE_UNLOCK, "spin_force_unlock.lua");
 
 script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
 script!(FAIR_UNLOCK, "fair_common.lua" + "fair_unlock.lua");

@@ -1,5 +1,5 @@
-//! [`Lock`]: the public, blocking API of every lock kind (plain, fair, fenced, and the sides of
-//! a read-write lock).
+//! [`Lock`]: the public, blocking API of every lock kind (plain, fair, fenced, spin, and the
+//! sides of a read-write lock).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +11,7 @@ use crate::lock::guard::LockGuard;
 use crate::lock::kind::Kind;
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
+use crate::lock::spin::Pacer;
 use crate::metrics::Recorder;
 use crate::pubsub::{wait, Channel, Tried};
 
@@ -439,12 +440,19 @@ impl<O: Ownership> Lock<O> {
     /// The one acquire path: tries, then waits on the lock's channel until `deadline`
     /// (forever when `None`), through the one wait function. Every successful path ends in
     /// [`LockGuard::new`]. A fair lock's waiter that gives up (or fails, or is interrupted)
-    /// leaves the queue before returning.
+    /// leaves the queue before returning. A kind with a back-off (spin) waits on no channel:
+    /// each retry comes after its next delay, or when the lease runs out if sooner.
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<O>>> {
         self.raw.check_name()?;
         if let Some(lease) = self.lease {
             check_duration("lease", lease)?;
         }
+        let backoff = self.raw.kind.backoff();
+        if let Some(backoff) = &backoff {
+            backoff.check()?;
+        }
+        let spins = backoff.is_some();
+        let mut pacer = backoff.map(Pacer::new);
         let started = Instant::now();
         let metrics = &self.raw.client.inner.metrics;
         let owner = self.owner();
@@ -460,6 +468,10 @@ impl<O: Ownership> Lock<O> {
                 self.raw.before_wait(&owner);
             }
             let sent_at = Instant::now();
+            let mut paced = |ttl: Duration| match &mut pacer {
+                Some(pacer) => pacer.next_delay().min(ttl),
+                None => ttl,
+            };
             Ok(match self.raw.acquire(&owner, lease, will_wait)? {
                 Attempt::Acquired { count, token } => {
                     got = Some(LockGuard::new(
@@ -473,17 +485,23 @@ impl<O: Ownership> Lock<O> {
                 }
                 // No expiry (a foreign key without TTL): re-check at the watchdog period.
                 Attempt::Busy(ms) if ms < 0 => {
-                    Tried::again(Some(self.raw.client.inner.config.watchdog_timeout))
+                    Tried::again(Some(paced(self.raw.client.inner.config.watchdog_timeout)))
                 }
-                Attempt::Busy(ms) => Tried::again(Some(Duration::from_millis(ms as u64))),
+                Attempt::Busy(ms) => Tried::again(Some(paced(Duration::from_millis(ms as u64)))),
             })
         };
         let channel = self.raw.wait_channel(&owner);
         let dispatcher = &self.raw.client.inner.pubsub;
         // Until the queue is left: a close lets that finish.
         let _active = dispatcher.active();
-        let outcome = wait(dispatcher, Channel::lock(&channel), deadline, &mut attempt)
-            .map(|done| if done { got } else { None });
+        let channel = if spins {
+            Channel::none()
+        } else {
+            Channel::lock(&channel)
+        };
+        let outcome =
+            wait(dispatcher, channel, deadline, &mut attempt)
+                .map(|done| if done { got } else { None });
         match &outcome {
             Ok(Some(_)) => metrics.acquired(started.elapsed(), attempts > 1),
             // A wait that ran out (a `try_lock` that found it busy did not wait).

@@ -1,7 +1,7 @@
 //! What a lock kind supplies: the [`Kind`] trait that [`RawLock`] runs, and the [`Renewal`]
 //! it hands the watchdog. One kind per file: `plain.rs` (Redisson's `RLock`), `fair.rs`
 //! (`RFairLock`), `read.rs` and `write.rs` (the two sides of `RReadWriteLock`), `fenced.rs`
-//! (`RFencedLock`).
+//! (`RFencedLock`), `spin.rs` (`RSpinLock`).
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
@@ -10,6 +10,7 @@ use redis::{Connection, RedisResult, Script, ScriptInvocation, Value};
 
 use crate::error::Result;
 use crate::lock::raw::RawLock;
+use crate::lock::spin::Backoff;
 use crate::scripts;
 
 /// A lock kind's protocol: its scripts, keys and wait channel, and the few answers the
@@ -17,7 +18,7 @@ use crate::scripts;
 /// these calls (replica confirmation, the unlock latch and its retry); each call is given
 /// the lock it runs for (its name, its client). The defaults are what most kinds share.
 pub(crate) trait Kind: Send + Sync + 'static {
-    /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write` or `fenced`.
+    /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write`, `fenced` or `spin`.
     fn label(&self) -> &'static str;
 
     /// Runs one acquire attempt of `owner` with a lease of `lease_ms` on `c`, and returns the
@@ -89,6 +90,13 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
         let _ = (lock, owner);
         Ok(false)
+    }
+
+    /// How a waiter of a kind that publishes nothing paces its retries: with a back-off, it
+    /// waits without pub/sub, retrying after each delay. Defaults to none: it listens on its
+    /// [`wait_channel`](Self::wait_channel).
+    fn backoff(&self) -> Option<Backoff> {
+        None
     }
 
     /// The fencing token counter, for a kind whose acquire takes a token. Defaults to none.

@@ -8,8 +8,9 @@
 //!   its safe retry, force unlock, queries), calling the kind.
 //! - `kind.rs`: the [`Kind`](kind::Kind) trait a kind implements, and the renewal it hands
 //!   the watchdog.
-//! - `plain.rs`, `fair.rs`, `fenced.rs`, `read.rs`, `write.rs` (and `rw.rs`, the read-write
-//!   lock over the last two): one kind each, with its scripts, keys and wait channel.
+//! - `plain.rs`, `fair.rs`, `fenced.rs`, `spin.rs`, `read.rs`, `write.rs` (and `rw.rs`, the
+//!   read-write lock over the last two): one kind each, with its scripts, keys and wait
+//!   channel (or, for `spin.rs`, its back-off).
 //! - `multi.rs`: [`MultiLock`] and [`RedLock`], over member locks.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 
@@ -24,6 +25,7 @@ mod plain;
 mod raw;
 mod read;
 mod rw;
+mod spin;
 mod write;
 
 pub(crate) use fair::Fair;
@@ -37,3 +39,5 @@ pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
 pub(crate) use raw::wait_replicas;
 pub use rw::ReadWriteLock;
+pub use spin::Backoff;
+pub(crate) use spin::Spin;

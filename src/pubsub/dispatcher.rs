@@ -1,7 +1,8 @@
 //! The one dispatcher type the client holds, over either way of hearing of releases (a single
 //! plain connection, or the cluster's sharded connections), and the registration the wait
-//! function blocks on.
+//! function blocks on; also the slots of waits that listen on no channel (a spin lock's).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,7 +62,12 @@ pub(crate) struct Dispatcher {
     /// close lets them finish that before the connections go.
     active: Mutex<usize>,
     drained: Condvar,
+    /// The slots of waits on no channel, for [`close`](Self::close) to wake.
+    sleepers: Arc<Sleepers>,
 }
+
+/// The slots of waits on no channel, by id (the last id given out first).
+type Sleepers = Mutex<(u64, HashMap<u64, Sender<()>>)>;
 
 impl Dispatcher {
     pub(crate) fn new(subscriptions: Arc<dyn Subscriptions>, metrics: Arc<Recorder>) -> Dispatcher {
@@ -74,6 +80,7 @@ impl Dispatcher {
             closed_rx: rx,
             active: Mutex::new(0),
             drained: Condvar::new(),
+            sleepers: Arc::default(),
         }
     }
 
@@ -91,6 +98,35 @@ impl Dispatcher {
         let registration = Arc::clone(&self.subscriptions).register(channel, interest)?;
         Some(Waiter {
             registration,
+            metrics: &self.metrics,
+            counted: false,
+        })
+    }
+
+    /// A registration on no channel, for a wait whose releases are not published (a spin
+    /// lock's): each block is a timed sleep on a slot of the thread's own, which only the
+    /// thread's interrupt and this client's close cut short. Nothing is sent to Redis. Counted
+    /// in the `waiting` gauge as a waiter is. `None` once closed.
+    pub(crate) fn sleeper(&self) -> Option<Waiter<'_>> {
+        if self.is_closed() {
+            return None;
+        }
+        let (tx, rx) = bounded(1);
+        let id = {
+            let mut sleepers = self.sleepers.lock();
+            sleepers.0 += 1;
+            let id = sleepers.0;
+            sleepers.1.insert(id, tx.clone());
+            id
+        };
+        // A close that set its flag before the insert is seen by the block's own check.
+        Some(Waiter {
+            registration: Box::new(Sleeper {
+                id,
+                tx,
+                rx,
+                sleepers: Arc::clone(&self.sleepers),
+            }),
             metrics: &self.metrics,
             counted: false,
         })
@@ -162,6 +198,9 @@ impl Dispatcher {
             self.closed.store(true, Ordering::SeqCst);
             // Wakes every registered waiter, whose `closed` alarm is now up.
             self.subscriptions.close();
+            for slot in self.sleepers.lock().1.values() {
+                let _ = slot.try_send(());
+            }
         }
         drop(close_tx);
         let deadline = Instant::now() + grace;
@@ -200,6 +239,35 @@ pub(crate) struct Waiter<'a> {
     metrics: &'a Recorder,
     /// Counted in the `waiting` gauge (see [`blocking`](Waiter::blocking)).
     counted: bool,
+}
+
+/// A wait's slot on no channel (see [`Dispatcher::sleeper`]); leaves the close list on drop.
+struct Sleeper {
+    id: u64,
+    tx: Sender<()>,
+    rx: Receiver<()>,
+    sleepers: Arc<Sleepers>,
+}
+
+impl Registration for Sleeper {
+    fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
+        // Only an alarm puts a token in the slot: the wait re-checks at the deadline.
+        alarms.block(&self.tx, &self.rx, deadline).0
+    }
+
+    fn node(&self) -> Option<&NodeWaiter> {
+        None
+    }
+
+    fn node_mut(&mut self) -> Option<&mut NodeWaiter> {
+        None
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        self.sleepers.lock().1.remove(&self.id);
+    }
 }
 
 /// An observer's registration (see [`Dispatcher::observe`]); unregisters on drop.

@@ -21,6 +21,12 @@
 //!
 //! Interruption and close are handled here once: the block also listens to the thread's
 //! interrupt ([`Interrupter`](crate::Interrupter)) and the client's close alarm.
+//!
+//! A wait on [`Channel::none`] (a spin lock's, whose releases publish nothing) runs the same
+//! steps without pub/sub: step 2 registers a slot of the thread's own (no SUBSCRIBE), and each
+//! block of step 3 is a sleep for the attempt's bound (its next back-off delay), which the
+//! interrupt and the close still cut short. It counts in the `waiting` gauge from its first
+//! re-check on, as any waiter; a release is then seen at its next attempt, not at once.
 
 use std::time::{Duration, Instant};
 
@@ -34,6 +40,8 @@ pub(crate) struct Channel<'a> {
     pub(crate) wake: Wake,
     /// Permits the waiter needs (1 unless `wake` is [`Wake::Permits`]).
     pub(crate) need: u32,
+    /// Whether the wait subscribes to `name` (false: [`Channel::none`]).
+    listen: bool,
 }
 
 impl<'a> Channel<'a> {
@@ -43,6 +51,7 @@ impl<'a> Channel<'a> {
             name,
             wake: Wake::Lock,
             need: 1,
+            listen: true,
         }
     }
 
@@ -52,6 +61,18 @@ impl<'a> Channel<'a> {
             name,
             wake: Wake::Permits,
             need,
+            listen: true,
+        }
+    }
+
+    /// No channel: the wait sleeps between attempts for the bound each attempt gives (which
+    /// must be `Some`), and sends no pub/sub command. For a spin lock.
+    pub(crate) fn none() -> Channel<'static> {
+        Channel {
+            name: "",
+            wake: Wake::All,
+            need: 1,
+            listen: false,
         }
     }
 
@@ -61,6 +82,7 @@ impl<'a> Channel<'a> {
             name,
             wake: Wake::All,
             need: 1,
+            listen: true,
         }
     }
 }
@@ -142,7 +164,13 @@ pub(crate) fn wait(
     if alarms.interruption.take() {
         return Err(Error::Interrupted);
     }
-    let Some(mut waiter) = dispatcher.register(channel.name, channel.wake, channel.need) else {
+    let registered = if channel.listen {
+        dispatcher.register(channel.name, channel.wake, channel.need)
+    } else {
+        debug_assert!(last.within.is_some(), "a wait on no channel sleeps a bound");
+        dispatcher.sleeper()
+    };
+    let Some(mut waiter) = registered else {
         return Err(Error::Closed);
     };
     loop {
