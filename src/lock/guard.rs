@@ -73,6 +73,7 @@ impl LockGuard {
                     lock.raw.renewal(&owner),
                     sent_at,
                     count,
+                    lock.max_hold_or_default(),
                 );
                 (Some(watch), lease)
             }
@@ -150,7 +151,8 @@ impl LockGuard {
     /// True once the lock is known to be lost: a watchdog renewal found it no longer held by
     /// this owner (expired, force-unlocked or taken), no renewal has confirmed the lease for
     /// a whole lease (Redis unreachable, paused or slow: checked on the monotonic clock,
-    /// without waiting for the watchdog), or an explicit lease has run out. A lost guard must
+    /// without waiting for the watchdog), an explicit lease has run out, or the lease ran out
+    /// after the hold reached its [maximum hold time](Lock::with_max_hold). A lost guard must
     /// not be trusted to exclude anybody.
     ///
     /// Once true it stays true, even if a late renewal reply or a re-entry of the same thread
@@ -172,7 +174,9 @@ impl LockGuard {
 
     /// Calls `f` once, when this hold becomes known lost, with the reason: [`NotHeld`] when
     /// a renewal finds the lock gone (force-unlocked, deleted or taken), [`LeaseExpired`]
-    /// when renewals failed until the lease must have run out, or an explicit lease ran out.
+    /// when renewals failed until the lease must have run out, or an explicit lease ran out,
+    /// [`MaxHoldReached`] when the watchdog stopped renewing at the hold's
+    /// [maximum hold time](Lock::with_max_hold) and the lease ran out.
     /// If the hold is already known lost ([`is_lost`](Self::is_lost)), `f` is called at once,
     /// on the calling thread.
     ///
@@ -198,6 +202,7 @@ impl LockGuard {
     ///
     /// [`NotHeld`]: crate::LostReason::NotHeld
     /// [`LeaseExpired`]: crate::LostReason::LeaseExpired
+    /// [`MaxHoldReached`]: crate::LostReason::MaxHoldReached
     ///
     /// # Examples
     ///
