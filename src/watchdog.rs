@@ -11,6 +11,14 @@
 //! lease has run out. Guards with an explicit lease are not renewed; one that asks for a loss
 //! signal gets a timer entry, due at its lease end, that only signals.
 //!
+//! A hold with a maximum hold time carries its cap (first acquire's send time plus that time)
+//! in its entry's boxed extra part. A renewal is sent only if the lease it sets ends by the
+//! cap (send time plus lease at most the cap); the first renewal that would not is not sent,
+//! the lease is marked final, and the entry becomes like a timer: due at its lease end, which
+//! is then a [`LostReason::MaxHoldReached`] loss. So a capped hold ends at its cap at the
+//! latest, and at most one renewal period before it (or at the acquire's lease end, for a cap
+//! shorter than the lease). A re-entry sets the lease again but keeps the entry's cap.
+//!
 //! Loss latches: a lease that ran out on the monotonic clock is never confirmed again (not by
 //! a late renewal reply, not by a re-entry), so a guard that reported lost stays lost. The
 //! `on_lost` callbacks of a lost entry are queued and run by this thread outside the state

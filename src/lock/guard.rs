@@ -198,7 +198,8 @@ impl LockGuard {
     /// a renewal call then. A guard with an explicit lease ([`Lock::with_lease`]) is not
     /// renewed, so only its lease end is signalled: at that time, or later by as much as a
     /// renewal call of other locks keeps the watchdog thread busy; it is watched only once
-    /// it has a callback.
+    /// it has a callback. A hold that reached its [maximum hold time](Lock::with_max_hold)
+    /// is signalled in the same way when its last lease ends, by the cap.
     ///
     /// [`NotHeld`]: crate::LostReason::NotHeld
     /// [`LeaseExpired`]: crate::LostReason::LeaseExpired
