@@ -37,6 +37,7 @@ pub struct Config {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) watchdog_timeout: Duration,
+    pub(crate) max_hold: Option<Duration>,
     pub(crate) renew_batch_size: usize,
     pub(crate) fair_thread_wait: Duration,
     pub(crate) spin_backoff: Backoff,
@@ -196,6 +197,19 @@ impl Config {
         self.watchdog_timeout
     }
 
+    /// The maximum hold time of locks renewed by the watchdog, if any
+    /// ([`ConfigBuilder::max_hold`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.max_hold(), None);
+    /// ```
+    pub fn max_hold(&self) -> Option<Duration> {
+        self.max_hold
+    }
+
     /// The most command connections a client opens.
     ///
     /// # Examples
@@ -259,6 +273,7 @@ pub struct ConfigBuilder {
     connect_timeout: Duration,
     response_timeout: Duration,
     watchdog_timeout: Duration,
+    max_hold: Option<Duration>,
     renew_batch_size: usize,
     fair_thread_wait: Duration,
     spin_backoff: Backoff,
@@ -279,6 +294,7 @@ impl ConfigBuilder {
             connect_timeout: Duration::from_secs(3),
             response_timeout: Duration::from_secs(3),
             watchdog_timeout: Duration::from_secs(30),
+            max_hold: None,
             renew_batch_size: 100,
             fair_thread_wait: Duration::from_secs(300),
             spin_backoff: Backoff::default(),
@@ -480,6 +496,38 @@ impl ConfigBuilder {
         self
     }
 
+    /// Caps how long the watchdog keeps renewing a hold: once renewing it would set a lease
+    /// ending more than `max_hold` after the acquire, the watchdog stops, the lease runs out
+    /// and the guard turns lost ([`LostReason::MaxHoldReached`](crate::LostReason::MaxHoldReached)
+    /// to its [`on_lost`](crate::LockGuard::on_lost) callbacks). So a thread that is stuck,
+    /// or forgot a guard, cannot keep a lock forever. [`Lock::with_max_hold`](crate::Lock::with_max_hold)
+    /// overrides it for one lock; holds with an explicit lease
+    /// ([`Lock::with_lease`](crate::Lock::with_lease)) end with their lease anyway and are not
+    /// affected.
+    ///
+    /// The hold ends at the cap at the latest, and at most a renewal period (a third of the
+    /// [watchdog timeout](Self::watchdog_timeout)) before it; a cap shorter than the watchdog
+    /// timeout ends the hold when the lease set by the acquire runs out. See the crate docs,
+    /// "A cap on holding".
+    ///
+    /// Defaults to none (renewed as long as the guard lives). Must be non-zero and at most a
+    /// year.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .max_hold(Duration::from_secs(600))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.max_hold(), Some(Duration::from_secs(600)));
+    /// ```
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
     /// How many locks one renewal script call renews at most.
     ///
     /// Defaults to 100 (as Redisson). Must be between 1 and 10,000.
@@ -667,6 +715,9 @@ impl ConfigBuilder {
         check_duration("response_timeout", self.response_timeout)?;
         check_duration("watchdog_timeout", self.watchdog_timeout)?;
         check_duration("fair_thread_wait", self.fair_thread_wait)?;
+        if let Some(max_hold) = self.max_hold {
+            check_duration("max_hold", max_hold)?;
+        }
         if self.watchdog_timeout < Duration::from_millis(3) {
             return Err(Error::invalid("watchdog_timeout must be at least 3 ms"));
         }
@@ -696,6 +747,7 @@ impl ConfigBuilder {
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
             watchdog_timeout: self.watchdog_timeout,
+            max_hold: self.max_hold,
             renew_batch_size: self.renew_batch_size,
             fair_thread_wait: self.fair_thread_wait,
             spin_backoff: self.spin_backoff,
@@ -785,6 +837,17 @@ mod tests {
             .unwrap_err()
             .is_invalid_argument());
         assert!(b().renew_batch_size(0).build().is_err());
+        assert!(b()
+            .max_hold(Duration::ZERO)
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert!(b()
+            .max_hold(Duration::from_secs(400 * 24 * 3600))
+            .build()
+            .unwrap_err()
+            .is_invalid_argument());
+        assert_eq!(b().build().unwrap().max_hold(), None);
         assert!(b()
             .fair_thread_wait(Duration::ZERO)
             .build()

@@ -63,6 +63,30 @@
 //! [`LockGuard::on_lost`] tell a holder its lock is gone; [`ConfigBuilder::sync_replicas`]
 //! makes lock writes wait for replicas. The README's safety section says what each guarantees.
 //!
+//! # A cap on holding
+//!
+//! The watchdog renews a hold for as long as its guard lives, so a thread that is stuck (a
+//! deadlock, a hung call without timeout) or a guard kept by mistake holds the lock forever.
+//! [`ConfigBuilder::max_hold`] (for every lock of a client) or [`Lock::with_max_hold`] (for
+//! one) caps that: the watchdog sends no renewal whose lease would end more than the maximum
+//! hold time after the acquire, so the lease runs out in Redis at the cap at the latest (and
+//! at most a third of the watchdog timeout before it), others can take the lock, and the
+//! guard turns lost: [`LockGuard::is_lost`] is true, its [`on_lost`](LockGuard::on_lost)
+//! callbacks get [`LostReason::MaxHoldReached`], a warning names the lock and owner, and its
+//! release sends nothing and returns [`Error::LockLost`].
+//!
+//! Use it where a hold longer than some bound is a bug, to trade a stuck lock for a lost one
+//! that the holder is told about. Pick a cap well above the longest legitimate hold, and at
+//! least one [watchdog timeout](ConfigBuilder::watchdog_timeout): a shorter cap ends the hold
+//! when the acquire's lease runs out. Holds with an explicit lease ([`Lock::with_lease`]) end
+//! with it and are not capped. A re-entry by the same thread keeps the cap of the thread's
+//! first hold (it counts from that acquire), though the re-entry itself sets the lease once
+//! more, as Redisson's does. [`Client::close`] loses capped holds as any other.
+//!
+//! Redisson has no such cap: its watchdog renews a lock taken without a lease time until it
+//! is unlocked or the client shuts down; only a `leaseTime` bounds a hold, and that lease is
+//! never renewed. A Java client cannot tell a capped hold from another.
+//!
 //! # Synchronizers
 //!
 //! Redisson's other synchronizers, on the same keys and channels and in the same blocking style:
@@ -145,6 +169,8 @@
 //!   [`LockGuard::on_lost`] tell a holder its lease is gone; a [`MultiLock`] unlock releases
 //!   every member and reports every failure (Redisson stops at the first); fencing tokens come
 //!   with [`FencedResource`], which refuses stale writers.
+//! - **Holds can be capped.** [`ConfigBuilder::max_hold`] and [`Lock::with_max_hold`] stop the
+//!   watchdog renewing a hold after a maximum hold time (see above); Redisson has no such cap.
 //! - **Observable.** [`Client::metrics`] counts acquisitions, waits, holds, renewals and lost
 //!   locks; every log message names its lock and owner.
 //! - **Not here:** Redisson's async and reactive APIs, and the locks it builds on its

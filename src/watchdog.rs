@@ -11,6 +11,14 @@
 //! lease has run out. Guards with an explicit lease are not renewed; one that asks for a loss
 //! signal gets a timer entry, due at its lease end, that only signals.
 //!
+//! A hold with a maximum hold time carries its cap (first acquire's send time plus that time)
+//! in its entry's boxed extra part. A renewal is sent only if the lease it sets ends by the
+//! cap (send time plus lease at most the cap); the first renewal that would not is not sent,
+//! the lease is marked final, and the entry becomes like a timer: due at its lease end, which
+//! is then a [`LostReason::MaxHoldReached`] loss. So a capped hold ends at its cap at the
+//! latest, and at most one renewal period before it (or at the acquire's lease end, for a cap
+//! shorter than the lease). A re-entry sets the lease again but keeps the entry's cap.
+//!
 //! Loss latches: a lease that ran out on the monotonic clock is never confirmed again (not by
 //! a late renewal reply, not by a re-entry), so a guard that reported lost stays lost. The
 //! `on_lost` callbacks of a lost entry are queued and run by this thread outside the state
@@ -63,6 +71,11 @@ pub enum LostReason {
     /// lease any more, and the guard cannot release the lock, which stays held in Redis until
     /// its lease runs out.
     ClientClosed,
+    /// The hold reached its maximum hold time
+    /// ([`ConfigBuilder::max_hold`](crate::ConfigBuilder::max_hold),
+    /// [`Lock::with_max_hold`](crate::Lock::with_max_hold)): the watchdog stopped renewing it
+    /// and its lease ran out, so the lock is free in Redis for others.
+    MaxHoldReached,
 }
 
 /// A guard's `on_lost` callback.
@@ -134,6 +147,9 @@ struct Entry {
 struct Extra {
     /// `on_lost` callbacks, each with the hold (guard) it belongs to.
     callbacks: Vec<(u64, Callback)>,
+    /// The hold's cap: no renewal is sent whose lease would end after it (the first
+    /// acquire's send time plus the maximum hold time).
+    cap: Option<Instant>,
 }
 
 impl Entry {
@@ -155,6 +171,18 @@ impl Entry {
         extra.callbacks.push((hold, callback));
     }
 
+    /// Whether the entry only signals its lease end: a timer, or a hold past its cap.
+    fn signals_only(&self) -> bool {
+        self.field.is_none() || self.lease.is_final()
+    }
+
+    /// Whether a renewal sent at `now` would set a lease (`lease` long) ending after the
+    /// hold's cap.
+    fn past_cap(&self, now: Instant, lease: Duration) -> bool {
+        let cap = self.extra.as_ref().and_then(|x| x.cap);
+        cap.is_some_and(|cap| now + lease > cap)
+    }
+
     /// Removes and returns the callbacks matching `f`.
     fn take_callbacks(&mut self, f: impl FnMut(&(u64, Callback)) -> bool) -> Vec<(u64, Callback)> {
         match &mut self.extra {
@@ -162,6 +190,15 @@ impl Entry {
             None => Vec::new(),
         }
     }
+}
+
+/// An acquire that found the lock held by its owner: sent `at`, with the server's hold
+/// `count` after it, and the maximum hold time of a new hold.
+#[derive(Clone, Copy)]
+struct Held {
+    at: Instant,
+    count: u32,
+    max_hold: Option<Duration>,
 }
 
 /// One lost entry's callback, queued to run on the watchdog thread.
@@ -184,10 +221,14 @@ const LIVE: u8 = 0;
 const NOT_HELD: u8 = 1;
 const EXPIRED: u8 = 2;
 const CLOSED: u8 = 3;
+const MAX_HOLD: u8 = 4;
+/// Live, but never renewed again: the cap was reached. Its lease end is a `MAX_HOLD` loss.
+const FINAL: u8 = 5;
 
 /// The lease of one held lock as the client knows it, shared by the watchdog and the guards.
 pub(crate) struct LeaseState {
-    /// `LIVE`, or why it was lost (latched: never goes back to `LIVE`).
+    /// `LIVE`, `FINAL` (live, no longer renewed), or why it was lost (latched: never goes
+    /// back to `LIVE` or `FINAL`).
     lost: AtomicU8,
     /// When the first acquire was sent; `renewed_us` counts from here.
     base: Instant,
@@ -222,10 +263,24 @@ impl LeaseState {
     /// or late). Latches: once lost, always lost.
     pub(crate) fn lost(&self) -> Option<LostReason> {
         match self.lost.load(Ordering::Acquire) {
-            LIVE if Instant::now() < self.expires() => None,
+            LIVE | FINAL if Instant::now() < self.expires() => None,
             LIVE => Some(self.mark_lost(LostReason::LeaseExpired)),
+            FINAL => Some(self.mark_lost(LostReason::MaxHoldReached)),
             code => Some(reason(code)),
         }
+    }
+
+    /// Whether the hold is no longer renewed because it reached its cap (lost or not yet).
+    fn is_final(&self) -> bool {
+        matches!(self.lost.load(Ordering::Acquire), FINAL | MAX_HOLD)
+    }
+
+    /// Records that the hold reached its cap: it is not renewed again, and the end of its
+    /// lease is a [`LostReason::MaxHoldReached`] loss. False if it is lost already.
+    fn finish(&self) -> bool {
+        self.lost
+            .compare_exchange(LIVE, FINAL, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// When the lease runs out, as far as the client knows (send time of the last
@@ -252,19 +307,24 @@ impl LeaseState {
             LostReason::NotHeld => NOT_HELD,
             LostReason::LeaseExpired => EXPIRED,
             LostReason::ClientClosed => CLOSED,
+            LostReason::MaxHoldReached => MAX_HOLD,
         };
-        match self
-            .lost
-            .compare_exchange(LIVE, code, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => {
-                if let Some(m) = &self.metrics {
-                    Recorder::count(&m.lost, 1);
+        let mut now = self.lost.load(Ordering::Acquire);
+        while matches!(now, LIVE | FINAL) {
+            match self
+                .lost
+                .compare_exchange(now, code, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    if let Some(m) = &self.metrics {
+                        Recorder::count(&m.lost, 1);
+                    }
+                    return why;
                 }
-                why
+                Err(changed) => now = changed,
             }
-            Err(earlier) => reason(earlier),
         }
+        reason(now)
     }
 }
 
@@ -272,6 +332,7 @@ fn reason(code: u8) -> LostReason {
     match code {
         NOT_HELD => LostReason::NotHeld,
         CLOSED => LostReason::ClientClosed,
+        MAX_HOLD => LostReason::MaxHoldReached,
         _ => LostReason::LeaseExpired,
     }
 }
@@ -321,19 +382,25 @@ impl Watchdog {
 
     /// Starts (or, for a reentrant hold, joins) the renewal of `name` held as `renewal` says.
     /// `acquired_at` is when the acquire was sent: the lease runs from no earlier than that.
+    /// A new hold is renewed no further than `max_hold` after it, if given; a re-entry keeps
+    /// the cap of the hold it joins.
     pub(crate) fn watch(
         &self,
         name: &Arc<str>,
         renewal: Renewal,
         acquired_at: Instant,
         count: u32,
+        max_hold: Option<Duration>,
     ) -> (Watch, Arc<LeaseState>) {
         let mut st = self.shared.state.lock();
         let (watch, lease, new) = st.join(
             name,
             renewal,
-            acquired_at,
-            count,
+            Held {
+                at: acquired_at,
+                count,
+                max_hold,
+            },
             self.shared.lease,
             Some(&self.shared.metrics),
         );
@@ -513,17 +580,22 @@ impl State {
 
     /// Joins the live entry of `name`'s `renewal` as one more hold, or makes a new entry
     /// (true when new, to be scheduled). An entry whose lease has run out is not resurrected
-    /// by the re-entry: it is lost (its callbacks queued) and a new entry replaces it.
+    /// by the re-entry: it is lost (its callbacks queued) and a new entry replaces it. A
+    /// re-entry keeps the entry's cap (counted from the first hold), whatever it asks for.
     fn join(
         &mut self,
         name: &Arc<str>,
         renewal: Renewal,
-        acquired_at: Instant,
-        count: u32,
+        held: Held,
         lease: Duration,
         metrics: Option<&Arc<Recorder>>,
     ) -> (Watch, Arc<LeaseState>, bool) {
         let Renewal { field, batch } = renewal;
+        let Held {
+            at: acquired_at,
+            count,
+            max_hold,
+        } = held;
         if let Some(id) = self.find(name, &field) {
             let entry = self
                 .entries
@@ -557,7 +629,11 @@ impl State {
         }
         let lease = Arc::new(state);
         let renewal = self.renewal_index(batch);
-        let entry = Entry::new(name, Some(Arc::clone(&field)), renewal, Arc::clone(&lease));
+        let mut entry = Entry::new(name, Some(Arc::clone(&field)), renewal, Arc::clone(&lease));
+        if let Some(max_hold) = max_hold {
+            let extra = entry.extra.get_or_insert_with(Default::default);
+            extra.cap = Some(acquired_at + max_hold);
+        }
         self.entries.insert(id, entry);
         self.index(name, field, id);
         let hold = self.new_id();
@@ -663,8 +739,9 @@ impl State {
         Some((entry, reason))
     }
 
-    /// Pops the ids of live entries due by `horizon`, at most `max`. A timer is taken only
-    /// once due (`now`): it signals a lease end, which must not be early.
+    /// Pops the ids of live entries due by `horizon`, at most `max`. A timer (or a hold past
+    /// its cap) is taken only once due (`now`): it signals a lease end, which must not be
+    /// early.
     fn take_due(&mut self, now: Instant, horizon: Instant, max: usize) -> Vec<u64> {
         let mut ids = Vec::new();
         while ids.len() < max {
@@ -675,7 +752,7 @@ impl State {
                 break;
             }
             match self.entries.get(&id) {
-                Some(e) if e.field.is_none() && at > now => break,
+                Some(e) if e.signals_only() && at > now => break,
                 Some(_) => ids.push(id),
                 None => self.stale = self.stale.saturating_sub(1), // lost or released
             }
@@ -732,22 +809,39 @@ impl Shared {
                 continue;
             }
             // Timers at their end, and leases that ran out while renewals failed or were
-            // late (or while this thread was busy), are lost, not renewed.
+            // late (or while this thread was busy), or after the hold's cap, are lost, not
+            // renewed. A hold whose renewal would outlast its cap is renewed no more.
             let mut live = Vec::with_capacity(ids.len());
+            let now = Instant::now();
             for id in ids {
                 let e = &st.entries[&id];
-                let (timer, lost) = (e.field.is_none(), e.lease.lost());
-                match lost {
-                    None if timer => {
+                match e.lease.lost() {
+                    None if e.signals_only() => {
                         let at = e.lease.expires();
+                        st.due.push(Reverse((at, id)));
+                    }
+                    None if e.past_cap(now, self.lease) && e.lease.finish() => {
+                        let at = e.lease.expires();
+                        log::debug!(
+                            "lock `{}` (owner {}) reached its maximum hold time: no longer \
+                             renewed, its lease ends in {:?}",
+                            e.name,
+                            owner(e),
+                            at.saturating_duration_since(now)
+                        );
                         st.due.push(Reverse((at, id)));
                     }
                     None => live.push(id),
                     Some(reason) => {
                         let (e, reason) = st.lose(id, reason).expect("present");
-                        match &e.field {
-                            None => log::debug!("explicit lease of lock `{}` ran out", e.name),
-                            Some(field) => log::warn!(
+                        match (&e.field, reason) {
+                            (None, _) => log::debug!("explicit lease of lock `{}` ran out", e.name),
+                            (Some(field), LostReason::MaxHoldReached) => log::warn!(
+                                "lock `{}` (owner {field}) lost ({reason:?}): held for its \
+                                 maximum hold time, it was no longer renewed and its lease ran out",
+                                e.name
+                            ),
+                            (Some(field), _) => log::warn!(
                                 "lock `{}` (owner {field}) lost ({reason:?}): its lease ran out \
                                  before a renewal confirmed it",
                                 e.name
@@ -960,6 +1054,14 @@ mod tests {
         },
     };
 
+    fn held(at: Instant, count: u32) -> Held {
+        Held {
+            at,
+            count,
+            max_hold: None,
+        }
+    }
+
     fn renewal(field: &str) -> Renewal {
         Renewal {
             field: Arc::from(field),
@@ -1039,14 +1141,14 @@ mod tests {
         let name: Arc<str> = Arc::from("l");
         let lease = Duration::from_secs(1);
         let long_ago = Instant::now() - Duration::from_secs(5);
-        let (old, old_lease, new) = st.join(&name, renewal("o"), long_ago, 1, lease, None);
+        let (old, old_lease, new) = st.join(&name, renewal("o"), held(long_ago, 1), lease, None);
         assert!(new);
         st.entries
             .get_mut(&old.id)
             .unwrap()
             .add_callback(old.hold, Box::new(|_| {}));
         let (fresh, fresh_lease, new) =
-            st.join(&name, renewal("o"), Instant::now(), 2, lease, None);
+            st.join(&name, renewal("o"), held(Instant::now(), 2), lease, None);
         assert!(new, "the re-entry joined a lost entry");
         assert_ne!(fresh.id, old.id);
         assert_eq!(old_lease.lost(), Some(LostReason::LeaseExpired));
@@ -1056,7 +1158,7 @@ mod tests {
         let queued: Vec<_> = st.to_fire.iter().map(|f| (f.hold, f.reason)).collect();
         assert_eq!(queued, vec![(old.hold, LostReason::LeaseExpired)]);
         // A live entry is joined, as a second hold.
-        let (again, _, new) = st.join(&name, renewal("o"), Instant::now(), 2, lease, None);
+        let (again, _, new) = st.join(&name, renewal("o"), held(Instant::now(), 2), lease, None);
         assert!(!new);
         assert_eq!(again.id, fresh.id);
         assert_eq!(st.entries[&fresh.id].holds, 2);
@@ -1070,9 +1172,10 @@ mod tests {
         let mut st = State::default();
         let name: Arc<str> = Arc::from("l");
         let lease = Duration::from_secs(30);
-        let (old, old_lease, _) = st.join(&name, renewal("o"), Instant::now(), 1, lease, None);
+        let (old, old_lease, _) =
+            st.join(&name, renewal("o"), held(Instant::now(), 1), lease, None);
         let (new_hold, new_lease, new) =
-            st.join(&name, renewal("o"), Instant::now(), 1, lease, None);
+            st.join(&name, renewal("o"), held(Instant::now(), 1), lease, None);
         assert!(new, "a server count of 1 is a new hold");
         assert_ne!(new_hold.id, old.id);
         assert_eq!(old_lease.lost(), Some(LostReason::NotHeld));
@@ -1110,7 +1213,7 @@ mod tests {
         let fields = ["a", "b", "a:write"];
         let ids: Vec<u64> = fields
             .iter()
-            .map(|f| st.join(&name, renewal(f), now, 1, lease, None).0.id)
+            .map(|f| st.join(&name, renewal(f), held(now, 1), lease, None).0.id)
             .collect();
         for (f, id) in fields.iter().zip(&ids) {
             assert_eq!(st.find(&name, &Arc::from(*f)), Some(*id), "{f}");
@@ -1121,16 +1224,75 @@ mod tests {
         assert_eq!(st.find(&name, &Arc::from("b")), Some(ids[1]));
         assert_eq!(st.find(&name, &Arc::from("a:write")), Some(ids[2]));
         // A new hold of the released field is found, and re-entries join the right entry.
-        let (again, _, new) = st.join(&name, renewal("a"), now, 1, lease, None);
+        let (again, _, new) = st.join(&name, renewal("a"), held(now, 1), lease, None);
         assert!(new);
         assert_eq!(st.find(&name, &Arc::from("a")), Some(again.id));
-        let (b2, _, new) = st.join(&name, renewal("b"), now, 2, lease, None);
+        let (b2, _, new) = st.join(&name, renewal("b"), held(now, 2), lease, None);
         assert!(!new);
         assert_eq!(b2.id, ids[1]);
         for id in [again.id, ids[1], ids[1], ids[2]] {
             st.release(id);
         }
         assert!(st.entries.is_empty() && st.by_name.is_empty() && st.more_fields.is_empty());
+    }
+
+    #[test]
+    fn a_capped_hold_stops_renewing_before_its_cap_and_ends_as_max_hold_reached() {
+        let mut st = State::default();
+        let name: Arc<str> = Arc::from("l");
+        let lease = Duration::from_secs(3);
+        let t0 = Instant::now() - Duration::from_secs(1);
+        let capped = Held {
+            max_hold: Some(Duration::from_secs(9)),
+            ..held(t0, 1)
+        };
+        let (w, state, _) = st.join(&name, renewal("o"), capped, lease, None);
+        assert_eq!(state.lost(), None);
+        let e = &st.entries[&w.id];
+        let s = Duration::from_secs;
+        assert!(!e.past_cap(t0 + s(6), lease), "a lease ending at the cap");
+        assert!(e.past_cap(t0 + s(6) + Duration::from_millis(1), lease));
+        // A re-entry keeps the first hold's cap, whatever it asks for.
+        let longer = Held {
+            max_hold: Some(s(3600)),
+            ..held(t0 + s(1), 2)
+        };
+        let (again, _, new) = st.join(&name, renewal("o"), longer, lease, None);
+        assert!(!new && again.id == w.id);
+        assert!(st.entries[&w.id].past_cap(t0 + s(7), lease));
+        // Not renewed any more: the entry only signals its lease end, which is then a
+        // max-hold loss.
+        assert!(state.finish() && st.entries[&w.id].signals_only());
+        let fresh = LeaseState::new(Instant::now(), Duration::from_millis(20));
+        assert!(fresh.finish() && fresh.is_final());
+        assert_eq!(fresh.lost(), None, "live until its lease ends");
+        let ended = LeaseState::new(Instant::now() - s(1), Duration::from_millis(20));
+        assert!(ended.finish());
+        assert_eq!(ended.lost(), Some(LostReason::MaxHoldReached));
+        assert_eq!(
+            ended.mark_lost(LostReason::NotHeld),
+            LostReason::MaxHoldReached
+        );
+        // A client closed before the lease ended wins.
+        assert_eq!(
+            fresh.mark_lost(LostReason::ClientClosed),
+            LostReason::ClientClosed
+        );
+        // Uncapped holds are never past a cap.
+        let (plain, _, _) = st.join(&name, renewal("p"), held(t0, 1), lease, None);
+        assert!(!st.entries[&plain.id].past_cap(t0 + s(3600), lease));
+    }
+
+    #[test]
+    fn a_hold_past_its_cap_is_not_taken_early_with_the_renewals_it_precedes() {
+        // Like a timer: taken early, it would be put back at its lease end, and taken early
+        // again, in a busy loop until then.
+        let (mut st, t0) = state_with(&[(1, 10), (2, 20)]);
+        assert!(st.entries[&1].lease.finish());
+        let horizon = t0 + Duration::from_millis(50);
+        assert!(st.take_due(t0, horizon, 10).is_empty());
+        let at = t0 + Duration::from_millis(10);
+        assert_eq!(st.take_due(at, horizon, 10), vec![1, 2]);
     }
 
     #[test]

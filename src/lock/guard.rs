@@ -87,6 +87,7 @@ impl<O: Ownership> LockGuard<O> {
                     lock.raw.renewal(&owner),
                     sent_at,
                     count,
+                    lock.max_hold_or_default(),
                 );
                 (Some(watch), lease)
             }
@@ -165,7 +166,8 @@ impl<O: Ownership> LockGuard<O> {
     /// True once the lock is known to be lost: a watchdog renewal found it no longer held by
     /// this owner (expired, force-unlocked or taken), no renewal has confirmed the lease for
     /// a whole lease (Redis unreachable, paused or slow: checked on the monotonic clock,
-    /// without waiting for the watchdog), or an explicit lease has run out. A lost guard must
+    /// without waiting for the watchdog), an explicit lease has run out, or the lease ran out
+    /// after the hold reached its [maximum hold time](Lock::with_max_hold). A lost guard must
     /// not be trusted to exclude anybody.
     ///
     /// Once true it stays true, even if a late renewal reply or a re-entry of the same thread
@@ -187,7 +189,9 @@ impl<O: Ownership> LockGuard<O> {
 
     /// Calls `f` once, when this hold becomes known lost, with the reason: [`NotHeld`] when
     /// a renewal finds the lock gone (force-unlocked, deleted or taken), [`LeaseExpired`]
-    /// when renewals failed until the lease must have run out, or an explicit lease ran out.
+    /// when renewals failed until the lease must have run out, or an explicit lease ran out,
+    /// [`MaxHoldReached`] when the watchdog stopped renewing at the hold's
+    /// [maximum hold time](Lock::with_max_hold) and the lease ran out.
     /// If the hold is already known lost ([`is_lost`](Self::is_lost)), `f` is called at once,
     /// on the calling thread.
     ///
@@ -209,10 +213,12 @@ impl<O: Ownership> LockGuard<O> {
     /// a renewal call then. A guard with an explicit lease ([`Lock::with_lease`]) is not
     /// renewed, so only its lease end is signalled: at that time, or later by as much as a
     /// renewal call of other locks keeps the watchdog thread busy; it is watched only once
-    /// it has a callback.
+    /// it has a callback. A hold that reached its [maximum hold time](Lock::with_max_hold)
+    /// is signalled in the same way when its last lease ends, by the cap.
     ///
     /// [`NotHeld`]: crate::LostReason::NotHeld
     /// [`LeaseExpired`]: crate::LostReason::LeaseExpired
+    /// [`MaxHoldReached`]: crate::LostReason::MaxHoldReached
     ///
     /// # Examples
     ///

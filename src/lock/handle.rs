@@ -49,6 +49,8 @@ pub struct Lock<O = ThreadOwned> {
     pub(crate) raw: Arc<RawLock>,
     pub(crate) lease: Option<Duration>,
     pub(crate) owner: O,
+    /// This lock's maximum hold time, over the client's ([`Lock::with_max_hold`]).
+    pub(crate) max_hold: Option<Duration>,
 }
 
 impl Lock {
@@ -58,6 +60,7 @@ impl Lock {
             raw: Arc::new(RawLock::new(client, name, kind)),
             lease: None,
             owner: ThreadOwned,
+            max_hold: None,
         }
     }
 }
@@ -85,6 +88,7 @@ impl<O: Ownership> Lock<O> {
         Lock {
             raw: Arc::clone(&self.raw),
             lease: self.lease,
+            max_hold: self.max_hold,
             owner: owner.clone(),
         }
     }
@@ -175,6 +179,39 @@ impl<O: Ownership> Lock<O> {
         self
     }
 
+    /// This lock with a maximum hold time, instead of the client's
+    /// ([`ConfigBuilder::max_hold`](crate::ConfigBuilder::max_hold), none by default): the
+    /// watchdog renews a hold no further than `max_hold` after its acquire, then lets the
+    /// lease run out, and the guard turns lost
+    /// ([`LostReason::MaxHoldReached`](crate::LostReason::MaxHoldReached)). The hold ends
+    /// within the last third of the watchdog timeout before the cap; a cap shorter than the
+    /// watchdog timeout ends it when the acquire's lease runs out.
+    ///
+    /// Only holds renewed by the watchdog are capped: with [`with_lease`](Self::with_lease)
+    /// the lease already ends by itself. A re-entry by the thread keeps the cap of its first
+    /// hold, counted from that hold's acquire. To lift a client-wide cap for one lock, give
+    /// it a long one (up to a year).
+    ///
+    /// A zero or absurd (over a year) cap is reported by the acquire calls as
+    /// [`Error::InvalidArgument`], before anything is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("nightly-report").with_max_hold(Duration::from_secs(3600));
+    /// let guard = lock.lock()?;
+    /// guard.on_lost(|reason| log::warn!("report lock lost: {reason:?}"));
+    /// // ... a run that must not keep the lock for more than an hour ...
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_hold(mut self, max_hold: Duration) -> Lock<O> {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
     /// Acquires the lock, blocking the calling thread until it is held.
     ///
     /// The thread waits for the unlock message on the lock's channel (no polling); each wait
@@ -182,7 +219,7 @@ impl<O: Ownership> Lock<O> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] (empty name, bad lease), [`Error::WrongType`] (the key is
+    /// [`Error::InvalidArgument`] (empty name, bad lease or max hold), [`Error::WrongType`] (the key is
     /// not a lock), [`Error::Connection`] or [`Error::Timeout`] (Redis unreachable).
     ///
     /// # Examples
@@ -432,6 +469,11 @@ impl<O: Ownership> Lock<O> {
         self.owner.owner_id(&self.raw.client)
     }
 
+    /// The maximum hold time of this lock's watchdog holds: its own, or the client's.
+    pub(crate) fn max_hold_or_default(&self) -> Option<Duration> {
+        self.max_hold.or(self.raw.client.inner.config.max_hold)
+    }
+
     pub(crate) fn lease_or_default(&self) -> Duration {
         self.lease
             .unwrap_or(self.raw.client.inner.config.watchdog_timeout)
@@ -446,6 +488,9 @@ impl<O: Ownership> Lock<O> {
         self.raw.check_name()?;
         if let Some(lease) = self.lease {
             check_duration("lease", lease)?;
+        }
+        if let Some(max_hold) = self.max_hold {
+            check_duration("max_hold", max_hold)?;
         }
         let backoff = self.raw.kind.backoff();
         if let Some(backoff) = &backoff {
@@ -530,6 +575,7 @@ impl<O: Ownership + std::fmt::Debug> std::fmt::Debug for Lock<O> {
             .field("name", &self.raw.name)
             .field("kind", &self.raw.kind.label())
             .field("lease", &self.lease)
+            .field("max_hold", &self.max_hold)
             .field("owner", &self.owner)
             .finish()
     }

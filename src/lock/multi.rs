@@ -269,6 +269,24 @@ impl MultiLock {
         self
     }
 
+    /// Gives every member the maximum hold time `max_hold` ([`Lock::with_max_hold`]): each
+    /// member's hold is renewed no further than that, and the guard then turns lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let pair = redlatch::MultiLock::new([client.lock("a"), client.lock("b")])?
+    ///     .with_max_hold(Duration::from_secs(600));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_hold(mut self, max_hold: Duration) -> MultiLock {
+        self.members.locks = capped(self.members.locks, max_hold);
+        self
+    }
+
     /// The member locks, in the order given.
     ///
     /// # Examples
@@ -471,6 +489,24 @@ impl RedLock {
         self
     }
 
+    /// Gives every node's lock the maximum hold time `max_hold` ([`Lock::with_max_hold`]):
+    /// each node's hold is renewed no further than that, and the guard then turns lost.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let (a, b, c) = (redlatch::Client::open("redis://a/")?, redlatch::Client::open("redis://b/")?, redlatch::Client::open("redis://c/")?);
+    /// let lock = redlatch::RedLock::new([a.lock("x"), b.lock("x"), c.lock("x")])?
+    ///     .with_max_hold(Duration::from_secs(600));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_max_hold(mut self, max_hold: Duration) -> RedLock {
+        self.members.locks = capped(self.members.locks, max_hold);
+        self
+    }
+
     /// How many nodes must grant the lock: `n / 2 + 1`.
     ///
     /// # Examples
@@ -583,6 +619,13 @@ impl RedLock {
 
 fn leased(locks: Vec<Lock>, lease: Duration) -> Vec<Lock> {
     locks.into_iter().map(|l| l.with_lease(lease)).collect()
+}
+
+fn capped(locks: Vec<Lock>, max_hold: Duration) -> Vec<Lock> {
+    locks
+        .into_iter()
+        .map(|l| l.with_max_hold(max_hold))
+        .collect()
 }
 
 /// The holds of a [`MultiLock`] or [`RedLock`]; dropping it releases every one.

@@ -1,0 +1,254 @@
+//! A cap on holding: a hold renewed by the watchdog is renewed no further than its maximum
+//! hold time, then its lease runs out in Redis, the guard turns lost (`MaxHoldReached`, to
+//! `on_lost` once) and its release leaves the next holder alone.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::{Client, Config, LockGuard, LostReason, MultiLock};
+use support::{command_calls, wait_until, RedisServer};
+
+/// Watchdog timeout of the tests: renewals every 100 ms.
+const LEASE: Duration = Duration::from_millis(300);
+/// The cap of most tests: three leases.
+const CAP: Duration = Duration::from_millis(900);
+/// Allowance for a loaded 2-core machine on top of every expected latency.
+const SLACK: Duration = Duration::from_millis(700);
+
+fn client(server: &RedisServer, max_hold: Option<Duration>) -> Client {
+    let mut config = Config::builder(server.url().as_str()).watchdog_timeout(LEASE);
+    if let Some(max_hold) = max_hold {
+        config = config.max_hold(max_hold);
+    }
+    Client::new(config.build().unwrap()).unwrap()
+}
+
+/// Registers a callback on `guard` that sends the reason and when it was called.
+fn lost_signal(guard: &LockGuard) -> Receiver<(LostReason, Instant)> {
+    let (tx, rx) = mpsc::channel();
+    guard.on_lost(move |reason| {
+        let _ = tx.send((reason, Instant::now()));
+    });
+    rx
+}
+
+/// Waits for the signal and returns its reason and how long after `since` it came; then
+/// checks that it came once (the callback, and its sender, are gone).
+fn expect_lost_once(
+    rx: &Receiver<(LostReason, Instant)>,
+    since: Instant,
+) -> (LostReason, Duration) {
+    let (reason, at) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("on_lost callback within 10 s");
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)),
+        Err(RecvTimeoutError::Disconnected),
+        "on_lost called more than once, or kept after it was called"
+    );
+    (reason, at.saturating_duration_since(since))
+}
+
+/// Samples `key`'s TTL for `how_long`: it must never run out (the watchdog keeps renewing it).
+/// Sampled state, not synchronisation.
+fn assert_kept_alive(raw: &mut redis::Connection, key: &str, how_long: Duration) {
+    let until = Instant::now() + how_long;
+    while Instant::now() < until {
+        let pttl: i64 = raw.pttl(key).unwrap();
+        assert!(pttl > 0, "`{key}` expired: it was not renewed");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+fn hash(raw: &mut redis::Connection, key: &str) -> HashMap<String, i64> {
+    raw.hgetall(key).unwrap()
+}
+
+#[test]
+fn a_hold_is_renewed_until_its_cap_then_expires_is_lost_and_its_unlock_leaves_the_next_holder_alone(
+) {
+    let server = RedisServer::new();
+    let client = client(&server, Some(CAP));
+    let other = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let key = "maxhold:capped";
+    let t0 = Instant::now();
+    let guard = client.lock(key).lock().unwrap();
+    let rx = lost_signal(&guard);
+    // The key outlives its first lease (renewed), and is gone by the cap (no renewal past it).
+    assert!(
+        wait_until(CAP + LEASE + SLACK, || {
+            raw.pttl::<_, i64>(key).unwrap() == -2
+        }),
+        "`{key}` still held {:?} after the acquire",
+        t0.elapsed()
+    );
+    let expired_after = t0.elapsed();
+    eprintln!("key expired {expired_after:?} after the acquire (cap {CAP:?}, lease {LEASE:?})");
+    assert!(
+        expired_after >= 2 * LEASE,
+        "expired after {expired_after:?}: not renewed up to the cap"
+    );
+    let (reason, latency) = expect_lost_once(&rx, t0);
+    eprintln!("lost signalled {latency:?} after the acquire");
+    assert_eq!(reason, LostReason::MaxHoldReached);
+    assert!(latency <= CAP + SLACK, "signalled after {latency:?}");
+    assert!(guard.is_lost());
+    // Another owner takes it; the capped guard's unlock neither sends nor deletes anything.
+    let theirs = other
+        .lock(key)
+        .try_lock_for(Duration::from_secs(2))
+        .unwrap()
+        .expect("the lock is free once the capped hold ran out");
+    let scripts_before = command_calls(&mut raw, "evalsha");
+    let err = guard.unlock().unwrap_err();
+    assert!(err.is_lock_lost(), "{err:?}");
+    assert_eq!(command_calls(&mut raw, "evalsha"), scripts_before);
+    assert_eq!(hash(&mut raw, key).get(theirs.owner()), Some(&1));
+    theirs.unlock().unwrap();
+}
+
+#[test]
+fn a_hold_released_before_its_cap_is_unaffected() {
+    let server = RedisServer::new();
+    let client = client(&server, Some(Duration::from_secs(60)));
+    let mut raw = server.conn();
+    let key = "maxhold:released";
+    let guard = client.lock(key).lock().unwrap();
+    let rx = lost_signal(&guard);
+    // Renewed past its first lease, well before its cap.
+    assert_kept_alive(&mut raw, key, 2 * LEASE);
+    assert!(!guard.is_lost());
+    guard.unlock().unwrap();
+    assert_eq!(raw.pttl::<_, i64>(key).unwrap(), -2);
+    // The release dropped the callback uncalled.
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)),
+        Err(RecvTimeoutError::Disconnected)
+    );
+    // A new hold has a new cap: taken and released again.
+    client.lock(key).lock().unwrap().unlock().unwrap();
+}
+
+#[test]
+fn a_per_lock_cap_beats_the_client_default_and_there_is_no_cap_by_default() {
+    let server = RedisServer::new();
+    let capped = client(&server, Some(CAP));
+    let free = client(&server, None);
+    let mut raw = server.conn();
+    let t0 = Instant::now();
+    // The client default applies; a lock's own (longer, or where the client has none) wins.
+    let by_default = capped.lock("maxhold:default").lock().unwrap();
+    let lifted = capped
+        .lock("maxhold:lifted")
+        .with_max_hold(Duration::from_secs(3600))
+        .lock()
+        .unwrap();
+    let uncapped = free.lock("maxhold:uncapped").lock().unwrap();
+    let own = free.lock("maxhold:own").with_max_hold(CAP).lock().unwrap();
+    let (rx_default, rx_lifted) = (lost_signal(&by_default), lost_signal(&lifted));
+    let (rx_uncapped, rx_own) = (lost_signal(&uncapped), lost_signal(&own));
+    for (rx, what) in [(&rx_default, "client default"), (&rx_own, "per lock")] {
+        let (reason, latency) = expect_lost_once(rx, t0);
+        assert_eq!(reason, LostReason::MaxHoldReached, "{what}");
+        assert!(
+            latency <= CAP + SLACK,
+            "{what}: signalled after {latency:?}"
+        );
+    }
+    assert!(by_default.is_lost() && own.is_lost());
+    // The others are renewed on, past twice the cap.
+    let past = (2 * CAP).saturating_sub(t0.elapsed());
+    for key in ["maxhold:lifted", "maxhold:uncapped"] {
+        assert_kept_alive(&mut raw, key, past.max(LEASE));
+    }
+    assert!(!lifted.is_lost() && !uncapped.is_lost());
+    assert_eq!(
+        rx_lifted.try_recv().map(|(r, _)| r),
+        Err(mpsc::TryRecvError::Empty)
+    );
+    assert_eq!(
+        rx_uncapped.try_recv().map(|(r, _)| r),
+        Err(mpsc::TryRecvError::Empty)
+    );
+    lifted.unlock().unwrap();
+    uncapped.unlock().unwrap();
+    assert!(by_default.unlock().unwrap_err().is_lock_lost());
+    assert!(own.unlock().unwrap_err().is_lock_lost());
+}
+
+#[test]
+fn a_reentry_keeps_the_cap_of_the_first_hold() {
+    let server = RedisServer::new();
+    let client = client(&server, None);
+    let cap = Duration::from_millis(1200);
+    let lock = client.lock("maxhold:reentrant").with_max_hold(cap);
+    let t0 = Instant::now();
+    let first = lock.lock().unwrap();
+    // A deliberate delay, not a wait for an event: the re-entry comes half way to the cap,
+    // and asks for a much longer cap.
+    std::thread::sleep(cap / 2);
+    let second = lock
+        .clone()
+        .with_max_hold(Duration::from_secs(3600))
+        .lock()
+        .unwrap();
+    let (rx_first, rx_second) = (lost_signal(&first), lost_signal(&second));
+    for rx in [&rx_first, &rx_second] {
+        let (reason, latency) = expect_lost_once(rx, t0);
+        assert_eq!(reason, LostReason::MaxHoldReached);
+        // Counted from the re-entry, the hold would end no earlier than cap / 2 + cap - LEASE / 3.
+        assert!(
+            latency < cap + cap / 2 - LEASE / 3,
+            "signalled after {latency:?}: the re-entry extended the cap"
+        );
+    }
+    assert!(second.unlock().unwrap_err().is_lock_lost());
+    assert!(first.unlock().unwrap_err().is_lock_lost());
+}
+
+#[test]
+fn a_zero_or_absurd_max_hold_is_refused_and_leaves_nothing_behind() {
+    let server = RedisServer::new();
+    let year = Duration::from_secs(365 * 24 * 3600);
+    for bad in [Duration::ZERO, year + Duration::from_secs(1)] {
+        let err = Config::builder(server.url().as_str())
+            .max_hold(bad)
+            .build()
+            .unwrap_err();
+        assert!(err.is_invalid_argument(), "{bad:?}: {err:?}");
+    }
+    let client = client(&server, None);
+    let mut raw = server.conn();
+    let scripts_before = command_calls(&mut raw, "evalsha") + command_calls(&mut raw, "eval");
+    for bad in [Duration::ZERO, year + Duration::from_secs(1)] {
+        let lock = client.lock("maxhold:bad").with_max_hold(bad);
+        let errors = [
+            lock.lock().err(),
+            lock.try_lock().err(),
+            lock.try_lock_for(Duration::from_secs(1)).err(),
+        ];
+        for err in errors {
+            let err = err.expect("refused");
+            assert!(err.is_invalid_argument(), "{bad:?}: {err:?}");
+        }
+        let pair = MultiLock::new([client.lock("maxhold:m1"), client.lock("maxhold:m2")])
+            .unwrap()
+            .with_max_hold(bad);
+        let err = pair.lock().unwrap_err();
+        assert!(err.is_invalid_argument(), "{bad:?}: {err:?}");
+    }
+    let scripts_after = command_calls(&mut raw, "evalsha") + command_calls(&mut raw, "eval");
+    assert_eq!(
+        scripts_after, scripts_before,
+        "a refused acquire sent a script"
+    );
+    for key in ["maxhold:bad", "maxhold:m1", "maxhold:m2"] {
+        assert!(!raw.exists::<_, bool>(key).unwrap(), "{key} left behind");
+    }
+    assert!(client.lock("maxhold:bad").lock().unwrap().unlock().is_ok());
+}
