@@ -42,6 +42,17 @@
 //! Redis and grants in arrival order, across threads and processes, at the cost of keeping the
 //! queue: see [`Client::fair_lock`] for when to pick which.
 //!
+//! # Non-reentrant locks
+//!
+//! [`Client::non_reentrant_lock`] and [`Client::non_reentrant_fair_lock`] are Redisson's
+//! `RedissonNonReentrantLock` and `RedissonNonReentrantFairLock`: the plain and fair locks on
+//! the same keys and channels (so they exclude [`Client::lock`], [`Client::fair_lock`] and
+//! Java clients of the same name), except that an owner that holds one and acquires it again
+//! gets [`Error::AlreadyHeld`] at once, whether it would have waited or not: the acquire is
+//! neither counted nor a deadlock, and nothing is queued. Pick them where a re-entry is a bug
+//! to catch rather than a nested hold to count. Redisson throws
+//! `IllegalMonitorStateException` in that case; [`Error::is_already_held`] tells it apart.
+//!
 //! # Safety beyond leases
 //!
 //! [`Client::fenced_lock`] hands each hold a fencing token ([`LockGuard::token`]) and
