@@ -1,5 +1,7 @@
 -- Acquire (or re-enter) a fair lock, or join / keep a place in its queue (RedissonFairLock's
--- tryLockInnerAsync on the same keys; differences in the README's "Fair lock" section).
+-- tryLockInnerAsync on the same keys; differences in the README's "Fair lock" section). With
+-- ARGV[6] "0", RedissonNonReentrantFairLock's instead: an owner that holds the lock is refused
+-- (after pruning dead heads, before any place in the queue is taken or kept).
 -- KEYS[1]  lock name (HASH: owner -> hold count)
 -- KEYS[2]  queue "redisson_lock_queue:{name}" (LIST of waiting owners)
 -- KEYS[3]  timeouts "redisson_lock_timeout:{name}" (ZSET owner -> deadline ms)
@@ -9,8 +11,12 @@
 -- ARGV[3]  thread wait in milliseconds (how long a head may stay silent before it is skipped)
 -- ARGV[4]  "1": join the queue when the lock cannot be taken; "0": only try
 -- ARGV[5]  publish command (PUBLISH or SPUBLISH)
+-- ARGV[6]  optional: "0" non-reentrant; absent or "1" reentrant
 -- Reply:   {count}             acquired (or re-entered): hold count incremented to count, PEXPIRE
 --                              lease (Redisson replies nil)
+--          {0}                 non-reentrant, and the owner already holds the lock: its count
+--                              untouched, not queued (Redisson replies the error
+--                              NON_REENTRANT_REACQUIRE)
 --          integer >= 1        not acquired: ms to wait at most before checking in again (the
 --                              caller also wakes on its channel)
 --          error WRONGTYPE     a key holds another type (checked before anything is written)
@@ -22,12 +28,20 @@ local free = holds == 0;
 local now = fair_now();
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 if not free and redis.call('hexists', KEYS[1], owner) == 1 then
-    local count = redis.call('hincrby', KEYS[1], owner, 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    if changed then
-        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
+    -- Held by this owner, so never queued: taking the lock took it out of the queue, and a
+    -- holder is refused or re-enters here, before the queue below.
+    local reply, pttl = {0}, nil;
+    if ARGV[6] == '0' then
+        pttl = fair_pttl(KEYS[1], wait);
+    else
+        reply = {redis.call('hincrby', KEYS[1], owner, 1)};
+        redis.call('pexpire', KEYS[1], ARGV[1]);
+        pttl = tonumber(ARGV[1]);
     end;
-    return {count};
+    if changed then
+        fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, false, ARGV[5], owner);
+    end;
+    return reply;
 end;
 if free and (head == false or head == owner) then
     redis.call('hset', KEYS[1], owner, 1);

@@ -8,7 +8,8 @@ use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::latch::CountDownLatch;
 use crate::lock::{
-    thread_number, Backoff, Fair, Fenced, Lock, LockOwner, Plain, ReadWriteLock, Spin,
+    thread_number, Backoff, Fair, Fenced, Lock, LockOwner, NonReentrant, NonReentrantFair, Plain,
+    ReadWriteLock, Spin,
 };
 use crate::metrics::{Metrics, Recorder};
 use crate::pubsub::Dispatcher;
@@ -238,6 +239,62 @@ impl Client {
             self.clone(),
             name,
             Fair::new(name, self.inner.config.fair_thread_wait),
+        )
+    }
+
+    /// A non-reentrant lock named `name` (Redisson's `RedissonNonReentrantLock`): the keys,
+    /// hash field and channel of [`lock`](Self::lock), so the two (and Java clients of either)
+    /// exclude each other on the same name, but an owner that holds it cannot acquire it
+    /// again. Same API and guard as [`lock`](Self::lock).
+    ///
+    /// A second `lock`, `try_lock` or `try_lock_for` by the owner (the same thread, through any
+    /// `Lock` of this name, or the same [`LockOwner`] on any thread) returns
+    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) at once: it neither waits for itself
+    /// (a deadlock) nor counts a second hold, so the one guard's release frees the lock.
+    /// Redisson throws `IllegalMonitorStateException` in that case.
+    ///
+    /// **When to pick it.** When code that runs under the lock must never take it again, and a
+    /// re-entry would be a bug to report (a callback that calls back into the locking code,
+    /// work handed to the same owner twice) rather than a nested hold to count.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.non_reentrant_lock("import:daily");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.try_lock().unwrap_err().is_already_held());
+    /// guard.unlock()?; // the lock is free again
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_lock(&self, name: &str) -> Lock {
+        Lock::new(self.clone(), name, NonReentrant::new(name))
+    }
+
+    /// A non-reentrant fair lock named `name` (Redisson's `RedissonNonReentrantFairLock`): the
+    /// keys, queue and channels of [`fair_lock`](Self::fair_lock), granted in arrival order,
+    /// but an owner that holds it cannot acquire it again, as with
+    /// [`non_reentrant_lock`](Self::non_reentrant_lock). The refused acquire returns
+    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) at once and never queues the owner
+    /// behind itself.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.non_reentrant_fair_lock("payments");
+    /// assert!(lock.is_fair() && !lock.is_reentrant());
+    /// let guard = lock.lock()?; // waits its turn behind earlier waiters
+    /// assert!(lock.lock().unwrap_err().is_already_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_fair_lock(&self, name: &str) -> Lock {
+        Lock::new(
+            self.clone(),
+            name,
+            NonReentrantFair::new(name, self.inner.config.fair_thread_wait),
         )
     }
 

@@ -40,6 +40,19 @@ pub enum Error {
         /// The lock's name.
         name: String,
     },
+    /// A non-reentrant lock ([`Client::non_reentrant_lock`](crate::Client::non_reentrant_lock),
+    /// [`Client::non_reentrant_fair_lock`](crate::Client::non_reentrant_fair_lock)) refused an
+    /// acquire because its owner (the calling thread, or the lock's
+    /// [`LockOwner`](crate::LockOwner)) holds it already. Redisson throws
+    /// `IllegalMonitorStateException` here.
+    ///
+    /// Returned at once, without waiting. Nothing changed: the existing hold keeps its count
+    /// of 1 (one release frees the lock), and a fair lock did not queue the owner.
+    #[error("lock `{name}` is already held by this owner and is not reentrant")]
+    AlreadyHeld {
+        /// The lock's name.
+        name: String,
+    },
     /// A guard's lock was lost: its lease ran out, it was force-unlocked, or a renewal found
     /// it held by somebody else.
     ///
@@ -175,6 +188,21 @@ impl Error {
     /// ```
     pub fn is_not_held(&self) -> bool {
         matches!(self, Error::NotHeld { .. })
+    }
+
+    /// True for [`Error::AlreadyHeld`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// let lock = client.non_reentrant_lock("orders");
+    /// let guard = lock.lock().unwrap();
+    /// // A second acquire by the same thread is refused, not counted.
+    /// assert!(lock.try_lock().unwrap_err().is_already_held());
+    /// ```
+    pub fn is_already_held(&self) -> bool {
+        matches!(self, Error::AlreadyHeld { .. })
     }
 
     /// True for [`Error::LockLost`].

@@ -55,6 +55,17 @@
 //! 9 per second for as long as it waits; and a release is noticed up to 128 ms late. Its
 //! waits are interruptible and end on [`Client::close`], as every other wait, and count in
 //! [`Metrics::waiting`] once they have retried once.
+
+//! # Non-reentrant locks
+//!
+//! [`Client::non_reentrant_lock`] and [`Client::non_reentrant_fair_lock`] are Redisson's
+//! `RedissonNonReentrantLock` and `RedissonNonReentrantFairLock`: the plain and fair locks on
+//! the same keys and channels (so they exclude [`Client::lock`], [`Client::fair_lock`] and
+//! Java clients of the same name), except that an owner that holds one and acquires it again
+//! gets [`Error::AlreadyHeld`] at once, whether it would have waited or not: the acquire is
+//! neither counted nor a deadlock, and nothing is queued. Pick them where a re-entry is a bug
+//! to catch rather than a nested hold to count. Redisson throws
+//! `IllegalMonitorStateException` in that case; [`Error::is_already_held`] tells it apart.
 //!
 //! # Safety beyond leases
 //!

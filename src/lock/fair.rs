@@ -34,6 +34,32 @@ impl Fair {
             wait_ms: millis(thread_wait),
         }
     }
+
+    /// One acquire attempt of `owner`, queued if `will_wait` and the lock cannot be taken;
+    /// with `reentrant` false, an owner that holds the lock already is refused (`{0}`) and
+    /// not queued, as `RedissonNonReentrantFairLock` does.
+    pub(crate) fn try_acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        will_wait: bool,
+        reentrant: bool,
+    ) -> RedisResult<Value> {
+        scripts::FAIR_ACQUIRE
+            .key(&*lock.name)
+            .key(&self.queue)
+            .key(&self.timeouts)
+            .key(&self.channel)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(self.wait_ms)
+            .arg(if will_wait { "1" } else { "0" })
+            .arg(lock.client.publish())
+            .arg(if reentrant { "1" } else { "0" })
+            .invoke(c)
+    }
 }
 
 impl Kind for Fair {
@@ -50,17 +76,7 @@ impl Kind for Fair {
         lease_ms: u64,
         will_wait: bool,
     ) -> RedisResult<Value> {
-        scripts::FAIR_ACQUIRE
-            .key(&*lock.name)
-            .key(&self.queue)
-            .key(&self.timeouts)
-            .key(&self.channel)
-            .arg(lease_ms)
-            .arg(owner)
-            .arg(self.wait_ms)
-            .arg(if will_wait { "1" } else { "0" })
-            .arg(lock.client.publish())
-            .invoke(c)
+        self.try_acquire(lock, c, owner, lease_ms, will_wait, true)
     }
 
     fn unlock(

@@ -93,17 +93,36 @@ impl<O: Ownership> Lock<O> {
         }
     }
 
-    /// Whether this is a fair lock (made by [`Client::fair_lock`]): granted in arrival order.
+    /// Whether this is a fair lock (made by [`Client::fair_lock`] or
+    /// [`Client::non_reentrant_fair_lock`]): granted in arrival order.
     ///
     /// # Examples
     ///
     /// ```
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert!(client.fair_lock("payments").is_fair());
+    /// assert!(client.non_reentrant_fair_lock("payments").is_fair());
     /// assert!(!client.lock("payments").is_fair());
     /// ```
     pub fn is_fair(&self) -> bool {
         self.raw.kind.is_fair()
+    }
+
+    /// Whether the owner may acquire the lock again while it holds it (the hold count goes
+    /// up). False for the locks of [`Client::non_reentrant_lock`] and
+    /// [`Client::non_reentrant_fair_lock`], which refuse such an acquire with
+    /// [`Error::AlreadyHeld`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert!(client.lock("payments").is_reentrant());
+    /// assert!(!client.non_reentrant_lock("payments").is_reentrant());
+    /// assert!(!client.non_reentrant_fair_lock("payments").is_reentrant());
+    /// ```
+    pub fn is_reentrant(&self) -> bool {
+        self.raw.kind.is_reentrant()
     }
 
     /// Whether this is a fenced lock (made by [`Client::fenced_lock`]): each acquire takes a
@@ -219,8 +238,9 @@ impl<O: Ownership> Lock<O> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] (empty name, bad lease or max hold), [`Error::WrongType`] (the key is
-    /// not a lock), [`Error::Connection`] or [`Error::Timeout`] (Redis unreachable).
+    /// [`Error::InvalidArgument`] (empty name, bad lease or max hold), [`Error::WrongType`] (the
+    /// key is not a lock), [`Error::Connection`] or [`Error::Timeout`] (Redis unreachable);
+    /// [`Error::AlreadyHeld`] at once if the lock is not reentrant and its owner holds it.
     ///
     /// # Examples
     ///
@@ -239,7 +259,8 @@ impl<O: Ownership> Lock<O> {
     }
 
     /// Acquires the lock if it is free (or already held by its owner: this thread, or the
-    /// lock's [`LockOwner`]); never waits.
+    /// lock's [`LockOwner`], unless the lock is not [reentrant](Self::is_reentrant)); never
+    /// waits.
     ///
     /// Returns `Ok(None)` when another owner holds it.
     ///
@@ -533,6 +554,11 @@ impl<O: Ownership> Lock<O> {
                     Tried::again(Some(paced(self.raw.client.inner.config.watchdog_timeout)))
                 }
                 Attempt::Busy(ms) => Tried::again(Some(paced(Duration::from_millis(ms as u64)))),
+                Attempt::AlreadyHeld => {
+                    return Err(Error::AlreadyHeld {
+                        name: self.name().to_owned(),
+                    })
+                }
             })
         };
         let channel = self.raw.wait_channel(&owner);
@@ -554,8 +580,11 @@ impl<O: Ownership> Lock<O> {
             _ => {}
         }
         // A kind with a queue (fair) leaves it; a failed call may have queued us before its
-        // reply was lost, so in every case. Other kinds have nothing to leave.
-        if will_wait && !matches!(outcome, Ok(Some(_))) {
+        // reply was lost, so in every case. Other kinds have nothing to leave. Except a refused
+        // re-acquire: an owner that holds the lock has no place in the queue (taking the lock
+        // took it out), and the refusing script checks before it would queue.
+        let refused = matches!(outcome, Err(Error::AlreadyHeld { .. }));
+        if will_wait && !refused && !matches!(outcome, Ok(Some(_))) {
             match self.raw.leave(&owner) {
                 Ok(_) => {}
                 Err(e) => log::debug!(

@@ -1,7 +1,8 @@
 //! What a lock kind supplies: the [`Kind`] trait that [`RawLock`] runs, and the [`Renewal`]
 //! it hands the watchdog. One kind per file: `plain.rs` (Redisson's `RLock`), `fair.rs`
 //! (`RFairLock`), `read.rs` and `write.rs` (the two sides of `RReadWriteLock`), `fenced.rs`
-//! (`RFencedLock`), `spin.rs` (`RSpinLock`).
+//! (`RFencedLock`), `spin.rs` (`RSpinLock`), `nonreentrant.rs` (`RedissonNonReentrantLock`
+//! and its fair sibling).
 
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
@@ -18,12 +19,14 @@ use crate::scripts;
 /// these calls (replica confirmation, the unlock latch and its retry); each call is given
 /// the lock it runs for (its name, its client). The defaults are what most kinds share.
 pub(crate) trait Kind: Send + Sync + 'static {
-    /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write`, `fenced` or `spin`.
+    /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write`, `fenced`, `spin`,
+    /// `non-reentrant` or `non-reentrant fair`.
     fn label(&self) -> &'static str;
 
     /// Runs one acquire attempt of `owner` with a lease of `lease_ms` on `c`, and returns the
     /// script's reply for [`RawLock`] to decode: `{count}` (or `{count, token}`) when acquired,
-    /// the lock's PTTL when not. `will_wait`: the caller waits if this attempt fails.
+    /// the lock's PTTL when not, `{0}` when a non-reentrant kind refuses an owner that holds
+    /// it already. `will_wait`: the caller waits if this attempt fails.
     fn acquire(
         &self,
         lock: &RawLock,
@@ -99,6 +102,12 @@ pub(crate) trait Kind: Send + Sync + 'static {
         None
     }
 
+    /// Whether an owner that holds the lock may acquire it again (its hold count goes up).
+    /// Defaults to true; a kind that says false refuses such an acquire with `{0}`.
+    fn is_reentrant(&self) -> bool {
+        true
+    }
+
     /// The fencing token counter, for a kind whose acquire takes a token. Defaults to none.
     fn token_key(&self) -> Option<&str> {
         None
@@ -137,18 +146,20 @@ mod tests {
     use crate::client::Client;
     use crate::lock::read::Read;
     use crate::lock::write::Write;
-    use crate::lock::{Fair, Fenced, Plain};
+    use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Plain};
 
     #[test]
     fn renewal_shares_the_owner_string_except_for_a_write_hold() {
         // The watchdog keeps the renewal's field for as long as the lock is held: where it is
         // the owner id, it must not be a copy of its own.
         let owner: Arc<str> = Arc::from("uuid:7");
-        let kinds: [Box<dyn Kind>; 4] = [
+        let kinds: [Box<dyn Kind>; 6] = [
             Box::new(Plain::new("l")),
             Box::new(Fair::new("l", Duration::from_secs(300))),
             Box::new(Fenced::new("l")),
             Box::new(Read::new("rw")),
+            Box::new(NonReentrant::new("l")),
+            Box::new(NonReentrantFair::new("l", Duration::from_secs(300))),
         ];
         for kind in kinds {
             let renewal = kind.renewal(&owner);
@@ -176,6 +187,20 @@ mod tests {
         let fair = RawLock::new(client.clone(), "l", Fair::new("l", Duration::from_secs(1)));
         assert_eq!(fair.wait_channel("u:1"), "redisson_lock__channel:{l}:u:1");
         assert!(fair.kind.is_fair() && !plain.kind.is_fair());
+        let once = RawLock::new(client.clone(), "l", NonReentrant::new("l"));
+        assert_eq!(once.wait_channel("u:1"), "redisson_lock__channel:{l}");
+        assert_eq!(once.field("u:1"), "u:1");
+        assert!(!once.kind.is_fair() && !once.kind.is_reentrant() && plain.kind.is_reentrant());
+        let once_fair = RawLock::new(
+            client.clone(),
+            "l",
+            NonReentrantFair::new("l", Duration::from_secs(1)),
+        );
+        assert_eq!(
+            once_fair.wait_channel("u:1"),
+            "redisson_lock__channel:{l}:u:1"
+        );
+        assert!(once_fair.kind.is_fair() && !once_fair.kind.is_reentrant());
         let read = RawLock::new(client.clone(), "rw", Read::new("rw"));
         assert_eq!(read.wait_channel("u:1"), "redisson_rwlock:{rw}");
         assert_eq!(read.field("u:1"), "u:1");

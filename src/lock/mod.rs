@@ -11,6 +11,7 @@
 //! - `plain.rs`, `fair.rs`, `fenced.rs`, `spin.rs`, `read.rs`, `write.rs` (and `rw.rs`, the
 //!   read-write lock over the last two): one kind each, with its scripts, keys and wait
 //!   channel (or, for `spin.rs`, its back-off).
+//! - `nonreentrant.rs`: the plain and fair kinds, refusing an owner's second acquire.
 //! - `multi.rs`: [`MultiLock`] and [`RedLock`], over member locks.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 
@@ -20,6 +21,7 @@ mod guard;
 mod handle;
 mod kind;
 mod multi;
+mod nonreentrant;
 mod owner;
 mod plain;
 mod raw;
@@ -34,6 +36,7 @@ pub use guard::LockGuard;
 pub use handle::Lock;
 pub(crate) use kind::{BatchRenewal, Renewal};
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
+pub(crate) use nonreentrant::{NonReentrant, NonReentrantFair};
 pub(crate) use owner::thread_number;
 pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;

@@ -21,6 +21,24 @@ impl Plain {
             channel: keys::lock_channel(name),
         }
     }
+
+    /// One acquire attempt of `owner`; with `reentrant` false, an owner that holds the lock
+    /// already is refused (`{0}`), as `RedissonNonReentrantLock` does.
+    pub(crate) fn try_acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        reentrant: bool,
+    ) -> RedisResult<Value> {
+        scripts::LOCK_ACQUIRE
+            .key(&*lock.name)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(if reentrant { "1" } else { "0" })
+            .invoke(c)
+    }
 }
 
 impl Kind for Plain {
@@ -36,11 +54,7 @@ impl Kind for Plain {
         lease_ms: u64,
         _will_wait: bool,
     ) -> RedisResult<Value> {
-        scripts::LOCK_ACQUIRE
-            .key(&*lock.name)
-            .arg(lease_ms)
-            .arg(owner)
-            .invoke(c)
+        self.try_acquire(lock, c, owner, lease_ms, true)
     }
 
     fn unlock(

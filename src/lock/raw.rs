@@ -41,6 +41,9 @@ pub(crate) enum Attempt {
     /// Held elsewhere: the lock's PTTL in ms, after which to try again even without a
     /// message (-1 for a key without expiry).
     Busy(i64),
+    /// Refused by a non-reentrant kind: the owner holds the lock already. Nothing changed
+    /// (no count bumped, no place in a queue).
+    AlreadyHeld,
 }
 
 impl RawLock {
@@ -233,13 +236,14 @@ pub(crate) fn wait_replicas(
 }
 
 /// Decodes an acquire script's reply: `{count}` or `{count, token}` when acquired, the
-/// lock's PTTL when not.
+/// lock's PTTL when not, `{0}` when a non-reentrant kind refused the owner's second acquire.
 fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
     use redis::Value;
     let positive = |n: i64| (n > 0 && n <= i64::from(u32::MAX)).then_some(n);
     match reply {
         Value::Int(ttl) => return Ok(Attempt::Busy(*ttl)),
         Value::Array(items) => match items.as_slice() {
+            [Value::Int(0)] => return Ok(Attempt::AlreadyHeld),
             [Value::Int(count)] if positive(*count).is_some() => {
                 return Ok(Attempt::Acquired {
                     count: *count as u32,
@@ -257,4 +261,45 @@ fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
         _ => {}
     }
     Err(Error::Protocol(format!("acquire script replied {reply:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::Value;
+
+    use super::*;
+
+    #[test]
+    fn acquire_replies_decode_by_shape() {
+        assert_eq!(
+            decode_attempt(&Value::Array(vec![Value::Int(2)])).unwrap(),
+            Attempt::Acquired {
+                count: 2,
+                token: None
+            }
+        );
+        assert_eq!(
+            decode_attempt(&Value::Array(vec![Value::Int(1), Value::Int(9)])).unwrap(),
+            Attempt::Acquired {
+                count: 1,
+                token: Some(9)
+            }
+        );
+        assert_eq!(
+            decode_attempt(&Value::Int(1500)).unwrap(),
+            Attempt::Busy(1500)
+        );
+        assert_eq!(
+            decode_attempt(&Value::Array(vec![Value::Int(0)])).unwrap(),
+            Attempt::AlreadyHeld
+        );
+        for bad in [
+            Value::Nil,
+            Value::Array(vec![]),
+            Value::Array(vec![Value::Int(-1)]),
+            Value::Array(vec![Value::Int(0), Value::Int(3)]),
+        ] {
+            assert!(matches!(decode_attempt(&bad), Err(Error::Protocol(_))));
+        }
+    }
 }

@@ -1,0 +1,145 @@
+//! Redisson's `RedissonNonReentrantLock` and `RedissonNonReentrantFairLock`: the plain and the
+//! fair lock on their very keys and channels, except that an acquire by an owner that holds
+//! the lock already is refused (the acquire scripts' non-reentrant flag) instead of counted.
+//! Release, force unlock, renewal and waiting are the plain and fair kinds'.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Connection, RedisResult, Value};
+
+use crate::error::Result;
+use crate::lock::fair::Fair;
+use crate::lock::kind::{Kind, Renewal};
+use crate::lock::plain::Plain;
+use crate::lock::raw::RawLock;
+
+/// The non-reentrant lock: a [`Plain`] lock whose acquire refuses its holder.
+pub(crate) struct NonReentrant {
+    plain: Plain,
+}
+
+impl NonReentrant {
+    pub(crate) fn new(name: &str) -> NonReentrant {
+        NonReentrant {
+            plain: Plain::new(name),
+        }
+    }
+}
+
+impl Kind for NonReentrant {
+    fn label(&self) -> &'static str {
+        "non-reentrant"
+    }
+
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        _will_wait: bool,
+    ) -> RedisResult<Value> {
+        self.plain.try_acquire(lock, c, owner, lease_ms, false)
+    }
+
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>> {
+        self.plain
+            .unlock(lock, c, owner, latch, lease_ms, latch_ttl_ms)
+    }
+
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+        self.plain.force_unlock(lock, c)
+    }
+
+    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
+        self.plain.wait_channel(lock, owner)
+    }
+
+    fn renewal(&self, owner: &Arc<str>) -> Renewal {
+        self.plain.renewal(owner)
+    }
+
+    fn is_reentrant(&self) -> bool {
+        false
+    }
+}
+
+/// The non-reentrant fair lock: a [`Fair`] lock whose acquire refuses its holder before it
+/// could queue it.
+pub(crate) struct NonReentrantFair {
+    fair: Fair,
+}
+
+impl NonReentrantFair {
+    /// The lock `name`, whose waiters are skipped after `thread_wait` of silence.
+    pub(crate) fn new(name: &str, thread_wait: Duration) -> NonReentrantFair {
+        NonReentrantFair {
+            fair: Fair::new(name, thread_wait),
+        }
+    }
+}
+
+impl Kind for NonReentrantFair {
+    fn label(&self) -> &'static str {
+        "non-reentrant fair"
+    }
+
+    fn acquire(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        lease_ms: u64,
+        will_wait: bool,
+    ) -> RedisResult<Value> {
+        self.fair
+            .try_acquire(lock, c, owner, lease_ms, will_wait, false)
+    }
+
+    fn unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut Connection,
+        owner: &str,
+        latch: &str,
+        lease_ms: u64,
+        latch_ttl_ms: u64,
+    ) -> RedisResult<Option<i64>> {
+        self.fair
+            .unlock(lock, c, owner, latch, lease_ms, latch_ttl_ms)
+    }
+
+    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+        self.fair.force_unlock(lock, c)
+    }
+
+    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
+        self.fair.wait_channel(lock, owner)
+    }
+
+    fn renewal(&self, owner: &Arc<str>) -> Renewal {
+        self.fair.renewal(owner)
+    }
+
+    fn is_fair(&self) -> bool {
+        self.fair.is_fair()
+    }
+
+    fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
+        self.fair.leave(lock, owner)
+    }
+
+    fn is_reentrant(&self) -> bool {
+        false
+    }
+}
