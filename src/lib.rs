@@ -155,7 +155,8 @@
 //! # Differences from `std::sync::Mutex`
 //!
 //! - The lock protects nothing in memory: it is a name in Redis. Guard the data yourself.
-//! - It is reentrant per thread: a thread that holds it can lock again (hold count + 1).
+//! - It is reentrant per thread: a thread that holds it can lock again (hold count + 1),
+//!   except a [non-reentrant lock](Client::non_reentrant_lock), which refuses.
 //! - A hold can be lost: its lease may run out (an explicit lease, or a process paused longer
 //!   than the watchdog timeout), or an operator may force-unlock it. Check
 //!   [`LockGuard::is_lost`] before committing work that must be exclusive, or have
