@@ -190,6 +190,7 @@ mod latch;
 mod list;
 mod lock;
 mod metrics;
+mod names;
 mod net;
 mod pubsub;
 mod scripts;
@@ -209,6 +210,7 @@ pub use lock::{
     RedLock, ThreadOwned,
 };
 pub use metrics::{Histogram, Metrics};
+pub use names::NameMapper;
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
 pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;
