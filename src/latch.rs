@@ -68,6 +68,8 @@ impl CountDownLatch {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert_eq!(client.count_down_latch("batch-42").name(), "batch-42");
     /// ```
+    // `name` is the mapped name (the key); this returns the name as given.
+    #[allow(clippy::misnamed_getters)]
     pub fn name(&self) -> &str {
         &self.given
     }

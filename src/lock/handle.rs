@@ -155,6 +155,8 @@ impl<O: Ownership> Lock<O> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert_eq!(client.lock("orders").name(), "orders");
     /// ```
+    // `name` is the mapped name (the key); this returns the name as given.
+    #[allow(clippy::misnamed_getters)]
     pub fn name(&self) -> &str {
         &self.raw.given
     }
