@@ -12,6 +12,7 @@ use crate::lock::{
     ReadWriteLock, Spin,
 };
 use crate::metrics::{Metrics, Recorder};
+use crate::names::Named;
 use crate::pubsub::Dispatcher;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 use crate::watchdog::Watchdog;
@@ -202,7 +203,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn lock(&self, name: &str) -> Lock {
-        Lock::new(self.clone(), name, Plain::new(name))
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, Plain::new(&name.key))
     }
 
     /// A fair lock named `name` (Redisson's `RFairLock`): threads, in this process or any
@@ -235,11 +237,9 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fair_lock(&self, name: &str) -> Lock {
-        Lock::new(
-            self.clone(),
-            name,
-            Fair::new(name, self.inner.config.fair_thread_wait),
-        )
+        let name = self.named(name);
+        let fair = Fair::new(&name.key, self.inner.config.fair_thread_wait);
+        Lock::new(self.clone(), &name, fair)
     }
 
     /// A non-reentrant lock named `name` (Redisson's `RedissonNonReentrantLock`): the keys,
@@ -269,7 +269,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn non_reentrant_lock(&self, name: &str) -> Lock {
-        Lock::new(self.clone(), name, NonReentrant::new(name))
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, NonReentrant::new(&name.key))
     }
 
     /// A non-reentrant fair lock named `name` (Redisson's `RedissonNonReentrantFairLock`): the
@@ -291,11 +292,9 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn non_reentrant_fair_lock(&self, name: &str) -> Lock {
-        Lock::new(
-            self.clone(),
-            name,
-            NonReentrantFair::new(name, self.inner.config.fair_thread_wait),
-        )
+        let name = self.named(name);
+        let fair = NonReentrantFair::new(&name.key, self.inner.config.fair_thread_wait);
+        Lock::new(self.clone(), &name, fair)
     }
 
     /// A fenced lock named `name` (Redisson's `RFencedLock`): a reentrant lock whose every
@@ -325,7 +324,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fenced_lock(&self, name: &str) -> Lock {
-        Lock::new(self.clone(), name, Fenced::new(name))
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, Fenced::new(&name.key))
     }
 
     /// A spin lock named `name` (Redisson's `RSpinLock`): a reentrant lock whose waiters poll
@@ -394,7 +394,8 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn spin_lock_with_backoff(&self, name: &str, backoff: Backoff) -> Lock {
-        Lock::new(self.clone(), name, Spin::new(name, backoff))
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, Spin::new(&name.key, backoff))
     }
 
     /// A value named `name` that only the newest holder of a fenced lock may change: see
@@ -410,7 +411,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn fenced_resource(&self, name: &str) -> FencedResource {
-        FencedResource::new(self.clone(), name)
+        FencedResource::new(self.clone(), self.named(name))
     }
 
     /// A read-write lock named `name` (Redisson's `RReadWriteLock`): shared
@@ -427,7 +428,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
-        ReadWriteLock::new(self.clone(), name)
+        ReadWriteLock::new(self.clone(), &self.named(name))
     }
 
     /// A semaphore named `name` (Redisson's `RSemaphore`): a count of permits in Redis.
@@ -444,7 +445,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: &str) -> Semaphore {
-        Semaphore::new(self.clone(), name)
+        Semaphore::new(self.clone(), self.named(name))
     }
 
     /// A count-down latch named `name` (Redisson's `RCountDownLatch`). Nothing is sent yet.
@@ -458,7 +459,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn count_down_latch(&self, name: &str) -> CountDownLatch {
-        CountDownLatch::new(self.clone(), name)
+        CountDownLatch::new(self.clone(), self.named(name))
     }
 
     /// A permit-expirable semaphore named `name` (Redisson's `RPermitExpirableSemaphore`):
@@ -473,7 +474,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::new(self.clone(), name)
+        PermitExpirableSemaphore::new(self.clone(), self.named(name))
     }
 
     /// This client's random id: the `<uuid>` in owner ids `"<uuid>:<thread number>"`.
@@ -546,5 +547,11 @@ impl Client {
     /// The command lock scripts publish unlock messages with.
     pub(crate) fn publish(&self) -> &'static str {
         self.inner.pool.pubsub_mode().publish()
+    }
+
+    /// The object name `name`, mapped by the configured [`NameMapper`](crate::NameMapper):
+    /// every constructor above makes its object from this, once.
+    pub(crate) fn named(&self, name: &str) -> Named {
+        Named::new(&self.inner.config.name_mapper, name)
     }
 }

@@ -8,6 +8,7 @@ use redis::IntoConnectionInfo;
 use crate::error::{Error, Result};
 use crate::lock::Backoff;
 use crate::metrics::Recorder;
+use crate::names::NameMapper;
 use crate::net::{Certificates, Dial, Tls};
 
 /// The longest duration accepted for any timeout or lease: 100 years would overflow
@@ -41,6 +42,7 @@ pub struct Config {
     pub(crate) renew_batch_size: usize,
     pub(crate) fair_thread_wait: Duration,
     pub(crate) spin_backoff: Backoff,
+    pub(crate) name_mapper: NameMapper,
     pub(crate) replica_sync: Option<ReplicaSync>,
     /// TLS for `rediss://` addresses (those of nodes found at run time included).
     pub(crate) tls: Tls,
@@ -246,6 +248,18 @@ impl Config {
     pub fn spin_backoff(&self) -> Backoff {
         self.spin_backoff
     }
+
+    /// How object names are mapped before keys are made from them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").name_prefix("app1:").build().unwrap();
+    /// assert_eq!(config.name_mapper().map("orders"), "app1:orders");
+    /// ```
+    pub fn name_mapper(&self) -> &NameMapper {
+        &self.name_mapper
+    }
 }
 
 /// Builds a [`Config`]; every setter documents its default.
@@ -277,6 +291,7 @@ pub struct ConfigBuilder {
     renew_batch_size: usize,
     fair_thread_wait: Duration,
     spin_backoff: Backoff,
+    name_mapper: NameMapper,
     replica_sync: Option<ReplicaSync>,
     certificates: Certificates,
 }
@@ -298,6 +313,7 @@ impl ConfigBuilder {
             renew_batch_size: 100,
             fair_thread_wait: Duration::from_secs(300),
             spin_backoff: Backoff::default(),
+            name_mapper: NameMapper::identity(),
             replica_sync: None,
             certificates: Certificates::default(),
         }
@@ -594,6 +610,54 @@ impl ConfigBuilder {
         self
     }
 
+    /// Keeps every object's keys under `prefix`: the lock `orders` is the key
+    /// `app1:orders`, its channel `redisson_lock__channel:{app1:orders}`, and so on for
+    /// every helper key. Shorthand for [`name_mapper`](Self::name_mapper) with
+    /// [`NameMapper::prefix`], Redisson's `PrefixNameMapper`. An empty prefix maps nothing.
+    ///
+    /// Defaults to none (names are used as given).
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`] for a prefix with a control
+    /// character.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").name_prefix("app1:").build().unwrap();
+    /// let client = redlatch::Client::new(config).unwrap();
+    /// assert_eq!(client.lock("orders").name(), "orders"); // the key is `app1:orders`
+    /// ```
+    pub fn name_prefix(self, prefix: &str) -> Self {
+        self.name_mapper(NameMapper::prefix(prefix))
+    }
+
+    /// Maps every object name with `mapper` before any key is made from it (Redisson's
+    /// `Config.setNameMapper`): see [`NameMapper`]. Replaces a
+    /// [`name_prefix`](Self::name_prefix) set before.
+    ///
+    /// Defaults to [`NameMapper::identity`].
+    ///
+    /// # Errors
+    ///
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`] for a custom mapper that maps
+    /// a sample name to `""` or does not unmap it back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mapper = redlatch::NameMapper::custom(|n| format!("{n}@eu"), |n| {
+    ///     n.strip_suffix("@eu").unwrap_or(n).to_owned()
+    /// });
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").name_mapper(mapper).build().unwrap();
+    /// assert_eq!(config.name_mapper().map("orders"), "orders@eu");
+    /// ```
+    pub fn name_mapper(mut self, mapper: NameMapper) -> Self {
+        self.name_mapper = mapper;
+        self
+    }
+
     /// Makes every lock write wait for `replicas` replicas of the master to confirm it, for
     /// at most `timeout` (Redisson's `checkLockSyncedSlaves`, whose timeout defaults to 1 s).
     ///
@@ -727,6 +791,7 @@ impl ConfigBuilder {
             ));
         }
         self.spin_backoff.check()?;
+        self.name_mapper.check()?;
         if let Some(sync) = self.replica_sync {
             if sync.replicas == 0 {
                 return Err(Error::invalid("sync_replicas needs at least 1 replica"));
@@ -751,6 +816,7 @@ impl ConfigBuilder {
             renew_batch_size: self.renew_batch_size,
             fair_thread_wait: self.fair_thread_wait,
             spin_backoff: self.spin_backoff,
+            name_mapper: self.name_mapper,
             replica_sync: self.replica_sync,
             tls,
         })

@@ -6,6 +6,7 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::{LockGuard, Ownership};
+use crate::names::Named;
 use crate::scripts;
 
 /// Tokens must stay below 2^53 - 1: the fence script compares them as Lua numbers (doubles),
@@ -51,16 +52,20 @@ const MAX_TOKEN: u64 = (1 << 53) - 1;
 #[derive(Clone)]
 pub struct FencedResource {
     client: Client,
+    /// The mapped name: the key of the value.
     name: Arc<str>,
+    /// The name as the caller gave it.
+    given: Arc<str>,
     fence: Arc<str>,
 }
 
 impl FencedResource {
-    pub(crate) fn new(client: Client, name: &str) -> FencedResource {
+    pub(crate) fn new(client: Client, name: Named) -> FencedResource {
         FencedResource {
             client,
-            name: name.into(),
-            fence: keys::resource_fence(name).into(),
+            fence: keys::resource_fence(&name.key).into(),
+            name: name.key,
+            given: name.given,
         }
     }
 
@@ -72,8 +77,10 @@ impl FencedResource {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert_eq!(client.fenced_resource("balance").name(), "balance");
     /// ```
+    // `name` is the mapped name (the key); this returns the name as given.
+    #[allow(clippy::misnamed_getters)]
     pub fn name(&self) -> &str {
-        &self.name
+        &self.given
     }
 
     /// Sets the value, if `guard`'s token is not older than the newest token seen here.
@@ -203,7 +210,7 @@ impl FencedResource {
         guard.token().ok_or_else(|| {
             Error::invalid(format!(
                 "the guard of `{}` carries no fencing token: only a fenced lock's guard does",
-                guard.lock().name()
+                guard.lock().key()
             ))
         })
     }

@@ -4,10 +4,10 @@
 //! all take their names from here, and the key-layout tables of the crate docs and the
 //! README are checked against it by a test.
 //!
-//! `name` is the object's name as given (the key of its main value). Helper keys and channels
-//! carry the name as a cluster hash tag (`prefix:{name}`), so that everything of one object
-//! lands in the name's slot; a name that already contains `{` is used as it is
-//! (`prefix:name`), as Redisson does.
+//! `name` is the object's mapped name (`names.rs`; the name as given unless a name mapper is
+//! set), the key of its main value. Helper keys and channels carry the name as a cluster hash
+//! tag (`prefix:{name}`), so that everything of one object lands in the name's slot; a name
+//! that already contains `{` is used as it is (`prefix:name`), as Redisson does.
 
 /// Prefix of a lock's channel: `redisson_lock__channel:{name}`.
 pub(crate) const LOCK_CHANNEL: &str = "redisson_lock__channel";

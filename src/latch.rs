@@ -7,6 +7,7 @@ use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
@@ -42,16 +43,20 @@ const ZERO_COUNT_MESSAGE: &str = "0";
 #[derive(Clone)]
 pub struct CountDownLatch {
     pub(crate) client: Client,
+    /// The mapped name: the key of the count.
     pub(crate) name: Arc<str>,
+    /// The name as the caller gave it.
+    given: Arc<str>,
     channel: Arc<str>,
 }
 
 impl CountDownLatch {
-    pub(crate) fn new(client: Client, name: &str) -> CountDownLatch {
+    pub(crate) fn new(client: Client, name: Named) -> CountDownLatch {
         CountDownLatch {
             client,
-            name: name.into(),
-            channel: keys::latch_channel(name).into(),
+            channel: keys::latch_channel(&name.key).into(),
+            name: name.key,
+            given: name.given,
         }
     }
 
@@ -63,8 +68,10 @@ impl CountDownLatch {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert_eq!(client.count_down_latch("batch-42").name(), "batch-42");
     /// ```
+    // `name` is the mapped name (the key); this returns the name as given.
+    #[allow(clippy::misnamed_getters)]
     pub fn name(&self) -> &str {
-        &self.name
+        &self.given
     }
 
     /// Sets the count if the latch is open (its key absent) and tells waiters; returns

@@ -133,6 +133,23 @@
 //! [`Client::watch`] follows one live ([`Event`]s). The `redlatch` binary of this crate
 //! (`cargo install --path .` in a checkout) does the same from a shell, and breaks stuck locks.
 //!
+//! # Several applications on one Redis: the name mapper
+//!
+//! [`ConfigBuilder::name_prefix`] (or [`ConfigBuilder::name_mapper`] with a [`NameMapper`])
+//! maps every object's name before any key is made from it, as Redisson's `NameMapper`
+//! (`Config.setNameMapper`, `PrefixNameMapper`): with the prefix `app1:`, the lock `orders`
+//! is the key `app1:orders`, and the mapped name stands for `name` in every key and channel
+//! of the table below (`redisson_lock__channel:{app1:orders}`,
+//! `redisson_lock_queue:{app1:orders}`, ...), as Redisson uses an object's mapped (raw) name
+//! for all of them. So services sharing one Redis keep apart, and a Java and a Rust service
+//! with the same mapper share their locks. As Redisson's, the prefix mapper leaves a name
+//! that already starts with the prefix as it is.
+//!
+//! Objects, [`Client::inspect`], [`Client::list`], [`Client::watch`] and the `redlatch`
+//! binary (`--name-prefix`) take and show names as the caller gives them (`name()` returns
+//! `orders`); error messages and logs show the mapped name, the key an operator finds in
+//! Redis.
+//!
 //! # Key layout (Redisson's)
 //!
 //! | key | content |
@@ -202,6 +219,7 @@ mod latch;
 mod list;
 mod lock;
 mod metrics;
+mod names;
 mod net;
 mod pubsub;
 mod scripts;
@@ -221,6 +239,7 @@ pub use lock::{
     RedLock, ThreadOwned,
 };
 pub use metrics::{Histogram, Metrics};
+pub use names::NameMapper;
 pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
 pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;

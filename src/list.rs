@@ -25,6 +25,13 @@ impl Client {
     /// (or as a semaphore or latch, for integer strings: see
     /// [`Kind::SemaphoreOrLatch`](crate::Kind::SemaphoreOrLatch)).
     ///
+    /// With a [`NameMapper`](crate::NameMapper), names are shown as the caller gives them
+    /// (unmapped), and keys that no name maps to are left out (another application's). A
+    /// [prefix](crate::NameMapper::prefix) is put before `pattern` (glob characters in it
+    /// escaped), so `ord*` scans `app1:ord*`. A [custom](crate::NameMapper::custom) mapper
+    /// cannot map a glob: `pattern` is then matched against the keys as they are in Redis,
+    /// and each match is unmapped.
+    ///
     /// It costs one pass of `SCAN` over each master's keyspace plus one inspection per name
     /// found: a tool for operators, not for hot paths. Objects created or deleted during the
     /// scan may or may not be listed (`SCAN`'s guarantee).
@@ -50,6 +57,8 @@ impl Client {
                 "pattern must not be empty (`*` matches all)",
             ));
         }
+        let mapper = &self.inner.config.name_mapper;
+        let pattern = &*mapper.map_pattern(pattern);
         let mut keys = BTreeSet::new();
         self.inner.pool.for_each_master(|pool| {
             let mut cursor = 0u64;
@@ -80,7 +89,22 @@ impl Client {
                 cursor = next;
             }
         })?;
-        self.group(&keys)
+        let found = self.group(&keys)?;
+        if mapper.is_identity() {
+            return Ok(found);
+        }
+        let mut named: Vec<Inspection> = found
+            .into_iter()
+            .filter_map(|i| {
+                let name = mapper.name_of(&i.name);
+                if name.is_none() {
+                    log::debug!("list: skipping `{}`: no name maps to it", i.name);
+                }
+                Some(i.named(&name?))
+            })
+            .collect();
+        named.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(named)
     }
 
     /// Inspects the names that `keys` belong to: first those their helper keys name, then
@@ -134,10 +158,11 @@ impl Client {
         Ok(found.into_values().collect())
     }
 
-    /// [`inspect`](Client::inspect) for `list`: only connection errors and timeouts end the
-    /// listing; a name that fails otherwise is skipped (logged at debug level).
+    /// [`inspect`](Client::inspect) of a key for `list` (not mapped again): only connection
+    /// errors and timeouts end the listing; a name that fails otherwise is skipped (logged at
+    /// debug level).
     fn inspect_listed(&self, name: &str) -> Result<Option<Inspection>> {
-        match self.inspect(name) {
+        match self.inspect_excluding(name, false) {
             Err(e) if !e.is_connection() && !e.is_timeout() => {
                 log::debug!("list: skipping `{name}`: {e}");
                 Ok(None)

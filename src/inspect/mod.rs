@@ -328,6 +328,14 @@ pub struct Inspection {
     pub subscribers: Option<u64>,
 }
 
+impl Inspection {
+    /// This inspection, showing `name` (the name as the caller gave it) instead of the key.
+    pub(crate) fn named(mut self, name: &str) -> Inspection {
+        name.clone_into(&mut self.name);
+        self
+    }
+}
+
 impl Client {
     /// Reads what the name `name` holds: its [`Kind`], holders with hold counts, remaining
     /// lease, fair queue, read holders, permits, latch count, latest fencing token, as one
@@ -343,6 +351,10 @@ impl Client {
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; connection errors.
     ///
+    /// With a [`NameMapper`](crate::NameMapper), `name` is mapped as an object's name is, and
+    /// the inspection's [`name`](Inspection::name) is `name` as given; its
+    /// [`keys`](Inspection::keys) are the keys in Redis.
+    ///
     /// # Examples
     ///
     /// ```no_run
@@ -355,11 +367,14 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn inspect(&self, name: &str) -> Result<Option<Inspection>> {
-        self.inspect_excluding(name, false)
+        let named = self.named(name);
+        let found = self.inspect_excluding(&named.key, false)?;
+        Ok(found.map(|i| i.named(&named.given)))
     }
 
-    /// [`inspect`](Self::inspect); when `watching`, this client's connection is subscribed
-    /// for a watch, and is not counted on a channel where no thread of this client waits.
+    /// [`inspect`](Self::inspect) of the key `name` (a mapped name); when `watching`, this
+    /// client's connection is subscribed for a watch, and is not counted on a channel where
+    /// no thread of this client waits.
     pub(crate) fn inspect_excluding(
         &self,
         name: &str,

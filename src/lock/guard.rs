@@ -267,7 +267,7 @@ impl<O: Ownership> LockGuard<O> {
     pub fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
         let callback = Box::new(f);
         if let Some(reason) = self.lost() {
-            return call_lost(callback, reason, self.lock.name());
+            return call_lost(callback, reason, self.lock.key());
         }
         let watchdog = &self.lock.raw.client.inner.watchdog;
         let watch = match self.watch.get() {
@@ -280,7 +280,7 @@ impl<O: Ownership> LockGuard<O> {
             }
         };
         if let Some((callback, reason)) = watchdog.on_lost(watch, &self.lease, callback) {
-            call_lost(callback, reason, self.lock.name());
+            call_lost(callback, reason, self.lock.key());
         }
     }
 
@@ -362,11 +362,11 @@ impl<O: Ownership> LockGuard<O> {
             log::warn!(
                 "lock `{}` (owner {}) was lost ({reason:?}) before its guard released it; \
                  not unlocking",
-                self.lock.name(),
+                self.lock.key(),
                 self.owner
             );
             return Err(Error::LockLost {
-                name: self.lock.name().to_owned(),
+                name: self.lock.key().to_owned(),
             });
         }
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
@@ -377,15 +377,15 @@ impl<O: Ownership> LockGuard<O> {
                 self.lease.mark_lost(LostReason::NotHeld);
                 log::warn!(
                     "lock `{}` (owner {}) was lost before its guard released it",
-                    self.lock.name(),
+                    self.lock.key(),
                     self.owner
                 );
                 Err(Error::LockLost {
-                    name: self.lock.name().to_owned(),
+                    name: self.lock.key().to_owned(),
                 })
             }
             Unlocked::StillHeld | Unlocked::Released => {
-                log::debug!("released `{}` (owner {})", self.lock.name(), self.owner);
+                log::debug!("released `{}` (owner {})", self.lock.key(), self.owner);
                 Ok(())
             }
         }
@@ -398,7 +398,7 @@ impl<O: Ownership> Drop for LockGuard<O> {
             if let Err(e) = self.release() {
                 log::warn!(
                     "releasing lock `{}` (owner {}) failed: {e}",
-                    self.lock.name(),
+                    self.lock.key(),
                     self.owner
                 );
             }
@@ -409,7 +409,7 @@ impl<O: Ownership> Drop for LockGuard<O> {
 impl<O: Ownership> std::fmt::Debug for LockGuard<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("lock", &self.lock.name())
+            .field("lock", &self.lock.key())
             .field("owner", &self.owner)
             .field("token", &self.token)
             .field("lost", &self.is_lost())

@@ -13,6 +13,7 @@ use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::lock::spin::Pacer;
 use crate::metrics::Recorder;
+use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
@@ -55,7 +56,7 @@ pub struct Lock<O = ThreadOwned> {
 
 impl Lock {
     /// The lock `name` of kind `kind` (see `Client::lock` and its siblings).
-    pub(crate) fn new(client: Client, name: &str, kind: impl Kind) -> Lock {
+    pub(crate) fn new(client: Client, name: &Named, kind: impl Kind) -> Lock {
         Lock {
             raw: Arc::new(RawLock::new(client, name, kind)),
             lease: None,
@@ -173,7 +174,15 @@ impl<O: Ownership> Lock<O> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert_eq!(client.lock("orders").name(), "orders");
     /// ```
+    // `name` is the mapped name (the key); this returns the name as given.
+    #[allow(clippy::misnamed_getters)]
     pub fn name(&self) -> &str {
+        &self.raw.given
+    }
+
+    /// The lock's key: its name as mapped by the client's
+    /// [`NameMapper`](crate::NameMapper), which errors and log messages show.
+    pub(crate) fn key(&self) -> &str {
         &self.raw.name
     }
 
@@ -371,7 +380,7 @@ impl<O: Ownership> Lock<O> {
         }
         match self.raw.unlock(&owner, self.lease_or_default())? {
             Unlocked::NotHeld => Err(Error::NotHeld {
-                name: self.name().to_owned(),
+                name: self.key().to_owned(),
             }),
             Unlocked::StillHeld | Unlocked::Released => Ok(()),
         }
@@ -435,7 +444,7 @@ impl<O: Ownership> Lock<O> {
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         self.raw.query(
             redis::cmd("HEXISTS")
-                .arg(self.name())
+                .arg(self.key())
                 .arg(self.raw.field(&self.owner())),
         )
     }
@@ -457,7 +466,7 @@ impl<O: Ownership> Lock<O> {
         self.raw
             .query(
                 redis::cmd("HGET")
-                    .arg(self.name())
+                    .arg(self.key())
                     .arg(self.raw.field(&self.owner())),
             )
             .map(|n: Option<u32>| n.unwrap_or(0))
@@ -477,7 +486,7 @@ impl<O: Ownership> Lock<O> {
     /// # Ok(()) }
     /// ```
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        let ms: i64 = self.raw.query(redis::cmd("PTTL").arg(self.name()))?;
+        let ms: i64 = self.raw.query(redis::cmd("PTTL").arg(self.key()))?;
         Ok(match ms {
             -2 => None,
             ms if ms < 0 => Some(Duration::MAX),
@@ -530,7 +539,7 @@ impl<O: Ownership> Lock<O> {
         let mut attempt = || -> Result<Tried> {
             attempts += 1;
             if attempts == 2 {
-                log::debug!("waiting for `{}` (owner {owner})", self.name());
+                log::debug!("waiting for `{}` (owner {owner})", self.key());
                 self.raw.before_wait(&owner);
             }
             let sent_at = Instant::now();
@@ -556,7 +565,7 @@ impl<O: Ownership> Lock<O> {
                 Attempt::Busy(ms) => Tried::again(Some(paced(Duration::from_millis(ms as u64)))),
                 Attempt::AlreadyHeld => {
                     return Err(Error::AlreadyHeld {
-                        name: self.name().to_owned(),
+                        name: self.key().to_owned(),
                     })
                 }
             })
@@ -590,7 +599,7 @@ impl<O: Ownership> Lock<O> {
                 Err(e) => log::debug!(
                     "leaving the queue of `{}` (owner {owner}) failed: {e}; it is skipped once \
                      its deadline passes",
-                    self.name()
+                    self.key()
                 ),
             }
         }

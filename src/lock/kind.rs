@@ -178,22 +178,26 @@ mod tests {
     #[test]
     fn each_kind_names_its_wait_channel_and_field() {
         let client = Client::open("redis://127.0.0.1/").unwrap();
-        let plain = RawLock::new(client.clone(), "l", Plain::new("l"));
+        let plain = RawLock::new(client.clone(), &client.named("l"), Plain::new("l"));
         assert_eq!(plain.wait_channel("u:1"), "redisson_lock__channel:{l}");
         assert_eq!(plain.field("u:1"), "u:1");
-        let fenced = RawLock::new(client.clone(), "l", Fenced::new("l"));
+        let fenced = RawLock::new(client.clone(), &client.named("l"), Fenced::new("l"));
         assert_eq!(fenced.wait_channel("u:1"), "redisson_lock__channel:{l}");
         assert_eq!(fenced.kind.token_key(), Some("redisson_lock_token:{l}"));
-        let fair = RawLock::new(client.clone(), "l", Fair::new("l", Duration::from_secs(1)));
+        let fair = RawLock::new(
+            client.clone(),
+            &client.named("l"),
+            Fair::new("l", Duration::from_secs(1)),
+        );
         assert_eq!(fair.wait_channel("u:1"), "redisson_lock__channel:{l}:u:1");
         assert!(fair.kind.is_fair() && !plain.kind.is_fair());
-        let once = RawLock::new(client.clone(), "l", NonReentrant::new("l"));
+        let once = RawLock::new(client.clone(), &client.named("l"), NonReentrant::new("l"));
         assert_eq!(once.wait_channel("u:1"), "redisson_lock__channel:{l}");
         assert_eq!(once.field("u:1"), "u:1");
         assert!(!once.kind.is_fair() && !once.kind.is_reentrant() && plain.kind.is_reentrant());
         let once_fair = RawLock::new(
             client.clone(),
-            "l",
+            &client.named("l"),
             NonReentrantFair::new("l", Duration::from_secs(1)),
         );
         assert_eq!(
@@ -201,10 +205,10 @@ mod tests {
             "redisson_lock__channel:{l}:u:1"
         );
         assert!(once_fair.kind.is_fair() && !once_fair.kind.is_reentrant());
-        let read = RawLock::new(client.clone(), "rw", Read::new("rw"));
+        let read = RawLock::new(client.clone(), &client.named("rw"), Read::new("rw"));
         assert_eq!(read.wait_channel("u:1"), "redisson_rwlock:{rw}");
         assert_eq!(read.field("u:1"), "u:1");
-        let write = RawLock::new(client, "rw", Write::new("rw"));
+        let write = RawLock::new(client.clone(), &client.named("rw"), Write::new("rw"));
         assert_eq!(write.wait_channel("u:1"), "redisson_rwlock:{rw}");
         assert_eq!(write.field("u:1"), "u:1:write");
     }

@@ -53,7 +53,7 @@ impl Members {
     }
 
     fn label(&self, i: usize) -> String {
-        format!("#{i} `{}`", self.locks[i].name())
+        format!("#{i} `{}`", self.locks[i].key())
     }
 
     fn check(&self, deadline: Option<Instant>) -> Result<()> {
@@ -191,7 +191,7 @@ impl Members {
             unreachable!("too many failures means at least one");
         }
         Error::NoQuorum {
-            name: self.locks[0].name().to_owned(),
+            name: self.locks[0].key().to_owned(),
             acquired,
             wanted: self.quorum,
             nodes: self.locks.len(),
@@ -764,7 +764,7 @@ impl MultiLockGuard {
         let mut failures = Vec::new();
         for (i, hold) in self.holds.iter_mut().enumerate() {
             if let Some(guard) = hold.take() {
-                let name = guard.lock().name().to_owned();
+                let name = guard.lock().key().to_owned();
                 let released = match self.node_timeout {
                     Some(t) => with_call_timeout(t, || guard.unlock()),
                     None => guard.unlock(),

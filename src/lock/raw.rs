@@ -12,6 +12,7 @@ use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::kind::{Kind, Renewal};
+use crate::names::Named;
 
 /// What the unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +27,11 @@ pub(crate) enum Unlocked {
 
 pub(crate) struct RawLock {
     pub(crate) client: Client,
+    /// The mapped name: the key of the lock's hash, from which its helper keys and
+    /// channels are made.
     pub(crate) name: Arc<str>,
+    /// The name as the caller gave it (`Lock::name`).
+    pub(crate) given: Arc<str>,
     /// The protocol this lock speaks: its scripts, keys and wait channel.
     pub(crate) kind: Box<dyn Kind>,
 }
@@ -48,10 +53,11 @@ pub(crate) enum Attempt {
 
 impl RawLock {
     /// The lock `name` of kind `kind`.
-    pub(crate) fn new(client: Client, name: &str, kind: impl Kind) -> RawLock {
+    pub(crate) fn new(client: Client, name: &Named, kind: impl Kind) -> RawLock {
         RawLock {
             client,
-            name: name.into(),
+            name: Arc::clone(&name.key),
+            given: Arc::clone(&name.given),
             kind: Box::new(kind),
         }
     }

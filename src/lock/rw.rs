@@ -10,6 +10,7 @@ use crate::lock::raw::RawLock;
 use crate::lock::read::Read;
 use crate::lock::write::Write;
 use crate::lock::Lock;
+use crate::names::Named;
 use crate::scripts;
 
 /// A distributed read-write lock, wire-compatible with Redisson's `RReadWriteLock`.
@@ -60,10 +61,10 @@ pub struct ReadWriteLock {
 }
 
 impl ReadWriteLock {
-    pub(crate) fn new(client: Client, name: &str) -> ReadWriteLock {
+    pub(crate) fn new(client: Client, name: &Named) -> ReadWriteLock {
         ReadWriteLock {
-            read: Lock::new(client.clone(), name, Read::new(name)),
-            write: Lock::new(client, name, Write::new(name)),
+            read: Lock::new(client.clone(), name, Read::new(&name.key)),
+            write: Lock::new(client, name, Write::new(&name.key)),
         }
     }
 

@@ -9,6 +9,7 @@ use crate::client::Client;
 use crate::config::{check_duration, millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
@@ -125,7 +126,10 @@ impl AsRef<str> for PermitId {
 #[derive(Clone)]
 pub struct PermitExpirableSemaphore {
     pub(crate) client: Client,
+    /// The mapped name: the key of the permit count.
     pub(crate) name: Arc<str>,
+    /// The name as the caller gave it.
+    given: Arc<str>,
     /// `{name}:timeout`: permit id → expiry in ms.
     timeouts: Arc<str>,
     /// `redisson_sc:{name}`.
@@ -133,12 +137,13 @@ pub struct PermitExpirableSemaphore {
 }
 
 impl PermitExpirableSemaphore {
-    pub(crate) fn new(client: Client, name: &str) -> PermitExpirableSemaphore {
+    pub(crate) fn new(client: Client, name: Named) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
             client,
-            timeouts: keys::permit_timeouts(name).into(),
-            channel: keys::semaphore_channel(name).into(),
-            name: name.into(),
+            timeouts: keys::permit_timeouts(&name.key).into(),
+            channel: keys::semaphore_channel(&name.key).into(),
+            name: name.key,
+            given: name.given,
         }
     }
 
@@ -150,8 +155,10 @@ impl PermitExpirableSemaphore {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert_eq!(client.permit_expirable_semaphore("slots").name(), "slots");
     /// ```
+    // `name` is the mapped name (the key); this returns the name as given.
+    #[allow(clippy::misnamed_getters)]
     pub fn name(&self) -> &str {
-        &self.name
+        &self.given
     }
 
     /// Sets the number of available permits if the semaphore has none set yet; returns
@@ -429,7 +436,7 @@ impl PermitExpirableSemaphore {
 
     fn unknown(&self, id: &PermitId) -> Error {
         Error::UnknownPermit {
-            name: self.name().to_owned(),
+            name: self.name.to_string(),
             id: id.as_str().to_owned(),
         }
     }

@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 
@@ -42,15 +43,19 @@ use crate::scripts;
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,
+    /// The mapped name: the key of the count.
     name: Arc<str>,
+    /// The name as the caller gave it.
+    given: Arc<str>,
     channel: Arc<str>,
 }
 
 impl Semaphore {
-    pub(crate) fn new(client: Client, name: &str) -> Semaphore {
+    pub(crate) fn new(client: Client, name: Named) -> Semaphore {
         Semaphore {
-            channel: keys::semaphore_channel(name).into(),
-            name: name.into(),
+            channel: keys::semaphore_channel(&name.key).into(),
+            name: name.key,
+            given: name.given,
             client,
         }
     }
@@ -63,8 +68,10 @@ impl Semaphore {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// assert_eq!(client.semaphore("slots").name(), "slots");
     /// ```
+    // `name` is the mapped name (the key); this returns the name as given.
+    #[allow(clippy::misnamed_getters)]
     pub fn name(&self) -> &str {
-        &self.name
+        &self.given
     }
 
     /// Sets the number of permits if the semaphore does not exist yet; returns whether it was

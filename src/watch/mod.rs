@@ -169,6 +169,8 @@ impl Event {
 /// ```
 pub struct Watch {
     client: Client,
+    /// The name as the caller gave it; `layout` is made from the mapped name.
+    name: String,
     layout: Layout,
     every: Duration,
     state: Option<Inspection>,
@@ -183,7 +185,8 @@ pub struct Watch {
 impl Client {
     /// Starts watching the lock or synchronizer `name` (which need not exist yet): subscribes
     /// its channels, then takes a first [`inspect`](Self::inspect)ion, which
-    /// [`Watch::current`] shows and from which changes are reported.
+    /// [`Watch::current`] shows and from which changes are reported. `name` is mapped by the
+    /// client's [`NameMapper`](crate::NameMapper), as an object's name is.
     ///
     /// # Errors
     ///
@@ -202,15 +205,17 @@ impl Client {
     /// ```
     pub fn watch(&self, name: &str) -> Result<Watch> {
         crate::config::check_name("object", name)?;
-        let layout = Layout::new(name);
+        let named = self.named(name);
+        let layout = Layout::new(&named.key);
         let feed = Feed::open(self, &layout)?;
-        let state = self.inspect_excluding(name, true)?;
+        let state = self.inspect_excluding(&named.key, true)?;
         let now = Instant::now();
         Ok(Watch {
             client: self.clone(),
+            state: state.map(|i| i.named(name)),
+            name: name.to_owned(),
             layout,
             every: DEFAULT_INTERVAL,
-            state,
             pending: VecDeque::new(),
             feed,
             next_poll: now + DEFAULT_INTERVAL,
@@ -238,7 +243,7 @@ impl Watch {
         self
     }
 
-    /// The name watched.
+    /// The name watched, as given to [`Client::watch`].
     ///
     /// # Examples
     ///
@@ -249,7 +254,7 @@ impl Watch {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.layout.name
+        &self.name
     }
 
     /// The latest inspection: what the events so far have led to (`None` while nothing of
@@ -326,7 +331,10 @@ impl Watch {
         let now = Instant::now();
         self.next_poll = now + self.every;
         // The client's own connection, subscribed for this watch, is not another waiter.
-        let state = self.client.inspect_excluding(&self.layout.name, true)?;
+        let state = self
+            .client
+            .inspect_excluding(&self.layout.name, true)?
+            .map(|i| i.named(&self.name));
         let at = SystemTime::now();
         let mut events = diff(self.state.as_ref(), state.as_ref(), at);
         let releases = |last: bool| {
@@ -370,7 +378,8 @@ impl Iterator for Watch {
 impl std::fmt::Debug for Watch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watch")
-            .field("name", &self.layout.name)
+            .field("name", &self.name)
+            .field("key", &self.layout.name)
             .field("poll_interval", &self.every)
             .finish()
     }

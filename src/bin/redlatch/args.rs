@@ -24,6 +24,8 @@ Options:
   --sentinel URL[,URL..]       Redis Sentinel, with --master NAME
   --master NAME                the master's name at the sentinels
   --password PASSWORD          the servers' password (or put it in the URL)
+  --name-prefix PREFIX         the applications' name prefix (Redisson's PrefixNameMapper):
+                               NAME and PATTERN are given and shown without it
   --json                       machine-readable output (JSON; one object per line for watch)
   -h, --help                   help
 
@@ -118,6 +120,8 @@ pub struct Args {
     pub command: Command,
     pub servers: Servers,
     pub password: Option<String>,
+    /// Put before every name (and pattern) given, taken off every name shown.
+    pub name_prefix: Option<String>,
     pub json: bool,
     pub yes: bool,
     pub interval: Option<Duration>,
@@ -158,6 +162,7 @@ pub fn parse(argv: &[String], env_url: Option<String>) -> Result<Parsed, String>
     let (mut url, mut cluster, mut sentinel, mut master, mut password) =
         (None, None, None, None, None);
     let (mut json, mut yes, mut help, mut interval) = (false, false, false, None);
+    let mut name_prefix = None;
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
         if arg == "--" {
@@ -187,6 +192,7 @@ pub fn parse(argv: &[String], env_url: Option<String>) -> Result<Parsed, String>
             "--sentinel" => sentinel = Some(list(&value("a list of URLs")?)),
             "--master" => master = Some(value("a name")?),
             "--password" => password = Some(value("a password")?),
+            "--name-prefix" => name_prefix = Some(value("a prefix")?),
             "--interval" => {
                 let v = value("a number of milliseconds")?;
                 let ms: u64 =
@@ -271,6 +277,7 @@ pub fn parse(argv: &[String], env_url: Option<String>) -> Result<Parsed, String>
         command,
         servers,
         password,
+        name_prefix,
         json,
         yes,
         interval,
@@ -291,6 +298,20 @@ mod tests {
             Ok(Parsed::Run(args)) => args,
             other => panic!("{line}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn name_prefix_is_kept() {
+        assert_eq!(
+            run("list --name-prefix app1:").name_prefix.as_deref(),
+            Some("app1:")
+        );
+        assert_eq!(
+            run("inspect --name-prefix=a: x").name_prefix.as_deref(),
+            Some("a:")
+        );
+        assert_eq!(run("inspect x").name_prefix, None);
+        assert!(parse_line("inspect x --name-prefix", None).is_err());
     }
 
     #[test]

@@ -121,6 +121,10 @@ fn connect(args: &Args) -> Result<Client, Failure> {
         Some(p) => builder.password(p),
         None => builder,
     };
+    let builder = match &args.name_prefix {
+        Some(prefix) => builder.name_prefix(prefix),
+        None => builder,
+    };
     // An operator's tool: fail fast rather than retry for seconds.
     let config = builder
         .pool_size(4)
