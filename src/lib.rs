@@ -106,6 +106,33 @@
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
 //! leases) and [`Client::count_down_latch`] ([`CountDownLatch`]).
 //!
+//! # Naming: blocking, trying, waiting
+//!
+//! Every primitive names its calls the same way (parking_lot's and crossbeam's habit):
+//!
+//! | call | waits | gives up |
+//! |---|---|---|
+//! | `x(what)` | until it succeeds | never (errors only) |
+//! | `try_x(what)` | never: one attempt | `Ok(false)` / `Ok(None)` at once |
+//! | `try_x_for(what, wait: Duration)` | at most `wait` | `Ok(false)` / `Ok(None)` |
+//! | `try_x_until(what, deadline: Instant)` | until `deadline` | `Ok(false)` / `Ok(None)` |
+//!
+//! `what` is what the call takes, first (a semaphore's permits, a lease), then the wait or
+//! the deadline, last: [`Semaphore::try_acquire_for`]`(permits, wait)`. A call that hands back
+//! a guard adds `_guard` before the suffix ([`Semaphore::try_acquire_guard_until`]);
+//! [`Lock`] always does, so its calls are plain `lock`, `try_lock`, `try_lock_for`,
+//! `try_lock_until`. `_for` computes a deadline and calls `_until`; a zero `wait` is refused
+//! (use `try_x`), a deadline already past makes one attempt, and a wait or deadline over a
+//! year is an [`Error::InvalidArgument`]. Running out of time is not an error.
+//!
+//! A wait that takes nothing, [`CountDownLatch::await_zero`], drops the `try_` prefix as
+//! parking_lot's `Condvar::wait_for` does: `await_for(wait)` and `await_until(deadline)`
+//! return whether the latch opened. Setting up follows the same split: `set_x` writes
+//! whatever was there, `try_set_x` only where nothing was ([`Semaphore::set_permits`],
+//! [`Semaphore::try_set_permits`], [`CountDownLatch::try_set_count`]), and
+//! `try_set_x_with_expiry` also gives the key a time to live
+//! ([`Semaphore::try_set_permits_with_expiry`]).
+//!
 //! # Owners that are not threads
 //!
 //! A hold belongs to the thread that takes it, as in Java. For a hold that must outlive its

@@ -49,6 +49,8 @@ script!(RW_FORCE_UNLOCK, "rw_force_unlock.lua");
 script!(SEMAPHORE_TRY_SET_PERMITS, "semaphore_try_set_permits.lua");
 script!(SEMAPHORE_ADD_PERMITS, "semaphore_add_permits.lua");
 script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
+script!(SEMAPHORE_DRAIN, "semaphore_drain.lua");
+script!(SEMAPHORE_SET, "semaphore_set.lua");
 
 script!(
     PES_TRY_SET_PERMITS,

@@ -312,3 +312,258 @@ fn redisson_style_release_wakes_us_and_our_release_publishes_the_count() {
     assert_eq!(msg.get_channel_name(), "redisson_sc:{sem:interop}");
     assert_eq!(msg.get_payload::<String>().unwrap(), "5");
 }
+
+/// Subscribes `conn` to the semaphore channel of `name` (until the returned value drops).
+fn listen<'a>(conn: &'a mut redis::Connection, name: &str) -> redis::PubSub<'a> {
+    let mut sub = conn.as_pubsub();
+    sub.subscribe(format!("redisson_sc:{{{name}}}")).unwrap();
+    sub
+}
+
+/// The next message on a [`listen`] subscription, if one comes within `within`.
+fn next_message(sub: &mut redis::PubSub<'_>, within: Duration) -> Option<String> {
+    sub.set_read_timeout(Some(within)).unwrap();
+    sub.get_message().ok().map(|m| m.get_payload().unwrap())
+}
+
+#[test]
+fn drain_takes_every_permit_leaves_zero_and_publishes_nothing() {
+    let server = RedisServer::new();
+    let c = clients(&server, 1);
+    let mut raw = server.conn();
+    let sem = c[0].semaphore("sem:drain");
+    assert_eq!(sem.drain_permits().unwrap(), 0, "absent: nothing to take");
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert!(keys.is_empty(), "drain of nothing writes nothing: {keys:?}");
+
+    assert!(sem
+        .try_set_permits_with_expiry(5, Duration::from_secs(60))
+        .unwrap());
+    let mut sub_conn = server.conn();
+    let mut sub = listen(&mut sub_conn, "sem:drain");
+    assert_eq!(sem.drain_permits().unwrap(), 5);
+    let value: String = raw.get("sem:drain").unwrap();
+    assert_eq!(value, "0");
+    let ttl: i64 = raw.pttl("sem:drain").unwrap();
+    assert!(ttl > 50_000, "the expiry is kept: {ttl}");
+    assert!(!sem.try_acquire(1).unwrap());
+    assert_eq!(sem.drain_permits().unwrap(), 0);
+    // A negative count is raised to 0 and returned, as java.util.concurrent's drainPermits.
+    assert_eq!(sem.add_permits(-3).unwrap(), -3);
+    assert_eq!(sem.drain_permits().unwrap(), -3);
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    assert_eq!(
+        next_message(&mut sub, Duration::from_millis(200)),
+        Some("-3".to_owned()),
+        "only add_permits published: drain sends nothing"
+    );
+    assert_eq!(next_message(&mut sub, Duration::from_millis(200)), None);
+}
+
+#[test]
+fn set_permits_overwrites_publishes_the_count_and_wakes_the_waiters_it_serves() {
+    let server = RedisServer::new();
+    let c = clients(&server, 1);
+    let mut raw = server.conn();
+    let sem = c[0].semaphore("sem:set");
+    sem.set_permits(2).unwrap(); // creates
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    sem.set_permits(0).unwrap(); // lowers
+    assert_eq!(sem.available_permits().unwrap(), 0);
+
+    let (hold_tx, hold_rx) = unbounded::<()>();
+    let (threads, got) = spawn_waiters(&c, &[1; 4], "sem:set", Some(hold_rx));
+    await_waiting(&c[0], 4);
+    let mut sub_conn = server.conn();
+    let mut sub = listen(&mut sub_conn, "sem:set");
+    sem.set_permits(3).unwrap();
+    assert_eq!(
+        next_message(&mut sub, Duration::from_secs(2)),
+        Some("3".to_owned())
+    );
+    // 3 permits: exactly three waiters get one each, the fourth stays blocked.
+    for _ in 0..3 {
+        got.recv_timeout(Duration::from_secs(2)).unwrap();
+    }
+    assert!(got.recv_timeout(Duration::from_millis(300)).is_err());
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    await_waiting(&c[0], 1);
+    // Overwriting ignores the permits held: their releases add to the new count.
+    sem.set_permits(2).unwrap();
+    got.recv_timeout(Duration::from_secs(2)).unwrap();
+    for _ in 0..4 {
+        hold_tx.send(()).unwrap();
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(sem.available_permits().unwrap(), 5);
+    let value: String = raw.get("sem:set").unwrap();
+    assert_eq!(value, "5");
+    let ttl: i64 = raw.pttl("sem:set").unwrap();
+    assert_eq!(ttl, -1);
+}
+
+#[test]
+fn set_permits_keeps_an_expiry_and_try_set_with_expiry_sets_a_pttl_once() {
+    let server = RedisServer::new();
+    let c = clients(&server, 1);
+    let mut raw = server.conn();
+    let sem = c[0].semaphore("sem:ttl");
+    let mut sub_conn = server.conn();
+    let mut sub = listen(&mut sub_conn, "sem:ttl");
+    assert!(sem
+        .try_set_permits_with_expiry(4, Duration::from_secs(30))
+        .unwrap());
+    assert_eq!(
+        next_message(&mut sub, Duration::from_secs(2)),
+        Some("4".to_owned())
+    );
+    let ttl: i64 = raw.pttl("sem:ttl").unwrap();
+    assert!(ttl > 25_000 && ttl <= 30_000, "{ttl}");
+    // Refused once set, with or without expiry: the count and the expiry stay.
+    assert!(!sem
+        .try_set_permits_with_expiry(9, Duration::from_secs(1000))
+        .unwrap());
+    assert!(!sem.try_set_permits(9).unwrap());
+    assert_eq!(next_message(&mut sub, Duration::from_millis(200)), None);
+    assert_eq!(sem.available_permits().unwrap(), 4);
+    let ttl: i64 = raw.pttl("sem:ttl").unwrap();
+    assert!(ttl > 25_000 && ttl <= 30_000, "{ttl}");
+    sem.set_permits(7).unwrap();
+    let ttl: i64 = raw.pttl("sem:ttl").unwrap();
+    assert!(ttl > 25_000 && ttl <= 30_000, "set keeps the expiry: {ttl}");
+
+    // A short expiry runs out: the semaphore is gone and may be set again.
+    let short = c[0].semaphore("sem:short");
+    assert!(short
+        .try_set_permits_with_expiry(1, Duration::from_micros(1500))
+        .unwrap());
+    let ttl: i64 = raw.pttl("sem:short").unwrap();
+    assert!((0..=2).contains(&ttl), "rounded up to 2 ms: {ttl}");
+    assert!(wait_until(Duration::from_secs(2), || !raw
+        .exists::<_, bool>("sem:short")
+        .unwrap()));
+    assert_eq!(short.available_permits().unwrap(), 0);
+    assert!(short.try_set_permits(3).unwrap());
+}
+
+#[test]
+fn try_acquire_guard_until_gets_permits_in_time_or_gives_up_at_the_deadline() {
+    let server = RedisServer::new();
+    let c = clients(&server, 1);
+    let mut raw = server.conn();
+    let sem = c[0].semaphore("sem:until");
+    sem.set_permits(2).unwrap();
+    let guard = sem
+        .try_acquire_guard_until(2, Instant::now() + Duration::from_millis(100))
+        .unwrap()
+        .expect("free permits are taken at once");
+    assert_eq!(guard.permits(), 2);
+    // A deadline already past makes one attempt.
+    assert!(sem
+        .try_acquire_guard_until(1, Instant::now() - Duration::from_secs(1))
+        .unwrap()
+        .is_none());
+    let started = Instant::now();
+    assert!(sem
+        .try_acquire_guard_until(1, started + Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_millis(400),
+        "{took:?}"
+    );
+    // Released while another waits: it gets them before its deadline.
+    let waiter = {
+        let sem = sem.clone();
+        std::thread::spawn(move || {
+            sem.try_acquire_guard_until(2, Instant::now() + Duration::from_secs(5))
+                .unwrap()
+                .map(|g| g.permits())
+        })
+    };
+    await_waiting(&c[0], 1);
+    drop(guard);
+    assert_eq!(waiter.join().unwrap(), Some(2));
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    assert_eq!(numsub(&mut raw, "redisson_sc:{sem:until}"), 0);
+}
+
+#[test]
+fn bad_input_to_the_new_calls_is_refused_and_writes_nothing() {
+    let server = RedisServer::new();
+    let c = clients(&server, 1);
+    let mut raw = server.conn();
+    let sem = c[0].semaphore("sem:bad-new");
+    let soon = Instant::now() + Duration::from_secs(1);
+    let invalid = |e: redlatch::Error| assert!(e.is_invalid_argument(), "{e:?}");
+    invalid(sem.try_acquire_guard_until(0, soon).unwrap_err());
+    invalid(
+        sem.try_acquire_guard_until(1, Instant::now() + Duration::from_secs(400 * 24 * 3600))
+            .unwrap_err(),
+    );
+    invalid(
+        sem.try_set_permits_with_expiry(1, Duration::ZERO)
+            .unwrap_err(),
+    );
+    invalid(
+        sem.try_set_permits_with_expiry(1, Duration::from_secs(400 * 24 * 3600))
+            .unwrap_err(),
+    );
+    let empty = c[0].semaphore("");
+    invalid(empty.set_permits(1).unwrap_err());
+    invalid(empty.drain_permits().unwrap_err());
+    invalid(
+        empty
+            .try_set_permits_with_expiry(1, Duration::from_secs(1))
+            .unwrap_err(),
+    );
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+
+    // Not a number under the name: refused, left as it was.
+    let _: () = raw.hset("sem:hash", "f", "v").unwrap();
+    let _: () = raw.set("sem:text", "many").unwrap();
+    for name in ["sem:hash", "sem:text"] {
+        let sem = c[0].semaphore(name);
+        let check = |e: redlatch::Error| assert!(e.is_wrong_type(), "{name}: {e:?}");
+        check(sem.set_permits(1).unwrap_err());
+        check(sem.drain_permits().unwrap_err());
+    }
+    let hash: Vec<(String, String)> = raw.hgetall("sem:hash").unwrap();
+    assert_eq!(hash, vec![("f".to_owned(), "v".to_owned())]);
+    let text: String = raw.get("sem:text").unwrap();
+    assert_eq!(text, "many");
+}
+
+#[test]
+fn a_redisson_style_ttl_semaphore_is_read_and_a_set_wakes_a_redisson_style_waiter() {
+    // Redisson's trySetPermits(permits, timeToLive): SET name permits PX ttl, PUBLISH permits.
+    let server = RedisServer::new();
+    let c = clients(&server, 1);
+    let mut raw = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("sem:java")
+        .arg(3)
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut raw)
+        .unwrap();
+    let sem = c[0].semaphore("sem:java");
+    assert!(!sem
+        .try_set_permits_with_expiry(5, Duration::from_secs(1))
+        .unwrap());
+    assert_eq!(sem.drain_permits().unwrap(), 3);
+    // A Java waiter listens on redisson_sc:{name} and wakes for the published count.
+    let mut sub_conn = server.conn();
+    let mut sub = listen(&mut sub_conn, "sem:java");
+    sem.set_permits(2).unwrap();
+    assert_eq!(
+        next_message(&mut sub, Duration::from_secs(2)),
+        Some("2".to_owned())
+    );
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert_eq!(keys, vec!["sem:java".to_owned()]);
+}

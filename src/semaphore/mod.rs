@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
-use crate::config::{check_duration, MAX_DURATION};
+use crate::config::{check_duration, millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::names::Named;
@@ -94,14 +94,112 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.try_set(permits, None)
+    }
+
+    /// As [`try_set_permits`](Self::try_set_permits), and the semaphore expires `expiry`
+    /// after it is set: the key is deleted then, as Redisson's `trySetPermits(permits,
+    /// timeToLive)` does (`SET ... PX`). Acquires, releases, [`add_permits`](Self::add_permits),
+    /// [`set_permits`](Self::set_permits) and [`drain_permits`](Self::drain_permits) keep the
+    /// expiry; once it has passed, the semaphore has 0 permits and may be set again.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a zero expiry or one over a year (nothing is written);
+    /// otherwise as [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let sem = client.semaphore("batch-2024-06-01");
+    /// // 8 permits for today's batch; the semaphore is gone tomorrow
+    /// if sem.try_set_permits_with_expiry(8, Duration::from_secs(24 * 3600))? {
+    ///     println!("set up today's batch");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_set_permits_with_expiry(&self, permits: u32, expiry: Duration) -> Result<bool> {
+        check_duration("expiry", expiry)?;
+        self.try_set(permits, Some(expiry))
+    }
+
+    /// Sets the number of available permits, whether the semaphore exists or not, and
+    /// publishes it: waiters whose needs fit in it are woken. Permits taken before are not
+    /// counted (nobody owns them): releasing them later adds to the new count. An expiry the
+    /// semaphore had is kept. Zero is allowed: nobody acquires until permits are added.
+    ///
+    /// Redisson's plain `RSemaphore` has no such call (its permit-expirable semaphore's
+    /// `setPermits` sets the total, acquired permits included); a Java waiter is woken by
+    /// it as by a release.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`] if the key holds something other than a number (nothing
+    /// changes); [`Error::InvalidArgument`] for an empty name; connection errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let sem = client.semaphore("slots");
+    /// sem.set_permits(16)?; // scale to 16 free slots, whatever there were
+    /// assert_eq!(sem.available_permits()?, 16);
+    /// # Ok(()) }
+    /// ```
+    pub fn set_permits(&self, permits: u32) -> Result<()> {
         self.check_name()?;
         self.run(|c| {
-            scripts::SEMAPHORE_TRY_SET_PERMITS
+            scripts::SEMAPHORE_SET
                 .key(&*self.name)
                 .key(&*self.channel)
                 .arg(permits)
                 .arg(self.client.publish())
                 .invoke(c)
+        })
+    }
+
+    /// Takes every available permit and returns how many it took, leaving 0; as
+    /// `java.util.concurrent.Semaphore::drainPermits`, a negative count (after
+    /// [`add_permits`](Self::add_permits) took more than were free) is raised to 0 and
+    /// returned. A semaphore that does not exist is left absent and gives 0. Nothing is
+    /// published (no waiter fits in 0 permits). Redisson's `drainPermits`, except that an
+    /// expiry the semaphore had is kept.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_permits`](Self::set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let sem = client.semaphore("slots");
+    /// let taken = sem.drain_permits()?; // stop new work
+    /// // ... maintenance ...
+    /// sem.add_permits(taken)?; // and give the permits back
+    /// # Ok(()) }
+    /// ```
+    pub fn drain_permits(&self) -> Result<i64> {
+        self.check_name()?;
+        self.run(|c| scripts::SEMAPHORE_DRAIN.key(&*self.name).invoke(c))
+    }
+
+    fn try_set(&self, permits: u32, expiry: Option<Duration>) -> Result<bool> {
+        self.check_name()?;
+        self.run(|c| {
+            let mut call = scripts::SEMAPHORE_TRY_SET_PERMITS.key(&*self.name);
+            call.key(&*self.channel)
+                .arg(permits)
+                .arg(self.client.publish());
+            if let Some(expiry) = expiry {
+                call.arg(millis(expiry));
+            }
+            call.invoke(c)
         })
     }
 
@@ -337,6 +435,32 @@ impl Semaphore {
     ) -> Result<Option<SemaphoreGuard>> {
         Ok(self
             .try_acquire_for(permits, wait)?
+            .then(|| SemaphoreGuard::new(self.clone(), permits)))
+    }
+
+    /// As [`try_acquire_until`](Self::try_acquire_until), returning a guard that releases on
+    /// drop.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, Instant};
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// let sem = client.semaphore("slots");
+    /// if let Some(_permits) = sem.try_acquire_guard_until(2, deadline)? {
+    ///     // ...
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_guard_until(
+        &self,
+        permits: u32,
+        deadline: Instant,
+    ) -> Result<Option<SemaphoreGuard>> {
+        Ok(self
+            .try_acquire_until(permits, deadline)?
             .then(|| SemaphoreGuard::new(self.clone(), permits)))
     }
 
