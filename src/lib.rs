@@ -221,6 +221,6 @@ pub use lock::{
     RedLock, ThreadOwned,
 };
 pub use metrics::{Histogram, Metrics};
-pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
+pub use semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphoreGuard};
 pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;
