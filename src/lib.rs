@@ -104,7 +104,7 @@
 //! [`Client::read_write_lock`] (a [`ReadWriteLock`] whose sides are [`Lock`]s),
 //! [`Client::semaphore`] ([`Semaphore`], with [`SemaphoreGuard`]),
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
-//! leases) and [`Client::count_down_latch`] ([`CountDownLatch`]).
+//! leases, with [`PermitGuard`]) and [`Client::count_down_latch`] ([`CountDownLatch`]).
 //!
 //! # Owners that are not threads
 //!
