@@ -1,21 +1,27 @@
--- Take one permit with a lease (RedissonPermitExpirableSemaphore.tryAcquireAsync, one permit).
+-- Take n permits with one lease, all or none (RedissonPermitExpirableSemaphore.tryAcquireAsync).
 -- KEYS[1]  name: STRING, the available permits (decimal)
 -- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
 -- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
 -- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
 -- ARGV[2]  lease in milliseconds
--- ARGV[3]  permit id (32 lowercase hex chars)
--- Reply:   {1, left}           acquired: count decremented, ZADD now + lease -> id; left = count after
---          {0, count, wait}    not acquired: count (< 1) and the ms until the earliest permit
---                              expires (>= 1), or -1 if none will (no permit held, or only
---                              scores >= 922337203685477 or below 0)
+-- ARGV[3..] the n permit ids (n >= 1, distinct; 32 lowercase hex chars each)
+-- Reply:   {1, left}           acquired: count decremented by n, ZADD now + lease -> each id;
+--                              left = count after
+--          {0, count, wait}    not acquired (nothing written beyond the reclaim): count (< n)
+--                              and the ms until the earliest permit expires (>= 1), or -1 if
+--                              none will (no permit held, or only scores >= 922337203685477 or
+--                              below 0)
 --          error WRONGTYPE     a key holds another type, or the count is not an integer
 --                              (|n| < 2^53): checked before anything is written
--- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
--- (defining `now` and `count`), as Redisson's scripts reclaim first.
-if count >= 1 then
-    count = redis.call('decrby', KEYS[1], 1);
-    redis.call('zadd', KEYS[2], int(now + tonumber(ARGV[2])), ARGV[3]);
+-- lua/pes_check.lua and lua/pes_common.lua run first: they check the key types and reclaim
+-- expired permits (defining `now` and `count`), as Redisson's scripts reclaim first.
+local n = #ARGV - 2;
+if count >= n then
+    count = redis.call('decrby', KEYS[1], n);
+    local expires = int(now + tonumber(ARGV[2]));
+    for i = 3, #ARGV do
+        redis.call('zadd', KEYS[2], expires, ARGV[i]);
+    end;
     return {1, count};
 end;
 local wait = -1;

@@ -8,8 +8,8 @@
 --          error ERR           the new count would leave the range |n| < 2^53 (nothing changed)
 --          error WRONGTYPE     a key holds another type, or the count is not an integer
 --                              (|n| < 2^53): checked before anything is written
--- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
--- (defining `now` and `count`), as Redisson's scripts reclaim first.
+-- lua/pes_check.lua and lua/pes_common.lua run first: they check the key types and reclaim
+-- expired permits (defining `now` and `count`), as Redisson's scripts reclaim first.
 local sum = count + tonumber(ARGV[2]);
 if math.abs(sum) >= 2 ^ 53 then
     return redis.error_reply('ERR the permit count would leave the range of +-2^53');

@@ -6,6 +6,6 @@
 -- Reply:   integer             the count after the reclaim (0 if the key is absent)
 --          error WRONGTYPE     a key holds another type, or the count is not an integer
 --                              (|n| < 2^53): checked before anything is written
--- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
--- (defining `now` and `count`), as Redisson's scripts reclaim first.
+-- lua/pes_check.lua and lua/pes_common.lua run first: they check the key types and reclaim
+-- expired permits (defining `now` and `count`), as Redisson's scripts reclaim first.
 return count;

@@ -1,29 +1,7 @@
--- Prelude of every pes_*.lua script (prepended by src/scripts.rs): the permit-expirable
--- semaphore's reclaim step, run before each operation.
--- Checks both keys' types before anything is written, then gives the permits whose expiry
--- (ms on the server's clock) has come back to the count and publishes the count if positive.
-local time = redis.call('time');
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000);
-local function int(n)
-    return string.format('%d', n);
-end;
-local count = 0;
-local kind = redis.call('type', KEYS[1])['ok'];
-if kind == 'string' then
-    local value = redis.call('get', KEYS[1]);
-    count = tonumber(value);
-    -- Canonical digits only (no '007', '-0' or '+1'): what INCRBY/DECRBY accept, so no write below fails.
-    local canonical = value == '0' or string.match(value, '^%-?[1-9]%d*$') ~= nil;
-    if count == nil or not canonical or math.abs(count) >= 2 ^ 53 then
-        return redis.error_reply('WRONGTYPE the permit count is not an integer');
-    end;
-elseif kind ~= 'none' then
-    return redis.error_reply('WRONGTYPE the permit count is not a string');
-end;
-kind = redis.call('type', KEYS[2])['ok'];
-if kind ~= 'none' and kind ~= 'zset' then
-    return redis.error_reply('WRONGTYPE the permit timeout key is not a sorted set');
-end;
+-- Second prelude of every pes_*.lua script that writes (prepended by src/scripts.rs, after
+-- lua/pes_check.lua): the permit-expirable semaphore's reclaim step, run before each
+-- operation. Gives the permits whose expiry (ms on the server's clock) has come back to the
+-- count and publishes the count if positive.
 local reclaimed = redis.call('zremrangebyscore', KEYS[2], 0, int(now));
 if reclaimed > 0 then
     count = redis.call('incrby', KEYS[1], reclaimed);

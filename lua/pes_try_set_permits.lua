@@ -9,8 +9,8 @@
 --          0                   the count exists (nothing changed beyond the reclaim)
 --          error WRONGTYPE     a key holds another type, or the count is not an integer
 --                              (|n| < 2^53): checked before anything is written
--- lua/pes_common.lua runs first: it checks the key types and reclaims expired permits
--- (defining `now` and `count`), as Redisson's scripts reclaim first.
+-- lua/pes_check.lua and lua/pes_common.lua run first: they check the key types and reclaim
+-- expired permits (defining `now` and `count`), as Redisson's scripts reclaim first.
 if redis.call('exists', KEYS[1]) == 1 then
     return 0;
 end;

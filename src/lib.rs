@@ -104,7 +104,7 @@
 //! [`Client::read_write_lock`] (a [`ReadWriteLock`] whose sides are [`Lock`]s),
 //! [`Client::semaphore`] ([`Semaphore`], with [`SemaphoreGuard`]),
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
-//! leases) and [`Client::count_down_latch`] ([`CountDownLatch`]).
+//! leases, with [`PermitGuard`]) and [`Client::count_down_latch`] ([`CountDownLatch`]).
 //!
 //! # Naming: blocking, trying, waiting
 //!
@@ -267,6 +267,6 @@ pub use lock::{
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;
-pub use semaphore::{PermitExpirableSemaphore, PermitId, Semaphore, SemaphoreGuard};
+pub use semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphoreGuard};
 pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;

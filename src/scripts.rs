@@ -21,6 +21,16 @@ macro_rules! script {
             ))
         });
     };
+    // A script after two preludes, in order.
+    ($name:ident, $first:literal + $second:literal + $file:literal) => {
+        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!(concat!("../lua/", $first)),
+                include_str!(concat!("../lua/", $second)),
+                include_str!(concat!("../lua/", $file))
+            ))
+        });
+    };
 }
 
 script!(LOCK_ACQUIRE, "lock_acquire.lua");
@@ -54,13 +64,30 @@ script!(SEMAPHORE_SET, "semaphore_set.lua");
 
 script!(
     PES_TRY_SET_PERMITS,
-    "pes_common.lua" + "pes_try_set_permits.lua"
+    "pes_check.lua" + "pes_common.lua" + "pes_try_set_permits.lua"
 );
-script!(PES_ADD_PERMITS, "pes_common.lua" + "pes_add_permits.lua");
-script!(PES_ACQUIRE, "pes_common.lua" + "pes_acquire.lua");
-script!(PES_RELEASE, "pes_common.lua" + "pes_release.lua");
-script!(PES_UPDATE_LEASE, "pes_common.lua" + "pes_update_lease.lua");
-script!(PES_AVAILABLE, "pes_common.lua" + "pes_available.lua");
+script!(
+    PES_ADD_PERMITS,
+    "pes_check.lua" + "pes_common.lua" + "pes_add_permits.lua"
+);
+script!(
+    PES_ACQUIRE,
+    "pes_check.lua" + "pes_common.lua" + "pes_acquire.lua"
+);
+script!(
+    PES_RELEASE,
+    "pes_check.lua" + "pes_common.lua" + "pes_release.lua"
+);
+script!(
+    PES_UPDATE_LEASE,
+    "pes_check.lua" + "pes_common.lua" + "pes_update_lease.lua"
+);
+script!(
+    PES_AVAILABLE,
+    "pes_check.lua" + "pes_common.lua" + "pes_available.lua"
+);
+script!(PES_COUNTS, "pes_check.lua" + "pes_counts.lua");
+script!(PES_LEASE, "pes_check.lua" + "pes_lease.lua");
 
 script!(
     LATCH_TRY_SET_COUNT,

@@ -145,7 +145,7 @@ fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing
             let id = if round % 2 == 0 {
                 w.acquire(LONG).unwrap()
             } else {
-                w.try_acquire_for(Duration::from_secs(5), LONG)
+                w.try_acquire_id_for(LONG, Duration::from_secs(5))
                     .unwrap()
                     .unwrap()
             };
@@ -377,8 +377,8 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
     invalid(empty.available_permits().map(drop));
     invalid(empty.acquire(LONG).map(drop));
     invalid(empty.try_acquire(LONG).map(drop));
-    invalid(empty.try_acquire_for(LONG, LONG).map(drop));
-    invalid(empty.try_acquire_until(Instant::now(), LONG).map(drop));
+    invalid(empty.try_acquire_id_for(LONG, LONG).map(drop));
+    invalid(empty.try_acquire_id_until(LONG, Instant::now()).map(drop));
     invalid(empty.release(&id));
     invalid(empty.try_release(&id).map(drop));
     invalid(empty.update_lease(&id, LONG));
@@ -388,13 +388,13 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
     for lease in [Duration::ZERO, year_and_a_day] {
         invalid(s.acquire(lease).map(drop));
         invalid(s.try_acquire(lease).map(drop));
-        invalid(s.try_acquire_for(LONG, lease).map(drop));
+        invalid(s.try_acquire_id_for(lease, LONG).map(drop));
         invalid(s.update_lease(&id, lease));
     }
-    invalid(s.try_acquire_for(Duration::ZERO, LONG).map(drop));
-    invalid(s.try_acquire_for(year_and_a_day, LONG).map(drop));
+    invalid(s.try_acquire_id_for(LONG, Duration::ZERO).map(drop));
+    invalid(s.try_acquire_id_for(LONG, year_and_a_day).map(drop));
     invalid(
-        s.try_acquire_until(Instant::now() + year_and_a_day, LONG)
+        s.try_acquire_id_until(LONG, Instant::now() + year_and_a_day)
             .map(drop),
     );
     invalid(s.add_permits(1 << 53).map(drop));
@@ -440,7 +440,7 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
         wrong_type(s.available_permits().map(drop));
         wrong_type(s.acquire(LONG).map(drop));
         wrong_type(s.try_acquire(LONG).map(drop));
-        wrong_type(s.try_acquire_for(LONG, LONG).map(drop));
+        wrong_type(s.try_acquire_id_for(LONG, LONG).map(drop));
         wrong_type(s.release(&id));
         wrong_type(s.try_release(&id).map(drop));
         wrong_type(s.update_lease(&id, LONG));
@@ -452,7 +452,7 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
     assert!(s.try_set_permits(0).unwrap());
     let wait = Duration::from_millis(100);
     let started = Instant::now();
-    assert_eq!(s.try_acquire_for(wait, LONG).unwrap(), None);
+    assert_eq!(s.try_acquire_id_for(LONG, wait).unwrap(), None);
     let took = started.elapsed();
     assert!(
         took >= wait && took < wait + Duration::from_millis(100),
@@ -551,7 +551,7 @@ fn a_waiter_learns_the_expiry_of_a_permit_another_waiter_of_its_client_took() {
         let s = c.permit_expirable_semaphore("pes:chain");
         thread::spawn(move || {
             let got = s
-                .try_acquire_for(Duration::from_secs(5), Duration::from_millis(300))
+                .try_acquire_id_for(Duration::from_millis(300), Duration::from_secs(5))
                 .unwrap();
             (got.is_some(), Instant::now())
         })
@@ -588,7 +588,7 @@ fn shortening_a_lease_wakes_a_waiter_to_its_new_expiry() {
     let id = s1.acquire(LONG).unwrap();
     let s2 = c2.permit_expirable_semaphore("pes:short");
     let waiter = thread::spawn(move || {
-        let got = s2.try_acquire_for(Duration::from_secs(5), LONG).unwrap();
+        let got = s2.try_acquire_id_for(LONG, Duration::from_secs(5)).unwrap();
         (got.is_some(), Instant::now())
     });
     subscribed(&mut raw, "pes:short", 1);
@@ -624,4 +624,245 @@ fn a_count_that_incrby_would_refuse_is_a_wrong_type_before_any_write() {
         let count: String = raw.get("pes:odd").unwrap();
         assert_eq!(count, value);
     }
+}
+
+/// Reads `{name}:timeout` whole: permit id → score.
+fn timeouts(conn: &mut redis::Connection, name: &str) -> Vec<(String, i64)> {
+    conn.zrange_withscores(format!("{{{name}}}:timeout"), 0, -1)
+        .unwrap()
+}
+
+#[test]
+fn a_dropped_permit_guard_releases_its_permit_to_a_waiter_of_another_client() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let waiter_client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:guard";
+    let s = holder.permit_expirable_semaphore(name);
+    assert!(s.try_set_permits(1).unwrap());
+
+    let guard = s.acquire_guard(LONG).unwrap();
+    assert!(is_hex_id(guard.id()));
+    assert_eq!(guard.semaphore().name(), name);
+    assert!(format!("{guard:?}").contains(guard.id().as_str()));
+    assert!(score(&mut raw, name, guard.id().as_str()).is_some());
+    assert!(s.try_acquire_guard(LONG).unwrap().is_none());
+    let deadline = Instant::now() + Duration::from_millis(50);
+    assert!(s.try_acquire_guard_until(LONG, deadline).unwrap().is_none());
+
+    let w = waiter_client.permit_expirable_semaphore(name);
+    let waiter = thread::spawn(move || {
+        let got = w
+            .try_acquire_guard_for(LONG, Duration::from_secs(5))
+            .unwrap();
+        got.map(|g| g.forget())
+    });
+    await_waiting(&waiter_client, 1);
+    let first = guard.id().clone();
+    // The guard is Send: it is dropped by another thread.
+    thread::spawn(move || drop(guard)).join().unwrap();
+    assert_eq!(score(&mut raw, name, first.as_str()), None);
+    let second = waiter.join().unwrap().expect("the waiter got the permit");
+    assert_ne!(second, first);
+    assert_eq!(timeouts(&mut raw, name).len(), 1, "forget kept it taken");
+    assert_eq!(s.available_permits().unwrap(), 0);
+
+    // release(self) reports; a permit gone before its guard is reported, not revived.
+    s.release(&second).unwrap();
+    s.acquire_guard(LONG).unwrap().release().unwrap();
+    let short = s.acquire_guard(Duration::from_millis(50)).unwrap();
+    thread::sleep(Duration::from_millis(80));
+    let id = short.id().clone();
+    assert_unknown(short.release().unwrap_err(), name, &id);
+    let gone = s.acquire_guard(LONG).unwrap();
+    s.release(gone.id()).unwrap();
+    drop(gone); // logs, changes nothing
+    assert_eq!(s.available_permits().unwrap(), 1);
+    assert!(timeouts(&mut raw, name).is_empty());
+}
+
+#[test]
+fn counts_and_remaining_lease_are_read_without_writing() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:counts";
+    let s = client.permit_expirable_semaphore(name);
+    assert_eq!(
+        (s.permits().unwrap(), s.acquired_permits().unwrap()),
+        (0, 0)
+    );
+    assert!(s.try_set_permits(5).unwrap());
+    let long = s.acquire(Duration::from_secs(10)).unwrap();
+    let short = s.acquire_guard(Duration::from_millis(300)).unwrap();
+    assert_eq!(s.acquired_permits().unwrap(), 2);
+    assert_eq!(s.available_permits().unwrap(), 3);
+    assert_eq!(s.permits().unwrap(), 5);
+
+    let first = s.remaining_lease(&long).unwrap().unwrap();
+    assert!(
+        Duration::from_secs(9) < first && first <= Duration::from_secs(10),
+        "{first:?}"
+    );
+    let left = short.remaining_lease().unwrap().unwrap();
+    assert!(left <= Duration::from_millis(300), "{left:?}");
+    thread::sleep(Duration::from_millis(350));
+    let later = s.remaining_lease(&long).unwrap().unwrap();
+    assert!(later <= first - Duration::from_millis(300), "{later:?}");
+    assert_eq!(short.remaining_lease().unwrap(), None, "expired");
+
+    // The expired permit counts as available, but is still in the set: nothing was written.
+    let calls = count_commands(&mut raw);
+    assert_eq!(s.acquired_permits().unwrap(), 1);
+    assert_eq!(s.permits().unwrap(), 5);
+    assert_eq!(timeouts(&mut raw, name).len(), 2);
+    assert_eq!(raw.get::<_, i64>(name).unwrap(), 3);
+    assert!(count_commands(&mut raw) > calls);
+    drop(short);
+
+    s.release(&long).unwrap();
+    assert_eq!(s.remaining_lease(&long).unwrap(), None);
+    assert_eq!(s.remaining_lease(&PermitId::new("nope")).unwrap(), None);
+    assert_eq!(s.acquired_permits().unwrap(), 0);
+    assert_eq!(s.available_permits().unwrap(), 5);
+
+    // A Redisson permit taken without a lease never expires.
+    let _: () = raw
+        .zadd(format!("{{{name}}}:timeout"), "java", 922337203685477i64)
+        .unwrap();
+    let _: () = raw.decr(name, 1).unwrap();
+    assert_eq!(
+        s.remaining_lease(&PermitId::new("java")).unwrap(),
+        Some(Duration::MAX)
+    );
+    assert_eq!(s.acquired_permits().unwrap(), 1);
+    assert_eq!(s.permits().unwrap(), 5);
+}
+
+#[test]
+fn several_permits_are_taken_all_or_nothing_and_a_waiter_for_n_wakes_only_when_n_are_free() {
+    let server = RedisServer::new();
+    let holder = Client::open(&server.url()).unwrap();
+    let waiter_client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:many";
+    let s = holder.permit_expirable_semaphore(name);
+    assert!(s.try_set_permits(3).unwrap());
+
+    assert_eq!(s.try_acquire_many(4, LONG).unwrap(), None);
+    assert!(timeouts(&mut raw, name).is_empty(), "nothing written");
+    assert_eq!(raw.get::<_, i64>(name).unwrap(), 3);
+
+    let before = server_ms(&mut raw);
+    let ids = s.acquire_many(2, Duration::from_secs(20)).unwrap();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.iter().all(is_hex_id) && ids[0] != ids[1]);
+    let stored = timeouts(&mut raw, name);
+    assert_eq!(stored.len(), 2);
+    assert_eq!(stored[0].1, stored[1].1, "one lease for all");
+    assert!(stored[0].1 >= before + 20_000);
+    assert_eq!(raw.get::<_, i64>(name).unwrap(), 1);
+
+    let w = waiter_client.permit_expirable_semaphore(name);
+    let (tx, rx) = mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let got = w
+            .try_acquire_many_for(3, LONG, Duration::from_secs(5))
+            .unwrap();
+        tx.send(()).unwrap();
+        got
+    });
+    await_waiting(&waiter_client, 1);
+    s.release(&ids[0]).unwrap();
+    assert!(
+        rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "2 free are not 3"
+    );
+    assert_eq!(timeouts(&mut raw, name).len(), 1);
+    assert_eq!(s.try_release_many(&ids).unwrap(), 1, "one was released");
+    let got = waiter.join().unwrap().expect("3 permits");
+    assert_eq!(got.len(), 3);
+    assert_eq!(s.available_permits().unwrap(), 0);
+    assert_eq!(s.acquired_permits().unwrap(), 3);
+    let deadline = Instant::now() + Duration::from_millis(20);
+    assert_eq!(s.try_acquire_many_until(1, LONG, deadline).unwrap(), None);
+    assert_eq!(s.try_release_many(&got).unwrap(), 3);
+    assert_eq!(s.try_release_many(&got).unwrap(), 0);
+    assert_eq!(s.available_permits().unwrap(), 3);
+}
+
+#[test]
+#[allow(deprecated)]
+fn the_deprecated_wait_first_calls_still_take_the_wait_first() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let name = "pes:deprecated";
+    let s = client.permit_expirable_semaphore(name);
+    assert!(s.try_set_permits(2).unwrap());
+    let lease = Duration::from_secs(20);
+    let before = server_ms(&mut raw);
+    let a = s
+        .try_acquire_for(Duration::from_millis(100), lease)
+        .unwrap()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_millis(100);
+    let b = s.try_acquire_until(deadline, lease).unwrap().unwrap();
+    for id in [&a, &b] {
+        let at = score(&mut raw, name, id.as_str()).unwrap();
+        assert!(at >= before + 20_000, "the lease is the second argument");
+    }
+    let started = Instant::now();
+    assert_eq!(
+        s.try_acquire_for(Duration::from_millis(100), lease)
+            .unwrap(),
+        None
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the wait is the first"
+    );
+}
+
+#[test]
+fn bad_counts_and_leases_of_the_new_calls_are_rejected_before_anything_is_written() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let s = client.permit_expirable_semaphore("pes:bad-many");
+    let absurd = Duration::from_secs(366 * 24 * 3600);
+    let invalid = |r: Result<(), Error>| assert!(r.unwrap_err().is_invalid_argument());
+    for permits in [0, 10_001] {
+        invalid(s.acquire_many(permits, LONG).map(drop));
+        invalid(s.try_acquire_many(permits, LONG).map(drop));
+        invalid(s.try_acquire_many_for(permits, LONG, LONG).map(drop));
+        invalid(
+            s.try_acquire_many_until(permits, LONG, Instant::now())
+                .map(drop),
+        );
+    }
+    for lease in [Duration::ZERO, absurd] {
+        invalid(s.acquire_many(2, lease).map(drop));
+        invalid(s.try_acquire_many(2, lease).map(drop));
+        invalid(s.acquire_guard(lease).map(drop));
+        invalid(s.try_acquire_guard(lease).map(drop));
+        invalid(s.try_acquire_guard_for(lease, LONG).map(drop));
+        invalid(s.try_acquire_guard_until(lease, Instant::now()).map(drop));
+    }
+    invalid(s.try_acquire_guard_for(LONG, Duration::ZERO).map(drop));
+    invalid(s.try_acquire_many_for(1, LONG, absurd).map(drop));
+    invalid(
+        s.try_acquire_guard_until(LONG, Instant::now() + absurd)
+            .map(drop),
+    );
+    invalid(s.try_release_many(&[]).map(drop));
+    let too_many = vec![PermitId::new("x"); 10_001];
+    invalid(s.try_release_many(&too_many).map(drop));
+    let empty = client.permit_expirable_semaphore("");
+    invalid(empty.acquired_permits().map(drop));
+    invalid(empty.permits().map(drop));
+    invalid(empty.remaining_lease(&PermitId::new("x")).map(drop));
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
 }

@@ -226,7 +226,7 @@ fn semaphores_and_the_latch_return_interrupted_and_take_nothing() {
     pes.try_set_permits(0).unwrap();
     let waiting = pes.clone();
     let (interrupter, handle) = spawn_waiter(move || {
-        waiting.try_acquire_for(Duration::from_secs(60), Duration::from_secs(5))
+        waiting.try_acquire_id_for(Duration::from_secs(5), Duration::from_secs(60))
     });
     interrupt_and_check(&client, "permit-expirable semaphore", interrupter, handle);
     assert_eq!(pes.available_permits().unwrap(), 0);

@@ -1,6 +1,10 @@
 //! The permit-expirable semaphore (Redisson's `RPermitExpirableSemaphore`): the raw script
 //! calls of `lua/pes_*.lua` and the public, blocking API over them.
 
+mod guard;
+
+pub use guard::PermitGuard;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +19,9 @@ use crate::scripts;
 
 /// What the scripts say when the permit timeout set (not the count) has the wrong type.
 const TIMEOUTS_WRONG_TYPE: &str = "permit timeout key is not a sorted set";
+
+/// The most permits one call takes or releases at once: each is an id in the script call.
+const MAX_PERMITS_AT_ONCE: usize = 10_000;
 
 /// The id of one permit of a [`PermitExpirableSemaphore`]: 32 lowercase hex characters when
 /// made by [`acquire`](PermitExpirableSemaphore::acquire) (Redisson's ids have the same form).
@@ -258,10 +265,7 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn acquire(&self, lease: Duration) -> Result<PermitId> {
-        match self.acquire_until(None, lease)? {
-            Some(id) => Ok(id),
-            None => unreachable!("a wait without deadline only ends in a permit"),
-        }
+        self.acquire_many(1, lease).map(one)
     }
 
     /// Takes a permit with the given `lease` if one is free; never waits. Returns `Ok(None)`
@@ -285,11 +289,11 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn try_acquire(&self, lease: Duration) -> Result<Option<PermitId>> {
-        self.acquire_until(Some(Instant::now()), lease)
+        Ok(self.try_acquire_many(1, lease)?.map(one))
     }
 
     /// Takes a permit with the given `lease`, waiting at most `wait`. Returns `Ok(None)` if
-    /// the wait ran out.
+    /// the wait ran out. What is acquired (the lease) comes first, as in every acquire call.
     ///
     /// # Errors
     ///
@@ -303,14 +307,14 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// if let Some(id) = slots.try_acquire_for(Duration::from_secs(3), Duration::from_secs(30))? {
+    /// let (lease, wait) = (Duration::from_secs(30), Duration::from_secs(3));
+    /// if let Some(id) = slots.try_acquire_id_for(lease, wait)? {
     ///     slots.release(&id)?;
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_for(&self, wait: Duration, lease: Duration) -> Result<Option<PermitId>> {
-        check_duration("wait", wait)?;
-        self.try_acquire_until(Instant::now() + wait, lease)
+    pub fn try_acquire_id_for(&self, lease: Duration, wait: Duration) -> Result<Option<PermitId>> {
+        Ok(self.try_acquire_many_for(1, lease, wait)?.map(one))
     }
 
     /// Takes a permit with the given `lease`, waiting at most until `deadline` (a deadline in
@@ -330,18 +334,381 @@ impl PermitExpirableSemaphore {
     /// let deadline = Instant::now() + Duration::from_millis(250);
     /// let id = client
     ///     .permit_expirable_semaphore("slots")
+    ///     .try_acquire_id_until(Duration::from_secs(30), deadline)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_id_until(
+        &self,
+        lease: Duration,
+        deadline: Instant,
+    ) -> Result<Option<PermitId>> {
+        Ok(self.try_acquire_many_until(1, lease, deadline)?.map(one))
+    }
+
+    /// Takes a permit with the given `lease`, waiting at most `wait`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_id_for`](Self::try_acquire_id_for).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// # #[allow(deprecated)]
+    /// let id = client
+    ///     .permit_expirable_semaphore("slots")
+    ///     .try_acquire_for(Duration::from_secs(3), Duration::from_secs(30))?;
+    /// # Ok(()) }
+    /// ```
+    #[deprecated(
+        note = "use `try_acquire_id_for(lease, wait)`: the same call with the lease first, as \
+                what is acquired comes first in every acquire call"
+    )]
+    pub fn try_acquire_for(&self, wait: Duration, lease: Duration) -> Result<Option<PermitId>> {
+        self.try_acquire_id_for(lease, wait)
+    }
+
+    /// Takes a permit with the given `lease`, waiting at most until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_id_until`](Self::try_acquire_id_until).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, Instant};
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let deadline = Instant::now() + Duration::from_millis(250);
+    /// # #[allow(deprecated)]
+    /// let id = client
+    ///     .permit_expirable_semaphore("slots")
     ///     .try_acquire_until(deadline, Duration::from_secs(30))?;
     /// # Ok(()) }
     /// ```
+    #[deprecated(
+        note = "use `try_acquire_id_until(lease, deadline)`: the same call with the lease \
+                first, as what is acquired comes first in every acquire call"
+    )]
     pub fn try_acquire_until(
         &self,
         deadline: Instant,
         lease: Duration,
     ) -> Result<Option<PermitId>> {
+        self.try_acquire_id_until(lease, deadline)
+    }
+
+    /// Takes `permits` permits at once, all with the same `lease`, blocking until that many
+    /// are free; returns their ids (Redisson's `acquire(permits, leaseTime, unit)`). All or
+    /// nothing: one script call takes every permit or none, so two callers waiting for 3 of
+    /// 4 permits never deadlock holding 2 each. Each permit is then its own: release or renew
+    /// them one by one, or together with [`try_release_many`](Self::try_release_many).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 permits or more than 10,000; otherwise as
+    /// [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let ids = slots.acquire_many(3, Duration::from_secs(30))?;
+    /// assert_eq!(ids.len(), 3);
+    /// assert_eq!(slots.try_release_many(&ids)?, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_many(&self, permits: u32, lease: Duration) -> Result<Vec<PermitId>> {
+        match self.acquire_until(permits, lease, None)? {
+            Some(ids) => Ok(ids),
+            None => unreachable!("a wait without deadline only ends in permits"),
+        }
+    }
+
+    /// Takes `permits` permits with the given `lease` if that many are free; never waits.
+    /// Returns `Ok(None)` when fewer are (nothing is taken).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// if let Some(ids) = slots.try_acquire_many(2, Duration::from_secs(30))? {
+    ///     slots.try_release_many(&ids)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_many(&self, permits: u32, lease: Duration) -> Result<Option<Vec<PermitId>>> {
+        self.acquire_until(permits, lease, Some(Instant::now()))
+    }
+
+    /// Takes `permits` permits with the given `lease`, waiting at most `wait` for that many
+    /// to be free at once. Returns `Ok(None)` if the wait ran out (nothing is taken).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a zero wait or one over a year; otherwise as
+    /// [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let (lease, wait) = (Duration::from_secs(30), Duration::from_secs(3));
+    /// if let Some(ids) = slots.try_acquire_many_for(2, lease, wait)? {
+    ///     slots.try_release_many(&ids)?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_many_for(
+        &self,
+        permits: u32,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<Vec<PermitId>>> {
+        check_duration("wait", wait)?;
+        self.try_acquire_many_until(permits, lease, Instant::now() + wait)
+    }
+
+    /// Takes `permits` permits with the given `lease`, waiting at most until `deadline` (a
+    /// deadline in the past makes one attempt). Returns `Ok(None)` if the deadline passed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a deadline more than a year away; otherwise as
+    /// [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, Instant};
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let deadline = Instant::now() + Duration::from_millis(250);
+    /// let ids = client
+    ///     .permit_expirable_semaphore("slots")
+    ///     .try_acquire_many_until(2, Duration::from_secs(30), deadline)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_many_until(
+        &self,
+        permits: u32,
+        lease: Duration,
+        deadline: Instant,
+    ) -> Result<Option<Vec<PermitId>>> {
         if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
             return Err(Error::invalid("deadline is more than one year away"));
         }
-        self.acquire_until(Some(deadline), lease)
+        self.acquire_until(permits, lease, Some(deadline))
+    }
+
+    /// As [`acquire`](Self::acquire), returning a guard that releases the permit on drop.
+    /// The guard is `Send`: a permit belongs to no thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let permit = slots.acquire_guard(Duration::from_secs(30))?;
+    /// std::thread::spawn(move || {
+    ///     // ... render; the permit is released when this thread drops it
+    ///     drop(permit);
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_guard(&self, lease: Duration) -> Result<PermitGuard> {
+        self.acquire(lease)
+            .map(|id| PermitGuard::new(self.clone(), id))
+    }
+
+    /// As [`try_acquire`](Self::try_acquire), returning a guard that releases on drop.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// if let Some(_permit) = slots.try_acquire_guard(Duration::from_secs(30))? {
+    ///     // ... render
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_guard(&self, lease: Duration) -> Result<Option<PermitGuard>> {
+        Ok(self
+            .try_acquire(lease)?
+            .map(|id| PermitGuard::new(self.clone(), id)))
+    }
+
+    /// As [`try_acquire_id_for`](Self::try_acquire_id_for), returning a guard that releases
+    /// on drop.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_id_for`](Self::try_acquire_id_for).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let (lease, wait) = (Duration::from_secs(30), Duration::from_secs(3));
+    /// if let Some(_permit) = slots.try_acquire_guard_for(lease, wait)? {
+    ///     // ... render
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_guard_for(
+        &self,
+        lease: Duration,
+        wait: Duration,
+    ) -> Result<Option<PermitGuard>> {
+        Ok(self
+            .try_acquire_id_for(lease, wait)?
+            .map(|id| PermitGuard::new(self.clone(), id)))
+    }
+
+    /// As [`try_acquire_id_until`](Self::try_acquire_id_until), returning a guard that
+    /// releases on drop.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_id_until`](Self::try_acquire_id_until).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, Instant};
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let deadline = Instant::now() + Duration::from_millis(250);
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// if let Some(_permit) = slots.try_acquire_guard_until(Duration::from_secs(30), deadline)? {
+    ///     // ... render
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_guard_until(
+        &self,
+        lease: Duration,
+        deadline: Instant,
+    ) -> Result<Option<PermitGuard>> {
+        Ok(self
+            .try_acquire_id_until(lease, deadline)?
+            .map(|id| PermitGuard::new(self.clone(), id)))
+    }
+
+    /// How many permits are taken now: those whose lease has not run out (Redisson's
+    /// `acquiredPermits`). Reads only: writes and publishes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let _permit = slots.acquire_guard(Duration::from_secs(30))?;
+    /// assert!(slots.acquired_permits()? >= 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn acquired_permits(&self) -> Result<u64> {
+        self.counts().map(|c| c.acquired)
+    }
+
+    /// How many permits the semaphore has in all: available plus taken (Redisson's
+    /// `getPermits`); 0 if it was never set. Reads only: writes and publishes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// slots.try_set_permits(4)?;
+    /// let _permit = slots.acquire_guard(Duration::from_secs(30))?;
+    /// assert_eq!(slots.permits()?, 4); // 3 available, 1 taken
+    /// # Ok(()) }
+    /// ```
+    pub fn permits(&self) -> Result<i64> {
+        let counts = self.counts()?;
+        Ok(if counts.exists {
+            counts.available.saturating_add_unsigned(counts.acquired)
+        } else {
+            0
+        })
+    }
+
+    /// How long permit `id` has left before it expires (rounded up to whole milliseconds):
+    /// `None` if it is no permit of this semaphore (never acquired here, released, or
+    /// expired), and `Some(Duration::MAX)` for a permit that never expires (one Redisson
+    /// took without a lease). Reads only: writes and publishes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let id = slots.acquire(Duration::from_secs(30))?;
+    /// assert!(slots.remaining_lease(&id)?.unwrap() <= Duration::from_secs(30));
+    /// slots.release(&id)?;
+    /// assert_eq!(slots.remaining_lease(&id)?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining_lease(&self, id: &PermitId) -> Result<Option<Duration>> {
+        self.check_name()?;
+        let ms: i64 = self.run(&scripts::PES_LEASE, &[id.as_str()])?;
+        match ms {
+            -2 => Ok(None),
+            -1 => Ok(Some(Duration::MAX)),
+            1.. => Ok(Some(Duration::from_millis(ms.unsigned_abs()))),
+            _ => Err(Error::Protocol(format!("lease script replied {ms}"))),
+        }
     }
 
     /// Returns the permit `id` to the semaphore and wakes waiters.
@@ -396,6 +763,36 @@ impl PermitExpirableSemaphore {
         self.check_name()?;
         self.run(&scripts::PES_RELEASE, &[id.as_str()])
             .map(|released: i64| released == 1)
+    }
+
+    /// Returns every permit of `ids` that is still taken to the semaphore in one script call,
+    /// and wakes waiters once; returns how many it released (Redisson's `tryRelease(List)`).
+    /// Ids that are no permits (never acquired, released already, expired) are skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no ids or more than 10,000; otherwise as
+    /// [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let ids = slots.acquire_many(2, Duration::from_secs(30))?;
+    /// assert_eq!(slots.try_release_many(&ids)?, 2);
+    /// assert_eq!(slots.try_release_many(&ids)?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn try_release_many(&self, ids: &[PermitId]) -> Result<u32> {
+        self.check_name()?;
+        check_count(ids.len())?;
+        let args: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
+        let released: i64 = self.run(&scripts::PES_RELEASE, &args)?;
+        u32::try_from(released)
+            .map_err(|_| Error::Protocol(format!("release script replied {released}")))
     }
 
     /// Sets the lease of permit `id` to `lease` from now (longer or shorter than before).
@@ -465,13 +862,30 @@ impl PermitExpirableSemaphore {
         })
     }
 
-    /// One acquire attempt with permit id `id`: the permit id once taken. The count it saw
-    /// goes to the other waiters; and when it took the last permit, or learned when the
+    /// The counts as `lua/pes_counts.lua` reads them, without writing.
+    fn counts(&self) -> Result<Counts> {
+        self.check_name()?;
+        let reply: Vec<i64> = self.run(&scripts::PES_COUNTS, &[])?;
+        match reply[..] {
+            [available, acquired, exists @ (0 | 1)] if acquired >= 0 => Ok(Counts {
+                available,
+                acquired: acquired.unsigned_abs(),
+                exists: exists == 1,
+            }),
+            _ => Err(Error::Protocol(format!("counts script replied {reply:?}"))),
+        }
+    }
+
+    /// One acquire attempt of every permit of `ids` at once: done once taken. The count it
+    /// saw goes to the other waiters; and when it took the last permit, or learned when the
     /// earliest permit expires, one other waiter is told as this one leaves (the others'
     /// wait bounds predate that expiry: else a holder that dies could strand them).
-    fn attempt(&self, id: &PermitId, lease: Duration) -> Result<Tried> {
+    fn attempt(&self, ids: &[PermitId], lease: Duration) -> Result<Tried> {
         let lease_ms = millis(lease).to_string();
-        let reply: Vec<i64> = self.run(&scripts::PES_ACQUIRE, &[&lease_ms, id.as_str()])?;
+        let mut args = Vec::with_capacity(ids.len() + 1);
+        args.push(lease_ms.as_str());
+        args.extend(ids.iter().map(PermitId::as_str));
+        let reply: Vec<i64> = self.run(&scripts::PES_ACQUIRE, &args)?;
         match reply[..] {
             [1, left] => {
                 let tried = Tried::done().seeing(left);
@@ -494,28 +908,59 @@ impl PermitExpirableSemaphore {
         }
     }
 
-    /// The one acquire path: tries, then waits until `deadline` (forever when `None`),
-    /// through the one wait function. Each block ends when woken (a release, added permits,
-    /// the subscription confirmed, a pub/sub reconnect), at the deadline, or when the earliest
-    /// permit expires: expired permits are reclaimed by the next script call, which nobody
-    /// else may make.
+    /// The one acquire path: tries to take `permits` permits at once, then waits until
+    /// `deadline` (forever when `None`) through the one wait function, woken when that many
+    /// may be free. Each block ends when woken (a release, added permits, the subscription
+    /// confirmed, a pub/sub reconnect), at the deadline, or when the earliest permit expires:
+    /// expired permits are reclaimed by the next script call, which nobody else may make.
     fn acquire_until(
         &self,
-        deadline: Option<Instant>,
+        permits: u32,
         lease: Duration,
-    ) -> Result<Option<PermitId>> {
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<PermitId>>> {
         self.check_name()?;
+        check_count(permits as usize)?;
         check_duration("lease", lease)?;
-        // One id for every attempt: a failed attempt stores nothing under it.
-        let id = PermitId::random();
+        // The same ids for every attempt: a failed attempt stores nothing under them.
+        let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
         let taken = wait(
             &self.client.inner.pubsub,
-            Channel::permits(&self.channel, 1),
+            Channel::permits(&self.channel, permits),
             deadline,
-            &mut || self.attempt(&id, lease),
+            &mut || self.attempt(&ids, lease),
         )?;
-        Ok(taken.then_some(id))
+        Ok(taken.then_some(ids))
     }
+}
+
+/// What `lua/pes_counts.lua` reads.
+struct Counts {
+    /// The count, with the expired permits not yet reclaimed counted back in.
+    available: i64,
+    /// The permits whose lease has not run out.
+    acquired: u64,
+    /// Whether the count key exists.
+    exists: bool,
+}
+
+/// The id of a call that took one permit.
+fn one(mut ids: Vec<PermitId>) -> PermitId {
+    debug_assert_eq!(ids.len(), 1);
+    ids.swap_remove(0)
+}
+
+/// Checks how many permits one call takes or releases.
+fn check_count(n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(Error::invalid("permits must be at least 1"));
+    }
+    if n > MAX_PERMITS_AT_ONCE {
+        return Err(Error::invalid(format!(
+            "at most {MAX_PERMITS_AT_ONCE} permits at once, not {n}"
+        )));
+    }
+    Ok(())
 }
 
 impl fmt::Debug for PermitExpirableSemaphore {
@@ -532,7 +977,7 @@ mod tests {
 
     #[test]
     fn the_reclaim_prelude_reports_the_timeout_key_as_rust_expects() {
-        let prelude = include_str!("../../lua/pes_common.lua");
+        let prelude = include_str!("../../lua/pes_check.lua");
         assert!(prelude.contains(TIMEOUTS_WRONG_TYPE));
     }
 }

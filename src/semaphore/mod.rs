@@ -2,7 +2,7 @@
 
 mod expirable;
 
-pub use expirable::{PermitExpirableSemaphore, PermitId};
+pub use expirable::{PermitExpirableSemaphore, PermitGuard, PermitId};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
