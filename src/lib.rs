@@ -217,7 +217,8 @@
 //!   the same name exclude and wake each other. Owner ids are `<client uuid>:<thread number>`,
 //!   with a per-process thread counter in place of Java's thread id.
 //! - **Blocking and guard-based.** No async API; a guard releases on drop, and guards are not
-//!   `Send` (a hold belongs to its thread, as in Java).
+//!   `Send` (a hold belongs to its thread, as in Java), unless it belongs to a [`LockOwner`]
+//!   (where Redisson's async API takes an explicit thread id).
 //! - **Cheaper at scale.** One pub/sub connection and thread per client (per node with waiters
 //!   on a cluster) serves every waiter, and one watchdog thread renews all held locks in
 //!   batched script calls (Redisson renews each lock with its own call).
