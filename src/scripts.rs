@@ -88,6 +88,7 @@ script!(
 );
 script!(PES_COUNTS, "pes_check.lua" + "pes_counts.lua");
 script!(PES_LEASE, "pes_check.lua" + "pes_lease.lua");
+script!(PES_RENEW, "pes_renew.lua");
 
 script!(
     LATCH_TRY_SET_COUNT,

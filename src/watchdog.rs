@@ -1,5 +1,6 @@
-//! The watchdog: one thread renews the leases of every lock held without an explicit lease,
-//! and signals the loss of any hold it watches.
+//! The watchdog: one thread renews the leases of every lock held without an explicit lease
+//! (and of every renewed semaphore permit: to this module, a hold like any other, with its
+//! own batch script), and signals the loss of any hold it watches.
 //!
 //! Every held lock is an entry renewed every `lease / 3`. The thread keeps one min-heap of
 //! due times (a timer queue; all entries share one period, so one heap is all the wheel we
@@ -40,8 +41,10 @@ use crate::error::{Error, Result};
 use crate::lock::{wait_replicas, BatchRenewal, Renewal};
 use crate::metrics::Recorder;
 
-/// Why a [`LockGuard`](crate::LockGuard)'s hold was lost, as passed to
-/// [`LockGuard::on_lost`](crate::LockGuard::on_lost) callbacks.
+/// Why a [`LockGuard`](crate::LockGuard)'s hold (or a renewed
+/// [`PermitGuard`](crate::PermitGuard)'s permit) was lost, as passed to
+/// [`LockGuard::on_lost`](crate::LockGuard::on_lost) (and
+/// [`PermitGuard::on_lost`](crate::PermitGuard::on_lost)) callbacks.
 ///
 /// # Examples
 ///

@@ -2,6 +2,7 @@
 //! calls of `lua/pes_*.lua` and the public, blocking API over them.
 
 mod guard;
+mod renewed;
 
 pub use guard::PermitGuard;
 
@@ -919,18 +920,35 @@ impl PermitExpirableSemaphore {
         lease: Duration,
         deadline: Option<Instant>,
     ) -> Result<Option<Vec<PermitId>>> {
+        Ok(self
+            .acquire_sent(permits, lease, deadline)?
+            .map(|(ids, _)| ids))
+    }
+
+    /// As [`acquire_until`](Self::acquire_until), also returning when the attempt that took
+    /// the permits was sent: their lease runs from no earlier than that.
+    fn acquire_sent(
+        &self,
+        permits: u32,
+        lease: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Option<(Vec<PermitId>, Instant)>> {
         self.check_name()?;
         check_count(permits as usize)?;
         check_duration("lease", lease)?;
         // The same ids for every attempt: a failed attempt stores nothing under them.
         let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
+        let mut sent_at = Instant::now();
         let taken = wait(
             &self.client.inner.pubsub,
             Channel::permits(&self.channel, permits),
             deadline,
-            &mut || self.attempt(&ids, lease),
+            &mut || {
+                sent_at = Instant::now();
+                self.attempt(&ids, lease)
+            },
         )?;
-        Ok(taken.then_some(ids))
+        Ok(taken.then_some((ids, sent_at)))
     }
 }
 

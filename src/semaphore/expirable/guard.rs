@@ -1,10 +1,14 @@
 //! [`PermitGuard`]: one permit of a [`PermitExpirableSemaphore`], released on drop.
 
 use std::fmt;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use super::renewed::RENEW_PERMIT;
 use super::{PermitExpirableSemaphore, PermitId};
 use crate::error::Result;
+use crate::lock::Renewal;
+use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 
 /// One permit taken from a [`PermitExpirableSemaphore`]; dropping the guard releases it.
 ///
@@ -14,6 +18,12 @@ use crate::error::Result;
 /// (back in the semaphore, maybe taken by another), and dropping it then logs a warning;
 /// [`release`](Self::release) returns [`Error::UnknownPermit`](crate::Error::UnknownPermit)
 /// instead. Dropping logs any other release error too.
+///
+/// A guard made by [`acquire_guard_renewed`](PermitExpirableSemaphore::acquire_guard_renewed)
+/// (and its `try_*` siblings) has its permit's lease renewed by the client's watchdog for as
+/// long as it lives. Such a permit can still be lost (removed from the semaphore by hand,
+/// renewals failing for a whole lease, the client closed): poll [`is_lost`](Self::is_lost)
+/// or register [`on_lost`](Self::on_lost).
 ///
 /// # Examples
 ///
@@ -34,14 +44,44 @@ pub struct PermitGuard {
     semaphore: PermitExpirableSemaphore,
     id: PermitId,
     released: bool,
+    /// A renewed permit's watchdog entry, and the lease it shares with the watchdog. Taken
+    /// on release.
+    renewed: Option<(Watch, Arc<LeaseState>)>,
 }
 
 impl PermitGuard {
+    /// The guard of a permit with a fixed lease: nothing watches it.
     pub(super) fn new(semaphore: PermitExpirableSemaphore, id: PermitId) -> PermitGuard {
         PermitGuard {
             semaphore,
             id,
             released: false,
+            renewed: None,
+        }
+    }
+
+    /// The guard of a permit taken with the watchdog's lease by an attempt sent at
+    /// `sent_at`: the watchdog renews it from now on.
+    pub(super) fn renewed(
+        semaphore: PermitExpirableSemaphore,
+        id: PermitId,
+        sent_at: Instant,
+    ) -> PermitGuard {
+        let renewal = Renewal {
+            field: Arc::from(id.as_str()),
+            batch: &RENEW_PERMIT,
+        };
+        let watchdog = &semaphore.client.inner.watchdog;
+        let watched = watchdog.watch(&semaphore.name, renewal, sent_at, 1, None);
+        log::debug!(
+            "acquired permit {id} of semaphore `{}`, renewed by the watchdog",
+            semaphore.name
+        );
+        PermitGuard {
+            semaphore,
+            id,
+            released: false,
+            renewed: Some(watched),
         }
     }
 
@@ -107,7 +147,9 @@ impl PermitGuard {
     }
 
     /// Sets the permit's lease to `lease` from now: as
-    /// [`PermitExpirableSemaphore::update_lease`] for [`id`](Self::id).
+    /// [`PermitExpirableSemaphore::update_lease`] for [`id`](Self::id). For a renewed permit
+    /// this lasts until the watchdog's next renewal, which sets the lease back to the
+    /// watchdog timeout.
     ///
     /// # Errors
     ///
@@ -129,12 +171,86 @@ impl PermitGuard {
         self.semaphore.update_lease(&self.id, lease)
     }
 
+    /// True once a renewed permit is known lost: a renewal found it no longer taken (released
+    /// by id, removed from the semaphore's `{name}:timeout` set, or expired), no renewal
+    /// confirmed it for a whole lease (Redis unreachable, paused or slow: checked on the
+    /// monotonic clock), or the client was [closed](crate::Client::close). Once true it stays
+    /// true. A lost permit must not be trusted to limit anybody.
+    ///
+    /// Always false for a permit with a fixed lease, which nothing watches: ask
+    /// [`remaining_lease`](Self::remaining_lease) instead.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let permit = client
+    ///     .permit_expirable_semaphore("slots")
+    ///     .acquire_guard_renewed()?;
+    /// // ... work ...
+    /// if permit.is_lost() {
+    ///     // somebody took the permit away: do not commit
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.lost().is_some()
+    }
+
+    /// Calls `f` once, when this renewed permit becomes known lost, with the reason:
+    /// [`NotHeld`] when a renewal finds it no longer taken, [`LeaseExpired`] when renewals
+    /// failed until its lease must have run out, [`ClientClosed`] when the client is closed.
+    /// If it is already known lost ([`is_lost`](Self::is_lost)), `f` is called at once, on
+    /// the calling thread.
+    ///
+    /// As [`LockGuard::on_lost`](crate::LockGuard::on_lost): `f` runs on the watchdog thread
+    /// (keep it quick, never block in it), and is never called once the guard is released,
+    /// dropped or [forgotten](Self::forget). A permit with a fixed lease is not watched: `f`
+    /// is dropped uncalled.
+    ///
+    /// [`NotHeld`]: crate::LostReason::NotHeld
+    /// [`LeaseExpired`]: crate::LostReason::LeaseExpired
+    /// [`ClientClosed`]: crate::LostReason::ClientClosed
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lost = Arc::new(AtomicBool::new(false));
+    /// let permit = client
+    ///     .permit_expirable_semaphore("slots")
+    ///     .acquire_guard_renewed()?;
+    /// let flag = Arc::clone(&lost);
+    /// permit.on_lost(move |_| flag.store(true, Ordering::Release));
+    /// // ... work, checking `lost` ...
+    /// # Ok(()) }
+    /// ```
+    pub fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
+        let Some((watch, lease)) = &self.renewed else {
+            return;
+        };
+        let callback = Box::new(f);
+        if let Some(reason) = self.lost() {
+            return call_lost(callback, reason, &self.semaphore.name);
+        }
+        let watchdog = &self.semaphore.client.inner.watchdog;
+        if let Some((callback, reason)) = watchdog.on_lost(*watch, lease, callback) {
+            call_lost(callback, reason, &self.semaphore.name);
+        }
+    }
+
     /// Releases the permit and reports errors.
     ///
     /// # Errors
     ///
     /// As [`PermitExpirableSemaphore::release`]: [`Error::UnknownPermit`](crate::Error::UnknownPermit)
-    /// if the permit's lease ran out (or somebody released it by id) first.
+    /// if the permit's lease ran out (or somebody released it by id) first. For a renewed
+    /// permit already known lost ([`is_lost`](Self::is_lost)) nothing is sent, and the error
+    /// is [`Error::UnknownPermit`](crate::Error::UnknownPermit) too.
     ///
     /// # Examples
     ///
@@ -147,12 +263,15 @@ impl PermitGuard {
     /// # Ok(()) }
     /// ```
     pub fn release(mut self) -> Result<()> {
-        self.released = true;
-        self.semaphore.release(&self.id)
+        self.finish()
     }
 
     /// Keeps the permit taken: the guard is dropped without releasing it, and the id is
     /// returned, to release it later by id (or let its lease run out).
+    ///
+    /// A renewed permit is renewed no more (its `on_lost` callbacks are dropped uncalled): it
+    /// stays taken until its lease, at most one watchdog timeout, runs out, unless
+    /// [`update_lease`](PermitExpirableSemaphore::update_lease) gives it a longer one.
     ///
     /// # Examples
     ///
@@ -168,7 +287,57 @@ impl PermitGuard {
     /// ```
     pub fn forget(mut self) -> PermitId {
         self.released = true;
+        self.unwatch();
         std::mem::replace(&mut self.id, PermitId::new(String::new()))
+    }
+
+    /// Why a renewed permit is lost, if it is: its lease says so, or the client was closed
+    /// (latched in the lease). None for a permit with a fixed lease.
+    fn lost(&self) -> Option<LostReason> {
+        let (_, lease) = self.renewed.as_ref()?;
+        lease.lost().or_else(|| {
+            self.semaphore
+                .client
+                .is_closed()
+                .then(|| lease.mark_lost(LostReason::ClientClosed))
+        })
+    }
+
+    /// Stops the renewal of a renewed permit, dropping its callbacks.
+    fn unwatch(&mut self) {
+        if let Some((watch, _)) = self.renewed.take() {
+            self.semaphore.client.inner.watchdog.unwatch(watch);
+        }
+    }
+
+    /// Releases the permit: a renewed one is unwatched first, and not released at all if it
+    /// is known lost.
+    fn finish(&mut self) -> Result<()> {
+        self.released = true;
+        let lost = self.lost();
+        let lease = self.renewed.as_ref().map(|(_, lease)| Arc::clone(lease));
+        self.unwatch();
+        if let Some(reason) = lost {
+            log::warn!(
+                "permit {} of semaphore `{}` was lost ({reason:?}) before its guard released \
+                 it; not releasing",
+                self.id,
+                self.semaphore.name
+            );
+            return Err(self.semaphore.unknown(&self.id));
+        }
+        if self.semaphore.try_release(&self.id)? {
+            log::debug!(
+                "released permit {} of semaphore `{}`",
+                self.id,
+                self.semaphore.name
+            );
+            return Ok(());
+        }
+        if let Some(lease) = lease {
+            lease.mark_lost(LostReason::NotHeld);
+        }
+        Err(self.semaphore.unknown(&self.id))
     }
 }
 
@@ -177,9 +346,9 @@ impl Drop for PermitGuard {
         if self.released {
             return;
         }
-        match self.semaphore.try_release(&self.id) {
-            Ok(true) => {}
-            Ok(false) => log::warn!(
+        match self.finish() {
+            Ok(()) => {}
+            Err(e) if e.is_unknown_permit() => log::warn!(
                 "permit {} of semaphore `{}` was gone when its guard was dropped: its lease \
                  ran out, or it was released by id",
                 self.id,
@@ -199,6 +368,8 @@ impl fmt::Debug for PermitGuard {
         f.debug_struct("PermitGuard")
             .field("semaphore", &self.semaphore.name())
             .field("id", &self.id)
+            .field("renewed", &self.renewed.is_some())
+            .field("lost", &self.is_lost())
             .finish()
     }
 }
@@ -211,5 +382,7 @@ mod tests {
     fn a_permit_guard_may_move_to_another_thread() {
         fn send<T: Send>() {}
         send::<PermitGuard>();
+        fn sync<T: Sync>() {}
+        sync::<PermitGuard>();
     }
 }

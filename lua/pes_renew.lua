@@ -1,0 +1,25 @@
+-- Renew the leases of many permits of permit-expirable semaphores in one call (the watchdog's
+-- batch for renewed permit guards).
+-- KEYS[i]      "{name}:timeout" of semaphore i: ZSET permit id -> expiry in ms on the server clock
+-- ARGV[1]      lease in milliseconds
+-- ARGV[i+1]    permit id for semaphore i
+-- Reply:       array of one integer per permit: 1 = the permit is still taken (in KEYS[i], not
+--              yet expired): its expiry is now server time + lease (ZADD XX); 0 = it is not
+--              (released, expired, reclaimed or removed, or KEYS[i] is not a sorted set):
+--              nothing is written for it, its renewal stops and its guard is marked lost
+-- Nothing is reclaimed or published: a later expiry wakes nobody, and waiters re-read the
+-- earliest expiry when their bound (the old one) ends.
+local t = redis.call('time');
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
+local expires = string.format('%d', now + tonumber(ARGV[1]));
+local res = {};
+for i, key in ipairs(KEYS) do
+    -- pcall: a foreign key reports 0 for its permit, not an error for the whole batch.
+    local score = redis.pcall('zscore', key, ARGV[i + 1]);
+    res[i] = 0;
+    if type(score) == 'string' and tonumber(score) > now then
+        redis.call('zadd', key, 'XX', expires, ARGV[i + 1]);
+        res[i] = 1;
+    end;
+end;
+return res;

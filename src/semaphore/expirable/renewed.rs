@@ -1,0 +1,145 @@
+//! Permits renewed by the watchdog: the acquires that hand back a renewed [`PermitGuard`],
+//! and the [`BatchRenewal`] (`lua/pes_renew.lua`) the watchdog renews them with. To the
+//! watchdog a permit is an entry like a lock hold: the semaphore's name and, as its field,
+//! the permit id.
+
+use std::time::{Duration, Instant};
+
+use super::{one, PermitExpirableSemaphore, PermitGuard};
+use crate::config::check_duration;
+use crate::config::MAX_DURATION;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::lock::BatchRenewal;
+use crate::scripts;
+
+/// `pes_renew.lua`: a permit is its id in the semaphore's `{name}:timeout` sorted set, whose
+/// score (its expiry) is set to the server's time plus the lease.
+pub(super) static RENEW_PERMIT: BatchRenewal = BatchRenewal {
+    script: &scripts::PES_RENEW,
+    add: |call, name, id| {
+        call.key(keys::permit_timeouts(name)).arg(id);
+    },
+};
+
+impl PermitExpirableSemaphore {
+    /// Takes one permit, waiting as long as it takes, and returns a guard whose permit the
+    /// client's watchdog renews for as long as the guard lives: its lease is the
+    /// [watchdog timeout](crate::ConfigBuilder::watchdog_timeout), renewed every third of it
+    /// (in the same batched calls as the client's locks). If the process dies, the permit
+    /// goes back to the semaphore within one watchdog timeout.
+    ///
+    /// The guard reports a permit that stops being renewed ([`PermitGuard::is_lost`],
+    /// [`PermitGuard::on_lost`]). Renewed permits are not capped by
+    /// [`ConfigBuilder::max_hold`](crate::ConfigBuilder::max_hold).
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// let permit = slots.acquire_guard_renewed()?;
+    /// // ... render for as long as it takes; a crash frees the permit within 30 s
+    /// permit.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn acquire_guard_renewed(&self) -> Result<PermitGuard> {
+        match self.acquire_renewed(None)? {
+            Some(guard) => Ok(guard),
+            None => unreachable!("an acquire without a deadline waits until it succeeds"),
+        }
+    }
+
+    /// As [`acquire_guard_renewed`](Self::acquire_guard_renewed), but makes one attempt:
+    /// `Ok(None)` if no permit is free.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// if let Some(_permit) = slots.try_acquire_guard_renewed()? {
+    ///     // ... render
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_guard_renewed(&self) -> Result<Option<PermitGuard>> {
+        self.acquire_renewed(Some(Instant::now()))
+    }
+
+    /// As [`acquire_guard_renewed`](Self::acquire_guard_renewed), waiting at most `wait`:
+    /// `Ok(None)` if no permit came free in time.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a zero wait or one over a year; otherwise as
+    /// [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// if let Some(_permit) = slots.try_acquire_guard_renewed_for(Duration::from_secs(3))? {
+    ///     // ... render
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_guard_renewed_for(&self, wait: Duration) -> Result<Option<PermitGuard>> {
+        check_duration("wait", wait)?;
+        self.try_acquire_guard_renewed_until(Instant::now() + wait)
+    }
+
+    /// As [`acquire_guard_renewed`](Self::acquire_guard_renewed), waiting at most until
+    /// `deadline` (one already past makes one attempt): `Ok(None)` if no permit came free in
+    /// time.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a deadline more than a year away; otherwise as
+    /// [`acquire`](Self::acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::{Duration, Instant};
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let deadline = Instant::now() + Duration::from_millis(250);
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// if let Some(_permit) = slots.try_acquire_guard_renewed_until(deadline)? {
+    ///     // ... render
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_guard_renewed_until(
+        &self,
+        deadline: Instant,
+    ) -> Result<Option<PermitGuard>> {
+        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
+            return Err(Error::invalid("deadline is more than one year away"));
+        }
+        self.acquire_renewed(Some(deadline))
+    }
+
+    /// The one renewed acquire: a permit with the watchdog's lease, watched from the send
+    /// time of the attempt that took it.
+    fn acquire_renewed(&self, deadline: Option<Instant>) -> Result<Option<PermitGuard>> {
+        let lease = self.client.inner.config.watchdog_timeout;
+        Ok(self
+            .acquire_sent(1, lease, deadline)?
+            .map(|(ids, sent_at)| PermitGuard::renewed(self.clone(), one(ids), sent_at)))
+    }
+}
