@@ -4,7 +4,8 @@
 -- ARGV[1]      lease in milliseconds
 -- ARGV[i+1]    permit id for semaphore i
 -- Reply:       array of one integer per permit: 1 = the permit is still taken (in KEYS[i], not
---              yet expired): its expiry is now server time + lease (ZADD XX); 0 = it is not
+--              yet expired): its expiry is now server time + lease (ZADD XX), or it has no lease
+--              (Redisson's score 922337203685477 and above: left as it is); 0 = it is not
 --              (released, expired, reclaimed or removed, or KEYS[i] is not a sorted set):
 --              nothing is written for it, its renewal stops and its guard is marked lost
 -- Nothing is reclaimed or published: a later expiry wakes nobody, and waiters re-read the
@@ -17,7 +18,11 @@ for i, key in ipairs(KEYS) do
     -- pcall: a foreign key reports 0 for its permit, not an error for the whole batch.
     local score = redis.pcall('zscore', key, ARGV[i + 1]);
     res[i] = 0;
-    if type(score) == 'string' and tonumber(score) > now then
+    local at = type(score) == 'string' and tonumber(score) or nil;
+    if at ~= nil and at >= 922337203685477 then
+        -- Redisson's "no lease": taken for good, left so (not turned into an expiring permit).
+        res[i] = 1;
+    elseif at ~= nil and at > now then
         redis.call('zadd', key, 'XX', expires, ARGV[i + 1]);
         res[i] = 1;
     end;

@@ -6,13 +6,17 @@
 --                              java.util.concurrent.Semaphore.drainPermits does. 0 when the key
 --                              is absent (nothing written). Nothing is published: 0 permits
 --                              serve no waiter.
---          error WRONGTYPE     the key is not a string holding an integer (nothing changed)
+--          error WRONGTYPE     the key is not a string holding a canonical integer below 2^53
+--                              (what DECRBY takes, and Lua counts exactly): nothing changed
 local value = redis.call('get', KEYS[1]);
 if value == false then
     return 0;
 end;
+-- Only what DECRBY takes, exactly (a canonical decimal integer below 2^53): anything else is
+-- refused before anything is written.
 local count = tonumber(value);
-if count == nil then
+local canonical = value == '0' or string.match(value, '^%-?[1-9]%d*$') ~= nil;
+if count == nil or not canonical or math.abs(count) >= 2 ^ 53 then
     return redis.error_reply('WRONGTYPE semaphore value is not an integer');
 end;
 if count ~= 0 then

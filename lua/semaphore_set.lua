@@ -9,7 +9,7 @@
 --                              KEYS[2] (waiters whose needs fit are woken)
 --          error WRONGTYPE     the key is not a string holding an integer (nothing changed)
 local value = redis.call('get', KEYS[1]);
-if value ~= false and tonumber(value) == nil then
+if value ~= false and (value ~= '0' and string.match(value, '^%-?[1-9]%d*$') == nil) then
     return redis.error_reply('WRONGTYPE semaphore value is not an integer');
 end;
 local ttl = redis.call('pttl', KEYS[1]);

@@ -9,7 +9,8 @@
 --          nil                 the owner holds no hold of this lock (nothing changed)
 --          0                   one hold released, the owner still holds the lock
 --          1                   last hold released: key deleted
---          error WRONGTYPE     the key exists and is not a hash
+--          error WRONGTYPE     the key exists and is not a hash, or the owner's hold count is not
+--                              a number (nothing changed)
 local val = redis.call('get', KEYS[2]);
 if val ~= false then
     return tonumber(val);
@@ -17,6 +18,9 @@ end;
 local count = redis.call('hget', KEYS[1], ARGV[2]);
 if count == false then
     return nil;
+end;
+if tonumber(count) == nil then
+    return redis.error_reply('WRONGTYPE hold count is not a number');
 end;
 if tonumber(count) > 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], -1);

@@ -18,7 +18,9 @@
 //! the lease is marked final, and the entry becomes like a timer: due at its lease end, which
 //! is then a [`LostReason::MaxHoldReached`] loss. So a capped hold ends at its cap at the
 //! latest, and at most one renewal period before it (or at the acquire's lease end, for a cap
-//! shorter than the lease). A re-entry sets the lease again but keeps the entry's cap.
+//! shorter than the lease). A re-entry sets the lease again but keeps the entry's cap; that
+//! lease, and the one an inner hold's release sets, are not the watchdog's, so with nested
+//! holds the key can outlive the cap by up to one lease (documented on `max_hold`).
 //!
 //! Loss latches: a lease that ran out on the monotonic clock is never confirmed again (not by
 //! a late renewal reply, not by a re-entry), so a guard that reported lost stays lost. The

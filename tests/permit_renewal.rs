@@ -215,3 +215,32 @@ fn renewed_acquires_reject_bad_input() {
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn a_permit_without_lease_is_left_so_by_renewal() {
+    // Regression: renewal turned Redisson's "no lease" score (922337203685477 and above) into
+    // an expiring one.
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let client = client(&server);
+    let name = "pr:forever";
+    let sem = client.permit_expirable_semaphore(name);
+    sem.try_set_permits(1).unwrap();
+    let guard = sem.acquire_guard_renewed().unwrap();
+    let forever: i64 = 922_337_203_685_477;
+    let _: () = raw
+        .zadd(timeouts(name), guard.id().as_str(), forever)
+        .unwrap();
+    let renewals = client.metrics().renewals;
+    assert!(wait_until(Duration::from_secs(5), || client
+        .metrics()
+        .renewals
+        >= renewals + 2));
+    assert_eq!(
+        score(&mut raw, name, &guard),
+        Some(forever),
+        "left as it was"
+    );
+    assert!(!guard.is_lost());
+    guard.release().unwrap();
+}

@@ -567,3 +567,34 @@ fn a_redisson_style_ttl_semaphore_is_read_and_a_set_wakes_a_redisson_style_waite
     let keys: Vec<String> = raw.keys("*").unwrap();
     assert_eq!(keys, vec!["sem:java".to_owned()]);
 }
+
+#[test]
+fn drain_and_set_refuse_a_value_decrby_would_not_take() {
+    // Regression: `tonumber` took `0x10`, `5.5`, `1e3`: the type check passed and DECRBY then
+    // failed with a generic error instead of WRONGTYPE.
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let sem = client.semaphore("s:odd");
+    for odd in ["0x10", "5.5", "1e3", " 7"] {
+        let _: () = raw.set("s:odd", odd).unwrap();
+        let err = sem.drain_permits().unwrap_err();
+        assert!(
+            matches!(err, redlatch::Error::WrongType { .. }),
+            "{odd}: {err:?}"
+        );
+        let err = sem.set_permits(3).unwrap_err();
+        assert!(
+            matches!(err, redlatch::Error::WrongType { .. }),
+            "{odd}: {err:?}"
+        );
+        let kept: String = raw.get("s:odd").unwrap();
+        assert_eq!(kept, odd, "nothing written");
+    }
+    // An integer past 2^53 cannot be drained exactly (Lua numbers are doubles): refused too.
+    let _: () = raw.set("s:odd", "9007199254740993").unwrap();
+    let err = sem.drain_permits().unwrap_err();
+    assert!(matches!(err, redlatch::Error::WrongType { .. }), "{err:?}");
+    let kept: String = raw.get("s:odd").unwrap();
+    assert_eq!(kept, "9007199254740993");
+}

@@ -258,3 +258,25 @@ fn the_watchdog_renews_a_spin_lock() {
     guard.unlock().unwrap();
     assert!(!lock.is_locked().unwrap());
 }
+
+#[test]
+fn a_spin_unlock_refuses_a_hold_count_that_is_not_a_number() {
+    // Regression: the unlock script compared `nil` with a number (a Lua runtime error).
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let mut raw = server.conn();
+    let _: () = redis::cmd("HSET")
+        .arg("spin:odd")
+        .arg(client.owner_id())
+        .arg("abc")
+        .query(&mut raw)
+        .unwrap();
+    let err = client.spin_lock("spin:odd").unlock().unwrap_err();
+    assert!(matches!(err, redlatch::Error::WrongType { .. }), "{err:?}");
+    let kept: Option<String> = redis::cmd("HGET")
+        .arg("spin:odd")
+        .arg(client.owner_id())
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(kept.as_deref(), Some("abc"), "nothing changed");
+}

@@ -217,8 +217,9 @@ impl<O: Ownership> Lock<O> {
     ///
     /// Only holds renewed by the watchdog are capped: with [`with_lease`](Self::with_lease)
     /// the lease already ends by itself. A re-entry by the thread keeps the cap of its first
-    /// hold, counted from that hold's acquire. To lift a client-wide cap for one lock, give
-    /// it a long one (up to a year).
+    /// hold, counted from that hold's acquire; with nested holds the cap is not strict (see
+    /// [`ConfigBuilder::max_hold`](crate::ConfigBuilder::max_hold)). To lift a client-wide cap
+    /// for one lock, give it a long one (up to a year).
     ///
     /// A zero or absurd (over a year) cap is reported by the acquire calls as
     /// [`Error::InvalidArgument`], before anything is sent.
