@@ -523,10 +523,9 @@ impl ConfigBuilder {
     ///
     /// The hold ends at the cap at the latest, and at most a renewal period (a third of the
     /// [watchdog timeout](Self::watchdog_timeout)) before it; a cap shorter than the watchdog
-    /// timeout ends the hold when the lease set by the acquire runs out. With nested holds the
-    /// cap is not strict: a re-entry, or the release of an inner hold while an outer one
-    /// remains, sets the lease in Redis once more (as Redisson's scripts do), so the key can
-    /// outlive the cap by up to one lease. See the crate docs, "A cap on holding".
+    /// timeout ends the hold when the lease set by the acquire runs out. Nested holds keep it:
+    /// a re-entry or the release of an inner hold sets the lease in Redis no further than the
+    /// cap. See the crate docs, "A cap on holding".
     ///
     /// Defaults to none (renewed as long as the guard lives). Must be non-zero and at most a
     /// year.

@@ -91,11 +91,9 @@
 //! least one [watchdog timeout](ConfigBuilder::watchdog_timeout): a shorter cap ends the hold
 //! when the acquire's lease runs out. Holds with an explicit lease ([`Lock::with_lease`]) end
 //! with it and are not capped. A re-entry by the same thread keeps the cap of the thread's
-//! first hold (it counts from that acquire). With nested holds the cap is not strict: a
-//! re-entry, or the release of an inner hold while an outer one remains, sets the lease in
-//! Redis once more (as Redisson's scripts do), so the key can outlive the cap by up to one
-//! lease, and the outer guard is reported lost while Redis still holds the key until that
-//! lease ends. [`Client::close`] loses capped holds as any other.
+//! first hold (it counts from that acquire), and a re-entry or the release of an inner hold
+//! sets the lease in Redis no further than the cap. [`Client::close`] loses capped holds as
+//! any other.
 //!
 //! Redisson has no such cap: its watchdog renews a lock taken without a lease time until it
 //! is unlocked or the client shuts down; only a `leaseTime` bounds a hold, and that lease is

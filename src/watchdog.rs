@@ -18,9 +18,9 @@
 //! the lease is marked final, and the entry becomes like a timer: due at its lease end, which
 //! is then a [`LostReason::MaxHoldReached`] loss. So a capped hold ends at its cap at the
 //! latest, and at most one renewal period before it (or at the acquire's lease end, for a cap
-//! shorter than the lease). A re-entry sets the lease again but keeps the entry's cap; that
-//! lease, and the one an inner hold's release sets, are not the watchdog's, so with nested
-//! holds the key can outlive the cap by up to one lease (documented on `max_hold`).
+//! shorter than the lease). A re-entry keeps the entry's cap; it, and the release of an inner
+//! hold, set the lease in Redis no further than the cap (the lock asks [`Watchdog::cap_of`]),
+//! and the client's record of a capped lease never runs past the cap either.
 //!
 //! Loss latches: a lease that ran out on the monotonic clock is never confirmed again (not by
 //! a late renewal reply, not by a re-entry), so a guard that reported lost stays lost. The
@@ -241,6 +241,9 @@ pub(crate) struct LeaseState {
     /// When the lease was last known to be set in Redis (send time of the acquire or renewal
     /// that confirmed it), in µs after `base`.
     renewed_us: AtomicU64,
+    /// A capped hold's cap, in µs after `base` (0: none): the lease is never known to last
+    /// past it, whatever a re-entry confirms.
+    cap_us: u64,
     /// Where a loss is counted (once, when it latches).
     metrics: Option<Arc<Recorder>>,
 }
@@ -253,8 +256,16 @@ impl LeaseState {
             base,
             lease,
             renewed_us: AtomicU64::new(0),
+            cap_us: 0,
             metrics: None,
         }
+    }
+
+    /// This lease never lasts past `cap` (a hold's maximum hold time).
+    fn capped_at(mut self, cap: Instant) -> LeaseState {
+        let us = cap.saturating_duration_since(self.base).as_micros();
+        self.cap_us = u64::try_from(us).unwrap_or(u64::MAX).max(1);
+        self
     }
 
     /// Counts this hold's loss in `metrics`.
@@ -291,7 +302,12 @@ impl LeaseState {
     /// When the lease runs out, as far as the client knows (send time of the last
     /// confirmed acquire or renewal, plus the lease).
     pub(crate) fn expires(&self) -> Instant {
-        self.base + Duration::from_micros(self.renewed_us.load(Ordering::Acquire)) + self.lease
+        let end =
+            self.base + Duration::from_micros(self.renewed_us.load(Ordering::Acquire)) + self.lease;
+        match self.cap_us {
+            0 => end,
+            cap => end.min(self.base + Duration::from_micros(cap)),
+        }
     }
 
     /// Records a renewal (or re-entry) sent at `sent_at` that found the lock held; false if
@@ -505,6 +521,14 @@ impl Watchdog {
         dropped
     }
 
+    /// The cap of the renewed hold of `name` under `field`, if it has one: a re-entry or a
+    /// partial release sets the lease in Redis no further than it.
+    pub(crate) fn cap_of(&self, name: &Arc<str>, field: &Arc<str>) -> Option<Instant> {
+        let st = self.shared.state.lock();
+        let id = st.find(name, field)?;
+        st.entries.get(&id)?.extra.as_ref()?.cap
+    }
+
     /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and hash field.
     pub(crate) fn unwatch_key(&self, name: &Arc<str>, owner: &Arc<str>) {
         let mut st = self.shared.state.lock();
@@ -631,6 +655,9 @@ impl State {
         let mut state = LeaseState::new(acquired_at, lease);
         if let Some(m) = metrics {
             state = state.counted_by(m);
+        }
+        if let Some(max_hold) = max_hold {
+            state = state.capped_at(acquired_at + max_hold);
         }
         let lease = Arc::new(state);
         let renewal = self.renewal_index(batch);

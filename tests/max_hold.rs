@@ -252,3 +252,41 @@ fn a_zero_or_absurd_max_hold_is_refused_and_leaves_nothing_behind() {
     }
     assert!(client.lock("maxhold:bad").lock().unwrap().unlock().is_ok());
 }
+
+#[test]
+fn nested_holds_set_no_lease_past_the_cap() {
+    // Regression: a re-entry, or the release of an inner hold, set a full lease in Redis after
+    // the watchdog had stopped at the cap: the key outlived the cap by a lease, while the
+    // outer guard was reported lost.
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let client = client(&server, Some(CAP));
+    let lock = client.lock("cap:nested");
+    let started = Instant::now();
+    let outer = lock.lock().unwrap();
+    // Near the cap (within one lease of it), re-enter and release the inner hold.
+    while started.elapsed() < CAP - LEASE / 2 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let inner = lock.lock().unwrap();
+    let left = CAP.saturating_sub(started.elapsed());
+    let pttl: i64 = raw.pttl("cap:nested").unwrap();
+    assert!(
+        pttl > 0 && (pttl as u128) <= left.as_millis() + 50,
+        "the re-entry set {pttl} ms with {left:?} left to the cap"
+    );
+    drop(inner);
+    let left = CAP.saturating_sub(started.elapsed());
+    let pttl: i64 = raw.pttl("cap:nested").unwrap();
+    assert!(
+        pttl <= 0 || (pttl as u128) <= left.as_millis() + 50,
+        "the partial release set {pttl} ms with {left:?} left to the cap"
+    );
+    // The key is gone by the cap, and the outer guard knows.
+    assert!(wait_until(CAP + SLACK, || {
+        !raw.exists::<_, bool>("cap:nested").unwrap()
+    }));
+    assert!(started.elapsed() < CAP + SLACK);
+    assert!(wait_until(SLACK, || outer.is_lost()));
+    assert!(outer.unlock().unwrap_err().is_lock_lost());
+}

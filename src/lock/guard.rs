@@ -370,6 +370,7 @@ impl<O: Ownership> LockGuard<O> {
             });
         }
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
+        let lease = self.lock.lease_for(&self.owner, lease);
         match self.lock.raw.unlock(&self.owner, lease)? {
             Unlocked::NotHeld => {
                 // Latched (and counted once) for the thread's other holds of this lock too:

@@ -217,9 +217,8 @@ impl<O: Ownership> Lock<O> {
     ///
     /// Only holds renewed by the watchdog are capped: with [`with_lease`](Self::with_lease)
     /// the lease already ends by itself. A re-entry by the thread keeps the cap of its first
-    /// hold, counted from that hold's acquire; with nested holds the cap is not strict (see
-    /// [`ConfigBuilder::max_hold`](crate::ConfigBuilder::max_hold)). To lift a client-wide cap
-    /// for one lock, give it a long one (up to a year).
+    /// hold, counted from that hold's acquire, and sets the lease no further than it. To lift
+    /// a client-wide cap for one lock, give it a long one (up to a year).
     ///
     /// A zero or absurd (over a year) cap is reported by the acquire calls as
     /// [`Error::InvalidArgument`], before anything is sent.
@@ -379,7 +378,10 @@ impl<O: Ownership> Lock<O> {
                 .watchdog
                 .unwatch_key(&self.raw.name, &field);
         }
-        match self.raw.unlock(&owner, self.lease_or_default())? {
+        match self
+            .raw
+            .unlock(&owner, self.lease_for(&owner, self.lease_or_default()))?
+        {
             Unlocked::NotHeld => Err(Error::NotHeld {
                 name: self.key().to_owned(),
             }),
@@ -500,6 +502,29 @@ impl<O: Ownership> Lock<O> {
         self.owner.owner_id(&self.raw.client)
     }
 
+    /// The lease to set now for `owner`: `lease`, or less when `owner` already holds this lock
+    /// in a capped hold. A re-entry or a partial release sets the lease in Redis, and must not
+    /// set it past the hold's cap (the watchdog renews it no further than that either).
+    pub(crate) fn lease_for(&self, owner: &str, lease: Duration) -> Duration {
+        if self.lease.is_some() || self.max_hold_or_default().is_none() {
+            return lease;
+        }
+        let field: Arc<str> = self.raw.field(owner).into();
+        match self
+            .raw
+            .client
+            .inner
+            .watchdog
+            .cap_of(&self.raw.name, &field)
+        {
+            Some(cap) => {
+                let left = cap.saturating_duration_since(Instant::now());
+                lease.min(left).max(Duration::from_millis(1))
+            }
+            None => lease,
+        }
+    }
+
     /// The maximum hold time of this lock's watchdog holds: its own, or the client's.
     pub(crate) fn max_hold_or_default(&self) -> Option<Duration> {
         self.max_hold.or(self.raw.client.inner.config.max_hold)
@@ -548,6 +573,7 @@ impl<O: Ownership> Lock<O> {
                 Some(pacer) => pacer.next_delay().min(ttl),
                 None => ttl,
             };
+            let lease = self.lease_for(&owner, lease);
             Ok(match self.raw.acquire(&owner, lease, will_wait)? {
                 Attempt::Acquired { count, token } => {
                     got = Some(LockGuard::new(
