@@ -9,7 +9,7 @@ use redis::{Connection, RedisResult, Value};
 use crate::config::millis;
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::Kind;
+use crate::lock::kind::{Kind, Release};
 use crate::lock::raw::RawLock;
 use crate::scripts;
 
@@ -83,21 +83,18 @@ impl Kind for Fair {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::FAIR_UNLOCK
             .key(&*lock.name)
             .key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
-            .key(latch)
-            .arg(lease_ms)
-            .arg(owner)
+            .key(release.latch)
+            .arg(release.lease_ms)
+            .arg(release.owner)
             .arg(lock.client.publish())
-            .arg(latch_ttl_ms)
+            .arg(release.latch_ttl_ms)
             .arg(self.wait_ms)
             .invoke(c)
     }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use redis::{Connection, RedisResult, Value};
 
 use crate::keys;
-use crate::lock::kind::Kind;
+use crate::lock::kind::{Kind, Release};
 use crate::lock::plain::Plain;
 use crate::lock::raw::RawLock;
 use crate::scripts;
@@ -52,13 +52,9 @@ impl Kind for Fenced {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
-        self.plain
-            .unlock(lock, c, owner, latch, lease_ms, latch_ttl_ms)
+        self.plain.unlock(lock, c, release)
     }
 
     fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {

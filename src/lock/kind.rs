@@ -36,17 +36,14 @@ pub(crate) trait Kind: Send + Sync + 'static {
         will_wait: bool,
     ) -> RedisResult<Value>;
 
-    /// Runs the unlock script releasing one hold of `owner` on `c`, with the unlock latch
-    /// `latch` (kept `latch_ttl_ms`) and `lease_ms` applied again to holds that remain. The
+    /// Runs the unlock script releasing one hold of `release.owner` on `c`, with its unlock
+    /// latch, and its lease applied again to holds that remain (see [`Release`]). The
     /// raw reply: nil (not held), 0 (still held), 1 (released), 2 (a hold that had expired).
     fn unlock(
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>>;
 
     /// Runs the script that deletes the lock whoever holds it; true if it was held.
@@ -112,6 +109,18 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn token_key(&self) -> Option<&str> {
         None
     }
+}
+
+/// One release request, as every kind's unlock script takes it.
+pub(crate) struct Release<'a> {
+    /// The owner id whose hold is released.
+    pub(crate) owner: &'a str,
+    /// The unlock latch key (`keys::unlock_latch`): makes a retried call idempotent.
+    pub(crate) latch: &'a str,
+    /// The lease, in ms, set again when the owner still holds the lock.
+    pub(crate) lease_ms: u64,
+    /// How long the latch is kept, in ms.
+    pub(crate) latch_ttl_ms: u64,
 }
 
 /// What the watchdog renews for a held lock: the hold's hash field (what tells the holds of

@@ -11,7 +11,7 @@ use redis::{Connection, RedisResult, Value};
 
 use crate::error::Result;
 use crate::lock::fair::Fair;
-use crate::lock::kind::{Kind, Renewal};
+use crate::lock::kind::{Kind, Release, Renewal};
 use crate::lock::plain::Plain;
 use crate::lock::raw::RawLock;
 
@@ -48,13 +48,9 @@ impl Kind for NonReentrant {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
-        self.plain
-            .unlock(lock, c, owner, latch, lease_ms, latch_ttl_ms)
+        self.plain.unlock(lock, c, release)
     }
 
     fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
@@ -110,13 +106,9 @@ impl Kind for NonReentrantFair {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
-        self.fair
-            .unlock(lock, c, owner, latch, lease_ms, latch_ttl_ms)
+        self.fair.unlock(lock, c, release)
     }
 
     fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {

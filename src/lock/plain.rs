@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use redis::{Connection, RedisResult, Value};
 
 use crate::keys;
-use crate::lock::kind::Kind;
+use crate::lock::kind::{Kind, Release};
 use crate::lock::raw::RawLock;
 use crate::scripts;
 
@@ -61,20 +61,17 @@ impl Kind for Plain {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::LOCK_UNLOCK
             .key(&*lock.name)
             .key(&self.channel)
-            .key(latch)
+            .key(release.latch)
             .arg(0)
-            .arg(lease_ms)
-            .arg(owner)
+            .arg(release.lease_ms)
+            .arg(release.owner)
             .arg(lock.client.publish())
-            .arg(latch_ttl_ms)
+            .arg(release.latch_ttl_ms)
             .invoke(c)
     }
 

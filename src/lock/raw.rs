@@ -11,7 +11,7 @@ use crate::client::Client;
 use crate::config::{millis, ReplicaSync};
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::kind::{Kind, Renewal};
+use crate::lock::kind::{Kind, Release, Renewal};
 use crate::names::Named;
 
 /// What the unlock script did.
@@ -169,9 +169,13 @@ impl RawLock {
         let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
         let attempt = || -> Result<(Option<i64>, Option<u32>)> {
             self.run(|c| {
-                let reply = self
-                    .kind
-                    .unlock(self, c, owner, &latch, millis(lease), latch_ttl)?;
+                let release = Release {
+                    owner,
+                    latch: &latch,
+                    lease_ms: millis(lease),
+                    latch_ttl_ms: latch_ttl,
+                };
+                let reply = self.kind.unlock(self, c, &release)?;
                 Ok((reply, self.confirm(c, reply.is_some())?))
             })
         };

@@ -9,7 +9,7 @@ use redis::{Connection, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::{BatchRenewal, Kind, Renewal};
+use crate::lock::kind::{BatchRenewal, Kind, Release, Renewal};
 use crate::lock::raw::RawLock;
 use crate::lock::rw::Side;
 use crate::scripts;
@@ -62,20 +62,17 @@ impl Kind for Read {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        _lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::RW_READ_UNLOCK
             .key(&*lock.name)
             .key(&self.side.channel)
-            .key(keys::read_holds(&lock.name, owner))
+            .key(keys::read_holds(&lock.name, release.owner))
             .key(&self.side.prefix)
-            .key(latch)
-            .arg(owner)
+            .key(release.latch)
+            .arg(release.owner)
             .arg(lock.client.publish())
-            .arg(latch_ttl_ms)
+            .arg(release.latch_ttl_ms)
             .invoke(c)
     }
 

@@ -10,7 +10,7 @@ use redis::{Connection, RedisResult, Value};
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::kind::Kind;
+use crate::lock::kind::{Kind, Release};
 use crate::lock::raw::RawLock;
 use crate::scripts;
 
@@ -55,17 +55,14 @@ impl Kind for Spin {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::SPIN_UNLOCK
             .key(&*lock.name)
-            .key(latch)
-            .arg(lease_ms)
-            .arg(owner)
-            .arg(latch_ttl_ms)
+            .key(release.latch)
+            .arg(release.lease_ms)
+            .arg(release.owner)
+            .arg(release.latch_ttl_ms)
             .invoke(c)
     }
 

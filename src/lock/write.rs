@@ -8,7 +8,7 @@ use redis::{Connection, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::{Kind, Renewal, RENEW_FIELD};
+use crate::lock::kind::{Kind, Release, Renewal, RENEW_FIELD};
 use crate::lock::raw::RawLock;
 use crate::lock::rw::Side;
 use crate::scripts;
@@ -50,20 +50,17 @@ impl Kind for Write {
         &self,
         lock: &RawLock,
         c: &mut Connection,
-        owner: &str,
-        latch: &str,
-        lease_ms: u64,
-        latch_ttl_ms: u64,
+        release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::RW_WRITE_UNLOCK
             .key(&*lock.name)
             .key(&self.side.channel)
             .key(&self.side.prefix)
-            .key(latch)
-            .arg(lease_ms)
-            .arg(keys::write_field(owner))
+            .key(release.latch)
+            .arg(release.lease_ms)
+            .arg(keys::write_field(release.owner))
             .arg(lock.client.publish())
-            .arg(latch_ttl_ms)
+            .arg(release.latch_ttl_ms)
             .invoke(c)
     }
 
