@@ -4,12 +4,15 @@
 //! stdout (every figure next to the ping round trip measured in the same run) and a one-line
 //! human summary per workload to stderr. Cargo takes one bare name itself (`cargo bench --bench
 //! locks solo`); more names or flags go after `--`: `cargo bench --bench locks -- waiters
-//! --scale`. `--idle-secs=N` makes `waiters` count idle commands for N s instead of 3.
-//! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog. To add one: a
+//! --scale`. `--idle-secs=N` makes `waiters` count idle commands for N s instead of 3;
+//! `--threads=4,64` runs `throughput` at those thread counts only.
+//! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 #[path = "locks/memory.rs"]
 mod memory;
+#[path = "locks/throughput.rs"]
+mod throughput;
 #[path = "locks/watchdog.rs"]
 mod watchdog;
 
@@ -34,17 +37,22 @@ const WORKLOADS: &[&str] = &[
     "handoff_scale",
     "waiters",
     "watchdog",
+    "throughput",
 ];
 
 fn main() {
     let mut scale = false;
     let mut idle_secs = 3;
+    let mut threads = None;
     let mut names = Vec::new();
     for arg in std::env::args().skip(1) {
         if arg == "--scale" {
             scale = true;
         } else if let Some(secs) = arg.strip_prefix("--idle-secs=") {
             idle_secs = secs.parse().expect("--idle-secs=<whole seconds>");
+        } else if let Some(list) = arg.strip_prefix("--threads=") {
+            let parse = |n: &str| n.parse().expect("--threads=<count>,<count>,...");
+            threads = Some(list.split(',').map(parse).collect());
         } else if !arg.starts_with("--") {
             names.push(arg); // other `--` flags (cargo passes `--bench`) are ignored
         }
@@ -65,6 +73,7 @@ fn main() {
         raw,
         scale,
         idle_secs,
+        threads,
     };
     eprintln!("ping p50 {ping_p50_us:.1} us (5000 PINGs, one connection)");
     for name in &names {
@@ -75,6 +84,7 @@ fn main() {
             "handoff_scale" => handoff_scale(&mut ctx),
             "waiters" => waiters(&mut ctx),
             "watchdog" => watchdog::watchdog(&mut ctx),
+            "throughput" => throughput::throughput(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());
@@ -90,6 +100,8 @@ struct Ctx {
     /// How long `waiters` counts commands while its threads wait (`--idle-secs=N`, default
     /// 3). Past the lease (30 s) it sees each waiter's bounded re-check.
     idle_secs: u64,
+    /// The thread counts `throughput` runs (`--threads=1,4`); its own list when `None`.
+    threads: Option<Vec<usize>>,
 }
 
 impl Ctx {
@@ -108,34 +120,64 @@ impl Ctx {
 
 /// 1 thread, 5000 lock+unlock cycles on an uncontended key. Also where a cycle's time goes:
 /// this thread's CPU time per cycle (`/proc/thread-self/schedstat`; the client's background
-/// threads are idle here) and the server's (`INFO cpu`), next to the two round trips.
+/// threads are idle here) and the server's (`INFO cpu`), next to the two round trips. The
+/// cycles run in 5 rounds of 1000, alternating with rounds of the raw cycle (the same two
+/// scripts on a bare connection, see `throughput.rs`): `raw_ratio` is redlatch's time per
+/// cycle over raw's (target <= 1.05).
 fn solo(ctx: &mut Ctx) -> Json {
-    const CYCLES: usize = 5000;
+    const ROUNDS: usize = 5;
+    const PER_ROUND: usize = 1000;
+    const CYCLES: usize = ROUNDS * PER_ROUND;
     let client = ctx.client();
     let lock = client.lock("bench:solo");
+    let mut raw = throughput::RawCycle::new(
+        redis::Client::open(ctx.url.as_str())
+            .and_then(|c| c.get_connection())
+            .expect("raw connection"),
+        "bench:solo:raw",
+        "raw:1",
+    );
     for _ in 0..200 {
         drop(lock.lock().expect("lock"));
+        raw.cycle();
     }
     let mut lat = Vec::with_capacity(CYCLES);
-    let server0 = server_cpu_us(&mut ctx.raw);
-    let cpu0 = memory::own_cpu_us();
-    let start = Instant::now();
-    for _ in 0..CYCLES {
-        let t = Instant::now();
-        drop(lock.lock().expect("lock"));
-        lat.push(t.elapsed());
+    let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
+    let (mut client_cpu, mut server_cpu) = (0.0, 0.0);
+    for _ in 0..ROUNDS {
+        let server0 = server_cpu_us(&mut ctx.raw);
+        let cpu0 = memory::own_cpu_us();
+        let start = Instant::now();
+        for _ in 0..PER_ROUND {
+            let t = Instant::now();
+            drop(lock.lock().expect("lock"));
+            lat.push(t.elapsed());
+        }
+        ours += start.elapsed();
+        client_cpu += memory::own_cpu_us() - cpu0;
+        server_cpu += server_cpu_us(&mut ctx.raw) - server0;
+        let start = Instant::now();
+        for _ in 0..PER_ROUND {
+            raw.cycle();
+        }
+        theirs += start.elapsed();
     }
-    let wall = start.elapsed();
-    let client_cpu = (memory::own_cpu_us() - cpu0) / CYCLES as f64;
-    let server_cpu = (server_cpu_us(&mut ctx.raw) - server0) / CYCLES as f64;
+    let client_cpu = client_cpu / CYCLES as f64;
+    let server_cpu = server_cpu / CYCLES as f64;
+    let raw_ratio = ours.as_secs_f64() / theirs.as_secs_f64();
     let (p50, p99) = (percentile_us(&mut lat, 50.0), percentile_us(&mut lat, 99.0));
     eprintln!(
         "solo: p50 {p50:.1} us = {:.2}x ping (target <= 2.3x), p99 {p99:.1} us; per cycle (2 \
-         round trips) {client_cpu:.1} us client CPU, {server_cpu:.1} us server CPU",
-        p50 / ctx.ping_p50_us
+         round trips) {client_cpu:.1} us client CPU, {server_cpu:.1} us server CPU; {:.1} us per \
+         cycle vs {:.1} us raw: ratio {raw_ratio:.3} (target <= 1.05)",
+        p50 / ctx.ping_p50_us,
+        ours.as_secs_f64() * 1e6 / CYCLES as f64,
+        theirs.as_secs_f64() * 1e6 / CYCLES as f64,
     );
     ctx.json("solo")
-        .num("cycles_per_s", CYCLES as f64 / wall.as_secs_f64())
+        .num("cycles_per_s", CYCLES as f64 / ours.as_secs_f64())
+        .num("raw_cycles_per_s", CYCLES as f64 / theirs.as_secs_f64())
+        .num2("raw_ratio", raw_ratio)
         .num("p50_us", p50)
         .num("p99_us", p99)
         .num("client_cpu_us_per_cycle", client_cpu)

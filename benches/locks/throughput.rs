@@ -1,0 +1,243 @@
+//! `throughput`: T threads, each locking and unlocking a lock of its own as fast as it can,
+//! next to the raw side: the same two scripts (`lua/lock_acquire.lua`, `lua/lock_unlock.lua`)
+//! sent on one bare connection per thread, the best a client without batching can do.
+//! Also the raw two-script cycle that `solo` alternates with.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::{Ctx, Json};
+
+/// Thread counts run by default, in order.
+const THREADS: &[usize] = &[1, 4, 16, 64, 256];
+/// Each side runs this long per round; the rounds alternate: redlatch, raw, redlatch, raw.
+const ROUND: Duration = Duration::from_millis(1500);
+const ROUNDS: usize = 2;
+
+/// Redisson's two lock scripts on a bare connection: what `raw` sends per cycle.
+pub(crate) struct RawCycle {
+    conn: redis::Connection,
+    acquire: redis::Script,
+    unlock: redis::Script,
+    key: String,
+    channel: String,
+    latch_prefix: String,
+    owner: String,
+    n: u64,
+}
+
+impl RawCycle {
+    pub(crate) fn new(conn: redis::Connection, key: &str, owner: &str) -> RawCycle {
+        RawCycle {
+            conn,
+            acquire: redis::Script::new(include_str!("../../lua/lock_acquire.lua")),
+            unlock: redis::Script::new(include_str!("../../lua/lock_unlock.lua")),
+            key: key.to_owned(),
+            channel: format!("redisson_lock__channel:{{{key}}}"),
+            latch_prefix: format!("redisson_unlock_latch:{{{key}}}:"),
+            owner: owner.to_owned(),
+            n: 0,
+        }
+    }
+
+    /// One lock + unlock: two round trips, as a client without batching sends them. The
+    /// latch key differs per unlock, as Redisson's request id does.
+    pub(crate) fn cycle(&mut self) {
+        let reply: redis::Value = self
+            .acquire
+            .key(&self.key)
+            .arg(30_000)
+            .arg(&self.owner)
+            .invoke(&mut self.conn)
+            .expect("raw acquire");
+        assert!(
+            matches!(reply, redis::Value::Array(_)),
+            "raw acquire of {} found it held: {reply:?}",
+            self.key
+        );
+        self.n += 1;
+        let latch = format!("{}{}", self.latch_prefix, self.n);
+        let released: i64 = self
+            .unlock
+            .key(&self.key)
+            .key(&self.channel)
+            .key(&latch)
+            .arg(0)
+            .arg(30_000)
+            .arg(&self.owner)
+            .arg("PUBLISH")
+            .arg(4_000)
+            .invoke(&mut self.conn)
+            .expect("raw unlock");
+        assert_eq!(released, 1, "raw unlock of {}", self.key);
+    }
+}
+
+/// What one side did in one round.
+#[derive(Clone, Copy, Default)]
+struct Side {
+    cycles: u64,
+    secs: f64,
+}
+
+impl Side {
+    fn add(&mut self, other: Side) {
+        self.cycles += other.cycles;
+        self.secs += other.secs;
+    }
+
+    fn rate(&self) -> f64 {
+        self.cycles as f64 / self.secs.max(1e-9)
+    }
+}
+
+/// The server's memory and key count, sampled during a run.
+#[derive(Default)]
+struct Memory {
+    peak_used_bytes: u64,
+    peak_keys: u64,
+    baseline_used_bytes: u64,
+}
+
+/// Runs `body(thread)` on `threads` threads for [`ROUND`]; each call is one cycle. Samples the
+/// server's memory every 100 ms meanwhile when `memory` is given.
+fn round<F>(
+    threads: usize,
+    body: F,
+    mut memory: Option<(&mut redis::Connection, &mut Memory)>,
+) -> Side
+where
+    F: Fn(usize) -> Box<dyn FnMut() + Send> + Sync,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let total = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let secs = thread::scope(|s| {
+        for t in 0..threads {
+            let mut cycle = body(t);
+            let (stop, total, barrier) =
+                (Arc::clone(&stop), Arc::clone(&total), Arc::clone(&barrier));
+            thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn_scoped(s, move || {
+                    let mut n = 0;
+                    barrier.wait();
+                    while !stop.load(Ordering::Relaxed) {
+                        cycle();
+                        n += 1;
+                    }
+                    total.fetch_add(n, Ordering::Relaxed);
+                })
+                .expect("spawn throughput thread");
+        }
+        barrier.wait();
+        let start = Instant::now();
+        while start.elapsed() < ROUND {
+            thread::sleep(Duration::from_millis(100));
+            if let Some((raw, mem)) = memory.as_mut() {
+                let (used, keys) = server_memory(raw);
+                mem.peak_used_bytes = mem.peak_used_bytes.max(used);
+                mem.peak_keys = mem.peak_keys.max(keys);
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        start.elapsed().as_secs_f64()
+    });
+    Side {
+        cycles: total.load(Ordering::Relaxed),
+        secs,
+    }
+}
+
+/// Deletes every key (nothing is held between rounds).
+fn flush(raw: &mut redis::Connection) {
+    let _: () = redis::cmd("FLUSHALL").query(raw).expect("FLUSHALL");
+}
+
+/// `used_memory` and the key count of db 0.
+fn server_memory(raw: &mut redis::Connection) -> (u64, u64) {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query(raw)
+        .expect("INFO memory");
+    let used = info
+        .lines()
+        .find_map(|l| l.trim_end().strip_prefix("used_memory:"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let keys: u64 = redis::cmd("DBSIZE").query(raw).expect("DBSIZE");
+    (used, keys)
+}
+
+/// The workload: for each thread count, alternating rounds of redlatch (one client shared by
+/// all threads) and raw (one connection per thread); then the ratio of their rates. During
+/// the redlatch rounds at the largest thread count, the server's memory and key count.
+pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
+    let client = ctx.client();
+    let counts: Vec<usize> = match &ctx.threads {
+        Some(list) => list.clone(),
+        None => THREADS.to_vec(),
+    };
+    let largest = counts.iter().copied().max().unwrap_or(1);
+    let mut json = ctx.json("throughput");
+    let mut memory = Memory::default();
+    flush(&mut ctx.raw);
+    memory.baseline_used_bytes = server_memory(&mut ctx.raw).0;
+    for &threads in &counts {
+        let locks: Vec<redlatch::Lock> = (0..threads)
+            .map(|t| client.lock(&format!("bench:throughput:{t}")))
+            .collect();
+        let (mut ours, mut raw) = (Side::default(), Side::default());
+        for _ in 0..ROUNDS {
+            // Each round starts on an empty server: the raw side's unlock latches (which a
+            // client without batching leaves to expire) do not count against redlatch.
+            flush(&mut ctx.raw);
+            let sample = (threads == largest).then_some((&mut ctx.raw, &mut memory));
+            ours.add(round(
+                threads,
+                |t| {
+                    let lock = locks[t].clone();
+                    Box::new(move || drop(lock.lock().expect("lock")))
+                },
+                sample,
+            ));
+            let url = ctx.url.clone();
+            flush(&mut ctx.raw);
+            raw.add(round(
+                threads,
+                |t| {
+                    let conn = redis::Client::open(url.as_str())
+                        .and_then(|c| c.get_connection())
+                        .expect("raw connection");
+                    let key = format!("bench:throughput:raw:{t}");
+                    let mut raw = RawCycle::new(conn, &key, &format!("raw:{t}"));
+                    Box::new(move || raw.cycle())
+                },
+                None,
+            ));
+        }
+        let ratio = ours.rate() / raw.rate();
+        eprintln!(
+            "throughput: {threads} threads: redlatch {:.0} cycles/s, raw {:.0} cycles/s, ratio \
+             {ratio:.2} (target >= 2.0 at 64 and 256, >= 0.97 at 1 and 4)",
+            ours.rate(),
+            raw.rate()
+        );
+        json = json
+            .num(&format!("t{threads}_cycles_per_s"), ours.rate())
+            .num(&format!("t{threads}_raw_cycles_per_s"), raw.rate())
+            .num2(&format!("t{threads}_ratio"), ratio);
+    }
+    eprintln!(
+        "throughput: during the {largest}-thread redlatch rounds the server held at most {} keys \
+         and {:.1} MB (used_memory; {:.1} MB before)",
+        memory.peak_keys,
+        memory.peak_used_bytes as f64 / 1e6,
+        memory.baseline_used_bytes as f64 / 1e6
+    );
+    json.int("peak_keys", memory.peak_keys as usize)
+        .num("peak_used_mb", memory.peak_used_bytes as f64 / 1e6)
+        .num("baseline_used_mb", memory.baseline_used_bytes as f64 / 1e6)
+}
