@@ -105,8 +105,13 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// A client with default settings, but for `batch_lanes` when `BENCH_BATCH_LANES` is set.
     fn client(&self) -> redlatch::Client {
-        redlatch::Client::open(&self.url).expect("redlatch client")
+        let mut config = redlatch::Config::builder(self.url.as_str());
+        if let Ok(lanes) = std::env::var("BENCH_BATCH_LANES") {
+            config = config.batch_lanes(lanes.parse().expect("BENCH_BATCH_LANES=<count>"));
+        }
+        redlatch::Client::new(config.build().expect("config")).expect("redlatch client")
     }
 
     /// A JSON line already holding `workload` and `ping_p50_us`.

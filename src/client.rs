@@ -1,5 +1,6 @@
 //! The client: configuration, command pool, pub/sub dispatcher and watchdog, shared by clones.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use crate::backend::Backend;
@@ -43,6 +44,8 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     /// This client's UUID, the first half of every owner id.
     pub(crate) id: String,
+    /// The number of this client's next unlock request (its latch key; see `RawLock::unlock`).
+    pub(crate) requests: AtomicU64,
     // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
     pub(crate) watchdog: Watchdog,
     pub(crate) pubsub: Dispatcher,
@@ -102,6 +105,7 @@ impl Client {
             inner: Arc::new(Inner {
                 config,
                 id,
+                requests: AtomicU64::new(1),
                 watchdog,
                 pubsub,
                 pool,

@@ -35,6 +35,7 @@ pub struct Config {
     pub(crate) retry_attempts: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) pool_size: usize,
+    pub(crate) batch_lanes: usize,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) watchdog_timeout: Duration,
@@ -224,6 +225,19 @@ impl Config {
         self.pool_size
     }
 
+    /// How many connections carry calls at once before calls share round trips (see
+    /// [`ConfigBuilder::batch_lanes`]); at most [`pool_size`](Self::pool_size).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.batch_lanes(), 4);
+    /// ```
+    pub fn batch_lanes(&self) -> usize {
+        self.batch_lanes
+    }
+
     /// How long the head of a fair lock's queue may stay silent before it is presumed dead
     /// and skipped (Redisson's `threadWaitTime`).
     ///
@@ -284,6 +298,7 @@ pub struct ConfigBuilder {
     retry_attempts: u32,
     retry_delay: Duration,
     pool_size: usize,
+    batch_lanes: usize,
     connect_timeout: Duration,
     response_timeout: Duration,
     watchdog_timeout: Duration,
@@ -306,6 +321,7 @@ impl ConfigBuilder {
             retry_attempts: 3,
             retry_delay: Duration::from_millis(500),
             pool_size: 16,
+            batch_lanes: 4,
             connect_timeout: Duration::from_secs(3),
             response_timeout: Duration::from_secs(3),
             watchdog_timeout: Duration::from_secs(30),
@@ -462,6 +478,33 @@ impl ConfigBuilder {
     /// ```
     pub fn pool_size(mut self, size: usize) -> Self {
         self.pool_size = size;
+        self
+    }
+
+    /// How many command connections (of each server) carry calls at once before calls start
+    /// to share round trips. A call that finds that many busy joins the next write: the
+    /// thread holding a connection when its round trip ends writes every call queued
+    /// meanwhile at once, and hands the replies out. Under load from many threads, each round
+    /// trip then carries many commands, and the server, whose CPU goes mostly to reading and
+    /// writing sockets, serves several times more calls; a thread alone sends its own command
+    /// at once, as without batching. 0 turns batching off: each call takes a connection of
+    /// its own, waiting for one when all `pool_size` are busy.
+    ///
+    /// Calls that need a connection to themselves take one whatever this says: with
+    /// [`sync_replicas`](Self::sync_replicas) (no batching at all: `WAIT` must follow the
+    /// write on its connection), a cluster's `ASKING`, and each node of a
+    /// [`RedLock`](crate::RedLock).
+    ///
+    /// Defaults to 4 (at most `pool_size`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").batch_lanes(2).build().unwrap();
+    /// assert_eq!(config.batch_lanes(), 2);
+    /// ```
+    pub fn batch_lanes(mut self, lanes: usize) -> Self {
+        self.batch_lanes = lanes;
         self
     }
 
@@ -810,6 +853,7 @@ impl ConfigBuilder {
             retry_attempts: self.retry_attempts,
             retry_delay: self.retry_delay,
             pool_size: self.pool_size,
+            batch_lanes: self.batch_lanes.min(self.pool_size),
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
             watchdog_timeout: self.watchdog_timeout,

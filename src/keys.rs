@@ -94,9 +94,10 @@ pub(crate) fn fence_token(name: &str) -> String {
     tagged(FENCE_TOKEN, name)
 }
 
-/// The short-lived key that makes a retried unlock (request id `request`) idempotent.
-pub(crate) fn unlock_latch(name: &str, request: &str) -> String {
-    format!("{}:{request}", tagged(UNLOCK_LATCH, name))
+/// The short-lived key that makes a retried unlock idempotent: request number `request` of
+/// the client with uuid `client` (a request id unique without drawing a random number).
+pub(crate) fn unlock_latch(name: &str, client: &str, request: impl std::fmt::Display) -> String {
+    format!("{}:{client}:{request}", tagged(UNLOCK_LATCH, name))
 }
 
 /// A read-write lock's channel: `1` after a write release (wake all), `0` after a read
@@ -268,7 +269,7 @@ mod tests {
             layout.token,
             layout.permits,
             layout.fence,
-            unlock_latch("name", "<request id>"),
+            unlock_latch("name", "<client uuid>", "<n>"),
             fair_waiter_channel("name", "<owner>"),
             read_hold("name", "<owner>", "<n>"),
         ]);
@@ -351,7 +352,7 @@ mod tests {
                 fair_timeouts(name),
                 fence_token(name),
                 resource_fence(name),
-                unlock_latch(name, "00ff"),
+                unlock_latch(name, "00ff", 1),
                 permit_timeouts(name),
                 read_hold(name, "c:7", 2),
             ];
@@ -359,7 +360,7 @@ mod tests {
                 let names = helper_of(&key).map(unhashed).unwrap_or_default();
                 assert!(names.iter().any(|n| n == name), "{key}: {names:?}");
             }
-            assert!(is_unlock_latch(&unlock_latch(name, "00ff")));
+            assert!(is_unlock_latch(&unlock_latch(name, "00ff", 1)));
         }
         assert_eq!(
             split_read_hold(&read_hold("{a}b", "c:7", 12)),

@@ -367,7 +367,9 @@ fn a_master_failover_keeps_the_lock_usable() {
 fn threads_redirected_at_once_share_slot_map_reads() {
     // Each MOVED re-read the slot map, one read after the other: N threads, N reads.
     let cluster = RedisCluster::new(3, 0);
-    let client = client(&cluster);
+    // Each call on a connection of its own, so that the stopped node holds one unread call per
+    // thread (batched, they would share a few connections).
+    let client = client_with(&cluster, |b| b.batch_lanes(0));
     let threads = 16;
     let names: Vec<String> = (0..threads).map(|i| format!("{{moved}}:{i}")).collect();
     let all_at_once = |names: &[String]| {

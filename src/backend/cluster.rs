@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use redis::{ConnectionAddr, ConnectionInfo, Value};
+use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, Value};
 
 use super::pool::{open, Fixed, Pool};
 use super::{Call, Deployment};
@@ -82,6 +82,12 @@ impl Deployment for Cluster {
 
     fn slot(&self, key: &str) -> u16 {
         slot(key.as_bytes())
+    }
+
+    fn delete_later(&self, key: &str) {
+        if let Some((pool, _)) = self.router.lookup(slot(key.as_bytes())) {
+            pool.delete_later(key);
+        }
     }
 
     fn clustered(&self) -> bool {
@@ -227,7 +233,7 @@ impl Router {
         &self,
         key: &str,
         retry: bool,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let slot = slot(key.as_bytes());
         let mut retries = if retry { self.config.retry_attempts } else { 0 };
@@ -236,7 +242,7 @@ impl Router {
         loop {
             let (outcome, node) = match ask.take() {
                 Some((pool, addr)) => (
-                    pool.attempt(key, &mut |c: &mut redis::Connection| asking(c, &mut f)),
+                    pool.attempt_alone(key, &mut |c: &mut dyn ConnectionLike| asking(c, &mut f)),
                     Some(addr),
                 ),
                 None => match self.master_of(slot) {
@@ -447,7 +453,7 @@ impl Topo {
         let port: u16 = port.parse().ok()?;
         let settings = seeds.first()?.redis_settings().clone();
         let info = config.tls.address(host.to_owned(), port, settings).ok()?;
-        let pool = Arc::new(Pool::new(Arc::new(Fixed(info.clone())), config));
+        let pool = Arc::new(Pool::new(Arc::new(Fixed(info.clone())), config, true));
         self.nodes.push(Node {
             addr: addr.to_owned(),
             info,
@@ -494,8 +500,8 @@ fn by_preference<T>(
 /// node really is not importing the slot, it costs one round trip before the `MOVED` is
 /// followed.
 fn asking<T>(
-    c: &mut redis::Connection,
-    f: &mut impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+    c: &mut dyn ConnectionLike,
+    f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
 ) -> redis::RedisResult<T> {
     redis::cmd("ASKING").query::<()>(c)?;
     match f(c) {

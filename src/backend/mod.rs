@@ -10,12 +10,15 @@
 //! - `sentinel.rs`: the endpoint that is the master Sentinel names, and the switch watcher.
 //! - `cluster.rs`: hash slots, the slot map, and the router over one pool per node.
 
+mod batch;
 mod cluster;
 mod pool;
 mod sentinel;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use redis::ConnectionLike;
 
 use crate::config::{Config, Topology};
 use crate::error::{Error, Result};
@@ -35,7 +38,7 @@ pub(crate) struct Backend {
 }
 
 /// A call erased to what every deployment can run: the reply goes wherever the closure keeps it.
-type Call<'a> = &'a mut dyn FnMut(&mut redis::Connection) -> redis::RedisResult<()>;
+type Call<'a> = &'a mut dyn FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<()>;
 
 /// One kind of deployment, behind [`Backend`]. Each method is documented on the backend's
 /// method of the same name.
@@ -44,6 +47,7 @@ trait Deployment: Send + Sync {
     /// not run is retried up to the configured attempts.
     fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()>;
     fn slot(&self, key: &str) -> u16;
+    fn delete_later(&self, key: &str);
     fn clustered(&self) -> bool;
     fn for_each_master(&self, f: &mut dyn FnMut(&Pool) -> Result<()>) -> Result<()>;
     /// Closes the idle connections of every pool, and each one checked in later.
@@ -88,7 +92,7 @@ impl Backend {
     pub(crate) fn run<T>(
         &self,
         key: &str,
-        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.call(key, !capped(), f)
     }
@@ -98,7 +102,7 @@ impl Backend {
     pub(crate) fn run_once<T>(
         &self,
         key: &str,
-        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.call(key, false, f)
     }
@@ -107,18 +111,28 @@ impl Backend {
         &self,
         key: &str,
         retry: bool,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         if self.is_closed() {
             return Err(Error::Closed);
         }
         let mut reply = None;
         self.deployment
-            .run(key, retry, &mut |c: &mut redis::Connection| {
+            .run(key, retry, &mut |c: &mut dyn ConnectionLike| {
                 reply = Some(f(c)?);
                 Ok(())
             })?;
         Ok(reply.expect("a call that succeeded kept its reply"))
+    }
+
+    /// Deletes `key` with the next call written to its server, reading nothing back: a
+    /// clean-up (an unlock latch) that costs no caller a round trip. Without batching, or when
+    /// the cluster's slot map does not know `key`'s node, it is not sent: `key` must be one
+    /// that expires by itself, and this only deletes it sooner.
+    pub(crate) fn delete_later(&self, key: &str) {
+        if !self.is_closed() {
+            self.deployment.delete_later(key);
+        }
     }
 
     /// The hash slot of `key` on a cluster (keys of one script call must share it); 0 on
@@ -181,7 +195,7 @@ struct Server {
 impl Server {
     fn new(endpoint: Arc<dyn Endpoint>, config: &Config) -> Server {
         Server {
-            pool: Pool::new(endpoint, config),
+            pool: Pool::new(endpoint, config, false),
         }
     }
 }
@@ -197,6 +211,10 @@ impl Deployment for Server {
 
     fn slot(&self, _: &str) -> u16 {
         0
+    }
+
+    fn delete_later(&self, key: &str) {
+        self.pool.delete_later(key);
     }
 
     fn clustered(&self) -> bool {

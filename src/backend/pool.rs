@@ -8,6 +8,12 @@
 //! `response_timeout`, and a connection that saw an I/O error or a timeout is dropped
 //! (its reply stream can no longer be trusted) together with the idle ones, which are
 //! likely dead for the same reason.
+//!
+//! Calls share round trips (see `batch.rs`): up to `batch_lanes` connections carry calls at
+//! once, and a call that finds them all busy joins the next write of one of them. A call that
+//! needs a connection to itself (a write followed by `WAIT`, `ASKING` and its command, a call
+//! under [`with_call_timeout`]) takes one, as a client that sends one command per round
+//! trip does.
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -16,6 +22,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::{ConnectionInfo, ConnectionLike};
 
+use super::batch::{Batcher, Shared};
 use crate::error::{Error, Result};
 use crate::pubsub::Address;
 
@@ -108,6 +115,11 @@ pub(crate) fn open(
 
 pub(crate) struct Pool {
     endpoint: Arc<dyn Endpoint>,
+    /// Where calls share round trips; `None` when every call takes a connection of its own
+    /// (with [`sync_replicas`](crate::ConfigBuilder::sync_replicas), whose `WAIT` must follow
+    /// the write on its connection).
+    batcher: Option<Batcher>,
+
     max: usize,
     retry_attempts: u32,
     retry_delay: Duration,
@@ -124,12 +136,23 @@ struct State {
     idle: Vec<(redis::Connection, u64)>,
     /// Connections that exist: idle plus checked out plus being opened.
     open: usize,
+    /// How often the connections were all dropped after `READONLY` (see
+    /// [`Pool::generation`]).
+    flushes: u64,
 }
 
 impl Pool {
-    pub(crate) fn new(endpoint: Arc<dyn Endpoint>, config: &crate::Config) -> Pool {
+    /// A pool of connections to `endpoint`; `cluster_node`: its keys may be in different
+    /// slots.
+    pub(crate) fn new(
+        endpoint: Arc<dyn Endpoint>,
+        config: &crate::Config,
+        cluster_node: bool,
+    ) -> Pool {
+        let shared = config.replica_sync.is_none() && config.batch_lanes > 0;
         Pool {
             endpoint,
+            batcher: shared.then(|| Batcher::new(config.batch_lanes, cluster_node)),
             max: config.pool_size,
             retry_attempts: config.retry_attempts,
             retry_delay: config.retry_delay,
@@ -139,6 +162,7 @@ impl Pool {
                 closed: false,
                 idle: Vec::new(),
                 open: 0,
+                flushes: 0,
             }),
             freed: Condvar::new(),
         }
@@ -158,7 +182,7 @@ impl Pool {
     pub(crate) fn run<T>(
         &self,
         key: &str,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let mut retries = if capped() { 0 } else { self.retry_attempts };
         loop {
@@ -182,34 +206,76 @@ impl Pool {
     pub(crate) fn run_once<T>(
         &self,
         key: &str,
-        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.attempt(key, &mut f).map_err(|(err, _)| err)
     }
 
-    /// One try; an error comes with whether the command may have run.
+    /// One try; an error comes with whether the command may have run. The call shares
+    /// round trips with other threads' calls unless it is capped ([`with_call_timeout`]) or
+    /// the pool does not batch.
     pub(crate) fn attempt<T>(
         &self,
         key: &str,
-        f: &mut impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> std::result::Result<T, (Error, bool)> {
+        match &self.batcher {
+            Some(batcher) if !capped() => self.attempt_shared(batcher, key, f),
+            _ => self.attempt_alone(key, f),
+        }
+    }
+
+    fn attempt_shared<T>(
+        &self,
+        batcher: &Batcher,
+        key: &str,
+        f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> std::result::Result<T, (Error, bool)> {
+        let mut shared = Shared::new(self, batcher);
+        let result = f(&mut shared);
+        if let Some(failure) = shared.failure() {
+            return Err(failure);
+        }
+        result.map_err(|e| {
+            let refused = refused_for_now(&e);
+            let err = Error::from_redis(e, key);
+            if refused {
+                // After READONLY the connections point at a demoted master: drop them all
+                // (the ones carrying other calls now, as they come back).
+                log::debug!("dropping command connections after error: {err}");
+                self.flush();
+            }
+            (err, !refused)
+        })
+    }
+
+    /// One try on a connection of its own.
+    pub(crate) fn attempt_alone<T>(
+        &self,
+        key: &str,
+        f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
         let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
-        let (mut conn, generation) = self.checkout(cap)?;
+        let Held {
+            mut conn,
+            generation,
+        } = self.checkout(cap)?;
         if let Some(t) = cap {
             if let Err(e) = set_timeouts(&conn, t) {
-                self.discard(conn);
+                self.discard(Held { conn, generation });
                 return Err((Error::Connection(e), false));
             }
         }
         let result = f(&mut conn);
         // A connection whose timeouts cannot be put back is not reused.
         let restored = cap.is_none() || set_timeouts(&conn, self.response_timeout).is_ok();
+        let held = Held { conn, generation };
         match result {
             Ok(v) => {
                 if restored {
-                    self.checkin(conn, generation);
+                    self.checkin(held);
                 } else {
-                    self.discard(conn);
+                    self.discard(held);
                 }
                 Ok(v)
             }
@@ -217,23 +283,38 @@ impl Pool {
                 let refused = refused_for_now(&e);
                 let err = Error::from_redis(e, key);
                 // After READONLY the connections point at a demoted master: drop them all.
-                if err.breaks_connection() || !conn.is_open() || !restored || refused {
+                if err.breaks_connection() || !held.conn.is_open() || !restored || refused {
                     log::debug!("dropping command connections after error: {err}");
-                    self.discard(conn);
+                    self.discard(held);
+                    if refused {
+                        self.flush();
+                    }
                 } else {
-                    self.checkin(conn, generation);
+                    self.checkin(held);
                 }
                 Err((err, !refused))
             }
         }
     }
 
+    /// Deletes `key` with the next call this pool writes, reading nothing back: a clean-up
+    /// that costs no caller a round trip. Without batching it is not sent: the key must be
+    /// one that expires by itself.
+    pub(crate) fn delete_later(&self, key: &str) {
+        if let Some(batcher) = &self.batcher {
+            batcher.delete_later(key);
+        }
+    }
+
+    /// A connection for a batch's round trip (see `batch.rs`): as [`checkout`](Self::checkout)
+    /// without a cap.
+    pub(super) fn checkout_shared(&self) -> std::result::Result<Held, (Error, bool)> {
+        self.checkout(None)
+    }
+
     /// A pooled or new connection. A failed connect is retryable (nothing was sent); pool
     /// exhaustion is reported as not retryable.
-    fn checkout(
-        &self,
-        cap: Option<Duration>,
-    ) -> std::result::Result<(redis::Connection, u64), (Error, bool)> {
+    fn checkout(&self, cap: Option<Duration>) -> std::result::Result<Held, (Error, bool)> {
         let connect_timeout = cap.map_or(self.connect_timeout, |t| t.min(self.connect_timeout));
         let deadline = Instant::now() + connect_timeout;
         let mut state = self.state.lock();
@@ -242,10 +323,10 @@ impl Pool {
                 // Not to be retried: nothing more goes out.
                 return Err((Error::Closed, true));
             }
-            let current = self.endpoint.generation();
+            let current = self.generation(&state);
             while let Some((conn, generation)) = state.idle.pop() {
                 if generation == current {
-                    return Ok((conn, generation));
+                    return Ok(Held { conn, generation });
                 }
                 // Opened to a master the sentinels have since replaced.
                 state.open -= 1;
@@ -256,7 +337,10 @@ impl Pool {
                 drop(state);
                 return self
                     .connect(connect_timeout)
-                    .map(|c| (c, current))
+                    .map(|conn| Held {
+                        conn,
+                        generation: current,
+                    })
                     .map_err(|e| {
                         self.state.lock().open -= 1;
                         self.freed.notify_one();
@@ -292,10 +376,16 @@ impl Pool {
         self.freed.notify_all();
     }
 
-    fn checkin(&self, conn: redis::Connection, generation: u64) {
+    /// Which connections are current: the endpoint's generation (a Sentinel master switch
+    /// moves it on) plus the flushes after `READONLY`.
+    fn generation(&self, state: &State) -> u64 {
+        self.endpoint.generation().wrapping_add(state.flushes)
+    }
+
+    pub(super) fn checkin(&self, held: Held) {
         let mut state = self.state.lock();
-        if generation == self.endpoint.generation() && !state.closed {
-            state.idle.push((conn, generation));
+        if held.generation == self.generation(&state) && !state.closed {
+            state.idle.push((held.conn, held.generation));
         } else {
             state.open -= 1;
         }
@@ -303,17 +393,37 @@ impl Pool {
         self.freed.notify_one();
     }
 
-    fn discard(&self, conn: redis::Connection) {
+    /// Drops `held` and the idle connections, likely dead for the same reason.
+    pub(super) fn discard(&self, held: Held) {
         let stale = {
             let mut state = self.state.lock();
             let stale = std::mem::take(&mut state.idle);
             state.open -= 1 + stale.len();
             stale
         };
-        drop(conn);
+        drop(held);
         drop(stale);
         self.freed.notify_all();
     }
+
+    /// Drops the idle connections, and each one in use as it comes back.
+    fn flush(&self) {
+        let stale = {
+            let mut state = self.state.lock();
+            state.flushes += 1;
+            let stale = std::mem::take(&mut state.idle);
+            state.open -= stale.len();
+            stale
+        };
+        drop(stale);
+        self.freed.notify_all();
+    }
+}
+
+/// A connection checked out of a pool, with the generation it was opened in.
+pub(crate) struct Held {
+    pub(super) conn: redis::Connection,
+    generation: u64,
 }
 
 fn set_timeouts(conn: &redis::Connection, t: Duration) -> redis::RedisResult<()> {

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use redis::{Connection, RedisResult, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::config::millis;
 use crate::error::Result;
@@ -41,7 +41,7 @@ impl Fair {
     pub(crate) fn try_acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         will_wait: bool,
@@ -71,7 +71,7 @@ impl Kind for Fair {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         will_wait: bool,
@@ -82,7 +82,7 @@ impl Kind for Fair {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::FAIR_UNLOCK
@@ -99,7 +99,7 @@ impl Kind for Fair {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::FAIR_FORCE_UNLOCK
             .key(&*lock.name)
             .key(&self.queue)

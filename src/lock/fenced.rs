@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use redis::{Connection, RedisResult, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::keys;
 use crate::lock::kind::{Kind, Release};
@@ -35,7 +35,7 @@ impl Kind for Fenced {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         _will_wait: bool,
@@ -51,13 +51,13 @@ impl Kind for Fenced {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         self.plain.unlock(lock, c, release)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.plain.force_unlock(lock, c)
     }
 

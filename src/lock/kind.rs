@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
-use redis::{Connection, RedisResult, Script, ScriptInvocation, Value};
+use redis::{ConnectionLike, RedisResult, Script, ScriptInvocation, Value};
 
 use crate::error::Result;
 use crate::lock::raw::RawLock;
@@ -30,7 +30,7 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         will_wait: bool,
@@ -42,12 +42,12 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>>;
 
     /// Runs the script that deletes the lock whoever holds it; true if it was held.
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool>;
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool>;
 
     /// The channel on which `owner` waits for this lock.
     fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str>;

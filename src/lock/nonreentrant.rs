@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Connection, RedisResult, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::lock::fair::Fair;
@@ -36,7 +36,7 @@ impl Kind for NonReentrant {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         _will_wait: bool,
@@ -47,13 +47,13 @@ impl Kind for NonReentrant {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         self.plain.unlock(lock, c, release)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.plain.force_unlock(lock, c)
     }
 
@@ -93,7 +93,7 @@ impl Kind for NonReentrantFair {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         will_wait: bool,
@@ -105,13 +105,13 @@ impl Kind for NonReentrantFair {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         self.fair.unlock(lock, c, release)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.fair.force_unlock(lock, c)
     }
 

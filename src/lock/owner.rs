@@ -4,6 +4,7 @@
 //! Both write the owner id `<client uuid>:<number>` into the lock; thread numbers and owner
 //! numbers come from one counter of the process, so they never collide.
 
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -56,7 +57,19 @@ impl Ownership for ThreadOwned {
     type GuardMarker = *const ();
 
     fn owner_id(&self, client: &Client) -> Arc<str> {
-        Arc::from(format!("{}:{}", client.id(), thread_number()))
+        // Made once per thread and client: a lock call formats and allocates nothing for it.
+        thread_local! {
+            /// The last client this thread locked with (its uuid), and the thread's owner id in it.
+            static LAST: RefCell<Option<(Box<str>, Arc<str>)>> = const { RefCell::new(None) };
+        }
+        LAST.with_borrow_mut(|last| match last {
+            Some((id, owner)) if **id == *client.id() => Arc::clone(owner),
+            _ => {
+                let owner: Arc<str> = Arc::from(format!("{}:{}", client.id(), thread_number()));
+                *last = Some((client.id().into(), Arc::clone(&owner)));
+                owner
+            }
+        })
     }
 }
 

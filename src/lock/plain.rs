@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use redis::{Connection, RedisResult, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::keys;
 use crate::lock::kind::{Kind, Release};
@@ -27,7 +27,7 @@ impl Plain {
     pub(crate) fn try_acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         reentrant: bool,
@@ -49,7 +49,7 @@ impl Kind for Plain {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         _will_wait: bool,
@@ -60,7 +60,7 @@ impl Kind for Plain {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::LOCK_UNLOCK
@@ -75,7 +75,7 @@ impl Kind for Plain {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::LOCK_FORCE_UNLOCK
             .key(&*lock.name)
             .key(&self.channel)

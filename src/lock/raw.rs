@@ -4,6 +4,7 @@
 //! watchdog.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -138,7 +139,11 @@ impl RawLock {
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and
     /// the script wrote; the number of replicas that confirmed, `None` when not asked.
-    fn confirm(&self, c: &mut redis::Connection, wrote: bool) -> redis::RedisResult<Option<u32>> {
+    fn confirm(
+        &self,
+        c: &mut dyn redis::ConnectionLike,
+        wrote: bool,
+    ) -> redis::RedisResult<Option<u32>> {
         wait_replicas(self.client.inner.config.replica_sync, c, wrote)
     }
 
@@ -163,8 +168,13 @@ impl RawLock {
     /// Releases one hold of `owner`. A lost reply is retried once with the same request id;
     /// the unlock latch makes the retry return the first call's outcome.
     pub(crate) fn unlock(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
-        let request = uuid::Uuid::new_v4().simple().to_string();
-        let latch = keys::unlock_latch(&self.name, &request);
+        // Unique without a random number per call: this client's uuid and a counter.
+        let inner = &self.client.inner;
+        let latch = keys::unlock_latch(
+            &self.name,
+            &inner.id,
+            inner.requests.fetch_add(1, Ordering::Relaxed),
+        );
         let cfg = &self.client.inner.config;
         let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
         let attempt = || -> Result<(Option<i64>, Option<u32>)> {
@@ -189,6 +199,10 @@ impl RawLock {
             }
             other => other?,
         };
+        // The reply came: no retry needs the latch now. Deleted with the next call written
+        // (as Redisson deletes it after the reply), so that unlocks under load do not fill the
+        // server with latches until their TTL.
+        self.client.inner.pool.delete_later(&latch);
         if let (Some(acked), Some(sync)) = (acked, self.client.inner.config.replica_sync) {
             if acked < sync.replicas {
                 log::warn!(
@@ -217,7 +231,7 @@ impl RawLock {
     /// Runs `f` on a connection to the lock's node (retried as the pool retries).
     pub(crate) fn run<T>(
         &self,
-        f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
+        f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.client.inner.pool.run(&self.name, f)
     }
@@ -232,7 +246,7 @@ impl RawLock {
 /// replicas confirmed, `None` when not asked (or nothing was written).
 pub(crate) fn wait_replicas(
     sync: Option<ReplicaSync>,
-    c: &mut redis::Connection,
+    c: &mut dyn redis::ConnectionLike,
     wrote: bool,
 ) -> redis::RedisResult<Option<u32>> {
     match sync {

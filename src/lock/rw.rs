@@ -1,7 +1,7 @@
 //! The read-write lock (Redisson's `RReadWriteLock`): two [`Lock`]s over one hash, whose
 //! kinds (`read.rs`, `write.rs`) share what is here.
 
-use redis::{Connection, RedisResult};
+use redis::{ConnectionLike, RedisResult};
 
 use crate::client::Client;
 use crate::error::Result;
@@ -150,7 +150,11 @@ impl Side {
     }
 
     /// Deletes the lock if it is held in this side's mode, and wakes every waiter.
-    pub(super) fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    pub(super) fn force_unlock(
+        &self,
+        lock: &RawLock,
+        c: &mut dyn ConnectionLike,
+    ) -> RedisResult<bool> {
         scripts::RW_FORCE_UNLOCK
             .key(&*lock.name)
             .key(&self.channel)

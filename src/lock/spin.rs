@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use redis::{Connection, RedisResult, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
@@ -39,7 +39,7 @@ impl Kind for Spin {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         _will_wait: bool,
@@ -54,7 +54,7 @@ impl Kind for Spin {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::SPIN_UNLOCK
@@ -66,7 +66,7 @@ impl Kind for Spin {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::SPIN_FORCE_UNLOCK.key(&*lock.name).invoke(c)
     }
 

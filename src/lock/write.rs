@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use redis::{Connection, RedisResult, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
@@ -34,7 +34,7 @@ impl Kind for Write {
     fn acquire(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         _will_wait: bool,
@@ -49,7 +49,7 @@ impl Kind for Write {
     fn unlock(
         &self,
         lock: &RawLock,
-        c: &mut Connection,
+        c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::RW_WRITE_UNLOCK
@@ -64,7 +64,7 @@ impl Kind for Write {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut Connection) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.side.force_unlock(lock, c)
     }
 

@@ -468,7 +468,10 @@ impl Semaphore {
         crate::config::check_name("semaphore", &self.name)
     }
 
-    fn run<T>(&self, f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>) -> Result<T> {
+    fn run<T>(
+        &self,
+        f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
         self.client.inner.pool.run(&self.name, f)
     }
 

@@ -1,0 +1,439 @@
+//! Commands from many threads sharing round trips on one pool's connections.
+//!
+//! A call runs on a [`Shared`] connection: each command it sends is handed to the pool's
+//! [`Batcher`]. Up to `lanes` round trips are under way at once, each on a connection of its
+//! own. A thread that finds a lane free takes it and sends its command at once, itself: alone,
+//! it pays no hand-over to another thread. A thread that finds every lane busy queues its
+//! command (its bytes appended to one buffer) and sleeps. When a lane's round trip is over,
+//! the thread holding it writes everything queued meanwhile in one write, and hands the
+//! connection to the first of those callers, which reads every reply of that write, gives
+//! each to its caller, and in turn writes what was queued meanwhile, or gives the lane up.
+//! So under load each round trip carries as many commands as arrived during the previous
+//! one, and the server reads and writes its socket once for all of them.
+//!
+//! Replies come back in the order the commands were written (Redis answers each connection
+//! in order), so a caller's replies are the next `n` read after those queued before it.
+//! Every command keeps its meaning: each gets its own reply or error (NOSCRIPT is answered to
+//! the one call, which loads the script and sends again); a reply that does not come within
+//! the connection's response timeout, or a connection that breaks, fails every command of
+//! that write that has no reply yet (with the I/O error: the command may have run) and the
+//! connection is dropped; a connection that cannot be had fails the commands not sent (they
+//! did not run, and are retried as the pool retries).
+//!
+//! Keys to delete that nobody waits for ([`Batcher::delete_later`]: unlock latches) ride
+//! with the next write, in one `DEL` (one per key on a cluster node, whose keys may be in
+//! different slots), whose reply is read and dropped.
+
+use std::sync::Arc;
+
+use std::thread::Thread;
+
+use parking_lot::Mutex;
+use redis::{ConnectionLike, RedisError, RedisResult, Value};
+
+use super::pool::{Held, Pool};
+use crate::error::Error;
+
+/// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
+const MAX_DOOMED: usize = 4096;
+
+pub(crate) struct Batcher {
+    /// How many round trips may be under way at once, each on its own connection.
+    lanes: usize,
+    /// Keys to delete go one per `DEL` (a cluster node: they may be in different slots).
+    one_per_del: bool,
+    queue: Mutex<Queue>,
+}
+
+/// What waits for the next write.
+#[derive(Default)]
+struct Queue {
+    /// Lanes taken: round trips under way. Jobs are queued only while all are taken.
+    leading: usize,
+    /// The queued commands, packed back to back, in the order of `entries`.
+    bytes: Vec<u8>,
+    entries: Vec<Entry>,
+    /// Keys to delete with the next write.
+    doomed: Vec<String>,
+}
+
+/// The replies of one command (or pipeline) in a write, and who takes them.
+struct Entry {
+    replies: usize,
+    target: Target,
+}
+
+enum Target {
+    /// The thread that wrote them reads them (a lane's first write).
+    Mine,
+    /// A queued caller.
+    Job(Arc<Job>),
+    /// Nobody: read and dropped.
+    Later,
+}
+
+/// A queued caller: its thread parks until its slot is filled.
+struct Job {
+    slot: Mutex<Slot>,
+    thread: Thread,
+}
+
+impl Job {
+    fn fill(&self, slot: Slot) {
+        *self.slot.lock() = slot;
+        self.thread.unpark();
+    }
+}
+
+enum Slot {
+    Waiting,
+    /// Written: read the replies of this write (the caller's own among them), then carry on
+    /// with the lane.
+    Read(Box<Trip>),
+    Done(Outcome),
+}
+
+/// What a command got.
+pub(crate) enum Outcome {
+    /// Its replies (server errors among them, as [`Value::ServerError`]).
+    Replies(Vec<Value>),
+    /// The connection broke, or the reply did not come in time: it may have run.
+    Broken(RedisError),
+    /// It was not sent (no connection could be had, or the client is closed): whether it may
+    /// have run is the second field (false: it did not).
+    NotSent(Error, bool),
+}
+
+/// A written batch and its connection, going to whoever reads the replies.
+struct Trip {
+    held: Held,
+    entries: Vec<Entry>,
+}
+
+impl Batcher {
+    /// `one_per_del`: the server is a cluster node, whose keys may be in different slots.
+    pub(crate) fn new(lanes: usize, one_per_del: bool) -> Batcher {
+        Batcher {
+            lanes: lanes.max(1),
+            one_per_del,
+            queue: Mutex::new(Queue::default()),
+        }
+    }
+
+    /// Sends the packed command(s) `cmd` on `pool` and returns their `replies` replies: in a
+    /// round trip of this thread's own when a lane is free, else in the next write.
+    pub(crate) fn send(&self, pool: &Pool, cmd: &[u8], replies: usize) -> Outcome {
+        let mut queue = self.queue.lock();
+        if queue.leading < self.lanes {
+            queue.leading += 1;
+            debug_assert!(
+                queue.entries.is_empty(),
+                "callers queue only while no lane is free"
+            );
+            let doomed = std::mem::take(&mut queue.doomed);
+            drop(queue);
+            let (mut bytes, mut entries) = self.deletions(doomed);
+            bytes.extend_from_slice(cmd);
+            entries.push(Entry {
+                replies,
+                target: Target::Mine,
+            });
+            let mine = self.drive(pool, None, bytes, entries);
+            return mine.unwrap_or_else(|| {
+                debug_assert!(false, "a lane's first write answers its writer");
+                Outcome::NotSent(Error::Protocol("no reply".into()), true)
+            });
+        }
+        let job = Arc::new(Job {
+            slot: Mutex::new(Slot::Waiting),
+            thread: std::thread::current(),
+        });
+        queue.bytes.extend_from_slice(cmd);
+        queue.entries.push(Entry {
+            replies,
+            target: Target::Job(Arc::clone(&job)),
+        });
+        drop(queue);
+        loop {
+            let slot = std::mem::replace(&mut *job.slot.lock(), Slot::Waiting);
+            match slot {
+                Slot::Waiting => std::thread::park(),
+                Slot::Done(outcome) => return outcome,
+                // This thread reads its own reply into its slot among the others.
+                Slot::Read(trip) => {
+                    let Trip { held, entries } = *trip;
+                    self.drive(pool, Some(held), Vec::new(), entries);
+                }
+            }
+        }
+    }
+
+    /// Deletes `key` with the next write, reading nothing back: a clean-up that the server
+    /// also does by itself (the key expires). Dropped when too many wait already.
+    pub(crate) fn delete_later(&self, key: &str) {
+        let mut queue = self.queue.lock();
+        if queue.doomed.len() < MAX_DOOMED {
+            queue.doomed.push(key.to_owned());
+        }
+    }
+
+    /// The `DEL` command(s) of `doomed`, packed, and their entries.
+    fn deletions(&self, doomed: Vec<String>) -> (Vec<u8>, Vec<Entry>) {
+        let mut bytes = Vec::new();
+        let mut entries = Vec::new();
+        if doomed.is_empty() {
+            return (bytes, entries);
+        }
+        let groups: Vec<&[String]> = if self.one_per_del {
+            doomed.chunks(1).collect()
+        } else {
+            vec![&doomed[..]]
+        };
+        for keys in groups {
+            redis::cmd("DEL").arg(keys).write_packed_command(&mut bytes);
+            entries.push(Entry {
+                replies: 1,
+                target: Target::Later,
+            });
+        }
+        (bytes, entries)
+    }
+
+    /// Holds a lane: writes `bytes` (unless `held` comes with them written), reads the replies
+    /// of `entries` and hands each to its caller; then takes what was queued meanwhile and
+    /// either hands it, written, to one of its callers, or gives the lane up. Returns the
+    /// outcome of a [`Target::Mine`] entry.
+    fn drive(
+        &self,
+        pool: &Pool,
+        mut held: Option<Held>,
+        bytes: Vec<u8>,
+        mut entries: Vec<Entry>,
+    ) -> Option<Outcome> {
+        let mut mine = None;
+        if held.is_none() {
+            held = self.write(pool, &bytes, &mut entries, &mut mine);
+        }
+        if let Some(h) = held.take() {
+            held = self.read(pool, h, entries, &mut mine);
+        }
+        // What was queued during this round trip.
+        loop {
+            let mut queue = self.queue.lock();
+            if queue.entries.is_empty() {
+                // Nobody waits: give the lane up (deletions wait for the next write).
+                queue.leading -= 1;
+                drop(queue);
+                if let Some(h) = held {
+                    pool.checkin(h);
+                }
+                return mine;
+            }
+            let queued = std::mem::take(&mut queue.bytes);
+            let waiting = std::mem::take(&mut queue.entries);
+            let doomed = std::mem::take(&mut queue.doomed);
+            drop(queue);
+            let (mut bytes, mut entries) = self.deletions(doomed);
+            bytes.extend_from_slice(&queued);
+            entries.extend(waiting);
+            let Some(h) = self.write_on(pool, held.take(), &bytes, &mut entries) else {
+                // Failed and answered: look again.
+                continue;
+            };
+            let first = entries
+                .iter()
+                .position(|e| matches!(e.target, Target::Job(_)))
+                .expect("a write with a caller");
+            let Target::Job(job) = &entries[first].target else {
+                unreachable!()
+            };
+            let job = Arc::clone(job);
+            job.fill(Slot::Read(Box::new(Trip { held: h, entries })));
+            return mine;
+        }
+    }
+
+    /// Writes `bytes` on a connection of the pool; on failure answers `entries` and returns
+    /// `None`.
+    fn write(
+        &self,
+        pool: &Pool,
+        bytes: &[u8],
+        entries: &mut Vec<Entry>,
+        mine: &mut Option<Outcome>,
+    ) -> Option<Held> {
+        match pool.checkout_shared() {
+            Ok(held) => self.send_on(pool, held, bytes, entries, mine),
+            Err((err, ran)) => {
+                answer_all(entries, mine, |_| Outcome::NotSent(err.clone(), ran));
+                None
+            }
+        }
+    }
+
+    /// As [`write`](Self::write), on `held` when given; for queued callers only.
+    fn write_on(
+        &self,
+        pool: &Pool,
+        held: Option<Held>,
+        bytes: &[u8],
+        entries: &mut Vec<Entry>,
+    ) -> Option<Held> {
+        let mut none = None;
+        let held = match held {
+            Some(h) => self.send_on(pool, h, bytes, entries, &mut none),
+            None => self.write(pool, bytes, entries, &mut none),
+        };
+        debug_assert!(none.is_none());
+        held
+    }
+
+    fn send_on(
+        &self,
+        pool: &Pool,
+        mut held: Held,
+        bytes: &[u8],
+        entries: &mut Vec<Entry>,
+        mine: &mut Option<Outcome>,
+    ) -> Option<Held> {
+        match held.conn.send_packed_command(bytes) {
+            Ok(()) => Some(held),
+            Err(e) => {
+                log::debug!("dropping a command connection after a failed write: {e}");
+                pool.discard(held);
+                answer_all(entries, mine, |_| Outcome::Broken(e.clone()));
+                None
+            }
+        }
+    }
+
+    /// Reads the replies of `entries` from `held`, handing each to its caller. Returns the
+    /// connection, or `None` when it broke (it is dropped, and the callers without a reply
+    /// get the error).
+    fn read(
+        &self,
+        pool: &Pool,
+        mut held: Held,
+        entries: Vec<Entry>,
+        mine: &mut Option<Outcome>,
+    ) -> Option<Held> {
+        let mut entries = entries.into_iter();
+        while let Some(entry) = entries.next() {
+            let mut replies = Vec::with_capacity(entry.replies);
+            let mut broke = None;
+            for _ in 0..entry.replies {
+                match held.conn.recv_response() {
+                    Ok(v) => replies.push(v),
+                    Err(e) => {
+                        broke = Some(e);
+                        break;
+                    }
+                }
+            }
+            if let Some(e) = broke {
+                log::debug!("dropping a command connection after a failed read: {e}");
+                pool.discard(held);
+                answer(entry, mine, Outcome::Broken(e.clone()));
+                for rest in entries {
+                    answer(rest, mine, Outcome::Broken(e.clone()));
+                }
+                return None;
+            }
+            answer(entry, mine, Outcome::Replies(replies));
+        }
+        Some(held)
+    }
+}
+
+fn answer_all(entries: &mut Vec<Entry>, mine: &mut Option<Outcome>, f: impl Fn(&Entry) -> Outcome) {
+    for entry in entries.drain(..) {
+        let outcome = f(&entry);
+        answer(entry, mine, outcome);
+    }
+}
+
+fn answer(entry: Entry, mine: &mut Option<Outcome>, outcome: Outcome) {
+    match entry.target {
+        Target::Mine => *mine = Some(outcome),
+        Target::Job(job) => job.fill(Slot::Done(outcome)),
+        Target::Later => {}
+    }
+}
+
+/// A connection for one call whose commands go through the pool's [`Batcher`]. A command
+/// that was not sent (or whose connection broke) fails with a stand-in error; the failure
+/// itself is kept for [`Shared::failure`], and every later command fails the same way.
+pub(crate) struct Shared<'a> {
+    pool: &'a Pool,
+    batcher: &'a Batcher,
+    failure: Option<(Error, bool)>,
+}
+
+impl<'a> Shared<'a> {
+    pub(crate) fn new(pool: &'a Pool, batcher: &'a Batcher) -> Shared<'a> {
+        Shared {
+            pool,
+            batcher,
+            failure: None,
+        }
+    }
+
+    /// Why a command of this call was not sent, and whether it may have run.
+    pub(crate) fn failure(&mut self) -> Option<(Error, bool)> {
+        self.failure.take()
+    }
+
+    fn send(&mut self, cmd: &[u8], replies: usize) -> RedisResult<Vec<Value>> {
+        if self.failure.is_some() {
+            return Err(not_sent());
+        }
+        match self.batcher.send(self.pool, cmd, replies) {
+            Outcome::Replies(values) => Ok(values),
+            Outcome::Broken(e) => Err(e),
+            Outcome::NotSent(err, ran) => {
+                self.failure = Some((err, ran));
+                Err(not_sent())
+            }
+        }
+    }
+}
+
+/// The error a closure sees for a command that was not sent; the caller reports the real one.
+fn not_sent() -> RedisError {
+    RedisError::from((redis::ErrorKind::Client, "command not sent"))
+}
+
+impl ConnectionLike for Shared<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        let mut values = self.send(cmd, 1)?;
+        values
+            .pop()
+            .ok_or_else(|| RedisError::from((redis::ErrorKind::Client, "no reply")))
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let mut values = self.send(cmd, offset + count)?;
+        Ok(values.split_off(offset.min(values.len())))
+    }
+
+    fn get_db(&self) -> i64 {
+        // Not asked by anything the crate sends; the database is set when connecting.
+        0
+    }
+
+    fn check_connection(&mut self) -> bool {
+        matches!(
+            self.req_packed_command(&redis::cmd("PING").get_packed_command()),
+            Ok(Value::SimpleString(_))
+        )
+    }
+
+    fn is_open(&self) -> bool {
+        self.failure.is_none()
+    }
+}
