@@ -95,9 +95,10 @@ pub(crate) fn fence_token(name: &str) -> String {
 }
 
 /// The short-lived key that makes a retried unlock idempotent: request number `request` of
-/// the client with uuid `client` (a request id unique without drawing a random number).
+/// the client with uuid `client` (a request id unique without drawing a random number, and
+/// without a `:`, as Redisson's, so that the name parses back).
 pub(crate) fn unlock_latch(name: &str, client: &str, request: impl std::fmt::Display) -> String {
-    format!("{}:{client}:{request}", tagged(UNLOCK_LATCH, name))
+    format!("{}:{client}-{request}", tagged(UNLOCK_LATCH, name))
 }
 
 /// A read-write lock's channel: `1` after a write release (wake all), `0` after a read

@@ -87,9 +87,9 @@ impl Job {
 
 enum Slot {
     Waiting,
-    /// Written: read the replies of this write (the caller's own among them), then carry on
-    /// with the lane.
-    Read(Box<Trip>),
+    /// Take over the lane with this batch (the caller's own command among them): write it
+    /// unless it comes written, read the replies, then carry on with the lane.
+    Lead(Box<Trip>),
     Done(Outcome),
 }
 
@@ -104,9 +104,11 @@ pub(crate) enum Outcome {
     NotSent(Error, bool),
 }
 
-/// A written batch and its connection, going to whoever reads the replies.
+/// A batch going to the caller who takes over the lane: written on `held`, or (after the
+/// lane's connection broke) still to write, as `bytes`, on a connection the caller gets.
 struct Trip {
-    held: Held,
+    held: Option<Held>,
+    bytes: Vec<u8>,
     entries: Vec<Entry>,
 }
 
@@ -160,9 +162,13 @@ impl Batcher {
                 Slot::Waiting => std::thread::park(),
                 Slot::Done(outcome) => return outcome,
                 // This thread reads its own reply into its slot among the others.
-                Slot::Read(trip) => {
-                    let Trip { held, entries } = *trip;
-                    self.drive(pool, Some(held), Vec::new(), entries);
+                Slot::Lead(trip) => {
+                    let Trip {
+                        held,
+                        bytes,
+                        entries,
+                    } = *trip;
+                    self.drive(pool, held, bytes, entries);
                 }
             }
         }
@@ -201,8 +207,8 @@ impl Batcher {
 
     /// Holds a lane: writes `bytes` (unless `held` comes with them written), reads the replies
     /// of `entries` and hands each to its caller; then takes what was queued meanwhile and
-    /// either hands it, written, to one of its callers, or gives the lane up. Returns the
-    /// outcome of a [`Target::Mine`] entry.
+    /// hands it to one of its callers (written, when the connection is still good), or gives
+    /// the lane up. Returns the outcome of a [`Target::Mine`] entry.
     fn drive(
         &self,
         pool: &Pool,
@@ -233,22 +239,45 @@ impl Batcher {
             let waiting = std::mem::take(&mut queue.entries);
             let doomed = std::mem::take(&mut queue.doomed);
             drop(queue);
+            if pool.is_closed() {
+                // Nothing more goes out once the client is closed (see `Pool::close`).
+                let mut waiting = waiting;
+                answer_all(&mut waiting, &mut mine, |_| {
+                    Outcome::NotSent(Error::Closed, true)
+                });
+                continue;
+            }
             let (mut bytes, mut entries) = self.deletions(doomed);
             bytes.extend_from_slice(&queued);
             entries.extend(waiting);
-            let Some(h) = self.write_on(pool, held.take(), &bytes, &mut entries) else {
-                // Failed and answered: look again.
-                continue;
+            let trip = match held.take() {
+                // Written here, read by one of its callers: this thread returns to its own.
+                Some(h) => match self.send_on(pool, h, &bytes, &mut entries, &mut mine) {
+                    Some(h) => Trip {
+                        held: Some(h),
+                        bytes: Vec::new(),
+                        entries,
+                    },
+                    // Failed and answered: look again.
+                    None => continue,
+                },
+                // No connection (it broke): one of the callers gets one and writes, so that
+                // this thread does not wait on connects for others.
+                None => Trip {
+                    held: None,
+                    bytes,
+                    entries,
+                },
             };
-            let first = entries
+            let job = trip
+                .entries
                 .iter()
-                .position(|e| matches!(e.target, Target::Job(_)))
-                .expect("a write with a caller");
-            let Target::Job(job) = &entries[first].target else {
-                unreachable!()
-            };
-            let job = Arc::clone(job);
-            job.fill(Slot::Read(Box::new(Trip { held: h, entries })));
+                .find_map(|e| match &e.target {
+                    Target::Job(job) => Some(Arc::clone(job)),
+                    _ => None,
+                })
+                .expect("a batch with a caller");
+            job.fill(Slot::Lead(Box::new(trip)));
             return mine;
         }
     }
@@ -269,23 +298,6 @@ impl Batcher {
                 None
             }
         }
-    }
-
-    /// As [`write`](Self::write), on `held` when given; for queued callers only.
-    fn write_on(
-        &self,
-        pool: &Pool,
-        held: Option<Held>,
-        bytes: &[u8],
-        entries: &mut Vec<Entry>,
-    ) -> Option<Held> {
-        let mut none = None;
-        let held = match held {
-            Some(h) => self.send_on(pool, h, bytes, entries, &mut none),
-            None => self.write(pool, bytes, entries, &mut none),
-        };
-        debug_assert!(none.is_none());
-        held
     }
 
     fn send_on(

@@ -364,6 +364,11 @@ impl Pool {
             .connect(connect_timeout, self.response_timeout)
     }
 
+    /// Whether [`close`](Self::close) was called.
+    pub(super) fn is_closed(&self) -> bool {
+        self.state.lock().closed
+    }
+
     /// Closes the idle connections, and from now on each one checked in.
     pub(crate) fn close(&self) {
         let idle = {

@@ -1,0 +1,412 @@
+//! Calls from threads that call at the same moment share round trips
+//! (`ConfigBuilder::batch_lanes`): what each caller gets, on a healthy server and under faults.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, Config};
+use support::{client_list, command_calls, wait_until, RedisServer};
+
+fn client(url: &str, lanes: usize, response: Duration) -> Client {
+    let config = Config::builder(url)
+        .batch_lanes(lanes)
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(response)
+        .build()
+        .unwrap();
+    Client::new(config).unwrap()
+}
+
+/// Connections open on the server whose last command was a lock script (or a latch `DEL`).
+fn command_connections(server: &RedisServer) -> usize {
+    client_list(&mut server.conn())
+        .iter()
+        .filter(|l| {
+            l.split_whitespace()
+                .any(|f| f == "cmd=evalsha" || f == "cmd=del")
+        })
+        .count()
+}
+
+/// Connections to `port` with bytes the server has not read yet (it is paused).
+fn unread_connections(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let hex = |s: Option<&str>| s.and_then(|h| usize::from_str_radix(h, 16).ok());
+            let local_port = hex(fields[1].rsplit(':').next());
+            let unread = hex(fields[4].split(':').nth(1));
+            local_port == Some(usize::from(port)) && fields[3] == "01" && unread > Some(0)
+        })
+        .count()
+}
+
+/// Runs `f(i)` on `n` threads released at once; returns each thread's result and how long it
+/// took, in thread order. `called` counts the threads that have started their call.
+fn at_once<T: Send>(
+    n: usize,
+    called: &AtomicUsize,
+    f: impl Fn(usize) -> T + Sync,
+) -> Vec<(T, Duration)> {
+    let start = Barrier::new(n);
+    thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                let (start, f) = (&start, &f);
+                s.spawn(move || {
+                    start.wait();
+                    called.fetch_add(1, Ordering::SeqCst);
+                    let t = Instant::now();
+                    let out = f(i);
+                    (out, t.elapsed())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn threads_calling_at_once_share_the_lanes_connections() {
+    let server = RedisServer::new();
+    let client = client(&server.url(), 2, Duration::from_secs(5));
+    // Scripts loaded, so that each call below runs its script once.
+    drop(client.lock("warm").lock().unwrap());
+    let before = command_calls(&mut server.conn(), "evalsha");
+    let threads = 24;
+    let called = AtomicUsize::new(0);
+    // The server is paused until all threads have called: two lanes have written, the rest
+    // wait for their next writes.
+    server.stop();
+    let outcomes = thread::scope(|s| {
+        let calls = s.spawn(|| {
+            at_once(threads, &called, |i| {
+                let lock = client.lock(&format!("batch:{i}"));
+                let guard = lock.lock()?;
+                let count = lock.hold_count()?;
+                guard.unlock().map(|()| count)
+            })
+        });
+        let written = wait_until(Duration::from_secs(5), || {
+            called.load(Ordering::SeqCst) == threads && unread_connections(server.port()) == 2
+        });
+        server.cont();
+        assert!(
+            written,
+            "{} connections written",
+            unread_connections(server.port())
+        );
+        calls.join().unwrap()
+    });
+    for (i, (outcome, _)) in outcomes.iter().enumerate() {
+        assert_eq!(*outcome.as_ref().unwrap(), 1, "thread {i}");
+    }
+    let mut raw = server.conn();
+    assert_eq!(
+        command_calls(&mut raw, "evalsha") - before,
+        2 * threads as u64,
+        "each acquire and unlock ran once"
+    );
+    for i in 0..threads {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(format!("batch:{i}"))
+            .query(&mut raw)
+            .unwrap();
+        assert!(!exists, "batch:{i} released");
+    }
+    let used = command_connections(&server);
+    assert!(
+        used <= 2,
+        "{threads} threads used {used} command connections"
+    );
+}
+
+#[test]
+fn without_batching_each_call_has_a_connection_of_its_own() {
+    let server = RedisServer::new();
+    let client = client(&server.url(), 0, Duration::from_secs(5));
+    let threads = 8;
+    let called = AtomicUsize::new(0);
+    server.stop();
+    thread::scope(|s| {
+        let calls = s.spawn(|| {
+            at_once(threads, &called, |i| {
+                client.lock(&format!("alone:{i}")).lock().map(drop)
+            })
+        });
+        let written = wait_until(Duration::from_secs(5), || {
+            unread_connections(server.port()) == threads
+        });
+        server.cont();
+        assert!(
+            written,
+            "{} connections written",
+            unread_connections(server.port())
+        );
+        for (outcome, _) in calls.join().unwrap() {
+            outcome.unwrap();
+        }
+    });
+    assert_eq!(command_connections(&server), threads);
+}
+
+#[test]
+fn a_flushed_script_cache_is_reloaded_by_each_call_in_a_batch() {
+    let server = RedisServer::new();
+    let client = client(&server.url(), 1, Duration::from_secs(5));
+    drop(client.lock("warm").lock().unwrap());
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.conn())
+        .unwrap();
+    let threads = 16;
+    let called = AtomicUsize::new(0);
+    server.stop();
+    let outcomes = thread::scope(|s| {
+        let calls = s.spawn(|| {
+            at_once(threads, &called, |i| {
+                let guard = client.lock(&format!("noscript:{i}")).lock()?;
+                let held: bool = redis::cmd("EXISTS")
+                    .arg(format!("noscript:{i}"))
+                    .query(&mut server.conn())
+                    .unwrap();
+                guard.unlock().map(|()| held)
+            })
+        });
+        wait_until(Duration::from_secs(5), || {
+            called.load(Ordering::SeqCst) == threads && unread_connections(server.port()) == 1
+        });
+        server.cont();
+        calls.join().unwrap()
+    });
+    for (i, (outcome, _)) in outcomes.iter().enumerate() {
+        assert!(outcome.as_ref().unwrap(), "thread {i} held its lock");
+    }
+    // The EVALSHAs of the first write found no script (NOSCRIPT): their callers loaded it
+    // (SCRIPT LOAD; `script|load` in the stats of Redis 7) and sent again.
+    let mut raw = server.conn();
+    let loads = command_calls(&mut raw, "script|load") + command_calls(&mut raw, "script");
+    assert!(loads >= 1, "the script was loaded again");
+}
+
+#[test]
+fn a_reply_that_never_comes_times_out_every_call_of_the_write() {
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .batch_lanes(1)
+        .retry_attempts(0)
+        .connect_timeout(Duration::from_millis(300))
+        .response_timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    drop(client.lock("warm").lock().unwrap());
+    let threads = 12;
+    let called = AtomicUsize::new(0);
+    server.stop();
+    let outcomes = at_once(threads, &called, |i| {
+        client
+            .lock(&format!("paused:{i}"))
+            .try_lock()
+            .map(|g| g.is_some())
+    });
+    server.cont();
+    for (i, (outcome, took)) in outcomes.iter().enumerate() {
+        let err = outcome.as_ref().expect_err("no reply from a paused server");
+        assert!(err.is_timeout(), "thread {i}: {err}");
+        // The first write times out; the calls queued behind it then time out connecting
+        // (the handshake gets no reply either): a few timeouts, not one per caller in turn.
+        assert!(*took < Duration::from_secs(4), "thread {i} waited {took:?}");
+    }
+    // The connections that timed out were dropped: new calls get fresh ones and succeed.
+    let guard = client.lock("after").try_lock().unwrap().expect("free");
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn a_connection_that_dies_fails_each_waiting_call_at_once() {
+    let mut server = RedisServer::new();
+    let client = client(&server.url(), 1, Duration::from_secs(10));
+    drop(client.lock("warm").lock().unwrap());
+    let threads = 12;
+    let called = AtomicUsize::new(0);
+    server.stop();
+    let outcomes = thread::scope(|s| {
+        let calls = s.spawn(|| {
+            at_once(threads, &called, |i| {
+                client
+                    .lock(&format!("dead:{i}"))
+                    .try_lock()
+                    .map(|g| g.is_some())
+            })
+        });
+        wait_until(Duration::from_secs(5), || {
+            called.load(Ordering::SeqCst) == threads && unread_connections(server.port()) == 1
+        });
+        server.kill();
+        calls.join().unwrap()
+    });
+    for (i, (outcome, took)) in outcomes.iter().enumerate() {
+        let err = outcome.as_ref().expect_err("the server died");
+        assert!(err.is_connection() || err.is_timeout(), "thread {i}: {err}");
+        // Not a response timeout (10 s): the broken connection is reported at once, and the
+        // calls that were not sent fail their connect (and its retries) quickly.
+        assert!(*took < Duration::from_secs(5), "thread {i} waited {took:?}");
+    }
+    server.restart();
+    let guard = client.lock("after").try_lock().unwrap().expect("free");
+    guard.unlock().unwrap();
+}
+
+/// A TCP proxy to `target` that can lose the next reply: the server's bytes are dropped and
+/// both sockets closed, as a connection that dies after the server ran the commands.
+struct Proxy {
+    port: u16,
+    lose_next_reply: Arc<AtomicBool>,
+    cuts: Arc<AtomicUsize>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let lose_next_reply = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(AtomicUsize::new(0));
+        let (lose, cut) = (Arc::clone(&lose_next_reply), Arc::clone(&cuts));
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                thread::spawn(move || pump(c2, s2, None));
+                let (lose, cut) = (Arc::clone(&lose), Arc::clone(&cut));
+                thread::spawn(move || pump(server, client, Some((lose, cut))));
+            }
+        });
+        Proxy {
+            port,
+            lose_next_reply,
+            cuts,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+/// Copies `from` to `to` until either closes; with `lose`, a read made while it is set is
+/// dropped and both sockets are closed.
+fn pump(mut from: TcpStream, mut to: TcpStream, lose: Option<(Arc<AtomicBool>, Arc<AtomicUsize>)>) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some((lose, cuts)) = &lose {
+            if lose.swap(false, Ordering::SeqCst) {
+                cuts.fetch_add(1, Ordering::SeqCst);
+                break;
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+#[test]
+fn unlocks_whose_replies_are_lost_mid_batch_are_retried_and_stay_idempotent() {
+    let server = RedisServer::new();
+    let proxy = Proxy::start(server.port());
+    let client = client(&proxy.url(), 1, Duration::from_secs(5));
+    let threads = 8;
+    let (held, go) = (Barrier::new(threads + 1), Barrier::new(threads + 1));
+    let outcomes = thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (client, held, go) = (&client, &held, &go);
+                s.spawn(move || {
+                    let guard = client.lock(&format!("lost:{i}")).lock().unwrap();
+                    held.wait();
+                    go.wait();
+                    guard.unlock()
+                })
+            })
+            .collect();
+        held.wait();
+        // The next reply read from the server (one write's worth of unlocks) is lost.
+        proxy.lose_next_reply.store(true, Ordering::SeqCst);
+        go.wait();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "a reply was lost");
+    for (i, outcome) in outcomes.iter().enumerate() {
+        outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("unlock {i}: {e}"));
+    }
+    let mut raw = server.conn();
+    for i in 0..threads {
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(format!("lost:{i}"))
+            .query(&mut raw)
+            .unwrap();
+        assert!(!exists, "lost:{i} released");
+    }
+    // Each lost unlock ran twice: the retry found the latch of the first and answered the same.
+    let unlocks = command_calls(&mut raw, "evalsha") - threads as u64;
+    assert!(
+        unlocks > threads as u64,
+        "{unlocks} unlock calls for {threads} unlocks: some were retried"
+    );
+}
+
+#[test]
+fn unlock_latches_are_deleted_with_the_next_write() {
+    let server = RedisServer::new();
+    let client = client(&server.url(), 4, Duration::from_secs(5));
+    let lock = client.lock("latches");
+    for _ in 0..50 {
+        drop(lock.lock().unwrap());
+    }
+    // The last unlock's latch goes with the next call.
+    assert!(!lock.is_locked().unwrap());
+    let mut raw = server.conn();
+    let latches: Vec<String> = redis::cmd("KEYS")
+        .arg("redisson_unlock_latch:*")
+        .query(&mut raw)
+        .unwrap();
+    assert!(latches.is_empty(), "latches left: {latches:?}");
+    // Without batching they are left to expire, as before.
+    let alone = client_with_lanes_zero(&server);
+    drop(alone.lock("latches").lock().unwrap());
+    let latches: Vec<String> = redis::cmd("KEYS")
+        .arg("redisson_unlock_latch:*")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(latches.len(), 1, "{latches:?}");
+    let ttl: i64 = redis::cmd("PTTL").arg(&latches[0]).query(&mut raw).unwrap();
+    assert!(ttl > 0, "a latch expires by itself: {ttl}");
+}
+
+fn client_with_lanes_zero(server: &RedisServer) -> Client {
+    client(&server.url(), 0, Duration::from_secs(5))
+}
