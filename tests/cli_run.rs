@@ -4,6 +4,7 @@
 //! the wait without leaving a queue place, the environment, and every exit status. The
 //! commands are `sh` scripts that write what they see to files in a temp dir, which the tests
 //! wait for.
+#![cfg(unix)]
 
 mod support;
 

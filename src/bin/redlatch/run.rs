@@ -77,6 +77,8 @@ fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
             return Ok(signal_status(signal));
         }
     };
+    // The wait is over: a signal from now on is the command's (it is in `rx` too).
+    Interrupter::current().clear();
     // A signal that came as the wait ended, before the command could get it.
     if let Some(signal) = passed_on_signal(&rx) {
         eprintln!(
