@@ -1,10 +1,15 @@
-//! `redlatch`: inspect, list, force-unlock and watch locks and synchronizers from the shell.
-//! A thin front end over [`redlatch::Client::inspect`], [`redlatch::Client::list`],
-//! [`redlatch::Lock::force_unlock`] and [`redlatch::Client::watch`].
+//! `redlatch`: inspect, list, force-unlock and watch locks and synchronizers from the shell,
+//! and run commands under them. A thin front end over [`redlatch::Client::inspect`],
+//! [`redlatch::Client::list`], [`redlatch::Lock::force_unlock`], [`redlatch::Client::watch`],
+//! and (`run`) the locks' and the permit-expirable semaphore's guards.
 
 mod args;
 mod json;
 mod render;
+#[cfg(unix)]
+mod run;
+#[cfg(unix)]
+mod signals;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -35,16 +40,32 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Run(args)) => args,
-        Err(msg) => {
-            eprintln!("redlatch: {msg}\nTry 'redlatch --help'.");
-            return ExitCode::FAILURE;
+        Err(usage) => {
+            let help = match usage.status {
+                args::RUN_FAILED => "redlatch help run",
+                _ => "redlatch --help",
+            };
+            eprintln!("redlatch: {}\nTry '{help}'.", usage.message);
+            return ExitCode::from(usage.status);
         }
     };
+    if let Command::Run(run) = &args.command {
+        // Before anything else: it blocks signals in every thread the client starts.
+        #[cfg(unix)]
+        return run::run(&args, run);
+        #[cfg(not(unix))]
+        {
+            let _ = run;
+            eprintln!("redlatch: run is for Unix only (it passes Unix signals to its command)");
+            return ExitCode::from(args::RUN_FAILED);
+        }
+    }
     let outcome = connect(&args).and_then(|client| match &args.command {
         Command::Inspect(name) => inspect(&client, &args, name),
         Command::List(pattern) => list(&client, &args, pattern),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
+        Command::Run(_) => unreachable!("run returned above"),
     });
     match outcome {
         Ok(code) => code,
@@ -124,6 +145,13 @@ fn connect(args: &Args) -> Result<Client, Failure> {
     let builder = match &args.name_prefix {
         Some(prefix) => builder.name_prefix(prefix),
         None => builder,
+    };
+    let builder = match &args.command {
+        Command::Run(run) => match run.watchdog_timeout {
+            Some(timeout) => builder.watchdog_timeout(timeout),
+            None => builder,
+        },
+        _ => builder,
     };
     // An operator's tool: fail fast rather than retry for seconds.
     let config = builder

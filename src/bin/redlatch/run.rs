@@ -1,0 +1,418 @@
+//! `redlatch run NAME -- CMD ARGS...`: a command under a lock, or under one of N permits of
+//! a permit-expirable semaphore, as `etcdctl lock` and `consul lock` do.
+//!
+//! One thread takes the signals ([`signals::Blocked`]); the main thread does the rest. It
+//! waits for the lock (a signal interrupts that wait through its [`Interrupter`]), starts the
+//! command, then handles one [`Event`] at a time until the command has exited: a signal
+//! (passed on; SIGCHLD: the command may have exited), or the hold lost (SIGTERM to the
+//! command, SIGKILL after the grace period). Then it releases the hold.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, Interrupter, LockGuard, LostReason, PermitGuard};
+
+use crate::args::{
+    Args, Hold, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LOST, RUN_NOT_FOUND, RUN_TIMED_OUT,
+};
+use crate::signals::{self, Blocked, Signal};
+use crate::{connect, failure, Failure};
+
+/// What the main thread reacts to.
+enum Event {
+    Signal(Signal),
+    Lost(LostReason),
+}
+
+/// What is held while the command runs.
+enum Held {
+    Lock(LockGuard),
+    Permit(PermitGuard),
+}
+
+/// How the wait for the hold ended.
+enum Waited {
+    Held(Held),
+    TimedOut,
+    /// Ended by this signal.
+    Interrupted(i32),
+}
+
+/// Runs `run`, and says with what status redlatch exits.
+pub fn run(args: &Args, run: &Run) -> ExitCode {
+    match run_under_hold(args, run) {
+        Ok(code) => code,
+        Err(Failure(msg)) => {
+            eprintln!("redlatch: {msg}");
+            ExitCode::from(RUN_FAILED)
+        }
+    }
+}
+
+fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
+    // Before the client starts its threads, so that they inherit the mask.
+    let blocked = Blocked::block().map_err(|e| Failure(format!("cannot block signals: {e}")))?;
+    let (events, rx) = mpsc::channel();
+    listen(blocked, events.clone(), Interrupter::current())?;
+    let client = connect(args)?;
+    let held = match acquire(&client, args, run, &rx)? {
+        Waited::Held(held) => held,
+        Waited::TimedOut => {
+            eprintln!(
+                "redlatch: {} not had within {}: `{}` not run",
+                what(run),
+                seconds(run.wait.unwrap_or_default()),
+                run.command[0]
+            );
+            return Ok(ExitCode::from(RUN_TIMED_OUT));
+        }
+        Waited::Interrupted(signal) => {
+            eprintln!(
+                "redlatch: {}: stopped waiting for {}",
+                signals::name(signal),
+                what(run)
+            );
+            return Ok(signal_status(signal));
+        }
+    };
+    // The wait is over: a signal from now on is the command's (it is in `rx` too).
+    Interrupter::current().clear();
+    // A signal that came as the wait ended, before the command could get it.
+    if let Some(signal) = passed_on_signal(&rx) {
+        eprintln!(
+            "redlatch: {}: `{}` not run",
+            signals::name(signal),
+            run.command[0]
+        );
+        report_release(held.release(), run, false);
+        return Ok(signal_status(signal));
+    }
+    let lost_events = events.clone();
+    held.on_lost(move |reason| {
+        let _ = lost_events.send(Event::Lost(reason));
+    });
+    let mut child = match command(run, &held).spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("redlatch: cannot run `{}`: {e}", run.command[0]);
+            report_release(held.release(), run, false);
+            return Ok(ExitCode::from(match e.kind() {
+                std::io::ErrorKind::NotFound => RUN_NOT_FOUND,
+                _ => RUN_CANNOT_EXECUTE,
+            }));
+        }
+    };
+    let (status, lost) = supervise(&mut child, &rx, run)?;
+    let lost_at_release = report_release(held.release(), run, lost.is_some());
+    let stop = run.on_lost == OnLost::Stop;
+    if stop && (lost.is_some() || lost_at_release) {
+        eprintln!("redlatch: `{}` {}", run.command[0], ended(status));
+        return Ok(ExitCode::from(RUN_LOST));
+    }
+    Ok(exit_status(status))
+}
+
+/// Starts the thread that takes the blocked signals: each is sent as an [`Event`], and one
+/// passed on also interrupts the main thread's wait for the lock.
+fn listen(blocked: Blocked, events: Sender<Event>, main: Interrupter) -> Result<(), Failure> {
+    std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(move || {
+            while let Ok(signal) = blocked.next() {
+                let passed_on = signals::PASSED_ON.contains(&signal.number);
+                if events.send(Event::Signal(signal)).is_err() {
+                    return;
+                }
+                if passed_on {
+                    main.interrupt();
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| Failure(format!("cannot start the signal thread: {e}")))
+}
+
+/// The first signal to pass on that is waiting in `rx`, if any.
+fn passed_on_signal(rx: &Receiver<Event>) -> Option<i32> {
+    rx.try_iter().find_map(|event| match event {
+        Event::Signal(s) if signals::PASSED_ON.contains(&s.number) => Some(s.number),
+        _ => None,
+    })
+}
+
+/// Waits for the lock or permit as `run` says.
+fn acquire(
+    client: &Client,
+    args: &Args,
+    run: &Run,
+    rx: &Receiver<Event>,
+) -> Result<Waited, Failure> {
+    let deadline = run.wait.map(|wait| Instant::now() + wait);
+    let held = match run.hold {
+        Hold::Permits(permits) => {
+            let semaphore = client.permit_expirable_semaphore(&run.name);
+            if !semaphore
+                .try_set_permits(permits)
+                .map_err(|e| failure(e, args))?
+            {
+                let has = semaphore.permits().map_err(|e| failure(e, args))?;
+                if has != i64::from(permits) {
+                    return Err(Failure(format!(
+                        "semaphore {} has {has} permits, not {permits}: run with --permits \
+                         {has}, or change its number in Redis first",
+                        run.name
+                    )));
+                }
+            }
+            match deadline {
+                None => semaphore.acquire_guard_renewed().map(Some),
+                Some(deadline) => semaphore.try_acquire_guard_renewed_until(deadline),
+            }
+            .map(|permit| permit.map(Held::Permit))
+        }
+        kind => {
+            let lock = match kind {
+                Hold::Fair => client.fair_lock(&run.name),
+                Hold::Fenced => client.fenced_lock(&run.name),
+                _ => client.lock(&run.name),
+            };
+            let lock = match run.lease {
+                Some(lease) => lock.with_lease(lease),
+                None => lock,
+            };
+            match deadline {
+                None => lock.lock().map(Some),
+                Some(deadline) => lock.try_lock_until(deadline),
+            }
+            .map(|guard| guard.map(Held::Lock))
+        }
+    };
+    match held {
+        Ok(Some(held)) => Ok(Waited::Held(held)),
+        Ok(None) => Ok(Waited::TimedOut),
+        Err(e) if e.is_interrupted() => {
+            // The signal thread sends the signal before it interrupts.
+            let signal = passed_on_signal(rx).unwrap_or(libc::SIGTERM);
+            Ok(Waited::Interrupted(signal))
+        }
+        Err(e) => Err(failure(e, args)),
+    }
+}
+
+/// The command to run, with the hold in its environment.
+fn command(run: &Run, held: &Held) -> Command {
+    let mut command = Command::new(&run.command[0]);
+    command.args(&run.command[1..]);
+    for var in ["REDLATCH_OWNER", "REDLATCH_TOKEN", "REDLATCH_PERMIT"] {
+        command.env_remove(var);
+    }
+    command.env("REDLATCH_NAME", &run.name);
+    match held {
+        Held::Lock(guard) => {
+            command.env("REDLATCH_OWNER", guard.owner());
+            if let Some(token) = guard.token() {
+                command.env("REDLATCH_TOKEN", token.to_string());
+            }
+        }
+        Held::Permit(permit) => {
+            command.env("REDLATCH_PERMIT", permit.id().as_str());
+        }
+    }
+    prepare_child(&mut command);
+    command
+}
+
+/// Sets the child up between fork and exec: it gets the signals that redlatch blocks (it
+/// would inherit the mask), and on Linux it is killed when redlatch dies (its death signal):
+/// it must not run on without the lock that nothing renews any more.
+fn prepare_child(command: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: between fork and exec, the closure calls only async-signal-safe functions
+    // (sigemptyset, sigprocmask, prctl, getppid) and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            let mut none = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(none.as_mut_ptr());
+            if libc::sigprocmask(libc::SIG_SETMASK, none.as_ptr(), std::ptr::null_mut()) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // redlatch died before the death signal was set: do not run.
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = parent;
+            Ok(())
+        });
+    }
+}
+
+/// Passes signals on to the child and stops it if the hold is lost, until it has exited:
+/// its status, and why the hold was lost if it was.
+fn supervise(
+    child: &mut Child,
+    rx: &Receiver<Event>,
+    run: &Run,
+) -> Result<(ExitStatus, Option<LostReason>), Failure> {
+    let pid = child.id();
+    let program = &run.command[0];
+    let mut lost = None;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let event = match kill_at {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+        };
+        match event {
+            Ok(Event::Signal(signal)) if signal.number == libc::SIGCHLD => {
+                let exited = child
+                    .try_wait()
+                    .map_err(|e| Failure(format!("cannot wait for `{program}`: {e}")))?;
+                if let Some(status) = exited {
+                    return Ok((status, lost));
+                }
+            }
+            Ok(Event::Signal(signal)) => {
+                // A terminal's signal went to the whole group, the child included.
+                if !(signal.from_kernel && signals::in_my_group(pid)) {
+                    signals::send(pid, signal.number);
+                }
+            }
+            Ok(Event::Lost(reason)) => {
+                lost = Some(reason);
+                if run.on_lost == OnLost::Ignore {
+                    eprintln!(
+                        "redlatch: lost {} ({}); --on-lost ignore: `{program}` runs on \
+                         without it",
+                        what(run),
+                        why(reason)
+                    );
+                    continue;
+                }
+                eprintln!(
+                    "redlatch: lost {} ({}): stopping `{program}` (SIGTERM now, SIGKILL in {})",
+                    what(run),
+                    why(reason),
+                    seconds(run.grace)
+                );
+                signals::send(pid, libc::SIGTERM);
+                kill_at = Some(Instant::now() + run.grace);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                eprintln!(
+                    "redlatch: `{program}` still runs {} after SIGTERM: SIGKILL",
+                    seconds(run.grace)
+                );
+                signals::send(pid, libc::SIGKILL);
+                kill_at = None;
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                // No signal thread any more: nothing to pass on, wait.
+                let status = child
+                    .wait()
+                    .map_err(|e| Failure(format!("cannot wait for `{program}`: {e}")))?;
+                return Ok((status, lost));
+            }
+        }
+    }
+}
+
+impl Held {
+    fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
+        match self {
+            Held::Lock(guard) => guard.on_lost(f),
+            Held::Permit(permit) => permit.on_lost(f),
+        }
+    }
+
+    fn release(self) -> redlatch::Result<()> {
+        match self {
+            Held::Lock(guard) => guard.unlock(),
+            Held::Permit(permit) => permit.release(),
+        }
+    }
+}
+
+/// Reports a release that failed; true if it found the hold lost (and not `known_lost`).
+fn report_release(released: redlatch::Result<()>, run: &Run, known_lost: bool) -> bool {
+    match released {
+        Ok(()) => false,
+        Err(e) if e.is_lock_lost() || e.is_unknown_permit() => {
+            if !known_lost {
+                eprintln!(
+                    "redlatch: {} was lost before `{}` ended (found when releasing it)",
+                    what(run),
+                    run.command[0]
+                );
+            }
+            !known_lost
+        }
+        Err(e) => {
+            eprintln!(
+                "redlatch: releasing {} failed: {e}; it expires with its lease",
+                what(run)
+            );
+            false
+        }
+    }
+}
+
+/// `lock NAME`, or `a permit of semaphore NAME`.
+fn what(run: &Run) -> String {
+    match run.hold {
+        Hold::Permits(_) => format!("a permit of semaphore {}", run.name),
+        _ => format!("lock {}", run.name),
+    }
+}
+
+/// Why a hold was lost, for stderr.
+fn why(reason: LostReason) -> &'static str {
+    match reason {
+        LostReason::NotHeld => "a renewal found it gone: force-unlocked, deleted or taken",
+        LostReason::LeaseExpired => {
+            "its lease ran out: no renewal was confirmed for a whole lease, or --lease ended"
+        }
+        LostReason::ClientClosed => "the client was closed",
+        LostReason::MaxHoldReached => "it reached its maximum hold time",
+        _ => "lost",
+    }
+}
+
+/// `500ms`, `5s`, `1.5s`.
+fn seconds(d: Duration) -> String {
+    match d.as_millis() {
+        ms if ms < 1000 => format!("{ms}ms"),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{}s", ms as f64 / 1000.0),
+    }
+}
+
+/// `exited with status 3`, `was killed by SIGTERM`.
+fn ended(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by {}", signals::name(signal)),
+        _ => "ended".to_owned(),
+    }
+}
+
+/// The command's status, as shells give it: its exit code, or 128 + the signal that killed it.
+fn exit_status(status: ExitStatus) -> ExitCode {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        (None, Some(signal)) => signal_status(signal),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+fn signal_status(signal: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + signal).unwrap_or(255))
+}
