@@ -256,6 +256,8 @@ mod names;
 mod net;
 mod pubsub;
 mod scripts;
+#[cfg(feature = "serde")]
+mod ser;
 mod semaphore;
 mod watch;
 mod watchdog;
@@ -264,7 +266,9 @@ pub use client::Client;
 pub use config::{Config, ConfigBuilder};
 pub use error::{Error, Result};
 pub use fenced::FencedResource;
-pub use inspect::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
+pub use inspect::{
+    ClientConnection, ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry,
+};
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{

@@ -155,6 +155,7 @@ impl Recorder {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Metrics {
     /// Locks acquired (a re-entry counts too).
@@ -208,6 +209,24 @@ pub struct Histogram {
     sum_us: u64,
     max_us: u64,
     buckets: Vec<u64>,
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Histogram {
+    /// Its summary, in microseconds: `count`, `mean_us`, `p50_us`, `p90_us`, `p99_us` and
+    /// `max_us` (null when empty).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let us = |d: Option<Duration>| d.map(|d| d.as_micros() as u64);
+        let mut st = s.serialize_struct("Histogram", 6)?;
+        st.serialize_field("count", &self.count)?;
+        st.serialize_field("mean_us", &us(self.mean()))?;
+        st.serialize_field("p50_us", &us(self.p50()))?;
+        st.serialize_field("p90_us", &us(self.quantile(0.9)))?;
+        st.serialize_field("p99_us", &us(self.p99()))?;
+        st.serialize_field("max_us", &us(self.max()))?;
+        st.end()
+    }
 }
 
 impl Histogram {

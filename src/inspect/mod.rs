@@ -2,6 +2,7 @@
 //! [`Client::inspect`]. One read-only script (`lua/inspect.lua`) takes an atomic snapshot of
 //! the name and its helper keys; [`snapshot`] decodes and classifies it.
 
+mod clients;
 mod snapshot;
 
 use std::fmt;
@@ -14,6 +15,7 @@ use crate::error::Result;
 use crate::keys::Layout;
 use crate::scripts;
 
+pub use clients::ClientConnection;
 use snapshot::Snapshot;
 
 /// The most items read from one key (hash fields, queue entries, permits, read holds of one
@@ -147,6 +149,36 @@ impl Mode {
     }
 }
 
+#[cfg(feature = "serde")]
+impl serde::Serialize for Mode {
+    /// As [`as_str`](Self::as_str).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Kind {
+    /// As [`as_str`](Self::as_str).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Owner {
+    /// As three fields, `owner` (`"<client id>:<thread>"`), `client_id` and `thread`, which
+    /// a holder's or a waiter's serialization shows beside its own.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Owner", 3)?;
+        st.serialize_field("owner", &self.to_string())?;
+        st.serialize_field("client_id", &self.client_id)?;
+        st.serialize_field("thread", &self.thread)?;
+        st.end()
+    }
+}
+
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -215,16 +247,27 @@ impl fmt::Display for Owner {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Holder {
-    /// Who holds it.
+    /// Who holds it (serialized as the fields `owner`, `client_id` and `thread`).
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub owner: Owner,
     /// How many holds (re-entries count).
     pub holds: u32,
     /// For a reader of a read-write lock: the remaining lease of each hold, oldest first;
     /// `None` for a hold whose lease key has expired (its reader died: the hold no longer
-    /// counts, and goes at the next release). Empty for other holders.
+    /// counts, and goes at the next release). Empty for other holders. Serialized as
+    /// `lease_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "lease_ms", serialize_with = "crate::ser::opt_durations")
+    )]
     pub read_leases: Vec<Option<Duration>>,
+    /// The connections of the holder's client, once [traced](Inspection::trace): `None`
+    /// before, empty when no connection carries its client id (its client is gone, or does
+    /// not name its connections, as Redisson by default).
+    pub connections: Option<Vec<ClientConnection>>,
 }
 
 /// One waiter in a fair lock's queue.
@@ -241,14 +284,23 @@ pub struct Holder {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct QueueEntry {
-    /// Who waits.
+    /// Who waits (serialized as the fields `owner`, `client_id` and `thread`).
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub owner: Owner,
     /// Time left (on the server's clock) until the waiter is presumed dead and skipped unless
     /// it checks in; zero once passed; `None` if it has no deadline (it is then skipped when
-    /// it reaches the head).
+    /// it reaches the head). Serialized as `deadline_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "deadline_ms", serialize_with = "crate::ser::opt_duration")
+    )]
     pub deadline: Option<Duration>,
+    /// The connections of the waiter's client, once [traced](Inspection::trace) (see
+    /// [`Holder::connections`]).
+    pub connections: Option<Vec<ClientConnection>>,
 }
 
 /// One permit held from a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore).
@@ -264,12 +316,18 @@ pub struct QueueEntry {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ExpirablePermit {
     /// The permit's id, as [`PermitId::as_str`](crate::PermitId::as_str).
     pub id: String,
     /// Time left on its lease (server clock): zero once expired (it goes back to the count
-    /// at the semaphore's next operation); `None` if it never expires.
+    /// at the semaphore's next operation); `None` if it never expires. Serialized as
+    /// `expires_in_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "expires_in_ms", serialize_with = "crate::ser::opt_duration")
+    )]
     pub expires_in: Option<Duration>,
 }
 
@@ -290,6 +348,7 @@ pub struct ExpirablePermit {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Inspection {
     /// The name inspected.
@@ -302,7 +361,12 @@ pub struct Inspection {
     /// read-hold leases, permit expiries, fence).
     pub keys: Vec<String>,
     /// Time left on the key `name`: a lock's lease. `None` if the key does not exist,
-    /// `Duration::MAX` if it never expires (semaphores, latches).
+    /// `Duration::MAX` if it never expires (semaphores, latches). Serialized as `lease_ms`
+    /// (-1 for no expiry).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "lease_ms", serialize_with = "crate::ser::opt_duration")
+    )]
     pub lease: Option<Duration>,
     /// The owners holding a lock (reentrant, fair, fenced), or the writer of a read-write
     /// lock in write mode, with their hold counts.
@@ -510,6 +574,7 @@ pub(crate) mod tests {
                     owner: owner(t),
                     holds,
                     read_leases: Vec::new(),
+                    connections: None,
                 })
                 .collect(),
             mode: None,
@@ -519,6 +584,7 @@ pub(crate) mod tests {
                 .map(|&t| QueueEntry {
                     owner: owner(t),
                     deadline: None,
+                    connections: None,
                 })
                 .collect(),
             permits: None,

@@ -301,6 +301,7 @@ impl Snapshot {
                     owner,
                     holds,
                     read_leases: Vec::new(),
+                    connections: None,
                 });
             }
             return self.queue(found) && self.token(found);
@@ -326,6 +327,7 @@ impl Snapshot {
                     owner,
                     holds,
                     read_leases: Vec::new(),
+                    connections: None,
                 });
                 continue;
             }
@@ -340,6 +342,7 @@ impl Snapshot {
                 owner,
                 holds,
                 read_leases,
+                connections: None,
             });
         }
         // A write mode has one writer; a read mode none.
@@ -410,7 +413,11 @@ impl Snapshot {
                 .iter()
                 .find(|(o, _)| o == waiter)
                 .map(|&(_, at)| until(self.now, at));
-            found.queue.push(QueueEntry { owner, deadline });
+            found.queue.push(QueueEntry {
+                owner,
+                deadline,
+                connections: None,
+            });
         }
         true
     }

@@ -78,6 +78,14 @@ impl EventKind {
     }
 }
 
+#[cfg(feature = "serde")]
+impl serde::Serialize for EventKind {
+    /// As [`as_str`](Self::as_str).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 impl std::fmt::Display for EventKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -141,6 +149,49 @@ impl Event {
             token: None,
             subscribers: None,
         }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Event {
+    /// One object: `at` (RFC 3339, UTC), `at_ms` (milliseconds since 1970), `event` (the
+    /// [kind](EventKind::as_str)), `owner` (`"<client id>:<thread>"` or null) with
+    /// `client_id` and `thread` when known, then only the fields that apply (`mode`,
+    /// `holds`, `position`, `permits`, `count`, `token`, `subscribers`).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("at", &crate::ser::timestamp(self.at))?;
+        map.serialize_entry("at_ms", &crate::ser::epoch_millis(self.at))?;
+        map.serialize_entry("event", &self.kind)?;
+        match &self.owner {
+            Some(owner) => {
+                map.serialize_entry("owner", &owner.to_string())?;
+                map.serialize_entry("client_id", &owner.client_id)?;
+                map.serialize_entry("thread", &owner.thread)?;
+            }
+            None => map.serialize_entry("owner", &None::<String>)?,
+        }
+        if let Some(mode) = self.mode {
+            map.serialize_entry("mode", &mode)?;
+        }
+        let numbers = [
+            ("holds", self.holds.map(u64::from)),
+            ("position", self.position.map(|p| p as u64)),
+            ("token", self.token),
+            ("subscribers", self.subscribers),
+        ];
+        for (key, value) in numbers {
+            if let Some(value) = value {
+                map.serialize_entry(key, &value)?;
+            }
+        }
+        for (key, value) in [("permits", self.permits), ("count", self.count)] {
+            if let Some(value) = value {
+                map.serialize_entry(key, &value)?;
+            }
+        }
+        map.end()
     }
 }
 

@@ -1,0 +1,183 @@
+//! Who a holder is on the network: the connections of its client, from `CLIENT LIST`.
+//!
+//! Each client names its connections `<prefix>:<client id>` (see
+//! [`ConfigBuilder::client_name`](crate::ConfigBuilder::client_name)), and an owner id is
+//! `<client id>:<thread>`: a holder's connections are those whose name ends in `:<client id>`.
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::inspect::{Holder, Inspection, QueueEntry};
+
+/// One connection to Redis, as `CLIENT LIST` shows it: where it comes from and what it is
+/// named. Found by [`Client::connections`], attached to holders and waiters by
+/// [`Inspection::trace`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// for conn in client.connections()? {
+///     println!("{} {} ({})", conn.addr, conn.name, conn.server);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ClientConnection {
+    /// The client's end, `host:port` as the server sees it (`addr`).
+    pub addr: String,
+    /// Its name (`CLIENT SETNAME`): `<prefix>:<client id>` for a redlatch client.
+    pub name: String,
+    /// The server's id of the connection (`id`).
+    pub id: u64,
+    /// The library that opened it and its version (`CLIENT SETINFO`, Redis 7.2 and later;
+    /// `None` before).
+    pub lib_name: Option<String>,
+    /// See [`lib_name`](Self::lib_name).
+    pub lib_ver: Option<String>,
+    /// How long it has been open (serialized as `age_ms`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "age_ms", serialize_with = "crate::ser::duration")
+    )]
+    pub age: Duration,
+    /// How long since its last command (serialized as `idle_ms`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "idle_ms", serialize_with = "crate::ser::duration")
+    )]
+    pub idle: Duration,
+    /// The server it is connected to, as this client reaches it (a cluster has several).
+    pub server: String,
+}
+
+impl ClientConnection {
+    /// The client id in its name: what follows the last `:` (`None` for a name without one).
+    fn client_id(&self) -> Option<&str> {
+        self.name.rsplit_once(':').map(|(_, id)| id)
+    }
+}
+
+/// The connections in a `CLIENT LIST` reply (one line each, `key=value` fields).
+fn parse(reply: &str, server: &str) -> Vec<ClientConnection> {
+    reply
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            let field = |key: &str| {
+                line.split(' ')
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                    .filter(|v| !v.is_empty())
+            };
+            let secs = |key| Duration::from_secs(field(key).and_then(|v| v.parse().ok()).unwrap_or(0));
+            ClientConnection {
+                addr: field("addr").unwrap_or_default().to_owned(),
+                name: field("name").unwrap_or_default().to_owned(),
+                id: field("id").and_then(|v| v.parse().ok()).unwrap_or(0),
+                lib_name: field("lib-name").map(str::to_owned),
+                lib_ver: field("lib-ver").map(str::to_owned),
+                age: secs("age"),
+                idle: secs("idle"),
+                server: server.to_owned(),
+            }
+        })
+        .collect()
+}
+
+impl Client {
+    /// The connections to Redis of every client (`CLIENT LIST`, on every master of a
+    /// cluster): with [`Inspection::trace`], which host and process holds or waits for a
+    /// lock.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors and timeouts; a Redis error if the ACL user may not run
+    /// `CLIENT LIST`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let mine = client.connections()?.into_iter().filter(|c| c.name.ends_with(client.id()));
+    /// println!("{} connection(s) of this client", mine.count());
+    /// # Ok(()) }
+    /// ```
+    pub fn connections(&self) -> Result<Vec<ClientConnection>> {
+        let mut all = Vec::new();
+        self.inner.pool.for_each_master(|pool| {
+            let server = pool.endpoint().describe();
+            let reply: String = pool.run("", |c| redis::cmd("CLIENT").arg("LIST").query(c))?;
+            all.extend(parse(&reply, &server));
+            Ok(())
+        })?;
+        Ok(all)
+    }
+}
+
+impl Inspection {
+    /// Attaches to each holder, reader and fair-queue waiter the `connections` of its client
+    /// (from [`Client::connections`]): [`Holder::connections`] and
+    /// [`QueueEntry::connections`]. An owner whose client has no connection left gets an
+    /// empty list: a crashed holder, whose hold lasts until its [lease](Self::lease) runs out.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let connections = client.connections()?;
+    /// if let Some(mut found) = client.inspect("orders")? {
+    ///     found.trace(&connections);
+    ///     for holder in &found.holders {
+    ///         match holder.connections.as_deref() {
+    ///             Some([]) | None => println!("{}: client gone", holder.owner),
+    ///             Some(conns) => println!("{}: from {}", holder.owner, conns[0].addr),
+    ///         }
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn trace(&mut self, connections: &[ClientConnection]) {
+        let of = |client_id: &str| -> Vec<ClientConnection> {
+            connections
+                .iter()
+                .filter(|c| c.client_id() == Some(client_id))
+                .cloned()
+                .collect()
+        };
+        for h in self.holders.iter_mut().chain(self.readers.iter_mut()) {
+            let Holder { owner, connections, .. } = h;
+            *connections = Some(of(&owner.client_id));
+        }
+        for QueueEntry { owner, connections, .. } in &mut self.queue {
+            *connections = Some(of(&owner.client_id));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_list_lines_are_read_field_by_field() {
+        let reply = "id=7 addr=10.0.0.5:51234 laddr=10.0.0.1:6379 fd=9 name=billing:0b3c-9a age=42 \
+                     idle=3 flags=N db=0 lib-name=redlatch lib-ver=0.1.0\n\
+                     id=8 addr=10.0.0.6:40000 fd=10 name= age=1 idle=1 flags=N db=0\n";
+        let conns = parse(reply, "127.0.0.1:6379");
+        assert_eq!(conns.len(), 2);
+        assert_eq!(conns[0].addr, "10.0.0.5:51234");
+        assert_eq!(conns[0].name, "billing:0b3c-9a");
+        assert_eq!(conns[0].client_id(), Some("0b3c-9a"));
+        assert_eq!((conns[0].id, conns[0].age), (7, Duration::from_secs(42)));
+        assert_eq!(conns[0].lib_name.as_deref(), Some("redlatch"));
+        assert_eq!((conns[1].name.as_str(), conns[1].lib_name.as_deref()), ("", None));
+        assert_eq!(conns[1].client_id(), None);
+        assert!(parse("", "x").is_empty());
+    }
+}

@@ -1,0 +1,86 @@
+//! The `serde` feature: how durations and times are written. Durations are whole
+//! milliseconds (`Duration::MAX`, "never expires", is -1); times are RFC 3339 in UTC
+//! (`2024-05-01T12:00:01.234Z`), beside their milliseconds since 1970.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::ser::{SerializeSeq, Serializer};
+
+/// Milliseconds, -1 for `Duration::MAX`.
+pub(crate) fn millis(d: Duration) -> i128 {
+    if d == Duration::MAX {
+        -1
+    } else {
+        d.as_millis() as i128
+    }
+}
+
+pub(crate) fn duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_i128(millis(*d))
+}
+
+pub(crate) fn opt_duration<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_i128(millis(*d)),
+        None => s.serialize_none(),
+    }
+}
+
+pub(crate) fn opt_durations<S: Serializer>(
+    ds: &[Option<Duration>],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(ds.len()))?;
+    for d in ds {
+        seq.serialize_element(&d.map(millis))?;
+    }
+    seq.end()
+}
+
+/// Milliseconds since 1970 (0 before it).
+pub(crate) fn epoch_millis(t: SystemTime) -> u128 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
+}
+
+/// `2024-05-01T12:00:01.234Z` (UTC).
+pub(crate) fn timestamp(t: SystemTime) -> String {
+    let ms = epoch_millis(t) as i64;
+    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_714_564_801_234);
+        assert_eq!(timestamp(t), "2024-05-01T12:00:01.234Z");
+        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
+        assert_eq!(timestamp(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn durations_are_milliseconds_and_never_is_minus_one() {
+        assert_eq!(millis(Duration::from_micros(1_500)), 1);
+        assert_eq!(millis(Duration::MAX), -1);
+    }
+}
