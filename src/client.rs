@@ -88,8 +88,11 @@ impl Client {
     /// let config = redlatch::Config::builder("redis://127.0.0.1/").pool_size(4).build().unwrap();
     /// let client = redlatch::Client::new(config).unwrap();
     /// ```
-    pub fn new(config: Config) -> Result<Client> {
-        let metrics = Arc::new(Recorder::new());
+    pub fn new(mut config: Config) -> Result<Client> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let name = format!("{}:{id}", config.client_name);
+        config.connection_name = Some(name.as_str().into());
+        let metrics = Arc::new(Recorder::new().labelled_by_name(config.metrics_lock_names));
         let pool = Arc::new(Backend::open(&config)?);
         let pubsub = pool.dispatcher(config.dial(&metrics))?;
         let watchdog = Watchdog::start(
@@ -99,8 +102,7 @@ impl Client {
             config.replica_sync,
             Arc::clone(&metrics),
         )?;
-        let id = uuid::Uuid::new_v4().to_string();
-        log::debug!("redlatch client {id} created");
+        log::debug!("redlatch client {id} created (connections named {name})");
         let client = Client {
             inner: Arc::new(Inner {
                 config,

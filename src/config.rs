@@ -47,6 +47,13 @@ pub struct Config {
     pub(crate) replica_sync: Option<ReplicaSync>,
     /// TLS for `rediss://` addresses (those of nodes found at run time included).
     pub(crate) tls: Tls,
+    /// The application prefix of connection names (see [`ConfigBuilder::client_name`]).
+    pub(crate) client_name: String,
+    /// `<client_name>:<client id>`: what connections are named (`CLIENT SETNAME`). Set by
+    /// [`Client::new`](crate::Client::new), which makes the client id.
+    pub(crate) connection_name: Option<Arc<str>>,
+    /// Whether the `metrics` feature labels by lock name too.
+    pub(crate) metrics_lock_names: bool,
 }
 
 /// Replica confirmation of lock writes: `WAIT replicas timeout` after each lock, unlock and
@@ -309,6 +316,8 @@ pub struct ConfigBuilder {
     name_mapper: NameMapper,
     replica_sync: Option<ReplicaSync>,
     certificates: Certificates,
+    client_name: String,
+    metrics_lock_names: bool,
 }
 
 impl ConfigBuilder {
@@ -332,6 +341,8 @@ impl ConfigBuilder {
             name_mapper: NameMapper::identity(),
             replica_sync: None,
             certificates: Certificates::default(),
+            client_name: "redlatch".to_owned(),
+            metrics_lock_names: false,
         }
     }
 
@@ -773,7 +784,8 @@ impl ConfigBuilder {
             if let Some(db) = self.database {
                 node = node.set_db(db);
             }
-            node
+            // `CLIENT SETINFO` (Redis 7.2+; redis-rs sends it and ignores an error).
+            node.set_lib_name(LIB_NAME, env!("CARGO_PKG_VERSION"))
         };
         let data_node = |url: redis::ConnectionInfo| {
             let node = with_node_settings(url.redis_settings().clone());
@@ -848,6 +860,7 @@ impl ConfigBuilder {
                 )));
             }
         }
+        check_client_name(&self.client_name)?;
         Ok(Config {
             topology,
             retry_attempts: self.retry_attempts,
@@ -864,6 +877,9 @@ impl ConfigBuilder {
             name_mapper: self.name_mapper,
             replica_sync: self.replica_sync,
             tls,
+            client_name: self.client_name,
+            connection_name: None,
+            metrics_lock_names: self.metrics_lock_names,
         })
     }
 }
@@ -876,7 +892,62 @@ impl Config {
             response_timeout: self.response_timeout,
             tls: self.tls.clone(),
             metrics: Arc::clone(metrics),
+            name: self.connection_name.clone(),
         }
+    }
+}
+
+/// The library name connections announce (`CLIENT SETINFO LIB-NAME`).
+pub(crate) const LIB_NAME: &str = "redlatch";
+
+/// A connection name prefix Redis takes: not empty, no spaces or control characters
+/// (`CLIENT SETNAME` refuses them).
+fn check_client_name(prefix: &str) -> Result<()> {
+    if prefix.is_empty() || prefix.len() > 128 || !prefix.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(Error::invalid(format!(
+            "client_name {prefix:?} must be 1 to 128 printable ASCII characters without spaces"
+        )));
+    }
+    Ok(())
+}
+
+impl ConfigBuilder {
+    /// The application prefix of this client's connection names: each command and pub/sub
+    /// connection is named `<prefix>:<client id>` (`CLIENT SETNAME`), so that `CLIENT LIST`,
+    /// [`Client::connections`](crate::Client::connections) and `redlatch inspect` tell which
+    /// host and process holds a lock (an owner id is `<client id>:<thread>`). Connections
+    /// also announce the library (`CLIENT SETINFO`, Redis 7.2+). Defaults to `redlatch`.
+    ///
+    /// [`build`](Self::build) refuses a prefix that is empty, longer than 128 characters, or
+    /// has spaces or characters outside printable ASCII.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").client_name("billing").build();
+    /// assert!(config.is_ok());
+    /// let bad = redlatch::Config::builder("redis://127.0.0.1/").client_name("a b").build();
+    /// assert!(bad.unwrap_err().is_invalid_argument());
+    /// ```
+    pub fn client_name(mut self, prefix: &str) -> Self {
+        prefix.clone_into(&mut self.client_name);
+        self
+    }
+
+    /// Whether what the `metrics` feature reports is labelled by lock name (`name`) as well as
+    /// by lock kind (`kind`). Off by default: names are often unbounded (`order:<id>`), and
+    /// each label value is a time series to the collector. Without the `metrics` feature it
+    /// changes nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").metrics_lock_names(true).build();
+    /// assert!(config.is_ok());
+    /// ```
+    pub fn metrics_lock_names(mut self, on: bool) -> Self {
+        self.metrics_lock_names = on;
+        self
     }
 }
 

@@ -256,9 +256,9 @@ mod names;
 mod net;
 mod pubsub;
 mod scripts;
+mod semaphore;
 #[cfg(feature = "serde")]
 mod ser;
-mod semaphore;
 mod watch;
 mod watchdog;
 

@@ -4,6 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+mod facade;
+
+use facade::Labels;
+
 /// Values below this many µs have a bucket each.
 const EXACT: usize = 16;
 /// Sub-buckets per power of two above [`EXACT`]: a bucket spans at most 1/8 of its lower
@@ -81,6 +85,8 @@ pub(crate) struct Recorder {
     pub(crate) waiting: AtomicU64,
     pub(crate) wait: AtomicHistogram,
     pub(crate) hold: AtomicHistogram,
+    /// Whether the `metrics` facade gets a `name` label.
+    by_name: bool,
 }
 
 impl Recorder {
@@ -96,21 +102,84 @@ impl Recorder {
             waiting: AtomicU64::new(0),
             wait: AtomicHistogram::new(),
             hold: AtomicHistogram::new(),
+            by_name: false,
         }
     }
 
-    /// A lock was acquired after `waited` (since the call began); `contended` if it was busy
-    /// at first.
-    pub(crate) fn acquired(&self, waited: Duration, contended: bool) {
+    /// This recorder, labelling what it reports to the `metrics` facade by lock name if `on`
+    /// (see [`ConfigBuilder::metrics_lock_names`](crate::ConfigBuilder::metrics_lock_names)).
+    pub(crate) fn labelled_by_name(mut self, on: bool) -> Recorder {
+        self.by_name = on;
+        facade::describe();
+        self
+    }
+
+    fn labels<'a>(&self, kind: &'static str, name: &'a str) -> Labels<'a> {
+        Labels {
+            kind,
+            name: self.by_name.then_some(name),
+        }
+    }
+
+    /// The lock `name` of kind `kind` was acquired after `waited` (since the call began);
+    /// `contended` if it was busy at first. It counts as held until [`released`](Self::released).
+    pub(crate) fn acquired(
+        &self,
+        kind: &'static str,
+        name: &str,
+        waited: Duration,
+        contended: bool,
+    ) {
         self.acquisitions.fetch_add(1, Relaxed);
         if contended {
             self.contended.fetch_add(1, Relaxed);
         }
         self.wait.record(waited);
+        facade::acquired(self.labels(kind, name), waited, contended);
     }
 
-    pub(crate) fn count(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Relaxed);
+    /// A wait for the lock `name` ran out.
+    pub(crate) fn timed_out(&self, kind: &'static str, name: &str) {
+        self.timeouts.fetch_add(1, Relaxed);
+        facade::timed_out(self.labels(kind, name));
+    }
+
+    /// A hold of the lock `name`, taken `held` ago, was released.
+    pub(crate) fn released(&self, kind: &'static str, name: &str, held: Duration) {
+        self.hold.record(held);
+        facade::released(self.labels(kind, name), held);
+    }
+
+    /// A thread began blocking in a wait (the `waiting` gauge).
+    pub(crate) fn wait_began(&self) {
+        self.waiting.fetch_add(1, Relaxed);
+        facade::waiting(1.0);
+    }
+
+    /// A counted thread left its wait.
+    pub(crate) fn wait_ended(&self) {
+        self.waiting.fetch_sub(1, Relaxed);
+        facade::waiting(-1.0);
+    }
+
+    pub(crate) fn renewed(&self) {
+        self.renewals.fetch_add(1, Relaxed);
+        facade::count("redlatch_renewals_total");
+    }
+
+    pub(crate) fn renewal_failed(&self) {
+        self.failed_renewals.fetch_add(1, Relaxed);
+        facade::count("redlatch_failed_renewals_total");
+    }
+
+    pub(crate) fn lost_one(&self) {
+        self.lost.fetch_add(1, Relaxed);
+        facade::count("redlatch_lost_locks_total");
+    }
+
+    pub(crate) fn reconnected(&self) {
+        self.reconnects.fetch_add(1, Relaxed);
+        facade::count("redlatch_pubsub_reconnects_total");
     }
 
     pub(crate) fn snapshot(&self) -> Metrics {

@@ -164,6 +164,8 @@ pub(crate) struct Dial {
     pub(crate) response_timeout: Duration,
     pub(crate) tls: Tls,
     pub(crate) metrics: Arc<Recorder>,
+    /// The connection name (`CLIENT SETNAME`): `<prefix>:<client id>`.
+    pub(crate) name: Option<Arc<str>>,
 }
 
 impl Dial {
@@ -175,6 +177,7 @@ impl Dial {
             response_timeout: timeout,
             tls: Tls::default(),
             metrics: Arc::new(Recorder::new()),
+            name: None,
         }
     }
 
@@ -208,26 +211,60 @@ impl Dial {
             ConnectionAddr::TcpTls { .. } => self.secure(socket, host)?,
             _ => Stream::Plain(socket),
         };
+        // AUTH (which must succeed), then the connection's name and library (whose errors
+        // are ignored: a server before 7.2 has no CLIENT SETINFO, an ACL may refuse them), as
+        // one write; the replies are read in order.
         let settings = info.redis_settings();
+        let mut setup = Vec::new();
         if let Some(password) = settings.password() {
             let mut auth = redis::cmd("AUTH");
             if let Some(user) = settings.username() {
                 auth.arg(user);
             }
             auth.arg(password);
-            stream
-                .set_read_timeout(Some(self.response_timeout))
-                .map_err(io)?;
-            (&stream)
-                .write_all(&auth.get_packed_command())
-                .map_err(io)?;
-            match redis::Parser::new().parse_value(&stream) {
+            setup.push(auth);
+        }
+        let authenticated = setup.len();
+        if let Some(name) = &self.name {
+            setup.push(redis::cmd("CLIENT").arg("SETNAME").arg(&**name).clone());
+        }
+        setup.push(
+            redis::cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-NAME")
+                .arg(crate::config::LIB_NAME)
+                .clone(),
+        );
+        setup.push(
+            redis::cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-VER")
+                .arg(env!("CARGO_PKG_VERSION"))
+                .clone(),
+        );
+        let packed: Vec<u8> = setup.iter().flat_map(|c| c.get_packed_command()).collect();
+        stream
+            .set_read_timeout(Some(self.response_timeout))
+            .map_err(io)?;
+        (&stream).write_all(&packed).map_err(io)?;
+        let mut parser = redis::Parser::new();
+        for i in 0..setup.len() {
+            let reply = parser.parse_value(&stream);
+            match reply {
                 Ok(Value::Okay) | Ok(Value::SimpleString(_)) => {}
-                Ok(other) => return Err(Error::Protocol(format!("AUTH replied {other:?}"))),
+                Ok(other) if i < authenticated => {
+                    return Err(Error::Protocol(format!("AUTH replied {other:?}")))
+                }
+                Err(e) if i < authenticated => return Err(Error::from_redis(e, "")),
+                Ok(Value::ServerError(e)) => log::debug!(
+                    "pub/sub connection to {}: connection setup refused ({e:?})",
+                    info.addr()
+                ),
+                Ok(other) => log::debug!("pub/sub connection setup replied {other:?}"),
                 Err(e) => return Err(Error::from_redis(e, "")),
             }
-            stream.set_read_timeout(None).map_err(io)?;
         }
+        stream.set_read_timeout(None).map_err(io)?;
         Ok(stream)
     }
 

@@ -338,7 +338,7 @@ impl LeaseState {
             {
                 Ok(_) => {
                     if let Some(m) = &self.metrics {
-                        Recorder::count(&m.lost, 1);
+                        m.lost_one();
                     }
                     return why;
                 }
@@ -949,7 +949,7 @@ impl Shared {
             };
             match outcome {
                 Renewed::Held if e.lease.confirm(sent_at) => {
-                    Recorder::count(&self.metrics.renewals, 1);
+                    self.metrics.renewed();
                     st.due.push(Reverse((sent_at + self.period, id)));
                 }
                 Renewed::Held => {
@@ -981,7 +981,7 @@ impl Shared {
                         );
                     }
                     None => {
-                        Recorder::count(&self.metrics.failed_renewals, 1);
+                        self.metrics.renewal_failed();
                         log::warn!(
                             "renewal of lock `{}` (owner {}) failed, retrying: {why}",
                             e.name,

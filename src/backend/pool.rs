@@ -94,6 +94,15 @@ impl Address for Fixed {
     }
 }
 
+/// Names `conn` (`CLIENT SETNAME`), for `CLIENT LIST` and `redlatch inspect`. A refusal (an
+/// ACL without `CLIENT`) is logged, not an error: the connection works as well unnamed.
+fn name_connection(conn: &mut redis::Connection, name: &str) {
+    let named: redis::RedisResult<()> = redis::cmd("CLIENT").arg("SETNAME").arg(name).query(conn);
+    if let Err(e) = named {
+        log::debug!("connection not named {name}: {e}");
+    }
+}
+
 /// Opens a connection with both timeouts set.
 pub(crate) fn open(
     info: &ConnectionInfo,
@@ -125,6 +134,8 @@ pub(crate) struct Pool {
     retry_delay: Duration,
     connect_timeout: Duration,
     response_timeout: Duration,
+    /// What connections are named (`CLIENT SETNAME`).
+    name: Option<Arc<str>>,
     state: Mutex<State>,
     freed: Condvar,
 }
@@ -158,6 +169,7 @@ impl Pool {
             retry_delay: config.retry_delay,
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
+            name: config.connection_name.clone(),
             state: Mutex::new(State {
                 closed: false,
                 idle: Vec::new(),
@@ -360,8 +372,13 @@ impl Pool {
     }
 
     fn connect(&self, connect_timeout: Duration) -> Result<redis::Connection> {
-        self.endpoint
-            .connect(connect_timeout, self.response_timeout)
+        let mut conn = self
+            .endpoint
+            .connect(connect_timeout, self.response_timeout)?;
+        if let Some(name) = &self.name {
+            name_connection(&mut conn, name);
+        }
+        Ok(conn)
     }
 
     /// Whether [`close`](Self::close) was called.

@@ -73,7 +73,8 @@ fn parse(reply: &str, server: &str) -> Vec<ClientConnection> {
                     .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
                     .filter(|v| !v.is_empty())
             };
-            let secs = |key| Duration::from_secs(field(key).and_then(|v| v.parse().ok()).unwrap_or(0));
+            let secs =
+                |key| Duration::from_secs(field(key).and_then(|v| v.parse().ok()).unwrap_or(0));
             ClientConnection {
                 addr: field("addr").unwrap_or_default().to_owned(),
                 name: field("name").unwrap_or_default().to_owned(),
@@ -151,10 +152,15 @@ impl Inspection {
                 .collect()
         };
         for h in self.holders.iter_mut().chain(self.readers.iter_mut()) {
-            let Holder { owner, connections, .. } = h;
+            let Holder {
+                owner, connections, ..
+            } = h;
             *connections = Some(of(&owner.client_id));
         }
-        for QueueEntry { owner, connections, .. } in &mut self.queue {
+        for QueueEntry {
+            owner, connections, ..
+        } in &mut self.queue
+        {
             *connections = Some(of(&owner.client_id));
         }
     }
@@ -166,7 +172,8 @@ mod tests {
 
     #[test]
     fn client_list_lines_are_read_field_by_field() {
-        let reply = "id=7 addr=10.0.0.5:51234 laddr=10.0.0.1:6379 fd=9 name=billing:0b3c-9a age=42 \
+        let reply =
+            "id=7 addr=10.0.0.5:51234 laddr=10.0.0.1:6379 fd=9 name=billing:0b3c-9a age=42 \
                      idle=3 flags=N db=0 lib-name=redlatch lib-ver=0.1.0\n\
                      id=8 addr=10.0.0.6:40000 fd=10 name= age=1 idle=1 flags=N db=0\n";
         let conns = parse(reply, "127.0.0.1:6379");
@@ -176,7 +183,10 @@ mod tests {
         assert_eq!(conns[0].client_id(), Some("0b3c-9a"));
         assert_eq!((conns[0].id, conns[0].age), (7, Duration::from_secs(42)));
         assert_eq!(conns[0].lib_name.as_deref(), Some("redlatch"));
-        assert_eq!((conns[1].name.as_str(), conns[1].lib_name.as_deref()), ("", None));
+        assert_eq!(
+            (conns[1].name.as_str(), conns[1].lib_name.as_deref()),
+            ("", None)
+        );
         assert_eq!(conns[1].client_id(), None);
         assert!(parse("", "x").is_empty());
     }

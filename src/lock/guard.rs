@@ -351,7 +351,10 @@ impl<O: Ownership> LockGuard<O> {
     fn release(&mut self) -> Result<()> {
         self.released = true;
         let inner = &self.lock.raw.client.inner;
-        inner.metrics.hold.record(self.acquired_at.elapsed());
+        let raw = &self.lock.raw;
+        inner
+            .metrics
+            .released(raw.kind.label(), &raw.name, self.acquired_at.elapsed());
         let lost = self.lost();
         if let Some(w) = self.watch.take() {
             inner.watchdog.unwatch(w);

@@ -12,7 +12,6 @@ use crate::lock::kind::Kind;
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::lock::spin::Pacer;
-use crate::metrics::Recorder;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 
@@ -610,9 +609,14 @@ impl<O: Ownership> Lock<O> {
             wait(dispatcher, channel, deadline, &mut attempt)
                 .map(|done| if done { got } else { None });
         match &outcome {
-            Ok(Some(_)) => metrics.acquired(started.elapsed(), attempts > 1),
+            Ok(Some(_)) => metrics.acquired(
+                self.raw.kind.label(),
+                &self.raw.name,
+                started.elapsed(),
+                attempts > 1,
+            ),
             // A wait that ran out (a `try_lock` that found it busy did not wait).
-            Ok(None) if will_wait => Recorder::count(&metrics.timeouts, 1),
+            Ok(None) if will_wait => metrics.timed_out(self.raw.kind.label(), &self.raw.name),
             _ => {}
         }
         // A kind with a queue (fair) leaves it; a failed call may have queued us before its

@@ -287,7 +287,7 @@ impl Observer {
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
         if self.counted {
-            self.metrics.waiting.fetch_sub(1, Ordering::Relaxed);
+            self.metrics.wait_ended();
         }
     }
 }
@@ -308,7 +308,7 @@ impl Waiter<'_> {
     pub(crate) fn blocking(&mut self) {
         if !self.counted {
             self.counted = true;
-            self.metrics.waiting.fetch_add(1, Ordering::Relaxed);
+            self.metrics.wait_began();
         }
     }
 

@@ -39,7 +39,6 @@ use redis::{ConnectionInfo, Value};
 
 use crate::error::{Error, Result};
 use crate::interrupt::Interruption;
-use crate::metrics::Recorder;
 use crate::net::{Dial, Stream};
 
 pub(crate) use dispatcher::{Dispatcher, Observer, Subscriptions};
@@ -829,7 +828,7 @@ impl Shared {
                     if self.disconnected() {
                         return;
                     }
-                    Recorder::count(&self.dial.metrics.reconnects, 1);
+                    self.dial.metrics.reconnected();
                     log::warn!(
                         "pub/sub connection to {} lost; reconnecting and waking waiters",
                         self.target.describe()
