@@ -277,7 +277,15 @@ fn inspect_reentrant_shows_owner_thread_hold_count_and_lease() {
         .find(|l| l.starts_with(&id))
         .unwrap_or_else(|| panic!("no holder row for {id}:\n{text}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells, [id.as_str(), &thread.to_string(), "2"], "{text}");
+    assert_eq!(
+        &cells[..3],
+        [id.as_str(), &thread.to_string(), "2"],
+        "{text}"
+    );
+    // Traced to its client's connections: named `redlatch:<client id>`, from this host.
+    let name = format!("redlatch:{id}");
+    assert_eq!(&cells[3..5], [name.as_str(), "at"], "{text}");
+    assert!(cells[5].starts_with("127.0.0.1:"), "{text}");
     // Aligned: the header's columns start where the row's do.
     let header = text.lines().find(|l| l.starts_with("CLIENT ID")).unwrap();
     assert_eq!(
@@ -298,6 +306,16 @@ fn inspect_reentrant_shows_owner_thread_hold_count_and_lease() {
     assert_eq!(holder.get("thread").num(), thread as f64);
     assert_eq!(holder.get("holds").num(), 2.0);
     assert_eq!(holder.get("owner").str(), client.owner_id());
+    let connections = holder.get("connections");
+    assert!(connections.len() >= 1, "{connections:?}");
+    for i in 0..connections.len() {
+        assert_eq!(connections.at(i).get("name").str(), name);
+        assert!(connections
+            .at(i)
+            .get("addr")
+            .str()
+            .starts_with("127.0.0.1:"));
+    }
     let lease_ms = j.get("lease_ms").num();
     assert!((28_000.0..=30_000.0).contains(&lease_ms), "{lease_ms}");
 }
@@ -316,7 +334,7 @@ fn inspect_fair_lists_the_queue_in_order() {
     assert_eq!(queue.len(), 2);
     for (i, owner) in owners.iter().enumerate() {
         assert_eq!(queue.at(i).get("owner").str(), owner);
-        assert_eq!(queue.at(i).get("position").num(), (i + 1) as f64);
+        // The position is the place in the array (the JSON is the library's serialization).
         assert!(queue.at(i).get("deadline_ms").num() > 60_000.0);
     }
     let text = ok(&server, &["inspect", name]);
@@ -331,6 +349,11 @@ fn inspect_fair_lists_the_queue_in_order() {
         let (id, thread) = owner.rsplit_once(':').unwrap();
         let cells: Vec<&str> = rows[i].split_whitespace().collect();
         assert_eq!(&cells[..3], [&(i + 1).to_string(), id, thread], "{text}");
+        // Each waiter traced to its client (their deadline column comes before).
+        assert!(
+            rows[i].contains(&format!("redlatch:{id} at 127.0.0.1:")),
+            "{text}"
+        );
     }
     holder.unlock().unwrap();
     support::join_within(waiters, Duration::from_secs(10), "fair waiters");
@@ -704,7 +727,11 @@ fn bad_url_unreachable_server_and_unknown_name_fail_clearly() {
     assert_eq!(r.code, 1);
     let r = run(&["--url", &url, "frobnicate"]);
     assert_eq!(r.code, 1);
-    assert!(r.stderr.contains("unknown command"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unrecognized subcommand 'frobnicate'"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -755,4 +782,73 @@ fn list_of_readers_with_huge_hold_counts_does_not_panic() {
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("8000000000 holds"), "{}", r.stdout);
+}
+
+/// A holder whose process died (SIGKILL: nothing released) keeps the lock until its lease
+/// runs out: `inspect` and `list` say its client is gone and how long the lease has left,
+/// while a live holder in another client is traced to its connections.
+#[test]
+fn a_crashed_holder_shows_as_gone_with_its_lease_left() {
+    let server = RedisServer::new();
+    // A holder in another process: `redlatch run` holding the lock over a long sleep.
+    let mut holder = command(&[
+        "--url",
+        &server.url(),
+        "run",
+        "cli:crashed",
+        "--",
+        "sleep",
+        "60",
+    ])
+    .spawn()
+    .unwrap();
+    let watcher = client(&server);
+    assert!(wait_until(Duration::from_secs(10), || {
+        watcher
+            .inspect("cli:crashed")
+            .unwrap()
+            .is_some_and(|i| !i.holders.is_empty())
+    }));
+    let alive = json::parse(&ok(&server, &["inspect", "--json", "cli:crashed"]));
+    let held_by = alive.get("holders").at(0);
+    let client_id = held_by.get("client_id").str().to_owned();
+    assert!(held_by.get("connections").len() >= 1, "{alive:?}");
+
+    holder.kill().unwrap(); // SIGKILL: its connections close, its lease stays
+    holder.wait().unwrap();
+    let mut conn = server.conn();
+    assert!(wait_until(Duration::from_secs(10), || {
+        !support::client_list(&mut conn)
+            .iter()
+            .any(|l| l.contains(&client_id))
+    }));
+    // Another client holds a second lock: traced, side by side.
+    let live = client(&server);
+    let _g = live.lock("cli:live").lock().unwrap();
+
+    let text = ok(&server, &["inspect", "cli:crashed"]);
+    let row = text.lines().find(|l| l.starts_with(&client_id)).unwrap();
+    assert!(row.contains("gone (lease ends in "), "{text}");
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:crashed"]));
+    let gone = j.get("holders").at(0);
+    assert_eq!(gone.get("client_id").str(), client_id);
+    assert_eq!(gone.get("connections").len(), 0, "{j:?}");
+    assert!(j.get("lease_ms").num() > 0.0, "the lease remains: {j:?}");
+
+    let listed = ok(&server, &["list", "cli:*"]);
+    let crashed = listed
+        .lines()
+        .find(|l| l.starts_with("cli:crashed"))
+        .unwrap();
+    assert!(
+        crashed.contains(&format!("{client_id}:")) && crashed.contains("gone (lease ends in "),
+        "{listed}"
+    );
+    let live_row = listed.lines().find(|l| l.starts_with("cli:live")).unwrap();
+    assert!(
+        live_row.contains(&format!("redlatch:{} at 127.0.0.1:", live.id())),
+        "{listed}"
+    );
+    let all = json::parse(&ok(&server, &["list", "--json", "cli:*"]));
+    assert_eq!(all.len(), 2);
 }

@@ -20,10 +20,9 @@
 //! `non-reentrant`, `non-reentrant fair`. A `name` label (the lock's key) is added only with
 //! [`ConfigBuilder::metrics_lock_names`](crate::ConfigBuilder::metrics_lock_names).
 
-use std::time::Duration;
-
 /// Which lock an event is about: its kind, and its name when names are labels.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 pub(crate) struct Labels<'a> {
     pub(crate) kind: &'static str,
     pub(crate) name: Option<&'a str>,
@@ -147,6 +146,3 @@ mod off {
 
 #[cfg(not(feature = "metrics"))]
 pub(crate) use off::{acquired, count, describe, released, timed_out, waiting};
-
-/// Keeps `Duration` used in both configurations.
-const _: Option<Duration> = None;

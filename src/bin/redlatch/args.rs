@@ -1,47 +1,55 @@
-//! The command line: a small hand-written parser (no dependencies) and the help texts.
+//! The command line, parsed with clap's derive API, and the checked [`Args`] the commands
+//! run with.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::time::Duration;
+
+use clap::builder::NonEmptyStringValueParser;
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
-pub const HELP: &str = "\
-redlatch: inspect and operate Redisson-compatible locks and synchronizers in Redis
+/// `run`'s exit status when the lock was lost while the command ran.
+pub const RUN_LOST: u8 = 122;
+/// `run`'s exit status when the lock was not had within `--wait`.
+pub const RUN_TIMED_OUT: u8 = 124;
+/// `run`'s exit status when redlatch itself failed (usage included), as `env` and `timeout`.
+pub const RUN_FAILED: u8 = 125;
+/// `run`'s exit status when the command could not be run, as shells.
+pub const RUN_CANNOT_EXECUTE: u8 = 126;
+/// `run`'s exit status when the command was not found, as shells.
+pub const RUN_NOT_FOUND: u8 = 127;
+/// The longest duration the library takes.
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// `run --grace` by default.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
-Usage: redlatch [OPTIONS] <COMMAND> [ARGS]
+/// Subcommands' help: the usage line first.
+const SUBCOMMAND_HELP: &str = "\
+{usage-heading} {usage}
 
-Commands:
-  inspect NAME        what NAME is (reentrant, fair, fenced, read-write lock, semaphore,
-                      latch, ...), its holders, lease, queue, permits, count, token
-  list [PATTERN]      the locks and synchronizers with a key matching PATTERN (SCAN glob,
-                      default *), one line each
-  force-unlock NAME   break the lock NAME whoever holds it, and wake its waiters
-  watch NAME          print events (acquired, released, waiting, ...) until Ctrl-C
-  run NAME -- CMD..   run a command while holding the lock NAME (or one of N permits)
-  help [COMMAND]      this text, or a command's
+{about-with-newline}
+{all-args}{after-help}";
 
-Options:
-  --url URL                    a single server (default: $REDIS_URL, else redis://127.0.0.1:6379/)
-  --cluster URL[,URL..]        a Redis Cluster, through any of its nodes
-  --sentinel URL[,URL..]       Redis Sentinel, with --master NAME
-  --master NAME                the master's name at the sentinels
-  --password PASSWORD          the servers' password (or put it in the URL)
-  --name-prefix PREFIX         the applications' name prefix (Redisson's PrefixNameMapper):
-                               NAME and PATTERN are given and shown without it
-  --json                       machine-readable output (JSON; one object per line for watch)
-  -h, --help                   help
+const AFTER_HELP: &str = "\
+The URL comes from --url, else $REDIS_URL, else redis://127.0.0.1:6379/. TLS: rediss:// URLs,
+with --tls-ca for a private CA and --tls-cert/--tls-key for a client certificate.
 
 Exit status: 0 success, 1 error, 2 no lock or synchronizer of that name (run: see
-'redlatch help run').
-";
+'redlatch help run').";
 
-pub const INSPECT_HELP: &str = "\
-Usage: redlatch inspect [OPTIONS] NAME
-
+const INSPECT_HELP: &str = "\
 Shows what NAME is, as told by its keys: its kind (reentrant, fair, fenced, read-write,
 semaphore, expirable-semaphore, latch, semaphore-or-latch, fenced-resource, unknown), each
 holder with its client id, thread number and hold count, the remaining lease, a fair lock's
 queue (in order, with each waiter's deadline), read holders, permits, a latch's count, the
 latest fencing token, and how many clients wait on its channel.
+
+Each holder and waiter is traced to its client's connections (CLIENT LIST, on every master):
+the address and name of each, or `gone` when its client has no connection left (a crashed
+holder keeps the lock until its lease runs out; the time left is shown). Clients that do not
+name their connections with their id (Redisson) show as gone too.
 
 Some kinds look alike in Redis: a semaphore and a latch (unless threads wait on it, such a
 key is shown as semaphore-or-latch), and a fair lock nobody waits for and a reentrant lock
@@ -50,24 +58,19 @@ key is shown as semaphore-or-latch), and a fair lock nobody waits for and a reen
 With --json: one object; durations are in milliseconds (lease_ms is -1 for a key without
 expiry, null for none).
 
-Exit status: 0 found, 1 error, 2 nothing named NAME.
-";
+Exit status: 0 found, 1 error, 2 nothing named NAME.";
 
-pub const LIST_HELP: &str = "\
-Usage: redlatch list [OPTIONS] [PATTERN]
-
+const LIST_HELP: &str = "\
 Lists the locks and synchronizers with a key matching PATTERN (Redis glob syntax: *, ?,
 [abc], \\ escapes; default *), found with SCAN on every master (never KEYS): one line each
-with its kind, state and lease. Helper keys (fair queues, token counters, read-hold leases,
-permit expiries) are shown under their lock, not on their own. A free fenced lock exists only
-as redisson_lock_token:{NAME}: a pattern like *orders* finds it, orders* does not.
+with its kind, state and lease, and where each holder's client connects from. Helper keys
+(fair queues, token counters, read-hold leases, permit expiries) are shown under their lock,
+not on their own. A free fenced lock exists only as redisson_lock_token:{NAME}: a pattern
+like *orders* finds it, orders* does not.
 
-With --json: an array of the objects `inspect --json` prints.
-";
+With --json: an array of the objects `inspect --json` prints.";
 
-pub const FORCE_UNLOCK_HELP: &str = "\
-Usage: redlatch force-unlock [OPTIONS] [--yes] NAME
-
+const FORCE_UNLOCK_HELP: &str = "\
 Breaks the lock NAME whoever holds it (reentrant, fair, fenced, or read-write in its current
 mode) and wakes its waiters, as Lock::force_unlock does. The evicted holders find out at their
 next lease renewal. Semaphores and latches are not locks: they are refused.
@@ -75,15 +78,9 @@ next lease renewal. Semaphores and latches are not locks: they are refused.
 Asks \"Break lock NAME held by ...? [y/N]\" on the terminal first; with --yes it does not ask.
 Without a terminal on stdin and without --yes it refuses.
 
-Options:
-  -y, --yes   do not ask
+Exit status: 0 broken (or not held), 1 error or refused, 2 nothing named NAME.";
 
-Exit status: 0 broken (or not held), 1 error or refused, 2 nothing named NAME.
-";
-
-pub const WATCH_HELP: &str = "\
-Usage: redlatch watch [OPTIONS] [--interval MS] NAME
-
+const WATCH_HELP: &str = "\
 Prints what happens to NAME until interrupted (Ctrl-C): acquired, released (with the owner
 and its hold count), waiting (a fair-queue waiter with its place, or a client subscribing to
 the lock's channel), left (a waiter that gave up), changed (a latch's count, ...).
@@ -94,41 +91,18 @@ than that may show only as its release (without owner).
 
 With --json: a first line {\"event\":\"watching\",...} once subscribed, then one object per
 event: {\"at\":\"<UTC time>\",\"at_ms\":<ms since 1970>,\"event\":\"acquired\",\"name\":...,
-\"owner\":\"<client id>:<thread>\" or null, ...}.
+\"owner\":\"<client id>:<thread>\" or null, ...}.";
 
-Options:
-  --interval MS   how often to re-inspect (default 250)
-";
-
-pub const RUN_HELP: &str = "\
-Usage: redlatch run [OPTIONS] NAME [--] CMD [ARGS...]
-
+const RUN_ABOUT: &str = "\
 Waits for the lock NAME, runs CMD with ARGS while it holds it, releases it when CMD has
 exited, and exits with CMD's status. The watchdog renews the lock's lease while CMD runs,
 every third of the watchdog timeout. Options go before CMD: from CMD on, every argument is
 the command's.
 
   redlatch run nightly-report -- ./report.sh --full
-  redlatch run --permits 3 --wait 10m render -- render-frame 42
+  redlatch run --permits 3 --wait 10m render -- render-frame 42";
 
-Options:
-  --fair                 a fair lock: waiters get it in the order they came
-  --fenced               a fenced lock: each hold has a fencing token ($REDLATCH_TOKEN)
-  --permits N            one of the N permits of the permit-expirable semaphore NAME instead
-                         of a lock: at most N commands at once, on all machines. The first
-                         run sets the semaphore to N permits (it keeps them); a semaphore
-                         with another number of permits is refused (exit 125). The permit's
-                         lease is the watchdog timeout, renewed while CMD runs
-  --wait DURATION        give up if the lock is not had within DURATION (0: try once);
-                         by default, wait as long as it takes
-  --lease DURATION       hold the lock for DURATION at most, not renewed: CMD is stopped
-                         when it runs out (locks only)
-  --watchdog-timeout DURATION
-                         the lease that the watchdog renews every third of (default 30s)
-  --grace DURATION       from SIGTERM to SIGKILL when the lock is lost (default 5s)
-  --on-lost stop|ignore  when the lock is lost: stop CMD (the default), or let it run on
-                         without the lock
-
+const RUN_HELP: &str = "\
 DURATION is a whole number and a unit: ms, s, m or h (500ms, 30s, 10m); a bare number is
 seconds.
 
@@ -160,23 +134,152 @@ Exit status:
   124           the lock was not had within --wait (CMD did not run)
   125           redlatch failed: bad usage, Redis unreachable, NAME is not a lock, ...
   126, 127      CMD could not be run; CMD was not found
-  128+N         signal N ended the wait for the lock (130: SIGINT, 143: SIGTERM)
-";
+  128+N         signal N ended the wait for the lock (130: SIGINT, 143: SIGTERM)";
 
-/// `run`'s exit status when the lock was lost while the command ran.
-pub const RUN_LOST: u8 = 122;
-/// `run`'s exit status when the lock was not had within `--wait`.
-pub const RUN_TIMED_OUT: u8 = 124;
-/// `run`'s exit status when redlatch itself failed (usage included), as `env` and `timeout`.
-pub const RUN_FAILED: u8 = 125;
-/// `run`'s exit status when the command could not be run, as shells.
-pub const RUN_CANNOT_EXECUTE: u8 = 126;
-/// `run`'s exit status when the command was not found, as shells.
-pub const RUN_NOT_FOUND: u8 = 127;
-/// The longest duration the library takes.
-const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
-/// `run --grace` by default.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// redlatch: inspect and operate Redisson-compatible locks and synchronizers in Redis
+#[derive(Parser, Debug)]
+#[command(name = "redlatch", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub servers: ServerArgs,
+    /// Machine-readable output (JSON; one object per line for watch)
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: CliCommand,
+}
+
+/// Where the servers are and how to log in: for every command.
+#[derive(clap::Args, Debug, Default)]
+#[command(next_help_heading = "Servers")]
+pub struct ServerArgs {
+    /// A single server [default: $REDIS_URL, else redis://127.0.0.1:6379/]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// A Redis Cluster, through any of its nodes
+    #[arg(long, global = true, value_name = "URL[,URL..]")]
+    pub cluster: Option<String>,
+    /// Redis Sentinel, with --master NAME
+    #[arg(long, global = true, value_name = "URL[,URL..]")]
+    pub sentinel: Option<String>,
+    /// The master's name at the sentinels
+    #[arg(long, global = true, value_name = "NAME")]
+    pub master: Option<String>,
+    /// The servers' ACL username (or put it in the URL)
+    #[arg(long, global = true, value_name = "USER")]
+    pub username: Option<String>,
+    /// The servers' password (or put it in the URL)
+    #[arg(long, global = true, value_name = "PASSWORD")]
+    pub password: Option<String>,
+    /// PEM file of the CA that signed the servers' certificates (rediss:// URLs)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM file of a client certificate, for servers that check clients (with --tls-key)
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM file of the client certificate's private key (with --tls-cert)
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The applications' name prefix (Redisson's PrefixNameMapper): NAME and PATTERN are
+    /// given and shown without it
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub name_prefix: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CliCommand {
+    /// What NAME is (reentrant, fair, fenced, read-write lock, semaphore, latch, ...), its
+    /// holders and where they connect from, lease, queue, permits, count, token
+    #[command(help_template = SUBCOMMAND_HELP, after_help = INSPECT_HELP)]
+    Inspect {
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+    /// The locks and synchronizers with a key matching PATTERN (SCAN glob, default *), one
+    /// line each
+    #[command(help_template = SUBCOMMAND_HELP, after_help = LIST_HELP)]
+    List {
+        #[arg(default_value = "*", value_parser = non_empty_pattern)]
+        pattern: String,
+    },
+    /// Break the lock NAME whoever holds it, and wake its waiters
+    #[command(help_template = SUBCOMMAND_HELP, after_help = FORCE_UNLOCK_HELP)]
+    ForceUnlock {
+        /// Do not ask
+        #[arg(short, long)]
+        yes: bool,
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+    /// Print events (acquired, released, waiting, ...) until Ctrl-C
+    #[command(help_template = SUBCOMMAND_HELP, after_help = WATCH_HELP)]
+    Watch {
+        /// How often to re-inspect, in milliseconds [default: 250]
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        interval: Option<Duration>,
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+    /// Run a command while holding the lock NAME (or one of N permits)
+    #[command(
+        help_template = SUBCOMMAND_HELP,
+        about = "Run a command while holding the lock NAME (or one of N permits)",
+        long_about = RUN_ABOUT,
+        after_help = RUN_HELP
+    )]
+    Run(RunArgs),
+}
+
+/// `run`'s arguments, one-to-one with the table the hand-written parser had.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// A fair lock: waiters get it in the order they came
+    #[arg(long, conflicts_with_all = ["fenced", "permits"])]
+    pub fair: bool,
+    /// A fenced lock: each hold has a fencing token ($REDLATCH_TOKEN)
+    #[arg(long, conflicts_with = "permits")]
+    pub fenced: bool,
+    /// One of the N permits of the permit-expirable semaphore NAME instead of a lock: at
+    /// most N commands at once, on all machines. The first run sets the semaphore to N
+    /// permits (it keeps them); a semaphore with another number of permits is refused (exit
+    /// 125). The permit's lease is the watchdog timeout, renewed while CMD runs
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub permits: Option<u32>,
+    /// Give up if the lock is not had within DURATION (0: try once); by default, wait as
+    /// long as it takes
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub wait: Option<Duration>,
+    /// Hold the lock for DURATION at most, not renewed: CMD is stopped when it runs out
+    /// (locks only)
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = positive_duration,
+        conflicts_with_all = ["permits", "watchdog_timeout"]
+    )]
+    pub lease: Option<Duration>,
+    /// The lease that the watchdog renews every third of [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub watchdog_timeout: Option<Duration>,
+    /// From SIGTERM to SIGKILL when the lock is lost [default: 5s]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub grace: Option<Duration>,
+    /// When the lock is lost: stop CMD, or let it run on without the lock
+    #[arg(long, value_name = "stop|ignore", default_value = "stop")]
+    pub on_lost: OnLost,
+    /// The lock's (or the semaphore's) name
+    #[arg(value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    pub name: String,
+    /// The command and its arguments
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<String>,
+}
 
 /// Where the servers are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,7 +309,7 @@ pub enum Hold {
 }
 
 /// What `run` does with its command when the lock is lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OnLost {
     /// SIGTERM, then SIGKILL after the grace period.
     Stop,
@@ -231,12 +334,22 @@ pub struct Run {
     pub on_lost: OnLost,
 }
 
-/// A parsed command line.
+/// TLS files given on the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub ca: Option<PathBuf>,
+    /// A client certificate and its key.
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
+/// A checked command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Args {
     pub command: Command,
     pub servers: Servers,
+    pub username: Option<String>,
     pub password: Option<String>,
+    pub tls: TlsFiles,
     /// Put before every name (and pattern) given, taken off every name shown.
     pub name_prefix: Option<String>,
     pub json: bool,
@@ -245,76 +358,27 @@ pub struct Args {
 }
 
 /// What the command line asks for.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Parsed {
     Run(Args),
-    Help(&'static str),
+    /// Help or the version, to print on stdout.
+    Help(String),
 }
 
 /// A command line that makes no sense: the message, and the exit status to give.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Usage {
+    /// The whole message (clap's, or ours after `redlatch: `).
     pub message: String,
+    /// Clap's message, which ends by saying where help is.
+    pub from_clap: bool,
     /// 1, or [`RUN_FAILED`] for `run` (whose command's statuses are its own).
     pub status: u8,
 }
 
-/// Every option: its spellings, the value it takes (`None`: a switch, which takes none), and
-/// the one command it is for (`None`: any).
-const OPTIONS: &[(&[&str], Option<&str>, Option<&str>)] = &[
-    (&["-h", "--help"], None, None),
-    (&["--json"], None, None),
-    (&["--url"], Some("a URL"), None),
-    (&["--cluster"], Some("a list of URLs"), None),
-    (&["--sentinel"], Some("a list of URLs"), None),
-    (&["--master"], Some("a name"), None),
-    (&["--password"], Some("a password"), None),
-    (&["--name-prefix"], Some("a prefix"), None),
-    (&["-y", "--yes"], None, Some("force-unlock")),
-    (
-        &["--interval"],
-        Some("a number of milliseconds"),
-        Some("watch"),
-    ),
-    (&["--fair"], None, Some("run")),
-    (&["--fenced"], None, Some("run")),
-    (&["--permits"], Some("a number"), Some("run")),
-    (&["--wait"], Some("a duration"), Some("run")),
-    (&["--lease"], Some("a duration"), Some("run")),
-    (&["--watchdog-timeout"], Some("a duration"), Some("run")),
-    (&["--grace"], Some("a duration"), Some("run")),
-    (&["--on-lost"], Some("stop or ignore"), Some("run")),
-];
-
-/// The entry of `flag` in [`OPTIONS`]: what value it takes and what command it is for.
-fn option(flag: &str) -> Option<(Option<&'static str>, Option<&'static str>)> {
-    OPTIONS
-        .iter()
-        .find(|(names, _, _)| names.contains(&flag))
-        .map(|&(_, value, only)| (value, only))
-}
-
-/// The command word of a command line (the first argument that is neither an option nor an
-/// option's value), to pick the exit status of a usage error.
-fn command_word(argv: &[String]) -> Option<&str> {
-    let mut args = argv.iter();
-    while let Some(arg) = args.next() {
-        if arg == "--" {
-            return args.next().map(String::as_str);
-        }
-        if !arg.starts_with('-') || arg == "-" {
-            return Some(arg);
-        }
-        if let Some((Some(_), _)) = option(arg) {
-            args.next();
-        }
-    }
-    None
-}
-
 /// `500ms`, `30s`, `10m`, `2h`, or a bare number of seconds; at most a year.
-pub fn duration(flag: &str, text: &str) -> Result<Duration, String> {
-    let bad = || format!("{flag}: `{text}` is not a duration (such as 500ms, 30s, 10m, 2h)");
+pub fn duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration (such as 500ms, 30s, 10m, 2h)");
     let digits = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
@@ -329,100 +393,29 @@ pub fn duration(flag: &str, text: &str) -> Result<Duration, String> {
     };
     match number.checked_mul(unit_ms).map(Duration::from_millis) {
         Some(d) if d <= MAX_DURATION => Ok(d),
-        _ => Err(format!("{flag}: `{text}` is more than a year")),
+        _ => Err(format!("`{text}` is more than a year")),
     }
 }
 
-/// `run`'s options as given, checked once the command is known.
-#[derive(Default)]
-struct RunFlags {
-    fair: bool,
-    fenced: bool,
-    permits: Option<u32>,
-    wait: Option<Duration>,
-    lease: Option<Duration>,
-    watchdog_timeout: Option<Duration>,
-    grace: Option<Duration>,
-    on_lost: Option<OnLost>,
-}
-
-impl RunFlags {
-    /// Takes `flag` with its `value` if it is one of `run`'s; false if it is not.
-    fn take(&mut self, flag: &str, value: &str) -> Result<bool, String> {
-        let positive = |what: &str| -> Result<Duration, String> {
-            match duration(flag, value)? {
-                d if d.is_zero() => Err(format!("{flag}: {what} must not be zero")),
-                d => Ok(d),
-            }
-        };
-        match flag {
-            "--fair" => self.fair = true,
-            "--fenced" => self.fenced = true,
-            "--permits" => {
-                let n = value.parse().ok().filter(|&n: &u32| n > 0);
-                let n =
-                    n.ok_or_else(|| format!("--permits: `{value}` is not a positive number"))?;
-                self.permits = Some(n);
-            }
-            "--wait" => self.wait = Some(duration(flag, value)?),
-            "--lease" => self.lease = Some(positive("a lease")?),
-            "--watchdog-timeout" => self.watchdog_timeout = Some(positive("a lease")?),
-            "--grace" => self.grace = Some(duration(flag, value)?),
-            "--on-lost" => {
-                self.on_lost = Some(match value {
-                    "stop" => OnLost::Stop,
-                    "ignore" => OnLost::Ignore,
-                    _ => return Err(format!("--on-lost: `{value}` is not stop or ignore")),
-                })
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// The `run` of `name` and `command` with these options, if they go together.
-    fn into_run(self, name: String, command: Vec<String>) -> Result<Run, String> {
-        let hold = match (self.fair, self.fenced, self.permits) {
-            (false, false, None) => Hold::Lock,
-            (true, false, None) => Hold::Fair,
-            (false, true, None) => Hold::Fenced,
-            (false, false, Some(n)) => Hold::Permits(n),
-            _ => return Err("give one of --fair, --fenced and --permits".to_owned()),
-        };
-        if self.lease.is_some() && matches!(hold, Hold::Permits(_)) {
-            return Err(
-                "--lease is for locks: a permit's lease is the watchdog timeout, \
-                        renewed (see --watchdog-timeout)"
-                    .to_owned(),
-            );
-        }
-        if self.lease.is_some() && self.watchdog_timeout.is_some() {
-            return Err("give one of --lease (not renewed) and --watchdog-timeout".to_owned());
-        }
-        Ok(Run {
-            name,
-            command,
-            hold,
-            wait: self.wait,
-            lease: self.lease,
-            watchdog_timeout: self.watchdog_timeout,
-            grace: self.grace.unwrap_or(DEFAULT_GRACE),
-            on_lost: self.on_lost.unwrap_or(OnLost::Stop),
-        })
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        d if d.is_zero() => Err("a lease must not be zero".to_owned()),
+        d => Ok(d),
     }
 }
 
-fn help_of(command: Option<&str>) -> Result<&'static str, String> {
-    Ok(match command {
-        None => HELP,
-        Some("inspect") => INSPECT_HELP,
-        Some("list") => LIST_HELP,
-        Some("force-unlock") => FORCE_UNLOCK_HELP,
-        Some("watch") => WATCH_HELP,
-        Some("run") => RUN_HELP,
-        Some("help") => HELP,
-        Some(other) => return Err(format!("unknown command `{other}`")),
-    })
+fn positive_ms(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("`{text}` is not a positive number of ms")),
+    }
+}
+
+fn non_empty_pattern(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("PATTERN must not be empty (`*` matches all)".to_owned());
+    }
+    Ok(text.to_owned())
 }
 
 /// Splits `a,b,,c` into the non-empty parts.
@@ -435,149 +428,100 @@ fn list(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// Parses the arguments (without the program name); `env_url` is `$REDIS_URL`.
-pub fn parse(argv: &[String], env_url: Option<String>) -> Result<Parsed, Usage> {
-    parse_args(argv, env_url).map_err(|message| Usage {
-        message,
-        status: if command_word(argv) == Some("run") {
-            RUN_FAILED
-        } else {
-            1
-        },
-    })
+/// The help text of the tool (`None`) or of one command.
+#[cfg(test)]
+fn help(command: Option<&str>) -> String {
+    let mut cli = Cli::command();
+    match command {
+        None => cli.render_help().to_string(),
+        Some(name) => cli
+            .find_subcommand_mut(name)
+            .map(|c| c.render_help().to_string())
+            .unwrap_or_default(),
+    }
 }
 
-fn parse_args(argv: &[String], env_url: Option<String>) -> Result<Parsed, String> {
-    let mut positional: Vec<String> = Vec::new();
-    // `run`'s command: from the first argument after its NAME that is `--` or no option.
-    let mut tail: Option<Vec<String>> = None;
-    let (mut url, mut cluster, mut sentinel, mut master, mut password) =
-        (None, None, None, None, None);
-    let (mut json, mut yes, mut help, mut interval) = (false, false, false, None);
-    let mut name_prefix = None;
-    let mut run = RunFlags::default();
-    // The options given that are for one command only, with that command.
-    let mut only: Vec<(String, &str)> = Vec::new();
+/// Whether the command line is `run`'s: its usage errors exit with [`RUN_FAILED`].
+fn is_run(argv: &[String]) -> bool {
+    let cli = Cli::command();
+    let takes_value = |flag: &str| {
+        let long = flag.strip_prefix("--").filter(|f| !f.contains('='));
+        cli.get_arguments()
+            .any(|a| long.is_some() && a.get_long() == long && a.get_action().takes_values())
+    };
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
-        let is_option = arg.starts_with('-') && arg != "-";
-        if positional.len() == 2 && positional[0] == "run" && (arg == "--" || !is_option) {
-            let first = (arg != "--").then(|| arg.clone());
-            tail = Some(first.into_iter().chain(args.by_ref().cloned()).collect());
-            break;
-        }
         if arg == "--" {
-            if positional == ["run"] {
-                // `run -- -NAME ...`: a name that looks like an option.
-                positional.extend(args.next().cloned());
-                continue;
-            }
-            positional.extend(args.by_ref().cloned());
-            break;
+            return args.next().is_some_and(|a| a == "run");
         }
-        if !is_option {
-            positional.push(arg.clone());
-            continue;
+        if !arg.starts_with('-') || arg == "-" {
+            return arg == "run";
         }
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg.as_str(), None),
-        };
-        let Some((takes, for_command)) = option(flag) else {
-            return Err(format!("unknown option `{flag}`"));
-        };
-        let value = match (takes, inline) {
-            (None, Some(_)) => return Err(format!("{flag} takes no value")),
-            (None, None) => String::new(),
-            (Some(_), Some(v)) => v,
-            (Some(what), None) => match args.next() {
-                Some(v) => v.clone(),
-                None => return Err(format!("{flag} needs {what}")),
-            },
-        };
-        if let Some(command) = for_command {
-            only.push((flag.to_owned(), command));
-        }
-        match flag {
-            "-h" | "--help" => help = true,
-            "--json" => json = true,
-            "-y" | "--yes" => yes = true,
-            "--url" => url = Some(value),
-            "--cluster" => cluster = Some(list(&value)),
-            "--sentinel" => sentinel = Some(list(&value)),
-            "--master" => master = Some(value),
-            "--password" => password = Some(value),
-            "--name-prefix" => name_prefix = Some(value),
-            "--interval" => {
-                let ms: u64 = value.parse().ok().filter(|&ms| ms > 0).ok_or_else(|| {
-                    format!("--interval: `{value}` is not a positive number of ms")
-                })?;
-                interval = Some(Duration::from_millis(ms));
-            }
-            _ => {
-                if !run.take(flag, &value)? {
-                    unreachable!("{flag} is in OPTIONS but not parsed");
-                }
-            }
+        if takes_value(arg) {
+            args.next();
         }
     }
+    false
+}
 
-    let mut positional = positional.into_iter();
-    let command = positional.next();
-    if help || command.as_deref() == Some("help") {
-        let about = if command.as_deref() == Some("help") {
-            positional.next()
-        } else {
-            command
-        };
-        return help_of(about.as_deref()).map(Parsed::Help);
-    }
-    let Some(command) = command else {
-        return Err("no command given".to_owned());
-    };
-    if let Some((flag, for_command)) = only.iter().find(|(_, c)| *c != command) {
-        return Err(format!("{flag} is for {for_command} only"));
-    }
-    let mut name = |what: &str| -> Result<String, String> {
-        match positional.next() {
-            Some(n) if !n.is_empty() => Ok(n),
-            Some(_) => Err(format!("{what} must not be empty")),
-            None => Err(format!("`{command}` needs {what}")),
+/// Parses the arguments (without the program name); `env_url` is `$REDIS_URL`.
+pub fn parse(argv: &[String], env_url: Option<String>) -> Result<Parsed, Usage> {
+    let status = if is_run(argv) { RUN_FAILED } else { 1 };
+    let words = std::iter::once(OsString::from("redlatch")).chain(argv.iter().map(OsString::from));
+    let cli = match Cli::try_parse_from(words) {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => return Ok(Parsed::Help(e.render().to_string())),
+        Err(e) => {
+            return Err(Usage {
+                message: e.render().to_string(),
+                status,
+                from_clap: true,
+            })
         }
     };
-    let command = match command.as_str() {
-        "inspect" => Command::Inspect(name("a NAME")?),
-        "force-unlock" => Command::ForceUnlock(name("a NAME")?),
-        "watch" => Command::Watch(name("a NAME")?),
-        "list" => Command::List(positional.next().unwrap_or_else(|| "*".to_owned())),
-        "run" => {
-            let name = name("a NAME and a command (run NAME -- CMD [ARGS...])")?;
-            match tail {
-                Some(cmd) if !cmd.is_empty() && !cmd[0].is_empty() => {
-                    Command::Run(Box::new(run.into_run(name, cmd)?))
-                }
-                Some(cmd) if !cmd.is_empty() => return Err("CMD must not be empty".to_owned()),
-                _ => {
-                    return Err(format!(
-                        "`run` needs a command after NAME (run {name} -- CMD [ARGS...])"
-                    ))
-                }
-            }
-        }
-        other => return Err(format!("unknown command `{other}`")),
-    };
-    if let Some(extra) = positional.next() {
-        return Err(format!("unexpected argument `{extra}`"));
-    }
-    if let Command::List(pattern) = &command {
-        if pattern.is_empty() {
-            return Err("PATTERN must not be empty (`*` matches all)".to_owned());
-        }
-    }
-    if json && matches!(command, Command::Run(_)) {
-        return Err("--json is not for run (the command's output is its own)".to_owned());
-    }
+    check(cli, argv, env_url)
+        .map(Parsed::Run)
+        .map_err(|message| Usage {
+            message: format!("redlatch: {message}\n"),
+            status,
+            from_clap: false,
+        })
+}
 
+/// What clap cannot check: the servers' options together, and `run`'s command.
+fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, String> {
+    let (mut yes, mut interval) = (false, None);
+    let command = match cli.command {
+        CliCommand::Inspect { name } => Command::Inspect(name),
+        CliCommand::List { pattern } => Command::List(pattern),
+        CliCommand::ForceUnlock { yes: y, name } => {
+            yes = y;
+            Command::ForceUnlock(name)
+        }
+        CliCommand::Watch { interval: i, name } => {
+            interval = i;
+            Command::Watch(name)
+        }
+        CliCommand::Run(run) => {
+            if cli.json {
+                return Err("--json is not for run (the command's output is its own)".to_owned());
+            }
+            Command::Run(Box::new(into_run(run, argv)?))
+        }
+    };
+    let ServerArgs {
+        url,
+        cluster,
+        sentinel,
+        master,
+        username,
+        password,
+        tls_ca,
+        tls_cert,
+        tls_key,
+        name_prefix,
+    } = cli.servers;
+    let (cluster, sentinel) = (cluster.as_deref().map(list), sentinel.as_deref().map(list));
     let servers = match (url, cluster, sentinel, master) {
         (Some(_), Some(_), _, _) | (Some(_), _, Some(_), _) | (_, Some(_), Some(_), _) => {
             return Err("give one of --url, --cluster and --sentinel".to_owned())
@@ -601,24 +545,68 @@ fn parse_args(argv: &[String], env_url: Option<String>) -> Result<Parsed, String
                 .unwrap_or_else(|| DEFAULT_URL.to_owned()),
         ),
     };
-    Ok(Parsed::Run(Args {
+    Ok(Args {
         command,
         servers,
+        username,
         password,
+        tls: TlsFiles {
+            ca: tls_ca,
+            client: tls_cert.zip(tls_key),
+        },
         name_prefix,
-        json,
+        json: cli.json,
         yes,
         interval,
-    }))
+    })
+}
+
+/// `run`'s [`Run`]: the hold it asks for, and its command.
+fn into_run(run: RunArgs, argv: &[String]) -> Result<Run, String> {
+    let hold = match (run.fair, run.fenced, run.permits) {
+        (true, _, _) => Hold::Fair,
+        (_, true, _) => Hold::Fenced,
+        (_, _, Some(n)) => Hold::Permits(n),
+        _ => Hold::Lock,
+    };
+    let mut command = run.command;
+    // `run -- -NAME -- CMD`: the second `--` ends the options too (a name that looks like
+    // an option comes after a first `--`).
+    let after_dashes = argv
+        .windows(3)
+        .any(|w| w[0] == "--" && w[1] == run.name && w[2] == "--");
+    if after_dashes && command.first().is_some_and(|c| c == "--") {
+        command.remove(0);
+    }
+    match command.first() {
+        None => {
+            return Err(format!(
+                "`run` needs a command after NAME (run {} -- CMD [ARGS...])",
+                run.name
+            ))
+        }
+        Some(program) if program.is_empty() => return Err("CMD must not be empty".to_owned()),
+        Some(_) => {}
+    }
+    Ok(Run {
+        name: run.name,
+        command,
+        hold,
+        wait: run.wait,
+        lease: run.lease,
+        watchdog_timeout: run.watchdog_timeout,
+        grace: run.grace.unwrap_or(DEFAULT_GRACE),
+        on_lost: run.on_lost,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse_line(line: &str, env: Option<&str>) -> Result<Parsed, String> {
+    fn parse_line(line: &str, env: Option<&str>) -> Result<Parsed, Usage> {
         let argv: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-        parse(&argv, env.map(str::to_owned)).map_err(|u| u.message)
+        parse(&argv, env.map(str::to_owned))
     }
 
     fn run(line: &str) -> Args {
@@ -626,6 +614,11 @@ mod tests {
             Ok(Parsed::Run(args)) => args,
             other => panic!("{line}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_clap_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -662,6 +655,25 @@ mod tests {
     }
 
     #[test]
+    fn credentials_and_tls_files() {
+        let a = run(
+            "inspect x --username app --password pw --tls-ca ca.pem --tls-cert c.pem --tls-key k.pem",
+        );
+        assert_eq!(
+            (a.username.as_deref(), a.password.as_deref()),
+            (Some("app"), Some("pw"))
+        );
+        assert_eq!(a.tls.ca, Some(PathBuf::from("ca.pem")));
+        assert_eq!(
+            a.tls.client,
+            Some((PathBuf::from("c.pem"), PathBuf::from("k.pem")))
+        );
+        // A certificate without its key, or a key without its certificate.
+        assert!(parse_line("inspect x --tls-cert c.pem", None).is_err());
+        assert!(parse_line("inspect x --tls-key k.pem", None).is_err());
+    }
+
+    #[test]
     fn the_url_comes_from_the_flag_then_the_environment_then_the_default() {
         let url = |line: &str, env| match parse_line(line, env) {
             Ok(Parsed::Run(a)) => a.servers,
@@ -680,16 +692,39 @@ mod tests {
 
     #[test]
     fn help_for_the_tool_and_each_command() {
-        assert_eq!(parse_line("--help", None), Ok(Parsed::Help(HELP)));
-        assert_eq!(parse_line("help watch", None), Ok(Parsed::Help(WATCH_HELP)));
-        assert_eq!(
-            parse_line("inspect -h", None),
-            Ok(Parsed::Help(INSPECT_HELP))
-        );
-        assert_eq!(
-            parse_line("force-unlock --help", None),
-            Ok(Parsed::Help(FORCE_UNLOCK_HELP))
-        );
+        let help_of = |line: &str| match parse_line(line, None) {
+            Ok(Parsed::Help(text)) => text,
+            other => panic!("{line}: {other:?}"),
+        };
+        let top = help_of("--help");
+        for word in [
+            "inspect",
+            "list",
+            "force-unlock",
+            "watch",
+            "run",
+            "--url",
+            "--tls-ca",
+        ] {
+            assert!(top.contains(word), "{word} missing from --help");
+        }
+        for command in ["inspect", "list", "force-unlock", "watch", "run"] {
+            for line in [
+                format!("help {command}"),
+                format!("{command} -h"),
+                format!("{command} --help"),
+            ] {
+                let text = help_of(&line);
+                assert!(
+                    text.starts_with(&format!("Usage: redlatch {command}")),
+                    "{line}: {text}"
+                );
+                assert!(
+                    text.contains("--password") && text.contains("--tls-key"),
+                    "{text}"
+                );
+            }
+        }
     }
 
     #[test]
@@ -707,8 +742,13 @@ mod tests {
             "inspect x --url redis://a --cluster redis://b",
             "watch x --interval 0",
             "inspect x --json=1",
+            "inspect --fair x",
+            "watch x --permits 2",
         ] {
-            assert!(parse_line(line, None).is_err(), "{line:?} was accepted");
+            match parse_line(line, None) {
+                Err(u) => assert_eq!(u.status, 1, "{line:?}: {}", u.message),
+                Ok(p) => panic!("{line:?} was accepted: {p:?}"),
+            }
         }
     }
 
@@ -741,6 +781,7 @@ mod tests {
         assert_eq!((r.name.as_str(), r.hold), ("-odd-name", Hold::Permits(3)));
         assert_eq!(r.watchdog_timeout, Some(Duration::from_millis(1500)));
         assert_eq!(r.command, ["x"]);
+        assert_eq!(run_of("run job -- -- x").command, ["--", "x"]);
         assert_eq!(run_of("run j --wait 0 x").wait, Some(Duration::ZERO));
         assert_eq!(
             run_of("run j --wait 7 x").wait,
@@ -781,65 +822,19 @@ mod tests {
             "--bogus run job -- x",
             "--url redis://h/ run --wait",
         ] {
-            let argv: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-            match parse(&argv, None) {
+            match parse_line(line, None) {
                 Err(u) => assert_eq!(u.status, RUN_FAILED, "{line:?}: {}", u.message),
                 Ok(p) => panic!("{line:?} was accepted: {p:?}"),
             }
-        }
-        for line in [
-            "inspect --fair x",
-            "watch x --permits 2",
-            "list --on-lost stop",
-        ] {
-            let argv: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-            let u = parse(&argv, None).unwrap_err();
-            assert_eq!(u.status, 1, "{line:?}");
-            assert!(u.message.ends_with("is for run only"), "{}", u.message);
         }
         let argv = ["run".to_owned(), "job".to_owned(), String::new()];
         assert!(parse(&argv, None).is_err(), "an empty CMD was accepted");
     }
 
     #[test]
-    fn every_option_in_the_table_is_parsed_and_documented() {
-        for (names, takes, only) in OPTIONS {
-            let command = match only {
-                Some("run") => "run job",
-                Some(other) => other,
-                None => "list",
-            };
-            let value = match (names[0], takes) {
-                ("--permits" | "--interval", _) => " 2",
-                ("--on-lost", _) => " stop",
-                ("--cluster", _) => " redis://h/",
-                ("--sentinel", _) => " redis://h/ --master m",
-                ("--master", _) => " m --sentinel redis://h/",
-                (_, Some(_)) => " 2s",
-                (_, None) => "",
-            };
-            let tail = match *only {
-                Some("run") => " -- x",
-                Some(_) => " job",
-                None => "",
-            };
-            for name in *names {
-                let line = format!("{command} {name}{value}{tail}");
-                let parsed = parse_line(&line, None);
-                assert!(
-                    matches!(parsed, Ok(Parsed::Run(_)) | Ok(Parsed::Help(_))),
-                    "{line}: {parsed:?}"
-                );
-                let help = [HELP, RUN_HELP, WATCH_HELP, FORCE_UNLOCK_HELP];
-                assert!(help.iter().any(|h| h.contains(name)), "{name} undocumented");
-            }
-        }
-    }
-
-    #[test]
     fn run_help_names_every_exit_status() {
-        assert_eq!(parse_line("help run", None), Ok(Parsed::Help(RUN_HELP)));
-        assert_eq!(parse_line("run -h", None), Ok(Parsed::Help(RUN_HELP)));
+        let text = help(Some("run"));
+        let statuses = text.split("Exit status:").nth(1).unwrap();
         for status in [
             RUN_LOST,
             RUN_TIMED_OUT,
@@ -847,8 +842,19 @@ mod tests {
             RUN_CANNOT_EXECUTE,
             RUN_NOT_FOUND,
         ] {
-            let statuses = RUN_HELP.split("Exit status:").nth(1).unwrap();
             assert!(statuses.contains(&status.to_string()), "{status}");
+        }
+        for option in [
+            "--fair",
+            "--fenced",
+            "--permits",
+            "--wait",
+            "--lease",
+            "--watchdog-timeout",
+            "--grace",
+            "--on-lost",
+        ] {
+            assert!(text.contains(option), "{option} undocumented");
         }
     }
 }

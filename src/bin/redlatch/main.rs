@@ -4,7 +4,6 @@
 //! and (`run`) the locks' and the permit-expirable semaphore's guards.
 
 mod args;
-mod json;
 mod render;
 #[cfg(unix)]
 mod run;
@@ -16,6 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use redlatch::{Client, Config, Error, Inspection, Kind, Mode};
+use serde::Serialize;
 
 use args::{Args, Command, Parsed, Servers};
 
@@ -45,7 +45,10 @@ fn main() -> ExitCode {
                 args::RUN_FAILED => "redlatch help run",
                 _ => "redlatch --help",
             };
-            eprintln!("redlatch: {}\nTry '{help}'.", usage.message);
+            eprint!("{}", usage.message);
+            if !usage.from_clap || usage.status == args::RUN_FAILED {
+                eprintln!("Try '{help}'.");
+            }
             return ExitCode::from(usage.status);
         }
     };
@@ -138,10 +141,15 @@ fn connect(args: &Args) -> Result<Client, Failure> {
             Config::sentinel(urls.iter().map(String::as_str), master)
         }
     };
+    let builder = match &args.username {
+        Some(u) => builder.username(u),
+        None => builder,
+    };
     let builder = match &args.password {
         Some(p) => builder.password(p),
         None => builder,
     };
+    let builder = with_tls(builder, &args.tls)?;
     let builder = match &args.name_prefix {
         Some(prefix) => builder.name_prefix(prefix),
         None => builder,
@@ -164,6 +172,46 @@ fn connect(args: &Args) -> Result<Client, Failure> {
     Client::new(config).map_err(|e| Failure(e.to_string()))
 }
 
+/// `builder` with the CA and client certificate files of `tls`, read.
+#[cfg(feature = "tls")]
+fn with_tls(
+    builder: redlatch::ConfigBuilder,
+    tls: &args::TlsFiles,
+) -> Result<redlatch::ConfigBuilder, Failure> {
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))
+    };
+    let builder = match &tls.ca {
+        Some(ca) => builder.tls_root_certificates(read(ca)?),
+        None => builder,
+    };
+    Ok(match &tls.client {
+        Some((cert, key)) => builder.tls_client_certificate(read(cert)?, read(key)?),
+        None => builder,
+    })
+}
+
+#[cfg(not(feature = "tls"))]
+fn with_tls(
+    builder: redlatch::ConfigBuilder,
+    tls: &args::TlsFiles,
+) -> Result<redlatch::ConfigBuilder, Failure> {
+    if tls.ca.is_some() || tls.client.is_some() {
+        return Err(Failure(
+            "--tls-ca, --tls-cert and --tls-key need redlatch built with its `tls` feature"
+                .to_owned(),
+        ));
+    }
+    Ok(builder)
+}
+
+/// `value` as one line of JSON.
+fn json_line(value: &impl Serialize) -> Result<String, Failure> {
+    serde_json::to_string(value)
+        .map(|line| line + "\n")
+        .map_err(|e| Failure(format!("cannot write JSON: {e}")))
+}
+
 /// Prints `text` to stdout; a closed pipe (`| head`) ends quietly.
 fn out(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
@@ -181,12 +229,30 @@ fn not_found(name: &str) -> Outcome {
     Ok(ExitCode::from(NOT_FOUND))
 }
 
+/// Traces `found`'s holders and waiters to their clients' connections (one `CLIENT LIST`
+/// per master). An ACL that refuses `CLIENT LIST` leaves them untraced, and says so.
+fn trace(client: &Client, found: &mut [Inspection]) {
+    let waited = found
+        .iter()
+        .any(|i| !i.holders.is_empty() || !i.readers.is_empty() || !i.queue.is_empty());
+    if !waited {
+        return;
+    }
+    match client.connections() {
+        Ok(connections) => found.iter_mut().for_each(|i| i.trace(&connections)),
+        Err(e) => eprintln!(
+            "redlatch: cannot list the clients' connections ({e}): holders are not traced"
+        ),
+    }
+}
+
 fn inspect(client: &Client, args: &Args, name: &str) -> Outcome {
-    let Some(found) = client.inspect(name).map_err(|e| failure(e, args))? else {
+    let Some(mut found) = client.inspect(name).map_err(|e| failure(e, args))? else {
         return not_found(name);
     };
+    trace(client, std::slice::from_mut(&mut found));
     if args.json {
-        out(&(render::inspection_json(&found).render() + "\n"))?;
+        out(&json_line(&found)?)?;
     } else {
         out(&render::inspection_text(&found))?;
     }
@@ -194,10 +260,10 @@ fn inspect(client: &Client, args: &Args, name: &str) -> Outcome {
 }
 
 fn list(client: &Client, args: &Args, pattern: &str) -> Outcome {
-    let found = client.list(pattern).map_err(|e| failure(e, args))?;
+    let mut found = client.list(pattern).map_err(|e| failure(e, args))?;
+    trace(client, &mut found);
     if args.json {
-        let all = json::Json::Arr(found.iter().map(render::inspection_json).collect());
-        out(&(all.render() + "\n"))?;
+        out(&json_line(&found)?)?;
     } else if found.is_empty() {
         eprintln!("redlatch: nothing matches {pattern}");
     } else {
@@ -248,13 +314,12 @@ fn force_unlock(client: &Client, args: &Args, name: &str) -> Outcome {
     let kind = found.kind;
     let report = |unlocked: bool, holders: &str| -> Outcome {
         if args.json {
-            let obj = json::Json::Obj(vec![
-                ("name", name.into()),
-                ("kind", kind.as_str().into()),
-                ("unlocked", unlocked.into()),
-                ("holders", holders.into()),
-            ]);
-            out(&(obj.render() + "\n"))?;
+            out(&json_line(&serde_json::json!({
+                "name": name,
+                "kind": kind,
+                "unlocked": unlocked,
+                "holders": holders,
+            }))?)?;
         } else if unlocked {
             out(&format!("broke lock {name} (was held by {holders})\n"))?;
         } else {
@@ -314,13 +379,12 @@ fn watch(client: &Client, args: &Args, name: &str) -> Outcome {
     let kind = watch.current().map(|i| i.kind);
     if args.json {
         let at = std::time::SystemTime::now();
-        let first = json::Json::Obj(vec![
-            ("at", render::timestamp(at).into()),
-            ("event", "watching".into()),
-            ("name", name.into()),
-            ("kind", kind.map(|k| k.as_str()).into()),
-        ]);
-        out(&(first.render() + "\n"))?;
+        out(&json_line(&serde_json::json!({
+            "at": render::timestamp(at),
+            "event": "watching",
+            "name": name,
+            "kind": kind,
+        }))?)?;
     } else {
         let now = match watch.current() {
             Some(i) => format!("{}: {}", i.kind, render::state(i)),
@@ -350,12 +414,21 @@ fn watch(client: &Client, args: &Args, name: &str) -> Outcome {
         };
         errors = 0;
         retry = WATCH_RETRY;
-        let line = if args.json {
-            render::event_json(name, &event).render()
+        if args.json {
+            /// An event as the library serializes it, and the name watched.
+            #[derive(Serialize)]
+            struct Named<'a> {
+                #[serde(flatten)]
+                event: &'a redlatch::Event,
+                name: &'a str,
+            }
+            out(&json_line(&Named {
+                event: &event,
+                name,
+            })?)?;
         } else {
-            render::event_text(&event)
-        };
-        out(&(line + "\n"))?;
+            out(&(render::event_text(&event) + "\n"))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

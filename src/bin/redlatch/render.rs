@@ -1,10 +1,9 @@
-//! Output: library values as JSON and as aligned human-readable tables.
+//! Output: library values as aligned human-readable tables (JSON is their serde
+//! serialization: see `main.rs`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redlatch::{Event, Holder, Inspection, Kind, Owner};
-
-use crate::json::Json;
+use redlatch::{ClientConnection, Event, Holder, Inspection, Kind, Owner};
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
 pub fn duration(d: Duration) -> String {
@@ -18,15 +17,6 @@ pub fn duration(d: Duration) -> String {
         format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
     } else {
         format!("{}h{:02}m", ms / 3_600_000, (ms % 3_600_000) / 60_000)
-    }
-}
-
-/// Milliseconds for JSON: -1 for no expiry.
-fn millis(d: Duration) -> Json {
-    if d == Duration::MAX {
-        Json::Int(-1)
-    } else {
-        Json::Int(d.as_millis() as i128)
     }
 }
 
@@ -81,82 +71,74 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn owner_fields(owner: Option<&Owner>) -> Vec<(&'static str, Json)> {
-    match owner {
-        Some(o) => vec![
-            ("owner", o.to_string().into()),
-            ("client_id", o.client_id.as_str().into()),
-            ("thread", o.thread.into()),
-        ],
-        None => vec![("owner", Json::Null)],
+/// Where a holder's or waiter's client connects from: each connection's address after the
+/// connections' name (`billing:<uuid> at 10.0.0.5:51234 10.0.0.5:51240`); `gone` when it has
+/// none, with how long its hold (`left`: its lease, or a waiter's deadline) lasts; `-` when
+/// not traced.
+pub fn clients(
+    connections: Option<&[ClientConnection]>,
+    left: Option<Duration>,
+    what: &str,
+) -> String {
+    match connections {
+        None => "-".to_owned(),
+        Some([]) => match left {
+            Some(d) if d == Duration::MAX => "gone (no expiry)".to_owned(),
+            Some(d) => format!("gone ({what} in {})", duration(d)),
+            None => "gone".to_owned(),
+        },
+        Some(all) => {
+            let mut names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+            names.dedup();
+            let addrs: Vec<&str> = all.iter().map(|c| c.addr.as_str()).collect();
+            format!("{} at {}", names.join(","), addrs.join(" "))
+        }
     }
 }
 
-fn holder_json(h: &Holder, reader: bool) -> Json {
-    let mut fields = owner_fields(Some(&h.owner));
-    fields.push(("holds", h.holds.into()));
-    if reader {
-        let leases = h
-            .read_leases
-            .iter()
-            .map(|l| l.map_or(Json::Null, millis))
-            .collect();
-        fields.push(("lease_ms", Json::Arr(leases)));
+/// A holder's time left: the lock's lease, or a reader's longest hold lease.
+fn hold_left(i: &Inspection, h: &Holder) -> Option<Duration> {
+    if h.read_leases.is_empty() {
+        i.lease
+    } else {
+        h.read_leases.iter().flatten().max().copied()
     }
-    Json::Obj(fields)
 }
 
-/// An inspection as one JSON object (the same keys for every kind).
-pub fn inspection_json(i: &Inspection) -> Json {
-    Json::Obj(vec![
-        ("name", i.name.as_str().into()),
-        ("kind", i.kind.as_str().into()),
-        ("key_type", i.key_type.as_str().into()),
-        ("lease_ms", i.lease.map_or(Json::Null, millis)),
-        (
-            "holders",
-            Json::Arr(i.holders.iter().map(|h| holder_json(h, false)).collect()),
-        ),
-        ("mode", i.mode.map(|m| m.as_str()).into()),
-        (
-            "readers",
-            Json::Arr(i.readers.iter().map(|h| holder_json(h, true)).collect()),
-        ),
-        (
-            "queue",
-            Json::Arr(
-                i.queue
-                    .iter()
-                    .enumerate()
-                    .map(|(place, q)| {
-                        let mut fields = vec![("position", (place + 1).into())];
-                        fields.extend(owner_fields(Some(&q.owner)));
-                        fields.push(("deadline_ms", q.deadline.map_or(Json::Null, millis)));
-                        Json::Obj(fields)
-                    })
-                    .collect(),
-            ),
-        ),
-        ("permits", i.permits.into()),
-        ("count", i.count.into()),
-        (
-            "permit_leases",
-            Json::Arr(
-                i.permit_leases
-                    .iter()
-                    .map(|p| {
-                        Json::Obj(vec![
-                            ("id", p.id.as_str().into()),
-                            ("expires_in_ms", p.expires_in.map_or(Json::Null, millis)),
-                        ])
-                    })
-                    .collect(),
-            ),
-        ),
-        ("token", i.token.into()),
-        ("subscribers", i.subscribers.into()),
-        ("keys", i.keys.clone().into()),
-    ])
+/// For `list`: where each holder's and waiter's client connects from, `gone` for those whose
+/// client has no connection left; `-` when there is nobody.
+fn whereabouts(i: &Inspection) -> String {
+    let holders = i.holders.iter().chain(&i.readers);
+    let mut parts: Vec<String> = holders
+        .map(|h| {
+            let at = clients(h.connections.as_deref(), hold_left(i, h), "lease ends");
+            format!("{}: {}", h.owner, short(&at))
+        })
+        .collect();
+    parts.extend(i.queue.iter().map(|q| {
+        let at = clients(q.connections.as_deref(), q.deadline, "skipped");
+        format!("{} (queued): {}", q.owner, short(&at))
+    }));
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// A connection list shortened for one line: the name and first address (`+N` more).
+fn short(clients: &str) -> String {
+    match clients.split_once(" at ") {
+        Some((name, addrs)) => {
+            let mut addrs = addrs.split(' ');
+            let first = addrs.next().unwrap_or_default();
+            match addrs.count() {
+                0 => format!("{name} at {first}"),
+                more => format!("{name} at {first} (+{more})"),
+            }
+        }
+        None => clients.to_owned(),
+    }
 }
 
 /// The owners holding it, for prompts and messages: `<client id>:<thread> (2 holds), ...`.
@@ -245,10 +227,11 @@ pub fn list_text(found: &[Inspection]) -> String {
                 i.kind.to_string(),
                 i.lease.map_or_else(|| "-".to_owned(), duration),
                 state(i),
+                whereabouts(i),
             ]
         })
         .collect();
-    table(&["NAME", "KIND", "LEASE", "STATE"], &rows)
+    table(&["NAME", "KIND", "LEASE", "STATE", "CLIENTS"], &rows)
 }
 
 /// `inspect`'s text: a block of fields, then a table per list of holders, waiters, permits.
@@ -301,6 +284,11 @@ pub fn inspection_text(i: &Inspection) -> String {
                         .collect();
                     row.push(leases.join(" "));
                 }
+                row.push(clients(
+                    h.connections.as_deref(),
+                    hold_left(i, h),
+                    "lease ends",
+                ));
                 row
             })
             .collect()
@@ -313,14 +301,14 @@ pub fn inspection_text(i: &Inspection) -> String {
         };
         out.push_str(&format!("\n{title}:\n"));
         out.push_str(&table(
-            &["CLIENT ID", "THREAD", "HOLDS"],
+            &["CLIENT ID", "THREAD", "HOLDS", "CONNECTIONS"],
             &holder_rows(&i.holders),
         ));
     }
     if !i.readers.is_empty() {
         out.push_str("\nreaders:\n");
         out.push_str(&table(
-            &["CLIENT ID", "THREAD", "HOLDS", "LEASES"],
+            &["CLIENT ID", "THREAD", "HOLDS", "LEASES", "CONNECTIONS"],
             &holder_rows(&i.readers),
         ));
     }
@@ -335,11 +323,15 @@ pub fn inspection_text(i: &Inspection) -> String {
                     q.owner.client_id.clone(),
                     q.owner.thread.to_string(),
                     q.deadline.map_or_else(|| "none".to_owned(), duration),
+                    clients(q.connections.as_deref(), q.deadline, "skipped"),
                 ]
             })
             .collect();
         out.push_str("\nqueue:\n");
-        out.push_str(&table(&["#", "CLIENT ID", "THREAD", "DEADLINE"], &rows));
+        out.push_str(&table(
+            &["#", "CLIENT ID", "THREAD", "DEADLINE", "CONNECTIONS"],
+            &rows,
+        ));
     }
     if !i.permit_leases.is_empty() {
         let rows: Vec<Vec<String>> = i
@@ -356,29 +348,6 @@ pub fn inspection_text(i: &Inspection) -> String {
         out.push_str(&table(&["PERMIT", "EXPIRES IN"], &rows));
     }
     out
-}
-
-/// A watch event as one JSON object (only the fields that apply, `owner` always).
-pub fn event_json(name: &str, e: &Event) -> Json {
-    let ms = e.at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
-    let mut fields = vec![
-        ("at", timestamp(e.at).into()),
-        ("at_ms", ms.into()),
-        ("event", e.kind.as_str().into()),
-        ("name", name.into()),
-    ];
-    fields.extend(owner_fields(e.owner.as_ref()));
-    let optional: [(&'static str, Option<Json>); 7] = [
-        ("mode", e.mode.map(|m| m.as_str().into())),
-        ("holds", e.holds.map(Into::into)),
-        ("position", e.position.map(Into::into)),
-        ("permits", e.permits.map(Into::into)),
-        ("count", e.count.map(Into::into)),
-        ("token", e.token.map(Into::into)),
-        ("subscribers", e.subscribers.map(Into::into)),
-    ];
-    fields.extend(optional.into_iter().filter_map(|(k, v)| Some((k, v?))));
-    Json::Obj(fields)
 }
 
 /// A watch event as one line: time, event, owner, details.
