@@ -509,6 +509,16 @@ fn list_on_a_cluster_finds_each_name_once() {
             client.owner_id()
         );
     }
+    // Traced with CLIENT LIST on every master: the holder's connections to each of them.
+    let connections = j.at(0).get("holders").at(0).get("connections");
+    let servers: std::collections::BTreeSet<&str> = (0..connections.len())
+        .map(|i| {
+            let c = connections.at(i);
+            assert_eq!(c.get("name").str(), format!("redlatch:{}", client.id()));
+            c.get("server").str()
+        })
+        .collect();
+    assert_eq!(servers.len(), 3, "{connections:?}");
     let r = run(&["--cluster", &seeds, "inspect", "c:5"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("kind:    fenced"), "{}", r.stdout);
