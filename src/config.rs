@@ -728,8 +728,8 @@ impl ConfigBuilder {
     /// This narrows the window in which a failover loses a lock, at the cost of one
     /// replication round trip per write; it cannot close it (replication stays
     /// asynchronous, and `WAIT` does not make a write durable). Semaphores, latches and
-    /// [`FencedResource`](crate::FencedResource) writes are not synced. See the README's
-    /// safety section.
+    /// [`FencedResource`](crate::FencedResource) writes are not synced. See the guide's
+    /// [safety chapter](crate::_guide::safety).
     ///
     /// Off by default. `replicas` must be at least 1; `timeout` must be non-zero and
     /// shorter than the response timeout (the reply to `WAIT` must arrive in time).

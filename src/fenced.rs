@@ -22,7 +22,7 @@ const MAX_TOKEN: u64 = (1 << 53) - 1;
 /// [`Error::StaleToken`]; the newer holder's data stays intact.
 ///
 /// A token can be handed out twice when a Redis failover loses the increment of the token
-/// counter (see the README's safety section). The fence therefore remembers which holder
+/// counter (see the guide's [safety chapter](crate::_guide::safety)). The fence therefore remembers which holder
 /// wrote with the newest token and refuses the same token from anybody else: of two holders
 /// with one token, the first to write wins and the other is refused.
 ///

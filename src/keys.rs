@@ -1,8 +1,8 @@
 //! The key layout: every Redis key, hash field and pub/sub channel of every object, written
 //! once. This is the wire contract with Redisson (`RedissonObject.prefixName` and
 //! `suffixName`, and each object's channel name); primitives, `inspect`, `list` and `watch`
-//! all take their names from here, and the key-layout tables of the crate docs and the
-//! README are checked against it by a test.
+//! all take their names from here, and the key-layout tables of the crate docs and of the
+//! guide's internals chapter are checked against it by a test.
 //!
 //! `name` is the object's mapped name (`names.rs`; the name as given unless a name mapper is
 //! set), the key of its main value. Helper keys and channels carry the name as a cluster hash
@@ -303,7 +303,10 @@ mod tests {
         ];
         let docs = [
             ("src/lib.rs", include_str!("lib.rs")),
-            ("README.md", include_str!("../README.md")),
+            (
+                "src/_guide/internals.md",
+                include_str!("_guide/internals.md"),
+            ),
         ];
         for (file, doc) in docs {
             let rows = key_table(doc);

@@ -72,7 +72,8 @@
 //! [`Client::fenced_lock`] hands each hold a fencing token ([`LockGuard::token`]) and
 //! [`FencedResource`] refuses writes with stale tokens; [`LockGuard::is_lost`] and
 //! [`LockGuard::on_lost`] tell a holder its lock is gone; [`ConfigBuilder::sync_replicas`]
-//! makes lock writes wait for replicas. The README's safety section says what each guarantees.
+//! makes lock writes wait for replicas. The guide's [safety chapter](_guide::safety) says what
+//! each guarantees.
 //!
 //! # A cap on holding
 //!
@@ -162,8 +163,26 @@
 //! [`Client::inspect`] reads what a name holds ([`Inspection`]: its [`Kind`], holders with
 //! client id, thread and hold count, lease, fair queue, readers, permits, count, fencing
 //! token) from its keys; [`Client::list`] finds them by pattern with `SCAN`;
-//! [`Client::watch`] follows one live ([`Event`]s). The `redlatch` binary of this crate
-//! (`cargo install --path .` in a checkout) does the same from a shell, and breaks stuck locks.
+//! [`Client::watch`] follows one live ([`Event`]s). Each client names its connections
+//! `<prefix>:<client id>` ([`ConfigBuilder::client_name`]), so [`Client::connections`] and
+//! [`Inspection::trace`] tell which host and process a holder or waiter is, or that its
+//! client is gone. The `redlatch` binary (`cargo install redlatch --features cli`) does all
+//! this from a shell, breaks stuck locks, and runs commands under a lock. See the guide's
+//! [operating chapter](_guide::operating).
+//!
+//! # Cargo features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `tls` | yes | `rediss://` addresses, your own CA, client certificates |
+//! | `serde` | no | `Serialize` on [`Inspection`], [`Event`], [`Metrics`] and what they hold |
+//! | `metrics` | no | counters, histograms and gauges through the [`metrics`](https://docs.rs/metrics) facade, labelled by lock kind ([`ConfigBuilder::metrics_lock_names`] adds the name) |
+//! | `cli` | no | the `redlatch` binary (clap, serde_json); library users do not build it |
+//!
+//! # The guide
+//!
+//! Longer than these docs, shorter than the code: [`_guide`] has a chapter each on the
+//! synchronizers, safety, topologies, operating locks, and how it works.
 //!
 //! # Several applications on one Redis: the name mapper
 //!
@@ -240,6 +259,7 @@
 
 #![warn(missing_docs)]
 
+pub mod _guide;
 mod backend;
 mod client;
 mod config;

@@ -856,7 +856,7 @@ fn a_crashed_holder_shows_as_gone_with_its_lease_left() {
     );
     let live_row = listed.lines().find(|l| l.starts_with("cli:live")).unwrap();
     assert!(
-        live_row.contains(&format!("redlatch:{} at 127.0.0.1:", live.id())),
+        live_row.contains(&format!("redlatch:{}@127.0.0.1:", live.id())),
         "{listed}"
     );
     let all = json::parse(&ok(&server, &["list", "--json", "cli:*"]));

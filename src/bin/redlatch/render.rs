@@ -105,39 +105,31 @@ fn hold_left(i: &Inspection, h: &Holder) -> Option<Duration> {
     }
 }
 
-/// For `list`: where each holder's and waiter's client connects from, `gone` for those whose
-/// client has no connection left; `-` when there is nobody.
+/// For `list`: where each holder's and then each waiter's client connects from
+/// (`name@address`, `+N` more connections), `gone` for those whose client has no connection
+/// left; `-` when there is nobody. The owners are in the same order in the state column.
 fn whereabouts(i: &Inspection) -> String {
-    let holders = i.holders.iter().chain(&i.readers);
-    let mut parts: Vec<String> = holders
-        .map(|h| {
-            let at = clients(h.connections.as_deref(), hold_left(i, h), "lease ends");
-            format!("{}: {}", h.owner, short(&at))
-        })
+    let at = |conns: Option<&[ClientConnection]>, left, what| match conns {
+        Some([first, rest @ ..]) if rest.is_empty() => format!("{}@{}", first.name, first.addr),
+        Some([first, rest @ ..]) => format!("{}@{} (+{})", first.name, first.addr, rest.len()),
+        other => clients(other, left, what),
+    };
+    let holders: Vec<String> = i
+        .holders
+        .iter()
+        .chain(&i.readers)
+        .map(|h| at(h.connections.as_deref(), hold_left(i, h), "lease ends"))
         .collect();
-    parts.extend(i.queue.iter().map(|q| {
-        let at = clients(q.connections.as_deref(), q.deadline, "skipped");
-        format!("{} (queued): {}", q.owner, short(&at))
-    }));
-    if parts.is_empty() {
-        "-".to_owned()
-    } else {
-        parts.join("; ")
-    }
-}
-
-/// A connection list shortened for one line: the name and first address (`+N` more).
-fn short(clients: &str) -> String {
-    match clients.split_once(" at ") {
-        Some((name, addrs)) => {
-            let mut addrs = addrs.split(' ');
-            let first = addrs.next().unwrap_or_default();
-            match addrs.count() {
-                0 => format!("{name} at {first}"),
-                more => format!("{name} at {first} (+{more})"),
-            }
-        }
-        None => clients.to_owned(),
+    let queue: Vec<String> = i
+        .queue
+        .iter()
+        .map(|q| at(q.connections.as_deref(), q.deadline, "skipped"))
+        .collect();
+    match (holders.is_empty(), queue.is_empty()) {
+        (true, true) => "-".to_owned(),
+        (_, true) => holders.join(", "),
+        (true, false) => format!("queue: {}", queue.join(", ")),
+        (false, false) => format!("{}; queue: {}", holders.join(", "), queue.join(", ")),
     }
 }
 

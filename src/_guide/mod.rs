@@ -1,0 +1,35 @@
+//! The guide: what the README leaves out, chapter by chapter. It holds no code, only pages
+//! (as clap's `_tutorial`); the API reference is the rest of this crate's documentation.
+//!
+//! - [`locks`]: the fair lock, the read-write lock, both semaphores and the count-down
+//!   latch, and what each is for.
+//! - [`safety`]: what is guaranteed and what is not: leases, fencing tokens, lost-lock
+//!   callbacks, replica-synced writes, and the tests that show each.
+//! - [`topologies`]: one server, Sentinel, Redis Cluster, TLS, `MultiLock` and `RedLock`.
+//! - [`operating`]: the `redlatch` command-line tool, tracing a holder to its host, metrics
+//!   (the snapshot and the `metrics` facade) and logging.
+//! - [`internals`]: how it works, the key layout shared with Redisson, and what it does not
+//!   (yet) do.
+//!
+//! How it is measured and tested under faults: `docs/benchmarks.md` and `docs/torture.md`
+//! in the repository; the map of the code: `ARCHITECTURE.md`.
+
+pub mod locks {
+    #![doc = include_str!("locks.md")]
+}
+
+pub mod safety {
+    #![doc = include_str!("safety.md")]
+}
+
+pub mod topologies {
+    #![doc = include_str!("topologies.md")]
+}
+
+pub mod operating {
+    #![doc = include_str!("operating.md")]
+}
+
+pub mod internals {
+    #![doc = include_str!("internals.md")]
+}
