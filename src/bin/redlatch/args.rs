@@ -360,7 +360,7 @@ pub struct Args {
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Parsed {
-    Run(Args),
+    Run(Box<Args>),
     /// Help or the version, to print on stdout.
     Help(String),
 }
@@ -480,7 +480,7 @@ pub fn parse(argv: &[String], env_url: Option<String>) -> Result<Parsed, Usage> 
         }
     };
     check(cli, argv, env_url)
-        .map(Parsed::Run)
+        .map(|args| Parsed::Run(Box::new(args)))
         .map_err(|message| Usage {
             message: format!("redlatch: {message}\n"),
             status,
@@ -611,7 +611,7 @@ mod tests {
 
     fn run(line: &str) -> Args {
         match parse_line(line, None) {
-            Ok(Parsed::Run(args)) => args,
+            Ok(Parsed::Run(args)) => *args,
             other => panic!("{line}: {other:?}"),
         }
     }

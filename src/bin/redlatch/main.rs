@@ -39,7 +39,7 @@ fn main() -> ExitCode {
             print!("{text}");
             return ExitCode::SUCCESS;
         }
-        Ok(Parsed::Run(args)) => args,
+        Ok(Parsed::Run(args)) => *args,
         Err(usage) => {
             let help = match usage.status {
                 args::RUN_FAILED => "redlatch help run",

@@ -110,7 +110,7 @@ fn hold_left(i: &Inspection, h: &Holder) -> Option<Duration> {
 /// left; `-` when there is nobody. The owners are in the same order in the state column.
 fn whereabouts(i: &Inspection) -> String {
     let at = |conns: Option<&[ClientConnection]>, left, what| match conns {
-        Some([first, rest @ ..]) if rest.is_empty() => format!("{}@{}", first.name, first.addr),
+        Some([first]) => format!("{}@{}", first.name, first.addr),
         Some([first, rest @ ..]) => format!("{}@{} (+{})", first.name, first.addr, rest.len()),
         other => clients(other, left, what),
     };
