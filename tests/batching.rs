@@ -354,21 +354,22 @@ fn unlocks_whose_replies_are_lost_mid_batch_are_retried_and_stay_idempotent() {
 }
 
 #[test]
-fn unlock_latches_are_deleted_with_the_next_write() {
+fn unlock_latches_are_deleted_by_later_writes() {
     let server = RedisServer::new();
     let client = client(&server.url(), 4, Duration::from_secs(5));
     let lock = client.lock("latches");
     for _ in 0..50 {
         drop(lock.lock().unwrap());
     }
-    // The last unlock's latch goes with the next call.
+    // Latches go 16 to a `DEL` with later calls: fewer than 16 are left of 50 unlocks.
     assert!(!lock.is_locked().unwrap());
     let mut raw = server.conn();
     let latches: Vec<String> = redis::cmd("KEYS")
         .arg("redisson_unlock_latch:*")
         .query(&mut raw)
         .unwrap();
-    assert!(latches.is_empty(), "latches left: {latches:?}");
+    assert!(latches.len() < 16, "{} latches left", latches.len());
+    redis::cmd("DEL").arg(&latches).query::<()>(&mut raw).ok();
     // Without batching they are left to expire, as before.
     let alone = client_with_lanes_zero(&server);
     drop(alone.lock("latches").lock().unwrap());

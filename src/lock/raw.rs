@@ -199,7 +199,7 @@ impl RawLock {
             }
             other => other?,
         };
-        // The reply came: no retry needs the latch now. Deleted with the next call written
+        // The reply came: no retry needs the latch now. Deleted with a later call written
         // (as Redisson deletes it after the reply), so that unlocks under load do not fill the
         // server with latches until their TTL.
         self.client.inner.pool.delete_later(&latch);
