@@ -128,7 +128,7 @@ impl Batcher {
     }
 
     /// Sends the packed command(s) `cmd` on `pool` and returns their `replies` replies: in a
-    /// round trip of this thread's own when a lane is free, else in the next write.
+    /// round trip of this thread's own when a lane is free, else in a lane's next write.
     pub(crate) fn send(&self, pool: &Pool, cmd: &[u8], replies: usize) -> Outcome {
         let mut queue = self.queue.lock();
         if queue.leading < self.lanes {
@@ -186,8 +186,8 @@ impl Batcher {
     }
 
     /// Deletes `key` with a later write (once [`MIN_DOOMED`] wait), reading nothing back: a
-    /// clean-up that the server
-    /// also does by itself (the key expires). Dropped when too many wait already.
+    /// clean-up that the server also does by itself (the key expires). Dropped when too many
+    /// wait already.
     pub(crate) fn delete_later(&self, key: &str) {
         let mut queue = self.queue.lock();
         if queue.doomed.len() < MAX_DOOMED {
