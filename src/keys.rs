@@ -96,9 +96,35 @@ pub(crate) fn fence_token(name: &str) -> String {
 
 /// The short-lived key that makes a retried unlock idempotent: request number `request` of
 /// the client with uuid `client` (a request id unique without drawing a random number, and
-/// without a `:`, as Redisson's, so that the name parses back).
+/// without a `:`, as Redisson's, so that the name parses back). Calls make it with
+/// [`UnlockLatches`]; the tests with this.
+#[cfg(test)]
 pub(crate) fn unlock_latch(name: &str, client: &str, request: impl std::fmt::Display) -> String {
-    format!("{}:{client}-{request}", tagged(UNLOCK_LATCH, name))
+    format!("{}-{request}", UnlockLatches::new(name, client).prefix)
+}
+
+/// The [`unlock_latch`] keys of one lock and client, made without formatting per unlock.
+pub(crate) struct UnlockLatches {
+    /// Everything up to the request number.
+    prefix: String,
+}
+
+impl UnlockLatches {
+    pub(crate) fn new(name: &str, client: &str) -> UnlockLatches {
+        UnlockLatches {
+            prefix: format!("{}:{client}", tagged(UNLOCK_LATCH, name)),
+        }
+    }
+
+    /// The latch of request number `request`: `unlock_latch(name, client, request)`.
+    pub(crate) fn key(&self, request: u64) -> String {
+        use std::fmt::Write;
+        let mut key = String::with_capacity(self.prefix.len() + 21);
+        key.push_str(&self.prefix);
+        key.push('-');
+        let _ = write!(key, "{request}");
+        key
+    }
 }
 
 /// A read-write lock's channel: `1` after a write release (wake all), `0` after a read
@@ -365,6 +391,10 @@ mod tests {
                 assert!(names.iter().any(|n| n == name), "{key}: {names:?}");
             }
             assert!(is_unlock_latch(&unlock_latch(name, "00ff", 1)));
+            assert_eq!(
+                UnlockLatches::new(name, "00ff").key(17),
+                unlock_latch(name, "00ff", 17)
+            );
         }
         assert_eq!(
             split_read_hold(&read_hold("{a}b", "c:7", 12)),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config};
 use support::cluster::RedisCluster;
-use support::RedisServer;
+use support::{unread_connections, RedisServer};
 
 fn client(cluster: &RedisCluster) -> Client {
     client_with(cluster, |b| b)
@@ -70,23 +70,6 @@ fn slot_map_reads(cluster: &RedisCluster) -> u64 {
         .filter_map(RedisServer::try_conn)
         .map(|mut conn| support::command_calls(&mut conn, "cluster|slots"))
         .sum()
-}
-
-/// Established connections to local `port` holding bytes the server has not read yet (from
-/// Linux's `/proc/net/tcp`; the harness binds 127.0.0.1): requests waiting on a stopped node.
-fn unread_connections(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    table
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let hex = |s: Option<&str>| s.and_then(|h| usize::from_str_radix(h, 16).ok());
-            let local_port = hex(fields[1].rsplit(':').next());
-            let unread = hex(fields[4].split(':').nth(1));
-            local_port == Some(usize::from(port)) && fields[3] == "01" && unread > Some(0)
-        })
-        .count()
 }
 
 fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {

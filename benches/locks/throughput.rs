@@ -104,6 +104,7 @@ struct Memory {
 /// Runs `body(thread)` on `threads` threads for [`ROUND`]; each call is one cycle. Samples the
 /// server's memory every 100 ms meanwhile when `memory` is given.
 fn round<F>(
+    side: &str,
     threads: usize,
     body: F,
     mut memory: Option<(&mut redis::Connection, &mut Memory)>,
@@ -120,6 +121,7 @@ where
             let (stop, total, barrier) =
                 (Arc::clone(&stop), Arc::clone(&total), Arc::clone(&barrier));
             thread::Builder::new()
+                .name(format!("{side}-{t}"))
                 .stack_size(256 * 1024)
                 .spawn_scoped(s, move || {
                     let mut n = 0;
@@ -196,6 +198,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             flush(&mut ctx.raw);
             let sample = (threads == largest).then_some((&mut ctx.raw, &mut memory));
             ours.add(round(
+                "ours",
                 threads,
                 |t| {
                     let lock = locks[t].clone();
@@ -206,6 +209,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             let url = ctx.url.clone();
             flush(&mut ctx.raw);
             raw.add(round(
+                "raw",
                 threads,
                 |t| {
                     let conn = redis::Client::open(url.as_str())

@@ -21,8 +21,10 @@
 //! did not run, and are retried as the pool retries).
 //!
 //! Keys to delete that nobody waits for ([`Batcher::delete_later`]: unlock latches) ride
-//! with the next write, in one `DEL` (one per key on a cluster node, whose keys may be in
-//! different slots), whose reply is read and dropped.
+//! with a later write once 16 of them wait, in one `DEL` (one per key on a cluster node, whose
+//! keys may be in different slots), whose reply is read and dropped. So at most 15 such keys
+//! of a pool outlive their deletion (until they expire), and the server deletes 16 keys for
+//! the cost of little more than one command.
 
 use std::sync::Arc;
 
@@ -36,6 +38,9 @@ use crate::error::Error;
 
 /// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
 const MAX_DOOMED: usize = 4096;
+/// Keys to delete go out once this many wait (one `DEL` for many costs the server little
+/// more than one command); fewer are left for a later write, or to expire.
+const MIN_DOOMED: usize = 16;
 
 pub(crate) struct Batcher {
     /// How many round trips may be under way at once, each on its own connection.
@@ -53,7 +58,7 @@ struct Queue {
     /// The queued commands, packed back to back, in the order of `entries`.
     bytes: Vec<u8>,
     entries: Vec<Entry>,
-    /// Keys to delete with the next write.
+    /// Keys to delete with a later write (see [`MIN_DOOMED`]).
     doomed: Vec<String>,
 }
 
@@ -123,7 +128,7 @@ impl Batcher {
     }
 
     /// Sends the packed command(s) `cmd` on `pool` and returns their `replies` replies: in a
-    /// round trip of this thread's own when a lane is free, else in the next write.
+    /// round trip of this thread's own when a lane is free, else in a lane's next write.
     pub(crate) fn send(&self, pool: &Pool, cmd: &[u8], replies: usize) -> Outcome {
         let mut queue = self.queue.lock();
         if queue.leading < self.lanes {
@@ -132,15 +137,21 @@ impl Batcher {
                 queue.entries.is_empty(),
                 "callers queue only while no lane is free"
             );
-            let doomed = std::mem::take(&mut queue.doomed);
+            let doomed = take_doomed(&mut queue);
             drop(queue);
-            let (mut bytes, mut entries) = self.deletions(doomed);
-            bytes.extend_from_slice(cmd);
-            entries.push(Entry {
+            let mine = Entry {
                 replies,
                 target: Target::Mine,
-            });
-            let mine = self.drive(pool, None, bytes, entries);
+            };
+            let mine = if doomed.is_empty() {
+                // Alone, as most calls: the command goes out as it is, copied nowhere.
+                self.drive(pool, None, cmd, vec![mine])
+            } else {
+                let (mut bytes, mut entries) = self.deletions(doomed);
+                bytes.extend_from_slice(cmd);
+                entries.push(mine);
+                self.drive(pool, None, &bytes, entries)
+            };
             return mine.unwrap_or_else(|| {
                 debug_assert!(false, "a lane's first write answers its writer");
                 Outcome::NotSent(Error::Protocol("no reply".into()), true)
@@ -168,14 +179,15 @@ impl Batcher {
                         bytes,
                         entries,
                     } = *trip;
-                    self.drive(pool, held, bytes, entries);
+                    self.drive(pool, held, &bytes, entries);
                 }
             }
         }
     }
 
-    /// Deletes `key` with the next write, reading nothing back: a clean-up that the server
-    /// also does by itself (the key expires). Dropped when too many wait already.
+    /// Deletes `key` with a later write (once [`MIN_DOOMED`] wait), reading nothing back: a
+    /// clean-up that the server also does by itself (the key expires). Dropped when too many
+    /// wait already.
     pub(crate) fn delete_later(&self, key: &str) {
         let mut queue = self.queue.lock();
         if queue.doomed.len() < MAX_DOOMED {
@@ -213,12 +225,12 @@ impl Batcher {
         &self,
         pool: &Pool,
         mut held: Option<Held>,
-        bytes: Vec<u8>,
+        bytes: &[u8],
         mut entries: Vec<Entry>,
     ) -> Option<Outcome> {
         let mut mine = None;
         if held.is_none() {
-            held = self.write(pool, &bytes, &mut entries, &mut mine);
+            held = self.write(pool, bytes, &mut entries, &mut mine);
         }
         if let Some(h) = held.take() {
             held = self.read(pool, h, entries, &mut mine);
@@ -237,7 +249,7 @@ impl Batcher {
             }
             let queued = std::mem::take(&mut queue.bytes);
             let waiting = std::mem::take(&mut queue.entries);
-            let doomed = std::mem::take(&mut queue.doomed);
+            let doomed = take_doomed(&mut queue);
             drop(queue);
             if pool.is_closed() {
                 // Nothing more goes out once the client is closed (see `Pool::close`).
@@ -354,6 +366,15 @@ impl Batcher {
             answer(entry, mine, Outcome::Replies(replies));
         }
         Some(held)
+    }
+}
+
+/// The keys to delete with this write: all that wait, once there are enough of them.
+fn take_doomed(queue: &mut Queue) -> Vec<String> {
+    if queue.doomed.len() >= MIN_DOOMED {
+        std::mem::take(&mut queue.doomed)
+    } else {
+        Vec::new()
     }
 }
 

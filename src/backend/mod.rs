@@ -125,10 +125,10 @@ impl Backend {
         Ok(reply.expect("a call that succeeded kept its reply"))
     }
 
-    /// Deletes `key` with the next call written to its server, reading nothing back: a
-    /// clean-up (an unlock latch) that costs no caller a round trip. Without batching, or when
-    /// the cluster's slot map does not know `key`'s node, it is not sent: `key` must be one
-    /// that expires by itself, and this only deletes it sooner.
+    /// Deletes `key` with a later call written to its server (16 at a time), reading nothing
+    /// back: a clean-up (an unlock latch) that costs no caller a round trip. Without batching,
+    /// or when the cluster's slot map does not know `key`'s node, it is not sent: `key` must be
+    /// one that expires by itself, and this only deletes it sooner.
     pub(crate) fn delete_later(&self, key: &str) {
         if !self.is_closed() {
             self.deployment.delete_later(key);

@@ -309,9 +309,9 @@ impl Pool {
         }
     }
 
-    /// Deletes `key` with the next call this pool writes, reading nothing back: a clean-up
-    /// that costs no caller a round trip. Without batching it is not sent: the key must be
-    /// one that expires by itself.
+    /// Deletes `key` with a later call this pool writes (16 at a time), reading nothing back:
+    /// a clean-up that costs no caller a round trip. Without batching it is not sent: the key
+    /// must be one that expires by itself.
     pub(crate) fn delete_later(&self, key: &str) {
         if let Some(batcher) = &self.batcher {
             batcher.delete_later(key);

@@ -35,6 +35,8 @@ pub(crate) struct RawLock {
     pub(crate) given: Arc<str>,
     /// The protocol this lock speaks: its scripts, keys and wait channel.
     pub(crate) kind: Box<dyn Kind>,
+    /// The keys of this client's unlock latches for this lock.
+    latches: keys::UnlockLatches,
 }
 
 /// What one acquire attempt found.
@@ -56,6 +58,7 @@ impl RawLock {
     /// The lock `name` of kind `kind`.
     pub(crate) fn new(client: Client, name: &Named, kind: impl Kind) -> RawLock {
         RawLock {
+            latches: keys::UnlockLatches::new(&name.key, client.id()),
             client,
             name: Arc::clone(&name.key),
             given: Arc::clone(&name.given),
@@ -170,11 +173,9 @@ impl RawLock {
     pub(crate) fn unlock(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
         // Unique without a random number per call: this client's uuid and a counter.
         let inner = &self.client.inner;
-        let latch = keys::unlock_latch(
-            &self.name,
-            &inner.id,
-            inner.requests.fetch_add(1, Ordering::Relaxed),
-        );
+        let latch = self
+            .latches
+            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
         let cfg = &self.client.inner.config;
         let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
         let attempt = || -> Result<(Option<i64>, Option<u32>)> {
@@ -199,7 +200,7 @@ impl RawLock {
             }
             other => other?,
         };
-        // The reply came: no retry needs the latch now. Deleted with the next call written
+        // The reply came: no retry needs the latch now. Deleted with a later call written
         // (as Redisson deletes it after the reply), so that unlocks under load do not fill the
         // server with latches until their TTL.
         self.client.inner.pool.delete_later(&latch);

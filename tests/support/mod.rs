@@ -542,3 +542,20 @@ pub fn redlatch_threads() -> usize {
         .filter(|name| name.starts_with("redlatch-"))
         .count()
 }
+
+/// Connections to the server at `port` holding bytes it has not read yet (while it is paused
+/// with SIGSTOP): how many connections a client has written calls on.
+pub fn unread_connections(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let hex = |s: Option<&str>| s.and_then(|h| usize::from_str_radix(h, 16).ok());
+            let local_port = hex(fields[1].rsplit(':').next());
+            let unread = hex(fields[4].split(':').nth(1));
+            local_port == Some(usize::from(port)) && fields[3] == "01" && unread > Some(0)
+        })
+        .count()
+}
