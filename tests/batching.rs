@@ -20,7 +20,15 @@ fn client(url: &str, lanes: usize, response: Duration) -> Client {
         .response_timeout(response)
         .build()
         .unwrap();
-    Client::new(config).unwrap()
+    let client = Client::new(config).unwrap();
+    // The client's own thread opens its pub/sub connection and names it: wait until the
+    // server has read that, so that a server paused later counts no unread bytes on it.
+    let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let named = format!("name=redlatch:{} ", client.id());
+    assert!(wait_until(Duration::from_secs(5), || {
+        client_list(&mut conn).iter().any(|l| l.contains(&named))
+    }));
+    client
 }
 
 /// Connections open on the server whose last command was a lock script (or a latch `DEL`).
