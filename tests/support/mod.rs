@@ -5,6 +5,7 @@
 //! [`stop`](RedisServer::stop) and [`cont`](RedisServer::cont) their own servers only.
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod cluster;
 pub mod sentinel;
 pub mod tls;
@@ -51,9 +52,18 @@ impl RedisServer {
     /// as sentinels need); `extra_args` gets the picked port and is called again on each
     /// retry, so it may pick further ports (e.g. a cluster bus port) itself.
     pub(crate) fn launch(config: Option<&str>, extra_args: impl Fn(u16) -> Vec<String>) -> Self {
+        Self::launch_on(free_port, config, extra_args)
+    }
+
+    /// As [`launch`](Self::launch), on a port that `pick` gives (asked again on each retry).
+    pub(crate) fn launch_on(
+        pick: impl Fn() -> u16,
+        config: Option<&str>,
+        extra_args: impl Fn(u16) -> Vec<String>,
+    ) -> Self {
         let mut last_log = String::new();
         for _ in 0..PORT_ATTEMPTS {
-            let port = free_port();
+            let port = pick();
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
             let dir = std::env::temp_dir().join(format!(
                 "redlatch-test-{}-{}-{}",
