@@ -18,6 +18,9 @@ pub enum Need {
     /// A TLS port (a build option: Debian's and Redis Stack's have it; the PyPI wheels of
     /// Redis 6 and Valkey do not).
     Tls,
+    /// `rejected_calls` in `INFO commandstats` (6.2): how often a command was refused
+    /// before it ran (a `MOVED` or `ASK` counts).
+    RejectedCallsStat,
 }
 
 /// The server binary and what it can do.
@@ -101,15 +104,25 @@ impl Binary {
         self.at_least(6, 2)
     }
 
+    /// `INFO commandstats` counts subcommands apart (`cmdstat_cluster|slots`, 7.0); before,
+    /// all of a command's subcommands count together (`cmdstat_cluster`).
+    pub fn has_subcommand_stats(&self) -> bool {
+        self.at_least(7, 0)
+    }
+
     /// Why the binary cannot run a test that needs `need`, if it cannot.
     pub fn lacks(&self, need: Need) -> Option<String> {
         let has = match need {
             Need::ShardedPubSub => self.at_least(7, 0),
             Need::Tls => self.tls,
+            Need::RejectedCallsStat => self.at_least(6, 2),
         };
         let why = match need {
             Need::ShardedPubSub => "has no sharded pub/sub (Redis 7.0 brought it)",
             Need::Tls => "was built without TLS",
+            Need::RejectedCallsStat => {
+                "counts no rejected calls in INFO commandstats (Redis 6.2 brought it)"
+            }
         };
         (!has).then(|| format!("{} ({}) {why}", self.describe(), self.path.display()))
     }
@@ -121,7 +134,11 @@ pub fn parse_version(text: &str) -> Option<(String, (u32, u32, u32))> {
     let (product, rest) = text.split_once(" server v=")?;
     let version = rest.split_whitespace().next()?;
     let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
-    let version = (parts.next()??, parts.next()??, parts.next().flatten().unwrap_or(0));
+    let version = (
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    );
     Some((product.trim().to_string(), version))
 }
 

@@ -468,6 +468,27 @@ pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
     reply.1
 }
 
+/// Number of subscribers the server counts on `channel`: sharded ones (`PUBSUB
+/// SHARDNUMSUB`) if `sharded`, else plain ones (`PUBSUB NUMSUB`).
+pub fn subscribers(conn: &mut redis::Connection, channel: &str, sharded: bool) -> i64 {
+    let which = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg(which)
+        .arg(channel)
+        .query(conn)
+        .unwrap_or_else(|e| panic!("PUBSUB {which}: {e}"));
+    reply.1
+}
+
+/// Whether a cluster client in the default mode
+/// ([`ShardedSubscriptionMode::Auto`](redlatch::ShardedSubscriptionMode::Auto)) uses sharded
+/// pub/sub on the server under test: where the server has it.
+pub fn auto_is_sharded() -> bool {
+    binary::binary()
+        .lacks(binary::Need::ShardedPubSub)
+        .is_none()
+}
+
 /// The constructor of one lock kind: `Client::lock` or `Client::fair_lock`.
 pub type MakeLock = fn(&redlatch::Client, &str) -> redlatch::Lock;
 
