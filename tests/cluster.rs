@@ -696,10 +696,26 @@ fn auto_mode_waits_with_sharded_pubsub_where_the_cluster_has_it_else_plain() {
     let name = "auto:lock";
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let node = cluster.node_for_key(name);
+    for other in names_on_every_master(&cluster, "auto:other", 6) {
+        holder.lock(&other).lock().unwrap().unlock().unwrap(); // publishes
+    }
     let guard = holder.lock(name).lock().unwrap();
     let (handle, started) = waiter(waiting.lock(name));
     started.recv().unwrap();
     support::await_waiting(&waiting, 1);
+    // Asked once per client (the holder's first unlock, the waiter's first subscription),
+    // not once per call.
+    let asked = if support::binary::binary().has_subcommand_stats() {
+        "pubsub|shardnumsub"
+    } else {
+        "pubsub"
+    };
+    let asked: u64 = cluster
+        .masters()
+        .into_iter()
+        .map(|m| support::command_calls(&mut m.conn(), asked))
+        .sum();
+    assert_eq!(asked, 2, "PUBSUB SHARDNUMSUB calls");
     let sharded = support::auto_is_sharded();
     eprintln!(
         "{}: Auto picks {} pub/sub",
