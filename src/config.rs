@@ -45,6 +45,7 @@ pub struct Config {
     pub(crate) spin_backoff: Backoff,
     pub(crate) name_mapper: NameMapper,
     pub(crate) replica_sync: Option<ReplicaSync>,
+    pub(crate) sharded_subscription_mode: ShardedSubscriptionMode,
     /// TLS for `rediss://` addresses (those of nodes found at run time included).
     pub(crate) tls: Tls,
     /// The application prefix of connection names (see [`ConfigBuilder::client_name`]).
@@ -54,6 +55,42 @@ pub struct Config {
     pub(crate) connection_name: Option<Arc<str>>,
     /// Whether the `metrics` feature labels by lock name too.
     pub(crate) metrics_lock_names: bool,
+}
+
+/// Whether a client on a Redis Cluster uses sharded pub/sub (`SSUBSCRIBE`, `SPUBLISH`,
+/// Redis 7.0 and later) or plain pub/sub (`SUBSCRIBE`, `PUBLISH`) for wake-ups: Redisson's
+/// `shardedSubscriptionMode`, set with [`ConfigBuilder::sharded_subscription_mode`].
+///
+/// Every client and Java service that shares locks on one cluster must end up in the same
+/// mode: a message published one way does not reach subscribers of the other (a waiter
+/// that misses it still wakes when the holder's lease runs out, but no sooner). Redisson
+/// and redlatch both default to [`Auto`](Self::Auto), which agrees on any one cluster.
+///
+/// A single server and Sentinel always use plain pub/sub, whatever this says.
+///
+/// # Examples
+///
+/// ```
+/// use redlatch::{Config, ShardedSubscriptionMode};
+/// let config = Config::cluster(["redis://10.0.0.1:7000"])
+///     .sharded_subscription_mode(ShardedSubscriptionMode::Off)
+///     .build()
+///     .unwrap();
+/// assert_eq!(config.sharded_subscription_mode(), ShardedSubscriptionMode::Off);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum ShardedSubscriptionMode {
+    /// Sharded where the cluster has sharded pub/sub, plain otherwise: the client asks the
+    /// cluster once (`PUBSUB SHARDNUMSUB`, which Redis before 7.0 does not know), on first
+    /// need, and keeps the answer.
+    #[default]
+    Auto,
+    /// Always sharded: for a cluster whose Java services are set to `ON`. On a cluster
+    /// without sharded pub/sub every release then fails (`SPUBLISH` is unknown there).
+    On,
+    /// Always plain: for a cluster whose Java services are set to `OFF`, or older ones.
+    Off,
 }
 
 /// Replica confirmation of lock writes: `WAIT replicas timeout` after each lock, unlock and
@@ -281,6 +318,22 @@ impl Config {
     pub fn name_mapper(&self) -> &NameMapper {
         &self.name_mapper
     }
+
+    /// Whether a cluster client uses sharded pub/sub
+    /// ([`ConfigBuilder::sharded_subscription_mode`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::cluster(["redis://127.0.0.1:7000"]).build().unwrap();
+    /// assert_eq!(
+    ///     config.sharded_subscription_mode(),
+    ///     redlatch::ShardedSubscriptionMode::Auto
+    /// );
+    /// ```
+    pub fn sharded_subscription_mode(&self) -> ShardedSubscriptionMode {
+        self.sharded_subscription_mode
+    }
 }
 
 /// Builds a [`Config`]; every setter documents its default.
@@ -315,6 +368,7 @@ pub struct ConfigBuilder {
     spin_backoff: Backoff,
     name_mapper: NameMapper,
     replica_sync: Option<ReplicaSync>,
+    sharded_subscription_mode: ShardedSubscriptionMode,
     certificates: Certificates,
     client_name: String,
     metrics_lock_names: bool,
@@ -340,6 +394,7 @@ impl ConfigBuilder {
             spin_backoff: Backoff::default(),
             name_mapper: NameMapper::identity(),
             replica_sync: None,
+            sharded_subscription_mode: ShardedSubscriptionMode::Auto,
             certificates: Certificates::default(),
             client_name: "redlatch".to_owned(),
             metrics_lock_names: false,
@@ -748,6 +803,30 @@ impl ConfigBuilder {
         self
     }
 
+    /// Sets whether a client on a Redis Cluster waits with sharded pub/sub (Redisson's
+    /// `shardedSubscriptionMode`): see [`ShardedSubscriptionMode`]. Set it to what the Java
+    /// services sharing the locks use.
+    ///
+    /// Defaults to [`ShardedSubscriptionMode::Auto`]: sharded where the cluster has it
+    /// (Redis 7.0 and later, Valkey), plain otherwise. Only a cluster's clients read it: a
+    /// single server and Sentinel always use plain pub/sub.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use redlatch::{Client, Config, ShardedSubscriptionMode};
+    /// # fn main() -> redlatch::Result<()> {
+    /// let config = Config::cluster(["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"])
+    ///     .sharded_subscription_mode(ShardedSubscriptionMode::Off)
+    ///     .build()?;
+    /// let client = Client::new(config)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sharded_subscription_mode(mut self, mode: ShardedSubscriptionMode) -> Self {
+        self.sharded_subscription_mode = mode;
+        self
+    }
+
     /// Checks the settings and builds the [`Config`].
     ///
     /// # Errors
@@ -876,6 +955,7 @@ impl ConfigBuilder {
             spin_backoff: self.spin_backoff,
             name_mapper: self.name_mapper,
             replica_sync: self.replica_sync,
+            sharded_subscription_mode: self.sharded_subscription_mode,
             tls,
             client_name: self.client_name,
             connection_name: None,

@@ -415,3 +415,49 @@ impl Error {
         matches!(self, Error::Connection(_) | Error::Timeout(_))
     }
 }
+
+/// Whether a server error says that the command did not run and may succeed soon, elsewhere
+/// or later: `READONLY` (a replica, as after a failover), `LOADING`, `MASTERDOWN`,
+/// `TRYAGAIN`, `CLUSTERDOWN`; and a write that a replica refused inside a script.
+pub(crate) fn refused_for_now(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind as K};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            K::ReadOnly | K::BusyLoading | K::MasterDown | K::TryAgain | K::ClusterDown
+        )
+    ) || refused_in_script(e.code(), e.detail())
+}
+
+/// A replica's `READONLY`, wrapped in a script error: before Redis 7.0 a replica runs a
+/// script, and its first write fails with "ERR Error running script (call to f_...):
+/// @user_script:N: -READONLY You can't write against a read only replica." Nothing was
+/// written (a replica takes no write), so the call may go again. (From 7.0 on, a script that
+/// may write is refused up front, with a plain `READONLY`.)
+fn refused_in_script(code: Option<&str>, detail: Option<&str>) -> bool {
+    code == Some("ERR")
+        && detail.is_some_and(|d| d.starts_with("Error running script") && d.contains("-READONLY "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused_in_script;
+
+    #[test]
+    fn readonly_wrapped_in_a_script_error_is_a_refusal() {
+        // As Redis 6.2.14 words it.
+        let detail = "Error running script (call to f_0123abcd): @user_script:7: \
+                      @user_script: 7: -READONLY You can't write against a read only replica.";
+        assert!(refused_in_script(Some("ERR"), Some(detail)));
+        // Any other script error is not a refusal: the script may have written before it.
+        let other = "Error running script (call to f_0123abcd): @user_script:7: \
+                     @user_script: 7: -OOM command not allowed when used memory > 'maxmemory'.";
+        assert!(!refused_in_script(Some("ERR"), Some(other)));
+        assert!(!refused_in_script(
+            Some("ERR"),
+            Some("-READONLY but not from a script")
+        ));
+        assert!(!refused_in_script(Some("ERR"), None));
+        assert!(!refused_in_script(None, Some(detail)));
+    }
+}

@@ -283,7 +283,7 @@ mod watch;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, ConfigBuilder};
+pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, Result};
 pub use fenced::FencedResource;
 pub use inspect::{

@@ -9,19 +9,22 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlatch::{Client, Config};
+use redlatch::{Client, Config, ShardedSubscriptionMode};
+use support::binary::Need;
 use support::cluster::RedisCluster;
 use support::{unread_connections, RedisServer};
 
-fn client(cluster: &RedisCluster) -> Client {
-    client_with(cluster, |b| b)
+fn client(cluster: &RedisCluster, mode: ShardedSubscriptionMode) -> Client {
+    client_with(cluster, mode, |b| b)
 }
 
 fn client_with(
     cluster: &RedisCluster,
+    mode: ShardedSubscriptionMode,
     tune: impl FnOnce(redlatch::ConfigBuilder) -> redlatch::ConfigBuilder,
 ) -> Client {
     let builder = Config::cluster(cluster.urls())
+        .sharded_subscription_mode(mode)
         .connect_timeout(Duration::from_millis(500))
         .response_timeout(Duration::from_secs(2));
     Client::new(tune(builder).build().unwrap()).unwrap()
@@ -62,23 +65,30 @@ fn rejected_calls(node: &RedisServer, name: &str) -> u64 {
 }
 
 /// `CLUSTER SLOTS` calls served by the cluster's live nodes (the harness's own topology
-/// polls make them too: read this only between its waits).
+/// polls make them too: read this only between its waits). Before Redis 7.0, every
+/// `CLUSTER` call: between the harness's waits the client sends no other.
 fn slot_map_reads(cluster: &RedisCluster) -> u64 {
+    let command = if support::binary::binary().has_subcommand_stats() {
+        "cluster|slots"
+    } else {
+        "cluster"
+    };
     cluster
         .nodes()
         .iter()
         .filter_map(RedisServer::try_conn)
-        .map(|mut conn| support::command_calls(&mut conn, "cluster|slots"))
+        .map(|mut conn| support::command_calls(&mut conn, command))
         .sum()
 }
 
-fn shard_subscribers(node: &RedisServer, channel: &str) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("SHARDNUMSUB")
-        .arg(channel)
-        .query(&mut node.conn())
-        .unwrap();
-    reply.1
+/// Subscribers of `channel` on `node` in `mode`'s kind of pub/sub (`PUBSUB SHARDNUMSUB` or
+/// `PUBSUB NUMSUB`).
+fn subscribers(mode: ShardedSubscriptionMode, node: &RedisServer, channel: &str) -> i64 {
+    support::subscribers(
+        &mut node.conn(),
+        channel,
+        mode == ShardedSubscriptionMode::On,
+    )
 }
 
 /// Names whose slots fall on every master.
@@ -111,456 +121,6 @@ fn waiter(lock: redlatch::Lock) -> (thread::JoinHandle<Instant>, mpsc::Receiver<
     (handle, started_rx)
 }
 
-#[test]
-fn every_lock_kind_works_for_names_in_all_slots() {
-    let cluster = RedisCluster::new(3, 0);
-    let client = client(&cluster);
-    for name in names_on_every_master(&cluster, "kinds", 12) {
-        let node = cluster.node_for_key(&name);
-        let plain = client.lock(&name).lock().unwrap();
-        assert!(exists(node, &name), "{name} on its slot's master");
-        plain.unlock().unwrap();
-
-        let fenced = client.fenced_lock(&format!("{name}:f")).lock().unwrap();
-        assert!(fenced.token().is_some());
-        fenced.unlock().unwrap();
-
-        let fair = client.fair_lock(&format!("{name}:fair")).lock().unwrap();
-        fair.unlock().unwrap();
-
-        let rw = client.read_write_lock(&format!("{name}:rw"));
-        let r1 = rw.read().lock().unwrap();
-        let r2 = rw.read().lock().unwrap();
-        drop((r1, r2));
-        rw.write().lock().unwrap().unlock().unwrap();
-
-        let sem = client.semaphore(&format!("{name}:sem"));
-        assert!(sem.try_set_permits(2).unwrap());
-        let permit = sem.acquire_guard(1).unwrap();
-        assert_eq!(sem.available_permits().unwrap(), 1);
-        drop(permit);
-
-        let latch = client.count_down_latch(&format!("{name}:latch"));
-        assert!(latch.try_set_count(1).unwrap());
-        latch.count_down().unwrap();
-        assert_eq!(latch.count().unwrap(), 0);
-    }
-}
-
-#[test]
-fn helper_keys_and_channels_share_the_lock_slot() {
-    let cluster = RedisCluster::new(3, 0);
-    let holder = client(&cluster);
-    let other = client(&cluster);
-    let name = "orders:42";
-    let node = cluster.node_for_key(name);
-    let guard = holder.fair_lock(name).lock().unwrap();
-    let (handle, started) = waiter(other.fair_lock(name));
-    started.recv().unwrap();
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    assert!(support::wait_until(Duration::from_secs(5), || exists(
-        node, &queue
-    )));
-    for key in [
-        name.to_owned(),
-        queue,
-        format!("redisson_lock_timeout:{{{name}}}"),
-    ] {
-        assert_eq!(cluster.slot_of(&key), cluster.slot_of(name), "{key}");
-        assert!(exists(node, &key), "{key} on the lock's master");
-    }
-    drop(guard);
-    handle.join().unwrap();
-}
-
-#[test]
-fn waiters_wake_by_sharded_pubsub_with_one_connection_per_node() {
-    let cluster = RedisCluster::new(3, 0);
-    let holder = client(&cluster);
-    let waiting = client(&cluster);
-    let names = names_on_every_master(&cluster, "wake", 12);
-    let guards: Vec<_> = names
-        .iter()
-        .map(|n| holder.lock(n).lock().unwrap())
-        .collect();
-    let waiters: Vec<_> = names.iter().map(|n| waiter(waiting.lock(n))).collect();
-    for (_, started) in &waiters {
-        started.recv().unwrap();
-    }
-    for name in &names {
-        let channel = format!("redisson_lock__channel:{{{name}}}");
-        let node = cluster.node_for_key(name);
-        assert!(
-            support::wait_until(Duration::from_secs(5), || shard_subscribers(node, &channel)
-                == 1),
-            "{channel} is subscribed on its slot's master"
-        );
-    }
-    // One pub/sub connection per node for the waiting client (12 channels, 3 nodes).
-    for master in cluster.masters() {
-        let pubsub = support::client_list(&mut master.conn())
-            .iter()
-            .filter(|l| l.contains("flags=P"))
-            .count();
-        assert_eq!(pubsub, 1, "pub/sub connections on {}", master.port());
-    }
-    let released = Instant::now();
-    drop(guards); // 30 s leases: only a message can wake them in time
-    for (handle, _) in waiters {
-        let latency = handle.join().unwrap() - released;
-        assert!(latency < Duration::from_secs(2), "{latency:?}");
-    }
-}
-
-#[test]
-fn watchdog_renews_locks_on_every_node_in_per_slot_calls() {
-    let cluster = RedisCluster::new(3, 0);
-    let client = client_with(&cluster, |b| b.watchdog_timeout(Duration::from_millis(900)));
-    let names = names_on_every_master(&cluster, "renew", 30);
-    let guards: Vec<_> = names
-        .iter()
-        .map(|n| client.lock(n).lock().unwrap())
-        .collect();
-    // Three leases long: without renewals every lock would have expired twice over.
-    let until = Instant::now() + Duration::from_millis(2700);
-    while Instant::now() < until {
-        thread::sleep(Duration::from_millis(100)); // observing leases as time passes
-    }
-    for (name, guard) in names.iter().zip(&guards) {
-        assert!(!guard.is_lost(), "{name}");
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(name)
-            .query(&mut cluster.node_for_key(name).conn())
-            .unwrap();
-        assert!(pttl > 0, "{name} pttl {pttl}");
-    }
-}
-
-#[test]
-fn a_held_lock_survives_the_migration_of_its_slot() {
-    let cluster = RedisCluster::new(3, 0);
-    let holder = client(&cluster);
-    let waiting = client(&cluster);
-    let name = "migrating:lock";
-    let slot = cluster.slot_of(name);
-    let guard = holder.lock(name).lock().unwrap();
-    let (handle, started) = waiter(waiting.lock(name));
-    started.recv().unwrap();
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let source = cluster.node_for_key(name);
-    assert!(support::wait_until(
-        Duration::from_secs(5),
-        || shard_subscribers(source, &channel) == 1
-    ));
-    let target = cluster
-        .masters()
-        .into_iter()
-        .find(|m| m.port() != source.port())
-        .unwrap();
-    cluster.migrate_slot(slot, target);
-    assert!(exists(target, name), "the held lock moved with its slot");
-    // The waiter's subscription follows the slot to its new master.
-    assert!(
-        support::wait_until(Duration::from_secs(10), || shard_subscribers(
-            target, &channel
-        ) == 1),
-        "the waiter re-subscribed on the new master"
-    );
-    let released = Instant::now();
-    guard.unlock().expect("unlock follows MOVED");
-    let latency = handle.join().unwrap() - released;
-    assert!(
-        latency < Duration::from_secs(2),
-        "waiter woken after the move, {latency:?}"
-    );
-    assert!(!exists(target, name));
-}
-
-#[test]
-fn calls_during_a_migration_follow_ask_and_wait_out_tryagain() {
-    let cluster = RedisCluster::new(3, 0);
-    let client = client_with(&cluster, |b| {
-        b.retry_attempts(40).retry_delay(Duration::from_millis(50))
-    });
-    let held = "{ask}:held";
-    let fresh = "{ask}:fresh";
-    let slot = cluster.slot_of(held);
-    let source = cluster.node_for_key(held);
-    let target = cluster
-        .masters()
-        .into_iter()
-        .find(|m| m.port() != source.port())
-        .unwrap();
-    let guard = client.lock(held).lock().unwrap();
-    let migration = cluster.begin_migration(slot, target);
-    assert!(migration.move_key(held));
-    // A key the source does not have: ASK, then ASKING + the script on the importing node.
-    let fresh_guard = client.lock(fresh).lock().expect("acquire follows ASK");
-    assert!(
-        exists_importing(target, fresh),
-        "taken on the importing node"
-    );
-    // The unlock script's keys are split between the nodes (the lock moved, its unlock latch
-    // is new): the importing node answers TRYAGAIN until the slot is settled, and the call is
-    // retried (it did not run) until then.
-    thread::scope(|scope| {
-        scope.spawn(|| {
-            thread::sleep(Duration::from_millis(300)); // the migration in progress being staged
-            migration.finish();
-        });
-        guard
-            .unlock()
-            .expect("unlock ran once the migration finished");
-    });
-    assert!(!exists(target, held));
-    fresh_guard
-        .unlock()
-        .expect("unlock after the migration finished");
-    assert!(!exists(target, fresh));
-}
-
-#[test]
-fn a_master_failover_keeps_the_lock_usable() {
-    let cluster = RedisCluster::new(3, 1);
-    let holder = client(&cluster);
-    let waiting = client(&cluster);
-    let name = "failover:lock";
-    let guard = holder.lock(name).lock().unwrap();
-    let (handle, started) = waiter(waiting.lock(name));
-    started.recv().unwrap();
-    let master = cluster.node_for_key(name);
-    let replica = cluster.replicas_of(master)[0];
-    let replica_port = replica.port();
-    // A manual failover waits for the replica to catch up: the lock is on it.
-    cluster.failover(replica);
-    assert_eq!(cluster.node_for_key(name).port(), replica_port);
-    assert!(exists(cluster.node_for_key(name), name));
-    let released = Instant::now();
-    guard.unlock().expect("unlock reaches the new master");
-    let latency = handle.join().unwrap() - released;
-    assert!(
-        latency < Duration::from_secs(3),
-        "waiter woken after the failover, {latency:?}"
-    );
-    let again = holder.lock(name).lock().unwrap();
-    again.unlock().unwrap();
-}
-
-#[test]
-fn threads_redirected_at_once_share_slot_map_reads() {
-    // Each MOVED re-read the slot map, one read after the other: N threads, N reads.
-    let cluster = RedisCluster::new(3, 0);
-    // Each call on a connection of its own, so that the stopped node holds one unread call per
-    // thread (batched, they would share a few connections).
-    let client = client_with(&cluster, |b| b.batch_lanes(0));
-    let threads = 16;
-    let names: Vec<String> = (0..threads).map(|i| format!("{{moved}}:{i}")).collect();
-    let all_at_once = |names: &[String]| {
-        let start = std::sync::Barrier::new(names.len());
-        thread::scope(|s| {
-            for name in names {
-                let (client, start) = (&client, &start);
-                s.spawn(move || {
-                    start.wait();
-                    let guard = client.lock(name).try_lock().unwrap().expect("free");
-                    guard.unlock().unwrap();
-                });
-            }
-        });
-    };
-    all_at_once(&names); // the map is known, connections to the slot's master are open
-    let slot = cluster.slot_of(&names[0]);
-    let source = cluster.node_for_slot(slot);
-    let target = cluster
-        .masters()
-        .into_iter()
-        .find(|m| m.port() != source.port())
-        .unwrap();
-    cluster.migrate_slot(slot, target);
-    let (reads_before, moved_before) =
-        (slot_map_reads(&cluster), rejected_calls(source, "evalsha"));
-    // The old master is stopped until every call waits in its socket buffers: it then answers
-    // them all with MOVED at once, as a busy node would.
-    source.stop();
-    thread::scope(|s| {
-        let calls = s.spawn(|| all_at_once(&names));
-        let queued = support::wait_until(Duration::from_secs(5), || {
-            unread_connections(source.port()) >= threads
-        });
-        source.cont();
-        assert!(
-            queued,
-            "only {} calls queued",
-            unread_connections(source.port())
-        );
-        calls.join().unwrap();
-    });
-    let reads = slot_map_reads(&cluster) - reads_before;
-    let redirected = rejected_calls(source, "evalsha") - moved_before;
-    eprintln!(
-        "{threads} threads: {redirected} calls redirected by MOVED, {reads} CLUSTER SLOTS reads"
-    );
-    assert!(
-        redirected >= threads as u64 / 2,
-        "{redirected} calls redirected, of {threads}"
-    );
-    assert!(
-        (1..=3).contains(&reads),
-        "{reads} slot-map reads for {redirected} redirected calls"
-    );
-    for name in &names {
-        assert!(!exists(target, name), "{name} released on the new master");
-    }
-}
-
-#[test]
-fn ask_then_noscript_asks_again_instead_of_following_moved_back() {
-    // An importing node that lacked the script answered the re-sent EVALSHA (after NOSCRIPT
-    // used up the ASKING) with MOVED back to the owner: one more redirect and a map read.
-    let cluster = RedisCluster::new(3, 0);
-    let client = client(&cluster);
-    let held = "{asknoscript}:held";
-    let fresh = "{asknoscript}:fresh";
-    let slot = cluster.slot_of(held);
-    let source = cluster.node_for_key(held);
-    let target = cluster
-        .masters()
-        .into_iter()
-        .find(|m| m.port() != source.port())
-        .unwrap();
-    let guard = client.lock(held).lock().unwrap(); // the map is known
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query(&mut target.conn())
-        .unwrap();
-    let migration = cluster.begin_migration(slot, target);
-    let (reads_before, asked_before) =
-        (slot_map_reads(&cluster), rejected_calls(source, "evalsha"));
-    let fresh_guard = client.lock(fresh).lock().expect("acquire follows ASK");
-    assert!(
-        exists_importing(target, fresh),
-        "taken on the importing node"
-    );
-    assert_eq!(
-        rejected_calls(source, "evalsha") - asked_before,
-        1,
-        "one ASK from the owner, no second trip there"
-    );
-    assert_eq!(
-        slot_map_reads(&cluster) - reads_before,
-        0,
-        "no MOVED, no map read"
-    );
-    migration.finish();
-    fresh_guard.unlock().unwrap();
-    guard.unlock().unwrap();
-    assert!(!exists(target, fresh) && !exists(target, held));
-}
-
-#[test]
-fn a_killed_master_fails_over_and_its_lock_becomes_usable_again() {
-    let mut cluster = RedisCluster::new(3, 1);
-    let lease = Duration::from_secs(2);
-    // Calls made while the slot has no live master are retried through the failover (a node
-    // timeout, then an election).
-    let patient = |b: redlatch::ConfigBuilder| {
-        b.retry_attempts(100)
-            .retry_delay(Duration::from_millis(200))
-    };
-    let holder = client(&cluster);
-    let waiting = client_with(&cluster, patient);
-    let probing = client_with(&cluster, patient);
-    let name = "autofailover:lock";
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let slot = cluster.slot_of(name);
-    let old_port = cluster.node_for_slot(slot).port();
-    let waiter_id = waiting.id().to_owned();
-
-    let guard = holder.lock(name).with_lease(lease).lock().unwrap();
-    let acquired = Instant::now();
-    assert!(probing.lock(name).is_locked().unwrap()); // its map names the master
-    let (got_tx, got_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let waiter = thread::spawn(move || {
-        let (guard, failed) = until_ok(|| waiting.lock(name).lock());
-        got_tx
-            .send((Instant::now(), guard.owner().to_owned(), failed))
-            .unwrap();
-        release_rx.recv().unwrap();
-        guard.unlock()
-    });
-    assert!(
-        support::wait_until(Duration::from_secs(5), || shard_subscribers(
-            cluster.node_for_slot(slot),
-            &channel
-        ) == 1),
-        "the waiter is blocked, subscribed on the master"
-    );
-
-    cluster.node_for_slot_mut(slot).kill();
-    let killed = Instant::now();
-    assert!(
-        killed < acquired + lease,
-        "setup outlasted the holder's lease"
-    );
-    let probe = thread::spawn(move || {
-        until_ok(|| probing.lock(name).is_locked());
-        Instant::now()
-    });
-    let new_master = cluster.wait_for_failover(slot);
-    let failed_over = Instant::now();
-    assert_ne!(new_master.port(), old_port);
-
-    // The holder's client still maps the slot to the dead master.
-    let asked = Instant::now();
-    let (_, failed) = until_ok(|| holder.lock(name).is_locked());
-    let call = asked.elapsed();
-    assert!(call < Duration::from_secs(5), "{call:?}");
-    assert!(
-        failed <= 1,
-        "only the call on its pooled connection to the dead master fails"
-    );
-
-    // The lock may or may not have reached the replica before the kill: either way it is free
-    // by the end of the holder's lease, and the waiter (re-subscribed on the new master, or
-    // woken by its wait bound) takes it.
-    let (got_at, owner, waiter_failed) = got_rx
-        .recv_timeout(lease + Duration::from_secs(10))
-        .expect("the waiter got the lock");
-    assert!(
-        got_at > killed,
-        "not before the kill: the holder's lease was running"
-    );
-    assert!(
-        got_at < failed_over + lease + Duration::from_secs(5),
-        "waiter took {:?} after the failover",
-        got_at.saturating_duration_since(failed_over)
-    );
-    let first_success = probe.join().unwrap();
-    eprintln!(
-        "automatic failover: first successful lock call {:?} after the kill (the harness saw \
-         the failover after {:?}); a client with the old map took {call:?} ({failed} failed \
-         call); the waiter got the lock {:?} after the kill ({waiter_failed} failed calls)",
-        first_success - killed,
-        failed_over - killed,
-        got_at - killed
-    );
-    let fields: Vec<String> = redis::cmd("HKEYS")
-        .arg(name)
-        .query(&mut new_master.conn())
-        .unwrap();
-    assert_eq!(
-        fields,
-        std::slice::from_ref(&owner),
-        "the promoted master's lock names the waiter"
-    );
-    assert!(owner.starts_with(&waiter_id), "{owner}");
-    release_tx.send(()).unwrap();
-    waiter.join().unwrap().expect("unlock on the new master");
-    assert!(!exists(new_master, name));
-    assert!(guard.unlock().is_err(), "the holder's lease ran out");
-}
-
 /// Calls `f` until it succeeds; returns its value and how many calls failed. For calls made
 /// while a node is dying: a call on a pooled connection to it fails (it may have run, so it
 /// is not retried), and the errors of a node that is gone are the caller's to handle. Each
@@ -578,46 +138,621 @@ fn until_ok<T>(mut f: impl FnMut() -> redlatch::Result<T>) -> (T, usize) {
     }
 }
 
-#[test]
-fn close_wakes_cluster_waiters_on_every_node() {
-    // Regression: closing a cluster client dropped its node connections while their waiters
-    // were still registered (a debug assertion fired inside `close`).
-    let cluster = RedisCluster::new(3, 0);
-    let holder = client(&cluster);
-    let closing = client(&cluster);
-    let names = names_on_every_master(&cluster, "close", 6);
-    let guards: Vec<_> = names
-        .iter()
-        .map(|n| holder.lock(n).lock().unwrap())
-        .collect();
-    let waiters: Vec<_> = names
-        .iter()
-        .map(|n| {
-            let lock = closing.lock(n);
-            thread::spawn(move || lock.lock().map(drop).unwrap_err())
-        })
-        .collect();
-    support::await_waiting(&closing, names.len() as u64);
-    let asked = Instant::now();
-    closing.close();
-    for w in waiters {
-        let err = w.join().unwrap();
-        assert!(err.is_closed(), "{err:?}");
+/// Defines each test once per pub/sub mode, as `sharded::NAME` (Java services set to
+/// `ON`; skipped, saying why, on a server without sharded pub/sub) and `plain::NAME` (set to
+/// `OFF`, and what `Auto` picks before Redis 7.0); the body gets the mode under the given
+/// name (`fn NAME(mode) { .. client(&cluster, mode) .. }`).
+macro_rules! in_both_modes {
+    ($($(#[$meta:meta])* fn $name:ident($mode:ident) $body:block)*) => {
+        mod sharded {
+            #[allow(unused_imports)]
+            use super::*;
+            $($(#[$meta])* #[test] fn $name() {
+                $crate::require!(Need::ShardedPubSub);
+                let $mode = ShardedSubscriptionMode::On;
+                $body
+            })*
+        }
+        mod plain {
+            #[allow(unused_imports)]
+            use super::*;
+            $($(#[$meta])* #[test] fn $name() {
+                let $mode = ShardedSubscriptionMode::Off;
+                $body
+            })*
+        }
+    };
+}
+
+in_both_modes! {
+    fn every_lock_kind_works_for_names_in_all_slots(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let client = client(&cluster, mode);
+        for name in names_on_every_master(&cluster, "kinds", 12) {
+            let node = cluster.node_for_key(&name);
+            let plain = client.lock(&name).lock().unwrap();
+            assert!(exists(node, &name), "{name} on its slot's master");
+            plain.unlock().unwrap();
+
+            let fenced = client.fenced_lock(&format!("{name}:f")).lock().unwrap();
+            assert!(fenced.token().is_some());
+            fenced.unlock().unwrap();
+
+            let fair = client.fair_lock(&format!("{name}:fair")).lock().unwrap();
+            fair.unlock().unwrap();
+
+            let rw = client.read_write_lock(&format!("{name}:rw"));
+            let r1 = rw.read().lock().unwrap();
+            let r2 = rw.read().lock().unwrap();
+            drop((r1, r2));
+            rw.write().lock().unwrap().unlock().unwrap();
+
+            let sem = client.semaphore(&format!("{name}:sem"));
+            assert!(sem.try_set_permits(2).unwrap());
+            let permit = sem.acquire_guard(1).unwrap();
+            assert_eq!(sem.available_permits().unwrap(), 1);
+            drop(permit);
+
+            let latch = client.count_down_latch(&format!("{name}:latch"));
+            assert!(latch.try_set_count(1).unwrap());
+            latch.count_down().unwrap();
+            assert_eq!(latch.count().unwrap(), 0);
+        }
     }
-    assert!(
-        asked.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        asked.elapsed()
-    );
-    for name in &names {
-        let channel = format!("redisson_lock__channel:{{{name}}}");
+
+    fn helper_keys_and_channels_share_the_lock_slot(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let holder = client(&cluster, mode);
+        let other = client(&cluster, mode);
+        let name = "orders:42";
         let node = cluster.node_for_key(name);
+        let guard = holder.fair_lock(name).lock().unwrap();
+        let (handle, started) = waiter(other.fair_lock(name));
+        started.recv().unwrap();
+        let queue = format!("redisson_lock_queue:{{{name}}}");
+        assert!(support::wait_until(Duration::from_secs(5), || exists(
+            node, &queue
+        )));
+        for key in [
+            name.to_owned(),
+            queue,
+            format!("redisson_lock_timeout:{{{name}}}"),
+        ] {
+            assert_eq!(cluster.slot_of(&key), cluster.slot_of(name), "{key}");
+            assert!(exists(node, &key), "{key} on the lock's master");
+        }
+        drop(guard);
+        handle.join().unwrap();
+    }
+
+    fn waiters_wake_by_pubsub_with_one_connection_per_node(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let holder = client(&cluster, mode);
+        let waiting = client(&cluster, mode);
+        let names = names_on_every_master(&cluster, "wake", 12);
+        let guards: Vec<_> = names
+            .iter()
+            .map(|n| holder.lock(n).lock().unwrap())
+            .collect();
+        let waiters: Vec<_> = names.iter().map(|n| waiter(waiting.lock(n))).collect();
+        for (_, started) in &waiters {
+            started.recv().unwrap();
+        }
+        for name in &names {
+            let channel = format!("redisson_lock__channel:{{{name}}}");
+            let node = cluster.node_for_key(name);
+            assert!(
+                support::wait_until(Duration::from_secs(5), || subscribers(mode, node, &channel)
+                    == 1),
+                "{channel} is subscribed on its slot's master"
+            );
+        }
+        // One pub/sub connection per node for the waiting client (12 channels, 3 nodes).
+        for master in cluster.masters() {
+            let pubsub = support::client_list(&mut master.conn())
+                .iter()
+                .filter(|l| l.contains("flags=P"))
+                .count();
+            assert_eq!(pubsub, 1, "pub/sub connections on {}", master.port());
+        }
+        let published = |command: &str| -> u64 {
+            cluster
+                .masters()
+                .into_iter()
+                .map(|m| support::command_calls(&mut m.conn(), command))
+                .sum()
+        };
+        let released = Instant::now();
+        drop(guards); // 30 s leases: only a message can wake them in time
+        for (handle, _) in waiters {
+            let latency = handle.join().unwrap() - released;
+            assert!(latency < Duration::from_secs(2), "{latency:?}");
+        }
+        // The unlock scripts published in the mode's kind only.
+        let (used, unused) = match mode {
+            ShardedSubscriptionMode::On => ("spublish", "publish"),
+            _ => ("publish", "spublish"),
+        };
+        assert!(published(used) >= names.len() as u64, "{used} calls");
+        assert_eq!(published(unused), 0, "{unused} calls");
+    }
+
+    fn watchdog_renews_locks_on_every_node_in_per_slot_calls(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let client = client_with(&cluster, mode, |b| b.watchdog_timeout(Duration::from_millis(900)));
+        let names = names_on_every_master(&cluster, "renew", 30);
+        let guards: Vec<_> = names
+            .iter()
+            .map(|n| client.lock(n).lock().unwrap())
+            .collect();
+        // Three leases long: without renewals every lock would have expired twice over.
+        let until = Instant::now() + Duration::from_millis(2700);
+        while Instant::now() < until {
+            thread::sleep(Duration::from_millis(100)); // observing leases as time passes
+        }
+        for (name, guard) in names.iter().zip(&guards) {
+            assert!(!guard.is_lost(), "{name}");
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(name)
+                .query(&mut cluster.node_for_key(name).conn())
+                .unwrap();
+            assert!(pttl > 0, "{name} pttl {pttl}");
+        }
+    }
+
+    fn a_held_lock_survives_the_migration_of_its_slot(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let holder = client(&cluster, mode);
+        let waiting = client(&cluster, mode);
+        let name = "migrating:lock";
+        let slot = cluster.slot_of(name);
+        let guard = holder.lock(name).lock().unwrap();
+        let (handle, started) = waiter(waiting.lock(name));
+        started.recv().unwrap();
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let source = cluster.node_for_key(name);
+        assert!(support::wait_until(
+            Duration::from_secs(5),
+            || subscribers(mode, source, &channel) == 1
+        ));
+        let target = cluster
+            .masters()
+            .into_iter()
+            .find(|m| m.port() != source.port())
+            .unwrap();
+        cluster.migrate_slot(slot, target);
+        assert!(exists(target, name), "the held lock moved with its slot");
+        if mode == ShardedSubscriptionMode::On {
+            // The waiter's subscription follows the slot to its new master.
+            assert!(
+                support::wait_until(Duration::from_secs(10), || subscribers(mode,
+                    target, &channel
+                ) == 1),
+                "the waiter re-subscribed on the new master"
+            );
+        } else {
+            // Plain: every node hears PUBLISH, and the old master keeps the subscription.
+            assert_eq!(subscribers(mode, source, &channel), 1);
+        }
+        let released = Instant::now();
+        guard.unlock().expect("unlock follows MOVED");
+        let latency = handle.join().unwrap() - released;
         assert!(
-            support::wait_until(Duration::from_secs(5), || shard_subscribers(node, &channel)
-                == 0),
-            "{channel} unsubscribed"
+            latency < Duration::from_secs(2),
+            "waiter woken after the move, {latency:?}"
+        );
+        assert!(!exists(target, name));
+    }
+
+    fn calls_during_a_migration_follow_ask_and_wait_out_tryagain(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let client = client_with(&cluster, mode, |b| {
+            b.retry_attempts(40).retry_delay(Duration::from_millis(50))
+        });
+        let held = "{ask}:held";
+        let fresh = "{ask}:fresh";
+        let slot = cluster.slot_of(held);
+        let source = cluster.node_for_key(held);
+        let target = cluster
+            .masters()
+            .into_iter()
+            .find(|m| m.port() != source.port())
+            .unwrap();
+        let guard = client.lock(held).lock().unwrap();
+        let migration = cluster.begin_migration(slot, target);
+        assert!(migration.move_key(held));
+        // A key the source does not have: ASK, then ASKING + the script on the importing node.
+        let fresh_guard = client.lock(fresh).lock().expect("acquire follows ASK");
+        assert!(
+            exists_importing(target, fresh),
+            "taken on the importing node"
+        );
+        // The unlock script's keys are split between the nodes (the lock moved, its unlock latch
+        // is new): the importing node answers TRYAGAIN until the slot is settled, and the call is
+        // retried (it did not run) until then.
+        thread::scope(|scope| {
+            scope.spawn(|| {
+                thread::sleep(Duration::from_millis(300)); // the migration in progress being staged
+                migration.finish();
+            });
+            guard
+                .unlock()
+                .expect("unlock ran once the migration finished");
+        });
+        assert!(!exists(target, held));
+        fresh_guard
+            .unlock()
+            .expect("unlock after the migration finished");
+        assert!(!exists(target, fresh));
+    }
+
+    fn a_master_failover_keeps_the_lock_usable(mode) {
+        let cluster = RedisCluster::new(3, 1);
+        let holder = client(&cluster, mode);
+        let waiting = client(&cluster, mode);
+        let name = "failover:lock";
+        let guard = holder.lock(name).lock().unwrap();
+        let (handle, started) = waiter(waiting.lock(name));
+        started.recv().unwrap();
+        let master = cluster.node_for_key(name);
+        let replica = cluster.replicas_of(master)[0];
+        let replica_port = replica.port();
+        // A manual failover waits for the replica to catch up: the lock is on it.
+        cluster.failover(replica);
+        assert_eq!(cluster.node_for_key(name).port(), replica_port);
+        assert!(exists(cluster.node_for_key(name), name));
+        let released = Instant::now();
+        guard.unlock().expect("unlock reaches the new master");
+        let latency = handle.join().unwrap() - released;
+        assert!(
+            latency < Duration::from_secs(3),
+            "waiter woken after the failover, {latency:?}"
+        );
+        let again = holder.lock(name).lock().unwrap();
+        again.unlock().unwrap();
+    }
+
+    fn threads_redirected_at_once_share_slot_map_reads(mode) {
+        crate::require!(Need::RejectedCallsStat);
+        // Each MOVED re-read the slot map, one read after the other: N threads, N reads.
+        let cluster = RedisCluster::new(3, 0);
+        // Each call on a connection of its own, so that the stopped node holds one unread
+        // call per thread (batched, they would share a few connections).
+        let client = client_with(&cluster, mode, |b| b.batch_lanes(0));
+        let threads = 16;
+        let names: Vec<String> = (0..threads).map(|i| format!("{{moved}}:{i}")).collect();
+        let all_at_once = |names: &[String]| {
+            let start = std::sync::Barrier::new(names.len());
+            thread::scope(|s| {
+                for name in names {
+                    let (client, start) = (&client, &start);
+                    s.spawn(move || {
+                        start.wait();
+                        let guard = client.lock(name).try_lock().unwrap().expect("free");
+                        guard.unlock().unwrap();
+                    });
+                }
+            });
+        };
+        all_at_once(&names); // the map is known, connections to the slot's master are open
+        let slot = cluster.slot_of(&names[0]);
+        let source = cluster.node_for_slot(slot);
+        let target = cluster
+            .masters()
+            .into_iter()
+            .find(|m| m.port() != source.port())
+            .unwrap();
+        cluster.migrate_slot(slot, target);
+        let (reads_before, moved_before) =
+            (slot_map_reads(&cluster), rejected_calls(source, "evalsha"));
+        // The old master is stopped until every call waits in its socket buffers: it then answers
+        // them all with MOVED at once, as a busy node would.
+        source.stop();
+        thread::scope(|s| {
+            let calls = s.spawn(|| all_at_once(&names));
+            let queued = support::wait_until(Duration::from_secs(5), || {
+                unread_connections(source.port()) >= threads
+            });
+            source.cont();
+            assert!(
+                queued,
+                "only {} calls queued",
+                unread_connections(source.port())
+            );
+            calls.join().unwrap();
+        });
+        let reads = slot_map_reads(&cluster) - reads_before;
+        let redirected = rejected_calls(source, "evalsha") - moved_before;
+        eprintln!(
+            "{threads} threads: {redirected} calls redirected by MOVED, {reads} CLUSTER SLOTS reads"
+        );
+        assert!(
+            redirected >= threads as u64 / 2,
+            "{redirected} calls redirected, of {threads}"
+        );
+        assert!(
+            (1..=3).contains(&reads),
+            "{reads} slot-map reads for {redirected} redirected calls"
+        );
+        for name in &names {
+            assert!(!exists(target, name), "{name} released on the new master");
+        }
+    }
+
+    fn ask_then_noscript_asks_again_instead_of_following_moved_back(mode) {
+        crate::require!(Need::RejectedCallsStat);
+        // An importing node that lacked the script answered the re-sent EVALSHA (after NOSCRIPT
+        // used up the ASKING) with MOVED back to the owner: one more redirect and a map read.
+        let cluster = RedisCluster::new(3, 0);
+        let client = client(&cluster, mode);
+        let held = "{asknoscript}:held";
+        let fresh = "{asknoscript}:fresh";
+        let slot = cluster.slot_of(held);
+        let source = cluster.node_for_key(held);
+        let target = cluster
+            .masters()
+            .into_iter()
+            .find(|m| m.port() != source.port())
+            .unwrap();
+        let guard = client.lock(held).lock().unwrap(); // the map is known
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut target.conn())
+            .unwrap();
+        let migration = cluster.begin_migration(slot, target);
+        let (reads_before, asked_before) =
+            (slot_map_reads(&cluster), rejected_calls(source, "evalsha"));
+        let fresh_guard = client.lock(fresh).lock().expect("acquire follows ASK");
+        assert!(
+            exists_importing(target, fresh),
+            "taken on the importing node"
+        );
+        assert_eq!(
+            rejected_calls(source, "evalsha") - asked_before,
+            1,
+            "one ASK from the owner, no second trip there"
+        );
+        assert_eq!(
+            slot_map_reads(&cluster) - reads_before,
+            0,
+            "no MOVED, no map read"
+        );
+        migration.finish();
+        fresh_guard.unlock().unwrap();
+        guard.unlock().unwrap();
+        assert!(!exists(target, fresh) && !exists(target, held));
+    }
+
+    fn a_killed_master_fails_over_and_its_lock_becomes_usable_again(mode) {
+        let mut cluster = RedisCluster::new(3, 1);
+        let lease = Duration::from_secs(2);
+        // Calls made while the slot has no live master are retried through the failover (a node
+        // timeout, then an election).
+        let patient = |b: redlatch::ConfigBuilder| {
+            b.retry_attempts(100)
+                .retry_delay(Duration::from_millis(200))
+        };
+        let holder = client(&cluster, mode);
+        let waiting = client_with(&cluster, mode, patient);
+        let probing = client_with(&cluster, mode, patient);
+        let name = "autofailover:lock";
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let slot = cluster.slot_of(name);
+        let old_port = cluster.node_for_slot(slot).port();
+        let waiter_id = waiting.id().to_owned();
+
+        let guard = holder.lock(name).with_lease(lease).lock().unwrap();
+        let acquired = Instant::now();
+        assert!(probing.lock(name).is_locked().unwrap()); // its map names the master
+        let (got_tx, got_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let waiter = thread::spawn(move || {
+            let (guard, failed) = until_ok(|| waiting.lock(name).lock());
+            got_tx
+                .send((Instant::now(), guard.owner().to_owned(), failed))
+                .unwrap();
+            release_rx.recv().unwrap();
+            guard.unlock()
+        });
+        assert!(
+            support::wait_until(Duration::from_secs(5), || subscribers(mode,
+                cluster.node_for_slot(slot),
+                &channel
+            ) == 1),
+            "the waiter is blocked, subscribed on the master"
+        );
+
+        cluster.node_for_slot_mut(slot).kill();
+        let killed = Instant::now();
+        assert!(
+            killed < acquired + lease,
+            "setup outlasted the holder's lease"
+        );
+        let probe = thread::spawn(move || {
+            until_ok(|| probing.lock(name).is_locked());
+            Instant::now()
+        });
+        let new_master = cluster.wait_for_failover(slot);
+        let failed_over = Instant::now();
+        assert_ne!(new_master.port(), old_port);
+
+        // The holder's client still maps the slot to the dead master.
+        let asked = Instant::now();
+        let (_, failed) = until_ok(|| holder.lock(name).is_locked());
+        let call = asked.elapsed();
+        assert!(call < Duration::from_secs(5), "{call:?}");
+        assert!(
+            failed <= 1,
+            "only the call on its pooled connection to the dead master fails"
+        );
+
+        // The lock may or may not have reached the replica before the kill: either way it is free
+        // by the end of the holder's lease, and the waiter (re-subscribed on the new master, or
+        // woken by its wait bound) takes it.
+        let (got_at, owner, waiter_failed) = got_rx
+            .recv_timeout(lease + Duration::from_secs(10))
+            .expect("the waiter got the lock");
+        assert!(
+            got_at > killed,
+            "not before the kill: the holder's lease was running"
+        );
+        assert!(
+            got_at < failed_over + lease + Duration::from_secs(5),
+            "waiter took {:?} after the failover",
+            got_at.saturating_duration_since(failed_over)
+        );
+        let first_success = probe.join().unwrap();
+        eprintln!(
+            "automatic failover: first successful lock call {:?} after the kill (the harness saw \
+             the failover after {:?}); a client with the old map took {call:?} ({failed} failed \
+             call); the waiter got the lock {:?} after the kill ({waiter_failed} failed calls)",
+            first_success - killed,
+            failed_over - killed,
+            got_at - killed
+        );
+        let fields: Vec<String> = redis::cmd("HKEYS")
+            .arg(name)
+            .query(&mut new_master.conn())
+            .unwrap();
+        assert_eq!(
+            fields,
+            std::slice::from_ref(&owner),
+            "the promoted master's lock names the waiter"
+        );
+        assert!(owner.starts_with(&waiter_id), "{owner}");
+        release_tx.send(()).unwrap();
+        waiter.join().unwrap().expect("unlock on the new master");
+        assert!(!exists(new_master, name));
+        assert!(guard.unlock().is_err(), "the holder's lease ran out");
+    }
+
+    fn close_wakes_cluster_waiters_on_every_node(mode) {
+        // Regression: closing a cluster client dropped its node connections while their waiters
+        // were still registered (a debug assertion fired inside `close`).
+        let cluster = RedisCluster::new(3, 0);
+        let holder = client(&cluster, mode);
+        let closing = client(&cluster, mode);
+        let names = names_on_every_master(&cluster, "close", 6);
+        let guards: Vec<_> = names
+            .iter()
+            .map(|n| holder.lock(n).lock().unwrap())
+            .collect();
+        let waiters: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let lock = closing.lock(n);
+                thread::spawn(move || lock.lock().map(drop).unwrap_err())
+            })
+            .collect();
+        support::await_waiting(&closing, names.len() as u64);
+        let asked = Instant::now();
+        closing.close();
+        for w in waiters {
+            let err = w.join().unwrap();
+            assert!(err.is_closed(), "{err:?}");
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            asked.elapsed()
+        );
+        for name in &names {
+            let channel = format!("redisson_lock__channel:{{{name}}}");
+            let node = cluster.node_for_key(name);
+            assert!(
+                support::wait_until(Duration::from_secs(5), || subscribers(mode, node, &channel)
+                    == 0),
+                "{channel} unsubscribed"
+            );
+        }
+        assert!(holder.lock(&names[0]).is_held_by_current_thread().unwrap());
+        drop(guards);
+    }
+}
+
+#[test]
+fn auto_mode_waits_with_sharded_pubsub_where_the_cluster_has_it_else_plain() {
+    // Regression: the client spoke only sharded pub/sub, and before Redis 7.0 no waiter was
+    // ever woken by a message (each waited out the holder's lease).
+    let cluster = RedisCluster::new(3, 0);
+    let config = |b: redlatch::ConfigBuilder| b;
+    let holder = client_with(&cluster, ShardedSubscriptionMode::Auto, config);
+    let waiting = client_with(&cluster, ShardedSubscriptionMode::Auto, config);
+    let name = "auto:lock";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let node = cluster.node_for_key(name);
+    for other in names_on_every_master(&cluster, "auto:other", 6) {
+        holder.lock(&other).lock().unwrap().unlock().unwrap(); // publishes
+    }
+    let guard = holder.lock(name).lock().unwrap();
+    let (handle, started) = waiter(waiting.lock(name));
+    started.recv().unwrap();
+    support::await_waiting(&waiting, 1);
+    // Asked once per client (the holder's first unlock, the waiter's first subscription),
+    // not once per call.
+    let asked = if support::binary::binary().has_subcommand_stats() {
+        "pubsub|shardnumsub"
+    } else {
+        "pubsub"
+    };
+    let asked: u64 = cluster
+        .masters()
+        .into_iter()
+        .map(|m| support::command_calls(&mut m.conn(), asked))
+        .sum();
+    assert_eq!(asked, 2, "PUBSUB SHARDNUMSUB calls");
+    let sharded = support::auto_is_sharded();
+    eprintln!(
+        "{}: Auto picks {} pub/sub",
+        support::binary::binary().describe(),
+        if sharded { "sharded" } else { "plain" }
+    );
+    assert_eq!(
+        support::subscribers(&mut node.conn(), &channel, sharded),
+        1,
+        "subscribed in the kind the server has"
+    );
+    if sharded {
+        assert_eq!(
+            support::subscribers(&mut node.conn(), &channel, false),
+            0,
+            "and not in the other"
         );
     }
-    assert!(holder.lock(&names[0]).is_held_by_current_thread().unwrap());
-    drop(guards);
+    let released = Instant::now();
+    guard.unlock().unwrap(); // a 30 s lease: only a message wakes it in time
+    let latency = handle.join().unwrap() - released;
+    assert!(latency < Duration::from_secs(2), "{latency:?}");
+}
+
+#[test]
+fn a_plain_waiter_wakes_on_a_publish_sent_to_any_node() {
+    // As a Java service set to OFF releases: PUBLISH on whichever node, which the cluster
+    // passes to every node.
+    let cluster = RedisCluster::new(3, 0);
+    let mode = ShardedSubscriptionMode::Off;
+    let holder = client(&cluster, mode);
+    let waiting = client(&cluster, mode);
+    let name = "plain:anywhere";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let node = cluster.node_for_key(name);
+    let other = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port() != node.port())
+        .unwrap();
+    let guard = holder.lock(name).lock().unwrap();
+    let (handle, started) = waiter(waiting.lock(name));
+    started.recv().unwrap();
+    support::await_waiting(&waiting, 1);
+    guard.leak(); // released below by hand, as another service would
+    let _: i64 = redis::cmd("DEL").arg(name).query(&mut node.conn()).unwrap();
+    let released = Instant::now();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg("0")
+        .query(&mut other.conn())
+        .unwrap();
+    let latency = handle.join().unwrap() - released;
+    assert!(latency < Duration::from_secs(2), "{latency:?}");
 }

@@ -172,14 +172,17 @@ fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_secon
     let a = Client::open(&master.url()).unwrap(); // no sync_replicas: the default
     let lock_name = "failover:acct";
 
-    // A first holder, replicated: the counter is at 1 on both nodes.
+    // A first holder, replicated: the counter is at 1 on both nodes, and the release too.
+    // (Regression: only the counter was awaited; under load the cut below could come
+    // between the acquire and the release reaching the replica, which then still held it.)
     drop(a.fenced_lock(lock_name).lock().unwrap());
     assert!(support::wait_until(Duration::from_secs(5), || {
+        let mut on_replica = replica.conn();
         let token: Option<String> = redis::cmd("GET")
             .arg("redisson_lock_token:{failover:acct}")
-            .query(&mut replica.conn())
+            .query(&mut on_replica)
             .unwrap();
-        token.as_deref() == Some("1")
+        token.as_deref() == Some("1") && !exists(&mut on_replica, lock_name)
     }));
 
     // Replication lags (here: cut), A locks on the master, the master dies (kill -9).

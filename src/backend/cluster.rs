@@ -13,14 +13,14 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, Value};
 
 use super::pool::{open, Fixed, Pool};
 use super::{Call, Deployment};
-use crate::config::Config;
+use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result};
 use crate::net::Dial;
 use crate::pubsub::{Locator, Mode, Sharded, Subscriptions};
@@ -61,17 +61,84 @@ fn crc16(data: &[u8]) -> u16 {
     crc
 }
 
-/// A Redis Cluster: each call goes to the master of its key's slot; waiters listen with
-/// sharded pub/sub on the node of their channel.
+/// A Redis Cluster: each call goes to the master of its key's slot; waiters listen on the
+/// node of their channel's slot, with sharded or plain pub/sub ([`PubSubMode`]).
 pub(super) struct Cluster {
     router: Arc<Router>,
+    mode: Arc<PubSubMode>,
 }
 
 impl Cluster {
     pub(super) fn new(config: Config, seeds: Vec<ConnectionInfo>) -> Cluster {
+        let setting = config.sharded_subscription_mode;
+        let router = Arc::new(Router::new(config, seeds));
         Cluster {
-            router: Arc::new(Router::new(config, seeds)),
+            mode: Arc::new(PubSubMode::new(setting, Arc::clone(&router))),
+            router,
         }
+    }
+}
+
+/// The one place that decides a cluster's pub/sub [`Mode`]: the configured one, or for
+/// [`ShardedSubscriptionMode::Auto`] the one the cluster has, asked once (as Redisson does,
+/// with `PUBSUB SHARDNUMSUB`, a subcommand that Redis 7.0 brought with sharded pub/sub).
+/// Scripts publish and the dispatcher subscribes by what this says.
+struct PubSubMode {
+    setting: ShardedSubscriptionMode,
+    router: Arc<Router>,
+    /// Auto: the answer, once the cluster gave one.
+    detected: OnceLock<Mode>,
+    /// Auto: held while asking, so that threads that need the mode at once ask once.
+    asking: Mutex<()>,
+}
+
+impl PubSubMode {
+    fn new(setting: ShardedSubscriptionMode, router: Arc<Router>) -> PubSubMode {
+        PubSubMode {
+            setting,
+            router,
+            detected: OnceLock::new(),
+            asking: Mutex::new(()),
+        }
+    }
+
+    /// The mode. Auto asks the cluster on first need (retrying as any call does); while no
+    /// node answers, it is plain for now, not kept: the call that needed it cannot reach the
+    /// cluster either.
+    fn get(&self) -> Mode {
+        match self.setting {
+            ShardedSubscriptionMode::On => return Mode::Sharded,
+            ShardedSubscriptionMode::Off => return Mode::Plain,
+            ShardedSubscriptionMode::Auto => {}
+        }
+        if let Some(&mode) = self.detected.get() {
+            return mode;
+        }
+        let _asking = self.asking.lock();
+        if let Some(&mode) = self.detected.get() {
+            return mode;
+        }
+        let asked = self.router.run("", true, |c| {
+            redis::cmd("PUBSUB")
+                .arg("SHARDNUMSUB")
+                .query::<Value>(c)
+                .map(drop)
+        });
+        let mode = match asked {
+            Ok(()) => Mode::Sharded,
+            // "ERR unknown subcommand": so is sharded pub/sub. (A refusal for now, such as
+            // CLUSTERDOWN, has a code of its own.)
+            Err(Error::Redis(e)) if e.code() == Some("ERR") => {
+                log::debug!("the cluster has no sharded pub/sub ({e}): plain pub/sub");
+                Mode::Plain
+            }
+            Err(e) => {
+                log::debug!("cannot ask the cluster for sharded pub/sub yet ({e}): plain for now");
+                return Mode::Plain;
+            }
+        };
+        log::debug!("cluster pub/sub mode: {mode:?}");
+        *self.detected.get_or_init(|| mode)
     }
 }
 
@@ -105,7 +172,7 @@ impl Deployment for Cluster {
     }
 
     fn pubsub_mode(&self) -> Mode {
-        Mode::Sharded
+        self.mode.get()
     }
 
     fn subscriptions(&self, dial: Dial) -> Result<Arc<dyn Subscriptions>> {
@@ -118,7 +185,12 @@ impl Deployment for Cluster {
             }
             router.node_for(channel)
         });
-        Ok(Arc::new(Sharded::new(locate, dial)))
+        let mode = Arc::clone(&self.mode);
+        Ok(Arc::new(Sharded::new(
+            locate,
+            Box::new(move || mode.get()),
+            dial,
+        )))
     }
 }
 

@@ -168,16 +168,17 @@ impl Backend {
         self.closed.load(Ordering::SeqCst)
     }
 
-    /// Which pub/sub commands this deployment's messages travel by: sharded on a cluster
-    /// (`SPUBLISH`), plain otherwise (`PUBLISH`). Scripts publish with
-    /// [`Mode::publish`], and waiters subscribe to match.
+    /// Which pub/sub commands this deployment's messages travel by: on a cluster, sharded
+    /// (`SPUBLISH`) or plain as configured or detected (see `cluster.rs`), plain (`PUBLISH`)
+    /// otherwise. Scripts publish with [`Mode::publish`], and waiters subscribe to match.
     pub(crate) fn pubsub_mode(&self) -> Mode {
         self.deployment.pubsub_mode()
     }
 
     /// Starts the pub/sub dispatcher for this backend's waiters, with connections opened by
     /// `dial`: one plain connection that follows a Sentinel master switch, or a cluster's
-    /// sharded connections, one per node with waiters, placed by the slot map.
+    /// node connections (in [`pubsub_mode`](Self::pubsub_mode)), one per node with waiters,
+    /// placed by the slot map.
     pub(crate) fn dispatcher(&self, dial: Dial) -> Result<Dispatcher> {
         let metrics = Arc::clone(&dial.metrics);
         Ok(Dispatcher::new(

@@ -455,11 +455,5 @@ fn set_timeouts(conn: &redis::Connection, t: Duration) -> redis::RedisResult<()>
 
 /// Server errors that say the command was not run and may succeed soon elsewhere or later.
 fn refused_for_now(e: &redis::RedisError) -> bool {
-    use redis::{ErrorKind, ServerErrorKind as K};
-    matches!(
-        e.kind(),
-        ErrorKind::Server(
-            K::ReadOnly | K::BusyLoading | K::MasterDown | K::TryAgain | K::ClusterDown
-        )
-    )
+    crate::error::refused_for_now(e)
 }

@@ -16,9 +16,10 @@
 //! [`Mode::Plain`] (SUBSCRIBE, for PUBLISH). On a Redis Cluster with sharded pub/sub, unlock
 //! messages are SPUBLISHed and reach only SSUBSCRIBErs on the node that owns the channel's
 //! hash slot, so the connection is [`Mode::Sharded`] and goes to that node, and the slot may
-//! leave it: see [`sharded`] for the cluster dispatcher, which keeps one sharded connection
-//! per node that got waiters, and moves waiters when their channel moves. [`Dispatcher`] is
-//! the one type the client holds, over either.
+//! leave it: see [`sharded`] for the cluster dispatcher, which keeps one connection per node
+//! that got waiters (sharded, or plain on a cluster without sharded pub/sub), and moves
+//! waiters when their channel moves or their node fails. [`Dispatcher`] is the one type the
+//! client holds, over either.
 
 mod dispatcher;
 mod sharded;
@@ -69,7 +70,8 @@ impl Address for ConnectionInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     /// SUBSCRIBE/UNSUBSCRIBE: for messages sent with PUBLISH (single node, Sentinel, or a
-    /// cluster without sharded pub/sub, where PUBLISH reaches every node).
+    /// cluster without sharded pub/sub, or set not to use it, where PUBLISH reaches every
+    /// node).
     Plain,
     /// SSUBSCRIBE/SUNSUBSCRIBE on the node that owns the channel's slot, for SPUBLISH. The
     /// node may refuse a channel (`-MOVED`) or drop it (an unsolicited `sunsubscribe` when the
@@ -128,6 +130,10 @@ struct Shared {
     /// Where to connect: looked up again on every reconnect (Sentinel follows failovers).
     target: Arc<dyn Address>,
     mode: Mode,
+    /// A node connection of the cluster dispatcher: when it fails (or cannot connect), its
+    /// waiters are told their channel moved, to ask the locator where to go, since the node
+    /// may be gone for good. Otherwise the connection reconnects to its `target`.
+    placed: bool,
     dial: Dial,
     registry: Mutex<Registry>,
     /// Wakes the thread out of its reconnect back-off when the handle is dropped.
@@ -357,7 +363,16 @@ impl PubSub {
     /// Starts the reader thread, which connects in the background (and keeps retrying), in
     /// `mode`.
     pub(crate) fn start(target: Arc<dyn Address>, dial: Dial, mode: Mode) -> Result<PubSub> {
-        let shared = Shared::new(target, dial, mode);
+        PubSub::spawn(Shared::new(target, dial, mode, false))
+    }
+
+    /// Starts a connection to one cluster node, in `mode`, for the cluster dispatcher: when
+    /// it fails, its waiters are told to move (see [`sharded`]).
+    pub(crate) fn start_node(info: &ConnectionInfo, dial: Dial, mode: Mode) -> Result<PubSub> {
+        PubSub::spawn(Shared::new(Arc::new(info.clone()), dial, mode, true))
+    }
+
+    fn spawn(shared: Arc<Shared>) -> Result<PubSub> {
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("redlatch-pubsub".into())
@@ -540,7 +555,7 @@ fn wake_permits(chan: &Chan, available: i64, skip: Option<u64>) {
     }
 }
 
-/// Sharded mode: the node no longer serves the channel (or never did). Nothing is subscribed
+/// A cluster node no longer serves the channel (or never did, or failed). Nothing is subscribed
 /// any more, and every waiter is told so and woken, to ask where the channel went and
 /// re-check the lock: a message published meanwhile went to the new owner.
 fn mark_moved(chan: &mut Chan) {
@@ -673,11 +688,12 @@ impl Registry {
 }
 
 impl Shared {
-    fn new(target: Arc<dyn Address>, dial: Dial, mode: Mode) -> Arc<Shared> {
+    fn new(target: Arc<dyn Address>, dial: Dial, mode: Mode, placed: bool) -> Arc<Shared> {
         let (stop_tx, stop_rx) = bounded(1);
         Arc::new(Shared {
             target,
             mode,
+            placed,
             dial,
             registry: Mutex::new(Registry::new(mode)),
             stop_tx,
@@ -848,13 +864,13 @@ impl Shared {
         }
     }
 
-    /// After a failed connect. In sharded mode the node may be gone for good (its replica
-    /// was promoted): every waiter not yet told is told its channel moved, and woken, so that
-    /// it asks the locator again instead of waiting for a node that may never come back.
+    /// After a failed connect. A cluster node may be gone for good (its replica was
+    /// promoted): every waiter not yet told is told its channel moved, and woken, so that it
+    /// asks the locator again instead of waiting for a node that may never come back.
     /// True on shutdown.
     fn connect_failed(&self) -> bool {
         let reg = self.registry.lock();
-        if self.mode == Mode::Sharded {
+        if self.placed {
             let now = Instant::now();
             for chan in reg.channels.values() {
                 for w in &chan.waiters {
@@ -911,17 +927,17 @@ impl Shared {
         }
     }
 
-    /// Forgets the dead connection and wakes every waiter to re-check. In sharded mode every
-    /// channel also counts as moved: the node may have failed over, and its waiters ask the
-    /// locator where the slot is now. True on shutdown.
+    /// Forgets the dead connection and wakes every waiter to re-check. On a cluster node
+    /// every channel also counts as moved: the node may have failed over, and its waiters
+    /// ask the locator where the slot is now. True on shutdown.
     fn disconnected(&self) -> bool {
         let mut reg = self.registry.lock();
         reg.wire.resync();
         reg.wire.inflight.clear();
-        let sharded = self.mode == Mode::Sharded;
+        let placed = self.placed;
         reg.channels.retain(|_, chan| {
             chan.pending = 0;
-            if sharded {
+            if placed {
                 mark_moved(chan);
             } else {
                 chan.sub_sent = false;

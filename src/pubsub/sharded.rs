@@ -1,10 +1,15 @@
-//! Sharded pub/sub for Redis Cluster: one sharded connection per node that got waiters, and
-//! waiters that follow their channel when its slot moves.
+//! The cluster dispatcher: one connection per node that got waiters, each waiter on the node
+//! that owns its channel's hash slot, and waiters that follow their channel when its slot
+//! moves or its node fails.
 //!
 //! On a cluster with sharded pub/sub, unlock messages are SPUBLISHed, and reach only the
 //! SSUBSCRIBErs of the node that owns the channel's hash slot. So a waiter's channel is
 //! subscribed on that node: the [`Locator`] (over the cluster router's slot map) names it, and
 //! the node's [`PubSub`], in [`Mode::Sharded`], is opened on the first registration there.
+//! Where the cluster has no sharded pub/sub (Redis before 7.0), or the client is set not to
+//! use it, messages are PUBLISHed, which every node hears; the node connections are then in
+//! [`Mode::Plain`], placed the same way (as Redisson places them), and a waiter still moves
+//! when its node's connection fails. The backend says which mode (a [`ModeOf`]).
 //!
 //! Threads: one reader thread per node connection, where the rest of the design has one
 //! pub/sub thread per client. A blocking reader cannot watch several sockets at once without
@@ -13,9 +18,10 @@
 //! one that has had none for [`IDLE_CLOSE`] is closed at a later registration, so that a
 //! node which failed over or left the cluster is not redialled forever.
 //!
-//! Moves: a node that does not (or no longer) serve a channel says so (an unsolicited
-//! `sunsubscribe` when the slot migrates away or the node is demoted, `-MOVED` in reply to
-//! SSUBSCRIBE), and a connection may fail. Each marks the channel's waiters moved and wakes
+//! Moves: a node that does not (or no longer) serve a channel says so (sharded mode: an
+//! unsolicited `sunsubscribe` when the slot migrates away or the node is demoted, `-MOVED` in
+//! reply to SSUBSCRIBE), and a connection may fail (either mode). Each marks the channel's
+//! waiters moved and wakes
 //! them (see `Registry::unsubscribed_by_server`, `Registry::refused`,
 //! `Shared::disconnected`, `Shared::connect_failed`). A moved waiter, inside
 //! [`ShardedWaiter::wait_until`], asks the locator again (refreshing the slot map), registers
@@ -49,6 +55,9 @@ use crate::net::Dial;
 /// [`Sharded::locate_after`]).
 pub(crate) type Locator = Box<dyn Fn(&str, bool) -> Result<ConnectionInfo> + Send + Sync>;
 
+/// Says which [`Mode`] a node connection opened now speaks: the one scripts publish with.
+pub(crate) type ModeOf = Box<dyn Fn() -> Mode + Send + Sync>;
+
 /// How soon a waiter whose new registration went bad too (the locator named a node that
 /// refuses the channel, or is down, or no node at all) tries again: doubling from this...
 const FIRST_RETRY: Duration = Duration::from_millis(50);
@@ -69,9 +78,10 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// in between (it was idle). One retry suffices, since the next lookup opens a new one.
 const REGISTER_TRIES: usize = 3;
 
-/// The cluster dispatcher: sharded connections by node address, opened on demand.
+/// The cluster dispatcher: node connections by address, opened on demand.
 pub(crate) struct Sharded {
     locate: Locator,
+    mode: ModeOf,
     /// Set by `close`: no connection is opened any more.
     closed: std::sync::atomic::AtomicBool,
     /// Node connections shut by `close`, kept until the dispatcher drops (after every waiter).
@@ -107,10 +117,12 @@ struct Node {
 
 impl Sharded {
     /// A dispatcher that opens no connection until a waiter registers. `locate` names the node
-    /// owning a channel's slot; the timeouts are those of the node connections.
-    pub(crate) fn new(locate: Locator, dial: Dial) -> Sharded {
+    /// owning a channel's slot, `mode` the mode of a connection opened now; the timeouts are
+    /// those of the node connections.
+    pub(crate) fn new(locate: Locator, mode: ModeOf, dial: Dial) -> Sharded {
         Sharded {
             locate,
+            mode,
             closed: Default::default(),
             shut: Mutex::default(),
             orphans: Mutex::default(),
@@ -218,13 +230,13 @@ impl Sharded {
         found
     }
 
-    /// Starts a sharded connection to one node.
+    /// Starts a connection to one node, in the mode scripts publish with now.
     fn start_node(&self, info: &ConnectionInfo) -> Result<PubSub> {
         #[cfg(test)]
         if let Some(start) = &self.start_for_test {
             return Ok(start(info));
         }
-        PubSub::start(Arc::new(info.clone()), self.dial.clone(), Mode::Sharded)
+        PubSub::start_node(info, self.dial.clone(), (self.mode)())
     }
 }
 
@@ -517,7 +529,7 @@ impl Sharded {
     /// A dispatcher whose node connections `start` makes.
     fn with_nodes(locate: Locator, start: NodeFactory) -> Sharded {
         let timeout = super::testing::PATIENCE;
-        let mut sharded = Sharded::new(locate, Dial::plain(timeout));
+        let mut sharded = Sharded::new(locate, Box::new(|| Mode::Sharded), Dial::plain(timeout));
         sharded.start_for_test = Some(start);
         sharded
     }
@@ -535,7 +547,7 @@ mod tests {
     use parking_lot::Mutex;
 
     use crossbeam_channel::Receiver;
-    use redis::IntoConnectionInfo;
+    use redis::{IntoConnectionInfo, Value};
 
     use super::super::testing::{moved_error, push, reply, wired, Peer, Server, PATIENCE};
     use super::*;
@@ -734,7 +746,9 @@ mod tests {
 
     #[test]
     fn sharded_connection_to_a_real_server_wakes_a_waiter_on_spublish() {
-        let server = Server::start();
+        let Some(server) = Server::start_sharded() else {
+            return;
+        };
         let target = Arc::new(server.info());
         let pubsub = PubSub::start(target, Dial::plain(PATIENCE), Mode::Sharded).unwrap();
         let channel = "redisson_lock__channel:{sharded}";
@@ -768,10 +782,13 @@ mod tests {
 
     #[test]
     fn sharded_dispatcher_over_a_real_server_wakes_a_waiter_on_spublish() {
-        let server = Server::start();
+        let Some(server) = Server::start_sharded() else {
+            return;
+        };
         let info = server.info();
         let locate: Locator = Box::new(move |_, _| Ok(info.clone()));
-        let dispatcher = Arc::new(Sharded::new(locate, Dial::plain(PATIENCE)));
+        let mode: ModeOf = Box::new(|| Mode::Sharded);
+        let dispatcher = Arc::new(Sharded::new(locate, mode, Dial::plain(PATIENCE)));
         let channel = "redisson_lock__channel:{dispatched}";
         let mut w = dispatcher.register_lock(channel);
         let deadline = Instant::now() + PATIENCE;
@@ -781,6 +798,56 @@ mod tests {
             .arg(channel)
             .arg("0")
             .query(&mut server.conn())
+            .unwrap();
+        assert_eq!(receivers, 1);
+        assert!(
+            w.wait_until(deadline) && Instant::now() < deadline,
+            "the unlock"
+        );
+        w.attempted();
+        w.succeeded();
+    }
+
+    #[test]
+    fn plain_dispatcher_over_real_servers_wakes_on_publish_and_moves_when_its_node_dies() {
+        // A cluster without sharded pub/sub (or set not to use it): node connections speak
+        // SUBSCRIBE, and when a node dies its waiters ask the locator again.
+        let first = Server::start();
+        let second = Server::start();
+        let at = Arc::new(Mutex::new(first.info()));
+        let node = Arc::clone(&at);
+        let locate: Locator = Box::new(move |_, _| Ok(node.lock().clone()));
+        let mode: ModeOf = Box::new(|| Mode::Plain);
+        let dispatcher = Arc::new(Sharded::new(locate, mode, Dial::plain(PATIENCE)));
+        let channel = "redisson_lock__channel:{plain}";
+        let numsub = |server: &Server| -> Value {
+            redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(channel)
+                .query(&mut server.conn())
+                .unwrap()
+        };
+        let subscribed = Value::Array(vec![
+            Value::BulkString(channel.as_bytes().to_vec()),
+            Value::Int(1),
+        ]);
+        let mut w = dispatcher.register_lock(channel);
+        let deadline = Instant::now() + PATIENCE;
+        assert!(w.wait_until(deadline), "subscription confirmed");
+        w.attempted();
+        assert_eq!(numsub(&first), subscribed, "SUBSCRIBEd, not SSUBSCRIBEd");
+        *at.lock() = second.info();
+        drop(first);
+        // Woken by the loss (perhaps first by a wake-up left from the subscription), it
+        // asks the locator again and subscribes on the node named now.
+        while numsub(&second) != subscribed {
+            assert!(w.wait_until(deadline), "woken by the dead node");
+            w.attempted();
+        }
+        let receivers: i64 = redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg("0")
+            .query(&mut second.conn())
             .unwrap();
         assert_eq!(receivers, 1);
         assert!(

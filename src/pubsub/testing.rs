@@ -65,7 +65,13 @@ fn as_command(value: Value) -> Result<Vec<String>, Value> {
 pub(super) fn wired(mode: Mode) -> (PubSub, Peer) {
     let info = "redis://127.0.0.1:1/".into_connection_info().unwrap();
     let timeout = Duration::from_millis(50);
-    let shared = Shared::new(Arc::new(info), Dial::plain(timeout), mode);
+    // As the cluster dispatcher's node connections (sharded) or a server's (plain).
+    let shared = Shared::new(
+        Arc::new(info),
+        Dial::plain(timeout),
+        mode,
+        mode == Mode::Sharded,
+    );
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let writer = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
     let (stream, _) = listener.accept().unwrap();
@@ -145,6 +151,22 @@ impl Server {
             }
         }
         panic!("`{bin}` did not start (5 attempts)");
+    }
+
+    /// Starts one as [`start`](Self::start) does, if it has sharded pub/sub (Redis 7.0 and
+    /// later, Valkey); otherwise says the test is skipped, and why, and gives `None`.
+    pub(super) fn start_sharded() -> Option<Server> {
+        let server = Server::start();
+        let asked = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .query::<Value>(&mut server.conn());
+        match asked {
+            Ok(_) => Some(server),
+            Err(e) => {
+                eprintln!("skipped: the server has no sharded pub/sub (Redis 7.0 brought it): {e}");
+                None
+            }
+        }
     }
 
     /// Where it listens.

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::binary::binary;
 use super::{free_port, info_field, wait_until_every, RedisServer};
 
 /// Number of hash slots in a Redis Cluster.
@@ -51,6 +52,20 @@ pub fn crc16_xmodem(data: &[u8]) -> u16 {
         }
     }
     crc
+}
+
+/// A free loopback port whose cluster bus port (the port + 10000, before Redis 7.0) is free
+/// too, a moment ago.
+fn port_with_free_bus_port() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10000) else {
+            continue;
+        };
+        if std::net::TcpListener::bind(("127.0.0.1", bus)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// The `redis-cli` binary: `$REDIS_CLI_BIN`, else `redis-cli` next to `$REDIS_SERVER_BIN`,
@@ -274,30 +289,24 @@ impl RedisCluster {
         );
         let total = masters * (1 + replicas_per_master);
         let timeout_ms = node_timeout.as_millis().to_string();
+        let binary = binary();
         let nodes: Vec<RedisServer> = (0..total)
             .map(|_| {
-                RedisServer::launch(None, |port| {
-                    // The bus port defaults to port + 10000, which may be taken or above
-                    // 65535 for an ephemeral port: pick one.
-                    let bus_port = std::iter::repeat_with(free_port)
-                        .find(|&p| p != port)
-                        .expect("a free port");
-                    [
+                let node_args = |port: u16| {
+                    let mut args: Vec<String> = [
                         "--cluster-enabled",
                         "yes",
                         "--cluster-config-file",
                         "nodes.conf",
                         "--cluster-node-timeout",
                         &timeout_ms,
-                        "--cluster-port",
-                        &bus_port.to_string(),
                         // A replica whose link has been down for a while stays eligible.
                         "--cluster-replica-validity-factor",
                         "0",
-                        // Nor do replicas wander to other masters, nor emptied masters
-                        // turn into replicas: roles change only by failover.
-                        "--cluster-allow-replica-migration",
-                        "no",
+                        // Nor do replicas wander to other masters: roles change only by
+                        // failover. (The barrier alone, before 6.2.)
+                        "--cluster-migration-barrier",
+                        "999",
                         // A full sync would otherwise wait 5 s for more replicas.
                         "--repl-diskless-sync-delay",
                         "0",
@@ -308,10 +317,29 @@ impl RedisCluster {
                         "1",
                     ]
                     .map(str::to_string)
-                    .into_iter()
-                    .chain(extra())
-                    .collect()
-                })
+                    .into();
+                    if binary.has_cluster_allow_replica_migration() {
+                        // Nor do emptied masters turn into replicas (6.2 and later do).
+                        args.extend(["--cluster-allow-replica-migration", "no"].map(String::from));
+                    }
+                    if binary.has_cluster_port() {
+                        // The bus port defaults to port + 10000, which may be taken or above
+                        // 65535 for an ephemeral port: pick one.
+                        let bus_port = std::iter::repeat_with(free_port)
+                            .find(|&p| p != port)
+                            .expect("a free port");
+                        args.extend(["--cluster-port".to_string(), bus_port.to_string()]);
+                    }
+                    args.extend(extra());
+                    args
+                };
+                if binary.has_cluster_port() {
+                    RedisServer::launch(None, node_args)
+                } else {
+                    // Before 7.0 the bus port is always port + 10000: pick a port for which
+                    // that one is free too.
+                    RedisServer::launch_on(port_with_free_bus_port, None, node_args)
+                }
             })
             .collect();
 

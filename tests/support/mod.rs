@@ -5,6 +5,7 @@
 //! [`stop`](RedisServer::stop) and [`cont`](RedisServer::cont) their own servers only.
 #![allow(dead_code)]
 
+pub mod binary;
 pub mod cluster;
 pub mod sentinel;
 pub mod tls;
@@ -51,9 +52,18 @@ impl RedisServer {
     /// as sentinels need); `extra_args` gets the picked port and is called again on each
     /// retry, so it may pick further ports (e.g. a cluster bus port) itself.
     pub(crate) fn launch(config: Option<&str>, extra_args: impl Fn(u16) -> Vec<String>) -> Self {
+        Self::launch_on(free_port, config, extra_args)
+    }
+
+    /// As [`launch`](Self::launch), on a port that `pick` gives (asked again on each retry).
+    pub(crate) fn launch_on(
+        pick: impl Fn() -> u16,
+        config: Option<&str>,
+        extra_args: impl Fn(u16) -> Vec<String>,
+    ) -> Self {
         let mut last_log = String::new();
         for _ in 0..PORT_ATTEMPTS {
-            let port = free_port();
+            let port = pick();
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
             let dir = std::env::temp_dir().join(format!(
                 "redlatch-test-{}-{}-{}",
@@ -456,6 +466,27 @@ pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
         .query(conn)
         .expect("PUBSUB NUMSUB");
     reply.1
+}
+
+/// Number of subscribers the server counts on `channel`: sharded ones (`PUBSUB
+/// SHARDNUMSUB`) if `sharded`, else plain ones (`PUBSUB NUMSUB`).
+pub fn subscribers(conn: &mut redis::Connection, channel: &str, sharded: bool) -> i64 {
+    let which = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg(which)
+        .arg(channel)
+        .query(conn)
+        .unwrap_or_else(|e| panic!("PUBSUB {which}: {e}"));
+    reply.1
+}
+
+/// Whether a cluster client in the default mode
+/// ([`ShardedSubscriptionMode::Auto`](redlatch::ShardedSubscriptionMode::Auto)) uses sharded
+/// pub/sub on the server under test: where the server has it.
+pub fn auto_is_sharded() -> bool {
+    binary::binary()
+        .lacks(binary::Need::ShardedPubSub)
+        .is_none()
 }
 
 /// The constructor of one lock kind: `Client::lock` or `Client::fair_lock`.

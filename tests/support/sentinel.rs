@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use super::binary::binary;
 use super::{info_field, wait_until_every, RedisServer};
 
 /// How often waits poll (each poll opens one connection per process).
@@ -248,8 +249,14 @@ impl SentinelGroup {
 
     fn sentinel_conf(&self) -> String {
         let name = &self.name;
+        // Addresses only, as below (and the only kind before 6.2, which lacks the directive).
+        let resolve = if binary().has_sentinel_resolve_hostnames() {
+            "sentinel resolve-hostnames no\n"
+        } else {
+            ""
+        };
         format!(
-            "sentinel resolve-hostnames no\n\
+            "{resolve}\
              sentinel monitor {name} 127.0.0.1 {port} {quorum}\n\
              sentinel down-after-milliseconds {name} {down_after}\n\
              sentinel failover-timeout {name} {failover_timeout}\n\
