@@ -42,27 +42,9 @@ pub(crate) fn epoch_millis(t: SystemTime) -> u128 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis())
 }
 
-/// `2024-05-01T12:00:01.234Z` (UTC).
+/// `2024-05-01T12:00:01.234Z` (UTC, RFC 3339; a time before 1970 as 1970).
 pub(crate) fn timestamp(t: SystemTime) -> String {
-    let ms = epoch_millis(t) as i64;
-    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3_600_000,
-        rest / 60_000 % 60,
-        rest / 1000 % 60,
-        rest % 1000
-    )
+    humantime::format_rfc3339_millis(t.max(UNIX_EPOCH)).to_string()
 }
 
 #[cfg(test)]
