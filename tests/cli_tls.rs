@@ -7,19 +7,8 @@ mod support;
 use std::process::{Command, Stdio};
 
 use redlatch::{Client, Config};
+use support::binary::Need;
 use support::tls::{ClientAuth, Pki, TlsServer};
-use support::RedisServer;
-
-/// Whether this redis-server was built with TLS (its `tls-port` setting exists).
-fn server_has_tls() -> bool {
-    let server = RedisServer::new();
-    let reply: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("tls-port")
-        .query(&mut server.conn())
-        .unwrap_or_default();
-    !reply.is_empty()
-}
 
 /// `redlatch <args>`: its status, stdout and stderr.
 fn redlatch<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
@@ -38,10 +27,7 @@ fn redlatch<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
 
 #[test]
 fn tls_with_a_client_certificate_and_an_acl_user() {
-    if !server_has_tls() {
-        eprintln!("skipped: this redis-server was built without TLS (no tls-port setting)");
-        return;
-    }
+    require!(Need::Tls);
     let server = TlsServer::new(ClientAuth::Required);
     let pki = Pki::get();
     // An ACL user, made over the plain port.
