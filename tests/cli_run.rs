@@ -90,16 +90,18 @@ struct Ended {
 }
 
 /// Waits for `child` to exit (killed after [`BOUND`]: a hang fails the test).
-fn finish(mut child: Child) -> Ended {
-    let deadline = Instant::now() + BOUND;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
+fn finish(child: Child) -> Ended {
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = match rx.recv_timeout(BOUND) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            // SAFETY: kill has no memory-safety preconditions; the child is not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("redlatch run did not exit within {BOUND:?}");
         }
-        thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().unwrap();
+    };
     Ended {
         code: out.status.code().expect("exited, not killed"),
         stderr: String::from_utf8(out.stderr).unwrap(),

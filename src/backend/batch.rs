@@ -254,7 +254,7 @@ impl Batcher {
             if pool.is_closed() {
                 // Nothing more goes out once the client is closed (see `Pool::close`).
                 let mut waiting = waiting;
-                answer_all(&mut waiting, &mut mine, |_| {
+                answer_all(&mut waiting, &mut mine, || {
                     Outcome::NotSent(Error::Closed, true)
                 });
                 continue;
@@ -306,7 +306,7 @@ impl Batcher {
         match pool.checkout_shared() {
             Ok(held) => self.send_on(pool, held, bytes, entries, mine),
             Err((err, ran)) => {
-                answer_all(entries, mine, |_| Outcome::NotSent(err.clone(), ran));
+                answer_all(entries, mine, || Outcome::NotSent(err.clone(), ran));
                 None
             }
         }
@@ -325,7 +325,7 @@ impl Batcher {
             Err(e) => {
                 log::debug!("dropping a command connection after a failed write: {e}");
                 pool.discard(held);
-                answer_all(entries, mine, |_| Outcome::Broken(e.clone()));
+                answer_all(entries, mine, || Outcome::Broken(e.clone()));
                 None
             }
         }
@@ -378,10 +378,10 @@ fn take_doomed(queue: &mut Queue) -> Vec<String> {
     }
 }
 
-fn answer_all(entries: &mut Vec<Entry>, mine: &mut Option<Outcome>, f: impl Fn(&Entry) -> Outcome) {
+/// Gives every one of `entries` the outcome `f` makes.
+fn answer_all(entries: &mut Vec<Entry>, mine: &mut Option<Outcome>, f: impl Fn() -> Outcome) {
     for entry in entries.drain(..) {
-        let outcome = f(&entry);
-        answer(entry, mine, outcome);
+        answer(entry, mine, f());
     }
 }
 
