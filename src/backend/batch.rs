@@ -26,8 +26,8 @@
 //! of a pool outlive their deletion (until they expire), and the server deletes 16 keys for
 //! the cost of little more than one command.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-
 use std::thread::Thread;
 
 use parking_lot::Mutex;
@@ -83,19 +83,85 @@ struct Job {
     thread: Thread,
 }
 
-impl Job {
-    fn fill(&self, slot: Slot) {
-        *self.slot.lock() = slot;
-        self.thread.unpark();
-    }
-}
-
 enum Slot {
     Waiting,
     /// Take over the lane with this batch (the caller's own command among them): write it
     /// unless it comes written, read the replies, then carry on with the lane.
     Lead(Box<Trip>),
-    Done(Outcome),
+    /// The outcome, and the callers answered with it still to wake: each woken caller
+    /// wakes [`WAKES_EACH`] more before going on.
+    Done(Outcome, Arc<Wakes>),
+}
+
+/// How many callers of its batch each woken caller wakes before going on with its own work.
+/// The thread that read the batch wakes them too, but waking a thread may hand it the CPU
+/// at once (the scheduler prefers a thread that slept): helped this way, every caller is
+/// woken soon even when the reader is not running.
+const WAKES_EACH: usize = 2;
+
+/// Callers whose outcomes are in their slots, to wake, each once, by whoever gets there.
+struct Wakes {
+    jobs: Vec<Arc<Job>>,
+    next: AtomicUsize,
+}
+
+impl Wakes {
+    /// Wakes the next caller not yet woken; false when all are.
+    fn wake_one(&self) -> bool {
+        match self.jobs.get(self.next.fetch_add(1, Ordering::Relaxed)) {
+            Some(job) => {
+                job.thread.unpark();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The outcomes a lane's thread has for callers: kept until the lane's next write is out,
+/// so that waking them (which may take the CPU from this thread) does not hold up the lane.
+#[derive(Default)]
+struct Answers {
+    /// The outcome of the thread's own command (a [`Target::Mine`] entry).
+    mine: Option<Outcome>,
+    jobs: Vec<(Arc<Job>, Outcome)>,
+}
+
+impl Answers {
+    fn answer(&mut self, entry: Entry, outcome: Outcome) {
+        match entry.target {
+            Target::Mine => self.mine = Some(outcome),
+            Target::Job(job) => self.jobs.push((job, outcome)),
+            Target::Later => {}
+        }
+    }
+
+    /// Gives every one of `entries` the outcome `f` makes.
+    fn answer_all(&mut self, entries: &mut Vec<Entry>, f: impl Fn() -> Outcome) {
+        for entry in entries.drain(..) {
+            self.answer(entry, f());
+        }
+    }
+
+    /// Puts each outcome in its caller's slot, wakes `lead` (the caller taking over the lane,
+    /// its slot already filled) and then the callers, and returns this thread's own outcome.
+    fn deliver(self, lead: Option<Arc<Job>>) -> Option<Outcome> {
+        if let Some(job) = lead {
+            job.thread.unpark();
+        }
+        if !self.jobs.is_empty() {
+            let (jobs, outcomes): (Vec<_>, Vec<_>) = self.jobs.into_iter().unzip();
+            let wakes = Arc::new(Wakes {
+                jobs,
+                next: AtomicUsize::new(0),
+            });
+            for (job, outcome) in wakes.jobs.iter().zip(outcomes) {
+                *job.slot.lock() = Slot::Done(outcome, Arc::clone(&wakes));
+            }
+            while wakes.wake_one() {}
+        }
+        self.mine
+    }
 }
 
 /// What a command got.
@@ -171,7 +237,12 @@ impl Batcher {
             let slot = std::mem::replace(&mut *job.slot.lock(), Slot::Waiting);
             match slot {
                 Slot::Waiting => std::thread::park(),
-                Slot::Done(outcome) => return outcome,
+                Slot::Done(outcome, wakes) => {
+                    for _ in 0..WAKES_EACH {
+                        wakes.wake_one();
+                    }
+                    return outcome;
+                }
                 // This thread reads its own reply into its slot among the others.
                 Slot::Lead(trip) => {
                     let Trip {
@@ -218,9 +289,9 @@ impl Batcher {
     }
 
     /// Holds a lane: writes `bytes` (unless `held` comes with them written), reads the replies
-    /// of `entries` and hands each to its caller; then takes what was queued meanwhile and
-    /// hands it to one of its callers (written, when the connection is still good), or gives
-    /// the lane up. Returns the outcome of a [`Target::Mine`] entry.
+    /// of `entries`; then takes what was queued meanwhile and hands it to one of its callers
+    /// (written, when the connection is still good), or gives the lane up; and only then wakes
+    /// the callers it has outcomes for. Returns the outcome of a [`Target::Mine`] entry.
     fn drive(
         &self,
         pool: &Pool,
@@ -228,12 +299,12 @@ impl Batcher {
         bytes: &[u8],
         mut entries: Vec<Entry>,
     ) -> Option<Outcome> {
-        let mut mine = None;
+        let mut answers = Answers::default();
         if held.is_none() {
-            held = self.write(pool, bytes, &mut entries, &mut mine);
+            held = self.write(pool, bytes, &mut entries, &mut answers);
         }
         if let Some(h) = held.take() {
-            held = self.read(pool, h, entries, &mut mine);
+            held = self.read(pool, h, entries, &mut answers);
         }
         // What was queued during this round trip.
         loop {
@@ -245,18 +316,15 @@ impl Batcher {
                 if let Some(h) = held {
                     pool.checkin(h);
                 }
-                return mine;
+                return answers.deliver(None);
             }
             let queued = std::mem::take(&mut queue.bytes);
-            let waiting = std::mem::take(&mut queue.entries);
+            let mut waiting = std::mem::take(&mut queue.entries);
             let doomed = take_doomed(&mut queue);
             drop(queue);
             if pool.is_closed() {
                 // Nothing more goes out once the client is closed (see `Pool::close`).
-                let mut waiting = waiting;
-                answer_all(&mut waiting, &mut mine, || {
-                    Outcome::NotSent(Error::Closed, true)
-                });
+                answers.answer_all(&mut waiting, || Outcome::NotSent(Error::Closed, true));
                 continue;
             }
             let (mut bytes, mut entries) = self.deletions(doomed);
@@ -264,7 +332,7 @@ impl Batcher {
             entries.extend(waiting);
             let trip = match held.take() {
                 // Written here, read by one of its callers: this thread returns to its own.
-                Some(h) => match self.send_on(pool, h, &bytes, &mut entries, &mut mine) {
+                Some(h) => match self.send_on(pool, h, &bytes, &mut entries, &mut answers) {
                     Some(h) => Trip {
                         held: Some(h),
                         bytes: Vec::new(),
@@ -289,8 +357,8 @@ impl Batcher {
                     _ => None,
                 })
                 .expect("a batch with a caller");
-            job.fill(Slot::Lead(Box::new(trip)));
-            return mine;
+            *job.slot.lock() = Slot::Lead(Box::new(trip));
+            return answers.deliver(Some(job));
         }
     }
 
@@ -301,12 +369,12 @@ impl Batcher {
         pool: &Pool,
         bytes: &[u8],
         entries: &mut Vec<Entry>,
-        mine: &mut Option<Outcome>,
+        answers: &mut Answers,
     ) -> Option<Held> {
         match pool.checkout_shared() {
-            Ok(held) => self.send_on(pool, held, bytes, entries, mine),
+            Ok(held) => self.send_on(pool, held, bytes, entries, answers),
             Err((err, ran)) => {
-                answer_all(entries, mine, || Outcome::NotSent(err.clone(), ran));
+                answers.answer_all(entries, || Outcome::NotSent(err.clone(), ran));
                 None
             }
         }
@@ -318,28 +386,27 @@ impl Batcher {
         mut held: Held,
         bytes: &[u8],
         entries: &mut Vec<Entry>,
-        mine: &mut Option<Outcome>,
+        answers: &mut Answers,
     ) -> Option<Held> {
         match held.conn.send_packed_command(bytes) {
             Ok(()) => Some(held),
             Err(e) => {
                 log::debug!("dropping a command connection after a failed write: {e}");
                 pool.discard(held);
-                answer_all(entries, mine, || Outcome::Broken(e.clone()));
+                answers.answer_all(entries, || Outcome::Broken(e.clone()));
                 None
             }
         }
     }
 
-    /// Reads the replies of `entries` from `held`, handing each to its caller. Returns the
-    /// connection, or `None` when it broke (it is dropped, and the callers without a reply
-    /// get the error).
+    /// Reads the replies of `entries` from `held` into `answers`. Returns the connection, or
+    /// `None` when it broke (it is dropped, and the callers without a reply get the error).
     fn read(
         &self,
         pool: &Pool,
         mut held: Held,
         entries: Vec<Entry>,
-        mine: &mut Option<Outcome>,
+        answers: &mut Answers,
     ) -> Option<Held> {
         let mut entries = entries.into_iter();
         while let Some(entry) = entries.next() {
@@ -357,13 +424,13 @@ impl Batcher {
             if let Some(e) = broke {
                 log::debug!("dropping a command connection after a failed read: {e}");
                 pool.discard(held);
-                answer(entry, mine, Outcome::Broken(e.clone()));
+                answers.answer(entry, Outcome::Broken(e.clone()));
                 for rest in entries {
-                    answer(rest, mine, Outcome::Broken(e.clone()));
+                    answers.answer(rest, Outcome::Broken(e.clone()));
                 }
                 return None;
             }
-            answer(entry, mine, Outcome::Replies(replies));
+            answers.answer(entry, Outcome::Replies(replies));
         }
         Some(held)
     }
@@ -375,21 +442,6 @@ fn take_doomed(queue: &mut Queue) -> Vec<String> {
         std::mem::take(&mut queue.doomed)
     } else {
         Vec::new()
-    }
-}
-
-/// Gives every one of `entries` the outcome `f` makes.
-fn answer_all(entries: &mut Vec<Entry>, mine: &mut Option<Outcome>, f: impl Fn() -> Outcome) {
-    for entry in entries.drain(..) {
-        answer(entry, mine, f());
-    }
-}
-
-fn answer(entry: Entry, mine: &mut Option<Outcome>, outcome: Outcome) {
-    match entry.target {
-        Target::Mine => *mine = Some(outcome),
-        Target::Job(job) => job.fill(Slot::Done(outcome)),
-        Target::Later => {}
     }
 }
 
