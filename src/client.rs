@@ -123,6 +123,12 @@ impl Client {
     /// dropped), its background threads stop, and every later call fails with
     /// [`Error::Closed`](crate::Error::Closed). Idempotent.
     ///
+    /// It waits for the waiting threads to leave their fair-lock queues, at most
+    /// [`response_timeout`](crate::ConfigBuilder::response_timeout) (on a server that does
+    /// not answer), and not for calls in flight that do not wait: such a call gets the reply
+    /// of a command already written, and [`Error::Closed`](crate::Error::Closed) for one
+    /// not yet sent.
+    ///
     /// **Locks it still holds are not released**: closing sends nothing more to Redis, so
     /// each such lock stays held until its lease runs out (with the watchdog, within
     /// [`watchdog_timeout`](crate::ConfigBuilder::watchdog_timeout), 30 s by default; an

@@ -249,6 +249,58 @@ fn a_connection_that_dies_fails_each_waiting_call_at_once() {
     guard.unlock().unwrap();
 }
 
+#[test]
+fn calls_queued_when_the_client_closes_are_not_sent() {
+    // Guards against a lane sending what was queued behind it after `Client::close`.
+    let server = RedisServer::new();
+    let client = client(&server.url(), 1, Duration::from_secs(10));
+    drop(client.lock("warm").lock().unwrap());
+    let before = command_calls(&mut server.conn(), "evalsha");
+    let threads = 6;
+    let close_took = std::cell::Cell::new(Duration::ZERO);
+    let closing = (
+        || server.stop(),
+        || {
+            let t = Instant::now();
+            client.close();
+            close_took.set(t.elapsed());
+            server.cont();
+        },
+    );
+    // One call written (the lane's), the others queued behind it when the client closes.
+    let (outcomes, reached) = while_paused(server.port(), threads, 1, closing, |i| {
+        client
+            .lock(&format!("closing:{i}"))
+            .try_lock()
+            .map(|g| g.is_some())
+    });
+    assert!(reached, "the first call was not written");
+    // Calls that do not wait are not waited for (the response timeout is 10 s).
+    assert!(
+        close_took.get() < Duration::from_secs(2),
+        "close took {:?}",
+        close_took.get()
+    );
+    let sent: Vec<usize> = (0..threads)
+        .filter(|&i| matches!(outcomes[i].0, Ok(true)))
+        .collect();
+    assert_eq!(sent.len(), 1, "one call was written: {outcomes:?}");
+    for (i, (outcome, _)) in outcomes.iter().enumerate() {
+        if let Err(err) = outcome {
+            assert!(err.is_closed(), "thread {i}: {err}");
+        }
+    }
+    let mut conn = server.conn();
+    // Only the written call ran; its guard's release found the client closed, so its lock
+    // stays until its lease ends.
+    assert_eq!(command_calls(&mut conn, "evalsha"), before + 1);
+    let held: Vec<String> = redis::cmd("KEYS")
+        .arg("closing:*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(held, vec![format!("closing:{}", sent[0])]);
+}
+
 /// A TCP proxy to `target` that can lose the next reply: the server's bytes are dropped and
 /// both sockets closed, as a connection that dies after the server ran the commands.
 struct Proxy {

@@ -598,8 +598,9 @@ impl<O: Ownership> Lock<O> {
         };
         let channel = self.raw.wait_channel(&owner);
         let dispatcher = &self.raw.client.inner.pubsub;
-        // Until the queue is left: a close lets that finish.
-        let _active = dispatcher.active();
+        // Until the queue is left: a close lets that finish. A call that will not wait joins
+        // no queue, and a close does not wait for it.
+        let _active = will_wait.then(|| dispatcher.active());
         let channel = if spins {
             Channel::none()
         } else {
