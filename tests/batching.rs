@@ -414,6 +414,42 @@ fn unlocks_whose_replies_are_lost_mid_batch_are_retried_and_stay_idempotent() {
 }
 
 #[test]
+fn many_threads_on_one_lane_each_get_every_reply() {
+    // Guards against a queued caller left parked (a lost wake-up) or answered with another's
+    // reply, where callers queue, take over the lane and wake each other all the time.
+    let server = RedisServer::new();
+    let client = client(&server.url(), 1, Duration::from_secs(5));
+    drop(client.lock("warm").lock().unwrap());
+    let before = command_calls(&mut server.conn(), "evalsha");
+    let (threads, cycles) = (32, 300);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    for t in 0..threads {
+        let (client, done_tx) = (client.clone(), done_tx.clone());
+        thread::spawn(move || {
+            let lock = client.lock(&format!("lane:{t}"));
+            let cycle = || lock.lock()?.unlock();
+            let outcome = (0..cycles).try_for_each(|_| cycle());
+            done_tx.send((t, outcome)).unwrap();
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for _ in 0..threads {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (t, outcome) = done_rx
+            .recv_timeout(left)
+            .expect("a thread still waits for a reply");
+        // A reply given to the wrong caller fails its decoding (or its unlock).
+        outcome.unwrap_or_else(|e| panic!("thread {t}: {e}"));
+    }
+    let mut conn = server.conn();
+    // Each lock and each unlock ran once: no call lost, none sent twice.
+    let calls = command_calls(&mut conn, "evalsha") - before;
+    assert_eq!(calls, (threads * cycles * 2) as u64);
+    let held: Vec<String> = redis::cmd("KEYS").arg("lane:*").query(&mut conn).unwrap();
+    assert!(held.is_empty(), "{held:?}");
+}
+
+#[test]
 fn unlock_latches_are_deleted_by_later_writes() {
     let server = RedisServer::new();
     let client = client(&server.url(), 4, Duration::from_secs(5));

@@ -102,13 +102,27 @@ const WAKES_EACH: usize = 2;
 /// Callers whose outcomes are in their slots, to wake, each once, by whoever gets there.
 struct Wakes {
     jobs: Vec<Arc<Job>>,
+    /// The next of `jobs` to wake; none while it is `jobs.len()` or more.
     next: AtomicUsize,
 }
 
 impl Wakes {
-    /// Wakes the next caller not yet woken; false when all are.
+    /// Wakes made only once [`open`](Self::open): a caller that finds its outcome early
+    /// must not wake one whose slot is not filled yet (that one would park again, with
+    /// nobody left to wake it).
+    fn closed(jobs: Vec<Arc<Job>>) -> Wakes {
+        let next = AtomicUsize::new(jobs.len());
+        Wakes { jobs, next }
+    }
+
+    /// Every slot is filled: wakes may be made.
+    fn open(&self) {
+        self.next.store(0, Ordering::Release);
+    }
+
+    /// Wakes the next caller not yet woken; false when all are, or none may be yet.
     fn wake_one(&self) -> bool {
-        match self.jobs.get(self.next.fetch_add(1, Ordering::Relaxed)) {
+        match self.jobs.get(self.next.fetch_add(1, Ordering::AcqRel)) {
             Some(job) => {
                 job.thread.unpark();
                 true
@@ -144,20 +158,24 @@ impl Answers {
     }
 
     /// Puts each outcome in its caller's slot, wakes `lead` (the caller taking over the lane,
-    /// its slot already filled) and then the callers, and returns this thread's own outcome.
-    fn deliver(self, lead: Option<Arc<Job>>) -> Option<Outcome> {
+    /// its slot already filled) and then the callers but `me` (this thread's own queued
+    /// call, if it is one of them), and returns this thread's own outcome.
+    fn deliver(self, lead: Option<Arc<Job>>, me: Option<&Arc<Job>>) -> Option<Outcome> {
         if let Some(job) = lead {
             job.thread.unpark();
         }
         if !self.jobs.is_empty() {
-            let (jobs, outcomes): (Vec<_>, Vec<_>) = self.jobs.into_iter().unzip();
-            let wakes = Arc::new(Wakes {
-                jobs,
-                next: AtomicUsize::new(0),
-            });
-            for (job, outcome) in wakes.jobs.iter().zip(outcomes) {
+            let others = self
+                .jobs
+                .iter()
+                .filter(|(job, _)| !me.is_some_and(|me| Arc::ptr_eq(job, me)))
+                .map(|(job, _)| Arc::clone(job))
+                .collect();
+            let wakes = Arc::new(Wakes::closed(others));
+            for (job, outcome) in self.jobs {
                 *job.slot.lock() = Slot::Done(outcome, Arc::clone(&wakes));
             }
+            wakes.open();
             while wakes.wake_one() {}
         }
         self.mine
@@ -211,12 +229,12 @@ impl Batcher {
             };
             let mine = if doomed.is_empty() {
                 // Alone, as most calls: the command goes out as it is, copied nowhere.
-                self.drive(pool, None, cmd, vec![mine])
+                self.drive(pool, None, cmd, vec![mine], None)
             } else {
                 let (mut bytes, mut entries) = self.deletions(doomed);
                 bytes.extend_from_slice(cmd);
                 entries.push(mine);
-                self.drive(pool, None, &bytes, entries)
+                self.drive(pool, None, &bytes, entries, None)
             };
             return mine.unwrap_or_else(|| {
                 debug_assert!(false, "a lane's first write answers its writer");
@@ -239,7 +257,9 @@ impl Batcher {
                 Slot::Waiting => std::thread::park(),
                 Slot::Done(outcome, wakes) => {
                     for _ in 0..WAKES_EACH {
-                        wakes.wake_one();
+                        if !wakes.wake_one() {
+                            break;
+                        }
                     }
                     return outcome;
                 }
@@ -250,7 +270,7 @@ impl Batcher {
                         bytes,
                         entries,
                     } = *trip;
-                    self.drive(pool, held, &bytes, entries);
+                    self.drive(pool, held, &bytes, entries, Some(&job));
                 }
             }
         }
@@ -291,13 +311,15 @@ impl Batcher {
     /// Holds a lane: writes `bytes` (unless `held` comes with them written), reads the replies
     /// of `entries`; then takes what was queued meanwhile and hands it to one of its callers
     /// (written, when the connection is still good), or gives the lane up; and only then wakes
-    /// the callers it has outcomes for. Returns the outcome of a [`Target::Mine`] entry.
+    /// the callers it has outcomes for (but `me`: this thread's own queued call, whose slot
+    /// it reads next). Returns the outcome of a [`Target::Mine`] entry.
     fn drive(
         &self,
         pool: &Pool,
         mut held: Option<Held>,
         bytes: &[u8],
         mut entries: Vec<Entry>,
+        me: Option<&Arc<Job>>,
     ) -> Option<Outcome> {
         let mut answers = Answers::default();
         if held.is_none() {
@@ -316,7 +338,7 @@ impl Batcher {
                 if let Some(h) = held {
                     pool.checkin(h);
                 }
-                return answers.deliver(None);
+                return answers.deliver(None, me);
             }
             let queued = std::mem::take(&mut queue.bytes);
             let mut waiting = std::mem::take(&mut queue.entries);
@@ -358,7 +380,7 @@ impl Batcher {
                 })
                 .expect("a batch with a caller");
             *job.slot.lock() = Slot::Lead(Box::new(trip));
-            return answers.deliver(Some(job));
+            return answers.deliver(Some(job), me);
         }
     }
 
@@ -520,5 +542,32 @@ impl ConnectionLike for Shared<'_> {
 
     fn is_open(&self) -> bool {
         self.failure.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> Arc<Job> {
+        Arc::new(Job {
+            slot: Mutex::new(Slot::Waiting),
+            thread: std::thread::current(),
+        })
+    }
+
+    #[test]
+    fn wakes_wake_nobody_until_every_slot_is_filled() {
+        // Guards against a caller that found its outcome early waking one whose slot was
+        // not filled yet: that one parked again, and nobody was left to wake it.
+        let wakes = Wakes::closed(vec![job(), job(), job()]);
+        assert!(!wakes.wake_one());
+        assert!(!wakes.wake_one());
+        wakes.open();
+        // The early attempts took no turn: each of the three is woken once.
+        assert!(wakes.wake_one());
+        assert!(wakes.wake_one());
+        assert!(wakes.wake_one());
+        assert!(!wakes.wake_one());
     }
 }
