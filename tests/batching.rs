@@ -31,6 +31,15 @@ fn client(url: &str, lanes: usize, response: Duration) -> Client {
     client
 }
 
+/// A client on `server` with its scripts loaded (one lock taken and released), and the
+/// server's EVALSHA count then: from here each call runs its script once.
+fn warmed(server: &RedisServer, lanes: usize, response: Duration) -> (Client, u64) {
+    let client = client(&server.url(), lanes, response);
+    drop(client.lock("warm").lock().unwrap());
+    let evalsha = command_calls(&mut server.conn(), "evalsha");
+    (client, evalsha)
+}
+
 /// Connections open on the server whose last command was a lock script (or a latch `DEL`).
 fn command_connections(server: &RedisServer) -> usize {
     client_list(&mut server.conn())
@@ -93,10 +102,7 @@ fn while_paused<T: Send>(
 #[test]
 fn threads_calling_at_once_share_the_lanes_connections() {
     let server = RedisServer::new();
-    let client = client(&server.url(), 2, Duration::from_secs(5));
-    // Scripts loaded, so that each call below runs its script once.
-    drop(client.lock("warm").lock().unwrap());
-    let before = command_calls(&mut server.conn(), "evalsha");
+    let (client, before) = warmed(&server, 2, Duration::from_secs(5));
     let threads = 24;
     // The server is paused until all threads have called: two lanes have written, the rest
     // wait for their next writes.
@@ -158,8 +164,7 @@ fn without_batching_each_call_has_a_connection_of_its_own() {
 #[test]
 fn a_flushed_script_cache_is_reloaded_by_each_call_in_a_batch() {
     let server = RedisServer::new();
-    let client = client(&server.url(), 1, Duration::from_secs(5));
-    drop(client.lock("warm").lock().unwrap());
+    let (client, _) = warmed(&server, 1, Duration::from_secs(5));
     let _: () = redis::cmd("SCRIPT")
         .arg("FLUSH")
         .query(&mut server.conn())
@@ -226,8 +231,7 @@ fn a_reply_that_never_comes_times_out_every_call_of_the_write() {
 #[test]
 fn a_connection_that_dies_fails_each_waiting_call_at_once() {
     let mut server = RedisServer::new();
-    let client = client(&server.url(), 1, Duration::from_secs(10));
-    drop(client.lock("warm").lock().unwrap());
+    let (client, _) = warmed(&server, 1, Duration::from_secs(10));
     let threads = 12;
     server.stop();
     let port = server.port();
@@ -253,9 +257,7 @@ fn a_connection_that_dies_fails_each_waiting_call_at_once() {
 fn calls_queued_when_the_client_closes_are_not_sent() {
     // Guards against a lane sending what was queued behind it after `Client::close`.
     let server = RedisServer::new();
-    let client = client(&server.url(), 1, Duration::from_secs(10));
-    drop(client.lock("warm").lock().unwrap());
-    let before = command_calls(&mut server.conn(), "evalsha");
+    let (client, before) = warmed(&server, 1, Duration::from_secs(10));
     let threads = 6;
     let close_took = std::cell::Cell::new(Duration::ZERO);
     let closing = (
@@ -418,9 +420,7 @@ fn many_threads_on_one_lane_each_get_every_reply() {
     // Guards against a queued caller left parked (a lost wake-up) or answered with another's
     // reply, where callers queue, take over the lane and wake each other all the time.
     let server = RedisServer::new();
-    let client = client(&server.url(), 1, Duration::from_secs(5));
-    drop(client.lock("warm").lock().unwrap());
-    let before = command_calls(&mut server.conn(), "evalsha");
+    let (client, before) = warmed(&server, 1, Duration::from_secs(5));
     let (threads, cycles) = (32, 300);
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     for t in 0..threads {
