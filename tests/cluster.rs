@@ -108,6 +108,21 @@ fn names_on_every_master(cluster: &RedisCluster, prefix: &str, n: usize) -> Vec<
     names
 }
 
+/// `n` names spread over every master (as [`names_on_every_master`]), each locked by `client`.
+fn held_on_every_master(
+    cluster: &RedisCluster,
+    client: &Client,
+    prefix: &str,
+    n: usize,
+) -> (Vec<String>, Vec<redlatch::LockGuard>) {
+    let names = names_on_every_master(cluster, prefix, n);
+    let guards = names
+        .iter()
+        .map(|n| client.lock(n).lock().unwrap())
+        .collect();
+    (names, guards)
+}
+
 /// Waits on `lock` on another thread; returns when the waiter got it.
 fn waiter(lock: redlatch::Lock) -> (thread::JoinHandle<Instant>, mpsc::Receiver<()>) {
     let (started_tx, started_rx) = mpsc::channel();
@@ -229,11 +244,7 @@ in_both_modes! {
         let cluster = RedisCluster::new(3, 0);
         let holder = client(&cluster, mode);
         let waiting = client(&cluster, mode);
-        let names = names_on_every_master(&cluster, "wake", 12);
-        let guards: Vec<_> = names
-            .iter()
-            .map(|n| holder.lock(n).lock().unwrap())
-            .collect();
+        let (names, guards) = held_on_every_master(&cluster, &holder, "wake", 12);
         let waiters: Vec<_> = names.iter().map(|n| waiter(waiting.lock(n))).collect();
         for (_, started) in &waiters {
             started.recv().unwrap();
@@ -280,11 +291,7 @@ in_both_modes! {
     fn watchdog_renews_locks_on_every_node_in_per_slot_calls(mode) {
         let cluster = RedisCluster::new(3, 0);
         let client = client_with(&cluster, mode, |b| b.watchdog_timeout(Duration::from_millis(900)));
-        let names = names_on_every_master(&cluster, "renew", 30);
-        let guards: Vec<_> = names
-            .iter()
-            .map(|n| client.lock(n).lock().unwrap())
-            .collect();
+        let (names, guards) = held_on_every_master(&cluster, &client, "renew", 30);
         // Three leases long: without renewals every lock would have expired twice over.
         let until = Instant::now() + Duration::from_millis(2700);
         while Instant::now() < until {
@@ -632,11 +639,7 @@ in_both_modes! {
         let cluster = RedisCluster::new(3, 0);
         let holder = client(&cluster, mode);
         let closing = client(&cluster, mode);
-        let names = names_on_every_master(&cluster, "close", 6);
-        let guards: Vec<_> = names
-            .iter()
-            .map(|n| holder.lock(n).lock().unwrap())
-            .collect();
+        let (names, guards) = held_on_every_master(&cluster, &holder, "close", 6);
         let waiters: Vec<_> = names
             .iter()
             .map(|n| {
