@@ -1,6 +1,8 @@
 //! `throughput`: T threads, each locking and unlocking a lock of its own as fast as it can,
 //! next to the raw side: the same two scripts (`lua/lock_acquire.lua`, `lua/lock_unlock.lua`)
-//! sent on one bare connection per thread, the best a client without batching can do.
+//! sent on one bare connection per thread, the best a client without batching can do; and,
+//! as a ceiling, the same T cycles sent by one thread as one pipeline of T acquires and one of
+//! T unlocks on one connection (all the sharing batching could give, with no thread to wake).
 //! Also the raw two-script cycle that `solo` alternates with.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -75,6 +77,88 @@ impl RawCycle {
     }
 }
 
+/// The ceiling: `locks` cycles per call, as one pipeline of acquires then one of unlocks on
+/// one bare connection.
+struct RawPipeline {
+    conn: redis::Connection,
+    acquire: String,
+    unlock: String,
+    keys: Vec<(String, String, String)>,
+    n: u64,
+}
+
+impl RawPipeline {
+    fn new(mut conn: redis::Connection, locks: usize) -> RawPipeline {
+        let mut load = |src: &str| -> String {
+            redis::Script::new(src)
+                .prepare_invoke()
+                .load(&mut conn)
+                .expect("SCRIPT LOAD")
+        };
+        let acquire = load(include_str!("../../lua/lock_acquire.lua"));
+        let unlock = load(include_str!("../../lua/lock_unlock.lua"));
+        let keys = (0..locks)
+            .map(|i| {
+                let key = format!("bench:throughput:pipe:{i}");
+                (
+                    format!("redisson_lock__channel:{{{key}}}"),
+                    format!("redisson_unlock_latch:{{{key}}}:"),
+                    key,
+                )
+            })
+            .collect();
+        RawPipeline {
+            conn,
+            acquire,
+            unlock,
+            keys,
+            n: 0,
+        }
+    }
+
+    /// One pipeline of acquires, one of unlocks; returns the cycles done.
+    fn cycle(&mut self) -> u64 {
+        let mut acquires = redis::pipe();
+        for (i, (_, _, key)) in self.keys.iter().enumerate() {
+            acquires
+                .cmd("EVALSHA")
+                .arg(&self.acquire)
+                .arg(1)
+                .arg(key)
+                .arg(30_000)
+                .arg(format!("pipe:{i}"));
+        }
+        let replies: Vec<redis::Value> =
+            acquires.query(&mut self.conn).expect("pipelined acquires");
+        assert!(
+            replies.iter().all(|r| matches!(r, redis::Value::Array(_))),
+            "a pipelined acquire found its lock held: {replies:?}"
+        );
+        self.n += 1;
+        let mut unlocks = redis::pipe();
+        for (i, (channel, latch_prefix, key)) in self.keys.iter().enumerate() {
+            unlocks
+                .cmd("EVALSHA")
+                .arg(&self.unlock)
+                .arg(3)
+                .arg(key)
+                .arg(channel)
+                .arg(format!("{latch_prefix}{}", self.n))
+                .arg(0)
+                .arg(30_000)
+                .arg(format!("pipe:{i}"))
+                .arg("PUBLISH")
+                .arg(4_000);
+        }
+        let released: Vec<i64> = unlocks.query(&mut self.conn).expect("pipelined unlocks");
+        assert!(
+            released.iter().all(|&r| r == 1),
+            "pipelined unlocks: {released:?}"
+        );
+        self.keys.len() as u64
+    }
+}
+
 /// What one side did in one round.
 #[derive(Clone, Copy, Default)]
 struct Side {
@@ -101,7 +185,7 @@ struct Memory {
     baseline_used_bytes: u64,
 }
 
-/// Runs `body(thread)` on `threads` threads for [`ROUND`]; each call is one cycle. Samples the
+/// Runs `body(thread)` on `threads` threads for [`ROUND`]; each call returns the cycles it did. Samples the
 /// server's memory every 100 ms meanwhile when `memory` is given.
 fn round<F>(
     side: &str,
@@ -110,7 +194,7 @@ fn round<F>(
     mut memory: Option<(&mut redis::Connection, &mut Memory)>,
 ) -> Side
 where
-    F: Fn(usize) -> Box<dyn FnMut() + Send> + Sync,
+    F: Fn(usize) -> Box<dyn FnMut() -> u64 + Send> + Sync,
 {
     let stop = Arc::new(AtomicBool::new(false));
     let total = Arc::new(AtomicU64::new(0));
@@ -127,8 +211,7 @@ where
                     let mut n = 0;
                     barrier.wait();
                     while !stop.load(Ordering::Relaxed) {
-                        cycle();
-                        n += 1;
+                        n += cycle();
                     }
                     total.fetch_add(n, Ordering::Relaxed);
                 })
@@ -191,7 +274,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
         let locks: Vec<redlatch::Lock> = (0..threads)
             .map(|t| client.lock(&format!("bench:throughput:{t}")))
             .collect();
-        let (mut ours, mut raw) = (Side::default(), Side::default());
+        let (mut ours, mut raw, mut piped) = (Side::default(), Side::default(), Side::default());
         for _ in 0..ROUNDS {
             // Each round starts on an empty server: the raw side's unlock latches (which a
             // client without batching leaves to expire) do not count against redlatch.
@@ -202,7 +285,10 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 threads,
                 |t| {
                     let lock = locks[t].clone();
-                    Box::new(move || drop(lock.lock().expect("lock")))
+                    Box::new(move || {
+                        drop(lock.lock().expect("lock"));
+                        1
+                    })
                 },
                 sample,
             ));
@@ -217,10 +303,28 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                         .expect("raw connection");
                     let key = format!("bench:throughput:raw:{t}");
                     let mut raw = RawCycle::new(conn, &key, &format!("raw:{t}"));
-                    Box::new(move || raw.cycle())
+                    Box::new(move || {
+                        raw.cycle();
+                        1
+                    })
                 },
                 None,
             ));
+            if threads > 1 {
+                flush(&mut ctx.raw);
+                piped.add(round(
+                    "pipe",
+                    1,
+                    |_| {
+                        let conn = redis::Client::open(url.as_str())
+                            .and_then(|c| c.get_connection())
+                            .expect("raw connection");
+                        let mut pipe = RawPipeline::new(conn, threads);
+                        Box::new(move || pipe.cycle())
+                    },
+                    None,
+                ));
+            }
         }
         let ratio = ours.rate() / raw.rate();
         eprintln!(
@@ -233,6 +337,20 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             .num(&format!("t{threads}_cycles_per_s"), ours.rate())
             .num(&format!("t{threads}_raw_cycles_per_s"), raw.rate())
             .num2(&format!("t{threads}_ratio"), ratio);
+        if threads > 1 {
+            eprintln!(
+                "throughput: {threads} threads: the ceiling, one connection pipelining {threads} \
+                 acquires then {threads} unlocks: {:.0} cycles/s (redlatch reaches {:.2} of it)",
+                piped.rate(),
+                ours.rate() / piped.rate()
+            );
+            json = json
+                .num(&format!("t{threads}_pipelined_cycles_per_s"), piped.rate())
+                .num2(
+                    &format!("t{threads}_of_pipelined"),
+                    ours.rate() / piped.rate(),
+                );
+        }
     }
     eprintln!(
         "throughput: during the {largest}-thread redlatch rounds the server held at most {} keys \
