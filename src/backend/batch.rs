@@ -20,6 +20,11 @@
 //! connection is dropped; a connection that cannot be had fails the commands not sent (they
 //! did not run, and are retried as the pool retries).
 //!
+//! A lane's thread that unwinds (a panic: a bug here or in a dependency) leaves nobody asleep:
+//! the outcomes it holds still reach their callers, the commands whose replies it had not
+//! read fail as on a broken connection, and its lane is given back (the calls queued behind
+//! it fail too when no other lane is left to send them).
+//!
 //! Keys to delete that nobody waits for ([`Batcher::delete_later`]: unlock latches) ride
 //! with a later write once 16 of them wait, in one `DEL` (one per key on a cluster node, whose
 //! keys may be in different slots), whose reply is read and dropped. So at most 15 such keys
@@ -66,6 +71,27 @@ struct Queue {
 struct Entry {
     replies: usize,
     target: Target,
+}
+
+impl Entry {
+    /// Who takes the replies; the entry is left answering nobody.
+    fn take_target(&mut self) -> Target {
+        std::mem::replace(&mut self.target, Target::Later)
+    }
+}
+
+impl Drop for Entry {
+    /// An entry is dropped unanswered only when the thread holding it unwinds (a bug, or a
+    /// panic in a dependency): its caller gets an error, as for a broken connection, rather
+    /// than sleeping for good.
+    fn drop(&mut self) {
+        if let Target::Job(job) = self.take_target() {
+            let e = std::io::Error::other("the thread reading this command's reply panicked");
+            *job.slot.lock() =
+                Slot::Done(Outcome::Broken(e.into()), Arc::new(Wakes::closed(vec![])));
+            job.thread.unpark();
+        }
+    }
 }
 
 enum Target {
@@ -142,8 +168,8 @@ struct Answers {
 }
 
 impl Answers {
-    fn answer(&mut self, entry: Entry, outcome: Outcome) {
-        match entry.target {
+    fn answer(&mut self, mut entry: Entry, outcome: Outcome) {
+        match entry.take_target() {
             Target::Mine => self.mine = Some(outcome),
             Target::Job(job) => self.jobs.push((job, outcome)),
             Target::Later => {}
@@ -160,25 +186,74 @@ impl Answers {
     /// Puts each outcome in its caller's slot, wakes `lead` (the caller taking over the lane,
     /// its slot already filled) and then the callers but `me` (this thread's own queued
     /// call, if it is one of them), and returns this thread's own outcome.
-    fn deliver(self, lead: Option<Arc<Job>>, me: Option<&Arc<Job>>) -> Option<Outcome> {
+    fn deliver(mut self, lead: Option<Arc<Job>>, me: Option<&Arc<Job>>) -> Option<Outcome> {
         if let Some(job) = lead {
             job.thread.unpark();
         }
-        if !self.jobs.is_empty() {
-            let others = self
-                .jobs
+        self.wake_jobs(me);
+        self.mine.take()
+    }
+
+    /// Puts each outcome of `jobs` in its caller's slot and wakes them all but `me`.
+    fn wake_jobs(&mut self, me: Option<&Arc<Job>>) {
+        let jobs = std::mem::take(&mut self.jobs);
+        if !jobs.is_empty() {
+            let others = jobs
                 .iter()
                 .filter(|(job, _)| !me.is_some_and(|me| Arc::ptr_eq(job, me)))
                 .map(|(job, _)| Arc::clone(job))
                 .collect();
             let wakes = Arc::new(Wakes::closed(others));
-            for (job, outcome) in self.jobs {
+            for (job, outcome) in jobs {
                 *job.slot.lock() = Slot::Done(outcome, Arc::clone(&wakes));
             }
             wakes.open();
             while wakes.wake_one() {}
         }
-        self.mine
+    }
+}
+
+impl Drop for Answers {
+    /// Outcomes not delivered (the thread holding them unwinds) still reach their callers.
+    fn drop(&mut self) {
+        self.wake_jobs(None);
+    }
+}
+
+/// A lane taken (see [`Queue::leading`]), given back when its holder unwinds: if no other
+/// lane is left to send what is queued, the queued calls fail (their entries are dropped
+/// unanswered) rather than wait for good.
+struct Lane<'a> {
+    batcher: Option<&'a Batcher>,
+}
+
+impl<'a> Lane<'a> {
+    /// The lane this thread took or was handed.
+    fn held(batcher: &'a Batcher) -> Lane<'a> {
+        Lane {
+            batcher: Some(batcher),
+        }
+    }
+
+    /// Given up or handed on by the normal path.
+    fn pass(mut self) {
+        self.batcher = None;
+    }
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        let Some(batcher) = self.batcher else { return };
+        let mut queue = batcher.queue.lock();
+        queue.leading -= 1;
+        let stranded = if queue.leading == 0 {
+            queue.bytes.clear();
+            std::mem::take(&mut queue.entries)
+        } else {
+            Vec::new()
+        };
+        drop(queue);
+        drop(stranded);
     }
 }
 
@@ -223,18 +298,19 @@ impl Batcher {
             );
             let doomed = take_doomed(&mut queue);
             drop(queue);
+            let lane = Lane::held(self);
             let mine = Entry {
                 replies,
                 target: Target::Mine,
             };
             let mine = if doomed.is_empty() {
                 // Alone, as most calls: the command goes out as it is, copied nowhere.
-                self.drive(pool, None, cmd, vec![mine], None)
+                self.drive(pool, lane, None, cmd, vec![mine], None)
             } else {
                 let (mut bytes, mut entries) = self.deletions(doomed);
                 bytes.extend_from_slice(cmd);
                 entries.push(mine);
-                self.drive(pool, None, &bytes, entries, None)
+                self.drive(pool, lane, None, &bytes, entries, None)
             };
             return mine.unwrap_or_else(|| {
                 debug_assert!(false, "a lane's first write answers its writer");
@@ -270,7 +346,7 @@ impl Batcher {
                         bytes,
                         entries,
                     } = *trip;
-                    self.drive(pool, held, &bytes, entries, Some(&job));
+                    self.drive(pool, Lane::held(self), held, &bytes, entries, Some(&job));
                 }
             }
         }
@@ -316,6 +392,7 @@ impl Batcher {
     fn drive(
         &self,
         pool: &Pool,
+        lane: Lane<'_>,
         mut held: Option<Held>,
         bytes: &[u8],
         mut entries: Vec<Entry>,
@@ -335,6 +412,7 @@ impl Batcher {
                 // Nobody waits: give the lane up (deletions wait for the next write).
                 queue.leading -= 1;
                 drop(queue);
+                lane.pass();
                 if let Some(h) = held {
                     pool.checkin(h);
                 }
@@ -380,6 +458,7 @@ impl Batcher {
                 })
                 .expect("a batch with a caller");
             *job.slot.lock() = Slot::Lead(Box::new(trip));
+            lane.pass();
             return answers.deliver(Some(job), me);
         }
     }
@@ -554,6 +633,71 @@ mod tests {
             slot: Mutex::new(Slot::Waiting),
             thread: std::thread::current(),
         })
+    }
+
+    /// What `job`'s slot holds: "waiting", "replies", "broken", "not sent" or "lead".
+    fn slot_of(job: &Job) -> &'static str {
+        match &*job.slot.lock() {
+            Slot::Waiting => "waiting",
+            Slot::Lead(_) => "lead",
+            Slot::Done(Outcome::Replies(_), _) => "replies",
+            Slot::Done(Outcome::Broken(_), _) => "broken",
+            Slot::Done(Outcome::NotSent(..), _) => "not sent",
+        }
+    }
+
+    fn queued(job: &Arc<Job>) -> Entry {
+        Entry {
+            replies: 1,
+            target: Target::Job(Arc::clone(job)),
+        }
+    }
+
+    #[test]
+    fn a_lane_thread_that_unwinds_leaves_no_caller_asleep() {
+        // One lane, taken; one call read into `answers`, one written and not read yet, one
+        // queued for the next write. The lane's thread panics.
+        let batcher = Batcher::new(1, false);
+        let (answered, unread, waiting) = (job(), job(), job());
+        batcher.queue.lock().leading = 1;
+        batcher.queue.lock().entries.push(queued(&waiting));
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _lane = Lane::held(&batcher);
+            let mut answers = Answers::default();
+            answers.answer(queued(&answered), Outcome::Replies(vec![Value::Okay]));
+            let _entries = [queued(&unread)];
+            panic!("a bug in the lane's thread");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(slot_of(&answered), "replies", "its reply still reaches it");
+        assert_eq!(
+            slot_of(&unread),
+            "broken",
+            "may have run: as a broken connection"
+        );
+        assert_eq!(slot_of(&waiting), "broken", "no lane is left to send it");
+        let queue = batcher.queue.lock();
+        assert_eq!(queue.leading, 0, "the lane is free again");
+        assert!(queue.entries.is_empty() && queue.bytes.is_empty());
+    }
+
+    #[test]
+    fn a_lane_given_back_leaves_the_queue_to_the_lanes_still_taken() {
+        let batcher = Batcher::new(2, false);
+        let waiting = job();
+        batcher.queue.lock().leading = 2;
+        batcher.queue.lock().entries.push(queued(&waiting));
+        drop(Lane::held(&batcher));
+        assert_eq!(
+            slot_of(&waiting),
+            "waiting",
+            "the other lane's thread sends it"
+        );
+        assert_eq!(batcher.queue.lock().leading, 1);
+        // A lane passed on by the normal path changes nothing.
+        Lane::held(&batcher).pass();
+        assert_eq!(batcher.queue.lock().leading, 1);
+        assert_eq!(batcher.queue.lock().entries.len(), 1);
     }
 
     #[test]
