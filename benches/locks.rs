@@ -167,6 +167,18 @@ fn solo(ctx: &mut Ctx) -> Json {
         }
         theirs += start.elapsed();
     }
+    // Heap blocks allocated per cycle (by any thread: the others are idle), each side alone.
+    let allocs = |cycle: &mut dyn FnMut()| {
+        memory::start_counting();
+        for _ in 0..PER_ROUND {
+            cycle();
+        }
+        let blocks = memory::blocks_allocated();
+        memory::stop_counting();
+        blocks as f64 / PER_ROUND as f64
+    };
+    let allocs_ours = allocs(&mut || drop(lock.lock().expect("lock")));
+    let allocs_raw = allocs(&mut || raw.cycle());
     let client_cpu = client_cpu / CYCLES as f64;
     let server_cpu = server_cpu / CYCLES as f64;
     let raw_ratio = ours.as_secs_f64() / theirs.as_secs_f64();
@@ -174,7 +186,8 @@ fn solo(ctx: &mut Ctx) -> Json {
     eprintln!(
         "solo: p50 {p50:.1} us = {:.2}x ping (target <= 2.3x), p99 {p99:.1} us; per cycle (2 \
          round trips) {client_cpu:.1} us client CPU, {server_cpu:.1} us server CPU; {:.1} us per \
-         cycle vs {:.1} us raw: ratio {raw_ratio:.3} (target <= 1.05)",
+         cycle vs {:.1} us raw: ratio {raw_ratio:.3} (target <= 1.05); heap blocks allocated \
+         per cycle {allocs_ours:.1} ({allocs_raw:.1} raw)",
         p50 / ctx.ping_p50_us,
         ours.as_secs_f64() * 1e6 / CYCLES as f64,
         theirs.as_secs_f64() * 1e6 / CYCLES as f64,
@@ -187,6 +200,8 @@ fn solo(ctx: &mut Ctx) -> Json {
         .num("p99_us", p99)
         .num("client_cpu_us_per_cycle", client_cpu)
         .num("server_cpu_us_per_cycle", server_cpu)
+        .num("allocs_per_cycle", allocs_ours)
+        .num("raw_allocs_per_cycle", allocs_raw)
 }
 
 /// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.

@@ -1,5 +1,5 @@
 //! Memory and CPU figures of the bench process: a counting allocator (for a deterministic
-//! count of what the watchdog keeps per lock), resident memory, the resident part of thread
+//! count of what the watchdog keeps per lock, and of allocations per cycle), resident memory, the resident part of thread
 //! stacks, and a thread's CPU time.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -11,6 +11,8 @@ pub struct Counting;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// Blocks allocated (and reallocated) while counting is on, by any thread.
+static BLOCKS: AtomicIsize = AtomicIsize::new(0);
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 extern "C" {
@@ -39,6 +41,7 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() && COUNTING.load(Relaxed) {
             LIVE.fetch_add(size_of_block(p, layout), Relaxed);
+            BLOCKS.fetch_add(1, Relaxed);
         }
         p
     }
@@ -47,6 +50,7 @@ unsafe impl GlobalAlloc for Counting {
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() && COUNTING.load(Relaxed) {
             LIVE.fetch_add(size_of_block(p, layout), Relaxed);
+            BLOCKS.fetch_add(1, Relaxed);
         }
         p
     }
@@ -70,14 +74,16 @@ unsafe impl GlobalAlloc for Counting {
             // SAFETY of the layout: `realloc`'s contract makes this size valid for the align.
             let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
             LIVE.fetch_add(size_of_block(p, new) - old, Relaxed);
+            BLOCKS.fetch_add(1, Relaxed);
         }
         p
     }
 }
 
-/// Counts heap bytes from now on, from zero.
+/// Counts heap bytes (and blocks allocated) from now on, from zero.
 pub fn start_counting() {
     LIVE.store(0, Relaxed);
+    BLOCKS.store(0, Relaxed);
     COUNTING.store(true, Relaxed);
 }
 
@@ -85,6 +91,11 @@ pub fn start_counting() {
 /// freed since count negatively); counting goes on.
 pub fn counted() -> isize {
     LIVE.load(Relaxed)
+}
+
+/// Blocks allocated or reallocated since [`start_counting`].
+pub fn blocks_allocated() -> isize {
+    BLOCKS.load(Relaxed)
 }
 
 pub fn stop_counting() {
