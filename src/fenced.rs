@@ -227,8 +227,8 @@ impl FencedResource {
         }
         let reply: Vec<i64> = self.client.inner.pool.run(&self.name, |c| {
             scripts::FENCED_WRITE
-                .key(&*self.name)
-                .key(&*self.fence)
+                .key(&self.name)
+                .key(&self.fence)
                 .arg(token)
                 .arg(holder)
                 .arg(op)

@@ -109,8 +109,8 @@ impl CountDownLatch {
         }
         let set: i64 = self.client.inner.pool.run(&self.name, |c| {
             scripts::LATCH_TRY_SET_COUNT
-                .key(&*self.name)
-                .key(&*self.channel)
+                .key(&self.name)
+                .key(&self.channel)
                 .arg(NEW_COUNT_MESSAGE)
                 .arg(count)
                 .arg(self.client.publish())
@@ -290,11 +290,11 @@ impl CountDownLatch {
 
     /// Runs a script that may open the latch (KEYS: count, channel; ARGV: the zero message,
     /// the publish command).
-    fn opening<T: redis::FromRedisValue>(&self, script: &redis::Script) -> Result<T> {
+    fn opening<T: redis::FromRedisValue>(&self, script: &scripts::Lua) -> Result<T> {
         self.client.inner.pool.run(&self.name, |c| {
             script
-                .key(&*self.name)
-                .key(&*self.channel)
+                .key(&self.name)
+                .key(&self.channel)
                 .arg(ZERO_COUNT_MESSAGE)
                 .arg(self.client.publish())
                 .invoke(c)

@@ -1,105 +1,263 @@
-//! The Lua scripts, one per operation (see `lua/`), as `redis::Script` statics.
+//! The Lua scripts, one per operation (see `lua/`), as [`Lua`] statics.
 //!
-//! `redis::Script::invoke` sends EVALSHA and reloads the script on NOSCRIPT, so a
-//! `SCRIPT FLUSH` on the server costs one extra round trip and is never seen by callers.
+//! A call ([`Lua::key`], then [`Call::key`] and [`Call::arg`]) is one EVALSHA built in one
+//! `redis::Cmd`, and sent again after loading the script on NOSCRIPT (as
+//! `redis::ScriptInvocation::invoke` does), so a `SCRIPT FLUSH` on the server costs one extra
+//! round trip and is never seen by callers. `redis::ScriptInvocation` keeps a buffer per
+//! argument and copies them into the command when sent: on the lock path that was half the
+//! allocations of a lock and unlock. It is still what the renewal scripts use, whose number
+//! of keys depends on how many holds a call renews ([`Lua::prepare_invoke`]).
 
 use std::sync::LazyLock;
 
-use redis::Script;
+use redis::{
+    Cmd, ConnectionLike, ErrorKind, FromRedisValue, RedisError, RedisResult, Script,
+    ScriptInvocation, ServerErrorKind, ToRedisArgs,
+};
 
-macro_rules! script {
-    ($name:ident, $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!(concat!("../lua/", $file))));
-    };
-    // A script whose helpers live in a shared prelude file, prepended to it.
-    ($name:ident, $prelude:literal + $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!(concat!("../lua/", $prelude)),
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
-    };
-    // A script after two preludes, in order.
-    ($name:ident, $first:literal + $second:literal + $file:literal) => {
-        pub(crate) static $name: LazyLock<Script> = LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!(concat!("../lua/", $first)),
-                include_str!(concat!("../lua/", $second)),
-                include_str!(concat!("../lua/", $file))
-            ))
-        });
+/// A script, and how many keys it takes: as many as its header names (`-- KEYS[n]` lines,
+/// n a number); none for a script whose keys vary in number.
+pub(crate) struct Lua {
+    script: Script,
+    keys: usize,
+    #[cfg(test)]
+    source: &'static str,
+}
+
+impl Lua {
+    fn new(source: &'static str) -> Lua {
+        // `-- KEYS[3]  ...`, not `-- KEYS[1..k]` (keys that vary in number).
+        let keys = source
+            .lines()
+            .filter_map(|line| line.strip_prefix("-- KEYS[")?.split_once(']'))
+            .filter(|(index, _)| index.parse::<usize>().is_ok())
+            .count();
+        Lua {
+            script: Script::new(source),
+            keys,
+            #[cfg(test)]
+            source,
+        }
+    }
+
+    /// A call of the script with `key` as its first key.
+    pub(crate) fn key(&self, key: &str) -> Call<'_> {
+        // EVALSHA, the hash, the key count, the keys; arguments are usually as many.
+        let mut cmd = Cmd::with_capacity(3 + 2 * self.keys, 192);
+        cmd.arg("EVALSHA")
+            .arg(self.script.get_hash())
+            .arg(self.keys);
+        let mut call = Call {
+            lua: self,
+            cmd,
+            keys: 0,
+            args: false,
+            misordered: false,
+        };
+        call.key(key);
+        call
+    }
+
+    /// A call with keys and arguments in any order (`redis`'s own): for the scripts whose
+    /// number of keys varies.
+    pub(crate) fn prepare_invoke(&self) -> ScriptInvocation<'_> {
+        self.script.prepare_invoke()
+    }
+}
+
+/// One call of a [`Lua`] script: its keys, then its arguments.
+pub(crate) struct Call<'a> {
+    lua: &'a Lua,
+    cmd: Cmd,
+    keys: usize,
+    /// An argument was added.
+    args: bool,
+    /// A key was added after an argument.
+    misordered: bool,
+}
+
+impl Call<'_> {
+    /// Adds the next key (`KEYS[i]`); every key comes before the arguments.
+    pub(crate) fn key(&mut self, key: &str) -> &mut Self {
+        self.misordered |= self.args;
+        self.cmd.arg(key);
+        self.keys += 1;
+        self
+    }
+
+    /// Adds the next argument (`ARGV[i]`).
+    pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
+        self.cmd.arg(arg);
+        self.args = true;
+        self
+    }
+
+    /// Sends the call; on NOSCRIPT, loads the script and sends it again.
+    pub(crate) fn invoke<T: FromRedisValue>(&self, c: &mut dyn ConnectionLike) -> RedisResult<T> {
+        self.check()?;
+        match self.cmd.query(c) {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.lua.script.load(c)?;
+                self.cmd.query(c)
+            }
+            reply => reply,
+        }
+    }
+
+    /// An error, and nothing sent, unless the keys are the script's, and come first.
+    fn check(&self) -> RedisResult<()> {
+        if self.keys == self.lua.keys && !self.misordered {
+            return Ok(());
+        }
+        Err(RedisError::from((
+            ErrorKind::Client,
+            "a script called with other keys than its header names",
+            format!(
+                "{} keys given, {} named{}",
+                self.keys,
+                self.lua.keys,
+                if self.misordered {
+                    ", a key after an argument"
+                } else {
+                    ""
+                }
+            ),
+        )))
+    }
+}
+
+/// The statics, each made of its files in order (shared helpers first); and, for tests,
+/// the list of them all.
+macro_rules! scripts {
+    ($($name:ident: [$($file:literal),+];)+) => {
+        $(
+            pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
+                Lua::new(concat!($(include_str!(concat!("../lua/", $file))),+))
+            });
+        )+
+
+        #[cfg(test)]
+        fn all() -> Vec<(&'static str, &'static Lua)> {
+            vec![$((stringify!($name), &*$name)),+]
+        }
     };
 }
 
-script!(LOCK_ACQUIRE, "lock_acquire.lua");
-script!(LOCK_UNLOCK, "lock_unlock.lua");
-script!(LOCK_RENEW, "lock_renew.lua");
-script!(LOCK_FORCE_UNLOCK, "lock_force_unlock.lua");
-script!(FENCED_ACQUIRE, "fenced_acquire.lua");
-script!(SPIN_UNLOCK, "spin_unlock.lua");
-script!(SPIN_FORCE_UNLOCK, "spin_force_unlock.lua");
+scripts! {
+    LOCK_ACQUIRE: ["lock_acquire.lua"];
+    LOCK_UNLOCK: ["lock_unlock.lua"];
+    LOCK_RENEW: ["lock_renew.lua"];
+    LOCK_FORCE_UNLOCK: ["lock_force_unlock.lua"];
+    FENCED_ACQUIRE: ["fenced_acquire.lua"];
+    SPIN_UNLOCK: ["spin_unlock.lua"];
+    SPIN_FORCE_UNLOCK: ["spin_force_unlock.lua"];
 
-script!(FAIR_ACQUIRE, "fair_common.lua" + "fair_acquire.lua");
-script!(FAIR_UNLOCK, "fair_common.lua" + "fair_unlock.lua");
-script!(FAIR_LEAVE, "fair_common.lua" + "fair_leave.lua");
-script!(
-    FAIR_FORCE_UNLOCK,
-    "fair_common.lua" + "fair_force_unlock.lua"
-);
+    FAIR_ACQUIRE: ["fair_common.lua", "fair_acquire.lua"];
+    FAIR_UNLOCK: ["fair_common.lua", "fair_unlock.lua"];
+    FAIR_LEAVE: ["fair_common.lua", "fair_leave.lua"];
+    FAIR_FORCE_UNLOCK: ["fair_common.lua", "fair_force_unlock.lua"];
 
-script!(RW_READ_ACQUIRE, "rw_read_acquire.lua");
-script!(RW_WRITE_ACQUIRE, "rw_write_acquire.lua");
-script!(RW_READ_UNLOCK, "rw_common.lua" + "rw_read_unlock.lua");
-script!(RW_WRITE_UNLOCK, "rw_common.lua" + "rw_write_unlock.lua");
-script!(RW_READ_RENEW, "rw_read_renew.lua");
-script!(RW_FORCE_UNLOCK, "rw_force_unlock.lua");
+    RW_READ_ACQUIRE: ["rw_read_acquire.lua"];
+    RW_WRITE_ACQUIRE: ["rw_write_acquire.lua"];
+    RW_READ_UNLOCK: ["rw_common.lua", "rw_read_unlock.lua"];
+    RW_WRITE_UNLOCK: ["rw_common.lua", "rw_write_unlock.lua"];
+    RW_READ_RENEW: ["rw_read_renew.lua"];
+    RW_FORCE_UNLOCK: ["rw_force_unlock.lua"];
 
-script!(SEMAPHORE_TRY_SET_PERMITS, "semaphore_try_set_permits.lua");
-script!(SEMAPHORE_ADD_PERMITS, "semaphore_add_permits.lua");
-script!(SEMAPHORE_ACQUIRE, "semaphore_acquire.lua");
-script!(SEMAPHORE_DRAIN, "semaphore_drain.lua");
-script!(SEMAPHORE_SET, "semaphore_set.lua");
+    SEMAPHORE_TRY_SET_PERMITS: ["semaphore_try_set_permits.lua"];
+    SEMAPHORE_ADD_PERMITS: ["semaphore_add_permits.lua"];
+    SEMAPHORE_ACQUIRE: ["semaphore_acquire.lua"];
+    SEMAPHORE_DRAIN: ["semaphore_drain.lua"];
+    SEMAPHORE_SET: ["semaphore_set.lua"];
 
-script!(
-    PES_TRY_SET_PERMITS,
-    "pes_check.lua" + "pes_common.lua" + "pes_try_set_permits.lua"
-);
-script!(
-    PES_ADD_PERMITS,
-    "pes_check.lua" + "pes_common.lua" + "pes_add_permits.lua"
-);
-script!(
-    PES_ACQUIRE,
-    "pes_check.lua" + "pes_common.lua" + "pes_acquire.lua"
-);
-script!(
-    PES_RELEASE,
-    "pes_check.lua" + "pes_common.lua" + "pes_release.lua"
-);
-script!(
-    PES_UPDATE_LEASE,
-    "pes_check.lua" + "pes_common.lua" + "pes_update_lease.lua"
-);
-script!(
-    PES_AVAILABLE,
-    "pes_check.lua" + "pes_common.lua" + "pes_available.lua"
-);
-script!(PES_COUNTS, "pes_check.lua" + "pes_counts.lua");
-script!(PES_LEASE, "pes_check.lua" + "pes_lease.lua");
-script!(PES_RENEW, "pes_renew.lua");
+    PES_TRY_SET_PERMITS: ["pes_check.lua", "pes_common.lua", "pes_try_set_permits.lua"];
+    PES_ADD_PERMITS: ["pes_check.lua", "pes_common.lua", "pes_add_permits.lua"];
+    PES_ACQUIRE: ["pes_check.lua", "pes_common.lua", "pes_acquire.lua"];
+    PES_RELEASE: ["pes_check.lua", "pes_common.lua", "pes_release.lua"];
+    PES_UPDATE_LEASE: ["pes_check.lua", "pes_common.lua", "pes_update_lease.lua"];
+    PES_AVAILABLE: ["pes_check.lua", "pes_common.lua", "pes_available.lua"];
+    PES_COUNTS: ["pes_check.lua", "pes_counts.lua"];
+    PES_LEASE: ["pes_check.lua", "pes_lease.lua"];
+    PES_RENEW: ["pes_renew.lua"];
 
-script!(
-    LATCH_TRY_SET_COUNT,
-    "latch_common.lua" + "latch_try_set_count.lua"
-);
-script!(
-    LATCH_COUNT_DOWN,
-    "latch_common.lua" + "latch_count_down.lua"
-);
-script!(LATCH_DELETE, "latch_common.lua" + "latch_delete.lua");
+    LATCH_TRY_SET_COUNT: ["latch_common.lua", "latch_try_set_count.lua"];
+    LATCH_COUNT_DOWN: ["latch_common.lua", "latch_count_down.lua"];
+    LATCH_DELETE: ["latch_common.lua", "latch_delete.lua"];
 
-script!(FENCED_WRITE, "fenced_write.lua");
+    FENCED_WRITE: ["fenced_write.lua"];
 
-script!(INSPECT, "inspect.lua");
+    INSPECT: ["inspect.lua"];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The highest `KEYS[n]` the code (not the comments) of `source` reads, and whether it
+    /// reads keys by a computed index (a script whose keys vary in number).
+    fn keys_read(source: &str) -> (usize, bool) {
+        let code: String = source
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut highest = 0;
+        let mut computed = code.contains("#KEYS") || code.contains("ipairs(KEYS)");
+        for (at, _) in code.match_indices("KEYS[") {
+            let index: String = code[at + 5..].chars().take_while(|c| *c != ']').collect();
+            match index.parse::<usize>() {
+                Ok(n) => highest = highest.max(n),
+                Err(_) => computed = true,
+            }
+        }
+        (highest, computed)
+    }
+
+    #[test]
+    fn every_script_header_names_the_keys_its_code_reads() {
+        // A call's key count is read from the header: a header missing a key would send
+        // that key as an argument.
+        for (name, lua) in all() {
+            let (highest, computed) = keys_read(lua.source);
+            // A key may be passed and not read (the `pes_` scripts all take the same three),
+            // but every key read must be named.
+            assert!(lua.keys >= highest, "{name}: reads KEYS[{highest}]");
+            if lua.keys == 0 {
+                assert!(computed, "{name}: names no key and reads none");
+            }
+        }
+        assert_eq!(LOCK_UNLOCK.keys, 3);
+        assert_eq!(LOCK_RENEW.keys, 0);
+    }
+
+    #[test]
+    fn a_call_with_other_keys_than_the_header_names_is_refused() {
+        let mut call = LOCK_UNLOCK.key("lock");
+        call.key("channel");
+        assert!(call.check().is_err(), "two keys of three");
+        call.key("latch");
+        assert!(call.check().is_ok());
+        call.key("extra");
+        assert!(call.check().is_err(), "four keys of three");
+
+        let mut call = LOCK_UNLOCK.key("lock");
+        call.key("channel").arg(0).key("latch");
+        let err = call.check().unwrap_err();
+        assert!(err.to_string().contains("a key after an argument"), "{err}");
+    }
+
+    #[test]
+    fn a_call_is_one_evalsha_with_the_key_count_first() {
+        let mut call = LOCK_ACQUIRE.key("name");
+        call.arg(30_000).arg("owner");
+        let packed = String::from_utf8(call.cmd.get_packed_command()).expect("utf-8");
+        let hash = LOCK_ACQUIRE.script.get_hash();
+        assert_eq!(
+            packed,
+            format!(
+                "*6\r\n$7\r\nEVALSHA\r\n$40\r\n{hash}\r\n$1\r\n1\r\n$4\r\nname\r\n\
+                 $5\r\n30000\r\n$5\r\nowner\r\n"
+            )
+        );
+    }
+}

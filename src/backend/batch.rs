@@ -355,10 +355,10 @@ impl Batcher {
     /// Deletes `key` with a later write (once [`MIN_DOOMED`] wait), reading nothing back: a
     /// clean-up that the server also does by itself (the key expires). Dropped when too many
     /// wait already.
-    pub(crate) fn delete_later(&self, key: &str) {
+    pub(crate) fn delete_later(&self, key: String) {
         let mut queue = self.queue.lock();
         if queue.doomed.len() < MAX_DOOMED {
-            queue.doomed.push(key.to_owned());
+            queue.doomed.push(key);
         }
     }
 

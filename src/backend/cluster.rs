@@ -151,7 +151,7 @@ impl Deployment for Cluster {
         slot(key.as_bytes())
     }
 
-    fn delete_later(&self, key: &str) {
+    fn delete_later(&self, key: String) {
         if let Some((pool, _)) = self.router.lookup(slot(key.as_bytes())) {
             pool.delete_later(key);
         }
@@ -565,7 +565,7 @@ fn by_preference<T>(
 /// it, use the slot that node is importing).
 ///
 /// A script the node does not have yet answers NOSCRIPT, which uses up the `ASKING`:
-/// `redis::Script::invoke` then loads the script and re-sends EVALSHA without it, and the
+/// `scripts::Call::invoke` then loads the script and re-sends EVALSHA without it, and the
 /// importing node answers `MOVED` (back to the slot's owner, which would `ASK` again). So a
 /// `MOVED` here is answered with `ASKING` and `f` once more, on the same connection, where
 /// the script is loaded now. That is as safe as following the `MOVED` (nothing ran); if the

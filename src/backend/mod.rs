@@ -47,7 +47,7 @@ trait Deployment: Send + Sync {
     /// not run is retried up to the configured attempts.
     fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()>;
     fn slot(&self, key: &str) -> u16;
-    fn delete_later(&self, key: &str);
+    fn delete_later(&self, key: String);
     fn clustered(&self) -> bool;
     fn for_each_master(&self, f: &mut dyn FnMut(&Pool) -> Result<()>) -> Result<()>;
     /// Closes the idle connections of every pool, and each one checked in later.
@@ -129,7 +129,7 @@ impl Backend {
     /// back: a clean-up (an unlock latch) that costs no caller a round trip. Without batching,
     /// or when the cluster's slot map does not know `key`'s node, it is not sent: `key` must be
     /// one that expires by itself, and this only deletes it sooner.
-    pub(crate) fn delete_later(&self, key: &str) {
+    pub(crate) fn delete_later(&self, key: String) {
         if !self.is_closed() {
             self.deployment.delete_later(key);
         }
@@ -214,7 +214,7 @@ impl Deployment for Server {
         0
     }
 
-    fn delete_later(&self, key: &str) {
+    fn delete_later(&self, key: String) {
         self.pool.delete_later(key);
     }
 

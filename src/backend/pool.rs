@@ -312,7 +312,7 @@ impl Pool {
     /// Deletes `key` with a later call this pool writes (16 at a time), reading nothing back:
     /// a clean-up that costs no caller a round trip. Without batching it is not sent: the key
     /// must be one that expires by itself.
-    pub(crate) fn delete_later(&self, key: &str) {
+    pub(crate) fn delete_later(&self, key: String) {
         if let Some(batcher) = &self.batcher {
             batcher.delete_later(key);
         }

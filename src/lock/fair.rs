@@ -48,7 +48,7 @@ impl Fair {
         reentrant: bool,
     ) -> RedisResult<Value> {
         scripts::FAIR_ACQUIRE
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
@@ -86,7 +86,7 @@ impl Kind for Fair {
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::FAIR_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
@@ -101,7 +101,7 @@ impl Kind for Fair {
 
     fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::FAIR_FORCE_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
@@ -121,7 +121,7 @@ impl Kind for Fair {
     fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
         lock.run(|c| {
             scripts::FAIR_LEAVE
-                .key(&*lock.name)
+                .key(&lock.name)
                 .key(&self.queue)
                 .key(&self.timeouts)
                 .key(&self.channel)

@@ -41,7 +41,7 @@ impl Kind for Fenced {
         _will_wait: bool,
     ) -> RedisResult<Value> {
         scripts::FENCED_ACQUIRE
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.token)
             .arg(lease_ms)
             .arg(owner)

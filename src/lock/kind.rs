@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
-use redis::{ConnectionLike, RedisResult, Script, ScriptInvocation, Value};
+use redis::{ConnectionLike, RedisResult, ScriptInvocation, Value};
 
 use crate::error::Result;
 use crate::lock::raw::RawLock;
@@ -134,7 +134,7 @@ pub(crate) struct Renewal {
 /// A script that renews many holds in one call: ARGV[1] is the lease in ms, and each hold
 /// adds its own keys and arguments in turn. The watchdog groups holds by it.
 pub(crate) struct BatchRenewal {
-    pub(crate) script: &'static LazyLock<Script>,
+    pub(crate) script: &'static LazyLock<scripts::Lua>,
     /// Adds one hold of lock `name`, hash field `field`, to the call.
     pub(crate) add: fn(call: &mut ScriptInvocation<'_>, name: &str, field: &str),
 }

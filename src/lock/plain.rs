@@ -33,7 +33,7 @@ impl Plain {
         reentrant: bool,
     ) -> RedisResult<Value> {
         scripts::LOCK_ACQUIRE
-            .key(&*lock.name)
+            .key(&lock.name)
             .arg(lease_ms)
             .arg(owner)
             .arg(if reentrant { "1" } else { "0" })
@@ -64,7 +64,7 @@ impl Kind for Plain {
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::LOCK_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.channel)
             .key(release.latch)
             .arg(0)
@@ -77,7 +77,7 @@ impl Kind for Plain {
 
     fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::LOCK_FORCE_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.channel)
             .arg(0)
             .arg(lock.client.publish())

@@ -203,7 +203,7 @@ impl RawLock {
         // The reply came: no retry needs the latch now. Deleted with a later call written
         // (as Redisson deletes it after the reply), so that unlocks under load do not fill the
         // server with latches until their TTL.
-        self.client.inner.pool.delete_later(&latch);
+        self.client.inner.pool.delete_later(latch);
         if let (Some(acked), Some(sync)) = (acked, self.client.inner.config.replica_sync) {
             if acked < sync.replicas {
                 log::warn!(

@@ -50,8 +50,8 @@ impl Kind for Read {
         _will_wait: bool,
     ) -> RedisResult<Value> {
         scripts::RW_READ_ACQUIRE
-            .key(&*lock.name)
-            .key(keys::read_holds(&lock.name, owner))
+            .key(&lock.name)
+            .key(&keys::read_holds(&lock.name, owner))
             .arg(lease_ms)
             .arg(owner)
             .arg(keys::write_field(owner))
@@ -65,9 +65,9 @@ impl Kind for Read {
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::RW_READ_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.side.channel)
-            .key(keys::read_holds(&lock.name, release.owner))
+            .key(&keys::read_holds(&lock.name, release.owner))
             .key(&self.side.prefix)
             .key(release.latch)
             .arg(release.owner)

@@ -156,7 +156,7 @@ impl Side {
         c: &mut dyn ConnectionLike,
     ) -> RedisResult<bool> {
         scripts::RW_FORCE_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.channel)
             .arg(self.mode)
             .arg(lock.client.publish())

@@ -45,7 +45,7 @@ impl Kind for Spin {
         _will_wait: bool,
     ) -> RedisResult<Value> {
         scripts::LOCK_ACQUIRE
-            .key(&*lock.name)
+            .key(&lock.name)
             .arg(lease_ms)
             .arg(owner)
             .invoke(c)
@@ -58,7 +58,7 @@ impl Kind for Spin {
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::SPIN_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(release.latch)
             .arg(release.lease_ms)
             .arg(release.owner)
@@ -67,7 +67,7 @@ impl Kind for Spin {
     }
 
     fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
-        scripts::SPIN_FORCE_UNLOCK.key(&*lock.name).invoke(c)
+        scripts::SPIN_FORCE_UNLOCK.key(&lock.name).invoke(c)
     }
 
     fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {

@@ -40,7 +40,7 @@ impl Kind for Write {
         _will_wait: bool,
     ) -> RedisResult<Value> {
         scripts::RW_WRITE_ACQUIRE
-            .key(&*lock.name)
+            .key(&lock.name)
             .arg(lease_ms)
             .arg(keys::write_field(owner))
             .invoke(c)
@@ -53,7 +53,7 @@ impl Kind for Write {
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         scripts::RW_WRITE_UNLOCK
-            .key(&*lock.name)
+            .key(&lock.name)
             .key(&self.side.channel)
             .key(&self.side.prefix)
             .key(release.latch)

@@ -841,10 +841,10 @@ impl PermitExpirableSemaphore {
 
     /// Runs one `lua/pes_*.lua` script with the semaphore's keys, the publish command and
     /// `args`. A wrong-type reply names the key the script found wrong.
-    fn run<T: redis::FromRedisValue>(&self, script: &redis::Script, args: &[&str]) -> Result<T> {
-        let mut call = script.key(&*self.name);
-        call.key(&*self.timeouts)
-            .key(&*self.channel)
+    fn run<T: redis::FromRedisValue>(&self, script: &scripts::Lua, args: &[&str]) -> Result<T> {
+        let mut call = script.key(&self.name);
+        call.key(&self.timeouts)
+            .key(&self.channel)
             .arg(self.client.publish());
         for arg in args {
             call.arg(*arg);

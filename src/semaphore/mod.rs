@@ -154,8 +154,8 @@ impl Semaphore {
         self.check_name()?;
         self.run(|c| {
             scripts::SEMAPHORE_SET
-                .key(&*self.name)
-                .key(&*self.channel)
+                .key(&self.name)
+                .key(&self.channel)
                 .arg(permits)
                 .arg(self.client.publish())
                 .invoke(c)
@@ -186,14 +186,14 @@ impl Semaphore {
     /// ```
     pub fn drain_permits(&self) -> Result<i64> {
         self.check_name()?;
-        self.run(|c| scripts::SEMAPHORE_DRAIN.key(&*self.name).invoke(c))
+        self.run(|c| scripts::SEMAPHORE_DRAIN.key(&self.name).invoke(c))
     }
 
     fn try_set(&self, permits: u32, expiry: Option<Duration>) -> Result<bool> {
         self.check_name()?;
         self.run(|c| {
-            let mut call = scripts::SEMAPHORE_TRY_SET_PERMITS.key(&*self.name);
-            call.key(&*self.channel)
+            let mut call = scripts::SEMAPHORE_TRY_SET_PERMITS.key(&self.name);
+            call.key(&self.channel)
                 .arg(permits)
                 .arg(self.client.publish());
             if let Some(expiry) = expiry {
@@ -225,8 +225,8 @@ impl Semaphore {
         self.check_name()?;
         self.run(|c| {
             scripts::SEMAPHORE_ADD_PERMITS
-                .key(&*self.name)
-                .key(&*self.channel)
+                .key(&self.name)
+                .key(&self.channel)
                 .arg(delta)
                 .arg(self.client.publish())
                 .invoke(c)
@@ -480,7 +480,7 @@ impl Semaphore {
     fn attempt(&self, permits: u32) -> Result<Tried> {
         let (taken, count): (i64, i64) = self.run(|c| {
             scripts::SEMAPHORE_ACQUIRE
-                .key(&*self.name)
+                .key(&self.name)
                 .arg(permits)
                 .invoke(c)
         })?;
