@@ -18,100 +18,142 @@ const THREADS: &[usize] = &[1, 4, 16, 64, 256];
 const ROUND: Duration = Duration::from_millis(1500);
 const ROUNDS: usize = 2;
 
-/// Redisson's two lock scripts on a bare connection: what `raw` sends per cycle.
-pub(crate) struct RawCycle {
-    conn: redis::Connection,
-    acquire: redis::Script,
-    unlock: redis::Script,
+/// Redisson's two lock scripts, loaded on a connection, and the commands that call them: each
+/// one EVALSHA built in one `redis::Cmd` (as redlatch builds its own).
+struct RawScripts {
+    acquire: String,
+    unlock: String,
+}
+
+impl RawScripts {
+    fn load(conn: &mut redis::Connection) -> RawScripts {
+        let mut load = |src: &str| -> String {
+            redis::Script::new(src)
+                .prepare_invoke()
+                .load(conn)
+                .expect("SCRIPT LOAD")
+        };
+        RawScripts {
+            acquire: load(include_str!("../../lua/lock_acquire.lua")),
+            unlock: load(include_str!("../../lua/lock_unlock.lua")),
+        }
+    }
+
+    fn acquire(&self, key: &str, owner: &str) -> redis::Cmd {
+        let mut cmd = redis::Cmd::with_capacity(6, 128);
+        cmd.arg("EVALSHA")
+            .arg(&self.acquire)
+            .arg(1)
+            .arg(key)
+            .arg(30_000)
+            .arg(owner);
+        cmd
+    }
+
+    fn unlock(&self, key: &str, channel: &str, latch: &str, owner: &str) -> redis::Cmd {
+        let mut cmd = redis::Cmd::with_capacity(11, 256);
+        cmd.arg("EVALSHA")
+            .arg(&self.unlock)
+            .arg(3)
+            .arg(key)
+            .arg(channel)
+            .arg(latch)
+            .arg(0)
+            .arg(30_000)
+            .arg(owner)
+            .arg("PUBLISH")
+            .arg(4_000);
+        cmd
+    }
+}
+
+/// The keys of one raw lock: its name, channel and unlock latch prefix.
+struct RawKeys {
     key: String,
     channel: String,
     latch_prefix: String,
+}
+
+impl RawKeys {
+    fn new(key: &str) -> RawKeys {
+        RawKeys {
+            key: key.to_owned(),
+            channel: format!("redisson_lock__channel:{{{key}}}"),
+            latch_prefix: format!("redisson_unlock_latch:{{{key}}}:"),
+        }
+    }
+
+    /// The latch of unlock number `n`: one per unlock, as Redisson's request id.
+    fn latch(&self, n: u64) -> String {
+        format!("{}{n}", self.latch_prefix)
+    }
+}
+
+/// Redisson's two lock scripts on a bare connection: what `raw` sends per cycle.
+pub(crate) struct RawCycle {
+    conn: redis::Connection,
+    scripts: RawScripts,
+    keys: RawKeys,
     owner: String,
     n: u64,
 }
 
 impl RawCycle {
-    pub(crate) fn new(conn: redis::Connection, key: &str, owner: &str) -> RawCycle {
+    pub(crate) fn new(mut conn: redis::Connection, key: &str, owner: &str) -> RawCycle {
         RawCycle {
+            scripts: RawScripts::load(&mut conn),
             conn,
-            acquire: redis::Script::new(include_str!("../../lua/lock_acquire.lua")),
-            unlock: redis::Script::new(include_str!("../../lua/lock_unlock.lua")),
-            key: key.to_owned(),
-            channel: format!("redisson_lock__channel:{{{key}}}"),
-            latch_prefix: format!("redisson_unlock_latch:{{{key}}}:"),
+            keys: RawKeys::new(key),
             owner: owner.to_owned(),
             n: 0,
         }
     }
 
-    /// One lock + unlock: two round trips, as a client without batching sends them. The
-    /// latch key differs per unlock, as Redisson's request id does.
+    /// One lock + unlock: two round trips, as a client without batching sends them.
     pub(crate) fn cycle(&mut self) {
+        let k = &self.keys;
         let reply: redis::Value = self
-            .acquire
-            .key(&self.key)
-            .arg(30_000)
-            .arg(&self.owner)
-            .invoke(&mut self.conn)
+            .scripts
+            .acquire(&k.key, &self.owner)
+            .query(&mut self.conn)
             .expect("raw acquire");
         assert!(
             matches!(reply, redis::Value::Array(_)),
             "raw acquire of {} found it held: {reply:?}",
-            self.key
+            k.key
         );
         self.n += 1;
-        let latch = format!("{}{}", self.latch_prefix, self.n);
         let released: i64 = self
-            .unlock
-            .key(&self.key)
-            .key(&self.channel)
-            .key(&latch)
-            .arg(0)
-            .arg(30_000)
-            .arg(&self.owner)
-            .arg("PUBLISH")
-            .arg(4_000)
-            .invoke(&mut self.conn)
+            .scripts
+            .unlock(&k.key, &k.channel, &k.latch(self.n), &self.owner)
+            .query(&mut self.conn)
             .expect("raw unlock");
-        assert_eq!(released, 1, "raw unlock of {}", self.key);
+        assert_eq!(released, 1, "raw unlock of {}", k.key);
     }
 }
 
-/// The ceiling: `locks` cycles per call, as one pipeline of acquires then one of unlocks on
+/// The ceiling: T cycles per call, as one pipeline of T acquires then one of T unlocks on
 /// one bare connection.
 struct RawPipeline {
     conn: redis::Connection,
-    acquire: String,
-    unlock: String,
-    keys: Vec<(String, String, String)>,
+    scripts: RawScripts,
+    locks: Vec<(RawKeys, String)>,
     n: u64,
 }
 
 impl RawPipeline {
     fn new(mut conn: redis::Connection, locks: usize) -> RawPipeline {
-        let mut load = |src: &str| -> String {
-            redis::Script::new(src)
-                .prepare_invoke()
-                .load(&mut conn)
-                .expect("SCRIPT LOAD")
-        };
-        let acquire = load(include_str!("../../lua/lock_acquire.lua"));
-        let unlock = load(include_str!("../../lua/lock_unlock.lua"));
-        let keys = (0..locks)
-            .map(|i| {
-                let key = format!("bench:throughput:pipe:{i}");
-                (
-                    format!("redisson_lock__channel:{{{key}}}"),
-                    format!("redisson_unlock_latch:{{{key}}}:"),
-                    key,
-                )
-            })
-            .collect();
         RawPipeline {
+            scripts: RawScripts::load(&mut conn),
             conn,
-            acquire,
-            unlock,
-            keys,
+            locks: (0..locks)
+                .map(|i| {
+                    (
+                        RawKeys::new(&format!("bench:throughput:pipe:{i}")),
+                        format!("pipe:{i}"),
+                    )
+                })
+                .collect(),
             n: 0,
         }
     }
@@ -119,14 +161,8 @@ impl RawPipeline {
     /// One pipeline of acquires, one of unlocks; returns the cycles done.
     fn cycle(&mut self) -> u64 {
         let mut acquires = redis::pipe();
-        for (i, (_, _, key)) in self.keys.iter().enumerate() {
-            acquires
-                .cmd("EVALSHA")
-                .arg(&self.acquire)
-                .arg(1)
-                .arg(key)
-                .arg(30_000)
-                .arg(format!("pipe:{i}"));
+        for (k, owner) in &self.locks {
+            acquires.add_command(self.scripts.acquire(&k.key, owner));
         }
         let replies: Vec<redis::Value> =
             acquires.query(&mut self.conn).expect("pipelined acquires");
@@ -136,26 +172,18 @@ impl RawPipeline {
         );
         self.n += 1;
         let mut unlocks = redis::pipe();
-        for (i, (channel, latch_prefix, key)) in self.keys.iter().enumerate() {
-            unlocks
-                .cmd("EVALSHA")
-                .arg(&self.unlock)
-                .arg(3)
-                .arg(key)
-                .arg(channel)
-                .arg(format!("{latch_prefix}{}", self.n))
-                .arg(0)
-                .arg(30_000)
-                .arg(format!("pipe:{i}"))
-                .arg("PUBLISH")
-                .arg(4_000);
+        for (k, owner) in &self.locks {
+            unlocks.add_command(
+                self.scripts
+                    .unlock(&k.key, &k.channel, &k.latch(self.n), owner),
+            );
         }
         let released: Vec<i64> = unlocks.query(&mut self.conn).expect("pipelined unlocks");
         assert!(
             released.iter().all(|&r| r == 1),
             "pipelined unlocks: {released:?}"
         );
-        self.keys.len() as u64
+        self.locks.len() as u64
     }
 }
 
@@ -339,7 +367,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             .num2(&format!("t{threads}_ratio"), ratio);
         if threads > 1 {
             eprintln!(
-                "throughput: {threads} threads: the ceiling, one connection pipelining {threads} \
+                "throughput: {threads} threads: one connection pipelining {threads} \
                  acquires then {threads} unlocks: {:.0} cycles/s (redlatch reaches {:.2} of it)",
                 piped.rate(),
                 ours.rate() / piped.rate()
