@@ -42,8 +42,8 @@ impl Lua {
 
     /// A call of the script with `key` as its first key.
     pub(crate) fn key(&self, key: &str) -> Call<'_> {
-        // EVALSHA, the hash, the key count, the keys, and room for 8 arguments (no script
-        // takes more) and their bytes: built without reallocating.
+        // EVALSHA, the hash, the key count, the keys, and room for 8 arguments and their
+        // bytes: most calls are built without reallocating.
         let mut cmd = Cmd::with_capacity(3 + self.keys + 8, 320);
         cmd.arg("EVALSHA")
             .arg(self.script.get_hash())

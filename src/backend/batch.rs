@@ -22,8 +22,9 @@
 //!
 //! A lane's thread that unwinds (a panic: a bug here or in a dependency) leaves nobody asleep:
 //! the outcomes it holds still reach their callers, the commands whose replies it had not
-//! read fail as on a broken connection, and its lane is given back (the calls queued behind
-//! it fail too when no other lane is left to send them).
+//! read fail as on a broken connection, and its lane is given back: the calls queued behind
+//! it go with the next lane taken, or fail as not sent (and are retried) if no other lane is
+//! taken.
 //!
 //! Keys to delete that nobody waits for ([`Batcher::delete_later`]: unlock latches) ride
 //! with a later write once 16 of them wait, in one `DEL` (one per key on a cluster node, whose
@@ -220,9 +221,9 @@ impl Drop for Answers {
     }
 }
 
-/// A lane taken (see [`Queue::leading`]), given back when its holder unwinds: if no other
-/// lane is left to send what is queued, the queued calls fail (their entries are dropped
-/// unanswered) rather than wait for good.
+/// A lane taken (see [`Queue::leading`]), given back when its holder unwinds: what is queued
+/// is left to the next thread that takes a lane, or, if no other lane is taken (nobody would
+/// come), failed as not sent rather than left waiting for good.
 struct Lane<'a> {
     batcher: Option<&'a Batcher>,
 }
@@ -246,14 +247,18 @@ impl Drop for Lane<'_> {
         let Some(batcher) = self.batcher else { return };
         let mut queue = batcher.queue.lock();
         queue.leading -= 1;
-        let stranded = if queue.leading == 0 {
-            queue.bytes.clear();
-            std::mem::take(&mut queue.entries)
-        } else {
-            Vec::new()
-        };
+        if queue.leading > 0 {
+            // The next thread to take a lane sends them (see `Batcher::send`).
+            return;
+        }
+        queue.bytes.clear();
+        let mut stranded = std::mem::take(&mut queue.entries);
         drop(queue);
-        drop(stranded);
+        // Not sent: they did not run, and are retried as the pool retries.
+        let e = std::io::Error::other("the thread that was to send this command panicked");
+        let err = Error::Connection(e.into());
+        let mut answers = Answers::default();
+        answers.answer_all(&mut stranded, || Outcome::NotSent(err.clone(), false));
     }
 }
 
@@ -292,22 +297,24 @@ impl Batcher {
         let mut queue = self.queue.lock();
         if queue.leading < self.lanes {
             queue.leading += 1;
-            debug_assert!(
-                queue.entries.is_empty(),
-                "callers queue only while no lane is free"
-            );
-            let doomed = take_doomed(&mut queue);
-            drop(queue);
             let lane = Lane::held(self);
+            let doomed = take_doomed(&mut queue);
+            // Callers queue only while no lane is free, but a lane whose thread unwound may
+            // have left some (see `Lane`): they go first.
+            let stranded = std::mem::take(&mut queue.entries);
+            let stranded_bytes = std::mem::take(&mut queue.bytes);
+            drop(queue);
             let mine = Entry {
                 replies,
                 target: Target::Mine,
             };
-            let mine = if doomed.is_empty() {
+            let mine = if doomed.is_empty() && stranded.is_empty() {
                 // Alone, as most calls: the command goes out as it is, copied nowhere.
                 self.drive(pool, lane, None, cmd, vec![mine], None)
             } else {
                 let (mut bytes, mut entries) = self.deletions(doomed);
+                bytes.extend_from_slice(&stranded_bytes);
+                entries.extend(stranded);
                 bytes.extend_from_slice(cmd);
                 entries.push(mine);
                 self.drive(pool, lane, None, &bytes, entries, None)
@@ -675,7 +682,11 @@ mod tests {
             "broken",
             "may have run: as a broken connection"
         );
-        assert_eq!(slot_of(&waiting), "broken", "no lane is left to send it");
+        assert_eq!(
+            slot_of(&waiting),
+            "not sent",
+            "no lane is left to send it: retried"
+        );
         let queue = batcher.queue.lock();
         assert_eq!(queue.leading, 0, "the lane is free again");
         assert!(queue.entries.is_empty() && queue.bytes.is_empty());
@@ -698,6 +709,46 @@ mod tests {
         Lane::held(&batcher).pass();
         assert_eq!(batcher.queue.lock().leading, 1);
         assert_eq!(batcher.queue.lock().entries.len(), 1);
+    }
+
+    #[test]
+    fn calls_left_queued_by_an_unwound_lane_go_with_the_next_lane_taken() {
+        use crate::pubsub::testing::Server;
+        let server = Server::start();
+        let config = crate::Config::builder(server.info())
+            .batch_lanes(2)
+            .build()
+            .expect("config");
+        let pool = Pool::new(
+            Arc::new(super::super::pool::Fixed(server.info())),
+            &config,
+            false,
+        );
+        let batcher = pool.batcher.as_ref().expect("batching");
+        // As a lane's thread leaves things when it unwinds while another lane is taken: one
+        // lane counted, and a caller queued (this thread: its slot is read below).
+        let stranded = job();
+        {
+            let mut queue = batcher.queue.lock();
+            queue.leading = 1;
+            redis::cmd("ECHO")
+                .arg("stranded")
+                .write_packed_command(&mut queue.bytes);
+            queue.entries.push(queued(&stranded));
+        }
+        let mine: String = pool
+            .run("k", |c| redis::cmd("ECHO").arg("mine").query(c))
+            .expect("a call on the free lane");
+        assert_eq!(mine, "mine");
+        match &*stranded.slot.lock() {
+            Slot::Done(Outcome::Replies(replies), _) => {
+                assert_eq!(replies, &[Value::BulkString(b"stranded".to_vec())]);
+            }
+            _ => panic!("the queued call was not sent with the next write"),
+        }
+        let queue = batcher.queue.lock();
+        assert_eq!(queue.leading, 1, "the lane taken is given back");
+        assert!(queue.entries.is_empty() && queue.bytes.is_empty());
     }
 
     #[test]

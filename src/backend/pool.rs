@@ -127,7 +127,7 @@ pub(crate) struct Pool {
     /// Where calls share round trips; `None` when every call takes a connection of its own
     /// (with [`sync_replicas`](crate::ConfigBuilder::sync_replicas), whose `WAIT` must follow
     /// the write on its connection).
-    batcher: Option<Batcher>,
+    pub(super) batcher: Option<Batcher>,
 
     max: usize,
     retry_attempts: u32,

@@ -24,7 +24,7 @@
 mod dispatcher;
 mod sharded;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod wait;
 
 use std::collections::{HashMap, VecDeque};

@@ -110,7 +110,7 @@ pub(super) fn moved_error() -> Value {
 }
 
 /// A `redis-server` on a free loopback port, killed on drop.
-pub(super) struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
 }
@@ -118,7 +118,7 @@ pub(super) struct Server {
 impl Server {
     /// Starts one (from `REDIS_SERVER_BIN`, or `redis-server` on the `PATH`) and waits until
     /// it says it accepts connections, then checks that it answers `PING`.
-    pub(super) fn start() -> Server {
+    pub(crate) fn start() -> Server {
         let bin = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
         for _ in 0..5 {
             // Free now; another process may take it before the server binds (then retry).
@@ -170,14 +170,14 @@ impl Server {
     }
 
     /// Where it listens.
-    pub(super) fn info(&self) -> ConnectionInfo {
+    pub(crate) fn info(&self) -> ConnectionInfo {
         format!("redis://127.0.0.1:{}/", self.port)
             .into_connection_info()
             .unwrap()
     }
 
     /// A command connection, for the test's own commands.
-    pub(super) fn conn(&self) -> redis::Connection {
+    pub(crate) fn conn(&self) -> redis::Connection {
         let conn = redis::Client::open(self.info())
             .unwrap()
             .get_connection_with_timeout(PATIENCE)
