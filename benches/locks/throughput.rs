@@ -1,8 +1,10 @@
 //! `throughput`: T threads, each locking and unlocking a lock of its own as fast as it can,
 //! next to the raw side: the same two scripts (`lua/lock_acquire.lua`, `lua/lock_unlock.lua`)
 //! sent on one bare connection per thread, the best a client without batching can do; and,
-//! as a ceiling, the same T cycles sent by one thread as one pipeline of T acquires and one of
-//! T unlocks on one connection (all the sharing batching could give, with no thread to wake).
+//! for reference, the same T cycles sent by one thread as one pipeline of T acquires and one
+//! of T unlocks on one connection: at 64 threads and more, about the most batching could give
+//! (every command batched, no thread to wake); at a few threads not a bound (one connection
+//! waits the round trips that threads overlap).
 //! Also the raw two-script cycle that `solo` alternates with.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -132,7 +134,7 @@ impl RawCycle {
     }
 }
 
-/// The ceiling: T cycles per call, as one pipeline of T acquires then one of T unlocks on
+/// The pipelined reference: T cycles per call, as one pipeline of T acquires then one of T unlocks on
 /// one bare connection.
 struct RawPipeline {
     conn: redis::Connection,
