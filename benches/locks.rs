@@ -91,6 +91,13 @@ fn main() {
     }
 }
 
+/// A bare connection to the server at `url`, for the raw sides.
+fn raw_connection(url: &str) -> redis::Connection {
+    redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("raw connection")
+}
+
 /// What every workload gets: the server's URL, the ping baseline and a raw connection.
 struct Ctx {
     url: String,
@@ -135,13 +142,7 @@ fn solo(ctx: &mut Ctx) -> Json {
     const CYCLES: usize = ROUNDS * PER_ROUND;
     let client = ctx.client();
     let lock = client.lock("bench:solo");
-    let mut raw = throughput::RawCycle::new(
-        redis::Client::open(ctx.url.as_str())
-            .and_then(|c| c.get_connection())
-            .expect("raw connection"),
-        "bench:solo:raw",
-        "raw:1",
-    );
+    let mut raw = throughput::RawCycle::new(raw_connection(&ctx.url), "bench:solo:raw", "raw:1");
     for _ in 0..200 {
         drop(lock.lock().expect("lock"));
         raw.cycle();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{Ctx, Json};
+use crate::{raw_connection, Ctx, Json};
 
 /// Thread counts run by default, in order.
 const THREADS: &[usize] = &[1, 4, 16, 64, 256];
@@ -328,11 +328,8 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 "raw",
                 threads,
                 |t| {
-                    let conn = redis::Client::open(url.as_str())
-                        .and_then(|c| c.get_connection())
-                        .expect("raw connection");
                     let key = format!("bench:throughput:raw:{t}");
-                    let mut raw = RawCycle::new(conn, &key, &format!("raw:{t}"));
+                    let mut raw = RawCycle::new(raw_connection(&url), &key, &format!("raw:{t}"));
                     Box::new(move || {
                         raw.cycle();
                         1
@@ -346,10 +343,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                     "pipe",
                     1,
                     |_| {
-                        let conn = redis::Client::open(url.as_str())
-                            .and_then(|c| c.get_connection())
-                            .expect("raw connection");
-                        let mut pipe = RawPipeline::new(conn, threads);
+                        let mut pipe = RawPipeline::new(raw_connection(&url), threads);
                         Box::new(move || pipe.cycle())
                     },
                     None,
