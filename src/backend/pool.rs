@@ -136,8 +136,22 @@ pub(crate) struct Pool {
     response_timeout: Duration,
     /// What connections are named (`CLIENT SETNAME`).
     name: Option<Arc<str>>,
+    /// The pool's count of connections, shared with each [`Held`] (see [`Counted`]).
+    slots: Arc<Slots>,
+}
+
+/// What a pool knows of its connections, and who waits for one to be freed.
+struct Slots {
     state: Mutex<State>,
     freed: Condvar,
+}
+
+impl Slots {
+    /// One connection fewer exists: one more may be opened.
+    fn closed_one(&self) {
+        self.state.lock().open -= 1;
+        self.freed.notify_one();
+    }
 }
 
 struct State {
@@ -170,13 +184,15 @@ impl Pool {
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
             name: config.connection_name.clone(),
-            state: Mutex::new(State {
-                closed: false,
-                idle: Vec::new(),
-                open: 0,
-                flushes: 0,
+            slots: Arc::new(Slots {
+                state: Mutex::new(State {
+                    closed: false,
+                    idle: Vec::new(),
+                    open: 0,
+                    flushes: 0,
+                }),
+                freed: Condvar::new(),
             }),
-            freed: Condvar::new(),
         }
     }
 
@@ -268,20 +284,16 @@ impl Pool {
         f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
         let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
-        let Held {
-            mut conn,
-            generation,
-        } = self.checkout(cap)?;
+        let mut held = self.checkout(cap)?;
         if let Some(t) = cap {
-            if let Err(e) = set_timeouts(&conn, t) {
-                self.discard(Held { conn, generation });
+            if let Err(e) = set_timeouts(&held.conn, t) {
+                self.discard(held);
                 return Err((Error::Connection(e), false));
             }
         }
-        let result = f(&mut conn);
+        let result = f(&mut held.conn);
         // A connection whose timeouts cannot be put back is not reused.
-        let restored = cap.is_none() || set_timeouts(&conn, self.response_timeout).is_ok();
-        let held = Held { conn, generation };
+        let restored = cap.is_none() || set_timeouts(&held.conn, self.response_timeout).is_ok();
         match result {
             Ok(v) => {
                 if restored {
@@ -329,7 +341,7 @@ impl Pool {
     fn checkout(&self, cap: Option<Duration>) -> std::result::Result<Held, (Error, bool)> {
         let connect_timeout = cap.map_or(self.connect_timeout, |t| t.min(self.connect_timeout));
         let deadline = Instant::now() + connect_timeout;
-        let mut state = self.state.lock();
+        let mut state = self.slots.state.lock();
         loop {
             if state.closed {
                 // Not to be retried: nothing more goes out.
@@ -338,7 +350,7 @@ impl Pool {
             let current = self.generation(&state);
             while let Some((conn, generation)) = state.idle.pop() {
                 if generation == current {
-                    return Ok(Held { conn, generation });
+                    return Ok(self.held(conn, generation));
                 }
                 // Opened to a master the sentinels have since replaced.
                 state.open -= 1;
@@ -349,17 +361,18 @@ impl Pool {
                 drop(state);
                 return self
                     .connect(connect_timeout)
-                    .map(|conn| Held {
-                        conn,
-                        generation: current,
-                    })
+                    .map(|conn| self.held(conn, current))
                     .map_err(|e| {
-                        self.state.lock().open -= 1;
-                        self.freed.notify_one();
+                        self.slots.closed_one();
                         (e, false)
                     });
             }
-            if self.freed.wait_until(&mut state, deadline).timed_out() {
+            if self
+                .slots
+                .freed
+                .wait_until(&mut state, deadline)
+                .timed_out()
+            {
                 return Err((
                     Error::Timeout(format!(
                         "all {} pooled connections stayed busy for {:?}",
@@ -368,6 +381,15 @@ impl Pool {
                     true,
                 ));
             }
+        }
+    }
+
+    /// `conn`, counted in the pool's `open`, checked out.
+    fn held(&self, conn: redis::Connection, generation: u64) -> Held {
+        Held {
+            conn,
+            generation,
+            counted: Counted(Some(Arc::clone(&self.slots))),
         }
     }
 
@@ -383,19 +405,19 @@ impl Pool {
 
     /// Whether [`close`](Self::close) was called.
     pub(super) fn is_closed(&self) -> bool {
-        self.state.lock().closed
+        self.slots.state.lock().closed
     }
 
     /// Closes the idle connections, and from now on each one checked in.
     pub(crate) fn close(&self) {
         let idle = {
-            let mut state = self.state.lock();
+            let mut state = self.slots.state.lock();
             state.closed = true;
             state.open -= state.idle.len();
             std::mem::take(&mut state.idle)
         };
         drop(idle);
-        self.freed.notify_all();
+        self.slots.freed.notify_all();
     }
 
     /// Which connections are current: the endpoint's generation (a Sentinel master switch
@@ -405,40 +427,47 @@ impl Pool {
     }
 
     pub(super) fn checkin(&self, held: Held) {
-        let mut state = self.state.lock();
-        if held.generation == self.generation(&state) && !state.closed {
-            state.idle.push((held.conn, held.generation));
+        let Held {
+            conn,
+            generation,
+            counted,
+        } = held;
+        counted.settle();
+        let mut state = self.slots.state.lock();
+        if generation == self.generation(&state) && !state.closed {
+            state.idle.push((conn, generation));
         } else {
             state.open -= 1;
         }
         drop(state);
-        self.freed.notify_one();
+        self.slots.freed.notify_one();
     }
 
     /// Drops `held` and the idle connections, likely dead for the same reason.
-    pub(super) fn discard(&self, held: Held) {
+    pub(super) fn discard(&self, mut held: Held) {
+        held.counted.settle_mut();
         let stale = {
-            let mut state = self.state.lock();
+            let mut state = self.slots.state.lock();
             let stale = std::mem::take(&mut state.idle);
             state.open -= 1 + stale.len();
             stale
         };
         drop(held);
         drop(stale);
-        self.freed.notify_all();
+        self.slots.freed.notify_all();
     }
 
     /// Drops the idle connections, and each one in use as it comes back.
     fn flush(&self) {
         let stale = {
-            let mut state = self.state.lock();
+            let mut state = self.slots.state.lock();
             state.flushes += 1;
             let stale = std::mem::take(&mut state.idle);
             state.open -= stale.len();
             stale
         };
         drop(stale);
-        self.freed.notify_all();
+        self.slots.freed.notify_all();
     }
 }
 
@@ -446,6 +475,33 @@ impl Pool {
 pub(crate) struct Held {
     pub(super) conn: redis::Connection,
     generation: u64,
+    counted: Counted,
+}
+
+/// A checked-out connection's place in its pool's count: given back by [`Pool::checkin`] or
+/// [`Pool::discard`], or, when a thread unwinds with the connection (a panic: a bug here or
+/// in a dependency), when it is dropped, so that the pool may open another. Without it each
+/// such panic would shrink the pool by one for good, and a pool of one would be dead.
+struct Counted(Option<Arc<Slots>>);
+
+impl Counted {
+    /// Accounted for by the caller.
+    fn settle(mut self) {
+        self.settle_mut();
+    }
+
+    fn settle_mut(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(slots) = self.0.take() {
+            log::debug!("a pooled connection was dropped while its thread unwound");
+            slots.closed_one();
+        }
+    }
 }
 
 fn set_timeouts(conn: &redis::Connection, t: Duration) -> redis::RedisResult<()> {
@@ -456,4 +512,57 @@ fn set_timeouts(conn: &redis::Connection, t: Duration) -> redis::RedisResult<()>
 /// Server errors that say the command was not run and may succeed soon elsewhere or later.
 fn refused_for_now(e: &redis::RedisError) -> bool {
     crate::error::refused_for_now(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_dropped_as_its_thread_unwinds_frees_its_place() {
+        use crate::pubsub::testing::Server;
+        let server = Server::start();
+        for batch_lanes in [0, 1] {
+            // A pool of one: a place lost for good would leave it no connection at all.
+            let config = crate::Config::builder(server.info())
+                .pool_size(1)
+                .batch_lanes(batch_lanes)
+                .connect_timeout(Duration::from_millis(300))
+                .build()
+                .expect("config");
+            let pool = Pool::new(Arc::new(Fixed(server.info())), &config, false);
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _held = pool.checkout_shared().expect("a connection");
+                panic!("a bug while the connection is out");
+            }));
+            assert!(unwound.is_err());
+            assert_eq!(pool.slots.state.lock().open, 0, "its place is free again");
+            let echoed: String = pool
+                .run("k", |c| redis::cmd("ECHO").arg("again").query(c))
+                .expect("the pool opens another connection");
+            assert_eq!(echoed, "again");
+            let state = pool.slots.state.lock();
+            assert_eq!((state.open, state.idle.len()), (1, 1));
+        }
+    }
+
+    #[test]
+    fn connections_given_back_or_discarded_are_counted_once() {
+        use crate::pubsub::testing::Server;
+        let server = Server::start();
+        let config = crate::Config::builder(server.info())
+            .pool_size(2)
+            .build()
+            .expect("config");
+        let pool = Pool::new(Arc::new(Fixed(server.info())), &config, false);
+        let (a, b) = (pool.checkout_shared(), pool.checkout_shared());
+        let (a, b) = (a.expect("first"), b.expect("second"));
+        assert_eq!(pool.slots.state.lock().open, 2);
+        pool.checkin(a);
+        assert_eq!(pool.slots.state.lock().open, 2, "idle, still open");
+        pool.discard(b);
+        // The discard drops the idle one too (likely dead for the same reason).
+        let state = pool.slots.state.lock();
+        assert_eq!((state.open, state.idle.len()), (0, 0));
+    }
 }
