@@ -7,8 +7,13 @@
 //! argument and copies them into the command when sent: on the lock path that was half the
 //! allocations of a lock and unlock. It is still what the renewal scripts use, whose number
 //! of keys depends on how many holds a call renews ([`Lua::prepare_invoke`]).
+//!
+//! A thread keeps the buffers of its last call for its next one: a lock and unlock allocate
+//! nothing to build and pack their commands.
 
+use std::cell::Cell;
 use std::sync::LazyLock;
+use std::thread::LocalKey;
 
 use redis::{
     Cmd, ConnectionLike, ErrorKind, FromRedisValue, RedisError, RedisResult, Script,
@@ -44,7 +49,8 @@ impl Lua {
     pub(crate) fn key(&self, key: &str) -> Call<'_> {
         // EVALSHA, the hash, the key count, the keys, and room for 8 arguments and their
         // bytes: most calls are built without reallocating.
-        let mut cmd = Cmd::with_capacity(3 + self.keys + 8, 320);
+        let mut cmd =
+            take_spare(&SPARE_CMD).unwrap_or_else(|| Cmd::with_capacity(3 + self.keys + 8, 320));
         cmd.arg("EVALSHA")
             .arg(self.script.get_hash())
             .arg(self.keys);
@@ -96,13 +102,26 @@ impl Call<'_> {
     /// Sends the call; on NOSCRIPT, loads the script and sends it again.
     pub(crate) fn invoke<T: FromRedisValue>(&self, c: &mut dyn ConnectionLike) -> RedisResult<T> {
         self.check()?;
-        match self.cmd.query(c) {
+        match self.query(c) {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 self.lua.script.load(c)?;
-                self.cmd.query(c)
+                self.query(c)
             }
             reply => reply,
         }
+    }
+
+    /// `Cmd::query`, packing the command into this thread's spare buffer rather than a new
+    /// one.
+    fn query<T: FromRedisValue>(&self, c: &mut dyn ConnectionLike) -> RedisResult<T> {
+        let mut packed = take_spare(&SPARE_PACKED).unwrap_or_default();
+        packed.clear();
+        self.cmd.write_packed_command(&mut packed);
+        let reply = c.req_packed_command(&packed);
+        if packed.capacity() <= SPARE_MAX_BYTES {
+            keep_spare(&SPARE_PACKED, packed);
+        }
+        Ok(redis::from_redis_value(reply?.extract_error()?)?)
     }
 
     /// An error, and nothing sent, unless the keys are the script's, and come first.
@@ -125,6 +144,45 @@ impl Call<'_> {
             ),
         )))
     }
+}
+
+impl Drop for Call<'_> {
+    fn drop(&mut self) {
+        let bytes: usize = self.cmd.args_iter().map(|arg| arg_len(&arg)).sum();
+        if bytes <= SPARE_MAX_BYTES {
+            let mut cmd = std::mem::take(&mut self.cmd);
+            cmd.clear();
+            keep_spare(&SPARE_CMD, cmd);
+        }
+    }
+}
+
+fn arg_len(arg: &redis::Arg<&[u8]>) -> usize {
+    match arg {
+        redis::Arg::Simple(bytes) => bytes.len(),
+        // A cursor (`SCAN`'s), or what a later `redis` adds: no bytes of the call's own.
+        _ => 0,
+    }
+}
+
+// A thread's buffers kept from its last call for its next one: the `Cmd` a call is built
+// in, and the bytes it is packed into. A call that finds none (the first on a thread, or one
+// made while another is under way on it, or as the thread exits) makes its own.
+thread_local! {
+    static SPARE_CMD: Cell<Option<Cmd>> = const { Cell::new(None) };
+    static SPARE_PACKED: Cell<Option<Vec<u8>>> = const { Cell::new(None) };
+}
+
+/// Buffers grown past this by a big call (many keys) are dropped, not kept by the thread.
+const SPARE_MAX_BYTES: usize = 4096;
+
+fn take_spare<T>(spare: &'static LocalKey<Cell<Option<T>>>) -> Option<T> {
+    spare.try_with(Cell::take).ok().flatten()
+}
+
+fn keep_spare<T>(spare: &'static LocalKey<Cell<Option<T>>>, value: T) {
+    // Not kept by a thread whose locals are being destroyed.
+    let _ = spare.try_with(|cell| cell.set(Some(value)));
 }
 
 /// The statics, each made of its files in order (shared helpers first); and, for tests,
@@ -260,5 +318,41 @@ mod tests {
                  $5\r\n30000\r\n$5\r\nowner\r\n"
             )
         );
+    }
+
+    #[test]
+    fn a_thread_reuses_its_last_calls_buffers_unless_they_grew_big() {
+        std::thread::spawn(|| {
+            let packed = |call: &Call| String::from_utf8(call.cmd.get_packed_command()).unwrap();
+            assert!(take_spare(&SPARE_CMD).is_none(), "a new thread has none");
+            drop(LOCK_ACQUIRE.key("first"));
+            assert!(take_spare(&SPARE_CMD).is_some(), "kept by the call's drop");
+            drop(LOCK_ACQUIRE.key("first"));
+
+            // Two calls at once: the second builds its own, and neither sees the other's.
+            let mut outer = LOCK_ACQUIRE.key("outer");
+            outer.arg(1).arg("a");
+            let mut inner = LOCK_ACQUIRE.key("inner");
+            inner.arg(2).arg("b");
+            assert!(packed(&outer).contains("outer") && !packed(&outer).contains("inner"));
+            assert!(packed(&inner).contains("inner") && !packed(&inner).contains("outer"));
+            drop((outer, inner));
+
+            // A reused command starts empty.
+            let mut call = LOCK_ACQUIRE.key("again");
+            call.arg(3).arg("c");
+            assert_eq!(packed(&call).matches("EVALSHA").count(), 1);
+            assert!(!packed(&call).contains("inner"));
+            drop(call);
+
+            // A big call's buffers are not kept.
+            let _ = take_spare(&SPARE_CMD);
+            let mut big = LOCK_ACQUIRE.key("big");
+            big.arg(30_000).arg("x".repeat(SPARE_MAX_BYTES));
+            drop(big);
+            assert!(take_spare(&SPARE_CMD).is_none());
+        })
+        .join()
+        .expect("the test thread");
     }
 }
