@@ -44,6 +44,7 @@ fn main() {
     let mut scale = false;
     let mut idle_secs = 3;
     let mut threads = None;
+    let mut rounds = None;
     let mut names = Vec::new();
     for arg in std::env::args().skip(1) {
         if arg == "--scale" {
@@ -53,6 +54,9 @@ fn main() {
         } else if let Some(list) = arg.strip_prefix("--threads=") {
             let parse = |n: &str| n.parse().expect("--threads=<count>,<count>,...");
             threads = Some(list.split(',').map(parse).collect());
+        } else if let Some(n) = arg.strip_prefix("--rounds=") {
+            let n: usize = n.parse().expect("--rounds=<count>");
+            rounds = Some(n.max(1));
         } else if !arg.starts_with("--") {
             names.push(arg); // other `--` flags (cargo passes `--bench`) are ignored
         }
@@ -74,6 +78,7 @@ fn main() {
         scale,
         idle_secs,
         threads,
+        rounds,
     };
     eprintln!("ping p50 {ping_p50_us:.1} us (5000 PINGs, one connection)");
     for name in &names {
@@ -109,6 +114,9 @@ struct Ctx {
     idle_secs: u64,
     /// The thread counts `throughput` runs (`--threads=1,4`); its own list when `None`.
     threads: Option<Vec<usize>>,
+    /// How many rounds of each side `throughput` alternates (`--rounds=N`); its own count
+    /// when `None`.
+    rounds: Option<usize>,
 }
 
 impl Ctx {

@@ -16,8 +16,10 @@ use crate::{raw_connection, Ctx, Json};
 
 /// Thread counts run by default, in order.
 const THREADS: &[usize] = &[1, 4, 16, 64, 256];
-/// Each side runs this long per round; the rounds alternate: redlatch, raw, redlatch, raw.
+/// Each side runs this long per round; the rounds alternate: redlatch, raw, raw, redlatch, ...
 const ROUND: Duration = Duration::from_millis(1500);
+/// Rounds of each side unless `--rounds=N` says otherwise. On a machine whose speed drifts
+/// (a shared VM), more rounds and the median of the per-round ratios are the steadier figure.
 const ROUNDS: usize = 2;
 
 /// Redisson's two lock scripts, loaded on a connection, and the commands that call them: each
@@ -305,38 +307,56 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             .map(|t| client.lock(&format!("bench:throughput:{t}")))
             .collect();
         let (mut ours, mut raw, mut piped) = (Side::default(), Side::default(), Side::default());
-        for _ in 0..ROUNDS {
-            // Each round starts on an empty server: the raw side's unlock latches (which a
-            // client without batching leaves to expire) do not count against redlatch.
-            flush(&mut ctx.raw);
-            let sample = (threads == largest).then_some((&mut ctx.raw, &mut memory));
-            ours.add(round(
-                "ours",
-                threads,
-                |t| {
-                    let lock = locks[t].clone();
-                    Box::new(move || {
-                        drop(lock.lock().expect("lock"));
-                        1
-                    })
-                },
-                sample,
-            ));
+        // Each round's redlatch rate over the raw rate of the round next to it.
+        let mut ratios = Vec::new();
+        for r in 0..ctx.rounds.unwrap_or(ROUNDS) {
             let url = ctx.url.clone();
-            flush(&mut ctx.raw);
-            raw.add(round(
-                "raw",
-                threads,
-                |t| {
-                    let key = format!("bench:throughput:raw:{t}");
-                    let mut raw = RawCycle::new(raw_connection(&url), &key, &format!("raw:{t}"));
-                    Box::new(move || {
-                        raw.cycle();
-                        1
-                    })
-                },
-                None,
-            ));
+            let run_ours = |raw: &mut redis::Connection, memory: &mut Memory| {
+                // Each round starts on an empty server: the raw side's unlock latches (which
+                // a client without batching leaves to expire) do not count against redlatch.
+                flush(raw);
+                let sample = (threads == largest).then_some((raw, memory));
+                round(
+                    "ours",
+                    threads,
+                    |t| {
+                        let lock = locks[t].clone();
+                        Box::new(move || {
+                            drop(lock.lock().expect("lock"));
+                            1
+                        })
+                    },
+                    sample,
+                )
+            };
+            let run_raw = |raw: &mut redis::Connection| {
+                flush(raw);
+                round(
+                    "raw",
+                    threads,
+                    |t| {
+                        let key = format!("bench:throughput:raw:{t}");
+                        let mut raw =
+                            RawCycle::new(raw_connection(&url), &key, &format!("raw:{t}"));
+                        Box::new(move || {
+                            raw.cycle();
+                            1
+                        })
+                    },
+                    None,
+                )
+            };
+            // Which side goes first alternates, so that neither always follows the other.
+            let (ours_round, raw_round) = if r % 2 == 0 {
+                let o = run_ours(&mut ctx.raw, &mut memory);
+                (o, run_raw(&mut ctx.raw))
+            } else {
+                let w = run_raw(&mut ctx.raw);
+                (run_ours(&mut ctx.raw, &mut memory), w)
+            };
+            ratios.push(ours_round.rate() / raw_round.rate());
+            ours.add(ours_round);
+            raw.add(raw_round);
             if threads > 1 {
                 flush(&mut ctx.raw);
                 piped.add(round(
@@ -361,6 +381,20 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             .num(&format!("t{threads}_cycles_per_s"), ours.rate())
             .num(&format!("t{threads}_raw_cycles_per_s"), raw.rate())
             .num2(&format!("t{threads}_ratio"), ratio);
+        if ratios.len() > 2 {
+            ratios.sort_by(f64::total_cmp);
+            let median = (ratios[(ratios.len() - 1) / 2] + ratios[ratios.len() / 2]) / 2.0;
+            let (low, high) = (ratios[0], ratios[ratios.len() - 1]);
+            eprintln!(
+                "throughput: {threads} threads: ratio per round: median {median:.2}, from \
+                 {low:.2} to {high:.2} ({} rounds)",
+                ratios.len()
+            );
+            json = json
+                .num2(&format!("t{threads}_ratio_median"), median)
+                .num2(&format!("t{threads}_ratio_low"), low)
+                .num2(&format!("t{threads}_ratio_high"), high);
+        }
         if threads > 1 {
             eprintln!(
                 "throughput: {threads} threads: one connection pipelining {threads} \
