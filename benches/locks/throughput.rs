@@ -12,7 +12,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{raw_connection, Ctx, Json};
+use crate::{raw_connection, server_cpu_us, Ctx, Json};
 
 /// Thread counts run by default, in order.
 const THREADS: &[usize] = &[1, 4, 16, 64, 256];
@@ -196,16 +196,25 @@ impl RawPipeline {
 struct Side {
     cycles: u64,
     secs: f64,
+    /// The server's CPU time meanwhile (`INFO cpu`, user + system), in µs.
+    server_cpu_us: f64,
 }
 
 impl Side {
     fn add(&mut self, other: Side) {
         self.cycles += other.cycles;
         self.secs += other.secs;
+        self.server_cpu_us += other.server_cpu_us;
     }
 
     fn rate(&self) -> f64 {
         self.cycles as f64 / self.secs.max(1e-9)
+    }
+
+    /// The server's CPU time per cycle, in µs: what a cycle costs the server, whatever
+    /// machine the clients run on.
+    fn server_cpu_per_cycle(&self) -> f64 {
+        self.server_cpu_us / (self.cycles as f64).max(1.0)
     }
 }
 
@@ -217,13 +226,15 @@ struct Memory {
     baseline_used_bytes: u64,
 }
 
-/// Runs `body(thread)` on `threads` threads for [`ROUND`]; each call returns the cycles it did. Samples the
-/// server's memory every 100 ms meanwhile when `memory` is given.
+/// Runs `body(thread)` on `threads` threads for [`ROUND`]; each call returns the cycles it
+/// did. Reads the server's CPU time on `raw` before and after, and samples its memory every
+/// 100 ms meanwhile when `memory` is given.
 fn round<F>(
     side: &str,
     threads: usize,
     body: F,
-    mut memory: Option<(&mut redis::Connection, &mut Memory)>,
+    raw: &mut redis::Connection,
+    mut memory: Option<&mut Memory>,
 ) -> Side
 where
     F: Fn(usize) -> Box<dyn FnMut() -> u64 + Send> + Sync,
@@ -249,22 +260,25 @@ where
                 })
                 .expect("spawn throughput thread");
         }
+        let cpu_before = server_cpu_us(raw);
         barrier.wait();
         let start = Instant::now();
         while start.elapsed() < ROUND {
             thread::sleep(Duration::from_millis(100));
-            if let Some((raw, mem)) = memory.as_mut() {
+            if let Some(mem) = memory.as_mut() {
                 let (used, keys) = server_memory(raw);
                 mem.peak_used_bytes = mem.peak_used_bytes.max(used);
                 mem.peak_keys = mem.peak_keys.max(keys);
             }
         }
         stop.store(true, Ordering::Relaxed);
-        start.elapsed().as_secs_f64()
+        (start.elapsed().as_secs_f64(), cpu_before)
     });
+    let (secs, cpu_before) = secs;
     Side {
         cycles: total.load(Ordering::Relaxed),
         secs,
+        server_cpu_us: server_cpu_us(raw) - cpu_before,
     }
 }
 
@@ -315,7 +329,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 // Each round starts on an empty server: the raw side's unlock latches (which
                 // a client without batching leaves to expire) do not count against redlatch.
                 flush(raw);
-                let sample = (threads == largest).then_some((raw, memory));
+                let sample = (threads == largest).then_some(memory);
                 round(
                     "ours",
                     threads,
@@ -326,6 +340,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                             1
                         })
                     },
+                    raw,
                     sample,
                 )
             };
@@ -343,6 +358,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                             1
                         })
                     },
+                    raw,
                     None,
                 )
             };
@@ -366,6 +382,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                         let mut pipe = RawPipeline::new(raw_connection(&url), threads);
                         Box::new(move || pipe.cycle())
                     },
+                    &mut ctx.raw,
                     None,
                 ));
             }
@@ -377,10 +394,18 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             ours.rate(),
             raw.rate()
         );
+        let (ours_cpu, raw_cpu) = (ours.server_cpu_per_cycle(), raw.server_cpu_per_cycle());
+        eprintln!(
+            "throughput: {threads} threads: server CPU per cycle: redlatch {ours_cpu:.1} us, \
+             raw {raw_cpu:.1} us ({:.2} times less)",
+            raw_cpu / ours_cpu
+        );
         json = json
             .num(&format!("t{threads}_cycles_per_s"), ours.rate())
             .num(&format!("t{threads}_raw_cycles_per_s"), raw.rate())
-            .num2(&format!("t{threads}_ratio"), ratio);
+            .num2(&format!("t{threads}_ratio"), ratio)
+            .num(&format!("t{threads}_server_cpu_us_per_cycle"), ours_cpu)
+            .num(&format!("t{threads}_raw_server_cpu_us_per_cycle"), raw_cpu);
         if ratios.len() > 2 {
             ratios.sort_by(f64::total_cmp);
             let median = (ratios[(ratios.len() - 1) / 2] + ratios[ratios.len() / 2]) / 2.0;
@@ -398,12 +423,18 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
         if threads > 1 {
             eprintln!(
                 "throughput: {threads} threads: one connection pipelining {threads} \
-                 acquires then {threads} unlocks: {:.0} cycles/s (redlatch reaches {:.2} of it)",
+                 acquires then {threads} unlocks: {:.0} cycles/s (redlatch reaches {:.2} of it), \
+                 server CPU per cycle {:.1} us",
                 piped.rate(),
-                ours.rate() / piped.rate()
+                ours.rate() / piped.rate(),
+                piped.server_cpu_per_cycle()
             );
             json = json
                 .num(&format!("t{threads}_pipelined_cycles_per_s"), piped.rate())
+                .num(
+                    &format!("t{threads}_pipelined_server_cpu_us_per_cycle"),
+                    piped.server_cpu_per_cycle(),
+                )
                 .num2(
                     &format!("t{threads}_of_pipelined"),
                     ours.rate() / piped.rate(),
