@@ -12,7 +12,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{raw_connection, server_cpu_us, Ctx, Json};
+use crate::{memory, raw_connection, server_cpu_us, Ctx, Json};
 
 /// Thread counts run by default, in order.
 const THREADS: &[usize] = &[1, 4, 16, 64, 256];
@@ -323,45 +323,44 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
         let (mut ours, mut raw, mut piped) = (Side::default(), Side::default(), Side::default());
         // Each round's redlatch rate over the raw rate of the round next to it.
         let mut ratios = Vec::new();
+        let url = ctx.url.clone();
+        let run_ours = |raw: &mut redis::Connection, memory: &mut Memory| {
+            // Each round starts on an empty server: the raw side's unlock latches (which
+            // a client without batching leaves to expire) do not count against redlatch.
+            flush(raw);
+            let sample = (threads == largest).then_some(memory);
+            round(
+                "ours",
+                threads,
+                |t| {
+                    let lock = locks[t].clone();
+                    Box::new(move || {
+                        drop(lock.lock().expect("lock"));
+                        1
+                    })
+                },
+                raw,
+                sample,
+            )
+        };
+        let run_raw = |raw: &mut redis::Connection| {
+            flush(raw);
+            round(
+                "raw",
+                threads,
+                |t| {
+                    let key = format!("bench:throughput:raw:{t}");
+                    let mut raw = RawCycle::new(raw_connection(&url), &key, &format!("raw:{t}"));
+                    Box::new(move || {
+                        raw.cycle();
+                        1
+                    })
+                },
+                raw,
+                None,
+            )
+        };
         for r in 0..ctx.rounds.unwrap_or(ROUNDS) {
-            let url = ctx.url.clone();
-            let run_ours = |raw: &mut redis::Connection, memory: &mut Memory| {
-                // Each round starts on an empty server: the raw side's unlock latches (which
-                // a client without batching leaves to expire) do not count against redlatch.
-                flush(raw);
-                let sample = (threads == largest).then_some(memory);
-                round(
-                    "ours",
-                    threads,
-                    |t| {
-                        let lock = locks[t].clone();
-                        Box::new(move || {
-                            drop(lock.lock().expect("lock"));
-                            1
-                        })
-                    },
-                    raw,
-                    sample,
-                )
-            };
-            let run_raw = |raw: &mut redis::Connection| {
-                flush(raw);
-                round(
-                    "raw",
-                    threads,
-                    |t| {
-                        let key = format!("bench:throughput:raw:{t}");
-                        let mut raw =
-                            RawCycle::new(raw_connection(&url), &key, &format!("raw:{t}"));
-                        Box::new(move || {
-                            raw.cycle();
-                            1
-                        })
-                    },
-                    raw,
-                    None,
-                )
-            };
             // Which side goes first alternates, so that neither always follows the other.
             let (ours_round, raw_round) = if r % 2 == 0 {
                 let o = run_ours(&mut ctx.raw, &mut memory);
@@ -387,6 +386,17 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 ));
             }
         }
+        // Heap blocks allocated per cycle (by any thread), in a round of each side of its own:
+        // counting slows allocation down.
+        let allocs = |run: &mut dyn FnMut() -> Side| {
+            memory::start_counting();
+            let side = run();
+            let blocks = memory::blocks_allocated();
+            memory::stop_counting();
+            blocks as f64 / (side.cycles as f64).max(1.0)
+        };
+        let ours_allocs = allocs(&mut || run_ours(&mut ctx.raw, &mut Memory::default()));
+        let raw_allocs = allocs(&mut || run_raw(&mut ctx.raw));
         let ratio = ours.rate() / raw.rate();
         eprintln!(
             "throughput: {threads} threads: redlatch {:.0} cycles/s, raw {:.0} cycles/s, ratio \
@@ -397,7 +407,8 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
         let (ours_cpu, raw_cpu) = (ours.server_cpu_per_cycle(), raw.server_cpu_per_cycle());
         eprintln!(
             "throughput: {threads} threads: server CPU per cycle: redlatch {ours_cpu:.1} us, \
-             raw {raw_cpu:.1} us ({:.2} times less)",
+             raw {raw_cpu:.1} us ({:.2} times less); heap blocks allocated per cycle: redlatch \
+             {ours_allocs:.1}, raw {raw_allocs:.1}",
             raw_cpu / ours_cpu
         );
         json = json
@@ -405,7 +416,9 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             .num(&format!("t{threads}_raw_cycles_per_s"), raw.rate())
             .num2(&format!("t{threads}_ratio"), ratio)
             .num(&format!("t{threads}_server_cpu_us_per_cycle"), ours_cpu)
-            .num(&format!("t{threads}_raw_server_cpu_us_per_cycle"), raw_cpu);
+            .num(&format!("t{threads}_raw_server_cpu_us_per_cycle"), raw_cpu)
+            .num(&format!("t{threads}_allocs_per_cycle"), ours_allocs)
+            .num(&format!("t{threads}_raw_allocs_per_cycle"), raw_allocs);
         if ratios.len() > 2 {
             ratios.sort_by(f64::total_cmp);
             let median = (ratios[(ratios.len() - 1) / 2] + ratios[ratios.len() / 2]) / 2.0;
