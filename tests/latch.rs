@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, CountDownLatch, Error};
-use support::{command_calls, count_commands, numsub, wait_until, RedisServer};
+use support::{client_list, command_calls, count_commands, numsub, wait_until, RedisServer};
 
 /// Most a waiter may take to return after the count-down (or delete) that opens the latch.
 const WAKE_BOUND: Duration = Duration::from_millis(50);
@@ -281,6 +281,12 @@ fn bad_input_is_rejected_and_leaves_redis_unchanged() {
     let server = RedisServer::new();
     let client = Client::open(&server.url()).unwrap();
     let mut raw = server.conn();
+    // The client sets its pub/sub connection up from a thread of its own (CLIENT SETNAME,
+    // then SETINFO, in one write): wait until its name is set, so that none of it lands
+    // between the two counts below.
+    assert!(wait_until(Duration::from_secs(5), || client_list(&mut raw)
+        .iter()
+        .any(|line| line.contains(" name=redlatch:"))));
 
     // An empty name: rejected by every call before anything is sent.
     let empty = client.count_down_latch("");
