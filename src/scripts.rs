@@ -148,8 +148,10 @@ impl Call<'_> {
 
 impl Drop for Call<'_> {
     fn drop(&mut self) {
-        let bytes: usize = self.cmd.args_iter().map(|arg| arg_len(&arg)).sum();
-        if bytes <= SPARE_MAX_BYTES {
+        let args = self.cmd.args_iter();
+        let count = args.len();
+        let bytes: usize = args.map(|arg| arg_len(&arg)).sum();
+        if bytes <= SPARE_MAX_BYTES && count <= SPARE_MAX_ARGS {
             let mut cmd = std::mem::take(&mut self.cmd);
             cmd.clear();
             keep_spare(&SPARE_CMD, cmd);
@@ -173,8 +175,10 @@ thread_local! {
     static SPARE_PACKED: Cell<Option<Vec<u8>>> = const { Cell::new(None) };
 }
 
-/// Buffers grown past this by a big call (many keys) are dropped, not kept by the thread.
+/// Buffers grown past this many bytes, or a command of more arguments, by a big call (many
+/// keys) are dropped, not kept by the thread.
 const SPARE_MAX_BYTES: usize = 4096;
+const SPARE_MAX_ARGS: usize = 32;
 
 fn take_spare<T>(spare: &'static LocalKey<Cell<Option<T>>>) -> Option<T> {
     spare.try_with(Cell::take).ok().flatten()
@@ -350,6 +354,12 @@ mod tests {
             let mut big = LOCK_ACQUIRE.key("big");
             big.arg(30_000).arg("x".repeat(SPARE_MAX_BYTES));
             drop(big);
+            assert!(take_spare(&SPARE_CMD).is_none());
+            let mut many = LOCK_ACQUIRE.key("many");
+            for n in 0..SPARE_MAX_ARGS {
+                many.arg(n);
+            }
+            drop(many);
             assert!(take_spare(&SPARE_CMD).is_none());
         })
         .join()

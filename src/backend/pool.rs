@@ -358,14 +358,20 @@ impl Pool {
             }
             if state.open < self.max {
                 state.open += 1;
+                // Counted from here, so that a panic while connecting gives the place back.
+                let counted = Counted(Some(Arc::clone(&self.slots)));
                 drop(state);
-                return self
-                    .connect(connect_timeout)
-                    .map(|conn| self.held(conn, current))
-                    .map_err(|e| {
-                        self.slots.closed_one();
-                        (e, false)
-                    });
+                return match self.connect(connect_timeout) {
+                    Ok(conn) => Ok(Held {
+                        conn,
+                        generation: current,
+                        counted,
+                    }),
+                    Err(e) => {
+                        counted.give_back();
+                        Err((e, false))
+                    }
+                };
             }
             if self
                 .slots
@@ -384,7 +390,7 @@ impl Pool {
         }
     }
 
-    /// `conn`, counted in the pool's `open`, checked out.
+    /// `conn`, idle and so counted in the pool's `open` already, checked out.
     fn held(&self, conn: redis::Connection, generation: u64) -> Held {
         Held {
             conn,
@@ -493,12 +499,28 @@ impl Counted {
     fn settle_mut(&mut self) {
         self.0 = None;
     }
+
+    /// The connection does not exist (it could not be opened): one more may be.
+    fn give_back(mut self) {
+        if let Some(slots) = self.0.take() {
+            slots.closed_one();
+        }
+    }
 }
 
 impl Drop for Counted {
     fn drop(&mut self) {
         if let Some(slots) = self.0.take() {
-            log::debug!("a pooled connection was dropped while its thread unwound");
+            if std::thread::panicking() {
+                log::debug!("a pooled connection was dropped while its thread unwound");
+            } else {
+                // Every path but unwinding checks a connection in or discards it.
+                debug_assert!(
+                    false,
+                    "a pooled connection dropped without checkin or discard"
+                );
+                log::warn!("a pooled connection was dropped without checkin or discard");
+            }
             slots.closed_one();
         }
     }
@@ -544,6 +566,50 @@ mod tests {
             let state = pool.slots.state.lock();
             assert_eq!((state.open, state.idle.len()), (1, 1));
         }
+    }
+
+    /// A server whose first connect panics (a bug in a dependency, say).
+    struct PanicsOnce(Fixed, std::sync::atomic::AtomicBool);
+
+    impl Endpoint for PanicsOnce {
+        fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection> {
+            if !self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("a bug while connecting");
+            }
+            self.0.connect(connect, response)
+        }
+    }
+
+    impl Address for PanicsOnce {
+        fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo> {
+            self.0.resolve(connect, response)
+        }
+
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+    }
+
+    #[test]
+    fn a_connect_that_panics_frees_its_place() {
+        use crate::pubsub::testing::Server;
+        let server = Server::start();
+        let config = crate::Config::builder(server.info())
+            .pool_size(1)
+            .connect_timeout(Duration::from_millis(300))
+            .build()
+            .expect("config");
+        let endpoint = PanicsOnce(Fixed(server.info()), Default::default());
+        let pool = Pool::new(Arc::new(endpoint), &config, false);
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.checkout_shared().map(drop)
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(pool.slots.state.lock().open, 0, "its place is free again");
+        let echoed: String = pool
+            .run("k", |c| redis::cmd("ECHO").arg("again").query(c))
+            .expect("the pool opens another connection");
+        assert_eq!(echoed, "again");
     }
 
     #[test]
