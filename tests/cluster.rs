@@ -377,9 +377,15 @@ in_both_modes! {
         // The unlock script's keys are split between the nodes (the lock moved, its unlock latch
         // is new): the importing node answers TRYAGAIN until the slot is settled, and the call is
         // retried (it did not run) until then.
+        let asking = support::command_calls(&mut target.conn(), "asking");
         thread::scope(|scope| {
             scope.spawn(|| {
-                thread::sleep(Duration::from_millis(300)); // the migration in progress being staged
+                // The unlock has reached the importing node (its ASKING, then the script that
+                // is answered TRYAGAIN): only now is the slot settled. (ASKING counts on every
+                // server version; the TRYAGAIN itself is in `INFO errorstats` only from 6.2.)
+                assert!(support::wait_until(Duration::from_secs(10), || {
+                    support::command_calls(&mut target.conn(), "asking") > asking
+                }));
                 migration.finish();
             });
             guard
