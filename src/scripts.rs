@@ -20,25 +20,29 @@ use redis::{
     ScriptInvocation, ServerErrorKind, ToRedisArgs,
 };
 
-/// A script, and how many keys it takes: as many as its header names (`-- KEYS[n]` lines,
-/// n a number); none for a script whose keys vary in number.
+/// A script, and how many keys it takes: as many as its own file's header names (`-- KEYS[n]`
+/// lines, n a number; the shared helpers before it are not counted); none for a script whose
+/// keys vary in number.
 pub(crate) struct Lua {
     script: Script,
     keys: usize,
     #[cfg(test)]
-    source: &'static str,
+    source: String,
 }
 
 impl Lua {
-    fn new(source: &'static str) -> Lua {
+    /// The script made of `files` in order: shared helpers first, the operation's own last.
+    fn new(files: &[&str]) -> Lua {
+        let own = files.last().copied().unwrap_or_default();
         // `-- KEYS[3]  ...`, not `-- KEYS[1..k]` (keys that vary in number).
-        let keys = source
+        let keys = own
             .lines()
             .filter_map(|line| line.strip_prefix("-- KEYS[")?.split_once(']'))
             .filter(|(index, _)| index.parse::<usize>().is_ok())
             .count();
+        let source = files.concat();
         Lua {
-            script: Script::new(source),
+            script: Script::new(&source),
             keys,
             #[cfg(test)]
             source,
@@ -195,7 +199,7 @@ macro_rules! scripts {
     ($($name:ident: [$($file:literal),+];)+) => {
         $(
             pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
-                Lua::new(concat!($(include_str!(concat!("../lua/", $file))),+))
+                Lua::new(&[$(include_str!(concat!("../lua/", $file))),+])
             });
         )+
 
@@ -281,7 +285,7 @@ mod tests {
         // A call's key count is read from the header: a header missing a key would send
         // that key as an argument.
         for (name, lua) in all() {
-            let (highest, computed) = keys_read(lua.source);
+            let (highest, computed) = keys_read(&lua.source);
             // A key may be passed and not read (the `pes_` scripts all take the same three),
             // but every key read must be named.
             assert!(lua.keys >= highest, "{name}: reads KEYS[{highest}]");
@@ -291,6 +295,15 @@ mod tests {
         }
         assert_eq!(LOCK_UNLOCK.keys, 3);
         assert_eq!(LOCK_RENEW.keys, 0);
+    }
+
+    #[test]
+    fn only_the_operations_own_header_counts_its_keys() {
+        let prelude = "-- KEYS[1] a prelude's own header\n-- KEYS[2] another\nlocal x = 1\n";
+        let own = "-- KEYS[1] the lock\nreturn redis.call('exists', KEYS[1])\n";
+        let lua = Lua::new(&[prelude, own]);
+        assert_eq!(lua.keys, 1);
+        assert_eq!(lua.source, format!("{prelude}{own}"));
     }
 
     #[test]
