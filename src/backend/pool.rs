@@ -553,19 +553,25 @@ mod tests {
                 .build()
                 .expect("config");
             let pool = Pool::new(Arc::new(Fixed(server.info())), &config, false);
-            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            panic_and_serve_again(&pool, || {
                 let _held = pool.checkout_shared().expect("a connection");
                 panic!("a bug while the connection is out");
-            }));
-            assert!(unwound.is_err());
-            assert_eq!(pool.slots.state.lock().open, 0, "its place is free again");
-            let echoed: String = pool
-                .run("k", |c| redis::cmd("ECHO").arg("again").query(c))
-                .expect("the pool opens another connection");
-            assert_eq!(echoed, "again");
+            });
             let state = pool.slots.state.lock();
             assert_eq!((state.open, state.idle.len()), (1, 1));
         }
+    }
+
+    /// Runs `f`, which panics while it has a connection of `pool` out (or being opened); then
+    /// the connection's place is free, and the pool serves calls again.
+    fn panic_and_serve_again(pool: &Pool, f: impl FnOnce()) {
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        assert!(unwound.is_err());
+        assert_eq!(pool.slots.state.lock().open, 0, "its place is free again");
+        let echoed: String = pool
+            .run("k", |c| redis::cmd("ECHO").arg("again").query(c))
+            .expect("the pool opens another connection");
+        assert_eq!(echoed, "again");
     }
 
     /// A server whose first connect panics (a bug in a dependency, say).
@@ -601,15 +607,7 @@ mod tests {
             .expect("config");
         let endpoint = PanicsOnce(Fixed(server.info()), Default::default());
         let pool = Pool::new(Arc::new(endpoint), &config, false);
-        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            pool.checkout_shared().map(drop)
-        }));
-        assert!(unwound.is_err());
-        assert_eq!(pool.slots.state.lock().open, 0, "its place is free again");
-        let echoed: String = pool
-            .run("k", |c| redis::cmd("ECHO").arg("again").query(c))
-            .expect("the pool opens another connection");
-        assert_eq!(echoed, "again");
+        panic_and_serve_again(&pool, || drop(pool.checkout_shared()));
     }
 
     #[test]
