@@ -715,15 +715,8 @@ mod tests {
     fn calls_left_queued_by_an_unwound_lane_go_with_the_next_lane_taken() {
         use crate::pubsub::testing::Server;
         let server = Server::start();
-        let config = crate::Config::builder(server.info())
-            .batch_lanes(2)
-            .build()
-            .expect("config");
-        let pool = Pool::new(
-            Arc::new(super::super::pool::Fixed(server.info())),
-            &config,
-            false,
-        );
+        let endpoint = super::super::pool::Fixed(server.info());
+        let pool = super::super::pool::testing_pool(&server, endpoint, |b| b.batch_lanes(2));
         let batcher = pool.batcher.as_ref().expect("batching");
         // As a lane's thread leaves things when it unwinds while another lane is taken: one
         // lane counted, and a caller queued (this thread: its slot is read below).

@@ -350,7 +350,12 @@ impl Pool {
             let current = self.generation(&state);
             while let Some((conn, generation)) = state.idle.pop() {
                 if generation == current {
-                    return Ok(self.held(conn, generation));
+                    let counted = self.counted();
+                    return Ok(Held {
+                        conn,
+                        generation,
+                        counted,
+                    });
                 }
                 // Opened to a master the sentinels have since replaced.
                 state.open -= 1;
@@ -359,7 +364,7 @@ impl Pool {
             if state.open < self.max {
                 state.open += 1;
                 // Counted from here, so that a panic while connecting gives the place back.
-                let counted = Counted(Some(Arc::clone(&self.slots)));
+                let counted = self.counted();
                 drop(state);
                 return match self.connect(connect_timeout) {
                     Ok(conn) => Ok(Held {
@@ -390,13 +395,9 @@ impl Pool {
         }
     }
 
-    /// `conn`, idle and so counted in the pool's `open` already, checked out.
-    fn held(&self, conn: redis::Connection, generation: u64) -> Held {
-        Held {
-            conn,
-            generation,
-            counted: Counted(Some(Arc::clone(&self.slots))),
-        }
+    /// A place in the pool's `open` count, for a connection checked out.
+    fn counted(&self) -> Counted {
+        Counted(Some(Arc::clone(&self.slots)))
     }
 
     fn connect(&self, connect_timeout: Duration) -> Result<redis::Connection> {
@@ -450,15 +451,16 @@ impl Pool {
     }
 
     /// Drops `held` and the idle connections, likely dead for the same reason.
-    pub(super) fn discard(&self, mut held: Held) {
-        held.counted.settle_mut();
+    pub(super) fn discard(&self, held: Held) {
+        let Held { conn, counted, .. } = held;
+        counted.settle();
         let stale = {
             let mut state = self.slots.state.lock();
             let stale = std::mem::take(&mut state.idle);
             state.open -= 1 + stale.len();
             stale
         };
-        drop(held);
+        drop(conn);
         drop(stale);
         self.slots.freed.notify_all();
     }
@@ -493,10 +495,6 @@ struct Counted(Option<Arc<Slots>>);
 impl Counted {
     /// Accounted for by the caller.
     fn settle(mut self) {
-        self.settle_mut();
-    }
-
-    fn settle_mut(&mut self) {
         self.0 = None;
     }
 
@@ -536,6 +534,19 @@ fn refused_for_now(e: &redis::RedisError) -> bool {
     crate::error::refused_for_now(e)
 }
 
+/// A pool of connections to `endpoint` (of the test server `server`), configured by `f`.
+#[cfg(test)]
+pub(super) fn testing_pool(
+    server: &crate::pubsub::testing::Server,
+    endpoint: impl Endpoint + 'static,
+    f: impl FnOnce(crate::ConfigBuilder) -> crate::ConfigBuilder,
+) -> Pool {
+    let config = f(crate::Config::builder(server.info()))
+        .build()
+        .expect("config");
+    Pool::new(Arc::new(endpoint), &config, false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,13 +557,11 @@ mod tests {
         let server = Server::start();
         for batch_lanes in [0, 1] {
             // A pool of one: a place lost for good would leave it no connection at all.
-            let config = crate::Config::builder(server.info())
-                .pool_size(1)
-                .batch_lanes(batch_lanes)
-                .connect_timeout(Duration::from_millis(300))
-                .build()
-                .expect("config");
-            let pool = Pool::new(Arc::new(Fixed(server.info())), &config, false);
+            let pool = testing_pool(&server, Fixed(server.info()), |b| {
+                b.pool_size(1)
+                    .batch_lanes(batch_lanes)
+                    .connect_timeout(Duration::from_millis(300))
+            });
             panic_and_serve_again(&pool, || {
                 let _held = pool.checkout_shared().expect("a connection");
                 panic!("a bug while the connection is out");
@@ -600,13 +609,10 @@ mod tests {
     fn a_connect_that_panics_frees_its_place() {
         use crate::pubsub::testing::Server;
         let server = Server::start();
-        let config = crate::Config::builder(server.info())
-            .pool_size(1)
-            .connect_timeout(Duration::from_millis(300))
-            .build()
-            .expect("config");
         let endpoint = PanicsOnce(Fixed(server.info()), Default::default());
-        let pool = Pool::new(Arc::new(endpoint), &config, false);
+        let pool = testing_pool(&server, endpoint, |b| {
+            b.pool_size(1).connect_timeout(Duration::from_millis(300))
+        });
         panic_and_serve_again(&pool, || drop(pool.checkout_shared()));
     }
 
@@ -614,11 +620,7 @@ mod tests {
     fn connections_given_back_or_discarded_are_counted_once() {
         use crate::pubsub::testing::Server;
         let server = Server::start();
-        let config = crate::Config::builder(server.info())
-            .pool_size(2)
-            .build()
-            .expect("config");
-        let pool = Pool::new(Arc::new(Fixed(server.info())), &config, false);
+        let pool = testing_pool(&server, Fixed(server.info()), |b| b.pool_size(2));
         let (a, b) = (pool.checkout_shared(), pool.checkout_shared());
         let (a, b) = (a.expect("first"), b.expect("second"));
         assert_eq!(pool.slots.state.lock().open, 2);
