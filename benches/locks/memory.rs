@@ -171,6 +171,20 @@ pub fn own_cpu_us() -> f64 {
     schedstat_ns("/proc/thread-self/schedstat") / 1e3
 }
 
+/// This process's CPU time so far (all its threads, user + system), in µs, and its context
+/// switches (voluntary or not).
+pub fn process_cpu_us_and_switches() -> (f64, u64) {
+    // SAFETY: `getrusage` only writes the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    let cpu = us(usage.ru_utime) + us(usage.ru_stime);
+    (cpu, (usage.ru_nvcsw + usage.ru_nivcsw) as u64)
+}
+
 fn schedstat_ns(path: &str) -> f64 {
     std::fs::read_to_string(path)
         .ok()

@@ -198,6 +198,10 @@ struct Side {
     secs: f64,
     /// The server's CPU time meanwhile (`INFO cpu`, user + system), in µs.
     server_cpu_us: f64,
+    /// This process's CPU time meanwhile (every thread of it), in µs.
+    client_cpu_us: f64,
+    /// This process's context switches meanwhile.
+    client_switches: u64,
 }
 
 impl Side {
@@ -205,6 +209,8 @@ impl Side {
         self.cycles += other.cycles;
         self.secs += other.secs;
         self.server_cpu_us += other.server_cpu_us;
+        self.client_cpu_us += other.client_cpu_us;
+        self.client_switches += other.client_switches;
     }
 
     fn rate(&self) -> f64 {
@@ -215,6 +221,17 @@ impl Side {
     /// machine the clients run on.
     fn server_cpu_per_cycle(&self) -> f64 {
         self.server_cpu_us / (self.cycles as f64).max(1.0)
+    }
+
+    /// The client's CPU time per cycle, in µs: on a machine with fewer cores than the client
+    /// and server could use, what is left for the server depends on it.
+    fn client_cpu_per_cycle(&self) -> f64 {
+        self.client_cpu_us / (self.cycles as f64).max(1.0)
+    }
+
+    /// The client's context switches per cycle.
+    fn client_switches_per_cycle(&self) -> f64 {
+        self.client_switches as f64 / (self.cycles as f64).max(1.0)
     }
 }
 
@@ -260,7 +277,7 @@ where
                 })
                 .expect("spawn throughput thread");
         }
-        let cpu_before = server_cpu_us(raw);
+        let cpu_before = (server_cpu_us(raw), memory::process_cpu_us_and_switches());
         barrier.wait();
         let start = Instant::now();
         while start.elapsed() < ROUND {
@@ -275,10 +292,13 @@ where
         (start.elapsed().as_secs_f64(), cpu_before)
     });
     let (secs, cpu_before) = secs;
+    let client = memory::process_cpu_us_and_switches();
     Side {
         cycles: total.load(Ordering::Relaxed),
         secs,
-        server_cpu_us: server_cpu_us(raw) - cpu_before,
+        server_cpu_us: server_cpu_us(raw) - cpu_before.0,
+        client_cpu_us: client.0 - cpu_before.1 .0,
+        client_switches: client.1 - cpu_before.1 .1,
     }
 }
 
@@ -411,12 +431,25 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
              {ours_allocs:.1}, raw {raw_allocs:.1}",
             raw_cpu / ours_cpu
         );
+        let (ours_client, raw_client) = (ours.client_cpu_per_cycle(), raw.client_cpu_per_cycle());
+        eprintln!(
+            "throughput: {threads} threads: client CPU per cycle (this process, all threads): \
+             redlatch {ours_client:.1} us, raw {raw_client:.1} us; context switches per cycle: \
+             redlatch {:.2}, raw {:.2}",
+            ours.client_switches_per_cycle(),
+            raw.client_switches_per_cycle()
+        );
         json = json
             .num(&format!("t{threads}_cycles_per_s"), ours.rate())
             .num(&format!("t{threads}_raw_cycles_per_s"), raw.rate())
             .num2(&format!("t{threads}_ratio"), ratio)
             .num(&format!("t{threads}_server_cpu_us_per_cycle"), ours_cpu)
             .num(&format!("t{threads}_raw_server_cpu_us_per_cycle"), raw_cpu)
+            .num(&format!("t{threads}_client_cpu_us_per_cycle"), ours_client)
+            .num(
+                &format!("t{threads}_raw_client_cpu_us_per_cycle"),
+                raw_client,
+            )
             .num(&format!("t{threads}_allocs_per_cycle"), ours_allocs)
             .num(&format!("t{threads}_raw_allocs_per_cycle"), raw_allocs);
         if ratios.len() > 2 {
@@ -437,10 +470,11 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             eprintln!(
                 "throughput: {threads} threads: one connection pipelining {threads} \
                  acquires then {threads} unlocks: {:.0} cycles/s (redlatch reaches {:.2} of it), \
-                 server CPU per cycle {:.1} us",
+                 server CPU per cycle {:.1} us, client {:.1} us",
                 piped.rate(),
                 ours.rate() / piped.rate(),
-                piped.server_cpu_per_cycle()
+                piped.server_cpu_per_cycle(),
+                piped.client_cpu_per_cycle()
             );
             json = json
                 .num(&format!("t{threads}_pipelined_cycles_per_s"), piped.rate())
