@@ -5,7 +5,9 @@
 //! human summary per workload to stderr. Cargo takes one bare name itself (`cargo bench --bench
 //! locks solo`); more names or flags go after `--`: `cargo bench --bench locks -- waiters
 //! --scale`. `--idle-secs=N` makes `waiters` count idle commands for N s instead of 3;
-//! `--threads=4,64` runs `throughput` at those thread counts only.
+//! `--threads=4,64` runs `throughput` at those thread counts only; `--server-first` runs its
+//! client threads 10 nice levels below the server, which then runs whenever it has work (on one
+//! machine, the nearest to a server on a host of its own).
 //! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
@@ -45,6 +47,7 @@ fn main() {
     let mut idle_secs = 3;
     let mut threads = None;
     let mut rounds = None;
+    let mut server_first = false;
     let mut names = Vec::new();
     for arg in std::env::args().skip(1) {
         if arg == "--scale" {
@@ -57,6 +60,8 @@ fn main() {
         } else if let Some(n) = arg.strip_prefix("--rounds=") {
             let n: usize = n.parse().expect("--rounds=<count>");
             rounds = Some(n.max(1));
+        } else if arg == "--server-first" {
+            server_first = true;
         } else if !arg.starts_with("--") {
             names.push(arg); // other `--` flags (cargo passes `--bench`) are ignored
         }
@@ -79,6 +84,7 @@ fn main() {
         idle_secs,
         threads,
         rounds,
+        server_first,
     };
     eprintln!("ping p50 {ping_p50_us:.1} us (5000 PINGs, one connection)");
     for name in &names {
@@ -117,6 +123,8 @@ struct Ctx {
     /// How many rounds of each side `throughput` alternates (`--rounds=N`); its own count
     /// when `None`.
     rounds: Option<usize>,
+    /// `throughput`'s client threads run 10 nice levels below the rest (`--server-first`).
+    server_first: bool,
 }
 
 impl Ctx {

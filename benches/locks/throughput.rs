@@ -21,6 +21,10 @@ const ROUND: Duration = Duration::from_millis(1500);
 /// Rounds of each side unless `--rounds=N` says otherwise. On a machine whose speed drifts
 /// (a shared VM), more rounds and the median of the per-round ratios are the steadier figure.
 const ROUNDS: usize = 2;
+/// With `--server-first`, the client threads run this many nice levels below the server (and
+/// below the rest of the bench): the server, which shares the machine's CPUs with them, then
+/// runs whenever it has work, as it would on a host of its own.
+const SERVER_FIRST: i32 = 10;
 
 /// Redisson's two lock scripts, loaded on a connection, and the commands that call them: each
 /// one EVALSHA built in one `redis::Cmd` (as redlatch builds its own).
@@ -243,15 +247,17 @@ struct Memory {
     baseline_used_bytes: u64,
 }
 
-/// Runs `body(thread)` on `threads` threads for [`ROUND`]; each call returns the cycles it
-/// did. Reads the server's CPU time on `raw` before and after, and samples its memory every
-/// 100 ms meanwhile when `memory` is given.
+/// Runs `body(thread)` on `threads` threads for [`ROUND`], each [`SERVER_FIRST`] nice levels
+/// below the rest of the process when `server_first`; each call returns the cycles it did.
+/// Reads the server's CPU time on `raw` before and after, and samples its memory every 100 ms
+/// meanwhile when `memory` is given.
 fn round<F>(
     side: &str,
     threads: usize,
     body: F,
     raw: &mut redis::Connection,
     mut memory: Option<&mut Memory>,
+    server_first: bool,
 ) -> Side
 where
     F: Fn(usize) -> Box<dyn FnMut() -> u64 + Send> + Sync,
@@ -268,6 +274,9 @@ where
                 .name(format!("{side}-{t}"))
                 .stack_size(256 * 1024)
                 .spawn_scoped(s, move || {
+                    if server_first {
+                        memory::lower_own_priority(SERVER_FIRST);
+                    }
                     let mut n = 0;
                     barrier.wait();
                     while !stop.load(Ordering::Relaxed) {
@@ -332,7 +341,13 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
         None => THREADS.to_vec(),
     };
     let largest = counts.iter().copied().max().unwrap_or(1);
-    let mut json = ctx.json("throughput");
+    let server_first = ctx.server_first;
+    let mut json = ctx
+        .json("throughput")
+        .int("server_first", usize::from(server_first));
+    if server_first {
+        eprintln!("throughput: client threads {SERVER_FIRST} nice levels below the server");
+    }
     let mut memory = Memory::default();
     flush(&mut ctx.raw);
     memory.baseline_used_bytes = server_memory(&mut ctx.raw).0;
@@ -361,6 +376,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 },
                 raw,
                 sample,
+                server_first,
             )
         };
         let run_raw = |raw: &mut redis::Connection| {
@@ -378,6 +394,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 },
                 raw,
                 None,
+                server_first,
             )
         };
         for r in 0..ctx.rounds.unwrap_or(ROUNDS) {
@@ -403,6 +420,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                     },
                     &mut ctx.raw,
                     None,
+                    server_first,
                 ));
             }
         }
