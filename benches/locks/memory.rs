@@ -188,13 +188,13 @@ pub fn process_cpu_us_and_switches() -> (f64, u64) {
 /// Runs the calling thread `levels` nice levels below where it runs now (Linux: nice is per
 /// thread), so that other processes, such as the server, go first when both want a CPU.
 pub fn lower_own_priority(levels: i32) {
-    // SAFETY: plain system calls on the calling thread (`who` 0), no memory passed.
-    unsafe {
-        *libc::__errno_location() = 0;
+    // SAFETY: plain system calls on the calling thread (`who` 0), no memory passed. Its own
+    // nice value is always readable (and may be -1, so it is not checked as an error).
+    let set = unsafe {
         let now = libc::getpriority(libc::PRIO_PROCESS, 0);
-        let ok = libc::setpriority(libc::PRIO_PROCESS, 0, (now + levels).min(19)) == 0;
-        assert!(ok, "setpriority: {}", std::io::Error::last_os_error());
-    }
+        libc::setpriority(libc::PRIO_PROCESS, 0, (now + levels).min(19))
+    };
+    assert_eq!(set, 0, "setpriority: {}", std::io::Error::last_os_error());
 }
 
 fn schedstat_ns(path: &str) -> f64 {

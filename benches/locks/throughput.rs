@@ -286,7 +286,7 @@ where
                 })
                 .expect("spawn throughput thread");
         }
-        let cpu_before = (server_cpu_us(raw), memory::process_cpu_us_and_switches());
+        let before = (server_cpu_us(raw), memory::process_cpu_us_and_switches());
         barrier.wait();
         let start = Instant::now();
         while start.elapsed() < ROUND {
@@ -298,16 +298,16 @@ where
             }
         }
         stop.store(true, Ordering::Relaxed);
-        (start.elapsed().as_secs_f64(), cpu_before)
+        (start.elapsed().as_secs_f64(), before)
     });
-    let (secs, cpu_before) = secs;
-    let client = memory::process_cpu_us_and_switches();
+    let (secs, (server_before, (client_before, switches_before))) = secs;
+    let (client_after, switches_after) = memory::process_cpu_us_and_switches();
     Side {
         cycles: total.load(Ordering::Relaxed),
         secs,
-        server_cpu_us: server_cpu_us(raw) - cpu_before.0,
-        client_cpu_us: client.0 - cpu_before.1 .0,
-        client_switches: client.1 - cpu_before.1 .1,
+        server_cpu_us: server_cpu_us(raw) - server_before,
+        client_cpu_us: client_after - client_before,
+        client_switches: switches_after - switches_before,
     }
 }
 
@@ -499,6 +499,10 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 .num(
                     &format!("t{threads}_pipelined_server_cpu_us_per_cycle"),
                     piped.server_cpu_per_cycle(),
+                )
+                .num(
+                    &format!("t{threads}_pipelined_client_cpu_us_per_cycle"),
+                    piped.client_cpu_per_cycle(),
                 )
                 .num2(
                     &format!("t{threads}_of_pipelined"),
