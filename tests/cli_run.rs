@@ -9,6 +9,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -63,7 +64,10 @@ impl Drop for Dir {
     }
 }
 
-/// `redlatch --url <server> run <args>` with `$DIR` in its environment.
+/// `redlatch --url <server> run <args>` with `$DIR` in its environment, and the signals the
+/// tests send at their default action: the tests may run ignoring them (started in the
+/// background by a shell without job control, or under `nohup`), redlatch's command would
+/// inherit that, and a shell that starts ignoring a signal cannot trap it.
 fn run_command(server: &RedisServer, dir: &Dir, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlatch"));
     cmd.args(["--url", &server.url(), "run"])
@@ -73,6 +77,17 @@ fn run_command(server: &RedisServer, dir: &Dir, args: &[&str]) -> Command {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    // SAFETY: between fork and exec, only `signal`, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+                if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
     cmd
 }
 
