@@ -123,7 +123,7 @@ struct Ctx {
     /// How many rounds of each side `throughput` alternates (`--rounds=N`); its own count
     /// when `None`.
     rounds: Option<usize>,
-    /// `throughput`'s client threads run 10 nice levels below the rest (`--server-first`).
+    /// `throughput`'s client threads run below the server's priority (`--server-first`).
     server_first: bool,
 }
 

@@ -221,21 +221,21 @@ impl Side {
         self.cycles as f64 / self.secs.max(1e-9)
     }
 
+    /// `total` (of this side's rounds) per cycle.
+    fn per_cycle(&self, total: f64) -> f64 {
+        total / (self.cycles as f64).max(1.0)
+    }
+
     /// The server's CPU time per cycle, in µs: what a cycle costs the server, whatever
     /// machine the clients run on.
     fn server_cpu_per_cycle(&self) -> f64 {
-        self.server_cpu_us / (self.cycles as f64).max(1.0)
+        self.per_cycle(self.server_cpu_us)
     }
 
     /// The client's CPU time per cycle, in µs: on a machine with fewer cores than the client
     /// and server could use, what is left for the server depends on it.
     fn client_cpu_per_cycle(&self) -> f64 {
-        self.client_cpu_us / (self.cycles as f64).max(1.0)
-    }
-
-    /// The client's context switches per cycle.
-    fn client_switches_per_cycle(&self) -> f64 {
-        self.client_switches as f64 / (self.cycles as f64).max(1.0)
+        self.per_cycle(self.client_cpu_us)
     }
 }
 
@@ -431,7 +431,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             let side = run();
             let blocks = memory::blocks_allocated();
             memory::stop_counting();
-            blocks as f64 / (side.cycles as f64).max(1.0)
+            side.per_cycle(blocks as f64)
         };
         let ours_allocs = allocs(&mut || run_ours(&mut ctx.raw, &mut Memory::default()));
         let raw_allocs = allocs(&mut || run_raw(&mut ctx.raw));
@@ -454,8 +454,8 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             "throughput: {threads} threads: client CPU per cycle (this process, all threads): \
              redlatch {ours_client:.1} us, raw {raw_client:.1} us; context switches per cycle: \
              redlatch {:.2}, raw {:.2}",
-            ours.client_switches_per_cycle(),
-            raw.client_switches_per_cycle()
+            ours.per_cycle(ours.client_switches as f64),
+            raw.per_cycle(raw.client_switches as f64)
         );
         json = json
             .num(&format!("t{threads}_cycles_per_s"), ours.rate())
