@@ -1,0 +1,569 @@
+//! Against Redisson itself: `RLock`, `RFairLock` and `RReadWriteLock` shared by a Java peer
+//! (tests/java-peer) and redlatch on one server, in both directions.
+//!
+//! The scenarios that the issue names for every Redisson version (the lock, fair lock and
+//! read-write lock) run for each of `support::java::versions()`; the rest for the newest.
+//! Skipped, with a printed reason, where `java` or `mvn` is missing.
+
+mod support;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::{Client, Config};
+use support::java::{monotonic_ns, versions, JavaPeer, NEWEST};
+use support::{await_waiting, numsub, wait_until, RedisServer};
+
+/// A server, a redlatch client and a Redisson peer on it.
+struct Pair {
+    server: RedisServer,
+    client: Client,
+    java: JavaPeer,
+}
+
+fn pair(version: &str) -> Pair {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let java = JavaPeer::single(version, &server.url());
+    Pair {
+        server,
+        client,
+        java,
+    }
+}
+
+/// A pair whose two sides renew every `watchdog / 3`.
+fn pair_with_watchdog(version: &str, watchdog: Duration) -> Pair {
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(watchdog)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let java = JavaPeer::start(
+        version,
+        &[
+            "--single".to_owned(),
+            server.url(),
+            "--watchdog".to_owned(),
+            watchdog.as_millis().to_string(),
+        ],
+    );
+    Pair {
+        server,
+        client,
+        java,
+    }
+}
+
+fn p50(mut samples: Vec<u64>) -> u64 {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+/// Subscribers of the channels that match `pattern`, as the server counts them.
+fn subscribed(raw: &mut redis::Connection, pattern: &str) -> i64 {
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg(pattern)
+        .query(raw)
+        .unwrap();
+    channels.iter().map(|c| numsub(raw, c)).sum()
+}
+
+/// Waits until Redisson has subscribed to the channels that match `pattern`: a Java thread
+/// blocked in `lock()` is subscribed before it waits.
+fn await_java_subscribed(server: &RedisServer, pattern: &str, n: i64) {
+    let mut raw = server.conn();
+    assert!(
+        wait_until(Duration::from_secs(20), || subscribed(&mut raw, pattern)
+            >= n),
+        "Redisson did not subscribe to {pattern}"
+    );
+}
+
+/// 50 hand-overs each way on `kind` ("lock" or "fair"): a Rust waiter woken by Java's
+/// `unlock()`, and a Java waiter woken by redlatch's release. Returns the p50 latencies (µs)
+/// from the release call's start to the waiter's acquire returning.
+fn handovers(version: &str, kind: &str, rounds: usize) -> (u64, u64) {
+    let mut p = pair(version);
+    let name = format!("interop:{kind}:handover");
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let lock = match kind {
+        "fair" => p.client.fair_lock(&name),
+        _ => p.client.lock(&name),
+    };
+    let mut java_to_rust = Vec::new();
+    for _ in 0..rounds {
+        p.java.call("a", &format!("lock {kind} {name}")).value();
+        let (tx, rx) = mpsc::channel();
+        let waiter = lock.clone();
+        let rust = thread::spawn(move || {
+            let guard = waiter.lock().unwrap();
+            tx.send(monotonic_ns()).unwrap();
+            guard.unlock().unwrap();
+        });
+        await_waiting(&p.client, 1);
+        let released = p.java.call("a", &format!("unlock {kind} {name}"));
+        let woke = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("Rust waiter woke");
+        rust.join().unwrap();
+        java_to_rust.push((woke - released.t0) / 1000);
+    }
+    let mut rust_to_java = Vec::new();
+    for round in 0..rounds {
+        let guard = lock.lock().unwrap();
+        p.java.send("b", &format!("lock {kind} {name}"));
+        // A fair waiter subscribes to a channel of its own (the lock's channel, a colon and
+        // its owner id).
+        let pattern = match kind {
+            "fair" => format!("{channel}:*"),
+            _ => channel.clone(),
+        };
+        await_java_subscribed(&p.server, &pattern, 1);
+        let start = monotonic_ns();
+        guard.unlock().unwrap();
+        let acquired = p.java.reply("b");
+        acquired.value();
+        rust_to_java.push((acquired.t1 - start) / 1000);
+        p.java.call("b", &format!("unlock {kind} {name}")).value();
+        // The Java waiter's subscription stays a while after its acquire; the next round's
+        // check must see a new one, so wait until it is gone.
+        if round + 1 < rounds {
+            let mut raw = p.server.conn();
+            wait_until(Duration::from_secs(5), || {
+                subscribed(&mut raw, &pattern) == 0
+            });
+        }
+    }
+    assert!(!lock.is_locked().unwrap());
+    let (jr, rj) = (p50(java_to_rust.clone()), p50(rust_to_java.clone()));
+    eprintln!(
+        "Redisson {version} {kind}: hand-over p50 Java->Rust {jr} us (max {}), Rust->Java {rj} us (max {}), {rounds} each way",
+        java_to_rust.iter().max().unwrap(),
+        rust_to_java.iter().max().unwrap()
+    );
+    // Woken by pub/sub, not by the lease (30 s) running out: far below it, even on a loaded
+    // machine.
+    for latency in java_to_rust.iter().chain(&rust_to_java) {
+        assert!(*latency < 5_000_000, "a hand-over took {latency} us");
+    }
+    (jr, rj)
+}
+
+#[test]
+fn rlock_unlock_on_either_side_wakes_the_other_by_pubsub() {
+    require_java!();
+    for version in versions() {
+        let rounds = if version == NEWEST { 50 } else { 10 };
+        handovers(&version, "lock", rounds);
+    }
+}
+
+#[test]
+fn fair_lock_hand_over_both_ways() {
+    require_java!();
+    for version in versions() {
+        handovers(&version, "fair", 10);
+    }
+}
+
+#[test]
+fn java_and_rust_threads_lose_no_update_under_one_lock() {
+    require_java!();
+    const EACH: u32 = 100;
+    const THREADS: usize = 3;
+    let mut p = pair(NEWEST);
+    let name = "interop:counter:lock";
+    let counter = "interop:counter";
+    for t in 0..THREADS {
+        p.java.send(
+            &format!("j{t}"),
+            &format!("incr lock {name} {counter} {EACH}"),
+        );
+    }
+    let rust: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let lock = p.client.lock(name);
+            let mut conn = p.server.conn();
+            thread::spawn(move || {
+                for _ in 0..EACH {
+                    let guard = lock.lock().unwrap();
+                    let v: Option<u64> = conn.get(counter).unwrap();
+                    let _: () = conn.set(counter, v.unwrap_or(0) + 1).unwrap();
+                    guard.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in 0..THREADS {
+        assert_eq!(p.java.reply(&format!("j{t}")).value(), EACH.to_string());
+    }
+    for r in rust {
+        r.join().unwrap();
+    }
+    let total: u64 = p.server.conn().get(counter).unwrap();
+    assert_eq!(total, 2 * THREADS as u64 * u64::from(EACH), "lost updates");
+    assert!(!p.client.lock(name).is_locked().unwrap());
+}
+
+#[test]
+fn hold_counts_and_queries_agree_on_both_sides() {
+    require_java!();
+    let mut p = pair(NEWEST);
+    let name = "interop:queries";
+    let lock = p.client.lock(name);
+    let mut raw = p.server.conn();
+
+    // A Java hold of count 2, as redlatch sees it.
+    p.java.call("a", &format!("lock lock {name}")).value();
+    p.java.call("a", &format!("lock lock {name}")).value();
+    let java_owner = p.java.owner("a");
+    let tid = java_owner.rsplit(':').next().unwrap().to_owned();
+    let fields: Vec<(String, u32)> = raw.hgetall(name).unwrap();
+    assert_eq!(fields, vec![(java_owner.clone(), 2)]);
+    assert_eq!(p.java.call("a", &format!("count lock {name}")).value(), "2");
+    assert_eq!(
+        p.java
+            .call("b", &format!("heldby lock {name} {tid}"))
+            .value(),
+        "true"
+    );
+    assert_eq!(
+        p.java.call("b", &format!("held lock {name}")).value(),
+        "false"
+    );
+    assert!(lock.is_locked().unwrap());
+    assert!(!lock.is_held_by_current_thread().unwrap());
+    assert_eq!(lock.hold_count().unwrap(), 0);
+    let ours = lock.remaining_lease().unwrap().unwrap();
+    let theirs: u64 = p.java.call("b", &format!("ttl lock {name}")).parse();
+    assert!(ours <= Duration::from_secs(30) && theirs <= 30_000);
+    assert!(ours.as_millis().abs_diff(u128::from(theirs)) < 2_000);
+    let inspected = p.client.inspect(name).unwrap().unwrap();
+    assert_eq!(inspected.holders.len(), 1);
+    assert_eq!(inspected.holders[0].owner.to_string(), java_owner);
+    assert_eq!(inspected.holders[0].holds, 2);
+
+    // redlatch's force unlock frees Java's hold; Java's own unlock then fails as Redisson's does.
+    assert!(lock.force_unlock().unwrap());
+    assert_eq!(
+        p.java.call("b", &format!("locked lock {name}")).value(),
+        "false"
+    );
+    let err = p.java.call("a", &format!("unlock lock {name}"));
+    assert!(
+        err.error().contains("IllegalMonitorStateException"),
+        "{err:?}"
+    );
+
+    // A redlatch hold of count 2, as Redisson sees it.
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    let fields: Vec<(String, u32)> = raw.hgetall(name).unwrap();
+    assert_eq!(fields, vec![(p.client.owner_id(), 2)]);
+    assert_eq!(
+        p.java.call("a", &format!("locked lock {name}")).value(),
+        "true"
+    );
+    assert_eq!(
+        p.java.call("a", &format!("held lock {name}")).value(),
+        "false"
+    );
+    assert_eq!(p.java.call("a", &format!("count lock {name}")).value(), "0");
+    assert_eq!(
+        p.java.call("a", &format!("trylock lock {name} 0")).value(),
+        "false"
+    );
+    let theirs: u64 = p.java.call("a", &format!("ttl lock {name}")).parse();
+    let ours = lock.remaining_lease().unwrap().unwrap();
+    assert!(ours.as_millis().abs_diff(u128::from(theirs)) < 2_000);
+    drop(inner);
+    assert_eq!(lock.hold_count().unwrap(), 1);
+
+    // Redisson's force unlock frees it; the guard's release then reports the hold lost.
+    assert_eq!(
+        p.java.call("a", &format!("force lock {name}")).value(),
+        "true"
+    );
+    assert!(!lock.is_locked().unwrap());
+    let err = outer.unlock().unwrap_err();
+    assert!(err.is_lock_lost(), "{err:?}");
+}
+
+#[test]
+fn a_watchdog_renewed_hold_outlives_three_timeouts_on_either_side() {
+    require_java!();
+    let watchdog = Duration::from_millis(1500);
+    let mut p = pair_with_watchdog(NEWEST, watchdog);
+    let name = "interop:watchdog";
+    let lock = p.client.lock(name);
+    let span = watchdog * 3 + watchdog / 2;
+
+    // Java holds with no lease: its watchdog renews; redlatch waits in vain all along.
+    p.java.call("a", &format!("lock lock {name}")).value();
+    let start = Instant::now();
+    assert!(lock.try_lock_for(span).unwrap().is_none());
+    assert!(start.elapsed() >= span);
+    assert_eq!(p.java.call("a", &format!("count lock {name}")).value(), "1");
+    p.java.call("a", &format!("unlock lock {name}")).value();
+
+    // redlatch holds with no lease: ours renews; Redisson waits in vain all along.
+    let guard = lock.lock().unwrap();
+    let tried = p
+        .java
+        .call("b", &format!("trylock lock {name} {}", span.as_millis()));
+    assert_eq!(tried.value(), "false");
+    assert!(Duration::from_nanos(tried.t1 - tried.t0) >= span - Duration::from_millis(50));
+    assert!(!guard.is_lost());
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn a_lease_running_out_on_either_side_frees_the_lock_for_the_other() {
+    require_java!();
+    let mut p = pair(NEWEST);
+    let name = "interop:lease";
+    let lock = p.client.lock(name);
+
+    // Java takes it with a 1 s lease and never unlocks: redlatch gets it once the lease ends.
+    let taken = p.java.call("a", &format!("lock lock {name} 1000"));
+    taken.value();
+    let guard = lock.lock().unwrap();
+    let waited = Duration::from_nanos(monotonic_ns() - taken.t1);
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
+        "waited {waited:?}"
+    );
+    guard.unlock().unwrap();
+
+    // redlatch takes it with a 1 s lease and lets it go without releasing: Redisson gets it.
+    let leased = p.client.lock(name).with_lease(Duration::from_secs(1));
+    let before = monotonic_ns();
+    leased.lock().unwrap().leak();
+    let tried = p.java.call("b", &format!("trylock lock {name} 10000"));
+    assert_eq!(tried.value(), "true");
+    let waited = Duration::from_nanos(tried.t1 - before);
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
+        "waited {waited:?}"
+    );
+    assert_eq!(p.java.call("b", &format!("count lock {name}")).value(), "1");
+}
+
+/// Java and Rust waiters queued alternately on a fair lock are served in arrival order.
+fn fair_order(version: &str) {
+    let mut p = pair(version);
+    let name = "interop:fair:order";
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let mut raw = p.server.conn();
+    let holder = p.client.fair_lock(name).lock().unwrap();
+    // Places 0, 2, 4 are Java actors; 1, 3, 5 Rust threads, each told when to release.
+    let (acquired_tx, acquired_rx) = mpsc::channel();
+    let mut release = Vec::new();
+    let mut threads = Vec::new();
+    for place in 0..6 {
+        if place % 2 == 0 {
+            p.java
+                .send(&format!("w{place}"), &format!("lock fair {name}"));
+        } else {
+            let (tx, rx) = mpsc::channel::<()>();
+            release.push(tx);
+            let lock = p.client.fair_lock(name);
+            let acquired = acquired_tx.clone();
+            threads.push(thread::spawn(move || {
+                let guard = lock.lock().unwrap();
+                acquired.send(place).unwrap();
+                rx.recv().unwrap();
+                guard.unlock().unwrap();
+            }));
+        }
+        assert!(
+            wait_until(Duration::from_secs(20), || raw
+                .llen::<_, usize>(&queue)
+                .unwrap()
+                == place + 1),
+            "waiter {place} did not queue"
+        );
+    }
+    holder.unlock().unwrap();
+    for place in 0..6 {
+        if place % 2 == 0 {
+            let actor = format!("w{place}");
+            let reply = p
+                .java
+                .reply_within(&actor, Duration::from_secs(20))
+                .unwrap_or_else(|| panic!("Java waiter {place} was not served next"));
+            reply.value();
+            assert!(acquired_rx.try_recv().is_err());
+            p.java.call(&actor, &format!("unlock fair {name}")).value();
+        } else {
+            let got = acquired_rx
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("Rust waiter {place} was not served next"));
+            assert_eq!(got, place, "served out of arrival order");
+            release[place / 2].send(()).unwrap();
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(wait_until(Duration::from_secs(5), || !raw
+        .exists::<_, bool>(name)
+        .unwrap()));
+    assert_eq!(raw.llen::<_, usize>(&queue).unwrap(), 0);
+}
+
+#[test]
+fn fair_lock_serves_java_and_rust_waiters_in_arrival_order() {
+    require_java!();
+    for version in versions() {
+        fair_order(&version);
+    }
+}
+
+/// A Java waiter that times out leaves the queue as Redisson does, and the Rust waiter behind
+/// it is served at once on the release.
+fn fair_java_timeout(version: &str) {
+    let mut p = pair(version);
+    let name = "interop:fair:timeout";
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let mut raw = p.server.conn();
+    let holder = p.client.fair_lock(name).lock().unwrap();
+    p.java.send("j", &format!("trylock fair {name} 1500"));
+    let (tx, rx) = mpsc::channel();
+    let lock = p.client.fair_lock(name);
+    let rust = thread::spawn(move || {
+        let guard = lock.lock().unwrap();
+        tx.send(Instant::now()).unwrap();
+        guard.unlock().unwrap();
+    });
+    assert!(wait_until(Duration::from_secs(20), || raw
+        .llen::<_, usize>(&queue)
+        .unwrap()
+        == 2));
+    let timed_out = p.java.reply("j");
+    assert_eq!(timed_out.value(), "false");
+    let queued: Vec<String> = raw.lrange(&queue, 0, -1).unwrap();
+    assert_eq!(
+        queued.len(),
+        1,
+        "the Java waiter left the queue: {queued:?}"
+    );
+    assert!(queued[0].starts_with(p.client.id()));
+    let timed: Vec<String> = raw.zrange(&timeouts, 0, -1).unwrap();
+    assert_eq!(timed, queued);
+    let released = Instant::now();
+    holder.unlock().unwrap();
+    let got = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        got - released < Duration::from_secs(2),
+        "the Rust waiter was delayed {:?}",
+        got - released
+    );
+    rust.join().unwrap();
+}
+
+#[test]
+fn fair_lock_java_waiter_timing_out_does_not_delay_rust_waiters() {
+    require_java!();
+    for version in versions() {
+        fair_java_timeout(&version);
+    }
+}
+
+/// Readers share across languages; a writer on either side excludes readers on both; a
+/// write-to-read downgrade on either side is seen by the other.
+fn read_write(version: &str) {
+    let mut p = pair(version);
+    let name = "interop:rw";
+    let rw = p.client.read_write_lock(name);
+    let mut raw = p.server.conn();
+
+    // Readers share.
+    p.java.call("a", &format!("lock read {name}")).value();
+    let ours = rw.read().try_lock().unwrap().expect("a Rust reader shares");
+    let mode: String = raw.hget(name, "mode").unwrap();
+    assert_eq!(mode, "read");
+    assert!(rw.write().try_lock().unwrap().is_none());
+    assert_eq!(
+        p.java.call("b", &format!("trylock write {name} 0")).value(),
+        "false"
+    );
+    drop(ours);
+    p.java.call("a", &format!("unlock read {name}")).value();
+    assert!(!rw.read().is_locked().unwrap());
+
+    // A Java writer excludes Rust readers, and its unlock wakes them.
+    p.java.call("a", &format!("lock write {name}")).value();
+    assert!(rw.read().try_lock().unwrap().is_none());
+    let (tx, rx) = mpsc::channel();
+    let reader = rw.read();
+    let waiting = thread::spawn(move || {
+        let guard = reader.lock().unwrap();
+        tx.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    await_waiting(&p.client, 1);
+    p.java.call("a", &format!("unlock write {name}")).value();
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the Rust reader woke on the Java writer's unlock");
+    waiting.join().unwrap();
+
+    // A Rust writer excludes Java readers, and its release wakes them.
+    let writer = rw.write().lock().unwrap();
+    assert_eq!(
+        p.java.call("a", &format!("trylock read {name} 0")).value(),
+        "false"
+    );
+    p.java.send("a", &format!("lock read {name}"));
+    await_java_subscribed(&p.server, &format!("redisson_rwlock:{{{name}}}"), 1);
+    writer.unlock().unwrap();
+    p.java.reply("a").value();
+    p.java.call("a", &format!("unlock read {name}")).value();
+
+    // Java downgrades: write, read, unlock write; Rust readers now share, writers wait.
+    p.java.call("a", &format!("lock write {name}")).value();
+    p.java.call("a", &format!("lock read {name}")).value();
+    p.java.call("a", &format!("unlock write {name}")).value();
+    let mode: String = raw.hget(name, "mode").unwrap();
+    assert_eq!(mode, "read");
+    let shared = rw
+        .read()
+        .try_lock()
+        .unwrap()
+        .expect("read after a Java downgrade");
+    assert!(rw.write().try_lock().unwrap().is_none());
+    drop(shared);
+    p.java.call("a", &format!("unlock read {name}")).value();
+
+    // Rust downgrades: Java readers now share, writers wait.
+    let write = rw.write().lock().unwrap();
+    let read = rw.read().lock().unwrap();
+    write.unlock().unwrap();
+    assert_eq!(
+        p.java.call("a", &format!("trylock read {name} 0")).value(),
+        "true"
+    );
+    assert_eq!(
+        p.java.call("b", &format!("trylock write {name} 0")).value(),
+        "false"
+    );
+    p.java.call("a", &format!("unlock read {name}")).value();
+    read.unlock().unwrap();
+    assert!(!rw.read().is_locked().unwrap());
+}
+
+#[test]
+fn read_write_lock_shared_and_excluded_across_languages() {
+    require_java!();
+    for version in versions() {
+        read_write(&version);
+    }
+}
