@@ -216,9 +216,23 @@ pub(crate) fn semaphore_channel(name: &str) -> String {
     tagged(SEMAPHORE_CHANNEL, name)
 }
 
-/// A permit-expirable semaphore's ZSET permit id → expiry (ms, server clock).
+/// A permit-expirable semaphore's ZSET permit id (its bytes: [`permit_member`]) → expiry (ms,
+/// server clock).
 pub(crate) fn permit_timeouts(name: &str) -> String {
     suffixed(name, PERMIT_TIMEOUTS)
+}
+
+/// A permit's member in [`permit_timeouts`]: the bytes its id's hex text stands for, as
+/// Redisson stores them (`RedissonPermitExpirableSemaphore`: `ByteBufUtil.decodeHexDump` of
+/// the id, sent with `ByteArrayCodec`). Text that is not hex (no id either side makes) goes as
+/// it is, and so matches no permit.
+pub(crate) fn permit_member(id: &str) -> Vec<u8> {
+    hex::decode(id).unwrap_or_else(|_| id.as_bytes().to_vec())
+}
+
+/// A permit's id from its member in [`permit_timeouts`]: lowercase hex, as Redisson shows it.
+pub(crate) fn permit_id(member: &[u8]) -> String {
+    hex::encode(member)
 }
 
 /// A count-down latch's channel. Redisson always adds braces here, even to a name with its

@@ -215,7 +215,7 @@
 //! | `{name}:<owner>:rwlock_timeout:<n>` | read-write lock: STRING per read hold, PEXPIRE = its lease |
 //! | `redisson_rwlock:{name}` | read-write lock channel: `1` after a write unlock (wake all), `0` when a read unlock frees it |
 //! | `name` | [semaphore](Semaphore): STRING, available permits; channel `redisson_sc:{name}` carries the new count |
-//! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id → expiry (ms, server clock) |
+//! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id (the 16 bytes its hex stands for) → expiry (ms, server clock) |
 //! | `name` | [count-down latch](CountDownLatch): STRING count; channel `redisson_countdownlatch__channel__{name}` |
 //! | `redisson_lock_token:{name}` | [fenced lock](Client::fenced_lock): STRING token counter, INCR on every acquire, no expiry |
 //! | `redlatch_fence:{name}` | [`FencedResource`] (ours): HASH `token`, `holder` of the newest writer of the STRING `name` |

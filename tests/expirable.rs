@@ -20,8 +20,11 @@ fn server_ms(conn: &mut redis::Connection) -> i64 {
     s * 1000 + us / 1000
 }
 
+/// A permit's expiry in `{name}:timeout`, whose member is the 16 bytes that the id's hex
+/// stands for, as Redisson stores it (an id that is not hex: its text).
 fn score(conn: &mut redis::Connection, name: &str, id: &str) -> Option<i64> {
-    conn.zscore(format!("{{{name}}}:timeout"), id).unwrap()
+    let member = hex::decode(id).unwrap_or_else(|_| id.as_bytes().to_vec());
+    conn.zscore(format!("{{{name}}}:timeout"), member).unwrap()
 }
 
 fn channel(name: &str) -> String {
@@ -472,19 +475,14 @@ fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
     let mut raw = server.conn();
     let name = "pes:interop";
     let timeouts = "{pes:interop}:timeout";
-    // Two permits taken the way Redisson does: one with a 300 ms lease, one non-expirable.
+    // Two permits taken the way Redisson does (the member is the id's 16 bytes): one with a
+    // 300 ms lease, one non-expirable.
     let _: () = raw.set(name, 2).unwrap();
     let expires_at = server_ms(&mut raw) + 300;
-    let _: () = raw
-        .zadd(timeouts, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", expires_at)
-        .unwrap();
+    let _: () = raw.zadd(timeouts, &[0xaa_u8; 16][..], expires_at).unwrap();
     let _: () = raw.decr(name, 1).unwrap();
     let _: () = raw
-        .zadd(
-            timeouts,
-            "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
-            922_337_203_685_477i64,
-        )
+        .zadd(timeouts, &[0xbb_u8; 16][..], 922_337_203_685_477i64)
         .unwrap();
     let _: () = raw.decr(name, 1).unwrap();
 
@@ -626,8 +624,8 @@ fn a_count_that_incrby_would_refuse_is_a_wrong_type_before_any_write() {
     }
 }
 
-/// Reads `{name}:timeout` whole: permit id → score.
-fn timeouts(conn: &mut redis::Connection, name: &str) -> Vec<(String, i64)> {
+/// Reads `{name}:timeout` whole: permit id (its bytes) → score.
+fn timeouts(conn: &mut redis::Connection, name: &str) -> Vec<(Vec<u8>, i64)> {
     conn.zrange_withscores(format!("{{{name}}}:timeout"), 0, -1)
         .unwrap()
 }

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlatch::{Client, Config, Error, LostReason, PermitGuard};
+use redlatch::{Client, Config, Error, LostReason, PermitGuard, PermitId};
 use support::{command_calls, wait_until, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_millis(300);
@@ -24,8 +24,14 @@ fn timeouts(name: &str) -> String {
     format!("{{{name}}}:timeout")
 }
 
+/// A permit's member in the timeout set: the 16 bytes its id's hex stands for (Redisson's form).
+fn member(id: &PermitId) -> Vec<u8> {
+    hex::decode(id.as_str()).unwrap()
+}
+
+/// The permit's expiry.
 fn score(raw: &mut redis::Connection, name: &str, guard: &PermitGuard) -> Option<i64> {
-    raw.zscore(timeouts(name), guard.id().as_str()).unwrap()
+    raw.zscore(timeouts(name), member(guard.id())).unwrap()
 }
 
 #[test]
@@ -97,7 +103,7 @@ fn a_permit_removed_by_hand_is_lost_as_not_held() {
     permit.on_lost(move |reason| tx.send(reason).unwrap());
     let mut raw = server.conn();
     // As an operator (or a reclaim) would: the permit is no longer in the set.
-    let removed: i64 = raw.zrem(timeouts(name), permit.id().as_str()).unwrap();
+    let removed: i64 = raw.zrem(timeouts(name), member(permit.id())).unwrap();
     assert_eq!(removed, 1);
     let reason = rx.recv_timeout(WATCHDOG * 2).expect("on_lost called");
     assert_eq!(reason, LostReason::NotHeld);
@@ -118,7 +124,7 @@ fn a_lost_permit_calls_a_late_on_lost_at_once() {
     assert!(slots.try_set_permits(1).unwrap());
     let permit = slots.acquire_guard_renewed().unwrap();
     let mut raw = server.conn();
-    let _: i64 = raw.zrem(timeouts(name), permit.id().as_str()).unwrap();
+    let _: i64 = raw.zrem(timeouts(name), member(permit.id())).unwrap();
     assert!(wait_until(WATCHDOG * 2, || permit.is_lost()));
     let (tx, rx) = mpsc::channel();
     permit.on_lost(move |reason| tx.send(reason).unwrap());
@@ -229,7 +235,7 @@ fn a_permit_without_lease_is_left_so_by_renewal() {
     let guard = sem.acquire_guard_renewed().unwrap();
     let forever: i64 = 922_337_203_685_477;
     let _: () = raw
-        .zadd(timeouts(name), guard.id().as_str(), forever)
+        .zadd(timeouts(name), member(guard.id()), forever)
         .unwrap();
     let renewals = client.metrics().renewals;
     assert!(wait_until(Duration::from_secs(5), || client

@@ -6,7 +6,7 @@ use redis::Value;
 
 use super::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
 use crate::error::{Error, Result};
-use crate::keys::{read_hold, writer_of, Layout, MODE_FIELD};
+use crate::keys::{permit_id, read_hold, writer_of, Layout, MODE_FIELD};
 
 /// Fencing-token and permit-expiry scores at or above this never expire (Redisson's bound).
 const NEVER_MS: f64 = 922_337_203_685_477.0;
@@ -96,6 +96,20 @@ fn pairs(v: &Value, text: fn(&Value) -> Option<String>) -> Option<Vec<(String, S
         .collect()
 }
 
+/// A permit set's flat `ZRANGE ... WITHSCORES` as `(id, score)`: each member holds the bytes
+/// of a permit id (`keys::permit_member`), shown as the id's hex text.
+fn permit_leases(v: &Value, text: fn(&Value) -> Option<String>) -> Option<Vec<(String, f64)>> {
+    items(v)?
+        .chunks(2)
+        .map(|p| match p {
+            [Value::BulkString(member), score] => {
+                Some((permit_id(member), text(score)?.parse().ok()?))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// A flat `ZRANGE ... WITHSCORES` as `(member, score)`.
 fn scored(v: &Value, text: fn(&Value) -> Option<String>) -> Option<Vec<(String, f64)>> {
     pairs(v, text)?
@@ -180,7 +194,7 @@ impl Snapshot {
             queue: items(queue)?.iter().map(text).collect::<Option<_>>()?,
             timeouts: scored(timeouts, text)?,
             token: optional(token)?,
-            permits: scored(permits, text)?,
+            permits: permit_leases(permits, text)?,
             fence: optional(fence)?,
             reads,
             garbled: false,

@@ -57,7 +57,8 @@ impl PermitId {
         PermitId(id.into())
     }
 
-    /// The id as stored in Redis (the member of the `{name}:timeout` sorted set).
+    /// The id as text, as Redisson shows its ids too: Redis holds the bytes that the hex
+    /// stands for (the member of the `{name}:timeout` sorted set).
     ///
     /// # Examples
     ///
@@ -67,6 +68,12 @@ impl PermitId {
     /// ```
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The id's member in the semaphore's `{name}:timeout` set: the 16 bytes its hex stands
+    /// for, as Redisson stores them.
+    fn member(&self) -> Vec<u8> {
+        keys::permit_member(&self.0)
     }
 
     /// A fresh random id: 32 lowercase hex characters.
@@ -190,8 +197,11 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn try_set_permits(&self, permits: u32) -> Result<bool> {
         self.check_name()?;
-        self.run(&scripts::PES_TRY_SET_PERMITS, &[&permits.to_string()])
-            .map(|set: i64| set == 1)
+        self.run(
+            &scripts::PES_TRY_SET_PERMITS,
+            &[permits.to_string().as_bytes()],
+        )
+        .map(|set: i64| set == 1)
     }
 
     /// Adds `delta` permits (removes them when negative: the count may go below zero, and
@@ -219,7 +229,7 @@ impl PermitExpirableSemaphore {
         if !(-LIMIT < delta && delta < LIMIT) {
             return Err(Error::invalid("permit delta must be within ±2^53"));
         }
-        self.run(&scripts::PES_ADD_PERMITS, &[&delta.to_string()])
+        self.run(&scripts::PES_ADD_PERMITS, &[delta.to_string().as_bytes()])
     }
 
     /// The number of permits available now (expired permits counted back in); 0 if the
@@ -703,7 +713,7 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn remaining_lease(&self, id: &PermitId) -> Result<Option<Duration>> {
         self.check_name()?;
-        let ms: i64 = self.run(&scripts::PES_LEASE, &[id.as_str()])?;
+        let ms: i64 = self.run(&scripts::PES_LEASE, &[&id.member()])?;
         match ms {
             -2 => Ok(None),
             -1 => Ok(Some(Duration::MAX)),
@@ -762,7 +772,7 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn try_release(&self, id: &PermitId) -> Result<bool> {
         self.check_name()?;
-        self.run(&scripts::PES_RELEASE, &[id.as_str()])
+        self.run(&scripts::PES_RELEASE, &[&id.member()])
             .map(|released: i64| released == 1)
     }
 
@@ -790,7 +800,8 @@ impl PermitExpirableSemaphore {
     pub fn try_release_many(&self, ids: &[PermitId]) -> Result<u32> {
         self.check_name()?;
         check_count(ids.len())?;
-        let args: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
+        let members: Vec<Vec<u8>> = ids.iter().map(PermitId::member).collect();
+        let args: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
         let released: i64 = self.run(&scripts::PES_RELEASE, &args)?;
         u32::try_from(released)
             .map_err(|_| Error::Protocol(format!("release script replied {released}")))
@@ -821,7 +832,10 @@ impl PermitExpirableSemaphore {
         self.check_name()?;
         check_duration("lease", lease)?;
         let lease_ms = millis(lease).to_string();
-        match self.run(&scripts::PES_UPDATE_LEASE, &[id.as_str(), &lease_ms])? {
+        match self.run(
+            &scripts::PES_UPDATE_LEASE,
+            &[&id.member(), lease_ms.as_bytes()],
+        )? {
             1 => Ok(()),
             0 => Err(self.unknown(id)),
             n => Err(Error::Protocol(format!("update lease script replied {n}"))),
@@ -841,7 +855,7 @@ impl PermitExpirableSemaphore {
 
     /// Runs one `lua/pes_*.lua` script with the semaphore's keys, the publish command and
     /// `args`. A wrong-type reply names the key the script found wrong.
-    fn run<T: redis::FromRedisValue>(&self, script: &scripts::Lua, args: &[&str]) -> Result<T> {
+    fn run<T: redis::FromRedisValue>(&self, script: &scripts::Lua, args: &[&[u8]]) -> Result<T> {
         let mut call = script.key(&self.name);
         call.key(&self.timeouts)
             .key(&self.channel)
@@ -883,9 +897,10 @@ impl PermitExpirableSemaphore {
     /// wait bounds predate that expiry: else a holder that dies could strand them).
     fn attempt(&self, ids: &[PermitId], lease: Duration) -> Result<Tried> {
         let lease_ms = millis(lease).to_string();
+        let members: Vec<Vec<u8>> = ids.iter().map(PermitId::member).collect();
         let mut args = Vec::with_capacity(ids.len() + 1);
-        args.push(lease_ms.as_str());
-        args.extend(ids.iter().map(PermitId::as_str));
+        args.push(lease_ms.as_bytes());
+        args.extend(members.iter().map(Vec::as_slice));
         let reply: Vec<i64> = self.run(&scripts::PES_ACQUIRE, &args)?;
         match reply[..] {
             [1, left] => {

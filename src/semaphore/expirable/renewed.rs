@@ -18,7 +18,8 @@ use crate::scripts;
 pub(super) static RENEW_PERMIT: BatchRenewal = BatchRenewal {
     script: &scripts::PES_RENEW,
     add: |call, name, id| {
-        call.key(keys::permit_timeouts(name)).arg(id);
+        call.key(keys::permit_timeouts(name))
+            .arg(keys::permit_member(id));
     },
 };
 

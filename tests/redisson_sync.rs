@@ -1,0 +1,414 @@
+//! Against Redisson itself: semaphores, the count-down latch, the fenced lock, MultiLock and
+//! RedLock, the non-reentrant and spin locks, and a name prefix, shared by a Java peer
+//! (tests/java-peer) and redlatch, in both directions, on the newest Redisson.
+//! Skipped, with a printed reason, where `java` or `mvn` is missing.
+
+mod support;
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::{Client, Config, MultiLock, PermitId, RedLock};
+use support::java::{monotonic_ns, JavaPeer, NEWEST};
+use support::{await_waiting, wait_until, RedisServer};
+
+fn pair() -> (RedisServer, Client, JavaPeer) {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let java = JavaPeer::single(NEWEST, &server.url());
+    (server, client, java)
+}
+
+/// How long after `since` (a CLOCK_MONOTONIC reading) a Java reply came.
+fn since(since: u64, until: u64) -> Duration {
+    Duration::from_nanos(until.saturating_sub(since))
+}
+
+#[test]
+fn semaphore_permits_taken_on_one_side_are_released_on_the_other() {
+    require_java!();
+    let (_server, client, mut java) = pair();
+    let name = "interop:sem";
+    let sem = client.semaphore(name);
+    assert_eq!(
+        java.call("a", &format!("sem trysetpermits {name} 3"))
+            .value(),
+        "true"
+    );
+    assert!(!sem.try_set_permits(5).unwrap(), "Java's count stands");
+    assert_eq!(sem.available_permits().unwrap(), 3);
+
+    // Rust takes 2, Java sees 1; Java takes 1, Rust sees 0.
+    sem.acquire(2).unwrap();
+    assert_eq!(
+        java.call("a", &format!("sem available {name}")).value(),
+        "1"
+    );
+    java.call("a", &format!("sem acquire {name} 1")).value();
+    assert_eq!(sem.available_permits().unwrap(), 0);
+
+    // A Rust waiter wakes on Java's release.
+    let (tx, rx) = mpsc::channel();
+    let waiter = client.semaphore(name);
+    let waiting = thread::spawn(move || {
+        let guard = waiter.acquire_guard(2).unwrap();
+        tx.send(()).unwrap();
+        guard.forget();
+    });
+    await_waiting(&client, 1);
+    // Java gives back Rust's 2 permits.
+    java.call("a", &format!("sem release {name} 2")).value();
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the Rust waiter woke on Java's release");
+    waiting.join().unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 0);
+
+    // A Java waiter wakes on Rust's release.
+    java.send("b", &format!("sem acquire {name} 3"));
+    let mut raw = _server.conn();
+    assert!(wait_until(Duration::from_secs(20), || {
+        support::numsub(&mut raw, &format!("redisson_sc:{{{name}}}")) >= 1
+    }));
+    sem.release(3).unwrap();
+    java.reply("b").value();
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    assert_eq!(
+        java.call("a", &format!("sem available {name}")).value(),
+        "0"
+    );
+}
+
+#[test]
+fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
+    require_java!();
+    let (_server, client, mut java) = pair();
+    let name = "interop:pes";
+    let sem = client.permit_expirable_semaphore(name);
+    assert_eq!(
+        java.call("a", &format!("pes trysetpermits {name} 2"))
+            .value(),
+        "true"
+    );
+    assert_eq!(sem.available_permits().unwrap(), 2);
+
+    // A permit Java took, released by Rust; one Rust took, released by Java.
+    let theirs = java
+        .call("a", &format!("pes acquire {name} 60000"))
+        .value()
+        .to_owned();
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    assert!(sem
+        .remaining_lease(&PermitId::new(theirs.clone()))
+        .unwrap()
+        .is_some());
+    sem.release(&PermitId::new(theirs)).unwrap();
+    assert_eq!(
+        java.call("a", &format!("pes available {name}")).value(),
+        "2"
+    );
+    let ours = sem.acquire(Duration::from_secs(60)).unwrap();
+    assert_eq!(
+        java.call("a", &format!("pes available {name}")).value(),
+        "1"
+    );
+    java.call("a", &format!("pes release {name} {ours}"))
+        .value();
+    assert_eq!(sem.available_permits().unwrap(), 2);
+
+    // Rust's permits with a 1 s lease run out for Java: its wait ends about then.
+    let before = monotonic_ns();
+    let _a = sem.acquire(Duration::from_secs(1)).unwrap();
+    let _b = sem.acquire(Duration::from_secs(1)).unwrap();
+    let got = java.call("a", &format!("pes tryacquire {name} 10000 60000"));
+    assert_ne!(
+        got.value(),
+        "-",
+        "Java got a permit once Rust's lease ran out"
+    );
+    let waited = since(before, got.t1);
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(8),
+        "{waited:?}"
+    );
+    java.call("a", &format!("pes release {name} {}", got.value()))
+        .value();
+    // Java's permits with a 1 s lease run out for Rust.
+    java.call("a", &format!("pes acquire {name} 1000")).value();
+    java.call("a", &format!("pes acquire {name} 1000")).value();
+    let start = Instant::now();
+    let got = sem
+        .try_acquire_id_for(Duration::from_secs(60), Duration::from_secs(10))
+        .unwrap();
+    assert!(got.is_some());
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(700) && waited < Duration::from_secs(8),
+        "{waited:?}"
+    );
+}
+
+#[test]
+fn count_down_latch_awaited_on_one_side_counted_down_on_the_other() {
+    require_java!();
+    let (server, client, mut java) = pair();
+    let name = "interop:latch";
+    let latch = client.count_down_latch(name);
+    assert_eq!(
+        java.call("a", &format!("latch trysetcount {name} 2"))
+            .value(),
+        "true"
+    );
+    assert_eq!(latch.count().unwrap(), 2);
+    let (tx, rx) = mpsc::channel();
+    let waiter = client.count_down_latch(name);
+    let waiting = thread::spawn(move || {
+        tx.send(waiter.await_for(Duration::from_secs(20))).unwrap();
+    });
+    await_waiting(&client, 1);
+    java.call("a", &format!("latch countdown {name}")).value();
+    assert!(rx.try_recv().is_err(), "woke at a count of 1");
+    java.call("a", &format!("latch countdown {name}")).value();
+    assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap());
+    waiting.join().unwrap();
+
+    assert!(latch.try_set_count(2).unwrap());
+    assert_eq!(java.call("a", &format!("latch count {name}")).value(), "2");
+    java.send("b", &format!("latch await {name} 20000"));
+    let mut raw = server.conn();
+    let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+    assert!(wait_until(Duration::from_secs(20), || {
+        support::numsub(&mut raw, &channel) >= 1
+    }));
+    assert_eq!(latch.count_down().unwrap(), 1);
+    assert!(java.reply_within("b", Duration::from_millis(300)).is_none());
+    assert_eq!(latch.count_down().unwrap(), 0);
+    assert_eq!(java.reply("b").value(), "true");
+}
+
+#[test]
+fn fenced_tokens_from_both_sides_form_one_increasing_sequence() {
+    require_java!();
+    let (_server, client, mut java) = pair();
+    let name = "interop:fenced";
+    let lock = client.fenced_lock(name);
+    let mut tokens = Vec::new();
+    for _ in 0..5 {
+        let token: u64 = java.call("a", &format!("token {name}")).parse();
+        tokens.push(token);
+        assert!(lock.try_lock().unwrap().is_none(), "Java holds it");
+        java.call("a", &format!("unlock fenced {name}")).value();
+        let guard = lock.lock().unwrap();
+        tokens.push(guard.token().unwrap());
+        assert_eq!(lock.latest_token().unwrap(), guard.token());
+        assert_eq!(
+            java.call("b", &format!("trylock fenced {name} 0")).value(),
+            "false"
+        );
+        guard.unlock().unwrap();
+    }
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "not strictly increasing: {tokens:?}"
+    );
+    // A Java waiter with a token wakes on Rust's release.
+    let guard = lock.lock().unwrap();
+    java.send("a", &format!("token {name} 10000"));
+    let mut raw = _server.conn();
+    assert!(wait_until(Duration::from_secs(20), || {
+        support::numsub(&mut raw, &format!("redisson_lock__channel:{{{name}}}")) >= 1
+    }));
+    let last = guard.token().unwrap();
+    guard.unlock().unwrap();
+    let token: u64 = java.reply("a").parse();
+    assert!(token > last);
+}
+
+/// Three servers, a redlatch client and a Redisson client on each (one JVM).
+fn three() -> (Vec<RedisServer>, Vec<Client>, JavaPeer) {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::new()).collect();
+    let clients = servers
+        .iter()
+        .map(|s| Client::open(&s.url()).unwrap())
+        .collect();
+    let mut args = Vec::new();
+    for s in &servers {
+        args.push("--single".to_owned());
+        args.push(s.url());
+    }
+    (servers, clients, JavaPeer::start(NEWEST, &args))
+}
+
+/// Java and Rust threads increment a counter under a lock over three servers: no update is
+/// lost, so they never held it at once; and each side's hold blocks the other.
+fn over_three(
+    kind: &str,
+    rust: impl Fn(&[Client]) -> Box<dyn Fn() -> redlatch::MultiLockGuard + Send>,
+) {
+    let (servers, clients, mut java) = three();
+    let name = format!("interop:{kind}");
+    let counter = format!("interop:{kind}:counter");
+    const EACH: u64 = 40;
+
+    java.call("a", &format!("lock {kind} {name}")).value();
+    let take = rust(&clients);
+    let (tx, rx) = mpsc::channel();
+    let blocked = thread::spawn(move || {
+        let guard = take();
+        tx.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "both held it"
+    );
+    java.call("a", &format!("unlock {kind} {name}")).value();
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("Rust got it after Java's unlock");
+    blocked.join().unwrap();
+
+    java.send("j", &format!("incr {kind} {name} {counter} {EACH}"));
+    let take = rust(&clients);
+    let url = servers[0].url();
+    let rust_side = thread::spawn(move || {
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        for _ in 0..EACH {
+            let guard = take();
+            let v: Option<u64> = conn.get(&counter).unwrap();
+            let _: () = conn.set(&counter, v.unwrap_or(0) + 1).unwrap();
+            guard.unlock().unwrap();
+        }
+    });
+    assert_eq!(java.reply("j").value(), EACH.to_string());
+    rust_side.join().unwrap();
+    let total: u64 = servers[0]
+        .conn()
+        .get(format!("interop:{kind}:counter"))
+        .unwrap();
+    assert_eq!(total, 2 * EACH, "lost updates: both held it at once");
+    for s in &servers {
+        assert!(!s.conn().exists::<_, bool>(&name).unwrap());
+    }
+}
+
+#[test]
+fn multilock_over_three_servers_is_never_held_by_both() {
+    require_java!();
+    over_three("multi", |clients| {
+        let multi = MultiLock::new(clients.iter().map(|c| c.lock("interop:multi"))).unwrap();
+        Box::new(move || multi.lock().unwrap())
+    });
+}
+
+#[test]
+fn redlock_over_three_servers_is_never_held_by_both() {
+    require_java!();
+    over_three("red", |clients| {
+        let red = RedLock::new(clients.iter().map(|c| c.lock("interop:red"))).unwrap();
+        Box::new(move || red.lock().unwrap())
+    });
+}
+
+#[test]
+fn non_reentrant_and_spin_locks_exclude_and_wake_across_languages() {
+    require_java!();
+    let (server, client, mut java) = pair();
+    for (kind, lock) in [
+        ("nrlock", client.non_reentrant_lock("interop:nr")),
+        ("nrfair", client.non_reentrant_fair_lock("interop:nrfair")),
+        ("spin", client.spin_lock("interop:spin")),
+    ] {
+        let name = lock.name().to_owned();
+        java.call("a", &format!("lock {kind} {name}")).value();
+        assert!(lock.try_lock().unwrap().is_none(), "{kind}: both held it");
+        // A Rust waiter gets it after Java's unlock.
+        let (tx, rx) = mpsc::channel();
+        let waiter = lock.clone();
+        let waiting = thread::spawn(move || {
+            let guard = waiter.lock().unwrap();
+            tx.send(()).unwrap();
+            guard.unlock().unwrap();
+        });
+        if kind != "spin" {
+            await_waiting(&client, 1);
+        }
+        java.call("a", &format!("unlock {kind} {name}")).value();
+        rx.recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{kind}: the Rust waiter did not get it"));
+        waiting.join().unwrap();
+        // A Java waiter gets it after Rust's release.
+        let guard = lock.lock().unwrap();
+        assert_eq!(
+            java.call("a", &format!("trylock {kind} {name} 0")).value(),
+            "false"
+        );
+        let before = monotonic_ns();
+        java.send("a", &format!("trylock {kind} {name} 10000"));
+        if kind == "nrlock" {
+            let mut raw = server.conn();
+            assert!(wait_until(Duration::from_secs(20), || {
+                support::numsub(&mut raw, &format!("redisson_lock__channel:{{{name}}}")) >= 1
+            }));
+        }
+        guard.unlock().unwrap();
+        let got = java.reply("a");
+        assert_eq!(got.value(), "true", "{kind}");
+        assert!(since(before, got.t1) < Duration::from_secs(8));
+        java.call("a", &format!("unlock {kind} {name}")).value();
+        assert!(!lock.is_locked().unwrap());
+    }
+}
+
+#[test]
+fn a_name_prefix_on_both_sides_makes_the_same_keys() {
+    require_java!();
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .name_prefix("app1:")
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let mut java = JavaPeer::start(
+        NEWEST,
+        &[
+            "--single".to_owned(),
+            server.url(),
+            "--prefix".to_owned(),
+            "app1:".to_owned(),
+        ],
+    );
+    let mut raw = server.conn();
+    let lock = client.lock("orders");
+    java.call("a", "lock lock orders").value();
+    let keys: Vec<String> = raw.keys("*").unwrap();
+    assert_eq!(keys, vec!["app1:orders".to_owned()]);
+    assert!(lock.is_locked().unwrap());
+    assert!(lock.try_lock().unwrap().is_none());
+    let (tx, rx) = mpsc::channel();
+    let waiter = lock.clone();
+    let waiting = thread::spawn(move || {
+        let guard = waiter.lock().unwrap();
+        tx.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    await_waiting(&client, 1);
+    java.call("a", "unlock lock orders").value();
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("woke on the prefixed lock's channel");
+    waiting.join().unwrap();
+
+    let guard = lock.lock().unwrap();
+    assert_eq!(java.call("a", "locked lock orders").value(), "true");
+    assert!(raw.exists::<_, bool>("app1:orders").unwrap());
+    java.send("a", "trylock lock orders 10000");
+    assert!(wait_until(Duration::from_secs(20), || {
+        support::numsub(&mut raw, "redisson_lock__channel:{app1:orders}") >= 1
+    }));
+    guard.unlock().unwrap();
+    assert_eq!(java.reply("a").value(), "true");
+    let sem = client.semaphore("permits");
+    assert!(sem.try_set_permits(2).unwrap());
+    assert_eq!(java.call("a", "sem available permits").value(), "2");
+    assert!(raw.exists::<_, bool>("app1:permits").unwrap());
+}
