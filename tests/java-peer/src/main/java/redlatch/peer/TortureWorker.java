@@ -1,0 +1,376 @@
+package redlatch.peer;
+
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.FileWriter;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+import org.redisson.Redisson;
+import org.redisson.api.RBucket;
+import org.redisson.api.RLock;
+import org.redisson.api.RScript;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.Config;
+
+/**
+ * A worker process of the torture run ({@code examples/torture}) on real Redisson: T threads
+ * take the run's shared locks over and over, run the lost-update probe inside, and log every
+ * critical section in the format {@code examples/torture/check.rs} reads, beside the Rust
+ * workers and on the same locks.
+ *
+ * <p>Arguments (the runner passes them): {@code --proc P --threads T --locks L --kind
+ * reentrant|fair|fenced --lease-ms N --work-ms N --wait-ms N --seed N --url LOCK_SERVER
+ * --resource RESOURCE_SERVER --out LOG --fence-script lua/fenced_write.lua --held-check on|off}.
+ *
+ * <p>Protocol on stdin/stdout: once connected it logs {@code I P CLIENT_ID java} and prints
+ * {@code ready}; it starts on a line {@code go UNTIL_NS} (CLOCK_MONOTONIC, which is
+ * {@code System.nanoTime()} on Linux) and runs until then; it halts at once when stdin closes
+ * (the runner is gone).
+ *
+ * <p>Redisson has no lost-lease callback. A section's outcome is {@code lost} when
+ * {@code isHeldByCurrentThread()}, asked right after the section (with {@code --held-check on},
+ * as the Rust worker reads its guard's lost flag there), says the hold is gone; {@code late}
+ * when only the unlock said so (IllegalMonitorStateException).
+ */
+public final class TortureWorker {
+    private static int proc;
+    private static int threads = 4;
+    private static int locks = 3;
+    private static String kind = "reentrant";
+    private static long leaseMs = 30000;
+    private static long workMs = 2;
+    private static long waitMs = 20000;
+    private static long seed = 1;
+    private static String url;
+    private static String resourceUrl;
+    private static String out;
+    private static String fenceScript;
+    private static boolean heldCheck = true;
+
+    private static RedissonClient client;
+    private static RedissonClient resource;
+    private static String clientId;
+    private static BufferedWriter log;
+    private static volatile long until;
+
+    public static void main(String[] args) throws Exception {
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            String v = args[i + 1];
+            switch (args[i]) {
+                case "--proc": proc = Integer.parseInt(v); break;
+                case "--threads": threads = Integer.parseInt(v); break;
+                case "--locks": locks = Integer.parseInt(v); break;
+                case "--kind": kind = v; break;
+                case "--lease-ms": leaseMs = Long.parseLong(v); break;
+                case "--work-ms": workMs = Long.parseLong(v); break;
+                case "--wait-ms": waitMs = Long.parseLong(v); break;
+                case "--seed": seed = Long.parseUnsignedLong(v); break;
+                case "--url": url = stripSlash(v); break;
+                case "--resource": resourceUrl = stripSlash(v); break;
+                case "--out": out = v; break;
+                case "--fence-script":
+                    fenceScript = new String(Files.readAllBytes(Paths.get(v)), StandardCharsets.UTF_8);
+                    break;
+                case "--held-check": heldCheck = v.equals("on"); break;
+                default: throw new IllegalArgumentException("unknown argument " + args[i]);
+            }
+        }
+        if (!kind.equals("reentrant") && !kind.equals("fair") && !kind.equals("fenced")) {
+            throw new IllegalArgumentException("Java workers run reentrant, fair and fenced, not " + kind);
+        }
+        log = new BufferedWriter(new FileWriter(out, StandardCharsets.UTF_8));
+        client = Redisson.create(config(url, leaseMs, threads + 4));
+        resource = Redisson.create(config(resourceUrl, 30000, threads + 2));
+        clientId = clientId(client);
+        log("I\t" + proc + "\t" + clientId + "\tjava");
+        System.out.println("ready");
+        System.out.flush();
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String go = in.readLine();
+        if (go == null || !go.startsWith("go ")) {
+            Runtime.getRuntime().halt(0);
+        }
+        until = Long.parseLong(go.substring(3).trim());
+        // The runner's end: stdin closes (it exited, or was killed). Die with it.
+        Thread watch = new Thread(() -> {
+            try {
+                while (in.readLine() != null) {
+                    // nothing else is sent
+                }
+            } catch (IOException e) {
+                // closed
+            }
+            flush();
+            Runtime.getRuntime().halt(0);
+        }, "stdin");
+        watch.setDaemon(true);
+        watch.start();
+
+        List<Thread> workers = new ArrayList<>();
+        final boolean[] failed = {false};
+        for (int t = 0; t < threads; t++) {
+            final int thread = t;
+            Thread w = new Thread(() -> {
+                try {
+                    work(thread);
+                } catch (Throwable e) {
+                    e.printStackTrace();
+                    synchronized (failed) {
+                        failed[0] = true;
+                    }
+                }
+            }, "worker-" + t);
+            w.start();
+            workers.add(w);
+        }
+        for (Thread w : workers) {
+            w.join();
+        }
+        flush();
+        // No Redisson shutdown: a worker's end is the process's end, as for the Rust workers.
+        synchronized (failed) {
+            Runtime.getRuntime().halt(failed[0] ? 1 : 0);
+        }
+    }
+
+    private static Config config(String address, long watchdog, int pool) {
+        Config c = new Config();
+        c.setLockWatchdogTimeout(watchdog);
+        c.setThreads(2);
+        c.setNettyThreads(4);
+        c.useSingleServer()
+            .setAddress(address)
+            .setConnectionMinimumIdleSize(2)
+            .setConnectionPoolSize(pool);
+        return c;
+    }
+
+    private static String stripSlash(String u) {
+        return u.endsWith("/") ? u.substring(0, u.length() - 1) : u;
+    }
+
+    /** splitmix64, as the Rust worker's {@code Rng}. */
+    private static final class Rng {
+        private long state;
+
+        Rng(long seed) {
+            state = seed;
+        }
+
+        long next() {
+            state += 0x9e3779b97f4a7c15L;
+            long z = state;
+            z = (z ^ (z >>> 30)) * 0xbf58476d1ce4e5b9L;
+            z = (z ^ (z >>> 27)) * 0x94d049bb133111ebL;
+            return z ^ (z >>> 31);
+        }
+
+        /** Uniform in {@code lo..=hi}. */
+        long range(long lo, long hi) {
+            return lo + Long.remainderUnsigned(next(), hi - lo + 1);
+        }
+    }
+
+    private static void work(int thread) throws Exception {
+        Rng rng = new Rng(seed * 1000 + thread);
+        while (System.nanoTime() - until < 0) {
+            String lock = "torture:lock:" + rng.range(0, locks - 1);
+            cycle(thread, lock, rng.range(0, workMs));
+            LockSupport.parkNanos(rng.range(0, 1000) * 1000);
+        }
+    }
+
+    /** Lock, probe (read the counter, pause, write it + 1), unlock; one log line. */
+    private static void cycle(int thread, String name, long pauseMs) throws Exception {
+        RLock lock;
+        Long token = null;
+        boolean acquired;
+        try {
+            switch (kind) {
+                case "reentrant":
+                    lock = client.getLock(name);
+                    acquired = lock.tryLock(waitMs, TimeUnit.MILLISECONDS);
+                    break;
+                case "fair":
+                    lock = client.getFairLock(name);
+                    acquired = lock.tryLock(waitMs, TimeUnit.MILLISECONDS);
+                    break;
+                default: {
+                    // RFencedLock (Redisson 3.26 and later): by name, so that the peer still
+                    // compiles against the older versions the interop tests build.
+                    Object fenced = invoke(client, "getFencedLock", name);
+                    lock = (RLock) fenced;
+                    token = (Long) invoke(fenced, "tryLockAndGetToken", waitMs, TimeUnit.MILLISECONDS);
+                    acquired = token != null;
+                }
+            }
+        } catch (Throwable e) {
+            error(thread, name, "lock", e);
+            // A dead server fails at once: do not spin.
+            Thread.sleep(20);
+            return;
+        }
+        if (!acquired) {
+            log("T\t" + proc + "\t" + thread + "\t" + name + "\t" + System.nanoTime());
+            return;
+        }
+        long enter = System.nanoTime();
+        String write;
+        long wstart = 0;
+        long wend = 0;
+        try {
+            String key = name + ":counter";
+            if (token != null) {
+                RBucket<String> bucket = resource.getBucket(key, StringCodec.INSTANCE);
+                String v = bucket.get();
+                long value = v == null ? 0 : Long.parseLong(v);
+                Thread.sleep(pauseMs);
+                String holder = clientId + ":" + Thread.currentThread().getId();
+                RScript script = resource.getScript(StringCodec.INSTANCE);
+                wstart = System.nanoTime();
+                List<Object> reply = script.eval(key, RScript.Mode.READ_WRITE, fenceScript,
+                    LIST, Arrays.<Object>asList(key, fence(key)),
+                    Long.toString(token), holder, "set", Long.toString(value + 1));
+                wend = System.nanoTime();
+                write = ((Number) reply.get(0)).longValue() == 1 ? "acc" : "rej";
+            } else {
+                RBucket<String> bucket = resource.getBucket(key, StringCodec.INSTANCE);
+                String v = bucket.get();
+                long value = v == null ? 0 : Long.parseLong(v);
+                Thread.sleep(pauseMs);
+                wstart = System.nanoTime();
+                bucket.set(Long.toString(value + 1));
+                wend = System.nanoTime();
+                write = "acc";
+            }
+        } catch (Throwable e) {
+            error(thread, name, "probe", e);
+            write = "err";
+            wstart = 0;
+            wend = 0;
+        }
+        long exit = System.nanoTime();
+        boolean lostAtExit = false;
+        if (heldCheck) {
+            try {
+                lostAtExit = !lock.isHeldByCurrentThread();
+            } catch (Throwable e) {
+                // No answer: not told; the unlock decides.
+            }
+        }
+        String released;
+        try {
+            lock.unlock();
+            released = "ok";
+        } catch (IllegalMonitorStateException e) {
+            released = "late";
+        } catch (Throwable e) {
+            if (cause(e) instanceof IllegalMonitorStateException) {
+                released = "late";
+            } else {
+                error(thread, name, "unlock", e);
+                released = "err";
+            }
+        }
+        String outcome = lostAtExit ? "lost" : released;
+        log("S\t" + proc + "\t" + thread + "\t" + name + "\t" + (token == null ? "-" : token.toString())
+            + "\t" + enter + "\t" + exit + "\t" + outcome + "\t" + write + "\t" + wstart + "\t" + wend);
+    }
+
+    /** The list reply type: {@code LIST} in Redisson 4, {@code MULTI} before. */
+    private static final RScript.ReturnType LIST = listType();
+
+    private static RScript.ReturnType listType() {
+        for (RScript.ReturnType t : RScript.ReturnType.values()) {
+            if (t.name().equals("LIST") || t.name().equals("MULTI")) {
+                return t;
+            }
+        }
+        throw new IllegalStateException("no list reply type in this Redisson version");
+    }
+
+    /** The fence of a fenced value, as redlatch's FencedResource names it. */
+    private static String fence(String key) {
+        return key.contains("{") ? "redlatch_fence:" + key : "redlatch_fence:{" + key + "}";
+    }
+
+    private static Throwable cause(Throwable e) {
+        Throwable c = e;
+        while ((c instanceof InvocationTargetException || c.getClass().getName().endsWith("CompletionException"))
+            && c.getCause() != null) {
+            c = c.getCause();
+        }
+        return c;
+    }
+
+    private static void error(int thread, String name, String phase, Throwable e) {
+        Throwable c = cause(e);
+        String msg = (c.getClass().getSimpleName() + ": " + c.getMessage()).replace('\t', ' ').replace('\n', ' ');
+        log("E\t" + proc + "\t" + thread + "\t" + name + "\t" + System.nanoTime() + "\t" + phase + "\t" + msg);
+    }
+
+    private static synchronized void log(String line) {
+        try {
+            log.write(line);
+            log.write('\n');
+            log.flush();
+        } catch (IOException e) {
+            throw new RuntimeException("cannot write the log", e);
+        }
+    }
+
+    private static synchronized void flush() {
+        try {
+            log.flush();
+        } catch (IOException e) {
+            // nothing more to do
+        }
+    }
+
+    /** Calls a public method by name: for what only some Redisson versions have. */
+    private static Object invoke(Object target, String name, Object... args) throws Exception {
+        for (Method m : target.getClass().getMethods()) {
+            if (m.getName().equals(name) && m.getParameterCount() == args.length
+                && (args.length == 0 || m.getParameterTypes()[0].isInstance(args[0])
+                    || m.getParameterTypes()[0] == long.class)
+                && (args.length < 2 || m.getParameterTypes()[1].isInstance(args[1]))) {
+                try {
+                    return m.invoke(target, args);
+                } catch (InvocationTargetException e) {
+                    Throwable c = e.getCause();
+                    if (c instanceof Exception) {
+                        throw (Exception) c;
+                    }
+                    throw e;
+                }
+            }
+        }
+        throw new UnsupportedOperationException(name + " is not in this Redisson version");
+    }
+
+    /** Redisson's id of this client: the first part of every owner it writes. */
+    private static String clientId(RedissonClient c) {
+        for (String getter : new String[] {"getServiceManager", "getConnectionManager"}) {
+            try {
+                Object manager = c.getClass().getMethod(getter).invoke(c);
+                return String.valueOf(manager.getClass().getMethod("getId").invoke(manager));
+            } catch (ReflectiveOperationException e) {
+                // not this version's way
+            }
+        }
+        return "?";
+    }
+}
