@@ -60,6 +60,12 @@ impl ClientConnection {
     fn client_id(&self) -> Option<&str> {
         self.name.rsplit_once(':').map(|(_, id)| id)
     }
+
+    /// Whether a redlatch client named it: its name ends in a client id (a UUID).
+    fn is_redlatch(&self) -> bool {
+        self.client_id()
+            .is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
+    }
 }
 
 /// The connections in a `CLIENT LIST` reply (one line each, `key=value` fields).
@@ -125,6 +131,10 @@ impl Inspection {
     /// (from [`Client::connections`]): [`Holder::connections`] and
     /// [`QueueEntry::connections`]. An owner whose client has no connection left gets an
     /// empty list: a crashed holder, whose hold lasts until its [lease](Self::lease) runs out.
+    /// Only redlatch names its connections with its client id: an owner that no connection
+    /// names, on servers where some connections are not named by redlatch (Redisson's, which
+    /// carry no name or the `clientName` of its config), may be one of those and alive. Its
+    /// connections stay `None`: not traced.
     ///
     /// # Examples
     ///
@@ -144,24 +154,26 @@ impl Inspection {
     /// # Ok(()) }
     /// ```
     pub fn trace(&mut self, connections: &[ClientConnection]) {
-        let of = |client_id: &str| -> Vec<ClientConnection> {
-            connections
+        let others = connections.iter().any(|c| !c.is_redlatch());
+        let of = |client_id: &str| -> Option<Vec<ClientConnection>> {
+            let found: Vec<ClientConnection> = connections
                 .iter()
                 .filter(|c| c.client_id() == Some(client_id))
                 .cloned()
-                .collect()
+                .collect();
+            (!found.is_empty() || !others).then_some(found)
         };
         for h in self.holders.iter_mut().chain(self.readers.iter_mut()) {
             let Holder {
                 owner, connections, ..
             } = h;
-            *connections = Some(of(&owner.client_id));
+            *connections = of(&owner.client_id);
         }
         for QueueEntry {
             owner, connections, ..
         } in &mut self.queue
         {
-            *connections = Some(of(&owner.client_id));
+            *connections = of(&owner.client_id);
         }
     }
 }

@@ -264,9 +264,11 @@ pub struct Holder {
         serde(rename = "lease_ms", serialize_with = "crate::ser::opt_durations")
     )]
     pub read_leases: Vec<Option<Duration>>,
-    /// The connections of the holder's client, once [traced](Inspection::trace): `None`
-    /// before, empty when no connection carries its client id (its client is gone, or does
-    /// not name its connections, as Redisson by default).
+    /// The connections of the holder's client, once [traced](Inspection::trace): empty when
+    /// no connection carries its client id and every connection of the server is a redlatch
+    /// client's (its client is gone); `None` before, or when no connection carries its id
+    /// but some are not redlatch's (Redisson does not name its connections with its id: the
+    /// holder may be alive there).
     pub connections: Option<Vec<ClientConnection>>,
 }
 

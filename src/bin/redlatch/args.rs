@@ -48,8 +48,9 @@ latest fencing token, and how many clients wait on its channel.
 
 Each holder and waiter is traced to its client's connections (CLIENT LIST, on every master):
 the address and name of each, or `gone` when its client has no connection left (a crashed
-holder keeps the lock until its lease runs out; the time left is shown). Clients that do not
-name their connections with their id (Redisson) show as gone too.
+holder keeps the lock until its lease runs out; the time left is shown). Only redlatch names
+its connections with its client id: where some connections of the server are not named so
+(Redisson's), an owner that no connection names is shown as `untraced`, not gone.
 
 Some kinds look alike in Redis: a semaphore and a latch (unless threads wait on it, such a
 key is shown as semaphore-or-latch), and a fair lock nobody waits for and a reentrant lock

@@ -55,15 +55,16 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// Where a holder's or waiter's client connects from: each connection's address after the
 /// connections' name (`billing:<uuid> at 10.0.0.5:51234 10.0.0.5:51240`); `gone` when it has
-/// none, with how long its hold (`left`: its lease, or a waiter's deadline) lasts; `-` when
-/// not traced.
+/// none, with how long its hold (`left`: its lease, or a waiter's deadline) lasts; `untraced`
+/// when it could not be traced (no connection names it, but some are not redlatch's: a
+/// Redisson client's, for one).
 pub fn clients(
     connections: Option<&[ClientConnection]>,
     left: Option<Duration>,
     what: &str,
 ) -> String {
     match connections {
-        None => "-".to_owned(),
+        None => "untraced".to_owned(),
         Some([]) => match left {
             Some(d) if d == Duration::MAX => "gone (no expiry)".to_owned(),
             Some(d) => format!("gone ({what} in {})", duration(d)),
