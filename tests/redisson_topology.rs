@@ -18,7 +18,7 @@ use redis::Commands;
 use redlatch::{Client, Config, ShardedSubscriptionMode};
 use support::binary::Need;
 use support::cluster::RedisCluster;
-use support::java::{monotonic_ns, JavaPeer, NEWEST};
+use support::java::{monotonic_ns, versions, JavaPeer, NEWEST};
 use support::sentinel::{SentinelConfig, SentinelGroup};
 use support::{await_waiting, command_calls, subscribers, wait_until, RedisServer};
 
@@ -166,12 +166,18 @@ fn only_subscriber_on(owner: u16, sharded: bool, cluster: &RedisCluster) -> Vec<
     subs
 }
 
-/// On a fresh 3-master cluster, Redisson set to `java_mode` (`--sharded`) and redlatch to
-/// `rust_mode`, which both pick `sharded` pub/sub: for one name on each master, a Java hold
+/// On a fresh 3-master cluster, Redisson `version` set to `java_mode` (`--sharded`; `None`:
+/// not set, for versions before the setting) and redlatch to `rust_mode`, which both pick
+/// `sharded` pub/sub: for one name on each master, a Java hold
 /// blocks a Rust waiter that Java's unlock wakes, and a Rust hold blocks a Java waiter that
 /// redlatch's release wakes; each waiter subscribes on the name's master only, and each
 /// release publishes there only, with the command of that mode.
-fn cluster_handovers(java_mode: &str, rust_mode: ShardedSubscriptionMode, sharded: bool) {
+fn cluster_handovers(
+    version: &str,
+    java_mode: Option<&str>,
+    rust_mode: ShardedSubscriptionMode,
+    sharded: bool,
+) {
     let cluster = RedisCluster::new(3, 0);
     let client = Client::new(
         Config::cluster(cluster.urls())
@@ -184,11 +190,14 @@ fn cluster_handovers(java_mode: &str, rust_mode: ShardedSubscriptionMode, sharde
     .unwrap();
     let mut args = vec!["--cluster".to_owned()];
     args.extend(cluster.nodes().iter().map(redisson_url));
-    args.extend(["--sharded".to_owned(), java_mode.to_owned()]);
-    let mut java = JavaPeer::start(NEWEST, &args);
+    if let Some(mode) = java_mode {
+        args.extend(["--sharded".to_owned(), mode.to_owned()]);
+    }
+    let mut java = JavaPeer::start(version, &args);
     let kind = if sharded { "sharded" } else { "plain" };
+    let java_mode = java_mode.unwrap_or("unset");
 
-    for name in one_name_per_master(&cluster, &format!("topo:{java_mode}")) {
+    for name in one_name_per_master(&cluster, &format!("topo:{version}:{java_mode}")) {
         let owner = cluster.node_for_key(&name);
         let port = owner.port();
         let channel = format!("redisson_lock__channel:{{{name}}}");
@@ -264,7 +273,7 @@ fn cluster_handovers(java_mode: &str, rust_mode: ShardedSubscriptionMode, sharde
         java.call("b", &format!("unlock lock {name}")).value();
         assert!(!lock.is_locked().unwrap());
         eprintln!(
-            "cluster, Redisson --sharded {java_mode}, redlatch {rust_mode:?} ({kind}): {name} on \
+            "cluster, Redisson {version} --sharded {java_mode}, redlatch {rust_mode:?} ({kind}): {name} on \
              {port}: Java->Rust {java_to_rust:?}, Rust->Java {rust_to_java:?}"
         );
     }
@@ -274,7 +283,7 @@ fn cluster_handovers(java_mode: &str, rust_mode: ShardedSubscriptionMode, sharde
 fn cluster_sharded_pubsub_wakes_both_ways_on_every_master() {
     require_java!();
     require!(Need::ShardedPubSub);
-    cluster_handovers("on", ShardedSubscriptionMode::On, true);
+    cluster_handovers(NEWEST, Some("on"), ShardedSubscriptionMode::On, true);
 }
 
 #[test]
@@ -282,7 +291,8 @@ fn cluster_auto_pubsub_wakes_both_ways_on_every_master() {
     require_java!();
     // Both ask the cluster (PUBSUB SHARDNUMSUB): sharded where it has it, else plain.
     cluster_handovers(
-        "auto",
+        NEWEST,
+        Some("auto"),
         ShardedSubscriptionMode::Auto,
         support::auto_is_sharded(),
     );
@@ -291,7 +301,33 @@ fn cluster_auto_pubsub_wakes_both_ways_on_every_master() {
 #[test]
 fn cluster_plain_pubsub_wakes_both_ways_on_every_master() {
     require_java!();
-    cluster_handovers("off", ShardedSubscriptionMode::Off, false);
+    cluster_handovers(NEWEST, Some("off"), ShardedSubscriptionMode::Off, false);
+}
+
+/// Redisson versions without the `shardedSubscriptionMode` setting (3.29.0 brought it), in
+/// their only mode, with redlatch set to match: from 3.22.0 Redisson uses sharded pub/sub
+/// where the cluster has it (it tries `SPUBLISH` at start), as redlatch's `Auto` does;
+/// before 3.22.0 it has plain pub/sub only, so redlatch must be set `Off` on a cluster that
+/// has sharded pub/sub.
+#[test]
+fn cluster_older_redisson_wakes_both_ways_in_its_only_mode() {
+    require_java!();
+    for version in versions().into_iter().filter(|v| v != NEWEST) {
+        let parts: Vec<u32> = version.split('.').map(|p| p.parse().unwrap()).collect();
+        if parts >= vec![3, 29] {
+            continue; // has the setting: the tests above
+        }
+        if parts >= vec![3, 22] {
+            cluster_handovers(
+                &version,
+                None,
+                ShardedSubscriptionMode::Auto,
+                support::auto_is_sharded(),
+            );
+        } else {
+            cluster_handovers(&version, None, ShardedSubscriptionMode::Off, false);
+        }
+    }
 }
 
 /// Subscribers of `channel` on `server` (plain pub/sub, as with Sentinel).
