@@ -7,7 +7,7 @@
 //! S proc thread lock token enter_ns exit_ns outcome write wstart_ns wend_ns   a critical section
 //! T proc thread lock at_ns                                                    a wait that timed out
 //! E proc thread lock at_ns phase message                                      an error (phase: lock, unlock, probe)
-//! I proc client_id                                                            a worker's client id
+//! I proc client_id [java]                                                     a worker's client id (java: a Redisson worker)
 //! K kind                                                                      run.tsv: the lock kind
 //! P lease_ms wait_ms                                                          run.tsv: the run's lease and wait bound
 //! F class start_ns end_ns detail                                              run.tsv: one injected fault
@@ -21,6 +21,10 @@
 //! `ok`; `lost` (the guard already said so at `exit`: the holder was told while inside);
 //! `late` (only the unlock said the hold was gone); `err` (the unlock failed, no verdict).
 //! `write` is how the probe's write went: `acc`, `rej` (refused by the fence), `err`, `none`.
+//!
+//! A Java worker (`--java-workers`, Redisson) logs the same lines; its `I` line ends in `java`.
+//! Redisson has no lost-lease callback: its `lost` means that `isHeldByCurrentThread()`, asked
+//! right after the section, said no; `late` that only the unlock did.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -107,6 +111,8 @@ pub struct Run {
     pub counters: BTreeMap<String, i64>,
     /// Failures of the runner itself (a worker that crashed or hung).
     pub runner_failures: Vec<String>,
+    /// The worker processes that ran on Redisson (Java).
+    pub java_processes: BTreeSet<u32>,
 }
 
 impl Run {
@@ -138,6 +144,12 @@ impl Run {
 pub struct Report {
     pub kind: String,
     pub sections: usize,
+    /// Of those, the sections of Java (Redisson) workers.
+    pub java_sections: usize,
+    /// Overlapping pairs of sections of a Rust and a Java worker (any kind: silent or not).
+    pub mixed_overlaps: usize,
+    /// Holds of Java workers lost (`lost` or `late`).
+    pub java_lost_holds: usize,
     pub locks: usize,
     pub faults: BTreeMap<String, usize>,
     /// Overlapping pairs of sections of one lock where neither holder had been told (by exit)
@@ -246,6 +258,9 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
             ("T", 5) => run.timeouts.push(num(f[4])?),
             ("E", n) if n >= 6 => run.errors.push((f[5].to_owned(), num(f[4])?)),
             ("I", 3) => {} // a worker's client id, for the runner
+            ("I", 4) if f[3] == "java" => {
+                run.java_processes.insert(num(f[1])? as u32);
+            }
             ("K", 2) => run.kind = f[1].to_owned(),
             ("P", 3) => (run.lease_ms, run.wait_ms) = (num(f[1])?, num(f[2])?),
             ("F", 5) => run.faults.push(Fault {
@@ -316,6 +331,11 @@ pub fn check(run: &Run) -> Report {
     let mut r = Report {
         kind: run.kind.clone(),
         sections: run.sections.len(),
+        java_sections: run
+            .sections
+            .iter()
+            .filter(|s| run.java_processes.contains(&s.process))
+            .count(),
         timeouts: run.timeouts.len(),
         errors: run.errors.len(),
         ..Report::default()
@@ -351,6 +371,9 @@ pub fn check(run: &Run) -> Report {
         sections.sort_by_key(|s| (s.enter, s.exit));
         for s in sections.iter().filter(|s| is_lost(s)) {
             lost.add(run.loss_excused(s));
+            if run.java_processes.contains(&s.process) {
+                r.java_lost_holds += 1;
+            }
         }
 
         // Every overlapping pair: sweep by entry over the sections still inside.
@@ -360,6 +383,10 @@ pub fn check(run: &Run) -> Report {
         for &s in &sections {
             inside.retain(|a| a.exit > s.enter);
             for &a in &inside {
+                let java = |x: &Section| run.java_processes.contains(&x.process);
+                if java(a) != java(s) {
+                    r.mixed_overlaps += 1;
+                }
                 let excused = if told(a) || told(s) {
                     let ok = [a, s].iter().all(|x| !told(x) || run.loss_excused(x));
                     reported.add(ok);
@@ -532,11 +559,26 @@ fn stale_writes_accepted(sections: &[&Section]) -> usize {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "kind {}: {} critical sections on {} locks",
-            self.kind, self.sections, self.locks
-        )?;
+        if self.java_sections > 0 {
+            writeln!(
+                f,
+                "kind {}: {} critical sections on {} locks ({} Rust, {} Java on Redisson; {} \
+                 overlapping Rust/Java pairs, {} Java holds lost)",
+                self.kind,
+                self.sections,
+                self.locks,
+                self.sections - self.java_sections,
+                self.java_sections,
+                self.mixed_overlaps,
+                self.java_lost_holds
+            )?;
+        } else {
+            writeln!(
+                f,
+                "kind {}: {} critical sections on {} locks",
+                self.kind, self.sections, self.locks
+            )?;
+        }
         let faults: Vec<String> = self
             .faults
             .iter()
@@ -603,6 +645,9 @@ pub fn json(r: &Report) -> String {
     };
     let nums = [
         ("sections", r.sections as i64),
+        ("java_sections", r.java_sections as i64),
+        ("mixed_overlaps", r.mixed_overlaps as i64),
+        ("java_lost_holds", r.java_lost_holds as i64),
         ("locks", r.locks as i64),
         ("silent_overlaps", r.silent_overlaps as i64),
         (

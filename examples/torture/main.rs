@@ -64,6 +64,13 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
   --slow on|off       thread 0 of each worker takes a lock of its own, torture:lock:slow,
                       and holds it for 1-3 leases, so that the watchdog renews inside
                       sections (default on with faults and 2 threads or more)
+  --java-workers N    also start N worker processes on real Redisson (Java, from
+                      tests/java-peer, built with Maven if needed) on the same locks, for
+                      kinds reentrant, fair and fenced (default 0)
+  --java-redisson V   the Redisson version of the Java workers (default 4.7.0)
+  --java-held-check on|off  a Java worker asks isHeldByCurrentThread() right after each
+                      section, its only way to learn that its hold was lost before the
+                      unlock (default on)
   --dir DIR           where the logs go (default: a new /tmp/redlatch-torture-<pid>)
   --json              print the report as one JSON line too";
 
@@ -76,6 +83,9 @@ const KINDS: &[&str] = &[
     "broken",
     "short-lease",
 ];
+
+/// The kinds a Java (Redisson) worker runs.
+const JAVA_KINDS: &[&str] = &["reentrant", "fair", "fenced"];
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -145,6 +155,10 @@ struct Opts {
     slow: Option<bool>,
     dir: Option<PathBuf>,
     json: bool,
+    /// Worker processes on real Redisson beside the Rust ones (`--java-workers`).
+    java_workers: u32,
+    java_redisson: String,
+    java_held_check: bool,
 }
 
 fn parse_opts(args: &[String]) -> Res<Opts> {
@@ -163,6 +177,9 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         slow: None,
         dir: None,
         json: false,
+        java_workers: 0,
+        java_redisson: "4.7.0".into(),
+        java_held_check: true,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -198,6 +215,17 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
                 })
             }
             "--dir" => o.dir = Some(PathBuf::from(value)),
+            "--java-workers" => o.java_workers = num()?.min(64) as u32,
+            "--java-redisson" => o.java_redisson = value.clone(),
+            "--java-held-check" => {
+                o.java_held_check = match value.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        return Err(format!("--java-held-check: `{value}` is not on or off").into())
+                    }
+                }
+            }
             "--faults" => {
                 o.faults = match value.as_str() {
                     "none" => Vec::new(),
@@ -215,6 +243,13 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         o.lease_ms = if o.faults.is_empty() { 30_000 } else { 2_000 };
     }
     o.lease_ms = o.lease_ms.max(100);
+    if o.java_workers > 0 && !JAVA_KINDS.contains(&o.kind.as_str()) {
+        return Err(format!(
+            "--java-workers: Java workers run kinds {JAVA_KINDS:?}, not `{}`",
+            o.kind
+        )
+        .into());
+    }
     if o.slow.is_none() {
         o.slow = Some(!o.faults.is_empty() && o.threads >= 2);
     }
@@ -296,11 +331,12 @@ fn run(args: &[String]) -> Res<ExitCode> {
         urls[0] = format!("redis://{}/", p.addr());
     }
     eprintln!(
-        "torture: kind {}, {} s, {} processes x {} threads, {} locks, faults {:?}, seed {}, \
-         lease {} ms; logs in {}",
+        "torture: kind {}, {} s, {} processes ({} on Redisson) x {} threads, {} locks, faults \
+         {:?}, seed {}, lease {} ms; logs in {}",
         o.kind,
         o.seconds,
-        o.processes,
+        o.processes + o.java_workers,
+        o.java_workers,
         o.threads,
         o.locks,
         o.faults,
@@ -308,6 +344,15 @@ fn run(args: &[String]) -> Res<ExitCode> {
         o.lease_ms,
         dir.display()
     );
+
+    // The Java workers first: a JVM takes seconds to start, and the run's clock starts once
+    // every one of them is connected.
+    let (mut java, java_stdins) = if o.java_workers > 0 {
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        start_java_workers(&o, &urls, &resource.url(), &dir)?
+    } else {
+        (Workers(Vec::new()), Vec::new())
+    };
 
     let exe = std::env::current_exe()?;
     let mut workers = Workers(Vec::new());
@@ -338,6 +383,12 @@ fn run(args: &[String]) -> Res<ExitCode> {
             });
         }
         workers.0.push(cmd.spawn()?);
+    }
+    // Worker p logs to w<p>.tsv: the Rust ones are 0.., the Java ones after them.
+    workers.0.append(&mut java.0);
+    let until_ns = mono_ns() + o.seconds * 1_000_000_000;
+    for mut stdin in java_stdins.iter() {
+        writeln!(stdin, "go {until_ns}")?;
     }
 
     let mut log = vec![
@@ -431,6 +482,145 @@ fn run(args: &[String]) -> Res<ExitCode> {
     );
     let run = check::read_dir(&dir)?;
     Ok(report(&run, o.json))
+}
+
+/// Starts the `--java-workers` processes (worker numbers `processes..`) and waits until each
+/// is connected and has logged its client id. They start running on a line `go UNTIL_NS`
+/// on their stdin, and halt when it closes: keep the returned handles until the end.
+fn start_java_workers(
+    o: &Opts,
+    urls: &[&str],
+    resource: &str,
+    dir: &Path,
+) -> Res<(Workers, Vec<std::process::ChildStdin>)> {
+    let cp = java_class_path(&o.java_redisson)?;
+    let fence_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/fenced_write.lua");
+    let (mut workers, mut stdins) = (Workers(Vec::new()), Vec::new());
+    let (tx, rx) = std::sync::mpsc::channel();
+    for j in 0..o.java_workers {
+        let p = o.processes + j;
+        let mut cmd = Command::new("java");
+        cmd.args([
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xss512k",
+            "-cp",
+        ])
+        .arg(&cp)
+        .arg("redlatch.peer.TortureWorker")
+        .args(["--proc", &p.to_string()])
+        .args(["--threads", &o.threads.to_string()])
+        .args(["--locks", &o.locks.to_string()])
+        .args(["--kind", &o.kind])
+        .args(["--lease-ms", &o.lease_ms.to_string()])
+        .args(["--work-ms", &o.work_ms.to_string()])
+        .args(["--wait-ms", &o.wait_ms.to_string()])
+        .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
+        .args(["--url", urls[0]])
+        .args(["--resource", resource])
+        .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()])
+        .args(["--fence-script", &fence_script.to_string_lossy()])
+        .args(["--held-check", if o.java_held_check { "on" } else { "off" }])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+        // As the Rust workers: dies with the runner (and halts when its stdin closes).
+        // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        stdins.push(child.stdin.take().expect("piped"));
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        workers.0.push(child);
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let ready = stdout
+                .lines()
+                .map_while(|l| l.ok())
+                .any(|l| l.trim() == "ready");
+            let _ = tx.send((p, ready));
+        });
+    }
+    let until = Instant::now() + Duration::from_secs(180);
+    for _ in 0..o.java_workers {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((_, true)) => {}
+            Ok((p, false)) => {
+                return Err(format!("Java worker {p} exited before it was connected").into())
+            }
+            Err(_) => return Err("the Java workers did not start within 180 s".into()),
+        }
+    }
+    Ok((workers, stdins))
+}
+
+/// The class path of the Java worker on Redisson `version` (tests/java-peer), built with
+/// `mvn -q -B compile` first when the build is missing or older than the Java sources.
+fn java_class_path(version: &str) -> Res<String> {
+    for tool in ["java", "mvn"] {
+        let runs = Command::new(tool)
+            .arg("-version")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !runs {
+            return Err(format!(
+                "--java-workers needs `{tool}` on the PATH (a JDK 17 or newer, and Maven to \
+                 build tests/java-peer)"
+            )
+            .into());
+        }
+    }
+    let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java-peer");
+    let out = project.join(format!("target/redisson-{version}"));
+    let stamp = out.join("classpath.txt");
+    let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+    let mut sources = vec![project.join("pom.xml")];
+    for entry in std::fs::read_dir(project.join("src/main/java/redlatch/peer"))? {
+        sources.push(entry?.path());
+    }
+    let newest = sources.iter().filter_map(|p| modified(p)).max();
+    let stale = match (modified(&stamp), newest) {
+        (Some(built), Some(source)) => built < source,
+        _ => true,
+    };
+    if stale {
+        eprintln!(
+            "torture: building the Java worker on Redisson {version} (mvn -q -B compile in {})",
+            project.display()
+        );
+        let status = Command::new("mvn")
+            .args(["-q", "-B", "-Dstyle.color=never", "compile"])
+            .arg(format!("-Dredisson.version={version}"))
+            .current_dir(&project)
+            .status()?;
+        if !status.success() {
+            return Err(format!(
+                "building the Java worker failed ({status}): run `mvn -B compile \
+                 -Dredisson.version={version}` in {} to see why",
+                project.display()
+            )
+            .into());
+        }
+        // Maven may leave an unchanged classpath.txt as it was: mark the build as done.
+        File::options()
+            .append(true)
+            .open(&stamp)?
+            .set_modified(std::time::SystemTime::now())?;
+    }
+    let deps = std::fs::read_to_string(&stamp)
+        .map_err(|e| format!("cannot read {}: {e}", stamp.display()))?;
+    Ok(format!(
+        "{}:{}:{}",
+        out.join("classes").display(),
+        out.join("first/*").display(),
+        deps.trim()
+    ))
 }
 
 /// The worker processes. If the runner fails midway (a server that does not restart), they
