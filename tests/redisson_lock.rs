@@ -528,6 +528,31 @@ fn read_write(version: &str) {
     p.java.reply("a").value();
     p.java.call("a", &format!("unlock read {name}")).value();
 
+    // Readers on one side hold off a writer on the other, which wakes when the last leaves.
+    let reading = rw.read().lock().unwrap();
+    p.java.send("w", &format!("lock write {name}"));
+    await_java_subscribed(&p.server, &format!("redisson_rwlock:{{{name}}}"), 1);
+    assert!(p
+        .java
+        .reply_within("w", Duration::from_millis(200))
+        .is_none());
+    reading.unlock().unwrap();
+    p.java.reply("w").value();
+    p.java.call("w", &format!("unlock write {name}")).value();
+    p.java.call("a", &format!("lock read {name}")).value();
+    let (tx, rx) = mpsc::channel();
+    let writer = rw.write();
+    let waiting = thread::spawn(move || {
+        let guard = writer.lock().unwrap();
+        tx.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    await_waiting(&p.client, 1);
+    p.java.call("a", &format!("unlock read {name}")).value();
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the Rust writer woke when the Java reader left");
+    waiting.join().unwrap();
+
     // Java downgrades: write, read, unlock write; Rust readers now share, writers wait.
     p.java.call("a", &format!("lock write {name}")).value();
     p.java.call("a", &format!("lock read {name}")).value();

@@ -117,6 +117,23 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
         .value();
     assert_eq!(sem.available_permits().unwrap(), 2);
 
+    // A Java waiter wakes on a Rust release (the permits' leases are far off).
+    let a = sem.acquire(Duration::from_secs(60)).unwrap();
+    let _b = sem.acquire(Duration::from_secs(60)).unwrap();
+    java.send("w", &format!("pes tryacquire {name} 10000 60000"));
+    let mut raw = _server.conn();
+    assert!(wait_until(Duration::from_secs(20), || {
+        support::numsub(&mut raw, &format!("redisson_sc:{{{name}}}")) >= 1
+    }));
+    let before = monotonic_ns();
+    sem.release(&a).unwrap();
+    let got = java.reply("w");
+    assert_ne!(got.value(), "-");
+    assert!(since(before, got.t1) < Duration::from_secs(5));
+    java.call("w", &format!("pes release {name} {}", got.value()))
+        .value();
+    sem.release(&_b).unwrap();
+
     // Rust's permits with a 1 s lease run out for Java: its wait ends about then.
     let before = monotonic_ns();
     let _a = sem.acquire(Duration::from_secs(1)).unwrap();
