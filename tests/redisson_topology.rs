@@ -312,7 +312,11 @@ fn cluster_plain_pubsub_wakes_both_ways_on_every_master() {
 #[test]
 fn cluster_older_redisson_wakes_both_ways_in_its_only_mode() {
     require_java!();
-    for version in versions().into_iter().filter(|v| v != NEWEST) {
+    let older: Vec<String> = versions().into_iter().filter(|v| v != NEWEST).collect();
+    if older.is_empty() {
+        eprintln!("no Redisson version but {NEWEST} asked for: nothing to run");
+    }
+    for version in older {
         let parts: Vec<u32> = version.split('.').map(|p| p.parse().unwrap()).collect();
         if parts >= vec![3, 29] {
             continue; // has the setting: the tests above
