@@ -64,7 +64,11 @@ pub struct Config {
 /// Every client and Java service that shares locks on one cluster must end up in the same
 /// mode: a message published one way does not reach subscribers of the other (a waiter
 /// that misses it still wakes when the holder's lease runs out, but no sooner). Redisson
-/// and redlatch both default to [`Auto`](Self::Auto), which agrees on any one cluster.
+/// (3.22.0 and later) and redlatch both default to [`Auto`](Self::Auto), which agrees on any
+/// one cluster. Redisson before 3.22.0 has only plain pub/sub: next to it on a Redis 7
+/// cluster, set [`Off`](Self::Off). (Redisson decides once, at start: a failed check there
+/// leaves it on plain pub/sub for good, where redlatch asks again. Where that matters, set
+/// the mode on both sides.)
 ///
 /// A single server and Sentinel always use plain pub/sub, whatever this says.
 ///
