@@ -104,16 +104,18 @@ fn class_path(version: &str) -> String {
         _ => true,
     };
     if stale {
-        let status = Command::new("mvn")
-            .args(["-q", "-B", "compile"])
+        let out = Command::new("mvn")
+            .args(["-q", "-B", "-Dstyle.color=never", "compile"])
             .arg(format!("-Dredisson.version={version}"))
             .current_dir(&project)
-            .status()
+            .output()
             .expect("run mvn");
         assert!(
-            status.success(),
-            "building the Java peer for Redisson {version} failed ({status}): run \
-             `mvn -B compile -Dredisson.version={version}` in tests/java-peer to see why"
+            out.status.success(),
+            "building the Java peer for Redisson {version} failed ({}) in tests/java-peer:\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
     let deps = std::fs::read_to_string(&stamp).expect("read the peer's classpath.txt");
