@@ -565,3 +565,46 @@ fn faults_do_not_excuse_broken_locks() {
         r.done();
     }
 }
+
+#[test]
+fn java_workers_share_the_locks_with_rust_workers() {
+    if let Some(why) = support::java::missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // Redisson (Java) workers beside the Rust ones, on the same locks: the checker reads
+    // their sections like any other, and nothing overlaps without faults.
+    for kind in ["reentrant", "fenced"] {
+        let r = torture(&[
+            "--kind",
+            kind,
+            "--java-workers",
+            "1",
+            "--seconds",
+            "5",
+            "--processes",
+            "1",
+            "--threads",
+            "2",
+        ]);
+        assert_eq!(r.code, 0, "{}", r.json);
+        let (all, java) = (r.num("sections"), r.num("java_sections"));
+        assert!(java > 50, "Java sections: {}", r.json);
+        assert!(all - java > 50, "Rust sections: {}", r.json);
+        for key in [
+            "silent_overlaps",
+            "reported_overlaps",
+            "mixed_overlaps",
+            "lost_holds",
+            "lost_updates",
+            "token_order_violations",
+            "stale_writes_rejected",
+            "other_writes_rejected",
+            "timeouts",
+            "errors",
+        ] {
+            assert_eq!(r.num(key), 0, "{key}: {}", r.json);
+        }
+        r.done();
+    }
+}

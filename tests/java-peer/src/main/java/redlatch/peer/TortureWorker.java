@@ -317,8 +317,12 @@ public final class TortureWorker {
     }
 
     private static void error(int thread, String name, String phase, Throwable e) {
-        Throwable c = cause(e);
-        String msg = (c.getClass().getSimpleName() + ": " + c.getMessage()).replace('\t', ' ').replace('\n', ' ');
+        StringBuilder text = new StringBuilder();
+        for (Throwable c = cause(e); c != null; c = c.getCause() == c ? null : c.getCause()) {
+            text.append(text.length() == 0 ? "" : " / caused by ");
+            text.append(c.getClass().getSimpleName()).append(": ").append(c.getMessage());
+        }
+        String msg = text.toString().replace('\t', ' ').replace('\n', ' ');
         log("E\t" + proc + "\t" + thread + "\t" + name + "\t" + System.nanoTime() + "\t" + phase + "\t" + msg);
     }
 
