@@ -94,11 +94,12 @@ fn class_path(version: &str) -> String {
     let out = project.join(format!("target/redisson-{version}"));
     let stamp = out.join("classpath.txt");
     let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-    let sources = [
-        project.join("pom.xml"),
-        project.join("src/main/java/redlatch/peer/Peer.java"),
-    ];
-    let newest_source = sources.iter().filter_map(|p| modified(p)).max();
+    let java = project.join("src/main/java/redlatch/peer");
+    let sources = std::fs::read_dir(&java)
+        .expect("the peer's Java sources")
+        .filter_map(|e| Some(e.ok()?.path()))
+        .chain([project.join("pom.xml")]);
+    let newest_source = sources.filter_map(|p| modified(&p)).max();
     let stale = match (modified(&stamp), newest_source) {
         (Some(built_at), Some(source)) => built_at < source,
         _ => true,
