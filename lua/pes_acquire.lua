@@ -1,10 +1,10 @@
 -- Take n permits with one lease, all or none (RedissonPermitExpirableSemaphore.tryAcquireAsync).
 -- KEYS[1]  name: STRING, the available permits (decimal)
--- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[2]  "{name}:timeout": ZSET permit id (its 16 bytes) -> expiry in ms on the server clock (>= 922337203685477: never)
 -- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
 -- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
 -- ARGV[2]  lease in milliseconds
--- ARGV[3..] the n permit ids (n >= 1, distinct; 32 lowercase hex chars each)
+-- ARGV[3..] the n permit ids (n >= 1, distinct; each the 16 bytes its 32 hex characters stand for, as Redisson sends them)
 -- Reply:   {1, left}           acquired: count decremented by n, ZADD now + lease -> each id;
 --                              left = count after
 --          {0, count, wait}    not acquired (nothing written beyond the reclaim): count (< n)

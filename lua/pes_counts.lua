@@ -1,7 +1,7 @@
 -- Count the permits without writing (RedissonPermitExpirableSemaphore.acquiredPermitsAsync and
 -- getPermitsAsync, which reclaim first: here expired permits are counted as available instead).
 -- KEYS[1]  name: STRING, the available permits (decimal)
--- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[2]  "{name}:timeout": ZSET permit id (its 16 bytes) -> expiry in ms on the server clock (>= 922337203685477: never)
 -- KEYS[3]  channel "redisson_sc:{name}" (unused)
 -- ARGV[1]  publish command (unused)
 -- Reply:   {available, acquired, exists}

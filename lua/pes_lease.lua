@@ -1,7 +1,7 @@
 -- Read the remaining lease of one permit without writing
 -- (RedissonPermitExpirableSemaphore.getLeaseTimeAsync).
 -- KEYS[1]  name: STRING, the available permits (decimal)
--- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[2]  "{name}:timeout": ZSET permit id (its 16 bytes) -> expiry in ms on the server clock (>= 922337203685477: never)
 -- KEYS[3]  channel "redisson_sc:{name}" (unused)
 -- ARGV[1]  publish command (unused)
 -- ARGV[2]  permit id

@@ -1,6 +1,6 @@
 -- Renew the leases of many permits of permit-expirable semaphores in one call (the watchdog's
 -- batch for renewed permit guards).
--- KEYS[i]      "{name}:timeout" of semaphore i: ZSET permit id -> expiry in ms on the server clock
+-- KEYS[i]      "{name}:timeout" of semaphore i: ZSET permit id (its 16 bytes) -> expiry in ms on the server clock
 -- ARGV[1]      lease in milliseconds
 -- ARGV[i+1]    permit id for semaphore i
 -- Reply:       array of one integer per permit: 1 = the permit is still taken (in KEYS[i], not

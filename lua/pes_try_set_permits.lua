@@ -1,7 +1,7 @@
 -- Set the number of permits of a permit-expirable semaphore if it has none yet
 -- (RedissonPermitExpirableSemaphore.trySetPermitsAsync).
 -- KEYS[1]  name: STRING, the available permits (decimal)
--- KEYS[2]  "{name}:timeout": ZSET permit id -> expiry in ms on the server clock (>= 922337203685477: never)
+-- KEYS[2]  "{name}:timeout": ZSET permit id (its 16 bytes) -> expiry in ms on the server clock (>= 922337203685477: never)
 -- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
 -- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
 -- ARGV[2]  permits (decimal, >= 0)

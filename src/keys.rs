@@ -225,7 +225,7 @@ pub(crate) fn permit_timeouts(name: &str) -> String {
 /// A permit's member in [`permit_timeouts`]: the bytes its id's hex text stands for, as
 /// Redisson stores them (`RedissonPermitExpirableSemaphore`: `ByteBufUtil.decodeHexDump` of
 /// the id, sent with `ByteArrayCodec`). Text that is not hex (no id either side makes) goes as
-/// it is, and so matches no permit.
+/// its own bytes: the member of no permit either side took.
 pub(crate) fn permit_member(id: &str) -> Vec<u8> {
     hex::decode(id).unwrap_or_else(|_| id.as_bytes().to_vec())
 }

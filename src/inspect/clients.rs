@@ -51,6 +51,9 @@ pub struct ClientConnection {
         serde(rename = "idle_ms", serialize_with = "crate::ser::duration")
     )]
     pub idle: Duration,
+    /// Its flags (`flags`): `N` for none, `S` a replica's link, `M` the master's link on a
+    /// replica, `P` a pub/sub connection, and others (`CLIENT LIST`'s documentation).
+    pub flags: String,
     /// The server it is connected to, as this client reaches it (a cluster has several).
     pub server: String,
 }
@@ -61,10 +64,15 @@ impl ClientConnection {
         self.name.rsplit_once(':').map(|(_, id)| id)
     }
 
-    /// Whether a redlatch client named it: its name ends in a client id (a UUID).
-    fn is_redlatch(&self) -> bool {
-        self.client_id()
-            .is_some_and(|id| uuid::Uuid::parse_str(id).is_ok())
+    /// Whether it may be the connection of a lock owner that does not name its connections
+    /// with its id (a Redisson client's): not a redlatch client's (whose name ends in its
+    /// client id, a UUID), nor a replication link or a sentinel's.
+    fn may_be_anonymous_owner(&self) -> bool {
+        let redlatch = self
+            .client_id()
+            .is_some_and(|id| uuid::Uuid::parse_str(id).is_ok());
+        let replication = self.flags.contains(['S', 'M']);
+        !redlatch && !replication && !self.name.starts_with("sentinel-")
     }
 }
 
@@ -89,6 +97,7 @@ fn parse(reply: &str, server: &str) -> Vec<ClientConnection> {
                 lib_ver: field("lib-ver").map(str::to_owned),
                 age: secs("age"),
                 idle: secs("idle"),
+                flags: field("flags").unwrap_or_default().to_owned(),
                 server: server.to_owned(),
             }
         })
@@ -132,9 +141,10 @@ impl Inspection {
     /// [`QueueEntry::connections`]. An owner whose client has no connection left gets an
     /// empty list: a crashed holder, whose hold lasts until its [lease](Self::lease) runs out.
     /// Only redlatch names its connections with its client id: an owner that no connection
-    /// names, on servers where some connections are not named by redlatch (Redisson's, which
-    /// carry no name or the `clientName` of its config), may be one of those and alive. Its
-    /// connections stay `None`: not traced.
+    /// names, on servers where some client connections are not named by redlatch (Redisson's,
+    /// which carry no name or the `clientName` of its config, or a `redis-cli`'s), may be one
+    /// of those and alive. Its connections stay `None`: not traced. (Replication links and
+    /// sentinels' connections do not count.)
     ///
     /// # Examples
     ///
@@ -146,7 +156,8 @@ impl Inspection {
     ///     found.trace(&connections);
     ///     for holder in &found.holders {
     ///         match holder.connections.as_deref() {
-    ///             Some([]) | None => println!("{}: client gone", holder.owner),
+    ///             Some([]) => println!("{}: client gone", holder.owner),
+    ///             None => println!("{}: not traced (another client library?)", holder.owner),
     ///             Some(conns) => println!("{}: from {}", holder.owner, conns[0].addr),
     ///         }
     ///     }
@@ -154,7 +165,9 @@ impl Inspection {
     /// # Ok(()) }
     /// ```
     pub fn trace(&mut self, connections: &[ClientConnection]) {
-        let others = connections.iter().any(|c| !c.is_redlatch());
+        let others = connections
+            .iter()
+            .any(ClientConnection::may_be_anonymous_owner);
         let of = |client_id: &str| -> Option<Vec<ClientConnection>> {
             let found: Vec<ClientConnection> = connections
                 .iter()
@@ -201,5 +214,34 @@ mod tests {
         );
         assert_eq!(conns[1].client_id(), None);
         assert!(parse("", "x").is_empty());
+    }
+
+    const OWNER: &str = "0b3c1d2e-0000-4000-8000-000000000001";
+
+    /// The holder of an inspection (client `OWNER`, thread 1) traced with `list`.
+    fn traced(list: &str) -> Option<Vec<ClientConnection>> {
+        let mut found =
+            crate::inspect::tests::inspection(crate::inspect::Kind::Reentrant, &[(1, 1)], &[]);
+        found.holders[0].owner.client_id = OWNER.to_owned();
+        found.trace(&parse(list, "s"));
+        found.holders.remove(0).connections
+    }
+
+    #[test]
+    fn an_owner_no_connection_names_is_gone_only_where_every_client_is_named() {
+        let ours = format!("id=1 addr=a:1 name=redlatch:{OWNER} flags=N\n");
+        let other = "id=2 addr=b:2 name=app:0b3c1d2e-0000-4000-8000-000000000002 flags=N\n";
+        let anonymous = "id=3 addr=c:3 name= flags=N\n";
+        let replica = "id=4 addr=d:4 name= flags=S\n";
+        let sentinel = "id=5 addr=e:5 name=sentinel-1a2b3c4d-cmd flags=N\n";
+        assert_eq!(traced(&format!("{ours}{anonymous}")).unwrap()[0].id, 1);
+        assert_eq!(traced(other), Some(Vec::new()), "gone");
+        assert_eq!(
+            traced(&format!("{other}{replica}{sentinel}")),
+            Some(Vec::new()),
+            "replication and sentinels do not hold locks"
+        );
+        assert_eq!(traced(&format!("{other}{anonymous}")), None, "untraced");
+        assert_eq!(traced("id=6 addr=f:6 name=java-app flags=N\n"), None);
     }
 }

@@ -38,14 +38,16 @@ const MAX_PERMITS_AT_ONCE: usize = 10_000;
 /// use redlatch::PermitId;
 /// let id: PermitId = "0123456789abcdef0123456789abcdef".parse().unwrap();
 /// assert_eq!(id, PermitId::new("0123456789abcdef0123456789abcdef"));
+/// assert_eq!(id, PermitId::new("0123456789ABCDEF0123456789ABCDEF")); // the same permit
 /// assert_eq!(id.to_string(), id.as_str());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PermitId(String);
 
 impl PermitId {
-    /// A permit id from its text, as [`as_str`](Self::as_str) gave it. Not checked: an id
-    /// that is no permit of the semaphore is reported by the calls that use it.
+    /// A permit id from its text, as [`as_str`](Self::as_str) gave it (hex is taken in
+    /// either case, and kept in lowercase). Not checked: an id that is no permit of the
+    /// semaphore is reported by the calls that use it.
     ///
     /// # Examples
     ///
@@ -54,7 +56,13 @@ impl PermitId {
     /// assert_eq!(id.as_str().len(), 32);
     /// ```
     pub fn new(id: impl Into<String>) -> PermitId {
-        PermitId(id.into())
+        let mut id = id.into();
+        // Hex in either case is the same permit (the same bytes in Redis): one spelling, so
+        // that equal permits are equal ids.
+        if id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            id.make_ascii_lowercase();
+        }
+        PermitId(id)
     }
 
     /// The id as text, as Redisson shows its ids too: Redis holds the bytes that the hex
@@ -90,7 +98,7 @@ impl fmt::Display for PermitId {
 
 impl From<String> for PermitId {
     fn from(id: String) -> PermitId {
-        PermitId(id)
+        PermitId::new(id)
     }
 }
 

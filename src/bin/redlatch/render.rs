@@ -90,7 +90,7 @@ fn hold_left(i: &Inspection, h: &Holder) -> Option<Duration> {
 
 /// For `list`: where each holder's and then each waiter's client connects from
 /// (`name@address`, `+N` more connections), `gone` for those whose client has no connection
-/// left; `-` when there is nobody. The owners are in the same order in the state column.
+/// left, `untraced` for those that could not be traced; `-` when there is nobody. The owners are in the same order in the state column.
 fn whereabouts(i: &Inspection) -> String {
     let at = |conns: Option<&[ClientConnection]>, left, what| match conns {
         Some([first]) => format!("{}@{}", first.name, first.addr),
