@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config};
-use support::java::{monotonic_ns, versions, JavaPeer, NEWEST};
-use support::{await_waiting, numsub, wait_until, RedisServer};
+use support::java::{java_waits, monotonic_ns, versions, JavaPeer, NEWEST};
+use support::{await_waiting, wait_until, RedisServer};
 
 /// A server, a redlatch client and a Redisson peer on it.
 struct Pair {
@@ -63,27 +63,6 @@ fn p50(mut samples: Vec<u64>) -> u64 {
     samples[samples.len() / 2]
 }
 
-/// Subscribers of the channels that match `pattern`, as the server counts them.
-fn subscribed(raw: &mut redis::Connection, pattern: &str) -> i64 {
-    let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg(pattern)
-        .query(raw)
-        .unwrap();
-    channels.iter().map(|c| numsub(raw, c)).sum()
-}
-
-/// Waits until Redisson has subscribed to the channels that match `pattern`: a Java thread
-/// blocked in `lock()` is subscribed before it waits.
-fn await_java_subscribed(server: &RedisServer, pattern: &str, n: i64) {
-    let mut raw = server.conn();
-    assert!(
-        wait_until(Duration::from_secs(20), || subscribed(&mut raw, pattern)
-            >= n),
-        "Redisson did not subscribe to {pattern}"
-    );
-}
-
 /// 50 hand-overs each way on `kind` ("lock" or "fair"): a Rust waiter woken by Java's
 /// `unlock()`, and a Java waiter woken by redlatch's release. Returns the p50 latencies (µs)
 /// from the release call's start to the waiter's acquire returning.
@@ -116,30 +95,23 @@ fn handovers(version: &str, kind: &str, rounds: usize) -> (u64, u64) {
         java_unlock_calls.push((released.t1 - released.t0) / 1000);
     }
     let mut rust_to_java = Vec::new();
-    for round in 0..rounds {
+    for _ in 0..rounds {
         let guard = lock.lock().unwrap();
-        p.java.send("b", &format!("lock {kind} {name}"));
         // A fair waiter subscribes to a channel of its own (the lock's channel, a colon and
         // its owner id).
         let pattern = match kind {
             "fair" => format!("{channel}:*"),
             _ => channel.clone(),
         };
-        await_java_subscribed(&p.server, &pattern, 1);
+        java_waits(&p.server, &pattern, || {
+            p.java.send("b", &format!("lock {kind} {name}"))
+        });
         let start = monotonic_ns();
         guard.unlock().unwrap();
         let acquired = p.java.reply("b");
         acquired.value();
         rust_to_java.push((acquired.t1 - start) / 1000);
         p.java.call("b", &format!("unlock {kind} {name}")).value();
-        // The Java waiter's subscription stays a while after its acquire; the next round's
-        // check must see a new one, so wait until it is gone.
-        if round + 1 < rounds {
-            let mut raw = p.server.conn();
-            wait_until(Duration::from_secs(5), || {
-                subscribed(&mut raw, &pattern) == 0
-            });
-        }
     }
     assert!(!lock.is_locked().unwrap());
     let (jr, rj) = (p50(java_to_rust.clone()), p50(rust_to_java.clone()));
@@ -301,7 +273,7 @@ fn hold_counts_and_queries_agree_on_both_sides() {
 #[test]
 fn a_watchdog_renewed_hold_outlives_three_timeouts_on_either_side() {
     require_java!();
-    let watchdog = Duration::from_millis(1500);
+    let watchdog = Duration::from_secs(2);
     let mut p = pair_with_watchdog(NEWEST, watchdog);
     let name = "interop:watchdog";
     let lock = p.client.lock(name);
@@ -338,7 +310,8 @@ fn a_lease_running_out_on_either_side_frees_the_lock_for_the_other() {
     let taken = p.java.call("a", &format!("lock lock {name} 1000"));
     taken.value();
     let guard = lock.lock().unwrap();
-    let waited = Duration::from_nanos(monotonic_ns() - taken.t1);
+    // From the call's start: the lease began after it.
+    let waited = Duration::from_nanos(monotonic_ns() - taken.t0);
     assert!(
         waited >= Duration::from_millis(900) && waited < Duration::from_secs(10),
         "waited {waited:?}"
@@ -439,7 +412,11 @@ fn fair_java_timeout(version: &str) {
     let timeouts = format!("redisson_lock_timeout:{{{name}}}");
     let mut raw = p.server.conn();
     let holder = p.client.fair_lock(name).lock().unwrap();
-    p.java.send("j", &format!("trylock fair {name} 1500"));
+    p.java.send("j", &format!("trylock fair {name} 5000"));
+    assert!(wait_until(Duration::from_secs(20), || raw
+        .llen::<_, usize>(&queue)
+        .unwrap()
+        == 1));
     let (tx, rx) = mpsc::channel();
     let lock = p.client.fair_lock(name);
     let rust = thread::spawn(move || {
@@ -451,6 +428,11 @@ fn fair_java_timeout(version: &str) {
         .llen::<_, usize>(&queue)
         .unwrap()
         == 2));
+    let both: Vec<String> = raw.lrange(&queue, 0, -1).unwrap();
+    assert!(
+        both[0].starts_with(&p.java.id) && both[1].starts_with(p.client.id()),
+        "the Java waiter first, the Rust one behind it: {both:?}"
+    );
     let timed_out = p.java.reply("j");
     assert_eq!(timed_out.value(), "false");
     let queued: Vec<String> = raw.lrange(&queue, 0, -1).unwrap();
@@ -525,16 +507,18 @@ fn read_write(version: &str) {
         p.java.call("a", &format!("trylock read {name} 0")).value(),
         "false"
     );
-    p.java.send("a", &format!("lock read {name}"));
-    await_java_subscribed(&p.server, &format!("redisson_rwlock:{{{name}}}"), 1);
+    java_waits(&p.server, &format!("redisson_rwlock:{{{name}}}"), || {
+        p.java.send("a", &format!("lock read {name}"))
+    });
     writer.unlock().unwrap();
     p.java.reply("a").value();
     p.java.call("a", &format!("unlock read {name}")).value();
 
     // Readers on one side hold off a writer on the other, which wakes when the last leaves.
     let reading = rw.read().lock().unwrap();
-    p.java.send("w", &format!("lock write {name}"));
-    await_java_subscribed(&p.server, &format!("redisson_rwlock:{{{name}}}"), 1);
+    java_waits(&p.server, &format!("redisson_rwlock:{{{name}}}"), || {
+        p.java.send("w", &format!("lock write {name}"))
+    });
     assert!(p
         .java
         .reply_within("w", Duration::from_millis(200))

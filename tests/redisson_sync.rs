@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config, MultiLock, PermitId, RedLock};
-use support::java::{monotonic_ns, JavaPeer, NEWEST};
-use support::{await_waiting, wait_until, RedisServer};
+use support::java::{java_waits, monotonic_ns, JavaPeer, NEWEST};
+use support::{await_waiting, RedisServer};
 
 fn pair() -> (RedisServer, Client, JavaPeer) {
     let server = RedisServer::new();
@@ -66,11 +66,9 @@ fn semaphore_permits_taken_on_one_side_are_released_on_the_other() {
     assert_eq!(sem.available_permits().unwrap(), 0);
 
     // A Java waiter wakes on Rust's release.
-    java.send("b", &format!("sem acquire {name} 3"));
-    let mut raw = _server.conn();
-    assert!(wait_until(Duration::from_secs(20), || {
-        support::numsub(&mut raw, &format!("redisson_sc:{{{name}}}")) >= 1
-    }));
+    java_waits(&_server, &format!("redisson_sc:{{{name}}}"), || {
+        java.send("b", &format!("sem acquire {name} 3"))
+    });
     sem.release(3).unwrap();
     java.reply("b").value();
     assert_eq!(sem.available_permits().unwrap(), 0);
@@ -120,11 +118,9 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
     // A Java waiter wakes on a Rust release (the permits' leases are far off).
     let a = sem.acquire(Duration::from_secs(60)).unwrap();
     let _b = sem.acquire(Duration::from_secs(60)).unwrap();
-    java.send("w", &format!("pes tryacquire {name} 10000 60000"));
-    let mut raw = _server.conn();
-    assert!(wait_until(Duration::from_secs(20), || {
-        support::numsub(&mut raw, &format!("redisson_sc:{{{name}}}")) >= 1
-    }));
+    java_waits(&_server, &format!("redisson_sc:{{{name}}}"), || {
+        java.send("w", &format!("pes tryacquire {name} 10000 60000"))
+    });
     let before = monotonic_ns();
     sem.release(&a).unwrap();
     let got = java.reply("w");
@@ -192,12 +188,10 @@ fn count_down_latch_awaited_on_one_side_counted_down_on_the_other() {
 
     assert!(latch.try_set_count(2).unwrap());
     assert_eq!(java.call("a", &format!("latch count {name}")).value(), "2");
-    java.send("b", &format!("latch await {name} 20000"));
-    let mut raw = server.conn();
     let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
-    assert!(wait_until(Duration::from_secs(20), || {
-        support::numsub(&mut raw, &channel) >= 1
-    }));
+    java_waits(&server, &channel, || {
+        java.send("b", &format!("latch await {name} 20000"))
+    });
     assert_eq!(latch.count_down().unwrap(), 1);
     assert!(java.reply_within("b", Duration::from_millis(300)).is_none());
     assert_eq!(latch.count_down().unwrap(), 0);
@@ -231,11 +225,11 @@ fn fenced_tokens_from_both_sides_form_one_increasing_sequence() {
     );
     // A Java waiter with a token wakes on Rust's release.
     let guard = lock.lock().unwrap();
-    java.send("a", &format!("token {name} 10000"));
-    let mut raw = _server.conn();
-    assert!(wait_until(Duration::from_secs(20), || {
-        support::numsub(&mut raw, &format!("redisson_lock__channel:{{{name}}}")) >= 1
-    }));
+    java_waits(
+        &_server,
+        &format!("redisson_lock__channel:{{{name}}}"),
+        || java.send("a", &format!("token {name} 10000")),
+    );
     let last = guard.token().unwrap();
     guard.unlock().unwrap();
     let token: u64 = java.reply("a").parse();
@@ -361,12 +355,16 @@ fn non_reentrant_and_spin_locks_exclude_and_wake_across_languages() {
             "false"
         );
         let before = monotonic_ns();
-        java.send("a", &format!("trylock {kind} {name} 10000"));
-        if kind == "nrlock" {
-            let mut raw = server.conn();
-            assert!(wait_until(Duration::from_secs(20), || {
-                support::numsub(&mut raw, &format!("redisson_lock__channel:{{{name}}}")) >= 1
-            }));
+        let mut send = || java.send("a", &format!("trylock {kind} {name} 10000"));
+        match kind {
+            // A spin lock's waiter polls; a fair one subscribes to a channel of its own.
+            "spin" => send(),
+            "nrfair" => java_waits(
+                &server,
+                &format!("redisson_lock__channel:{{{name}}}:*"),
+                send,
+            ),
+            _ => java_waits(&server, &format!("redisson_lock__channel:{{{name}}}"), send),
         }
         guard.unlock().unwrap();
         let got = java.reply("a");
@@ -418,10 +416,9 @@ fn a_name_prefix_on_both_sides_makes_the_same_keys() {
     let guard = lock.lock().unwrap();
     assert_eq!(java.call("a", "locked lock orders").value(), "true");
     assert!(raw.exists::<_, bool>("app1:orders").unwrap());
-    java.send("a", "trylock lock orders 10000");
-    assert!(wait_until(Duration::from_secs(20), || {
-        support::numsub(&mut raw, "redisson_lock__channel:{app1:orders}") >= 1
-    }));
+    java_waits(&server, "redisson_lock__channel:{app1:orders}", || {
+        java.send("a", "trylock lock orders 10000")
+    });
     guard.unlock().unwrap();
     assert_eq!(java.reply("a").value(), "true");
     let sem = client.semaphore("permits");

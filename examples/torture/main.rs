@@ -500,29 +500,25 @@ fn start_java_workers(
     for j in 0..o.java_workers {
         let p = o.processes + j;
         let mut cmd = Command::new("java");
-        cmd.args([
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-            "-Xss512k",
-            "-cp",
-        ])
-        .arg(&cp)
-        .arg("redlatch.peer.TortureWorker")
-        .args(["--proc", &p.to_string()])
-        .args(["--threads", &o.threads.to_string()])
-        .args(["--locks", &o.locks.to_string()])
-        .args(["--kind", &o.kind])
-        .args(["--lease-ms", &o.lease_ms.to_string()])
-        .args(["--work-ms", &o.work_ms.to_string()])
-        .args(["--wait-ms", &o.wait_ms.to_string()])
-        .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
-        .args(["--url", urls[0]])
-        .args(["--resource", resource])
-        .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()])
-        .args(["--fence-script", &fence_script.to_string_lossy()])
-        .args(["--held-check", if o.java_held_check { "on" } else { "off" }])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped());
+        cmd.args(support::java::JVM_FLAGS)
+            .arg("-cp")
+            .arg(&cp)
+            .arg("redlatch.peer.TortureWorker")
+            .args(["--proc", &p.to_string()])
+            .args(["--threads", &o.threads.to_string()])
+            .args(["--locks", &o.locks.to_string()])
+            .args(["--kind", &o.kind])
+            .args(["--lease-ms", &o.lease_ms.to_string()])
+            .args(["--work-ms", &o.work_ms.to_string()])
+            .args(["--wait-ms", &o.wait_ms.to_string()])
+            .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
+            .args(["--url", urls[0]])
+            .args(["--resource", resource])
+            .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()])
+            .args(["--fence-script", &fence_script.to_string_lossy()])
+            .args(["--held-check", if o.java_held_check { "on" } else { "off" }])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
         // As the Rust workers: dies with the runner (and halts when its stdin closes).
         // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
         unsafe {
@@ -558,69 +554,14 @@ fn start_java_workers(
     Ok((workers, stdins))
 }
 
-/// The class path of the Java worker on Redisson `version` (tests/java-peer), built with
-/// `mvn -q -B compile` first when the build is missing or older than the Java sources.
+/// The class path of the Java worker on Redisson `version` (tests/java-peer, built first
+/// where needed, as the interop tests build it).
 fn java_class_path(version: &str) -> Res<String> {
-    for tool in ["java", "mvn"] {
-        let runs = Command::new(tool)
-            .arg("-version")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !runs {
-            return Err(format!(
-                "--java-workers needs `{tool}` on the PATH (a JDK 17 or newer, and Maven to \
-                 build tests/java-peer)"
-            )
-            .into());
-        }
+    if let Some(why) = support::java::missing() {
+        return Err(format!("--java-workers: {why}").into());
     }
-    let project = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java-peer");
-    let out = project.join(format!("target/redisson-{version}"));
-    let stamp = out.join("classpath.txt");
-    let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-    let mut sources = vec![project.join("pom.xml")];
-    for entry in std::fs::read_dir(project.join("src/main/java/redlatch/peer"))? {
-        sources.push(entry?.path());
-    }
-    let newest = sources.iter().filter_map(|p| modified(p)).max();
-    let stale = match (modified(&stamp), newest) {
-        (Some(built), Some(source)) => built < source,
-        _ => true,
-    };
-    if stale {
-        eprintln!(
-            "torture: building the Java worker on Redisson {version} (mvn -q -B compile in {})",
-            project.display()
-        );
-        let status = Command::new("mvn")
-            .args(["-q", "-B", "-Dstyle.color=never", "compile"])
-            .arg(format!("-Dredisson.version={version}"))
-            .current_dir(&project)
-            .status()?;
-        if !status.success() {
-            return Err(format!(
-                "building the Java worker failed ({status}): run `mvn -B compile \
-                 -Dredisson.version={version}` in {} to see why",
-                project.display()
-            )
-            .into());
-        }
-        // Maven may leave an unchanged classpath.txt as it was: mark the build as done.
-        File::options()
-            .append(true)
-            .open(&stamp)?
-            .set_modified(std::time::SystemTime::now())?;
-    }
-    let deps = std::fs::read_to_string(&stamp)
-        .map_err(|e| format!("cannot read {}: {e}", stamp.display()))?;
-    Ok(format!(
-        "{}:{}:{}",
-        out.join("classes").display(),
-        out.join("first/*").display(),
-        deps.trim()
-    ))
+    eprintln!("torture: the Java worker on Redisson {version} (tests/java-peer)");
+    Ok(support::java::build(version)?)
 }
 
 /// The worker processes. If the runner fails midway (a server that does not restart), they

@@ -37,7 +37,7 @@ pub fn missing() -> Option<&'static str> {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
-                .is_ok()
+                .is_ok_and(|s| s.success())
         };
         if !runs("java") {
             Some("no `java` on the PATH: the Redisson interop tests need a JDK (17 or newer)")
@@ -80,9 +80,11 @@ fn project_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java-peer")
 }
 
-/// The class path of the peer built for `version`, building it first if its sources are
-/// newer than the last build. Built once per version per test process (Maven's own output
-/// directory is per version, so test processes building different versions do not meet).
+/// The JVM's flags for a peer: a quick start and a small footprint.
+pub const JVM_FLAGS: [&str; 3] = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"];
+
+/// The class path of the peer built for `version` (for the interop tests; panics where
+/// [`build`] fails). Built at most once per version per process.
 fn class_path(version: &str) -> String {
     static BUILT: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
     let built = BUILT.get_or_init(Default::default);
@@ -90,13 +92,29 @@ fn class_path(version: &str) -> String {
     if let Some(cp) = built.get(version) {
         return cp.clone();
     }
+    let cp = build(version).unwrap_or_else(|e| panic!("{e}"));
+    built.insert(version.to_owned(), cp.clone());
+    cp
+}
+
+/// The class path of the peer (and the torture runner's Java worker) on Redisson `version`,
+/// building it first (`mvn -q -B compile` in tests/java-peer, into `target/redisson-V/`)
+/// when a Java source or the pom is newer than its last build. Processes that build the
+/// same version at once take turns (a lock file beside the build).
+pub fn build(version: &str) -> Result<String, String> {
     let project = project_dir();
-    let out = project.join(format!("target/redisson-{version}"));
-    let stamp = out.join("classpath.txt");
+    let target = project.join("target");
+    std::fs::create_dir_all(&target).map_err(|e| format!("{}: {e}", target.display()))?;
+    let lock_path = target.join(format!("redisson-{version}.lock"));
+    let lock =
+        std::fs::File::create(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    // SAFETY: a valid open descriptor; the lock goes with it when `lock` is dropped.
+    unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) };
+    let out = target.join(format!("redisson-{version}"));
+    let stamp = out.join("built");
     let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-    let java = project.join("src/main/java/redlatch/peer");
-    let sources = std::fs::read_dir(&java)
-        .expect("the peer's Java sources")
+    let sources = std::fs::read_dir(project.join("src/main/java/redlatch/peer"))
+        .map_err(|e| format!("the Java peer's sources: {e}"))?
         .filter_map(|e| Some(e.ok()?.path()))
         .chain([project.join("pom.xml")]);
     let newest_source = sources.filter_map(|p| modified(&p)).max();
@@ -105,31 +123,34 @@ fn class_path(version: &str) -> String {
         _ => true,
     };
     if stale {
-        let out = Command::new("mvn")
+        let run = Command::new("mvn")
             .args(["-q", "-B", "-Dstyle.color=never", "compile"])
             .arg(format!("-Dredisson.version={version}"))
             .current_dir(&project)
             .output()
-            .expect("run mvn");
-        assert!(
-            out.status.success(),
-            "building the Java peer for Redisson {version} failed ({}) in tests/java-peer:\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .map_err(|e| format!("cannot run mvn: {e}"))?;
+        if !run.status.success() {
+            return Err(format!(
+                "building the Java peer on Redisson {version} failed ({}) in {}:\n{}{}",
+                run.status,
+                project.display(),
+                String::from_utf8_lossy(&run.stdout),
+                String::from_utf8_lossy(&run.stderr)
+            ));
+        }
+        // Maven leaves an unchanged classpath.txt as it was: the stamp says when it built.
+        std::fs::write(&stamp, version).map_err(|e| format!("{}: {e}", stamp.display()))?;
     }
-    let deps = std::fs::read_to_string(&stamp).expect("read the peer's classpath.txt");
+    let deps = std::fs::read_to_string(out.join("classpath.txt"))
+        .map_err(|e| format!("the Java peer's classpath.txt: {e}"))?;
     // `first/` holds a Redisson jar that must shadow the one the dependencies bring (3.24.0:
     // see the pom).
-    let cp = format!(
+    Ok(format!(
         "{}:{}:{}",
         out.join("classes").display(),
         out.join("first/*").display(),
         deps.trim()
-    );
-    built.insert(version.to_owned(), cp.clone());
-    cp
+    ))
 }
 
 /// One reply of the peer.
@@ -330,6 +351,35 @@ fn parse_reply(line: &str) -> (String, Reply) {
         }
     };
     (actor, reply)
+}
+
+/// Subscribers of the channels that match `pattern` (`PUBSUB CHANNELS`, then `NUMSUB`).
+pub fn subscribers_matching(raw: &mut redis::Connection, pattern: &str) -> i64 {
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg(pattern)
+        .query(raw)
+        .expect("PUBSUB CHANNELS");
+    channels.iter().map(|c| super::numsub(raw, c)).sum()
+}
+
+/// Starts a Java call that blocks (`send`, e.g. a `lock` on a held lock) once nobody is
+/// subscribed to the channels that match `pattern`, and returns once one subscriber is:
+/// Redisson subscribes before it blocks, so a release from then on reaches it by pub/sub.
+/// (Waiting for none first keeps an earlier waiter's lingering subscription from passing for
+/// this one.)
+pub fn java_waits(server: &super::RedisServer, pattern: &str, send: impl FnOnce()) {
+    let mut raw = server.conn();
+    let bound = Duration::from_secs(20);
+    assert!(
+        super::wait_until(bound, || subscribers_matching(&mut raw, pattern) == 0),
+        "an earlier subscription to {pattern} stayed"
+    );
+    send();
+    assert!(
+        super::wait_until(bound, || subscribers_matching(&mut raw, pattern) == 1),
+        "the Java waiter did not subscribe to {pattern}"
+    );
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of Java's `System.nanoTime()` on Linux.
