@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config};
-use support::java::{java_waits, monotonic_ns, versions, JavaPeer, NEWEST};
+use support::java::{java_waits, monotonic_ns, versions, JavaPeer, RustWaiter, NEWEST};
 use support::{await_waiting, wait_until, RedisServer};
 
 /// A server, a redlatch client and a Redisson peer on it.
@@ -78,19 +78,10 @@ fn handovers(version: &str, kind: &str, rounds: usize) -> (u64, u64) {
     let mut java_unlock_calls = Vec::new();
     for _ in 0..rounds {
         p.java.call("a", &format!("lock {kind} {name}")).value();
-        let (tx, rx) = mpsc::channel();
-        let waiter = lock.clone();
-        let rust = thread::spawn(move || {
-            let guard = waiter.lock().unwrap();
-            tx.send(monotonic_ns()).unwrap();
-            guard.unlock().unwrap();
-        });
+        let rust = RustWaiter::spawn(lock.clone());
         await_waiting(&p.client, 1);
         let released = p.java.call("a", &format!("unlock {kind} {name}"));
-        let woke = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("Rust waiter woke");
-        rust.join().unwrap();
+        let woke = rust.woke("on Java's unlock");
         java_to_rust.push((woke - released.t0) / 1000);
         java_unlock_calls.push((released.t1 - released.t0) / 1000);
     }
@@ -417,13 +408,7 @@ fn fair_java_timeout(version: &str) {
         .llen::<_, usize>(&queue)
         .unwrap()
         == 1));
-    let (tx, rx) = mpsc::channel();
-    let lock = p.client.fair_lock(name);
-    let rust = thread::spawn(move || {
-        let guard = lock.lock().unwrap();
-        tx.send(Instant::now()).unwrap();
-        guard.unlock().unwrap();
-    });
+    let rust = RustWaiter::spawn(p.client.fair_lock(name));
     assert!(wait_until(Duration::from_secs(20), || raw
         .llen::<_, usize>(&queue)
         .unwrap()
@@ -444,15 +429,13 @@ fn fair_java_timeout(version: &str) {
     assert!(queued[0].starts_with(p.client.id()));
     let timed: Vec<String> = raw.zrange(&timeouts, 0, -1).unwrap();
     assert_eq!(timed, queued);
-    let released = Instant::now();
+    let released = monotonic_ns();
     holder.unlock().unwrap();
-    let got = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    let delay = Duration::from_nanos(rust.woke("behind the Java waiter that left") - released);
     assert!(
-        got - released < Duration::from_secs(2),
-        "the Rust waiter was delayed {:?}",
-        got - released
+        delay < Duration::from_secs(2),
+        "the Rust waiter was delayed {delay:?}"
     );
-    rust.join().unwrap();
 }
 
 #[test]
@@ -488,18 +471,10 @@ fn read_write(version: &str) {
     // A Java writer excludes Rust readers, and its unlock wakes them.
     p.java.call("a", &format!("lock write {name}")).value();
     assert!(rw.read().try_lock().unwrap().is_none());
-    let (tx, rx) = mpsc::channel();
-    let reader = rw.read();
-    let waiting = thread::spawn(move || {
-        let guard = reader.lock().unwrap();
-        tx.send(()).unwrap();
-        guard.unlock().unwrap();
-    });
+    let reader = RustWaiter::spawn(rw.read());
     await_waiting(&p.client, 1);
     p.java.call("a", &format!("unlock write {name}")).value();
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("the Rust reader woke on the Java writer's unlock");
-    waiting.join().unwrap();
+    reader.woke("a reader, on the Java writer's unlock");
 
     // A Rust writer excludes Java readers, and its release wakes them.
     let writer = rw.write().lock().unwrap();
@@ -527,18 +502,10 @@ fn read_write(version: &str) {
     p.java.reply("w").value();
     p.java.call("w", &format!("unlock write {name}")).value();
     p.java.call("a", &format!("lock read {name}")).value();
-    let (tx, rx) = mpsc::channel();
-    let writer = rw.write();
-    let waiting = thread::spawn(move || {
-        let guard = writer.lock().unwrap();
-        tx.send(()).unwrap();
-        guard.unlock().unwrap();
-    });
+    let writer = RustWaiter::spawn(rw.write());
     await_waiting(&p.client, 1);
     p.java.call("a", &format!("unlock read {name}")).value();
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("the Rust writer woke when the Java reader left");
-    waiting.join().unwrap();
+    writer.woke("a writer, when the Java reader left");
 
     // Java downgrades: write, read, unlock write; Rust readers now share, writers wait.
     p.java.call("a", &format!("lock write {name}")).value();

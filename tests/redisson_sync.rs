@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config, MultiLock, PermitId, RedLock};
-use support::java::{java_waits, monotonic_ns, JavaPeer, NEWEST};
+use support::java::{java_waits, monotonic_ns, JavaPeer, RustWaiter, NEWEST};
 use support::{await_waiting, RedisServer};
 
 fn pair() -> (RedisServer, Client, JavaPeer) {
@@ -114,6 +114,35 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
     java.call("a", &format!("pes release {name} {ours}"))
         .value();
     assert_eq!(sem.available_permits().unwrap(), 2);
+
+    // A permit the watchdog renews for Rust is the permit Java updates and reads, and the
+    // other way.
+    let renewed = sem.acquire_guard_renewed().unwrap();
+    let id = renewed.id().to_string();
+    assert_eq!(
+        java.call("a", &format!("pes updatelease {name} {id} 90000"))
+            .value(),
+        "true"
+    );
+    let left = sem.remaining_lease(renewed.id()).unwrap().unwrap();
+    assert!(left > Duration::from_secs(80), "{left:?}");
+    let theirs: i64 = java.call("a", &format!("pes lease {name} {id}")).parse();
+    assert!((80_000..=90_000).contains(&theirs), "{theirs}");
+    renewed.release().unwrap();
+    let theirs = java
+        .call("a", &format!("pes acquire {name} 60000"))
+        .value()
+        .to_owned();
+    sem.update_lease(
+        &PermitId::new(theirs.to_uppercase()),
+        Duration::from_secs(120),
+    )
+    .unwrap();
+    let left: i64 = java
+        .call("a", &format!("pes lease {name} {theirs}"))
+        .parse();
+    assert!((110_000..=120_000).contains(&left), "{left}");
+    sem.release(&PermitId::new(theirs)).unwrap();
 
     // A Java waiter wakes on a Rust release (the permits' leases are far off).
     let a = sem.acquire(Duration::from_secs(60)).unwrap();
@@ -334,20 +363,12 @@ fn non_reentrant_and_spin_locks_exclude_and_wake_across_languages() {
         java.call("a", &format!("lock {kind} {name}")).value();
         assert!(lock.try_lock().unwrap().is_none(), "{kind}: both held it");
         // A Rust waiter gets it after Java's unlock.
-        let (tx, rx) = mpsc::channel();
-        let waiter = lock.clone();
-        let waiting = thread::spawn(move || {
-            let guard = waiter.lock().unwrap();
-            tx.send(()).unwrap();
-            guard.unlock().unwrap();
-        });
+        let waiter = RustWaiter::spawn(lock.clone());
         if kind != "spin" {
             await_waiting(&client, 1);
         }
         java.call("a", &format!("unlock {kind} {name}")).value();
-        rx.recv_timeout(Duration::from_secs(10))
-            .unwrap_or_else(|_| panic!("{kind}: the Rust waiter did not get it"));
-        waiting.join().unwrap();
+        waiter.woke(kind);
         // A Java waiter gets it after Rust's release.
         let guard = lock.lock().unwrap();
         assert_eq!(
@@ -400,18 +421,10 @@ fn a_name_prefix_on_both_sides_makes_the_same_keys() {
     assert_eq!(keys, vec!["app1:orders".to_owned()]);
     assert!(lock.is_locked().unwrap());
     assert!(lock.try_lock().unwrap().is_none());
-    let (tx, rx) = mpsc::channel();
-    let waiter = lock.clone();
-    let waiting = thread::spawn(move || {
-        let guard = waiter.lock().unwrap();
-        tx.send(()).unwrap();
-        guard.unlock().unwrap();
-    });
+    let waiter = RustWaiter::spawn(lock.clone());
     await_waiting(&client, 1);
     java.call("a", "unlock lock orders").value();
-    rx.recv_timeout(Duration::from_secs(10))
-        .expect("woke on the prefixed lock's channel");
-    waiting.join().unwrap();
+    waiter.woke("on the prefixed lock's channel");
 
     let guard = lock.lock().unwrap();
     assert_eq!(java.call("a", "locked lock orders").value(), "true");

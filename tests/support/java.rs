@@ -382,6 +382,37 @@ pub fn java_waits(server: &super::RedisServer, pattern: &str, send: impl FnOnce(
     );
 }
 
+/// A Rust thread that takes a lock, blocking as long as it must, notes when it got it, and
+/// releases it at once: the other side of a Java holder.
+pub struct RustWaiter {
+    woke: Receiver<u64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl RustWaiter {
+    /// Starts the thread: it calls `lock.lock()`.
+    pub fn spawn(lock: redlatch::Lock) -> RustWaiter {
+        let (tx, woke) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let guard = lock.lock().expect("the Rust waiter's lock()");
+            let _ = tx.send(monotonic_ns());
+            guard.unlock().expect("the Rust waiter's unlock");
+        });
+        RustWaiter { woke, thread }
+    }
+
+    /// When it got the lock ([`monotonic_ns`]), panicking with `what` if that was not
+    /// within 20 s.
+    pub fn woke(self, what: &str) -> u64 {
+        let at = self
+            .woke
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("the Rust waiter did not get the lock: {what}"));
+        self.thread.join().expect("the Rust waiter's thread");
+        at
+    }
+}
+
 /// CLOCK_MONOTONIC in nanoseconds: the clock of Java's `System.nanoTime()` on Linux.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

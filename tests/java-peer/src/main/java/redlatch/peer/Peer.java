@@ -4,7 +4,6 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
@@ -106,7 +105,7 @@ public final class Peer {
             CLIENTS.add(Redisson.create(c));
         }
         String jar = Redisson.class.getProtectionDomain().getCodeSource().getLocation().getPath();
-        reply("ready " + jar.substring(jar.lastIndexOf('/') + 1) + " " + clientId(CLIENTS.get(0)));
+        reply("ready " + jar.substring(jar.lastIndexOf('/') + 1) + " " + Versions.clientId(CLIENTS.get(0)));
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in));
         String line;
         while ((line = in.readLine()) != null) {
@@ -199,11 +198,11 @@ public final class Peer {
                 return lock(w[2], w[3]).remainTimeToLive();
             case "token": {
                 // RFencedLock.lockAndGetToken(), or with a wait: tryLockAndGetToken(wait, unit).
-                Object fenced = invoke(client(), "getFencedLock", w[2]);
+                Object fenced = Versions.invoke(client(), "getFencedLock", w[2]);
                 if (w.length > 3) {
-                    return invoke(fenced, "tryLockAndGetToken", Long.parseLong(w[3]), TimeUnit.MILLISECONDS);
+                    return Versions.invoke(fenced, "tryLockAndGetToken", Long.parseLong(w[3]), TimeUnit.MILLISECONDS);
                 }
-                return invoke(fenced, "lockAndGetToken");
+                return Versions.invoke(fenced, "lockAndGetToken");
             }
             case "incr": {
                 // N times: lock, read the counter, write it plus one, unlock (a lost update
@@ -248,11 +247,11 @@ public final class Peer {
             case "spin":
                 return c.getSpinLock(name);
             case "fenced":
-                return (RLock) invoke(c, "getFencedLock", name);
+                return (RLock) Versions.invoke(c, "getFencedLock", name);
             case "nrlock":
-                return (RLock) invoke(c, "getNonReentrantLock", name);
+                return (RLock) Versions.invoke(c, "getNonReentrantLock", name);
             case "nrfair":
-                return (RLock) invoke(c, "getNonReentrantFairLock", name);
+                return (RLock) Versions.invoke(c, "getNonReentrantFairLock", name);
             case "multi":
                 return c.getMultiLock(perServer(name));
             case "red":
@@ -302,6 +301,11 @@ public final class Peer {
                 return null;
             case "available":
                 return s.availablePermits();
+            case "updatelease":
+                return s.updateLeaseTime(w[4], Long.parseLong(w[5]), TimeUnit.MILLISECONDS);
+            case "lease":
+                // getLeaseTime (newer versions): ms left, -1 for none (Redisson's words).
+                return Versions.invoke(s, "getLeaseTime", w[4]);
             default:
                 throw new IllegalArgumentException("unknown pes op " + op);
         }
@@ -321,31 +325,6 @@ public final class Peer {
             default:
                 throw new IllegalArgumentException("unknown latch op " + op);
         }
-    }
-
-    /** Calls a public method by name: for what only some Redisson versions have. */
-    private static Object invoke(Object target, String name, Object... args) throws Exception {
-        for (Method m : target.getClass().getMethods()) {
-            if (m.getName().equals(name) && m.getParameterCount() == args.length
-                && (args.length == 0 || m.getParameterTypes()[0].isInstance(args[0])
-                    || m.getParameterTypes()[0] == long.class)) {
-                return m.invoke(target, args);
-            }
-        }
-        throw new UnsupportedOperationException(name + " is not in this Redisson version");
-    }
-
-    /** Redisson's id of this client: the first part of every owner it writes. */
-    private static String clientId(RedissonClient c) {
-        for (String getter : new String[] {"getServiceManager", "getConnectionManager"}) {
-            try {
-                Object manager = c.getClass().getMethod(getter).invoke(c);
-                return String.valueOf(manager.getClass().getMethod("getId").invoke(manager));
-            } catch (ReflectiveOperationException e) {
-                // not this version's way
-            }
-        }
-        return "?";
     }
 
     /** A NameMapper that adds a prefix, on whichever package this version keeps it in. */

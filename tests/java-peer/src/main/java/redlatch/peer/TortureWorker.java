@@ -6,7 +6,6 @@ import java.io.FileWriter;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -93,7 +92,7 @@ public final class TortureWorker {
         log = new BufferedWriter(new FileWriter(out, StandardCharsets.UTF_8));
         client = Redisson.create(config(url, leaseMs, threads + 4));
         resource = Redisson.create(config(resourceUrl, 30000, threads + 2));
-        clientId = clientId(client);
+        clientId = Versions.clientId(client);
         log("I\t" + proc + "\t" + clientId + "\tjava");
         System.out.println("ready");
         System.out.flush();
@@ -211,9 +210,9 @@ public final class TortureWorker {
                 default: {
                     // RFencedLock (Redisson 3.26 and later): by name, so that the peer still
                     // compiles against the older versions the interop tests build.
-                    Object fenced = invoke(client, "getFencedLock", name);
+                    Object fenced = Versions.invoke(client, "getFencedLock", name);
                     lock = (RLock) fenced;
-                    token = (Long) invoke(fenced, "tryLockAndGetToken", waitMs, TimeUnit.MILLISECONDS);
+                    token = (Long) Versions.invoke(fenced, "tryLockAndGetToken", waitMs, TimeUnit.MILLISECONDS);
                     acquired = token != null;
                 }
             }
@@ -344,37 +343,4 @@ public final class TortureWorker {
         }
     }
 
-    /** Calls a public method by name: for what only some Redisson versions have. */
-    private static Object invoke(Object target, String name, Object... args) throws Exception {
-        for (Method m : target.getClass().getMethods()) {
-            if (m.getName().equals(name) && m.getParameterCount() == args.length
-                && (args.length == 0 || m.getParameterTypes()[0].isInstance(args[0])
-                    || m.getParameterTypes()[0] == long.class)
-                && (args.length < 2 || m.getParameterTypes()[1].isInstance(args[1]))) {
-                try {
-                    return m.invoke(target, args);
-                } catch (InvocationTargetException e) {
-                    Throwable c = e.getCause();
-                    if (c instanceof Exception) {
-                        throw (Exception) c;
-                    }
-                    throw e;
-                }
-            }
-        }
-        throw new UnsupportedOperationException(name + " is not in this Redisson version");
-    }
-
-    /** Redisson's id of this client: the first part of every owner it writes. */
-    private static String clientId(RedissonClient c) {
-        for (String getter : new String[] {"getServiceManager", "getConnectionManager"}) {
-            try {
-                Object manager = c.getClass().getMethod(getter).invoke(c);
-                return String.valueOf(manager.getClass().getMethod("getId").invoke(manager));
-            } catch (ReflectiveOperationException e) {
-                // not this version's way
-            }
-        }
-        return "?";
-    }
 }
