@@ -7,6 +7,7 @@ use crate::backend::Backend;
 use crate::config::Config;
 use crate::error::Result;
 use crate::fenced::FencedResource;
+use crate::keys;
 use crate::latch::CountDownLatch;
 use crate::lock::{
     thread_number, Backoff, Fair, Fenced, Lock, LockOwner, NonReentrant, NonReentrantFair, Plain,
@@ -90,7 +91,7 @@ impl Client {
     /// ```
     pub fn new(mut config: Config) -> Result<Client> {
         let id = uuid::Uuid::new_v4().to_string();
-        let name = format!("{}:{id}", config.client_name);
+        let name = keys::connection_name(&config.client_name, &id);
         config.connection_name = Some(name.as_str().into());
         let metrics = Arc::new(Recorder::new().labelled_by_name(config.metrics_lock_names));
         let pool = Arc::new(Backend::open(&config)?);
@@ -529,7 +530,7 @@ impl Client {
     /// assert!(client.owner_id().starts_with(client.id()));
     /// ```
     pub fn owner_id(&self) -> String {
-        format!("{}:{}", self.inner.id, thread_number())
+        keys::owner_id(&self.inner.id, thread_number())
     }
 
     /// The configuration this client was built with.

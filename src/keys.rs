@@ -31,8 +31,12 @@ pub(crate) const PERMIT_TIMEOUTS: &str = "timeout";
 pub(crate) const READ_HOLD: &str = "rwlock_timeout";
 /// Suffix of a writer's hash field in a read-write lock: `<owner>:write`.
 pub(crate) const WRITE_FIELD: &str = "write";
-/// The hash field of a read-write lock's mode (`read` or `write`).
+/// The hash field of a read-write lock's mode ([`MODE_READ`] or [`MODE_WRITE`]).
 pub(crate) const MODE_FIELD: &str = "mode";
+/// A read-write lock's [`MODE_FIELD`] while only readers hold it.
+pub(crate) const MODE_READ: &str = "read";
+/// A read-write lock's [`MODE_FIELD`] while a writer holds it (and maybe reads too).
+pub(crate) const MODE_WRITE: &str = "write";
 /// The hash field of a [`FencedResource`](crate::FencedResource)'s fence that holds the newest
 /// token (beside `holder`, who wrote with it).
 pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
@@ -147,6 +151,34 @@ pub(crate) fn read_holds(name: &str, owner: &str) -> String {
 /// `{name}:<owner>:rwlock_timeout:<n>`, a STRING whose PEXPIRE is the hold's lease.
 pub(crate) fn read_hold(name: &str, owner: &str, n: impl std::fmt::Display) -> String {
     format!("{}:{n}", read_holds(name, owner))
+}
+
+/// An owner id, the hash field of a hold: `<client id>:<number>` (the number a thread's, or
+/// a [`LockOwner`](crate::LockOwner)'s), as Redisson writes `<client id>:<thread id>`.
+pub(crate) fn owner_id(client_id: &str, number: u64) -> String {
+    format!("{client_id}:{number}")
+}
+
+/// An owner id split into its client id and number (the inverse of [`owner_id`]); `None`
+/// for text of another form.
+pub(crate) fn owner_parts(id: &str) -> Option<(&str, u64)> {
+    let (client, number) = id.rsplit_once(':')?;
+    if client.is_empty() || number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((client, number.parse().ok()?))
+}
+
+/// A redlatch connection's name (`CLIENT SETNAME`): `<prefix>:<client id>`, by which
+/// `inspect` finds a holder's connections.
+pub(crate) fn connection_name(prefix: &str, client_id: &str) -> String {
+    format!("{prefix}:{client_id}")
+}
+
+/// The client id in a connection's name: what follows the last `:` (the inverse of
+/// [`connection_name`]); `None` for a name without one.
+pub(crate) fn connection_client_id(name: &str) -> Option<&str> {
+    name.rsplit_once(':').map(|(_, id)| id)
 }
 
 /// The owner of a writer's hash field `<owner>:write` (the inverse of [`write_field`]);

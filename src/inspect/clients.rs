@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::Result;
 use crate::inspect::{Holder, Inspection, QueueEntry};
+use crate::keys;
 
 /// One connection to Redis, as `CLIENT LIST` shows it: where it comes from and what it is
 /// named. Found by [`Client::connections`], attached to holders and waiters by
@@ -61,7 +62,7 @@ pub struct ClientConnection {
 impl ClientConnection {
     /// The client id in its name: what follows the last `:` (`None` for a name without one).
     fn client_id(&self) -> Option<&str> {
-        self.name.rsplit_once(':').map(|(_, id)| id)
+        keys::connection_client_id(&self.name)
     }
 
     /// Whether it may be the connection of a lock owner that does not name its connections

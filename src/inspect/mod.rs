@@ -12,7 +12,7 @@ use redis::Value;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::keys::Layout;
+use crate::keys::{self, Layout};
 use crate::scripts;
 
 pub use clients::ClientConnection;
@@ -143,8 +143,8 @@ impl Mode {
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
-            Mode::Read => "read",
-            Mode::Write => "write",
+            Mode::Read => keys::MODE_READ,
+            Mode::Write => keys::MODE_WRITE,
         }
     }
 }
@@ -217,13 +217,10 @@ impl Owner {
     /// assert_eq!(redlatch::Owner::parse("a:b:7").unwrap().client_id, "a:b");
     /// ```
     pub fn parse(id: &str) -> Option<Owner> {
-        let (client, thread) = id.rsplit_once(':')?;
-        if client.is_empty() || thread.is_empty() || !thread.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
+        let (client, thread) = keys::owner_parts(id)?;
         Some(Owner {
             client_id: client.to_owned(),
-            thread: thread.parse().ok()?,
+            thread,
         })
     }
 }

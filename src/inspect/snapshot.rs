@@ -6,7 +6,7 @@ use redis::Value;
 
 use super::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
 use crate::error::{Error, Result};
-use crate::keys::{permit_id, read_hold, writer_of, Layout, MODE_FIELD};
+use crate::keys::{permit_id, read_hold, writer_of, Layout, MODE_FIELD, MODE_READ, MODE_WRITE};
 
 /// Fencing-token and permit-expiry scores at or above this never expire (Redisson's bound).
 const NEVER_MS: f64 = 922_337_203_685_477.0;
@@ -325,8 +325,8 @@ impl Snapshot {
         }
         found.kind = Kind::ReadWrite;
         found.mode = match mode.as_str() {
-            "read" => Some(Mode::Read),
-            "write" => Some(Mode::Write),
+            MODE_READ => Some(Mode::Read),
+            MODE_WRITE => Some(Mode::Write),
             _ => return false,
         };
         for (field, value) in fields.iter().filter(|(f, _)| f != MODE_FIELD) {

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::client::Client;
+use crate::keys;
 
 /// The next number of the process for a thread or a [`LockOwner`], from 1.
 fn next_number() -> u64 {
@@ -65,7 +66,7 @@ impl Ownership for ThreadOwned {
         LAST.with_borrow_mut(|last| match last {
             Some((id, owner)) if **id == *client.id() => Arc::clone(owner),
             _ => {
-                let owner: Arc<str> = Arc::from(format!("{}:{}", client.id(), thread_number()));
+                let owner: Arc<str> = Arc::from(keys::owner_id(client.id(), thread_number()));
                 *last = Some((client.id().into(), Arc::clone(&owner)));
                 owner
             }
@@ -104,7 +105,7 @@ pub struct LockOwner {
 impl LockOwner {
     pub(crate) fn new(client: &Client) -> LockOwner {
         LockOwner {
-            id: Arc::from(format!("{}:{}", client.id(), next_number())),
+            id: Arc::from(keys::owner_id(client.id(), next_number())),
         }
     }
 

@@ -22,7 +22,7 @@ pub(crate) struct Read {
 impl Read {
     pub(crate) fn new(name: &str) -> Read {
         Read {
-            side: Side::new(name, "read"),
+            side: Side::new(name, keys::MODE_READ),
         }
     }
 }

@@ -21,7 +21,7 @@ pub(crate) struct Write {
 impl Write {
     pub(crate) fn new(name: &str) -> Write {
         Write {
-            side: Side::new(name, "write"),
+            side: Side::new(name, keys::MODE_WRITE),
         }
     }
 }
