@@ -4,13 +4,14 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use crate::backend::Backend;
+use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::error::Result;
 use crate::fenced::FencedResource;
 use crate::keys;
 use crate::latch::CountDownLatch;
 use crate::lock::{
-    thread_number, Backoff, Fair, Fenced, Lock, LockOwner, NonReentrant, NonReentrantFair, Plain,
+    thread_number, Fair, Fenced, Lock, LockOwner, NonReentrant, NonReentrantFair, Plain,
     ReadWriteLock, Spin,
 };
 use crate::metrics::{Metrics, Recorder};
@@ -47,10 +48,10 @@ pub(crate) struct Inner {
     pub(crate) id: String,
     /// The number of this client's next unlock request (its latch key; see `RawLock::unlock`).
     pub(crate) requests: AtomicU64,
-    // Field order is drop order: the watchdog and pub/sub threads stop before the pool closes.
+    // Field order is drop order: the watchdog and pub/sub threads stop before the backend closes.
     pub(crate) watchdog: Watchdog,
     pub(crate) pubsub: Dispatcher,
-    pub(crate) pool: Arc<Backend>,
+    pub(crate) backend: Arc<Backend>,
     pub(crate) metrics: Arc<Recorder>,
 }
 
@@ -94,10 +95,10 @@ impl Client {
         let name = keys::connection_name(&config.client_name, &id);
         config.connection_name = Some(name.as_str().into());
         let metrics = Arc::new(Recorder::new().labelled_by_name(config.metrics_lock_names));
-        let pool = Arc::new(Backend::open(&config)?);
-        let pubsub = pool.dispatcher(config.dial(&metrics))?;
+        let backend = Arc::new(Backend::open(&config)?);
+        let pubsub = backend.dispatcher(config.dial(&metrics))?;
         let watchdog = Watchdog::start(
-            Arc::clone(&pool),
+            Arc::clone(&backend),
             config.watchdog_timeout,
             config.renew_batch_size,
             config.replica_sync,
@@ -111,7 +112,7 @@ impl Client {
                 requests: AtomicU64::new(1),
                 watchdog,
                 pubsub,
-                pool,
+                backend,
                 metrics,
             }),
         };
@@ -163,7 +164,7 @@ impl Client {
         let inner = &self.inner;
         // Waiters first, while they can still leave a fair queue; then the connections.
         inner.pubsub.close(inner.config.response_timeout);
-        inner.pool.close();
+        inner.backend.close();
         inner.watchdog.close();
         log::debug!("redlatch client {} closed", inner.id);
     }
@@ -559,7 +560,7 @@ impl std::fmt::Debug for Client {
 impl Client {
     /// The command lock scripts publish unlock messages with.
     pub(crate) fn publish(&self) -> &'static str {
-        self.inner.pool.pubsub_mode().publish()
+        self.inner.backend.pubsub_mode().publish()
     }
 
     /// The object name `name`, mapped by the configured [`NameMapper`](crate::NameMapper):

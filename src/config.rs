@@ -5,15 +5,12 @@ use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::lock::Backoff;
 use crate::metrics::Recorder;
-use crate::names::NameMapper;
-use crate::net::{Certificates, Dial, Tls};
-
-/// The longest duration accepted for any timeout or lease: 100 years would overflow
-/// Redis's millisecond arithmetic nowhere, but is surely a mistake; we cap at 1 year.
-pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+use crate::names::{check_name, NameMapper};
+use crate::net::{Certificates, Dial, Tls, LIB_NAME};
+use crate::time::check_duration;
 
 /// Everything a [`Client`](crate::Client) needs to know, checked when built.
 ///
@@ -981,9 +978,6 @@ impl Config {
     }
 }
 
-/// The library name connections announce (`CLIENT SETINFO LIB-NAME`).
-pub(crate) const LIB_NAME: &str = "redlatch";
-
 /// A connection name prefix Redis takes: not empty, no spaces or control characters
 /// (`CLIENT SETNAME` refuses them).
 fn check_client_name(prefix: &str) -> Result<()> {
@@ -1051,37 +1045,6 @@ fn url_error(e: &redis::RedisError) -> String {
         return format!("{text} (rediss:// needs redlatch's `tls` feature, on by default)");
     }
     text
-}
-
-/// Refuses an empty object name (`what` is "lock", "semaphore", ...) before anything is sent.
-pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::invalid(format!("{what} name must not be empty")));
-    }
-    Ok(())
-}
-
-/// Rejects a zero duration or one longer than [`MAX_DURATION`].
-pub(crate) fn check_duration(what: &str, d: Duration) -> Result<()> {
-    if d.is_zero() {
-        return Err(Error::invalid(format!("{what} must be non-zero")));
-    }
-    if d > MAX_DURATION {
-        return Err(Error::invalid(format!(
-            "{what} of {d:?} is longer than one year"
-        )));
-    }
-    Ok(())
-}
-
-/// A duration in whole milliseconds for Redis, rounded up so that 1 µs never becomes 0 ms.
-pub(crate) fn millis(d: Duration) -> u64 {
-    let ms = d.as_millis() as u64;
-    if Duration::from_millis(ms) < d {
-        ms + 1
-    } else {
-        ms
-    }
 }
 
 #[cfg(test)]
@@ -1197,12 +1160,5 @@ mod tests {
             (config.retry_attempts(), config.retry_delay()),
             (3, Duration::from_millis(500))
         );
-    }
-
-    #[test]
-    fn millis_rounds_up() {
-        assert_eq!(millis(Duration::from_micros(1)), 1);
-        assert_eq!(millis(Duration::from_millis(30_000)), 30_000);
-        assert_eq!(millis(Duration::from_micros(1500)), 2);
     }
 }

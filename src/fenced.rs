@@ -173,7 +173,7 @@ impl FencedResource {
         self.check_name()?;
         self.client
             .inner
-            .pool
+            .backend
             .run(&self.name, |c| redis::cmd("GET").arg(&*self.name).query(c))
     }
 
@@ -193,7 +193,7 @@ impl FencedResource {
     /// ```
     pub fn newest_token(&self) -> Result<Option<u64>> {
         self.check_name()?;
-        let seen: Option<String> = self.client.inner.pool.run(&self.fence, |c| {
+        let seen: Option<String> = self.client.inner.backend.run(&self.fence, |c| {
             redis::cmd("HGET")
                 .arg(&*self.fence)
                 .arg(keys::RESOURCE_TOKEN_FIELD)
@@ -203,7 +203,7 @@ impl FencedResource {
     }
 
     fn check_name(&self) -> Result<()> {
-        crate::config::check_name("fenced resource", &self.name)
+        crate::names::check_name("fenced resource", &self.name)
     }
 
     fn token_of<O: Ownership>(&self, guard: &LockGuard<O>) -> Result<u64> {
@@ -225,7 +225,7 @@ impl FencedResource {
         if holder.is_empty() {
             return Err(Error::invalid("empty holder id"));
         }
-        let reply: Vec<i64> = self.client.inner.pool.run(&self.name, |c| {
+        let reply: Vec<i64> = self.client.inner.backend.run(&self.name, |c| {
             scripts::FENCED_WRITE
                 .key(&self.name)
                 .key(&self.fence)

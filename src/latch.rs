@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
-use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
+use crate::time::{check_duration, MAX_DURATION};
 
 /// Published on the channel when a count is set (Redisson's `newCountMessage`).
 const NEW_COUNT_MESSAGE: &str = "1";
@@ -107,7 +107,7 @@ impl CountDownLatch {
                 "latch count {count} does not fit in a signed 64-bit integer"
             )));
         }
-        let set: i64 = self.client.inner.pool.run(&self.name, |c| {
+        let set: i64 = self.client.inner.backend.run(&self.name, |c| {
             scripts::LATCH_TRY_SET_COUNT
                 .key(&self.name)
                 .key(&self.channel)
@@ -173,7 +173,7 @@ impl CountDownLatch {
         let raw: Option<String> = self
             .client
             .inner
-            .pool
+            .backend
             .run(&self.name, |c| redis::cmd("GET").arg(&*self.name).query(c))?;
         match raw {
             None => Ok(0),
@@ -291,7 +291,7 @@ impl CountDownLatch {
     /// Runs a script that may open the latch (KEYS: count, channel; ARGV: the zero message,
     /// the publish command).
     fn opening<T: redis::FromRedisValue>(&self, script: &scripts::Lua) -> Result<T> {
-        self.client.inner.pool.run(&self.name, |c| {
+        self.client.inner.backend.run(&self.name, |c| {
             script
                 .key(&self.name)
                 .key(&self.channel)
@@ -302,7 +302,7 @@ impl CountDownLatch {
     }
 
     fn check_name(&self) -> Result<()> {
-        crate::config::check_name("latch", &self.name)
+        crate::names::check_name("latch", &self.name)
     }
 
     /// The one wait path, through the one wait function: true once the latch is open, false

@@ -261,6 +261,7 @@
 
 pub mod _guide;
 mod backend;
+mod backoff;
 mod client;
 mod config;
 mod error;
@@ -279,9 +280,11 @@ mod scripts;
 mod semaphore;
 #[cfg(feature = "serde")]
 mod ser;
+mod time;
 mod watch;
 mod watchdog;
 
+pub use backoff::Backoff;
 pub use client::Client;
 pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
 pub use error::{Error, Result};
@@ -292,11 +295,12 @@ pub use inspect::{
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
-    Backoff, Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock,
-    RedLock, ThreadOwned,
+    Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock, RedLock,
+    ThreadOwned,
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;
 pub use semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphoreGuard};
+pub use time::MAX_DURATION;
 pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;

@@ -60,7 +60,7 @@ impl Client {
         let mapper = &self.inner.config.name_mapper;
         let pattern = &*mapper.map_pattern(pattern);
         let mut keys = BTreeSet::new();
-        self.inner.pool.for_each_master(|pool| {
+        self.inner.backend.for_each_master(|pool| {
             let mut cursor = 0u64;
             loop {
                 let (next, page): (u64, Vec<Vec<u8>>) = pool.run(pattern, |c| {

@@ -231,6 +231,14 @@ impl Named {
     }
 }
 
+/// Refuses an empty object name (`what` is "lock", "semaphore", ...) before anything is sent.
+pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid(format!("{what} name must not be empty")));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

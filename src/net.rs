@@ -17,6 +17,9 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionI
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
 
+/// The library name connections announce (`CLIENT SETINFO LIB-NAME`).
+pub(crate) const LIB_NAME: &str = "redlatch";
+
 /// TLS settings: off (plain TCP), or the certificates `rediss://` connections use.
 #[derive(Clone, Default)]
 pub(crate) struct Tls {
@@ -232,7 +235,7 @@ impl Dial {
             redis::cmd("CLIENT")
                 .arg("SETINFO")
                 .arg("LIB-NAME")
-                .arg(crate::config::LIB_NAME)
+                .arg(LIB_NAME)
                 .clone(),
         );
         setup.push(

@@ -38,10 +38,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::backend::Backend;
-use crate::config::{millis, ReplicaSync};
+use crate::config::ReplicaSync;
 use crate::error::{Error, Result};
 use crate::lock::{wait_replicas, BatchRenewal, Renewal};
 use crate::metrics::Recorder;
+use crate::time::millis;
 
 /// Why a [`LockGuard`](crate::LockGuard)'s hold (or a renewed
 /// [`PermitGuard`](crate::PermitGuard)'s permit) was lost, as passed to
@@ -93,7 +94,7 @@ pub(crate) struct Watchdog {
 }
 
 struct Shared {
-    pool: Arc<Backend>,
+    backend: Arc<Backend>,
     /// Replica confirmation of every renewal, when the client asks for it.
     sync: Option<ReplicaSync>,
     lease: Duration,
@@ -373,14 +374,14 @@ pub(crate) fn call_lost(callback: Callback, reason: LostReason, name: &str) {
 
 impl Watchdog {
     pub(crate) fn start(
-        pool: Arc<Backend>,
+        backend: Arc<Backend>,
         lease: Duration,
         batch: usize,
         sync: Option<ReplicaSync>,
         metrics: Arc<Recorder>,
     ) -> Result<Watchdog> {
         let shared = Arc::new(Shared {
-            pool,
+            backend,
             sync,
             lease,
             period: lease / 3,
@@ -918,7 +919,7 @@ impl Shared {
             for t in at.iter().map(|&i| &batch[i]) {
                 (renewal.add)(&mut inv, &t.name, &t.field);
             }
-            let reply = self.pool.run_once(&batch[first].name, |c| {
+            let reply = self.backend.run_once(&batch[first].name, |c| {
                 let renewed: Vec<i64> = inv.invoke(c)?;
                 let acked = wait_replicas(self.sync, c, renewed.contains(&1))?;
                 Ok((renewed, acked))
@@ -933,7 +934,7 @@ impl Shared {
             scatter(&mut out, at, reply);
         };
         // On a cluster the keys of one call must share a slot.
-        for (renewal, group) in by_script_and_slot(&self.pool, batch) {
+        for (renewal, group) in by_script_and_slot(&self.backend, batch) {
             call(renewal, &group);
         }
         out

@@ -126,7 +126,7 @@ impl Client {
     /// ```
     pub fn connections(&self) -> Result<Vec<ClientConnection>> {
         let mut all = Vec::new();
-        self.inner.pool.for_each_master(|pool| {
+        self.inner.backend.for_each_master(|pool| {
             let server = pool.endpoint().describe();
             let reply: String = pool.run("", |c| redis::cmd("CLIENT").arg("LIST").query(c))?;
             all.extend(parse(&reply, &server));

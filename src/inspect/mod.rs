@@ -443,12 +443,12 @@ impl Client {
         name: &str,
         watching: bool,
     ) -> Result<Option<Inspection>> {
-        crate::config::check_name("object", name)?;
+        crate::names::check_name("object", name)?;
         let layout = Layout::new(name);
         // On a cluster, helper keys of a name such as `a}b`, `{}x` or `x{` hash to another
         // slot than the name (CROSSSLOT): they cannot exist next to it, so they count as
         // absent, and the name stands in for them.
-        let pool = &self.inner.pool;
+        let pool = &self.inner.backend;
         let clustered = pool.clustered();
         let slot = pool.slot(name);
         let helpers = [
@@ -512,7 +512,7 @@ impl Client {
     /// How many connections subscribe `channel` (on a cluster: sharded subscriptions on
     /// the node that owns its slot).
     fn subscribers(&self, channel: &str) -> Result<u64> {
-        let pool = &self.inner.pool;
+        let pool = &self.inner.backend;
         let which = pool.pubsub_mode().numsub();
         let reply: (String, u64) = pool.run(channel, |c| {
             redis::cmd("PUBSUB").arg(which).arg(channel).query(c)

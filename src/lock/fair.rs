@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
-use crate::config::millis;
 use crate::error::Result;
 use crate::keys;
 use crate::lock::kind::{Kind, Release};
 use crate::lock::raw::RawLock;
 use crate::scripts;
+use crate::time::millis;
 
 /// The fair lock: `lua/fair_*.lua`. A release wakes the head of the queue only, on
 /// `redisson_lock__channel:{name}:<owner>`.

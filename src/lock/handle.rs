@@ -4,16 +4,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backoff::Pacer;
 use crate::client::Client;
-use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
 use crate::lock::kind::Kind;
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
-use crate::lock::spin::Pacer;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
+use crate::time::{check_duration, MAX_DURATION};
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///

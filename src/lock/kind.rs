@@ -9,9 +9,9 @@ use std::sync::{Arc, LazyLock};
 
 use redis::{ConnectionLike, RedisResult, ScriptInvocation, Value};
 
+use crate::backoff::Backoff;
 use crate::error::Result;
 use crate::lock::raw::RawLock;
-use crate::lock::spin::Backoff;
 use crate::scripts;
 
 /// A lock kind's protocol: its scripts, keys and wait channel, and the few answers the

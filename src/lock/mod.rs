@@ -42,5 +42,4 @@ pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
 pub(crate) use raw::wait_replicas;
 pub use rw::ReadWriteLock;
-pub use spin::Backoff;
 pub(crate) use spin::Spin;

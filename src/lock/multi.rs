@@ -7,9 +7,9 @@
 use std::time::{Duration, Instant};
 
 use crate::backend::with_call_timeout;
-use crate::config::{check_duration, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockGuard};
+use crate::time::{check_duration, MAX_DURATION};
 
 /// The members, how many must be held, and how long one member's call may take.
 #[derive(Clone)]

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::{millis, ReplicaSync};
+use crate::config::ReplicaSync;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::kind::{Kind, Release, Renewal};
 use crate::names::Named;
+use crate::time::millis;
 
 /// What the unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +93,7 @@ impl RawLock {
     }
 
     pub(crate) fn check_name(&self) -> Result<()> {
-        crate::config::check_name("lock", &self.name)
+        crate::names::check_name("lock", &self.name)
     }
 
     /// One acquire attempt. `will_wait`: the caller waits if it fails (a fair lock queues
@@ -203,7 +204,7 @@ impl RawLock {
         // The reply came: no retry needs the latch now. Deleted with a later call written
         // (as Redisson deletes it after the reply), so that unlocks under load do not fill the
         // server with latches until their TTL.
-        self.client.inner.pool.delete_later(latch);
+        self.client.inner.backend.delete_later(latch);
         if let (Some(acked), Some(sync)) = (acked, self.client.inner.config.replica_sync) {
             if acked < sync.replicas {
                 log::warn!(
@@ -234,7 +235,7 @@ impl RawLock {
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.client.inner.pool.run(&self.name, f)
+        self.client.inner.backend.run(&self.name, f)
     }
 
     pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {

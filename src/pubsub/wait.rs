@@ -31,8 +31,8 @@
 use std::time::{Duration, Instant};
 
 use super::{Dispatcher, Wake, Wakeup};
-use crate::config::MAX_DURATION;
 use crate::error::{Error, Result};
+use crate::time::MAX_DURATION;
 
 /// The channel a wait listens on, and how its messages wake.
 pub(crate) struct Channel<'a> {

@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
-use crate::config::{check_duration, millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
+use crate::time::{check_duration, millis, MAX_DURATION};
 
 /// What the scripts say when the permit timeout set (not the count) has the wrong type.
 const TIMEOUTS_WRONG_TYPE: &str = "permit timeout key is not a sorted set";
@@ -851,7 +851,7 @@ impl PermitExpirableSemaphore {
     }
 
     fn check_name(&self) -> Result<()> {
-        crate::config::check_name("semaphore", &self.name)
+        crate::names::check_name("semaphore", &self.name)
     }
 
     fn unknown(&self, id: &PermitId) -> Error {
@@ -874,7 +874,7 @@ impl PermitExpirableSemaphore {
         let reply = self
             .client
             .inner
-            .pool
+            .backend
             .run(&self.name, |c| match call.invoke(c) {
                 Ok(reply) => Ok(Some(reply)),
                 Err(e) if e.to_string().contains(TIMEOUTS_WRONG_TYPE) => Ok(None),

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
-use crate::config::{check_duration, millis, MAX_DURATION};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
+use crate::time::{check_duration, millis, MAX_DURATION};
 
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.
 ///
@@ -465,14 +465,14 @@ impl Semaphore {
     }
 
     fn check_name(&self) -> Result<()> {
-        crate::config::check_name("semaphore", &self.name)
+        crate::names::check_name("semaphore", &self.name)
     }
 
     fn run<T>(
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.client.inner.pool.run(&self.name, f)
+        self.client.inner.backend.run(&self.name, f)
     }
 
     /// One attempt: done if the permits were taken; either way, the count it saw (after

@@ -255,7 +255,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn watch(&self, name: &str) -> Result<Watch> {
-        crate::config::check_name("object", name)?;
+        crate::names::check_name("object", name)?;
         let named = self.named(name);
         let layout = Layout::new(&named.key);
         let feed = Feed::open(self, &layout)?;

@@ -20,8 +20,6 @@ pub const RUN_FAILED: u8 = 125;
 pub const RUN_CANNOT_EXECUTE: u8 = 126;
 /// `run`'s exit status when the command was not found, as shells.
 pub const RUN_NOT_FOUND: u8 = 127;
-/// The longest duration the library takes.
-const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// `run --grace` by default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
@@ -393,7 +391,7 @@ pub fn duration(text: &str) -> Result<Duration, String> {
         _ => return Err(bad()),
     };
     match number.checked_mul(unit_ms).map(Duration::from_millis) {
-        Some(d) if d <= MAX_DURATION => Ok(d),
+        Some(d) if d <= redlatch::MAX_DURATION => Ok(d),
         _ => Err(format!("`{text}` is more than a year")),
     }
 }
