@@ -46,19 +46,9 @@ pub(crate) fn slot(key: &[u8]) -> u16 {
     crc16(hashed) % SLOTS as u16
 }
 
+/// CRC16 in the XMODEM variant, as Redis Cluster hashes keys.
 fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    crc16::State::<crc16::XMODEM>::calculate(data)
 }
 
 /// A Redis Cluster: each call goes to the master of its key's slot; waiters listen on the

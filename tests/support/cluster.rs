@@ -38,20 +38,9 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16_xmodem(hashed) % SLOTS
 }
 
-/// CRC16-CCITT in the XMODEM variant (polynomial 0x1021, initial value 0, no reflection).
+/// CRC16-CCITT in the XMODEM variant (the `crc16` crate's, as the library and redis-rs use).
 pub fn crc16_xmodem(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    crc16::State::<crc16::XMODEM>::calculate(data)
 }
 
 /// A free loopback port whose cluster bus port (the port + 10000, before Redis 7.0) is free
