@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::{LockGuard, Ownership};
+use crate::lock::{parse_token, LockGuard, Ownership};
 use crate::names::Named;
 use crate::scripts;
 
@@ -253,17 +253,6 @@ impl FencedResource {
             ))),
         }
     }
-}
-
-/// A stored token (`None` when absent); a value that is not one is the key's wrong type.
-pub(crate) fn parse_token(value: Option<String>, key: &str) -> Result<Option<u64>> {
-    value
-        .map(|v| {
-            v.parse().map_err(|_| Error::WrongType {
-                key: key.to_owned(),
-            })
-        })
-        .transpose()
 }
 
 impl std::fmt::Debug for FencedResource {

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
+use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::kind::{Kind, Release};
 use crate::lock::plain::Plain;
@@ -68,4 +69,15 @@ impl Kind for Fenced {
     fn token_key(&self) -> Option<&str> {
         Some(&self.token)
     }
+}
+
+/// A stored token (`None` when absent); a value that is not one is the key's wrong type.
+pub(crate) fn parse_token(value: Option<String>, key: &str) -> Result<Option<u64>> {
+    value
+        .map(|v| {
+            v.parse().map_err(|_| Error::WrongType {
+                key: key.to_owned(),
+            })
+        })
+        .transpose()
 }

@@ -162,7 +162,7 @@ impl<O: Ownership> Lock<O> {
             return Ok(None);
         };
         let value: Option<String> = self.raw.query(redis::cmd("GET").arg(key))?;
-        crate::fenced::parse_token(value, key)
+        super::parse_token(value, key)
     }
 
     /// The lock's name: the Redis key of its hash.

@@ -31,7 +31,7 @@ mod spin;
 mod write;
 
 pub(crate) use fair::Fair;
-pub(crate) use fenced::Fenced;
+pub(crate) use fenced::{parse_token, Fenced};
 pub use guard::LockGuard;
 pub use handle::Lock;
 pub(crate) use kind::{BatchRenewal, Renewal};
