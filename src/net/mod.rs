@@ -1,0 +1,224 @@
+//! Raw connections for pub/sub, plain or TLS, and the TLS settings that command connections
+//! (opened by `redis`) share with them.
+//!
+//! Command connections are `redis::Connection`s: `redis` does TLS for them from the
+//! certificates in the address ([`Tls::address`]). The pub/sub connection is ours (a reader
+//! thread blocks on it while registrations write to it), so it does its own TLS with the same
+//! certificates: a [`Stream`] is a socket, or a socket with a rustls session shared by the
+//! reader and the writers.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{ConnectionAddr, ConnectionInfo, Value};
+
+use crate::error::{Error, Result};
+use crate::metrics::Recorder;
+#[cfg(feature = "tls")]
+mod session;
+mod tls;
+
+pub(crate) use tls::{Certificates, Tls};
+
+/// The library name connections announce (`CLIENT SETINFO LIB-NAME`).
+pub(crate) const LIB_NAME: &str = "redlatch";
+
+/// How to open a pub/sub connection (timeouts and TLS), and where to count reconnects.
+#[derive(Clone)]
+pub(crate) struct Dial {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+    pub(crate) tls: Tls,
+    pub(crate) metrics: Arc<Recorder>,
+    /// The connection name (`CLIENT SETNAME`): `<prefix>:<client id>`.
+    pub(crate) name: Option<Arc<str>>,
+}
+
+impl Dial {
+    /// Plain TCP with both timeouts `timeout`.
+    #[cfg(test)]
+    pub(crate) fn plain(timeout: Duration) -> Dial {
+        Dial {
+            connect_timeout: timeout,
+            response_timeout: timeout,
+            tls: Tls::default(),
+            metrics: Arc::new(Recorder::new()),
+            name: None,
+        }
+    }
+
+    /// Connects to `info` (TLS handshake included, for a `rediss://` address) and
+    /// authenticates with its credentials; both bounded by the timeouts.
+    pub(crate) fn open(&self, info: &ConnectionInfo) -> Result<Stream> {
+        let io = |e: io::Error| Error::Connection(e.into());
+        let (host, port) = match info.addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                (host.as_str(), *port)
+            }
+            other => return Err(Error::invalid(format!("not a TCP address: {other}"))),
+        };
+        let mut last = None;
+        let mut connected = None;
+        for addr in (host, port).to_socket_addrs().map_err(io)? {
+            match TcpStream::connect_timeout(&addr, self.connect_timeout) {
+                Ok(s) => {
+                    connected = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let socket = connected.ok_or_else(|| match last {
+            Some(e) => io(e),
+            None => Error::invalid(format!("cannot resolve {host}")),
+        })?;
+        socket.set_nodelay(true).map_err(io)?;
+        let stream = match info.addr() {
+            ConnectionAddr::TcpTls { .. } => self.secure(socket, host)?,
+            _ => Stream::Plain(socket),
+        };
+        // AUTH (which must succeed), then the connection's name and library (whose errors
+        // are ignored: a server before 7.2 has no CLIENT SETINFO, an ACL may refuse them), as
+        // one write; the replies are read in order.
+        let settings = info.redis_settings();
+        let mut setup = Vec::new();
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = settings.username() {
+                auth.arg(user);
+            }
+            auth.arg(password);
+            setup.push(auth);
+        }
+        let authenticated = setup.len();
+        if let Some(name) = &self.name {
+            setup.push(redis::cmd("CLIENT").arg("SETNAME").arg(&**name).clone());
+        }
+        setup.push(
+            redis::cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-NAME")
+                .arg(LIB_NAME)
+                .clone(),
+        );
+        setup.push(
+            redis::cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-VER")
+                .arg(env!("CARGO_PKG_VERSION"))
+                .clone(),
+        );
+        let packed: Vec<u8> = setup.iter().flat_map(|c| c.get_packed_command()).collect();
+        stream
+            .set_read_timeout(Some(self.response_timeout))
+            .map_err(io)?;
+        (&stream).write_all(&packed).map_err(io)?;
+        let mut parser = redis::Parser::new();
+        for i in 0..setup.len() {
+            let reply = parser.parse_value(&stream);
+            match reply {
+                Ok(Value::Okay) | Ok(Value::SimpleString(_)) => {}
+                Ok(other) if i < authenticated => {
+                    return Err(Error::Protocol(format!("AUTH replied {other:?}")))
+                }
+                Err(e) if i < authenticated => return Err(Error::from_redis(e, "")),
+                Ok(Value::ServerError(e)) => log::debug!(
+                    "pub/sub connection to {}: connection setup refused ({e:?})",
+                    info.addr()
+                ),
+                Ok(other) => log::debug!("pub/sub connection setup replied {other:?}"),
+                Err(e) => return Err(Error::from_redis(e, "")),
+            }
+        }
+        stream.set_read_timeout(None).map_err(io)?;
+        Ok(stream)
+    }
+
+    #[cfg(feature = "tls")]
+    fn secure(&self, socket: TcpStream, host: &str) -> Result<Stream> {
+        let Some(settings) = &self.tls.on else {
+            return Err(Error::invalid(
+                "a rediss:// address reached a client built without TLS",
+            ));
+        };
+        let stream = session::TlsStream::handshake(settings, socket, host, self.connect_timeout)?;
+        Ok(Stream::Tls(Arc::new(stream)))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn secure(&self, _: TcpStream, _: &str) -> Result<Stream> {
+        let _ = &self.tls;
+        Err(Error::invalid(
+            "rediss:// needs redlatch's `tls` feature (on by default)",
+        ))
+    }
+}
+
+/// A pub/sub connection: its clones (the reader's, the writer's) share the socket and, for
+/// TLS, the session.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Arc<session::TlsStream>),
+}
+
+impl Stream {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.socket(),
+        }
+    }
+
+    pub(crate) fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Plain(s) => Stream::Plain(s.try_clone()?),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => Stream::Tls(Arc::clone(t)),
+        })
+    }
+
+    /// Ends the connection: a reader blocked on it returns.
+    pub(crate) fn shutdown(&self) {
+        let _ = self.socket().shutdown(Shutdown::Both);
+    }
+
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.socket().set_read_timeout(timeout)
+    }
+
+    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.socket().set_write_timeout(timeout)
+    }
+}
+
+impl Read for &Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => (&*s).read(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => (&*s).write(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => (&*s).flush(),
+            #[cfg(feature = "tls")]
+            Stream::Tls(_) => Ok(()),
+        }
+    }
+}
