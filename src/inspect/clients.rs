@@ -6,58 +6,10 @@
 
 use std::time::Duration;
 
+use super::report::{ClientConnection, Holder, Inspection, QueueEntry};
 use crate::client::Client;
 use crate::error::Result;
-use crate::inspect::{Holder, Inspection, QueueEntry};
 use crate::keys;
-
-/// One connection to Redis, as `CLIENT LIST` shows it: where it comes from and what it is
-/// named. Found by [`Client::connections`], attached to holders and waiters by
-/// [`Inspection::trace`].
-///
-/// # Examples
-///
-/// ```no_run
-/// # fn main() -> redlatch::Result<()> {
-/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-/// for conn in client.connections()? {
-///     println!("{} {} ({})", conn.addr, conn.name, conn.server);
-/// }
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct ClientConnection {
-    /// The client's end, `host:port` as the server sees it (`addr`).
-    pub addr: String,
-    /// Its name (`CLIENT SETNAME`): `<prefix>:<client id>` for a redlatch client.
-    pub name: String,
-    /// The server's id of the connection (`id`).
-    pub id: u64,
-    /// The library that opened it and its version (`CLIENT SETINFO`, Redis 7.2 and later;
-    /// `None` before).
-    pub lib_name: Option<String>,
-    /// See [`lib_name`](Self::lib_name).
-    pub lib_ver: Option<String>,
-    /// How long it has been open (serialized as `age_ms`).
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "age_ms", serialize_with = "crate::ser::duration")
-    )]
-    pub age: Duration,
-    /// How long since its last command (serialized as `idle_ms`).
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "idle_ms", serialize_with = "crate::ser::duration")
-    )]
-    pub idle: Duration,
-    /// Its flags (`flags`): `N` for none, `S` a replica's link, `M` the master's link on a
-    /// replica, `P` a pub/sub connection, and others (`CLIENT LIST`'s documentation).
-    pub flags: String,
-    /// The server it is connected to, as this client reaches it (a cluster has several).
-    pub server: String,
-}
 
 impl ClientConnection {
     /// The client id in its name: what follows the last `:` (`None` for a name without one).

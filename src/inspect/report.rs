@@ -1,0 +1,432 @@
+//! What an inspection reports: the kind of object a name holds, its holders and their modes,
+//! its fair queue and its expirable permits, gathered in an [`Inspection`].
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::keys;
+
+/// What a name holds, as told by the types and layout of its keys.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// if let Some(found) = client.inspect("orders")? {
+///     println!("orders is a {} lock", found.kind);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A reentrant lock ([`Client::lock`]): a HASH of owners and hold counts, and no helper key.
+    ///
+    /// A held [fair lock](Client::fair_lock) that nobody waits for looks the same (its queue
+    /// keys exist only while threads wait) and is reported as this.
+    Reentrant,
+    /// A fair lock ([`Client::fair_lock`]): the lock HASH (while held) with a queue LIST
+    /// and/or a timeout ZSET.
+    Fair,
+    /// A fenced lock ([`Client::fenced_lock`]): the lock HASH (while held) and its token
+    /// counter, which stays after the lock is released.
+    Fenced,
+    /// A read-write lock ([`Client::read_write_lock`]): a HASH with a `mode` field.
+    ReadWrite,
+    /// A semaphore ([`Client::semaphore`]): told from a count-down latch by the channel its
+    /// waiters listen on (see [`SemaphoreOrLatch`](Kind::SemaphoreOrLatch)).
+    Semaphore,
+    /// A permit-expirable semaphore ([`Client::permit_expirable_semaphore`]): the permit
+    /// count STRING with its `{name}:timeout` ZSET.
+    PermitExpirableSemaphore,
+    /// A count-down latch ([`Client::count_down_latch`]): told from a semaphore by the
+    /// channel its waiters listen on.
+    CountDownLatch,
+    /// An integer STRING and nothing else: a semaphore's available permits and a count-down
+    /// latch's count are laid out alike. When threads wait on it, the channel they listen
+    /// on tells which it is; otherwise it is reported as this.
+    SemaphoreOrLatch,
+    /// A [`FencedResource`](crate::FencedResource): a value with a `redlatch_fence:{name}` HASH.
+    FencedResource,
+    /// A key whose type or layout none of the above has (another application's key, or a
+    /// damaged one): reported, never guessed.
+    Unknown,
+}
+
+impl Kind {
+    /// The kind's name as the `redlatch` tool prints it: `reentrant`, `fair`, `fenced`,
+    /// `read-write`, `semaphore`, `expirable-semaphore`, `latch`, `semaphore-or-latch`,
+    /// `fenced-resource` or `unknown`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlatch::Kind::ReadWrite.as_str(), "read-write");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Reentrant => "reentrant",
+            Kind::Fair => "fair",
+            Kind::Fenced => "fenced",
+            Kind::ReadWrite => "read-write",
+            Kind::Semaphore => "semaphore",
+            Kind::PermitExpirableSemaphore => "expirable-semaphore",
+            Kind::CountDownLatch => "latch",
+            Kind::SemaphoreOrLatch => "semaphore-or-latch",
+            Kind::FencedResource => "fenced-resource",
+            Kind::Unknown => "unknown",
+        }
+    }
+
+    /// Whether this is a lock kind whose holders [`Lock::force_unlock`](crate::Lock::force_unlock)
+    /// can break: reentrant, fair, fenced or read-write.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(redlatch::Kind::Fair.is_lock());
+    /// assert!(!redlatch::Kind::Semaphore.is_lock());
+    /// ```
+    pub fn is_lock(self) -> bool {
+        matches!(
+            self,
+            Kind::Reentrant | Kind::Fair | Kind::Fenced | Kind::ReadWrite
+        )
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The mode of a read-write lock, or the side of a hold on it.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(redlatch::Mode::Write.as_str(), "write");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Shared: readers hold it.
+    Read,
+    /// Exclusive: a writer holds it (and may also read).
+    Write,
+}
+
+impl Mode {
+    /// `read` or `write`, as stored in the lock's `mode` field.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlatch::Mode::Read.as_str(), "read");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Read => keys::MODE_READ,
+            Mode::Write => keys::MODE_WRITE,
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Mode {
+    /// As [`as_str`](Self::as_str).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Kind {
+    /// As [`as_str`](Self::as_str).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Owner {
+    /// As three fields, `owner` (`"<client id>:<thread>"`), `client_id` and `thread`, which
+    /// a holder's or a waiter's serialization shows beside its own.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Owner", 3)?;
+        st.serialize_field("owner", &self.to_string())?;
+        st.serialize_field("client_id", &self.client_id)?;
+        st.serialize_field("thread", &self.thread)?;
+        st.end()
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who holds or waits: an owner id `"<client id>:<thread number>"` split in its parts.
+///
+/// The client id is [`Client::id`] of a redlatch client (or a Redisson client's id), the
+/// thread number the per-process number of the OS thread (the Java thread id for Redisson).
+///
+/// # Examples
+///
+/// ```
+/// let owner = redlatch::Owner::parse("0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12").unwrap();
+/// assert_eq!(owner.client_id, "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c");
+/// assert_eq!(owner.thread, 12);
+/// assert_eq!(owner.to_string(), "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12");
+/// assert!(redlatch::Owner::parse("no thread").is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    /// The client's id (a UUID for redlatch and Redisson).
+    pub client_id: String,
+    /// The thread's number within that client's process.
+    pub thread: u64,
+}
+
+impl Owner {
+    /// Splits an owner id at its last `:`; `None` unless it ends in `:<decimal number>`
+    /// after a non-empty client id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlatch::Owner::parse("a:b:7").unwrap().client_id, "a:b");
+    /// ```
+    pub fn parse(id: &str) -> Option<Owner> {
+        let (client, thread) = keys::owner_parts(id)?;
+        Some(Owner {
+            client_id: client.to_owned(),
+            thread,
+        })
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.client_id, self.thread)
+    }
+}
+
+/// One owner's holds on a lock.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// for holder in client.inspect("orders")?.map(|i| i.holders).unwrap_or_default() {
+///     println!("{} holds it {} time(s)", holder.owner, holder.holds);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Holder {
+    /// Who holds it (serialized as the fields `owner`, `client_id` and `thread`).
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub owner: Owner,
+    /// How many holds (re-entries count).
+    pub holds: u32,
+    /// For a reader of a read-write lock: the remaining lease of each hold, oldest first;
+    /// `None` for a hold whose lease key has expired (its reader died: the hold no longer
+    /// counts, and goes at the next release). Empty for other holders. Serialized as
+    /// `lease_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "lease_ms", serialize_with = "crate::ser::opt_durations")
+    )]
+    pub read_leases: Vec<Option<Duration>>,
+    /// The connections of the holder's client, once [traced](Inspection::trace): empty when
+    /// no connection carries its client id and every connection of the server is a redlatch
+    /// client's (its client is gone); `None` before, or when no connection carries its id
+    /// but some are not redlatch's (Redisson does not name its connections with its id: the
+    /// holder may be alive there).
+    pub connections: Option<Vec<ClientConnection>>,
+}
+
+/// One waiter in a fair lock's queue.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// let queue = client.inspect("payments")?.map(|i| i.queue).unwrap_or_default();
+/// for (place, waiter) in queue.iter().enumerate() {
+///     println!("#{} {} presumed dead in {:?}", place + 1, waiter.owner, waiter.deadline);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct QueueEntry {
+    /// Who waits (serialized as the fields `owner`, `client_id` and `thread`).
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub owner: Owner,
+    /// Time left (on the server's clock) until the waiter is presumed dead and skipped unless
+    /// it checks in; zero once passed; `None` if it has no deadline (it is then skipped when
+    /// it reaches the head). Serialized as `deadline_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "deadline_ms", serialize_with = "crate::ser::opt_duration")
+    )]
+    pub deadline: Option<Duration>,
+    /// The connections of the waiter's client, once [traced](Inspection::trace) (see
+    /// [`Holder::connections`]).
+    pub connections: Option<Vec<ClientConnection>>,
+}
+
+/// One permit held from a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore).
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// for permit in client.inspect("render-slots")?.map(|i| i.permit_leases).unwrap_or_default() {
+///     println!("{} expires in {:?}", permit.id, permit.expires_in);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ExpirablePermit {
+    /// The permit's id, as [`PermitId::as_str`](crate::PermitId::as_str).
+    pub id: String,
+    /// Time left on its lease (server clock): zero once expired (it goes back to the count
+    /// at the semaphore's next operation); `None` if it never expires. Serialized as
+    /// `expires_in_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "expires_in_ms", serialize_with = "crate::ser::opt_duration")
+    )]
+    pub expires_in: Option<Duration>,
+}
+
+/// A snapshot of a lock or synchronizer: what [`Client::inspect`] read.
+///
+/// The keys are read atomically (one script), so the fields agree with each other. Fields
+/// that do not apply to the [`kind`](Self::kind) are empty or `None`.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// match client.inspect("orders")? {
+///     None => println!("nothing named orders"),
+///     Some(found) => println!("{}: {} holder(s)", found.kind, found.holders.len()),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The name inspected.
+    pub name: String,
+    /// What it is.
+    pub kind: Kind,
+    /// Redis's `TYPE` of the key `name` (`hash`, `string`, `none`, ...).
+    pub key_type: String,
+    /// The keys of it that exist: `name` and its helper keys (queue, timeouts, token counter,
+    /// read-hold leases, permit expiries, fence).
+    pub keys: Vec<String>,
+    /// Time left on the key `name`: a lock's lease. `None` if the key does not exist,
+    /// `Duration::MAX` if it never expires (semaphores, latches). Serialized as `lease_ms`
+    /// (-1 for no expiry).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "lease_ms", serialize_with = "crate::ser::opt_duration")
+    )]
+    pub lease: Option<Duration>,
+    /// The owners holding a lock (reentrant, fair, fenced), or the writer of a read-write
+    /// lock in write mode, with their hold counts.
+    pub holders: Vec<Holder>,
+    /// A read-write lock's mode; `None` for other kinds or when free.
+    pub mode: Option<Mode>,
+    /// The read holders of a read-write lock (a writer that also reads appears here too).
+    pub readers: Vec<Holder>,
+    /// A fair lock's waiters, head first.
+    pub queue: Vec<QueueEntry>,
+    /// Available permits of a semaphore (also set for [`Kind::SemaphoreOrLatch`]).
+    pub permits: Option<i64>,
+    /// A count-down latch's count (also set for [`Kind::SemaphoreOrLatch`]).
+    pub count: Option<i64>,
+    /// The permits held from a permit-expirable semaphore.
+    pub permit_leases: Vec<ExpirablePermit>,
+    /// A fenced lock's latest fencing token (taken by the current or the last holder), or
+    /// the newest token that wrote a fenced resource.
+    pub token: Option<u64>,
+    /// How many connections are subscribed to the object's wake-up channel: clients with at
+    /// least one thread waiting (one connection per client, whatever its number of waiting
+    /// threads). `None` for a fair lock (see [`queue`](Self::queue)) and unknown keys.
+    pub subscribers: Option<u64>,
+}
+
+impl Inspection {
+    /// This inspection, showing `name` (the name as the caller gave it) instead of the key.
+    pub(crate) fn named(mut self, name: &str) -> Inspection {
+        name.clone_into(&mut self.name);
+        self
+    }
+}
+
+/// One connection to Redis, as `CLIENT LIST` shows it: where it comes from and what it is
+/// named. Found by [`Client::connections`], attached to holders and waiters by
+/// [`Inspection::trace`].
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// for conn in client.connections()? {
+///     println!("{} {} ({})", conn.addr, conn.name, conn.server);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct ClientConnection {
+    /// The client's end, `host:port` as the server sees it (`addr`).
+    pub addr: String,
+    /// Its name (`CLIENT SETNAME`): `<prefix>:<client id>` for a redlatch client.
+    pub name: String,
+    /// The server's id of the connection (`id`).
+    pub id: u64,
+    /// The library that opened it and its version (`CLIENT SETINFO`, Redis 7.2 and later;
+    /// `None` before).
+    pub lib_name: Option<String>,
+    /// See [`lib_name`](Self::lib_name).
+    pub lib_ver: Option<String>,
+    /// How long it has been open (serialized as `age_ms`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "age_ms", serialize_with = "crate::ser::duration")
+    )]
+    pub age: Duration,
+    /// How long since its last command (serialized as `idle_ms`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "idle_ms", serialize_with = "crate::ser::duration")
+    )]
+    pub idle: Duration,
+    /// Its flags (`flags`): `N` for none, `S` a replica's link, `M` the master's link on a
+    /// replica, `P` a pub/sub connection, and others (`CLIENT LIST`'s documentation).
+    pub flags: String,
+    /// The server it is connected to, as this client reaches it (a cluster has several).
+    pub server: String,
+}
