@@ -119,7 +119,7 @@ impl ConfigBuilder {
     ///
     /// # Errors
     ///
-    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)(crate::Error::InvalidArgument)
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)
     /// for a PEM without a certificate, or when the addresses are not `rediss://`.
     ///
     /// # Examples
@@ -409,7 +409,7 @@ impl ConfigBuilder {
     ///
     /// # Errors
     ///
-    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)(crate::Error::InvalidArgument)
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)
     /// for bounds that [`Backoff`] does not allow (an initial delay under 1 ms, a maximum
     /// below it or over a year, a multiplier of 0).
     ///
@@ -437,8 +437,8 @@ impl ConfigBuilder {
     ///
     /// # Errors
     ///
-    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a prefix with a control
-    /// character.
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for a prefix with a control character.
     ///
     /// # Examples
     ///
@@ -459,8 +459,8 @@ impl ConfigBuilder {
     ///
     /// # Errors
     ///
-    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a custom mapper that maps
-    /// a sample name to `""` or does not unmap it back.
+    /// [`build`](Self::build) gives [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// for a custom mapper that maps a sample name to `""` or does not unmap it back.
     ///
     /// # Examples
     ///

@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+#[cfg(doc)]
+use crate::client::Client;
 use crate::keys;
 
 /// What a name holds, as told by the types and layout of its keys.

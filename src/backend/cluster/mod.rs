@@ -30,6 +30,7 @@ mod slots;
 pub(crate) use router::Router;
 pub(crate) use slots::slot;
 
+/// A Redis Cluster: each call goes to the master of its key's slot; waiters listen on the
 /// node of their channel's slot, with sharded or plain pub/sub ([`PubSubMode`]).
 pub(super) struct Cluster {
     router: Arc<Router>,

@@ -91,17 +91,6 @@ pub(super) fn by_preference<T>(
         .collect()
 }
 
-/// Runs `f` on the node an `ASK` named, after `ASKING` (which lets the next command, and only
-/// it, use the slot that node is importing).
-///
-/// A script the node does not have yet answers NOSCRIPT, which uses up the `ASKING`:
-/// `scripts::Call::invoke` then loads the script and re-sends EVALSHA without it, and the
-/// importing node answers `MOVED` (back to the slot's owner, which would `ASK` again). So a
-/// `MOVED` here is answered with `ASKING` and `f` once more, on the same connection, where
-/// the script is loaded now. That is as safe as following the `MOVED` (nothing ran); if the
-/// node really is not importing the slot, it costs one round trip before the `MOVED` is
-/// followed.
-
 /// A connection-class error for "no node to send this to".
 pub(super) fn not_connected(why: String) -> Error {
     Error::Connection(std::io::Error::new(std::io::ErrorKind::NotConnected, why).into())

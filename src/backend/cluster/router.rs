@@ -30,13 +30,13 @@ pub(crate) struct Router {
 }
 
 #[derive(Default)]
-pub(super) struct Topo {
+struct Topo {
     /// Slot → index in `nodes`; `None` until known.
     slots: Vec<Option<usize>>,
     nodes: Vec<Node>,
 }
 
-pub(super) struct Node {
+struct Node {
     /// `host:port`, as the cluster names it.
     addr: String,
     info: ConnectionInfo,
@@ -307,7 +307,17 @@ impl Topo {
     }
 }
 
-pub(super) fn asking<T>(
+/// Runs `f` on the node an `ASK` named, after `ASKING` (which lets the next command, and only
+/// it, use the slot that node is importing).
+///
+/// A script the node does not have yet answers NOSCRIPT, which uses up the `ASKING`:
+/// `scripts::Call::invoke` then loads the script and re-sends EVALSHA without it, and the
+/// importing node answers `MOVED` (back to the slot's owner, which would `ASK` again). So a
+/// `MOVED` here is answered with `ASKING` and `f` once more, on the same connection, where
+/// the script is loaded now. That is as safe as following the `MOVED` (nothing ran); if the
+/// node really is not importing the slot, it costs one round trip before the `MOVED` is
+/// followed.
+fn asking<T>(
     c: &mut dyn ConnectionLike,
     f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
 ) -> redis::RedisResult<T> {
@@ -324,7 +334,7 @@ pub(super) fn asking<T>(
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Redirect {
+enum Redirect {
     Moved,
     Ask,
 }
@@ -339,7 +349,7 @@ impl std::fmt::Display for Redirect {
 }
 
 /// The redirection an error asks for, with the target `host:port`.
-pub(super) fn redirect(err: &Error) -> Option<(Redirect, String)> {
+fn redirect(err: &Error) -> Option<(Redirect, String)> {
     let Error::Redis(e) = err else { return None };
     let kind = match e.kind() {
         redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => Redirect::Moved,
@@ -349,8 +359,6 @@ pub(super) fn redirect(err: &Error) -> Option<(Redirect, String)> {
     let (addr, _slot) = e.redirect_node()?;
     Some((kind, addr.to_owned()))
 }
-
-/// `(first slot, last slot, master host:port)` for each range of a `CLUSTER SLOTS` reply.
 
 #[cfg(test)]
 mod tests {

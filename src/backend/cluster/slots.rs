@@ -22,11 +22,11 @@ pub(crate) fn slot(key: &[u8]) -> u16 {
 }
 
 /// CRC16 in the XMODEM variant, as Redis Cluster hashes keys.
-pub(super) fn crc16(data: &[u8]) -> u16 {
+fn crc16(data: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(data)
 }
 
-/// A Redis Cluster: each call goes to the master of its key's slot; waiters listen on the
+/// `(first slot, last slot, master host:port)` for each range of a `CLUSTER SLOTS` reply.
 /// A master listed with an empty host is the node that answered (`asked`).
 pub(super) fn parse_slots(
     reply: &Value,
