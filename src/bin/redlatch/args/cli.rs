@@ -1,0 +1,316 @@
+//! The command line as clap (derive) sees it: the commands, their options and help texts, and
+//! the value parsers clap runs on each option.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::NonEmptyStringValueParser;
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Subcommands' help: the usage line first.
+const SUBCOMMAND_HELP: &str = "\
+{usage-heading} {usage}
+
+{about-with-newline}
+{all-args}{after-help}";
+
+const AFTER_HELP: &str = "\
+The URL comes from --url, else $REDIS_URL, else redis://127.0.0.1:6379/. TLS: rediss:// URLs,
+with --tls-ca for a private CA and --tls-cert/--tls-key for a client certificate.
+
+Exit status: 0 success, 1 error, 2 no lock or synchronizer of that name (run: see
+'redlatch help run').";
+
+const INSPECT_HELP: &str = "\
+Shows what NAME is, as told by its keys: its kind (reentrant, fair, fenced, read-write,
+semaphore, expirable-semaphore, latch, semaphore-or-latch, fenced-resource, unknown), each
+holder with its client id, thread number and hold count, the remaining lease, a fair lock's
+queue (in order, with each waiter's deadline), read holders, permits, a latch's count, the
+latest fencing token, and how many clients wait on its channel.
+
+Each holder and waiter is traced to its client's connections (CLIENT LIST, on every master):
+the address and name of each, or `gone` when its client has no connection left (a crashed
+holder keeps the lock until its lease runs out; the time left is shown). Only redlatch names
+its connections with its client id: where some connections of the server are not named so
+(Redisson's), an owner that no connection names is shown as `untraced`, not gone.
+
+Some kinds look alike in Redis: a semaphore and a latch (unless threads wait on it, such a
+key is shown as semaphore-or-latch), and a fair lock nobody waits for and a reentrant lock
+(shown as reentrant: a fair lock's queue keys exist only while threads wait).
+
+With --json: one object; durations are in milliseconds (lease_ms is -1 for a key without
+expiry, null for none).
+
+Exit status: 0 found, 1 error, 2 nothing named NAME.";
+
+const LIST_HELP: &str = "\
+Lists the locks and synchronizers with a key matching PATTERN (Redis glob syntax: *, ?,
+[abc], \\ escapes; default *), found with SCAN on every master (never KEYS): one line each
+with its kind, state and lease, and where each holder's client connects from. Helper keys
+(fair queues, token counters, read-hold leases, permit expiries) are shown under their lock,
+not on their own. A free fenced lock exists only as redisson_lock_token:{NAME}: a pattern
+like *orders* finds it, orders* does not.
+
+With --json: an array of the objects `inspect --json` prints.";
+
+const FORCE_UNLOCK_HELP: &str = "\
+Breaks the lock NAME whoever holds it (reentrant, fair, fenced, or read-write in its current
+mode) and wakes its waiters, as Lock::force_unlock does. The evicted holders find out at their
+next lease renewal. Semaphores and latches are not locks: they are refused.
+
+Asks \"Break lock NAME held by ...? [y/N]\" on the terminal first; with --yes it does not ask.
+Without a terminal on stdin and without --yes it refuses.
+
+Exit status: 0 broken (or not held), 1 error or refused, 2 nothing named NAME.";
+
+const WATCH_HELP: &str = "\
+Prints what happens to NAME until interrupted (Ctrl-C): acquired, released (with the owner
+and its hold count), waiting (a fair-queue waiter with its place, or a client subscribing to
+the lock's channel), left (a waiter that gave up), changed (a latch's count, ...).
+
+Releases are announced on the lock's channel and show at once; acquires and queue changes
+are seen by re-inspecting NAME every --interval milliseconds (default 250). A hold shorter
+than that may show only as its release (without owner).
+
+With --json: a first line {\"event\":\"watching\",...} once subscribed, then one object per
+event: {\"at\":\"<UTC time>\",\"at_ms\":<ms since 1970>,\"event\":\"acquired\",\"name\":...,
+\"owner\":\"<client id>:<thread>\" or null, ...}.";
+
+const RUN_ABOUT: &str = "\
+Waits for the lock NAME, runs CMD with ARGS while it holds it, releases it when CMD has
+exited, and exits with CMD's status. The watchdog renews the lock's lease while CMD runs,
+every third of the watchdog timeout. Options go before CMD: from CMD on, every argument is
+the command's.
+
+  redlatch run nightly-report -- ./report.sh --full
+  redlatch run --permits 3 --wait 10m render -- render-frame 42";
+
+const RUN_HELP: &str = "\
+DURATION is a whole number and a unit: ms, s, m or h (500ms, 30s, 10m); a bare number is
+seconds.
+
+CMD's environment (as inherited, plus):
+  REDLATCH_NAME     NAME, as given
+  REDLATCH_OWNER    the owner id of the hold, <client uuid>:<number> (locks)
+  REDLATCH_TOKEN    the fencing token of the hold (--fenced): send it with each write, so
+                    that what CMD writes to can refuse a stale holder's writes
+  REDLATCH_PERMIT   the permit id (--permits)
+
+When the lock is lost while CMD runs (a renewal finds it force-unlocked, deleted or taken;
+no renewal was confirmed for a whole lease; or the --lease ran out), redlatch says why on
+stderr, sends CMD SIGTERM at once and SIGKILL after the grace period, and exits with 122.
+A force-unlock is noticed within a third of the watchdog timeout (with --lease, only when
+the lease ends). With --on-lost ignore, it says so and lets CMD run: its status is then
+redlatch's.
+
+Signals: SIGINT, SIGTERM and SIGHUP sent to redlatch are passed to CMD (on Linux, except
+those the terminal sent to the whole process group, CMD included, as Ctrl-C does); the lock
+is released when CMD has exited. While redlatch waits for the lock, they end the wait and
+leave nothing behind (no place in a fair queue): it exits with 128 + the signal's number.
+If redlatch is killed with SIGKILL, nothing releases the lock: it expires with its lease,
+at most the watchdog timeout (30 s by default) after the last renewal, or when the --lease
+ends. On Linux, CMD is killed (SIGKILL) when redlatch dies.
+
+Exit status:
+  CMD's status  CMD exited; 128+N if it was killed by signal N
+  122           the lock was lost while CMD ran (CMD was stopped, or it had ended)
+  124           the lock was not had within --wait (CMD did not run)
+  125           redlatch failed: bad usage, Redis unreachable, NAME is not a lock, ...
+  126, 127      CMD could not be run; CMD was not found
+  128+N         signal N ended the wait for the lock (130: SIGINT, 143: SIGTERM)";
+
+/// redlatch: inspect and operate Redisson-compatible locks and synchronizers in Redis
+#[derive(Parser, Debug)]
+#[command(name = "redlatch", version, after_help = AFTER_HELP)]
+pub struct Cli {
+    #[command(flatten)]
+    pub servers: ServerArgs,
+    /// Machine-readable output (JSON; one object per line for watch)
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: CliCommand,
+}
+
+/// Where the servers are and how to log in: for every command.
+#[derive(clap::Args, Debug, Default)]
+#[command(next_help_heading = "Servers")]
+pub struct ServerArgs {
+    /// A single server [default: $REDIS_URL, else redis://127.0.0.1:6379/]
+    #[arg(long, global = true, value_name = "URL")]
+    pub url: Option<String>,
+    /// A Redis Cluster, through any of its nodes
+    #[arg(long, global = true, value_name = "URL[,URL..]")]
+    pub cluster: Option<String>,
+    /// Redis Sentinel, with --master NAME
+    #[arg(long, global = true, value_name = "URL[,URL..]")]
+    pub sentinel: Option<String>,
+    /// The master's name at the sentinels
+    #[arg(long, global = true, value_name = "NAME")]
+    pub master: Option<String>,
+    /// The servers' ACL username (or put it in the URL)
+    #[arg(long, global = true, value_name = "USER")]
+    pub username: Option<String>,
+    /// The servers' password (or put it in the URL)
+    #[arg(long, global = true, value_name = "PASSWORD")]
+    pub password: Option<String>,
+    /// PEM file of the CA that signed the servers' certificates (rediss:// URLs)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM file of a client certificate, for servers that check clients (with --tls-key)
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM file of the client certificate's private key (with --tls-cert)
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The applications' name prefix (Redisson's PrefixNameMapper): NAME and PATTERN are
+    /// given and shown without it
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub name_prefix: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CliCommand {
+    /// What NAME is (reentrant, fair, fenced, read-write lock, semaphore, latch, ...), its
+    /// holders and where they connect from, lease, queue, permits, count, token
+    #[command(help_template = SUBCOMMAND_HELP, after_help = INSPECT_HELP)]
+    Inspect {
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+    /// The locks and synchronizers with a key matching PATTERN (SCAN glob, default *), one
+    /// line each
+    #[command(help_template = SUBCOMMAND_HELP, after_help = LIST_HELP)]
+    List {
+        #[arg(default_value = "*", value_parser = non_empty_pattern)]
+        pattern: String,
+    },
+    /// Break the lock NAME whoever holds it, and wake its waiters
+    #[command(help_template = SUBCOMMAND_HELP, after_help = FORCE_UNLOCK_HELP)]
+    ForceUnlock {
+        /// Do not ask
+        #[arg(short, long)]
+        yes: bool,
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+    /// Print events (acquired, released, waiting, ...) until Ctrl-C
+    #[command(help_template = SUBCOMMAND_HELP, after_help = WATCH_HELP)]
+    Watch {
+        /// How often to re-inspect, in milliseconds [default: 250]
+        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        interval: Option<Duration>,
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+    /// Run a command while holding the lock NAME (or one of N permits)
+    #[command(
+        help_template = SUBCOMMAND_HELP,
+        about = "Run a command while holding the lock NAME (or one of N permits)",
+        long_about = RUN_ABOUT,
+        after_help = RUN_HELP
+    )]
+    Run(RunArgs),
+}
+
+/// `run`'s arguments, one-to-one with the table the hand-written parser had.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// A fair lock: waiters get it in the order they came
+    #[arg(long, conflicts_with_all = ["fenced", "permits"])]
+    pub fair: bool,
+    /// A fenced lock: each hold has a fencing token ($REDLATCH_TOKEN)
+    #[arg(long, conflicts_with = "permits")]
+    pub fenced: bool,
+    /// One of the N permits of the permit-expirable semaphore NAME instead of a lock: at
+    /// most N commands at once, on all machines. The first run sets the semaphore to N
+    /// permits (it keeps them); a semaphore with another number of permits is refused (exit
+    /// 125). The permit's lease is the watchdog timeout, renewed while CMD runs
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub permits: Option<u32>,
+    /// Give up if the lock is not had within DURATION (0: try once); by default, wait as
+    /// long as it takes
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub wait: Option<Duration>,
+    /// Hold the lock for DURATION at most, not renewed: CMD is stopped when it runs out
+    /// (locks only)
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = positive_duration,
+        conflicts_with_all = ["permits", "watchdog_timeout"]
+    )]
+    pub lease: Option<Duration>,
+    /// The lease that the watchdog renews every third of [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub watchdog_timeout: Option<Duration>,
+    /// From SIGTERM to SIGKILL when the lock is lost [default: 5s]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub grace: Option<Duration>,
+    /// When the lock is lost: stop CMD, or let it run on without the lock
+    #[arg(long, value_name = "stop|ignore", default_value = "stop")]
+    pub on_lost: OnLost,
+    /// The lock's (or the semaphore's) name
+    #[arg(value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    pub name: String,
+    /// The command and its arguments
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<String>,
+}
+
+/// What `run` does with its command when the lock is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnLost {
+    /// SIGTERM, then SIGKILL after the grace period.
+    Stop,
+    /// Nothing: it runs on, and redlatch says so.
+    Ignore,
+}
+
+/// `500ms`, `30s`, `10m`, `2h`, or a bare number of seconds; at most a year.
+fn duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration (such as 500ms, 30s, 10m, 2h)");
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let unit_ms = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(bad()),
+    };
+    match number.checked_mul(unit_ms).map(Duration::from_millis) {
+        Some(d) if d <= redlatch::MAX_DURATION => Ok(d),
+        _ => Err(format!("`{text}` is more than a year")),
+    }
+}
+
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match duration(text)? {
+        d if d.is_zero() => Err("a lease must not be zero".to_owned()),
+        d => Ok(d),
+    }
+}
+
+fn positive_ms(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+        _ => Err(format!("`{text}` is not a positive number of ms")),
+    }
+}
+
+fn non_empty_pattern(text: &str) -> Result<String, String> {
+    if text.is_empty() {
+        return Err("PATTERN must not be empty (`*` matches all)".to_owned());
+    }
+    Ok(text.to_owned())
+}
