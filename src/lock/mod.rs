@@ -27,6 +27,7 @@ mod plain;
 mod raw;
 mod read;
 mod rw;
+mod side;
 mod spin;
 mod write;
 

@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::keys;
 use crate::lock::kind::{BatchRenewal, Kind, Release, Renewal};
 use crate::lock::raw::RawLock;
-use crate::lock::rw::Side;
+use crate::lock::side::Side;
 use crate::scripts;
 
 /// The read side: `lua/rw_read_*.lua`.

@@ -1,17 +1,11 @@
-//! The read-write lock (Redisson's `RReadWriteLock`): two [`Lock`]s over one hash, whose
-//! kinds (`read.rs`, `write.rs`) share what is here.
-
-use redis::{ConnectionLike, RedisResult};
+//! The read-write lock (Redisson's `RReadWriteLock`): two [`Lock`]s over one hash, of the
+//! kinds in `read.rs` and `write.rs`.
 
 use crate::client::Client;
-use crate::error::Result;
-use crate::keys;
-use crate::lock::raw::RawLock;
 use crate::lock::read::Read;
 use crate::lock::write::Write;
 use crate::lock::Lock;
 use crate::names::Named;
-use crate::scripts;
 
 /// A distributed read-write lock, wire-compatible with Redisson's `RReadWriteLock`.
 ///
@@ -118,48 +112,5 @@ impl std::fmt::Debug for ReadWriteLock {
         f.debug_struct("ReadWriteLock")
             .field("name", &self.name())
             .finish()
-    }
-}
-
-/// What the two sides ([`Read`], [`Write`]) share: the keys, and the `mode` the lock hash
-/// has while the side holds it.
-pub(super) struct Side {
-    /// `redisson_rwlock:{name}`: every waiter of either side listens here.
-    pub(super) channel: String,
-    /// `{name}`: what every owner's read-hold lease keys start with.
-    pub(super) prefix: String,
-    /// `read` or `write`.
-    mode: &'static str,
-}
-
-impl Side {
-    pub(super) fn new(name: &str, mode: &'static str) -> Side {
-        Side {
-            channel: keys::rw_channel(name),
-            prefix: keys::hashed(name),
-            mode,
-        }
-    }
-
-    /// Whether the lock is held in this side's mode (Redisson's semantics; a writer that
-    /// also reads counts as write mode).
-    pub(super) fn is_locked(&self, lock: &RawLock) -> Result<bool> {
-        let mode: Option<String> =
-            lock.query(redis::cmd("HGET").arg(&*lock.name).arg(keys::MODE_FIELD))?;
-        Ok(mode.as_deref() == Some(self.mode))
-    }
-
-    /// Deletes the lock if it is held in this side's mode, and wakes every waiter.
-    pub(super) fn force_unlock(
-        &self,
-        lock: &RawLock,
-        c: &mut dyn ConnectionLike,
-    ) -> RedisResult<bool> {
-        scripts::RW_FORCE_UNLOCK
-            .key(&lock.name)
-            .key(&self.channel)
-            .arg(self.mode)
-            .arg(lock.client.publish())
-            .invoke(c)
     }
 }

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::keys;
 use crate::lock::kind::{Kind, Release, Renewal, RENEW_FIELD};
 use crate::lock::raw::RawLock;
-use crate::lock::rw::Side;
+use crate::lock::side::Side;
 use crate::scripts;
 
 /// The write side: `lua/rw_write_*.lua`.
