@@ -275,6 +275,7 @@ mod lock;
 mod metrics;
 mod names;
 mod net;
+mod objects;
 mod pubsub;
 mod scripts;
 mod semaphore;

@@ -1,0 +1,336 @@
+//! The objects a [`Client`] makes: every lock kind, the read-write lock, both semaphores, the
+//! latch, the fenced resource, and owners that are not threads. Each is a handle (nothing is
+//! sent until it is used) over the client and the object's mapped name.
+
+use crate::backoff::Backoff;
+use crate::client::Client;
+use crate::fenced::FencedResource;
+use crate::keys;
+use crate::latch::CountDownLatch;
+use crate::lock::{
+    thread_number, Fair, Fenced, Lock, LockOwner, NonReentrant, NonReentrantFair, Plain,
+    ReadWriteLock, Spin,
+};
+use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
+
+impl Client {
+    /// A reentrant lock named `name` (Redisson's `RLock`). Nothing is sent to Redis yet.
+    ///
+    /// The name is checked by each call on the lock: an empty name gives
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("inventory:1000");
+    /// let _guard = lock.lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: &str) -> Lock {
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, Plain::new(&name.key))
+    }
+
+    /// A fair lock named `name` (Redisson's `RFairLock`): threads, in this process or any
+    /// other, get it in the order they started waiting. Same API and guard as [`lock`](Self::lock).
+    ///
+    /// **When to pick it.** A plain lock goes to whichever waiter re-tries first after a
+    /// release, and a thread that releases and locks again in a loop usually wins it back:
+    /// waiters can starve. A fair lock queues waiters in Redis (FIFO) and wakes only the head
+    /// of the queue on release, so no waiter starves and a releasing thread goes to the back.
+    /// Pick it when order or starvation matters (job queues, turn-taking between services),
+    /// or when many threads contend and each should make progress.
+    ///
+    /// **What it costs.** The queue is kept in Redis: each acquire or release also reads and
+    /// writes a list and a sorted set (`redisson_lock_queue:{name}`,
+    /// `redisson_lock_timeout:{name}`), every waiter subscribes its own channel, a waiter that
+    /// gives up makes one more call to leave the queue, and throughput under contention is
+    /// bounded by strict turn-taking (no lucky re-acquire by a thread already running). A
+    /// waiting thread checks in once per half
+    /// [`fair_thread_wait`](crate::ConfigBuilder::fair_thread_wait) (5 minutes by default) to
+    /// keep its place; a waiter that dies holds up the queue until it is presumed dead, about
+    /// one thread wait after its turn comes.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let fair = client.fair_lock("payments");
+    /// let guard = fair.lock()?; // waits its turn behind earlier waiters
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_lock(&self, name: &str) -> Lock {
+        let name = self.named(name);
+        let fair = Fair::new(&name.key, self.inner.config.fair_thread_wait);
+        Lock::new(self.clone(), &name, fair)
+    }
+
+    /// A non-reentrant lock named `name` (Redisson's `RedissonNonReentrantLock`): the keys,
+    /// hash field and channel of [`lock`](Self::lock), so the two (and Java clients of either)
+    /// exclude each other on the same name, but an owner that holds it cannot acquire it
+    /// again. Same API and guard as [`lock`](Self::lock).
+    ///
+    /// A second `lock`, `try_lock` or `try_lock_for` by the owner (the same thread, through any
+    /// `Lock` of this name, or the same [`LockOwner`] on any thread) returns
+    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) at once: it neither waits for itself
+    /// (a deadlock) nor counts a second hold, so the one guard's release frees the lock.
+    /// Redisson throws `IllegalMonitorStateException` in that case.
+    ///
+    /// **When to pick it.** When code that runs under the lock must never take it again, and a
+    /// re-entry would be a bug to report (a callback that calls back into the locking code,
+    /// work handed to the same owner twice) rather than a nested hold to count.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.non_reentrant_lock("import:daily");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.try_lock().unwrap_err().is_already_held());
+    /// guard.unlock()?; // the lock is free again
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_lock(&self, name: &str) -> Lock {
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, NonReentrant::new(&name.key))
+    }
+
+    /// A non-reentrant fair lock named `name` (Redisson's `RedissonNonReentrantFairLock`): the
+    /// keys, queue and channels of [`fair_lock`](Self::fair_lock), granted in arrival order,
+    /// but an owner that holds it cannot acquire it again, as with
+    /// [`non_reentrant_lock`](Self::non_reentrant_lock). The refused acquire returns
+    /// [`Error::AlreadyHeld`](crate::Error::AlreadyHeld) at once and never queues the owner
+    /// behind itself.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.non_reentrant_fair_lock("payments");
+    /// assert!(lock.is_fair() && !lock.is_reentrant());
+    /// let guard = lock.lock()?; // waits its turn behind earlier waiters
+    /// assert!(lock.lock().unwrap_err().is_already_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_fair_lock(&self, name: &str) -> Lock {
+        let name = self.named(name);
+        let fair = NonReentrantFair::new(&name.key, self.inner.config.fair_thread_wait);
+        Lock::new(self.clone(), &name, fair)
+    }
+
+    /// A fenced lock named `name` (Redisson's `RFencedLock`): a reentrant lock whose every
+    /// acquire also takes a fencing token, [`LockGuard::token`](crate::LockGuard::token),
+    /// from the counter `redisson_lock_token:{name}` (same script call, no extra round trip).
+    /// Same API and guard as [`lock`](Self::lock).
+    ///
+    /// A lease cannot stop a holder that pauses (GC, swap, SIGSTOP) past it from acting as
+    /// if it still held the lock; a token can, if the protected resource checks it: see
+    /// [`FencedResource`](crate::FencedResource).
+    ///
+    /// Why only this kind has tokens: the plain, fair and read-write locks keep the layout of
+    /// Redisson's `RLock`, `RFairLock` and `RReadWriteLock`, whose Java scripts count nothing.
+    /// A counter bumped by our acquires alone would miss the Java clients' acquires of the
+    /// same lock, so a resource could not tell a stale Rust holder from a current Java one;
+    /// and it would leave a never-expiring key behind for every lock name. The fenced lock's
+    /// counter is bumped by Redisson and by us alike, inside the acquire script, so its token
+    /// costs no extra round trip.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.fenced_lock("ledger").lock()?;
+    /// let token: u64 = guard.token().expect("a fenced lock's guard has a token");
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_lock(&self, name: &str) -> Lock {
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, Fenced::new(&name.key))
+    }
+
+    /// A spin lock named `name` (Redisson's `RSpinLock`): a reentrant lock whose waiters poll
+    /// instead of listening, for servers and proxies that do not pass pub/sub. Same API and
+    /// guard as [`lock`](Self::lock), watchdog included; waiters pace their retries with the
+    /// client's [`spin_backoff`](crate::ConfigBuilder::spin_backoff).
+    ///
+    /// It keeps the plain lock's hash (`name`: owner → hold count), so a spin lock and a
+    /// [`lock`](Self::lock) (or a fenced lock) of the same name exclude each other. A waiter
+    /// sends no SUBSCRIBE: after a failed attempt it retries after a delay that starts at
+    /// 1 ms, doubles (plus a few ms of jitter) and settles between 96 and 128 ms (the
+    /// defaults), and never sleeps past the lock's remaining lease. A release publishes
+    /// nothing, as Redisson's.
+    ///
+    /// **When to pick it.** When pub/sub does not reach the client: proxies (Envoy,
+    /// twemproxy-like layers) or managed services that do not forward SUBSCRIBE, ACLs that
+    /// deny the `@pubsub` commands, or a large cluster where every PUBLISH is broadcast to
+    /// every node. Elsewhere, [`lock`](Self::lock) is cheaper and hands over faster.
+    ///
+    /// **What it costs.** One acquire script call per back-off step per waiting thread:
+    /// with the defaults, the first attempt and 7 retries within about 0.2 s, then one retry
+    /// per 96-128 ms, about 9 per second per waiter for as long as it waits (1,000 waiters:
+    /// about 9,000 calls/s). A
+    /// release is noticed at the waiter's next retry, up to 128 ms later (a plain lock's
+    /// waiter hears it in one round trip). No waiter is woken: it is not fair, and a thread
+    /// that releases and locks again usually wins.
+    ///
+    /// **Mixing with plain locks.** A plain lock's waiter is woken by a release of a plain
+    /// lock, but not by a spin lock's release (which publishes nothing): it retries when the
+    /// lease it last saw runs out, up to the watchdog timeout (30 s) later.
+    ///
+    /// **Differences from Redisson.** Same scripts, keys and default back-off (1 ms, ×2,
+    /// 128 ms, plus up to n-1 ms of jitter on the n-th step). Once at the maximum, Redisson
+    /// sleeps exactly the maximum; this client draws each delay between ¾ of it and it, so
+    /// waiters that started together spread out. Each delay is also capped by the lock's
+    /// remaining lease and the caller's deadline, and the wait is interruptible
+    /// ([`Interrupter`](crate::Interrupter)) and ends on [`close`](Self::close).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.spin_lock("reports");
+    /// let guard = lock.lock()?; // polls with back-off, no SUBSCRIBE
+    /// # Ok(()) }
+    /// ```
+    pub fn spin_lock(&self, name: &str) -> Lock {
+        self.spin_lock_with_backoff(name, self.inner.config.spin_backoff)
+    }
+
+    /// A [spin lock](Self::spin_lock) named `name` whose waiters pace their retries with
+    /// `backoff` (Redisson's `getSpinLock(name, backOff)`).
+    ///
+    /// Bad bounds (see [`Backoff`]) are reported by the acquire calls as
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let backoff = redlatch::Backoff::new(Duration::from_millis(10), Duration::from_millis(500));
+    /// let guard = client.spin_lock_with_backoff("reports", backoff).lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn spin_lock_with_backoff(&self, name: &str, backoff: Backoff) -> Lock {
+        let name = self.named(name);
+        Lock::new(self.clone(), &name, Spin::new(&name.key, backoff))
+    }
+
+    /// A value named `name` that only the newest holder of a fenced lock may change: see
+    /// [`FencedResource`]. Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.fenced_lock("account:7").lock()?;
+    /// client.fenced_resource("account:7:balance").write(&guard, "100")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_resource(&self, name: &str) -> FencedResource {
+        FencedResource::new(self.clone(), self.named(name))
+    }
+
+    /// A read-write lock named `name` (Redisson's `RReadWriteLock`): shared
+    /// [`read`](ReadWriteLock::read) and exclusive [`write`](ReadWriteLock::write) sides.
+    /// Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let rw = client.read_write_lock("catalog");
+    /// let _reading = rw.read().lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), &self.named(name))
+    }
+
+    /// A semaphore named `name` (Redisson's `RSemaphore`): a count of permits in Redis.
+    /// Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.semaphore("encoder-slots");
+    /// slots.try_set_permits(4)?;
+    /// let _permit = slots.acquire_guard(1)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str) -> Semaphore {
+        Semaphore::new(self.clone(), self.named(name))
+    }
+
+    /// A count-down latch named `name` (Redisson's `RCountDownLatch`). Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let latch = client.count_down_latch("workers-ready");
+    /// # Ok(()) }
+    /// ```
+    pub fn count_down_latch(&self, name: &str) -> CountDownLatch {
+        CountDownLatch::new(self.clone(), self.named(name))
+    }
+
+    /// A permit-expirable semaphore named `name` (Redisson's `RPermitExpirableSemaphore`):
+    /// each permit has an id and a lease. Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// # Ok(()) }
+    /// ```
+    pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.clone(), self.named(name))
+    }
+
+    /// A new owner of lock holds that is not a thread: lock as it with
+    /// [`Lock::with_owner`](crate::Lock::with_owner) from any thread, and release its guards
+    /// (which are `Send`) on any thread. See [`LockOwner`](crate::LockOwner). Nothing is sent.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let job = client.lock_owner();
+    /// let guard = client.lock("job:42").with_owner(&job).lock()?;
+    /// let pool_worker = std::thread::spawn(move || guard.unlock());
+    /// pool_worker.join().unwrap()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_owner(&self) -> LockOwner {
+        LockOwner::new(self)
+    }
+
+    /// The owner id of the calling thread in this client, as written into lock hashes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert!(client.owner_id().starts_with(client.id()));
+    /// ```
+    pub fn owner_id(&self) -> String {
+        keys::owner_id(&self.inner.id, thread_number())
+    }
+}
