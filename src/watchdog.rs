@@ -38,9 +38,9 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::backend::Backend;
-use crate::config::ReplicaSync;
+use crate::config::{wait_replicas, ReplicaSync};
 use crate::error::{Error, Result};
-use crate::lock::{wait_replicas, BatchRenewal, Renewal};
+use crate::lock::{BatchRenewal, Renewal};
 use crate::metrics::Recorder;
 use crate::time::millis;
 

@@ -40,6 +40,5 @@ pub(crate) use nonreentrant::{NonReentrant, NonReentrantFair};
 pub(crate) use owner::thread_number;
 pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
-pub(crate) use raw::wait_replicas;
 pub use rw::ReadWriteLock;
 pub(crate) use spin::Spin;
