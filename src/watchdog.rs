@@ -31,17 +31,18 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
+use redis::ScriptInvocation;
 
 use crate::backend::Backend;
 use crate::config::{wait_replicas, ReplicaSync};
 use crate::error::{Error, Result};
-use crate::lock::{BatchRenewal, Renewal};
 use crate::metrics::Recorder;
+use crate::scripts;
 use crate::time::millis;
 
 /// Why a [`LockGuard`](crate::LockGuard)'s hold (or a renewed
@@ -793,6 +794,22 @@ impl State {
         }
         ids
     }
+}
+
+/// What the watchdog renews for a held lock: the hold's hash field (what tells the holds of
+/// one lock apart), and the batch script that renews it.
+pub(crate) struct Renewal {
+    /// The hash field of the hold: the owner id, or `<owner>:write` for a write hold.
+    pub(crate) field: Arc<str>,
+    pub(crate) batch: &'static BatchRenewal,
+}
+
+/// A script that renews many holds in one call: ARGV[1] is the lease in ms, and each hold
+/// adds its own keys and arguments in turn. The watchdog groups holds by it.
+pub(crate) struct BatchRenewal {
+    pub(crate) script: &'static LazyLock<scripts::Lua>,
+    /// Adds one hold of lock `name`, hash field `field`, to the call.
+    pub(crate) add: fn(call: &mut ScriptInvocation<'_>, name: &str, field: &str),
 }
 
 /// One lock to renew.

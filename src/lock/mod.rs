@@ -34,7 +34,6 @@ pub(crate) use fair::Fair;
 pub(crate) use fenced::{parse_token, Fenced};
 pub use guard::LockGuard;
 pub use handle::Lock;
-pub(crate) use kind::{BatchRenewal, Renewal};
 pub use multi::{MultiLock, MultiLockGuard, RedLock};
 pub(crate) use nonreentrant::{NonReentrant, NonReentrantFair};
 pub(crate) use owner::thread_number;

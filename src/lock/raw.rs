@@ -12,9 +12,10 @@ use crate::client::Client;
 use crate::config::wait_replicas;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::kind::{Kind, Release, Renewal};
+use crate::lock::kind::{Kind, Release};
 use crate::names::Named;
 use crate::time::millis;
+use crate::watchdog::Renewal;
 
 /// What the unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
