@@ -11,6 +11,7 @@ use crate::backoff::Backoff;
 use crate::metrics::Recorder;
 use crate::names::NameMapper;
 use crate::net::{Certificates, Dial, Tls};
+use crate::time::millis;
 
 /// Everything a [`Client`](crate::Client) needs to know, checked when built.
 ///
@@ -100,6 +101,23 @@ pub enum ShardedSubscriptionMode {
 pub(crate) struct ReplicaSync {
     pub(crate) replicas: u32,
     pub(crate) timeout: Duration,
+}
+
+/// `WAIT replicas timeout` on `c` after a write, when the client syncs replicas: how many
+/// replicas confirmed, `None` when not asked (or nothing was written).
+pub(crate) fn wait_replicas(
+    sync: Option<ReplicaSync>,
+    c: &mut dyn redis::ConnectionLike,
+    wrote: bool,
+) -> redis::RedisResult<Option<u32>> {
+    match sync {
+        Some(sync) if wrote => redis::cmd("WAIT")
+            .arg(sync.replicas)
+            .arg(millis(sync.timeout))
+            .query(c)
+            .map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// Which servers a client talks to. A builder holds them as given; [`ConfigBuilder::build`]

@@ -5,14 +5,15 @@
 //! and its fair sibling).
 
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-use redis::{ConnectionLike, RedisResult, ScriptInvocation, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::backoff::Backoff;
 use crate::error::Result;
 use crate::lock::raw::RawLock;
 use crate::scripts;
+use crate::watchdog::{BatchRenewal, Renewal};
 
 /// A lock kind's protocol: its scripts, keys and wait channel, and the few answers the
 /// [`Lock`](crate::Lock) API needs from it. [`RawLock`] runs what every kind shares around
@@ -121,22 +122,6 @@ pub(crate) struct Release<'a> {
     pub(crate) lease_ms: u64,
     /// How long the latch is kept, in ms.
     pub(crate) latch_ttl_ms: u64,
-}
-
-/// What the watchdog renews for a held lock: the hold's hash field (what tells the holds of
-/// one lock apart), and the batch script that renews it.
-pub(crate) struct Renewal {
-    /// The hash field of the hold: the owner id, or `<owner>:write` for a write hold.
-    pub(crate) field: Arc<str>,
-    pub(crate) batch: &'static BatchRenewal,
-}
-
-/// A script that renews many holds in one call: ARGV[1] is the lease in ms, and each hold
-/// adds its own keys and arguments in turn. The watchdog groups holds by it.
-pub(crate) struct BatchRenewal {
-    pub(crate) script: &'static LazyLock<scripts::Lua>,
-    /// Adds one hold of lock `name`, hash field `field`, to the call.
-    pub(crate) add: fn(call: &mut ScriptInvocation<'_>, name: &str, field: &str),
 }
 
 /// `lock_renew.lua`: a hold is its field of the lock hash, which expires as a whole.

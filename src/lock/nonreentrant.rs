@@ -11,9 +11,10 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::lock::fair::Fair;
-use crate::lock::kind::{Kind, Release, Renewal};
+use crate::lock::kind::{Kind, Release};
 use crate::lock::plain::Plain;
 use crate::lock::raw::RawLock;
+use crate::watchdog::Renewal;
 
 /// The non-reentrant lock: a [`Plain`] lock whose acquire refuses its holder.
 pub(crate) struct NonReentrant {

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::config::ReplicaSync;
+use crate::config::wait_replicas;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::kind::{Kind, Release, Renewal};
+use crate::lock::kind::{Kind, Release};
 use crate::names::Named;
 use crate::time::millis;
+use crate::watchdog::Renewal;
 
 /// What the unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,23 +242,6 @@ impl RawLock {
     pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.check_name()?;
         self.run(|c| cmd.query(c))
-    }
-}
-
-/// `WAIT replicas timeout` on `c` after a write, when the client syncs replicas: how many
-/// replicas confirmed, `None` when not asked (or nothing was written).
-pub(crate) fn wait_replicas(
-    sync: Option<ReplicaSync>,
-    c: &mut dyn redis::ConnectionLike,
-    wrote: bool,
-) -> redis::RedisResult<Option<u32>> {
-    match sync {
-        Some(sync) if wrote => redis::cmd("WAIT")
-            .arg(sync.replicas)
-            .arg(millis(sync.timeout))
-            .query(c)
-            .map(Some),
-        _ => Ok(None),
     }
 }
 

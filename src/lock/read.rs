@@ -9,10 +9,11 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::{BatchRenewal, Kind, Release, Renewal};
+use crate::lock::kind::{Kind, Release};
 use crate::lock::raw::RawLock;
 use crate::lock::side::Side;
 use crate::scripts;
+use crate::watchdog::{BatchRenewal, Renewal};
 
 /// The read side: `lua/rw_read_*.lua`.
 pub(crate) struct Read {

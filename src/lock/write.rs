@@ -8,10 +8,11 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::{Kind, Release, Renewal, RENEW_FIELD};
+use crate::lock::kind::{Kind, Release, RENEW_FIELD};
 use crate::lock::raw::RawLock;
 use crate::lock::side::Side;
 use crate::scripts;
+use crate::watchdog::Renewal;
 
 /// The write side: `lua/rw_write_*.lua`.
 pub(crate) struct Write {

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use super::renewed::RENEW_PERMIT;
 use super::{PermitExpirableSemaphore, PermitId};
 use crate::error::Result;
-use crate::lock::Renewal;
-use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
+use crate::watchdog::{call_lost, LeaseState, LostReason, Renewal, Watch};
 
 /// One permit taken from a [`PermitExpirableSemaphore`]; dropping the guard releases it.
 ///

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use super::{one, PermitExpirableSemaphore, PermitGuard};
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::BatchRenewal;
 use crate::scripts;
 use crate::time::check_duration;
 use crate::time::MAX_DURATION;
+use crate::watchdog::BatchRenewal;
 
 /// `pes_renew.lua`: a permit is its id in the semaphore's `{name}:timeout` sorted set, whose
 /// score (its expiry) is set to the server's time plus the lease.

@@ -1,0 +1,182 @@
+//! The renewal calls: a batch of due holds renewed in one script call per batch script and,
+//! on a cluster, per hash slot (with `WAIT` when the client syncs replicas), and each reply
+//! applied to its entry: renewed and rescheduled, lost, or retried.
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::entry::owner;
+use super::lease::LostReason;
+use super::renewal::BatchRenewal;
+use super::state::State;
+use super::Shared;
+use crate::backend::Backend;
+use crate::config::wait_replicas;
+use crate::error::Result;
+use crate::time::millis;
+
+/// One lock to renew.
+pub(super) struct Target {
+    pub(super) name: Arc<str>,
+    pub(super) field: Arc<str>,
+    pub(super) renewal: &'static BatchRenewal,
+}
+
+impl Shared {
+    /// Renews a batch: one script call per batch script (each renewal names its own) and,
+    /// on a cluster, per hash slot. One outcome per target, in order: renewed, not held, or
+    /// why its call failed (a failing call does not affect the targets of the others). With
+    /// replica sync, a call is followed by `WAIT`, and renewals fewer replicas confirmed
+    /// count as failed.
+    pub(super) fn renew(&self, batch: &[Target]) -> Vec<Renewed> {
+        let mut out: Vec<Renewed> = vec![Renewed::Failed(Arc::from("not sent")); batch.len()];
+        let mut call = |renewal: &BatchRenewal, at: &[usize]| {
+            let Some(&first) = at.first() else { return };
+            let mut inv = renewal.script.prepare_invoke();
+            inv.arg(millis(self.lease));
+            for t in at.iter().map(|&i| &batch[i]) {
+                (renewal.add)(&mut inv, &t.name, &t.field);
+            }
+            let reply = self.backend.run_once(&batch[first].name, |c| {
+                let renewed: Vec<i64> = inv.invoke(c)?;
+                let acked = wait_replicas(self.sync, c, renewed.contains(&1))?;
+                Ok((renewed, acked))
+            });
+            let reply = reply.map(|(renewed, acked)| match (acked, self.sync) {
+                (Some(acked), Some(sync)) if acked < sync.replicas => {
+                    let why = format!("confirmed by {acked} of {} replicas", sync.replicas);
+                    (renewed, Some(Arc::from(why)))
+                }
+                _ => (renewed, None),
+            });
+            scatter(&mut out, at, reply);
+        };
+        // On a cluster the keys of one call must share a slot.
+        for (renewal, group) in by_script_and_slot(&self.backend, batch) {
+            call(renewal, &group);
+        }
+        out
+    }
+
+    pub(super) fn apply(
+        &self,
+        st: &mut State,
+        ids: &[u64],
+        sent_at: Instant,
+        outcomes: Vec<Renewed>,
+    ) {
+        let now = Instant::now();
+        // Retry soon, and at the lease end at the latest (a lease that ran out is lost then).
+        let retry = now + (self.period / 4).max(Duration::from_millis(1));
+        for (&id, outcome) in ids.iter().zip(outcomes) {
+            let Some(e) = st.entries.get(&id) else {
+                continue; // released meanwhile
+            };
+            match outcome {
+                Renewed::Held if e.lease.confirm(sent_at) => {
+                    self.metrics.renewed();
+                    st.due.push(Reverse((sent_at + self.period, id)));
+                }
+                Renewed::Held => {
+                    // Confirmed too late: the guard may already have reported it lost.
+                    let (e, reason) = st.lose(id, LostReason::LeaseExpired).expect("present");
+                    log::warn!(
+                        "lock `{}` (owner {}) lost ({reason:?}): its lease ran out before the \
+                         renewal reply came",
+                        e.name,
+                        owner(&e)
+                    );
+                }
+                Renewed::NotHeld => {
+                    let (e, _) = st.lose(id, LostReason::NotHeld).expect("present");
+                    log::warn!(
+                        "lock `{}` (owner {}) is no longer held: renewal stopped, guard marked lost",
+                        e.name,
+                        owner(&e)
+                    );
+                }
+                Renewed::Failed(why) => match e.lease.lost() {
+                    Some(reason) => {
+                        let (e, reason) = st.lose(id, reason).expect("present");
+                        log::warn!(
+                            "lock `{}` (owner {}) lost ({reason:?}): renewals failed for its \
+                             whole lease ({why})",
+                            e.name,
+                            owner(&e)
+                        );
+                    }
+                    None => {
+                        self.metrics.renewal_failed();
+                        log::warn!(
+                            "renewal of lock `{}` (owner {}) failed, retrying: {why}",
+                            e.name,
+                            owner(e)
+                        );
+                        let at = retry.min(e.lease.expires());
+                        st.due.push(Reverse((at, id)));
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Splits the positions of `batch` into groups of one batch script and one hash slot each
+/// (one slot on a single server), keeping their order within a group.
+fn by_script_and_slot(
+    commands: &Backend,
+    batch: &[Target],
+) -> Vec<(&'static BatchRenewal, Vec<usize>)> {
+    type BySlot = std::collections::BTreeMap<u16, Vec<usize>>;
+    let mut groups: Vec<(&'static BatchRenewal, BySlot)> = Vec::new();
+    for (i, t) in batch.iter().enumerate() {
+        let at = match groups.iter().position(|(r, _)| std::ptr::eq(*r, t.renewal)) {
+            Some(at) => at,
+            None => {
+                groups.push((t.renewal, BySlot::new()));
+                groups.len() - 1
+            }
+        };
+        let slot = commands.slot(&t.name);
+        groups[at].1.entry(slot).or_default().push(i);
+    }
+    groups
+        .into_iter()
+        .flat_map(|(r, slots)| slots.into_values().map(move |group| (r, group)))
+        .collect()
+}
+
+/// What one renewal found.
+#[derive(Clone)]
+pub(super) enum Renewed {
+    Held,
+    NotHeld,
+    /// The script call failed (or replied nonsense): the lease is unknown.
+    Failed(Arc<str>),
+}
+
+/// Puts a script call's per-lock replies back at the batch positions `at`. A reply comes
+/// with why its renewals are unconfirmed (too few replicas), if they are: those count as
+/// failed.
+fn scatter(out: &mut [Renewed], at: &[usize], reply: Result<(Vec<i64>, Option<Arc<str>>)>) {
+    let outcomes: Vec<Renewed> = match reply {
+        Ok((v, unconfirmed)) if v.len() == at.len() => v
+            .into_iter()
+            .map(|r| match (r, &unconfirmed) {
+                (1, None) => Renewed::Held,
+                (1, Some(why)) => Renewed::Failed(Arc::clone(why)),
+                _ => Renewed::NotHeld,
+            })
+            .collect(),
+        Ok((v, _)) => {
+            let why: Arc<str> =
+                Arc::from(format!("reply of {} items for {} locks", v.len(), at.len()));
+            vec![Renewed::Failed(why); at.len()]
+        }
+        Err(e) => vec![Renewed::Failed(Arc::from(e.to_string())); at.len()],
+    };
+    for (&i, o) in at.iter().zip(outcomes) {
+        out[i] = o;
+    }
+}

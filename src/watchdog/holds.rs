@@ -1,0 +1,154 @@
+//! The calls a guard makes on the watchdog for its hold: start (or join) its renewal, watch
+//! an explicit lease, register `on_lost` callbacks, and release or disarm the hold.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::MutexGuard;
+
+use super::entry::{take_where, Entry};
+use super::lease::{Callback, LeaseState, LostReason, Watch};
+use super::renewal::Renewal;
+use super::state::{Held, State};
+use super::Watchdog;
+
+impl Watchdog {
+    /// Starts (or, for a reentrant hold, joins) the renewal of `name` held as `renewal` says.
+    /// `acquired_at` is when the acquire was sent: the lease runs from no earlier than that.
+    /// A new hold is renewed no further than `max_hold` after it, if given; a re-entry keeps
+    /// the cap of the hold it joins.
+    pub(crate) fn watch(
+        &self,
+        name: &Arc<str>,
+        renewal: Renewal,
+        acquired_at: Instant,
+        count: u32,
+        max_hold: Option<Duration>,
+    ) -> (Watch, Arc<LeaseState>) {
+        let mut st = self.shared.state.lock();
+        let (watch, lease, new) = st.join(
+            name,
+            renewal,
+            Held {
+                at: acquired_at,
+                count,
+                max_hold,
+            },
+            self.shared.lease,
+            Some(&self.shared.metrics),
+        );
+        if st.shutdown {
+            // Acquired as the client closed: nothing will renew it.
+            lease.mark_lost(LostReason::ClientClosed);
+        }
+        let mut wake = !st.to_fire.is_empty();
+        if new {
+            wake |= st.schedule(acquired_at + self.shared.period, watch.id);
+        }
+        drop(st);
+        if wake {
+            self.shared.changed.notify_one();
+        }
+        (watch, lease)
+    }
+
+    /// Watches an explicit lease, without renewing it, to signal its end: a timer entry due
+    /// when `lease` runs out.
+    pub(crate) fn watch_until(&self, name: &Arc<str>, lease: &Arc<LeaseState>) -> Watch {
+        let mut st = self.shared.state.lock();
+        let id = st.new_id();
+        st.entries
+            .insert(id, Entry::new(name, None, 0, Arc::clone(lease)));
+        let hold = st.new_id();
+        let wake = st.schedule(lease.expires(), id);
+        drop(st);
+        if wake {
+            self.shared.changed.notify_one();
+        }
+        Watch { id, hold }
+    }
+
+    /// Registers `callback` for the loss of `watch`'s hold, or hands it back with the reason
+    /// when that hold is already lost (to be called at once by the caller).
+    pub(crate) fn on_lost(
+        &self,
+        watch: Watch,
+        lease: &LeaseState,
+        callback: Callback,
+    ) -> Option<(Callback, LostReason)> {
+        let mut st = self.shared.state.lock();
+        if let Some(reason) = lease.lost() {
+            return Some((callback, reason));
+        }
+        match st.entries.get_mut(&watch.id) {
+            Some(e) => e.add_callback(watch.hold, callback),
+            None => {
+                // Live but not watched: the hold was released through `Lock::unlock`; its
+                // callback could only fire for a hold that is gone.
+                drop(st);
+                drop(callback);
+            }
+        }
+        None
+    }
+
+    /// Releases `watch`'s hold: its callbacks are dropped uncalled (once any of them that is
+    /// running has returned), and at zero holds the lock is no longer renewed.
+    pub(crate) fn unwatch(&self, watch: Watch) {
+        let mut st = self.shared.state.lock();
+        let dropped = self.disarm_locked(&mut st, watch);
+        let entry = st.release(watch.id);
+        drop(st);
+        drop((dropped, entry));
+    }
+
+    /// Drops `watch`'s callbacks uncalled but keeps the hold renewed (a leaked guard). A
+    /// timer entry, which only exists for its callbacks, is removed.
+    pub(crate) fn disarm(&self, watch: Watch) {
+        let mut st = self.shared.state.lock();
+        let dropped = self.disarm_locked(&mut st, watch);
+        let timer = match st.entries.get(&watch.id) {
+            Some(e) if e.field.is_none() => st.remove(watch.id),
+            _ => None,
+        };
+        drop(st);
+        drop((dropped, timer));
+    }
+
+    /// Takes `watch`'s callbacks out of its entry and the fire queue, then waits until the
+    /// thread is not running any of them. Returns them, to be dropped outside the lock.
+    fn disarm_locked(&self, st: &mut MutexGuard<'_, State>, watch: Watch) -> Vec<Callback> {
+        let mut dropped = Vec::new();
+        if let Some(e) = st.entries.get_mut(&watch.id) {
+            e.take_callbacks(|(hold, _)| *hold == watch.hold)
+                .into_iter()
+                .for_each(|(_, f)| dropped.push(f));
+        }
+        take_where(&mut st.to_fire, |f| f.hold == watch.hold)
+            .into_iter()
+            .for_each(|f| dropped.push(f.callback));
+        while st.firing.contains(&watch.hold) {
+            self.shared.fired.wait(st);
+        }
+        dropped
+    }
+
+    /// The cap of the renewed hold of `name` under `field`, if it has one: a re-entry or a
+    /// partial release sets the lease in Redis no further than it.
+    pub(crate) fn cap_of(&self, name: &Arc<str>, field: &Arc<str>) -> Option<Instant> {
+        let st = self.shared.state.lock();
+        let id = st.find(name, field)?;
+        st.entries.get(&id)?.extra.as_ref()?.cap
+    }
+
+    /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and hash field.
+    pub(crate) fn unwatch_key(&self, name: &Arc<str>, owner: &Arc<str>) {
+        let mut st = self.shared.state.lock();
+        let entry = match st.find(name, owner) {
+            Some(id) => st.release(id),
+            None => None,
+        };
+        drop(st);
+        drop(entry);
+    }
+}

@@ -1,0 +1,153 @@
+//! The watchdog: one thread renews the leases of every lock held without an explicit lease
+//! (and of every renewed semaphore permit: to this module, a hold like any other, with its
+//! own batch script), and signals the loss of any hold it watches.
+//!
+//! Every held lock is an entry renewed every `lease / 3`. The thread keeps one min-heap of
+//! due times (a timer queue; all entries share one period, so one heap is all the wheel we
+//! need), wakes at the earliest, takes every entry due within the next `period / 8`, fills
+//! the call up with entries due within half a period (renewed a little early, so that
+//! renewals coalesce into full batches however the acquires were spread), and renews them
+//! `batch` at a time in one script call each. A lock whose renewal reports "not held" is lost; a lock whose renewals keep failing
+//! is retried every `period / 4`, and at its lease end at the latest, and is lost once its
+//! lease has run out. Guards with an explicit lease are not renewed; one that asks for a loss
+//! signal gets a timer entry, due at its lease end, that only signals.
+//!
+//! It knows no lock kind and no semaphore: a hold is a name, a field and a [`BatchRenewal`]
+//! that its owner hands in ([`Renewal`]).
+//!
+//! - `mod.rs`: [`Watchdog`], the thread's start and stop.
+//! - `lease.rs`: a hold's [`LeaseState`] (loss latching), [`LostReason`], `on_lost`
+//!   callbacks, and the [`Watch`] handle guards keep.
+//! - `renewal.rs`: what an owner hands in: a hold's [`Renewal`], and the [`BatchRenewal`]
+//!   script that renews it.
+//! - `entry.rs`: one watched hold, kept small.
+//! - `state.rs`: the bookkeeping under the one lock: entries, their index, the due heap.
+//! - `schedule.rs`: the thread's loop over the due heap, timers, and the cap on holding.
+//! - `batch.rs`: the renewal calls, by batch script and slot, and their replies.
+//! - `holds.rs`: the calls guards make (watch, `on_lost`, release).
+
+mod batch;
+mod entry;
+mod holds;
+mod lease;
+mod renewal;
+mod schedule;
+mod state;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::backend::Backend;
+use crate::config::ReplicaSync;
+use crate::error::{Error, Result};
+use crate::metrics::Recorder;
+
+pub use lease::LostReason;
+pub(crate) use lease::{call_lost, LeaseState, Watch};
+pub(crate) use renewal::{BatchRenewal, Renewal};
+use state::State;
+
+/// Handle kept by the client; dropping it stops the thread.
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    backend: Arc<Backend>,
+    /// Replica confirmation of every renewal, when the client asks for it.
+    sync: Option<ReplicaSync>,
+    lease: Duration,
+    period: Duration,
+    batch: usize,
+    metrics: Arc<Recorder>,
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Notified when the thread has finished running a round of `on_lost` callbacks.
+    fired: Condvar,
+}
+
+impl Watchdog {
+    pub(crate) fn start(
+        backend: Arc<Backend>,
+        lease: Duration,
+        batch: usize,
+        sync: Option<ReplicaSync>,
+        metrics: Arc<Recorder>,
+    ) -> Result<Watchdog> {
+        let shared = Arc::new(Shared {
+            backend,
+            sync,
+            lease,
+            period: lease / 3,
+            batch,
+            metrics,
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            fired: Condvar::new(),
+        });
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("redlatch-watchdog".into())
+            .spawn(move || thread_shared.run())
+            .map_err(|e| Error::invalid(format!("cannot spawn the watchdog thread: {e}")))?;
+        Ok(Watchdog {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Stops renewing, for good: every watched hold is lost ([`LostReason::ClientClosed`]),
+    /// its `on_lost` callbacks run on the calling thread, and the thread is joined.
+    /// Idempotent.
+    pub(crate) fn close(&self) {
+        {
+            let mut st = self.shared.state.lock();
+            st.shutdown = true;
+            let ids: Vec<u64> = st.entries.keys().copied().collect();
+            for id in ids {
+                if let Some((e, _)) = st.lose(id, LostReason::ClientClosed) {
+                    if let Some(field) = &e.field {
+                        log::warn!(
+                            "lock `{}` (owner {field}) is no longer renewed: the client is \
+                             closed; it stays held until its lease runs out",
+                            e.name
+                        );
+                    }
+                }
+            }
+        }
+        // The thread finishes a round of callbacks it may be running, and stops.
+        self.shared.changed.notify_all();
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+        // Then this thread fires what is queued, as the thread would: a guard released
+        // meanwhile drops its own callbacks from the queue, or waits for one running.
+        let fires = {
+            let mut st = self.shared.state.lock();
+            let fires = std::mem::take(&mut st.to_fire);
+            st.firing = fires.iter().map(|f| f.hold).collect();
+            fires
+        };
+        for f in fires {
+            call_lost(f.callback, f.reason, &f.name);
+        }
+        self.shared.state.lock().firing.clear();
+        self.shared.fired.notify_all();
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.shared.state.lock().shutdown = true;
+        self.shared.changed.notify_all();
+        if let Some(t) = self.thread.get_mut().take() {
+            let _ = t.join();
+        }
+    }
+}
