@@ -221,7 +221,7 @@ impl Client {
     /// ```
     pub fn spin_lock_with_backoff(&self, name: &str, backoff: Backoff) -> Lock {
         let name = self.named(name);
-        Lock::new(self.clone(), &name, Spin::new(&name.key, backoff))
+        Lock::new(self.clone(), &name, Spin::new(backoff))
     }
 
     /// A value named `name` that only the newest holder of a fenced lock may change: see

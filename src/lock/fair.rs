@@ -8,8 +8,8 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::{Kind, Release};
-use crate::lock::raw::RawLock;
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::scripts;
 use crate::time::millis;
 
@@ -40,7 +40,7 @@ impl Fair {
     /// not queued, as `RedissonNonReentrantFairLock` does.
     pub(crate) fn try_acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -70,7 +70,7 @@ impl Kind for Fair {
     /// Only a caller that will wait joins the queue.
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -81,7 +81,7 @@ impl Kind for Fair {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
@@ -99,7 +99,7 @@ impl Kind for Fair {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::FAIR_FORCE_UNLOCK
             .key(&lock.name)
             .key(&self.queue)
@@ -110,15 +110,15 @@ impl Kind for Fair {
             .invoke(c)
     }
 
-    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
-        Cow::Owned(keys::fair_waiter_channel(&lock.name, owner))
+    fn waiting(&self, lock: &LockKey, owner: &str) -> Waiting<'_> {
+        Waiting::Channel(Cow::Owned(keys::fair_waiter_channel(&lock.name, owner)))
     }
 
     fn is_fair(&self) -> bool {
         true
     }
 
-    fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
+    fn leave(&self, lock: &LockKey, owner: &str) -> Result<bool> {
         lock.run(|c| {
             scripts::FAIR_LEAVE
                 .key(&lock.name)

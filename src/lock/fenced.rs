@@ -1,15 +1,13 @@
 //! Redisson's `RFencedLock`: a reentrant lock whose every acquire also increments a token
 //! counter, `redisson_lock_token:{name}` (never expires), and hands the holder the token.
 
-use std::borrow::Cow;
-
 use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::kind::{Kind, Release};
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::lock::plain::Plain;
-use crate::lock::raw::RawLock;
 use crate::scripts;
 
 /// The fenced lock: acquired by `lua/fenced_acquire.lua`, otherwise a [`Plain`] lock (same
@@ -35,7 +33,7 @@ impl Kind for Fenced {
 
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -51,19 +49,19 @@ impl Kind for Fenced {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         self.plain.unlock(lock, c, release)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.plain.force_unlock(lock, c)
     }
 
-    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
-        self.plain.wait_channel(lock, owner)
+    fn waiting(&self, lock: &LockKey, owner: &str) -> Waiting<'_> {
+        self.plain.waiting(lock, owner)
     }
 
     fn token_key(&self) -> Option<&str> {

@@ -78,12 +78,12 @@ impl<O: Ownership> LockGuard<O> {
         let (watch, lease) = match lock.lease {
             Some(lease) => {
                 let state =
-                    LeaseState::new(sent_at, lease).counted_by(&lock.raw.client.inner.metrics);
+                    LeaseState::new(sent_at, lease).counted_by(&lock.raw.key.client.inner.metrics);
                 (None, Arc::new(state))
             }
             None => {
-                let (watch, lease) = lock.raw.client.inner.watchdog.watch(
-                    &lock.raw.name,
+                let (watch, lease) = lock.raw.key.client.inner.watchdog.watch(
+                    &lock.raw.key.name,
                     lock.raw.renewal(&owner),
                     sent_at,
                     count,
@@ -94,7 +94,7 @@ impl<O: Ownership> LockGuard<O> {
         };
         log::debug!(
             "acquired `{}` (owner {owner}, hold count {count}, token {token:?})",
-            lock.raw.name
+            lock.raw.key.name
         );
         LockGuard {
             lock,
@@ -269,12 +269,12 @@ impl<O: Ownership> LockGuard<O> {
         if let Some(reason) = self.lost() {
             return call_lost(callback, reason, self.lock.key());
         }
-        let watchdog = &self.lock.raw.client.inner.watchdog;
+        let watchdog = &self.lock.raw.key.client.inner.watchdog;
         let watch = match self.watch.get() {
             Some(w) => w,
             None => {
                 // An explicit lease: watched only from its first callback.
-                let w = watchdog.watch_until(&self.lock.raw.name, &self.lease);
+                let w = watchdog.watch_until(&self.lock.raw.key.name, &self.lease);
                 self.watch.set(Some(w));
                 w
             }
@@ -326,7 +326,7 @@ impl<O: Ownership> LockGuard<O> {
     pub fn leak(mut self) {
         self.released = true;
         if let Some(w) = self.watch.take() {
-            self.lock.raw.client.inner.watchdog.disarm(w);
+            self.lock.raw.key.client.inner.watchdog.disarm(w);
         }
     }
 
@@ -336,6 +336,7 @@ impl<O: Ownership> LockGuard<O> {
         self.lease.lost().or_else(|| {
             self.lock
                 .raw
+                .key
                 .client
                 .is_closed()
                 .then(|| self.lease.mark_lost(LostReason::ClientClosed))
@@ -350,11 +351,11 @@ impl<O: Ownership> LockGuard<O> {
 
     fn release(&mut self) -> Result<()> {
         self.released = true;
-        let inner = &self.lock.raw.client.inner;
+        let inner = &self.lock.raw.key.client.inner;
         let raw = &self.lock.raw;
         inner
             .metrics
-            .released(raw.kind.label(), &raw.name, self.acquired_at.elapsed());
+            .released(raw.kind.label(), &raw.key.name, self.acquired_at.elapsed());
         let lost = self.lost();
         if let Some(w) = self.watch.take() {
             inner.watchdog.unwatch(w);

@@ -8,7 +8,7 @@ use crate::backoff::Pacer;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lock::guard::LockGuard;
-use crate::lock::kind::Kind;
+use crate::lock::kind::{Kind, Waiting};
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::names::Named;
@@ -161,7 +161,7 @@ impl<O: Ownership> Lock<O> {
         let Some(key) = self.raw.kind.token_key() else {
             return Ok(None);
         };
-        let value: Option<String> = self.raw.query(redis::cmd("GET").arg(key))?;
+        let value: Option<String> = self.raw.key.query(redis::cmd("GET").arg(key))?;
         super::parse_token(value, key)
     }
 
@@ -182,7 +182,7 @@ impl<O: Ownership> Lock<O> {
     /// The lock's key: its name as mapped by the client's
     /// [`NameMapper`](crate::NameMapper), which errors and log messages show.
     pub(crate) fn key(&self) -> &str {
-        &self.raw.name
+        &self.raw.key.name
     }
 
     /// This lock with an explicit lease: each acquire sets the key to expire after `lease`
@@ -372,10 +372,11 @@ impl<O: Ownership> Lock<O> {
             // Only holds taken without an explicit lease are renewed by the watchdog.
             let field: Arc<str> = self.raw.field(&owner).into();
             self.raw
+                .key
                 .client
                 .inner
                 .watchdog
-                .unwatch_key(&self.raw.name, &field);
+                .unwatch_key(&self.raw.key.name, &field);
         }
         match self
             .raw
@@ -444,7 +445,7 @@ impl<O: Ownership> Lock<O> {
     /// # Ok(()) }
     /// ```
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
-        self.raw.query(
+        self.raw.key.query(
             redis::cmd("HEXISTS")
                 .arg(self.key())
                 .arg(self.raw.field(&self.owner())),
@@ -466,6 +467,7 @@ impl<O: Ownership> Lock<O> {
     /// ```
     pub fn hold_count(&self) -> Result<u32> {
         self.raw
+            .key
             .query(
                 redis::cmd("HGET")
                     .arg(self.key())
@@ -488,7 +490,7 @@ impl<O: Ownership> Lock<O> {
     /// # Ok(()) }
     /// ```
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
-        let ms: i64 = self.raw.query(redis::cmd("PTTL").arg(self.key()))?;
+        let ms: i64 = self.raw.key.query(redis::cmd("PTTL").arg(self.key()))?;
         Ok(match ms {
             -2 => None,
             ms if ms < 0 => Some(Duration::MAX),
@@ -498,7 +500,7 @@ impl<O: Ownership> Lock<O> {
 
     /// The owner id of a call made now: the calling thread's, or the lock owner's.
     pub(crate) fn owner(&self) -> Arc<str> {
-        self.owner.owner_id(&self.raw.client)
+        self.owner.owner_id(&self.raw.key.client)
     }
 
     /// The lease to set now for `owner`: `lease`, or less when `owner` already holds this lock
@@ -511,10 +513,11 @@ impl<O: Ownership> Lock<O> {
         let field: Arc<str> = self.raw.field(owner).into();
         match self
             .raw
+            .key
             .client
             .inner
             .watchdog
-            .cap_of(&self.raw.name, &field)
+            .cap_of(&self.raw.key.name, &field)
         {
             Some(cap) => {
                 let left = cap.saturating_duration_since(Instant::now());
@@ -526,12 +529,12 @@ impl<O: Ownership> Lock<O> {
 
     /// The maximum hold time of this lock's watchdog holds: its own, or the client's.
     pub(crate) fn max_hold_or_default(&self) -> Option<Duration> {
-        self.max_hold.or(self.raw.client.inner.config.max_hold)
+        self.max_hold.or(self.raw.key.client.inner.config.max_hold)
     }
 
     pub(crate) fn lease_or_default(&self) -> Duration {
         self.lease
-            .unwrap_or(self.raw.client.inner.config.watchdog_timeout)
+            .unwrap_or(self.raw.key.client.inner.config.watchdog_timeout)
     }
 
     /// The one acquire path: tries, then waits on the lock's channel until `deadline`
@@ -547,15 +550,17 @@ impl<O: Ownership> Lock<O> {
         if let Some(max_hold) = self.max_hold {
             check_duration("max_hold", max_hold)?;
         }
-        let backoff = self.raw.kind.backoff();
-        if let Some(backoff) = &backoff {
-            backoff.check()?;
-        }
-        let spins = backoff.is_some();
-        let mut pacer = backoff.map(Pacer::new);
-        let started = Instant::now();
-        let metrics = &self.raw.client.inner.metrics;
         let owner = self.owner();
+        let waiting = self.raw.waiting(&owner);
+        let mut pacer = match &waiting {
+            Waiting::Channel(_) => None,
+            Waiting::Backoff(backoff) => {
+                backoff.check()?;
+                Some(Pacer::new(*backoff))
+            }
+        };
+        let started = Instant::now();
+        let metrics = &self.raw.key.client.inner.metrics;
         let lease = self.lease_or_default();
         // Only a caller that will wait joins a fair lock's queue.
         let will_wait = deadline.is_none_or(|d| Instant::now() < d);
@@ -585,9 +590,9 @@ impl<O: Ownership> Lock<O> {
                     Tried::done()
                 }
                 // No expiry (a foreign key without TTL): re-check at the watchdog period.
-                Attempt::Busy(ms) if ms < 0 => {
-                    Tried::again(Some(paced(self.raw.client.inner.config.watchdog_timeout)))
-                }
+                Attempt::Busy(ms) if ms < 0 => Tried::again(Some(paced(
+                    self.raw.key.client.inner.config.watchdog_timeout,
+                ))),
                 Attempt::Busy(ms) => Tried::again(Some(paced(Duration::from_millis(ms as u64)))),
                 Attempt::AlreadyHeld => {
                     return Err(Error::AlreadyHeld {
@@ -596,15 +601,13 @@ impl<O: Ownership> Lock<O> {
                 }
             })
         };
-        let channel = self.raw.wait_channel(&owner);
-        let dispatcher = &self.raw.client.inner.pubsub;
+        let dispatcher = &self.raw.key.client.inner.pubsub;
         // Until the queue is left: a close lets that finish. A call that will not wait joins
         // no queue, and a close does not wait for it.
         let _active = will_wait.then(|| dispatcher.active());
-        let channel = if spins {
-            Channel::none()
-        } else {
-            Channel::lock(&channel)
+        let channel = match &waiting {
+            Waiting::Channel(name) => Channel::lock(name),
+            Waiting::Backoff(_) => Channel::none(),
         };
         let outcome =
             wait(dispatcher, channel, deadline, &mut attempt)
@@ -612,12 +615,12 @@ impl<O: Ownership> Lock<O> {
         match &outcome {
             Ok(Some(_)) => metrics.acquired(
                 self.raw.kind.label(),
-                &self.raw.name,
+                &self.raw.key.name,
                 started.elapsed(),
                 attempts > 1,
             ),
             // A wait that ran out (a `try_lock` that found it busy did not wait).
-            Ok(None) if will_wait => metrics.timed_out(self.raw.kind.label(), &self.raw.name),
+            Ok(None) if will_wait => metrics.timed_out(self.raw.kind.label(), &self.raw.key.name),
             _ => {}
         }
         // A kind with a queue (fair) leaves it; a failed call may have queued us before its
@@ -642,7 +645,7 @@ impl<O: Ownership> Lock<O> {
 impl<O: Ownership + std::fmt::Debug> std::fmt::Debug for Lock<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
-            .field("name", &self.raw.name)
+            .field("name", &self.raw.key.name)
             .field("kind", &self.raw.kind.label())
             .field("lease", &self.lease)
             .field("max_hold", &self.max_hold)

@@ -1,4 +1,4 @@
-//! What a lock kind supplies: the [`Kind`] trait that [`RawLock`] runs, and the [`Renewal`]
+//! What a lock kind supplies: the [`Kind`] trait that [`RawLock`](crate::lock::raw::RawLock) runs, and the [`Renewal`]
 //! it hands the watchdog. One kind per file: `plain.rs` (Redisson's `RLock`), `fair.rs`
 //! (`RFairLock`), `read.rs` and `write.rs` (the two sides of `RReadWriteLock`), `fenced.rs`
 //! (`RFencedLock`), `spin.rs` (`RSpinLock`), `nonreentrant.rs` (`RedissonNonReentrantLock`
@@ -11,13 +11,21 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::backoff::Backoff;
 use crate::error::Result;
-use crate::lock::raw::RawLock;
+use crate::lock::key::LockKey;
 use crate::scripts;
 use crate::watchdog::{BatchRenewal, Renewal};
 
-/// A lock kind's protocol: its scripts, keys and wait channel, and the few answers the
-/// [`Lock`](crate::Lock) API needs from it. [`RawLock`] runs what every kind shares around
-/// these calls (replica confirmation, the unlock latch and its retry); each call is given
+/// How a waiter waits for a lock kind: listening on a channel its releases publish on, or,
+/// for a kind whose releases publish nothing (the spin lock), retrying after each delay of a
+/// back-off.
+pub(crate) enum Waiting<'a> {
+    Channel(Cow<'a, str>),
+    Backoff(Backoff),
+}
+
+/// A lock kind's protocol: its scripts, keys and how its waiters wait, and the few answers
+/// the [`Lock`](crate::Lock) API needs from it.
+/// [`RawLock`](crate::lock::raw::RawLock) runs what every kind shares around these calls (replica confirmation, the unlock latch and its retry); each call is given
 /// the lock it runs for (its name, its client). The defaults are what most kinds share.
 pub(crate) trait Kind: Send + Sync + 'static {
     /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write`, `fenced`, `spin`,
@@ -25,12 +33,12 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn label(&self) -> &'static str;
 
     /// Runs one acquire attempt of `owner` with a lease of `lease_ms` on `c`, and returns the
-    /// script's reply for [`RawLock`] to decode: `{count}` (or `{count, token}`) when acquired,
+    /// script's reply for [`RawLock`](crate::lock::raw::RawLock) to decode: `{count}` (or `{count, token}`) when acquired,
     /// the lock's PTTL when not, `{0}` when a non-reentrant kind refuses an owner that holds
     /// it already. `will_wait`: the caller waits if this attempt fails.
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -42,16 +50,16 @@ pub(crate) trait Kind: Send + Sync + 'static {
     /// raw reply: nil (not held), 0 (still held), 1 (released), 2 (a hold that had expired).
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>>;
 
     /// Runs the script that deletes the lock whoever holds it; true if it was held.
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool>;
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool>;
 
-    /// The channel on which `owner` waits for this lock.
-    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str>;
+    /// How `owner` waits while the lock is taken: on a channel, or retrying.
+    fn waiting(&self, lock: &LockKey, owner: &str) -> Waiting<'_>;
 
     /// The hash field holding `owner`'s hold count. Defaults to the owner id.
     fn field(&self, owner: &str) -> String {
@@ -69,14 +77,14 @@ pub(crate) trait Kind: Send + Sync + 'static {
     }
 
     /// Whether anybody holds the lock. Defaults to the lock hash existing.
-    fn is_locked(&self, lock: &RawLock) -> Result<bool> {
+    fn is_locked(&self, lock: &LockKey) -> Result<bool> {
         lock.query(redis::cmd("EXISTS").arg(&*lock.name))
             .map(|n: i64| n == 1)
     }
 
     /// Called once before `owner` starts waiting, after an attempt found the lock taken.
     /// Defaults to nothing.
-    fn before_wait(&self, lock: &RawLock, owner: &str) {
+    fn before_wait(&self, lock: &LockKey, owner: &str) {
         let _ = (lock, owner);
     }
 
@@ -88,16 +96,9 @@ pub(crate) trait Kind: Send + Sync + 'static {
 
     /// Takes `owner` out of the lock's queue of waiters (a wait given up); true if it was
     /// queued. Defaults to false: no queue.
-    fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
+    fn leave(&self, lock: &LockKey, owner: &str) -> Result<bool> {
         let _ = (lock, owner);
         Ok(false)
-    }
-
-    /// How a waiter of a kind that publishes nothing paces its retries: with a back-off, it
-    /// waits without pub/sub, retrying after each delay. Defaults to none: it listens on its
-    /// [`wait_channel`](Self::wait_channel).
-    fn backoff(&self) -> Option<Backoff> {
-        None
     }
 
     /// Whether an owner that holds the lock may acquire it again (its hold count goes up).
@@ -138,6 +139,7 @@ mod tests {
 
     use super::*;
     use crate::client::Client;
+    use crate::lock::raw::RawLock;
     use crate::lock::read::Read;
     use crate::lock::write::Write;
     use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Plain};

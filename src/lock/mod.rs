@@ -19,6 +19,7 @@ mod fair;
 mod fenced;
 mod guard;
 mod handle;
+mod key;
 mod kind;
 mod multi;
 mod nonreentrant;

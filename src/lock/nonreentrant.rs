@@ -3,7 +3,6 @@
 //! the lock already is refused (the acquire scripts' non-reentrant flag) instead of counted.
 //! Release, force unlock, renewal and waiting are the plain and fair kinds'.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,9 +10,9 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::lock::fair::Fair;
-use crate::lock::kind::{Kind, Release};
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::lock::plain::Plain;
-use crate::lock::raw::RawLock;
 use crate::watchdog::Renewal;
 
 /// The non-reentrant lock: a [`Plain`] lock whose acquire refuses its holder.
@@ -36,7 +35,7 @@ impl Kind for NonReentrant {
 
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -47,19 +46,19 @@ impl Kind for NonReentrant {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         self.plain.unlock(lock, c, release)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.plain.force_unlock(lock, c)
     }
 
-    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
-        self.plain.wait_channel(lock, owner)
+    fn waiting(&self, lock: &LockKey, owner: &str) -> Waiting<'_> {
+        self.plain.waiting(lock, owner)
     }
 
     fn renewal(&self, owner: &Arc<str>) -> Renewal {
@@ -93,7 +92,7 @@ impl Kind for NonReentrantFair {
 
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -105,19 +104,19 @@ impl Kind for NonReentrantFair {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
         self.fair.unlock(lock, c, release)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.fair.force_unlock(lock, c)
     }
 
-    fn wait_channel(&self, lock: &RawLock, owner: &str) -> Cow<'_, str> {
-        self.fair.wait_channel(lock, owner)
+    fn waiting(&self, lock: &LockKey, owner: &str) -> Waiting<'_> {
+        self.fair.waiting(lock, owner)
     }
 
     fn renewal(&self, owner: &Arc<str>) -> Renewal {
@@ -128,7 +127,7 @@ impl Kind for NonReentrantFair {
         self.fair.is_fair()
     }
 
-    fn leave(&self, lock: &RawLock, owner: &str) -> Result<bool> {
+    fn leave(&self, lock: &LockKey, owner: &str) -> Result<bool> {
         self.fair.leave(lock, owner)
     }
 

@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::keys;
-use crate::lock::kind::{Kind, Release};
-use crate::lock::raw::RawLock;
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::scripts;
 
 /// The reentrant lock: `lua/lock_*.lua`; a release publishes `0` (wake one) on the lock
@@ -26,7 +26,7 @@ impl Plain {
     /// already is refused (`{0}`), as `RedissonNonReentrantLock` does.
     pub(crate) fn try_acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -48,7 +48,7 @@ impl Kind for Plain {
 
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -59,7 +59,7 @@ impl Kind for Plain {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
@@ -75,7 +75,7 @@ impl Kind for Plain {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::LOCK_FORCE_UNLOCK
             .key(&lock.name)
             .key(&self.channel)
@@ -84,7 +84,7 @@ impl Kind for Plain {
             .invoke(c)
     }
 
-    fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {
-        Cow::Borrowed(&self.channel)
+    fn waiting(&self, _lock: &LockKey, _owner: &str) -> Waiting<'_> {
+        Waiting::Channel(Cow::Borrowed(&self.channel))
     }
 }

@@ -3,6 +3,7 @@
 //! safe retry of an unlock, and decodes replies. Knows nothing of guards, waiting or the
 //! watchdog.
 
+#[cfg(test)]
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -12,7 +13,8 @@ use crate::client::Client;
 use crate::config::wait_replicas;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::kind::{Kind, Release};
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
 use crate::watchdog::Renewal;
@@ -29,10 +31,8 @@ pub(crate) enum Unlocked {
 }
 
 pub(crate) struct RawLock {
-    pub(crate) client: Client,
-    /// The mapped name: the key of the lock's hash, from which its helper keys and
-    /// channels are made.
-    pub(crate) name: Arc<str>,
+    /// The client and the mapped name.
+    pub(crate) key: LockKey,
     /// The name as the caller gave it (`Lock::name`).
     pub(crate) given: Arc<str>,
     /// The protocol this lock speaks: its scripts, keys and wait channel.
@@ -61,16 +61,27 @@ impl RawLock {
     pub(crate) fn new(client: Client, name: &Named, kind: impl Kind) -> RawLock {
         RawLock {
             latches: keys::UnlockLatches::new(&name.key, client.id()),
-            client,
-            name: Arc::clone(&name.key),
+            key: LockKey {
+                client,
+                name: Arc::clone(&name.key),
+            },
             given: Arc::clone(&name.given),
             kind: Box::new(kind),
         }
     }
 
-    /// The channel on which `owner` waits for this lock.
+    /// How `owner` waits for this lock.
+    pub(crate) fn waiting(&self, owner: &str) -> Waiting<'_> {
+        self.kind.waiting(&self.key, owner)
+    }
+
+    /// The channel on which `owner` waits for this lock (empty for a kind that retries).
+    #[cfg(test)]
     pub(crate) fn wait_channel(&self, owner: &str) -> Cow<'_, str> {
-        self.kind.wait_channel(self, owner)
+        match self.waiting(owner) {
+            Waiting::Channel(channel) => channel,
+            Waiting::Backoff(_) => Cow::Borrowed(""),
+        }
     }
 
     /// The hash field holding `owner`'s hold count.
@@ -85,16 +96,16 @@ impl RawLock {
 
     /// Whether anybody holds the lock (in this kind's mode).
     pub(crate) fn is_locked(&self) -> Result<bool> {
-        self.kind.is_locked(self)
+        self.kind.is_locked(&self.key)
     }
 
     /// Called once before `owner` starts waiting.
     pub(crate) fn before_wait(&self, owner: &str) {
-        self.kind.before_wait(self, owner)
+        self.kind.before_wait(&self.key, owner)
     }
 
     pub(crate) fn check_name(&self) -> Result<()> {
-        crate::names::check_name("lock", &self.name)
+        self.key.check_name()
     }
 
     /// One acquire attempt. `will_wait`: the caller waits if it fails (a fair lock queues
@@ -108,7 +119,7 @@ impl RawLock {
         let outcome = self.run(|c| {
             let reply = self
                 .kind
-                .acquire(self, c, owner, millis(lease), will_wait)?;
+                .acquire(&self.key, c, owner, millis(lease), will_wait)?;
             let attempt = decode_attempt(&reply);
             wrote = matches!(attempt, Ok(Attempt::Acquired { .. }));
             Ok((attempt, self.confirm(c, wrote)?))
@@ -124,16 +135,16 @@ impl RawLock {
             }
         };
         let attempt = attempt?;
-        if let (Some(acked), Some(sync)) = (acked, self.client.inner.config.replica_sync) {
+        if let (Some(acked), Some(sync)) = (acked, self.key.client.inner.config.replica_sync) {
             if acked < sync.replicas {
                 log::warn!(
                     "acquire of `{}` (owner {owner}) confirmed by {acked} of {} replicas: undone",
-                    self.name,
+                    self.key.name,
                     sync.replicas
                 );
                 self.undo_acquire(owner, lease);
                 return Err(Error::NotReplicated {
-                    name: self.name.to_string(),
+                    name: self.key.name.to_string(),
                     acked,
                     wanted: sync.replicas,
                 });
@@ -149,7 +160,7 @@ impl RawLock {
         c: &mut dyn redis::ConnectionLike,
         wrote: bool,
     ) -> redis::RedisResult<Option<u32>> {
-        wait_replicas(self.client.inner.config.replica_sync, c, wrote)
+        wait_replicas(self.key.client.inner.config.replica_sync, c, wrote)
     }
 
     /// Releases the hold an acquire just took (best effort: on failure the hold stays until
@@ -159,7 +170,7 @@ impl RawLock {
             log::warn!(
                 "undoing the unconfirmed acquire of `{}` (owner {owner}) failed: {e}; it expires \
                  after its lease of {lease:?}",
-                self.name
+                self.key.name
             );
         }
     }
@@ -167,18 +178,18 @@ impl RawLock {
     /// Takes `owner` out of a fair lock's queue (a wait given up); true if it was queued.
     /// A no-op for other locks.
     pub(crate) fn leave(&self, owner: &str) -> Result<bool> {
-        self.kind.leave(self, owner)
+        self.kind.leave(&self.key, owner)
     }
 
     /// Releases one hold of `owner`. A lost reply is retried once with the same request id;
     /// the unlock latch makes the retry return the first call's outcome.
     pub(crate) fn unlock(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
         // Unique without a random number per call: this client's uuid and a counter.
-        let inner = &self.client.inner;
+        let inner = &self.key.client.inner;
         let latch = self
             .latches
             .key(inner.requests.fetch_add(1, Ordering::Relaxed));
-        let cfg = &self.client.inner.config;
+        let cfg = &self.key.client.inner.config;
         let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
         let attempt = || -> Result<(Option<i64>, Option<u32>)> {
             self.run(|c| {
@@ -188,7 +199,7 @@ impl RawLock {
                     lease_ms: millis(lease),
                     latch_ttl_ms: latch_ttl,
                 };
-                let reply = self.kind.unlock(self, c, &release)?;
+                let reply = self.kind.unlock(&self.key, c, &release)?;
                 Ok((reply, self.confirm(c, reply.is_some())?))
             })
         };
@@ -196,7 +207,7 @@ impl RawLock {
             Err(e) if e.breaks_connection() => {
                 log::debug!(
                     "unlock of `{}` (owner {owner}) lost its reply ({e}); retrying",
-                    self.name
+                    self.key.name
                 );
                 attempt()?
             }
@@ -205,13 +216,13 @@ impl RawLock {
         // The reply came: no retry needs the latch now. Deleted with a later call written
         // (as Redisson deletes it after the reply), so that unlocks under load do not fill the
         // server with latches until their TTL.
-        self.client.inner.backend.delete_later(latch);
-        if let (Some(acked), Some(sync)) = (acked, self.client.inner.config.replica_sync) {
+        self.key.client.inner.backend.delete_later(latch);
+        if let (Some(acked), Some(sync)) = (acked, self.key.client.inner.config.replica_sync) {
             if acked < sync.replicas {
                 log::warn!(
                     "unlock of `{}` (owner {owner}) confirmed by {acked} of {} replicas: a \
                      failover now could bring the lock back until its lease runs out",
-                    self.name,
+                    self.key.name,
                     sync.replicas
                 );
             }
@@ -228,7 +239,7 @@ impl RawLock {
 
     /// Deletes the lock whoever holds it; true if there was one.
     pub(crate) fn force_unlock(&self) -> Result<bool> {
-        self.run(|c| self.kind.force_unlock(self, c))
+        self.run(|c| self.kind.force_unlock(&self.key, c))
     }
 
     /// Runs `f` on a connection to the lock's node (retried as the pool retries).
@@ -236,12 +247,7 @@ impl RawLock {
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.client.inner.backend.run(&self.name, f)
-    }
-
-    pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        self.check_name()?;
-        self.run(|c| cmd.query(c))
+        self.key.run(f)
     }
 }
 

@@ -9,8 +9,8 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::{Kind, Release};
-use crate::lock::raw::RawLock;
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::lock::side::Side;
 use crate::scripts;
 use crate::watchdog::{BatchRenewal, Renewal};
@@ -44,7 +44,7 @@ impl Kind for Read {
 
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -61,7 +61,7 @@ impl Kind for Read {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
@@ -77,12 +77,12 @@ impl Kind for Read {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.side.force_unlock(lock, c)
     }
 
-    fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {
-        Cow::Borrowed(&self.side.channel)
+    fn waiting(&self, _lock: &LockKey, _owner: &str) -> Waiting<'_> {
+        Waiting::Channel(Cow::Borrowed(&self.side.channel))
     }
 
     fn renewal(&self, owner: &Arc<str>) -> Renewal {
@@ -92,7 +92,7 @@ impl Kind for Read {
         }
     }
 
-    fn is_locked(&self, lock: &RawLock) -> Result<bool> {
+    fn is_locked(&self, lock: &LockKey) -> Result<bool> {
         self.side.is_locked(lock)
     }
 }

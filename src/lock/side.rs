@@ -5,7 +5,7 @@ use redis::{ConnectionLike, RedisResult};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::raw::RawLock;
+use crate::lock::key::LockKey;
 use crate::scripts;
 
 /// What the two sides ([`Read`](super::read::Read), [`Write`](super::write::Write)) share: the keys, and the `mode` the lock hash
@@ -30,7 +30,7 @@ impl Side {
 
     /// Whether the lock is held in this side's mode (Redisson's semantics; a writer that
     /// also reads counts as write mode).
-    pub(super) fn is_locked(&self, lock: &RawLock) -> Result<bool> {
+    pub(super) fn is_locked(&self, lock: &LockKey) -> Result<bool> {
         let mode: Option<String> =
             lock.query(redis::cmd("HGET").arg(&*lock.name).arg(keys::MODE_FIELD))?;
         Ok(mode.as_deref() == Some(self.mode))
@@ -39,7 +39,7 @@ impl Side {
     /// Deletes the lock if it is held in this side's mode, and wakes every waiter.
     pub(super) fn force_unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
     ) -> RedisResult<bool> {
         scripts::RW_FORCE_UNLOCK

@@ -2,30 +2,22 @@
 //! retries its acquire after delays that grow exponentially, with jitter ([`Backoff`]); a
 //! release publishes nothing.
 
-use std::borrow::Cow;
-
 use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::backoff::Backoff;
-use crate::keys;
-use crate::lock::kind::{Kind, Release};
-use crate::lock::raw::RawLock;
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::scripts;
 
 /// The spin lock: acquired by `lua/lock_acquire.lua` (the reentrant lock's, so the two kinds
 /// exclude each other), released by `lua/spin_*.lua`, which publish nothing.
 pub(crate) struct Spin {
-    /// Not listened to: named for `inspect`-style callers of [`Kind::wait_channel`].
-    channel: String,
     backoff: Backoff,
 }
 
 impl Spin {
-    pub(crate) fn new(name: &str, backoff: Backoff) -> Spin {
-        Spin {
-            channel: keys::lock_channel(name),
-            backoff,
-        }
+    pub(crate) fn new(backoff: Backoff) -> Spin {
+        Spin { backoff }
     }
 }
 
@@ -36,7 +28,7 @@ impl Kind for Spin {
 
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -51,7 +43,7 @@ impl Kind for Spin {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
@@ -64,15 +56,11 @@ impl Kind for Spin {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         scripts::SPIN_FORCE_UNLOCK.key(&lock.name).invoke(c)
     }
 
-    fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {
-        Cow::Borrowed(&self.channel)
-    }
-
-    fn backoff(&self) -> Option<Backoff> {
-        Some(self.backoff)
+    fn waiting(&self, _lock: &LockKey, _owner: &str) -> Waiting<'_> {
+        Waiting::Backoff(self.backoff)
     }
 }

@@ -8,8 +8,8 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::error::Result;
 use crate::keys;
-use crate::lock::kind::{Kind, Release, RENEW_FIELD};
-use crate::lock::raw::RawLock;
+use crate::lock::key::LockKey;
+use crate::lock::kind::{Kind, Release, Waiting, RENEW_FIELD};
 use crate::lock::side::Side;
 use crate::scripts;
 use crate::watchdog::Renewal;
@@ -34,7 +34,7 @@ impl Kind for Write {
 
     fn acquire(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
@@ -49,7 +49,7 @@ impl Kind for Write {
 
     fn unlock(
         &self,
-        lock: &RawLock,
+        lock: &LockKey,
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
@@ -65,12 +65,12 @@ impl Kind for Write {
             .invoke(c)
     }
 
-    fn force_unlock(&self, lock: &RawLock, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
+    fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.side.force_unlock(lock, c)
     }
 
-    fn wait_channel(&self, _lock: &RawLock, _owner: &str) -> Cow<'_, str> {
-        Cow::Borrowed(&self.side.channel)
+    fn waiting(&self, _lock: &LockKey, _owner: &str) -> Waiting<'_> {
+        Waiting::Channel(Cow::Borrowed(&self.side.channel))
     }
 
     fn field(&self, owner: &str) -> String {
@@ -85,13 +85,13 @@ impl Kind for Write {
         }
     }
 
-    fn is_locked(&self, lock: &RawLock) -> Result<bool> {
+    fn is_locked(&self, lock: &LockKey) -> Result<bool> {
         self.side.is_locked(lock)
     }
 
     /// A thread that holds a read lock and now waits for the write lock waits for its own
     /// read hold too (there is no upgrade): say so, once per such wait, since it may never end.
-    fn before_wait(&self, lock: &RawLock, owner: &str) {
+    fn before_wait(&self, lock: &LockKey, owner: &str) {
         let reads: Result<bool> = lock.query(redis::cmd("HEXISTS").arg(&*lock.name).arg(owner));
         if let Ok(true) = reads {
             log::warn!(

@@ -1,0 +1,34 @@
+//! A lock's place in Redis as its kind sees it: the client that reaches it and its mapped
+//! name, which every key, channel and script call of the lock is made from.
+
+use std::sync::Arc;
+
+use crate::client::Client;
+use crate::error::Result;
+
+pub(crate) struct LockKey {
+    pub(crate) client: Client,
+    /// The mapped name: the key of the lock's hash, from which its helper keys and
+    /// channels are made.
+    pub(crate) name: Arc<str>,
+}
+
+impl LockKey {
+    pub(crate) fn check_name(&self) -> Result<()> {
+        crate::names::check_name("lock", &self.name)
+    }
+
+    /// Runs `f` on a connection to the node of the lock's slot.
+    pub(crate) fn run<T>(
+        &self,
+        f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.client.inner.backend.run(&self.name, f)
+    }
+
+    /// Sends `cmd` (about this lock) to the node of its slot.
+    pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        self.check_name()?;
+        self.run(|c| cmd.query(c))
+    }
+}
