@@ -281,6 +281,8 @@ mod scripts;
 mod semaphore;
 #[cfg(feature = "serde")]
 mod ser;
+#[cfg(test)]
+mod testing;
 mod time;
 mod watch;
 mod watchdog;

@@ -713,7 +713,7 @@ mod tests {
 
     #[test]
     fn calls_left_queued_by_an_unwound_lane_go_with_the_next_lane_taken() {
-        use crate::pubsub::testing::Server;
+        use crate::testing::Server;
         let server = Server::start();
         let endpoint = super::super::pool::Fixed(server.info());
         let pool = super::super::pool::testing_pool(&server, endpoint, |b| b.batch_lanes(2));

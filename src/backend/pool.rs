@@ -537,7 +537,7 @@ fn refused_for_now(e: &redis::RedisError) -> bool {
 /// A pool of connections to `endpoint` (of the test server `server`), configured by `f`.
 #[cfg(test)]
 pub(super) fn testing_pool(
-    server: &crate::pubsub::testing::Server,
+    server: &crate::testing::Server,
     endpoint: impl Endpoint + 'static,
     f: impl FnOnce(crate::ConfigBuilder) -> crate::ConfigBuilder,
 ) -> Pool {
@@ -553,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_connection_dropped_as_its_thread_unwinds_frees_its_place() {
-        use crate::pubsub::testing::Server;
+        use crate::testing::Server;
         let server = Server::start();
         for batch_lanes in [0, 1] {
             // A pool of one: a place lost for good would leave it no connection at all.
@@ -607,7 +607,7 @@ mod tests {
 
     #[test]
     fn a_connect_that_panics_frees_its_place() {
-        use crate::pubsub::testing::Server;
+        use crate::testing::Server;
         let server = Server::start();
         let endpoint = PanicsOnce(Fixed(server.info()), Default::default());
         let pool = testing_pool(&server, endpoint, |b| {
@@ -618,7 +618,7 @@ mod tests {
 
     #[test]
     fn connections_given_back_or_discarded_are_counted_once() {
-        use crate::pubsub::testing::Server;
+        use crate::testing::Server;
         let server = Server::start();
         let pool = testing_pool(&server, Fixed(server.info()), |b| b.pool_size(2));
         let (a, b) = (pool.checkout_shared(), pool.checkout_shared());

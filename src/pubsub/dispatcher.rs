@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use super::{Alarms, Heard, Interest, NodeWaiter, Wake, Wakeup};
+use super::node_waiter::NodeWaiter;
+use super::vocabulary::{Alarms, Heard, Interest, Wake, Wakeup};
 use crate::metrics::Recorder;
 
 /// How a client hears of releases: [`PubSub`](super::PubSub), one plain connection (a single
@@ -341,5 +342,19 @@ impl Waiter<'_> {
         if let Some(w) = self.registration.node() {
             w.observed(available);
         }
+    }
+}
+
+impl Registration for NodeWaiter {
+    fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
+        self.wait_until(deadline, alarms)
+    }
+
+    fn node(&self) -> Option<&NodeWaiter> {
+        Some(self)
+    }
+
+    fn node_mut(&mut self) -> Option<&mut NodeWaiter> {
+        Some(self)
     }
 }

@@ -42,9 +42,11 @@ use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use redis::ConnectionInfo;
 
+use super::connection::{PubSub, Shared};
+use super::node_waiter::NodeWaiter;
 #[cfg(test)]
-use super::Wake;
-use super::{Alarms, Interest, Mode, NodeWaiter, PubSub, Shared, Wakeup};
+use super::vocabulary::Wake;
+use super::vocabulary::{Alarms, Interest, Mode, Wakeup};
 use crate::error::{Error, Result};
 use crate::net::Dial;
 
@@ -549,8 +551,9 @@ mod tests {
     use crossbeam_channel::Receiver;
     use redis::{IntoConnectionInfo, Value};
 
-    use super::super::testing::{moved_error, push, reply, wired, Peer, Server, PATIENCE};
+    use super::super::testing::{moved_error, push, reply, wired, Peer, PATIENCE};
     use super::*;
+    use crate::testing::Server;
 
     fn node_info(port: u16) -> ConnectionInfo {
         format!("redis://127.0.0.1:{port}/")

@@ -30,7 +30,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Dispatcher, Wake, Wakeup};
+use super::dispatcher::Dispatcher;
+use super::vocabulary::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::time::MAX_DURATION;
 

@@ -1,0 +1,188 @@
+//! The words the pub/sub modules share: where a connection goes ([`Address`]), which
+//! commands it speaks ([`Mode`]), how a channel's messages wake its waiters ([`Wake`]), what a
+//! registration asks for ([`Interest`], [`Heard`]), and what a blocked waiter listens to
+//! besides its channel ([`Alarms`]) and how its block ended ([`Wakeup`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use redis::ConnectionInfo;
+
+use crate::error::Result;
+use crate::interrupt::Interruption;
+
+/// Where a pub/sub connection goes, looked up again on every reconnect (the master that
+/// Sentinel names may have changed). A `ConnectionInfo` is a fixed address.
+pub(crate) trait Address: Send + Sync {
+    /// The address and credentials to connect to now.
+    fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo>;
+
+    /// For log messages: the server, or what names it.
+    fn describe(&self) -> String;
+}
+
+impl Address for ConnectionInfo {
+    fn resolve(&self, _: Duration, _: Duration) -> Result<ConnectionInfo> {
+        Ok(self.clone())
+    }
+
+    fn describe(&self) -> String {
+        self.addr().to_string()
+    }
+}
+
+/// Which family of pub/sub commands a connection speaks, chosen at [`PubSub::start`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// SUBSCRIBE/UNSUBSCRIBE: for messages sent with PUBLISH (single node, Sentinel, or a
+    /// cluster without sharded pub/sub, or set not to use it, where PUBLISH reaches every
+    /// node).
+    Plain,
+    /// SSUBSCRIBE/SUNSUBSCRIBE on the node that owns the channel's slot, for SPUBLISH. The
+    /// node may refuse a channel (`-MOVED`) or drop it (an unsolicited `sunsubscribe` when the
+    /// slot migrates or the node is demoted); either marks the channel moved, so that its
+    /// waiters ask where it went (see [`NodeWaiter::moved`]).
+    Sharded,
+}
+
+impl Mode {
+    /// The command that publishes to this mode's subscribers (an argument of every script
+    /// that wakes waiters).
+    pub(crate) fn publish(self) -> &'static str {
+        match self {
+            Mode::Plain => "PUBLISH",
+            Mode::Sharded => "SPUBLISH",
+        }
+    }
+
+    /// The `PUBSUB` subcommand that counts a channel's subscribers in this mode.
+    pub(crate) fn numsub(self) -> &'static str {
+        match self {
+            Mode::Plain => "NUMSUB",
+            Mode::Sharded => "SHARDNUMSUB",
+        }
+    }
+}
+
+/// What a blocked waiter listens to besides its channel: the waiting thread's interrupt and
+/// its client's close. Both wake the waiter through its own slot, so that a block is one
+/// plain receive; the wait function decides what they mean.
+pub(crate) struct Alarms {
+    pub(crate) interruption: Arc<Interruption>,
+    /// Set when the client is closed (which then wakes every registered waiter).
+    pub(crate) closed: Arc<AtomicBool>,
+}
+
+impl Alarms {
+    /// The calling thread's interrupt, and the close flag `closed`.
+    pub(crate) fn of_this_thread(closed: &Arc<AtomicBool>) -> Alarms {
+        Alarms {
+            interruption: Interruption::current(),
+            closed: Arc::clone(closed),
+        }
+    }
+
+    /// Alarms that never go off.
+    #[cfg(test)]
+    pub(crate) fn none() -> Alarms {
+        Alarms {
+            interruption: Arc::default(),
+            closed: Arc::default(),
+        }
+    }
+
+    /// The alarm that is up, if any (close first).
+    pub(super) fn raised(&self) -> Option<Wakeup> {
+        if self.closed.load(Ordering::SeqCst) {
+            Some(Wakeup::Closed)
+        } else if self.interruption.is_requested() {
+            Some(Wakeup::Interrupt)
+        } else {
+            None
+        }
+    }
+
+    /// Blocks on the slot `rx` (whose sender is `tx`) until a token comes, until `deadline`,
+    /// or until an alarm goes off; also says whether a token was taken (an alarm may have
+    /// come with one, or as one: the caller treats it as a wake-up it did not use).
+    ///
+    /// No alarm is missed: the slot is armed for interrupts before the flags are checked,
+    /// and a close sets its flag before it wakes every registered slot.
+    pub(crate) fn block(
+        &self,
+        tx: &Sender<()>,
+        rx: &Receiver<()>,
+        deadline: Instant,
+    ) -> (Wakeup, bool) {
+        let armed = self.interruption.arm(tx);
+        if let Some(alarm) = self.raised() {
+            return (alarm, false);
+        }
+        let took = rx.recv_deadline(deadline).is_ok();
+        drop(armed);
+        match self.raised() {
+            Some(alarm) => (alarm, took),
+            None if took => (Wakeup::Woken, true),
+            None => (Wakeup::Deadline, false),
+        }
+    }
+}
+
+/// How a waiter's block ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wakeup {
+    /// A wake-up came on the channel (a message, the subscription's confirmation, a
+    /// reconnect, a move): re-check.
+    Woken,
+    /// The deadline passed.
+    Deadline,
+    /// The interrupt alarm went off (perhaps a stale one: the wait function checks).
+    Interrupt,
+    /// The client was closed.
+    Closed,
+}
+
+/// How a channel's messages wake its waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Wake {
+    /// A lock channel: message `0` wakes one waiter (one unlock, one winner), anything else
+    /// (`1`: a write or read-write release) wakes all.
+    #[default]
+    Lock,
+    /// A semaphore channel: the message is the new permit count; waiters are woken in order
+    /// while their needs fit in it (see [`wake_permits`]).
+    Permits,
+    /// A latch channel: every message wakes every waiter.
+    All,
+}
+
+/// What a registration asks for: how the channel's messages wake it, and whether it only
+/// listens (an observer: a [`Watch`](crate::Watch)).
+#[derive(Clone)]
+pub(crate) struct Interest {
+    pub(crate) wake: Wake,
+    /// Permits the waiter needs (1 unless `wake` is [`Wake::Permits`]).
+    pub(crate) need: u32,
+    /// An observer's ear: it hears every message of the channel here, and takes no part in
+    /// handing wake-ups out (a waiter of the same client never loses one to it). Its slot
+    /// still tells it of confirmations, reconnects and moves.
+    pub(crate) heard: Option<Sender<Heard>>,
+}
+
+impl Interest {
+    /// A waiter's interest.
+    pub(crate) fn waiter(wake: Wake, need: u32) -> Interest {
+        Interest {
+            wake,
+            need,
+            heard: None,
+        }
+    }
+}
+
+/// A message an observer heard: the channel it came on.
+pub(crate) struct Heard {
+    pub(crate) channel: String,
+}
