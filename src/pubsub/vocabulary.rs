@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use redis::ConnectionInfo;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::interrupt::Interruption;
 
 /// Where a pub/sub connection goes, looked up again on every reconnect (the master that
@@ -128,6 +128,35 @@ impl Alarms {
             None => (Wakeup::Deadline, false),
         }
     }
+
+    /// Receives from `rx` until `deadline` (`None` when nothing came), unless an alarm goes
+    /// off first: the interrupt wakes `poke` (armed for it while blocked), the close
+    /// disconnects `closed`. For a block on a channel of messages rather than on a waiter's
+    /// slot (a [`Watch`](crate::Watch)'s); an alarm is reported as [`Wakeup::outcome`] does.
+    pub(crate) fn recv<T>(
+        &self,
+        rx: &Receiver<T>,
+        poke: &(Sender<()>, Receiver<()>),
+        closed: &Receiver<()>,
+        deadline: Instant,
+    ) -> Result<Option<T>> {
+        let got = {
+            let _armed = self.interruption.arm(&poke.0);
+            if self.interruption.take() {
+                return Err(Error::Interrupted);
+            }
+            crossbeam_channel::select_biased! {
+                recv(closed) -> _ => return Err(Error::Closed),
+                recv(poke.1) -> _ => None,
+                recv(rx) -> got => got.ok(),
+                default(deadline.saturating_duration_since(Instant::now())) => None,
+            }
+        };
+        if self.interruption.take() {
+            return Err(Error::Interrupted);
+        }
+        Ok(got)
+    }
 }
 
 /// How a waiter's block ended.
@@ -142,6 +171,23 @@ pub(crate) enum Wakeup {
     Interrupt,
     /// The client was closed.
     Closed,
+}
+
+impl Wakeup {
+    /// A block's end as a wait reports it to its caller: woken (`Ok(true)`) or out of time
+    /// (`Ok(false)`); a close is [`Error::Closed`], an interrupt (taken here)
+    /// [`Error::Interrupted`].
+    pub(crate) fn outcome(self, alarms: &Alarms) -> Result<bool> {
+        match self {
+            Wakeup::Woken => Ok(true),
+            Wakeup::Deadline => Ok(false),
+            Wakeup::Closed => Err(Error::Closed),
+            Wakeup::Interrupt => {
+                alarms.interruption.take();
+                Err(Error::Interrupted)
+            }
+        }
+    }
 }
 
 /// How a channel's messages wake its waiters.

@@ -11,7 +11,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys::Layout;
-use crate::pubsub::{Alarms, Heard, Observer, Wake, Wakeup};
+use crate::pubsub::{Alarms, Heard, Observer, Wake};
 
 /// Messages a feed keeps for its next read.
 const HEARD_CAPACITY: usize = 1024;
@@ -67,20 +67,12 @@ impl Feed {
         let timeout = client.inner.config.response_timeout;
         let deadline = Instant::now() + timeout;
         for (confirmed, observer) in observers.iter_mut().enumerate() {
-            match observer.block_until(deadline, &alarms) {
-                Wakeup::Woken => {}
-                Wakeup::Closed => return Err(Error::Closed),
-                Wakeup::Interrupt => {
-                    alarms.interruption.take();
-                    return Err(Error::Interrupted);
-                }
-                Wakeup::Deadline => {
-                    return Err(Error::Timeout(format!(
-                        "{confirmed} of {} subscriptions for `{}` confirmed within {timeout:?}",
-                        channels.len(),
-                        layout.name
-                    )))
-                }
+            if !observer.block_until(deadline, &alarms).outcome(&alarms)? {
+                return Err(Error::Timeout(format!(
+                    "{confirmed} of {} subscriptions for `{}` confirmed within {timeout:?}",
+                    channels.len(),
+                    layout.name
+                )));
             }
         }
         Ok(Feed {
@@ -101,22 +93,7 @@ impl Feed {
     /// interrupted.
     pub(super) fn next(&mut self, until: Instant) -> Result<Signal> {
         let alarms = Alarms::of_this_thread(&self.closed_flag);
-        let timeout = until.saturating_duration_since(Instant::now());
-        let first = {
-            let _armed = alarms.interruption.arm(&self.poke.0);
-            if alarms.interruption.take() {
-                return Err(Error::Interrupted);
-            }
-            crossbeam_channel::select_biased! {
-                recv(self.closed) -> _ => return Err(Error::Closed),
-                recv(self.poke.1) -> _ => None,
-                recv(self.heard) -> heard => heard.ok(),
-                default(timeout) => None,
-            }
-        };
-        if alarms.interruption.take() {
-            return Err(Error::Interrupted);
-        }
+        let first = alarms.recv(&self.heard, &self.poke, &self.closed, until)?;
         let messages: Vec<String> = first
             .into_iter()
             .chain(self.heard.try_iter())
@@ -125,15 +102,7 @@ impl Feed {
         let mut resubscribed = false;
         let now = Instant::now();
         for observer in &mut self.observers {
-            match observer.block_until(now, &alarms) {
-                Wakeup::Woken => resubscribed = true,
-                Wakeup::Closed => return Err(Error::Closed),
-                Wakeup::Interrupt => {
-                    alarms.interruption.take();
-                    return Err(Error::Interrupted);
-                }
-                Wakeup::Deadline => {}
-            }
+            resubscribed |= observer.block_until(now, &alarms).outcome(&alarms)?;
         }
         Ok(if !messages.is_empty() {
             Signal::Messages(messages)
