@@ -39,7 +39,7 @@ use std::thread::Thread;
 use parking_lot::Mutex;
 use redis::{ConnectionLike, RedisError, RedisResult, Value};
 
-use super::pool::{Held, Pool};
+use super::checkout::{Held, Lender};
 use crate::error::Error;
 
 /// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
@@ -293,7 +293,7 @@ impl Batcher {
 
     /// Sends the packed command(s) `cmd` on `pool` and returns their `replies` replies: in a
     /// round trip of this thread's own when a lane is free, else in a lane's next write.
-    pub(crate) fn send(&self, pool: &Pool, cmd: &[u8], replies: usize) -> Outcome {
+    pub(crate) fn send(&self, pool: &dyn Lender, cmd: &[u8], replies: usize) -> Outcome {
         let mut queue = self.queue.lock();
         if queue.leading < self.lanes {
             queue.leading += 1;
@@ -398,7 +398,7 @@ impl Batcher {
     /// it reads next). Returns the outcome of a [`Target::Mine`] entry.
     fn drive(
         &self,
-        pool: &Pool,
+        pool: &dyn Lender,
         lane: Lane<'_>,
         mut held: Option<Held>,
         bytes: &[u8],
@@ -474,7 +474,7 @@ impl Batcher {
     /// `None`.
     fn write(
         &self,
-        pool: &Pool,
+        pool: &dyn Lender,
         bytes: &[u8],
         entries: &mut Vec<Entry>,
         answers: &mut Answers,
@@ -490,7 +490,7 @@ impl Batcher {
 
     fn send_on(
         &self,
-        pool: &Pool,
+        pool: &dyn Lender,
         mut held: Held,
         bytes: &[u8],
         entries: &mut Vec<Entry>,
@@ -511,7 +511,7 @@ impl Batcher {
     /// `None` when it broke (it is dropped, and the callers without a reply get the error).
     fn read(
         &self,
-        pool: &Pool,
+        pool: &dyn Lender,
         mut held: Held,
         entries: Vec<Entry>,
         answers: &mut Answers,
@@ -557,13 +557,13 @@ fn take_doomed(queue: &mut Queue) -> Vec<String> {
 /// that was not sent (or whose connection broke) fails with a stand-in error; the failure
 /// itself is kept for [`Shared::failure`], and every later command fails the same way.
 pub(crate) struct Shared<'a> {
-    pool: &'a Pool,
+    pool: &'a dyn Lender,
     batcher: &'a Batcher,
     failure: Option<(Error, bool)>,
 }
 
 impl<'a> Shared<'a> {
-    pub(crate) fn new(pool: &'a Pool, batcher: &'a Batcher) -> Shared<'a> {
+    pub(crate) fn new(pool: &'a dyn Lender, batcher: &'a Batcher) -> Shared<'a> {
         Shared {
             pool,
             batcher,
@@ -715,7 +715,7 @@ mod tests {
     fn calls_left_queued_by_an_unwound_lane_go_with_the_next_lane_taken() {
         use crate::testing::Server;
         let server = Server::start();
-        let endpoint = super::super::pool::Fixed(server.info());
+        let endpoint = super::super::endpoint::Fixed(server.info());
         let pool = super::super::pool::testing_pool(&server, endpoint, |b| b.batch_lanes(2));
         let batcher = pool.batcher.as_ref().expect("batching");
         // As a lane's thread leaves things when it unwinds while another lane is taken: one

@@ -11,7 +11,9 @@
 //! - `cluster.rs`: hash slots, the slot map, and the router over one pool per node.
 
 mod batch;
+mod checkout;
 mod cluster;
+mod endpoint;
 mod pool;
 mod sentinel;
 
@@ -26,8 +28,9 @@ use crate::net::Dial;
 use crate::pubsub::{Address, Dispatcher, Mode, PubSub, Subscriptions};
 
 use cluster::Cluster;
+pub(crate) use endpoint::{Endpoint, Fixed};
 use pool::capped;
-pub(crate) use pool::{with_call_timeout, Endpoint, Fixed, Pool};
+pub(crate) use pool::{with_call_timeout, Pool};
 use sentinel::Sentinel;
 
 /// The command connections of a client and what goes with them; see the module docs.

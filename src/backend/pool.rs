@@ -20,11 +20,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use redis::{ConnectionInfo, ConnectionLike};
+use redis::ConnectionLike;
 
 use super::batch::{Batcher, Shared};
+use super::checkout::{Counted, Held, Lender, Slots, State};
+#[cfg(test)]
+use super::endpoint::Fixed;
+use super::endpoint::{name_connection, Endpoint};
 use crate::error::{Error, Result};
-use crate::pubsub::Address;
 
 thread_local! {
     /// A cap on connect and reply times for the calls this thread makes, set by
@@ -51,77 +54,6 @@ pub(crate) fn capped() -> bool {
     CALL_TIMEOUT.get().is_some()
 }
 
-/// Where a pool's (or a pub/sub handle's) connections go: one server, which may be replaced
-/// while the client runs (Sentinel).
-///
-/// As an [`Address`] it says where the pub/sub connection goes: the server commands go to.
-pub(crate) trait Endpoint: Address {
-    /// Opens a command connection with both timeouts set.
-    fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection>;
-
-    /// Which server connections opened now go to: changes when the server is replaced, and
-    /// connections opened before are then dropped. Always 0 for a fixed server.
-    fn generation(&self) -> u64 {
-        0
-    }
-
-    /// Registers `f` to run after each replacement of the server. A fixed server is never
-    /// replaced: `f` never runs.
-    fn on_switch(&self, f: Box<dyn Fn() + Send + Sync>) {
-        drop(f);
-    }
-
-    /// The client closes: stop whatever follows the server (a Sentinel watcher).
-    fn close(&self) {}
-}
-
-/// One server at a fixed address.
-pub(crate) struct Fixed(pub(crate) ConnectionInfo);
-
-impl Endpoint for Fixed {
-    fn connect(&self, connect: Duration, response: Duration) -> Result<redis::Connection> {
-        open(&self.0, connect, response)
-    }
-}
-
-impl Address for Fixed {
-    fn resolve(&self, connect: Duration, response: Duration) -> Result<ConnectionInfo> {
-        self.0.resolve(connect, response)
-    }
-
-    fn describe(&self) -> String {
-        self.0.describe()
-    }
-}
-
-/// Names `conn` (`CLIENT SETNAME`), for `CLIENT LIST` and `redlatch inspect`. A refusal (an
-/// ACL without `CLIENT`) is logged, not an error: the connection works as well unnamed.
-fn name_connection(conn: &mut redis::Connection, name: &str) {
-    let named: redis::RedisResult<()> = redis::cmd("CLIENT").arg("SETNAME").arg(name).query(conn);
-    if let Err(e) = named {
-        log::debug!("connection not named {name}: {e}");
-    }
-}
-
-/// Opens a connection with both timeouts set.
-pub(crate) fn open(
-    info: &ConnectionInfo,
-    connect: Duration,
-    response: Duration,
-) -> Result<redis::Connection> {
-    let client = redis::Client::open(info.clone()).map_err(|e| Error::invalid(e.to_string()))?;
-    let conn = client
-        .get_connection_with_timeout(connect)
-        .map_err(|e| match Error::from_redis(e, "") {
-            Error::Timeout(msg) => Error::Timeout(format!("connecting to {}: {msg}", info.addr())),
-            other => other,
-        })?;
-    conn.set_read_timeout(Some(response))
-        .and_then(|()| conn.set_write_timeout(Some(response)))
-        .map_err(Error::Connection)?;
-    Ok(conn)
-}
-
 pub(crate) struct Pool {
     endpoint: Arc<dyn Endpoint>,
     /// Where calls share round trips; `None` when every call takes a connection of its own
@@ -138,32 +70,6 @@ pub(crate) struct Pool {
     name: Option<Arc<str>>,
     /// The pool's count of connections, shared with each [`Held`] (see [`Counted`]).
     slots: Arc<Slots>,
-}
-
-/// What a pool knows of its connections, and who waits for one to be freed.
-struct Slots {
-    state: Mutex<State>,
-    freed: Condvar,
-}
-
-impl Slots {
-    /// One connection fewer exists: one more may be opened.
-    fn closed_one(&self) {
-        self.state.lock().open -= 1;
-        self.freed.notify_one();
-    }
-}
-
-struct State {
-    /// Set by [`Pool::close`]: connections checked in are closed, not kept.
-    closed: bool,
-    /// Idle connections with the endpoint generation they were opened in.
-    idle: Vec<(redis::Connection, u64)>,
-    /// Connections that exist: idle plus checked out plus being opened.
-    open: usize,
-    /// How often the connections were all dropped after `READONLY` (see
-    /// [`Pool::generation`]).
-    flushes: u64,
 }
 
 impl Pool {
@@ -479,48 +385,21 @@ impl Pool {
     }
 }
 
-/// A connection checked out of a pool, with the generation it was opened in.
-pub(crate) struct Held {
-    pub(super) conn: redis::Connection,
-    generation: u64,
-    counted: Counted,
-}
-
-/// A checked-out connection's place in its pool's count: given back by [`Pool::checkin`] or
-/// [`Pool::discard`], or, when a thread unwinds with the connection (a panic: a bug here or
-/// in a dependency), when it is dropped, so that the pool may open another. Without it each
-/// such panic would shrink the pool by one for good, and a pool of one would be dead.
-struct Counted(Option<Arc<Slots>>);
-
-impl Counted {
-    /// Accounted for by the caller.
-    fn settle(mut self) {
-        self.0 = None;
+impl Lender for Pool {
+    fn checkout_shared(&self) -> std::result::Result<Held, (Error, bool)> {
+        Pool::checkout_shared(self)
     }
 
-    /// The connection does not exist (it could not be opened): one more may be.
-    fn give_back(mut self) {
-        if let Some(slots) = self.0.take() {
-            slots.closed_one();
-        }
+    fn checkin(&self, held: Held) {
+        Pool::checkin(self, held)
     }
-}
 
-impl Drop for Counted {
-    fn drop(&mut self) {
-        if let Some(slots) = self.0.take() {
-            if std::thread::panicking() {
-                log::debug!("a pooled connection was dropped while its thread unwound");
-            } else {
-                // Every path but unwinding checks a connection in or discards it.
-                debug_assert!(
-                    false,
-                    "a pooled connection dropped without checkin or discard"
-                );
-                log::warn!("a pooled connection was dropped without checkin or discard");
-            }
-            slots.closed_one();
-        }
+    fn discard(&self, held: Held) {
+        Pool::discard(self, held)
+    }
+
+    fn is_closed(&self) -> bool {
+        Pool::is_closed(self)
     }
 }
 
@@ -550,6 +429,8 @@ pub(super) fn testing_pool(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pubsub::Address;
+    use redis::ConnectionInfo;
 
     #[test]
     fn a_connection_dropped_as_its_thread_unwinds_frees_its_place() {

@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use redis::{ConnectionInfo, RedisConnectionInfo};
 
-use super::pool::{open, Endpoint};
+use super::endpoint::{open, Endpoint};
 use crate::error::{Error, Result};
 use crate::net::Tls;
 use crate::pubsub::Address;

@@ -9,7 +9,8 @@ use redis::{ConnectionInfo, ConnectionLike, Value};
 
 use super::refresh::{by_preference, not_connected, LastRefresh, Refreshes};
 use super::slots::{parse_slots, slot, SLOTS};
-use crate::backend::pool::{open, Fixed, Pool};
+use crate::backend::endpoint::{open, Fixed};
+use crate::backend::pool::Pool;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
