@@ -19,6 +19,7 @@ mod sentinel;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis::ConnectionLike;
 
@@ -29,8 +30,7 @@ use crate::pubsub::{Address, Dispatcher, Mode, PubSub, Subscriptions};
 
 use cluster::Cluster;
 pub(crate) use endpoint::{Endpoint, Fixed};
-use pool::capped;
-pub(crate) use pool::{with_call_timeout, Pool};
+pub(crate) use pool::Pool;
 use sentinel::Sentinel;
 
 /// The command connections of a client and what goes with them; see the module docs.
@@ -43,12 +43,34 @@ pub(crate) struct Backend {
 /// A call erased to what every deployment can run: the reply goes wherever the closure keeps it.
 type Call<'a> = &'a mut dyn FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<()>;
 
+/// How one call is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// A call that surely did not run is retried up to the configured attempts.
+    Retried,
+    /// Tried once (redirections are still followed).
+    Once,
+    /// Tried once, on a connection of its own, with connecting, waiting for a connection and
+    /// each reply bounded by this where it is shorter than the pool's own setting: a
+    /// [`RedLock`](crate::RedLock) member's node timeout.
+    Bounded(Duration),
+}
+
+impl Policy {
+    /// The bound on the call's times, if any.
+    pub(crate) fn bound(self) -> Option<Duration> {
+        match self {
+            Policy::Bounded(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
 /// One kind of deployment, behind [`Backend`]. Each method is documented on the backend's
 /// method of the same name.
 trait Deployment: Send + Sync {
-    /// Runs `f` on a connection to the server of `key`; with `retry`, a call that surely did
-    /// not run is retried up to the configured attempts.
-    fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()>;
+    /// Runs `f` on a connection to the server of `key`, as `policy` says.
+    fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()>;
     fn slot(&self, key: &str) -> u16;
     fn delete_later(&self, key: String);
     fn clustered(&self) -> bool;
@@ -90,14 +112,24 @@ impl Backend {
 
     /// Runs `f` on a connection to the server of `key` (the master of its slot on a
     /// cluster, following redirections), retrying a call that surely did not run: no
-    /// connection could be made, or the server refused it for now (see [`Pool::run`]). Not
-    /// retried under [`with_call_timeout`].
+    /// connection could be made, or the server refused it for now (see [`Pool::run`]).
     pub(crate) fn run<T>(
         &self,
         key: &str,
         f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.call(key, !capped(), f)
+        self.call(key, Policy::Retried, f)
+    }
+
+    /// As [`run`](Self::run), or, with a `bound`, tried once with its times bounded (see
+    /// [`Policy::Bounded`]).
+    pub(crate) fn run_bounded<T>(
+        &self,
+        key: &str,
+        bound: Option<Duration>,
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.call(key, bound.map_or(Policy::Retried, Policy::Bounded), f)
     }
 
     /// As [`run`](Self::run), without retries (redirections are still followed): for the
@@ -107,13 +139,13 @@ impl Backend {
         key: &str,
         f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.call(key, false, f)
+        self.call(key, Policy::Once, f)
     }
 
     fn call<T>(
         &self,
         key: &str,
-        retry: bool,
+        policy: Policy,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         if self.is_closed() {
@@ -121,7 +153,7 @@ impl Backend {
         }
         let mut reply = None;
         self.deployment
-            .run(key, retry, &mut |c: &mut dyn ConnectionLike| {
+            .run(key, policy, &mut |c: &mut dyn ConnectionLike| {
                 reply = Some(f(c)?);
                 Ok(())
             })?;
@@ -205,11 +237,11 @@ impl Server {
 }
 
 impl Deployment for Server {
-    fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()> {
-        if retry {
-            self.pool.run(key, f)
-        } else {
-            self.pool.run_once(key, f)
+    fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()> {
+        match policy {
+            Policy::Retried => self.pool.run(key, f),
+            Policy::Once => self.pool.run_once(key, f),
+            Policy::Bounded(bound) => self.pool.run_bounded(key, bound, f),
         }
     }
 

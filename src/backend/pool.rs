@@ -12,10 +12,9 @@
 //! Calls share round trips (see `batch.rs`): up to `batch_lanes` connections carry calls at
 //! once, and a call that finds them all busy joins the next write of one of them. A call that
 //! needs a connection to itself (a write followed by `WAIT`, `ASKING` and its command, a call
-//! under [`with_call_timeout`]) takes one, as a client that sends one command per round
+//! with bounded times, [`Policy::Bounded`](super::Policy::Bounded)) takes one, as a client that sends one command per round
 //! trip does.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,31 +27,6 @@ use super::checkout::{Counted, Held, Lender, Slots, State};
 use super::endpoint::Fixed;
 use super::endpoint::{name_connection, Endpoint};
 use crate::error::{Error, Result};
-
-thread_local! {
-    /// A cap on connect and reply times for the calls this thread makes, set by
-    /// [`with_call_timeout`].
-    static CALL_TIMEOUT: Cell<Option<Duration>> = const { Cell::new(None) };
-}
-
-/// Runs `f` with every pool call it makes on this thread bounded by `timeout` (connecting,
-/// waiting for a pooled connection, and each reply), where that is shorter than the pool's
-/// own setting: a [`RedLock`](crate::RedLock) keeps one slow node from eating its wait.
-pub(crate) fn with_call_timeout<T>(timeout: Duration, f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Duration>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CALL_TIMEOUT.set(self.0);
-        }
-    }
-    let _restore = Restore(CALL_TIMEOUT.replace(Some(timeout)));
-    f()
-}
-
-/// Whether this thread's calls are capped by [`with_call_timeout`] (and so not retried).
-pub(crate) fn capped() -> bool {
-    CALL_TIMEOUT.get().is_some()
-}
 
 pub(crate) struct Pool {
     endpoint: Arc<dyn Endpoint>,
@@ -112,15 +86,15 @@ impl Pool {
     /// A connection error or a timeout drops the connection and all idle ones. A call that
     /// surely did not run (no connection could be made, or the server refused it for now:
     /// `READONLY`, `LOADING`, `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`) is retried up to the
-    /// configured attempts, except under [`with_call_timeout`].
+    /// configured attempts.
     pub(crate) fn run<T>(
         &self,
         key: &str,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let mut retries = if capped() { 0 } else { self.retry_attempts };
+        let mut retries = self.retry_attempts;
         loop {
-            match self.attempt(key, &mut f) {
+            match self.attempt(key, None, &mut f) {
                 Err((err, false)) if retries > 0 => {
                     retries -= 1;
                     log::debug!(
@@ -142,20 +116,34 @@ impl Pool {
         key: &str,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.attempt(key, &mut f).map_err(|(err, _)| err)
+        self.attempt(key, None, &mut f).map_err(|(err, _)| err)
+    }
+
+    /// As [`run_once`](Self::run_once), on a connection of its own, with connecting, waiting
+    /// for a connection and each reply bounded by `bound` (see
+    /// [`Policy::Bounded`](super::Policy::Bounded)).
+    pub(crate) fn run_bounded<T>(
+        &self,
+        key: &str,
+        bound: Duration,
+        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.attempt(key, Some(bound), &mut f)
+            .map_err(|(err, _)| err)
     }
 
     /// One try; an error comes with whether the command may have run. The call shares
-    /// round trips with other threads' calls unless it is capped ([`with_call_timeout`]) or
-    /// the pool does not batch.
+    /// round trips with other threads' calls unless its times are bounded (`bound`) or the
+    /// pool does not batch.
     pub(crate) fn attempt<T>(
         &self,
         key: &str,
+        bound: Option<Duration>,
         f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
         match &self.batcher {
-            Some(batcher) if !capped() => self.attempt_shared(batcher, key, f),
-            _ => self.attempt_alone(key, f),
+            Some(batcher) if bound.is_none() => self.attempt_shared(batcher, key, f),
+            _ => self.attempt_alone(key, bound, f),
         }
     }
 
@@ -183,13 +171,15 @@ impl Pool {
         })
     }
 
-    /// One try on a connection of its own.
+    /// One try on a connection of its own, its times bounded by `bound` where that is shorter
+    /// than the pool's own settings.
     pub(crate) fn attempt_alone<T>(
         &self,
         key: &str,
+        bound: Option<Duration>,
         f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
-        let cap = CALL_TIMEOUT.get().filter(|t| *t < self.response_timeout);
+        let cap = bound.filter(|t| *t < self.response_timeout);
         let mut held = self.checkout(cap)?;
         if let Some(t) = cap {
             if let Err(e) = set_timeouts(&held.conn, t) {

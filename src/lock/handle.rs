@@ -93,6 +93,19 @@ impl<O: Ownership> Lock<O> {
         }
     }
 
+    /// This lock, with every call it makes to Redis bounded by `bound` (connecting, waiting
+    /// for a connection, each reply), on a connection of its own and without retries: a
+    /// [`RedLock`](crate::RedLock) member, whose node timeout keeps one slow node from eating
+    /// the wait.
+    pub(crate) fn bounded(&self, bound: Duration) -> Lock<O> {
+        Lock {
+            raw: Arc::new(self.raw.bounded(bound)),
+            lease: self.lease,
+            max_hold: self.max_hold,
+            owner: self.owner.clone(),
+        }
+    }
+
     /// Whether this is a fair lock (made by [`Client::fair_lock`] or
     /// [`Client::non_reentrant_fair_lock`]): granted in arrival order.
     ///

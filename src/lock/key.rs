@@ -2,6 +2,7 @@
 //! name, which every key, channel and script call of the lock is made from.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
@@ -11,6 +12,9 @@ pub(crate) struct LockKey {
     /// The mapped name: the key of the lock's hash, from which its helper keys and
     /// channels are made.
     pub(crate) name: Arc<str>,
+    /// A bound on each call's connect and reply times (a RedLock member's node timeout);
+    /// such a call runs on a connection of its own and is not retried.
+    pub(crate) bound: Option<Duration>,
 }
 
 impl LockKey {
@@ -23,7 +27,10 @@ impl LockKey {
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.client.inner.backend.run(&self.name, f)
+        self.client
+            .inner
+            .backend
+            .run_bounded(&self.name, self.bound, f)
     }
 
     /// Sends `cmd` (about this lock) to the node of its slot.

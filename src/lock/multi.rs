@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::backend::with_call_timeout;
 use crate::error::{Error, Result};
 use crate::lock::{Lock, LockGuard};
 use crate::time::{check_duration, MAX_DURATION};
@@ -44,11 +43,12 @@ impl Members {
         })
     }
 
-    /// Runs one member call, bounded by the node timeout if one is set.
-    fn call<T>(&self, f: impl FnOnce() -> T) -> T {
-        match self.node_timeout {
-            Some(t) => with_call_timeout(t, f),
-            None => f(),
+    /// Bounds every call of every member (connecting, and each reply) by `timeout`: each
+    /// member becomes its lock bounded so (see `Lock::bounded`), guards and releases included.
+    fn bound(&mut self, timeout: Duration) {
+        self.node_timeout = Some(timeout);
+        for lock in &mut self.locks {
+            *lock = lock.bounded(timeout);
         }
     }
 
@@ -92,10 +92,10 @@ impl Members {
             };
             if let Some(i) = wait_on.take() {
                 let lock = &self.locks[i];
-                let waited = self.call(|| match deadline {
+                let waited = match deadline {
                     None => lock.lock().map(Some),
                     Some(d) => lock.try_lock_until(d),
-                });
+                };
                 match waited {
                     Ok(Some(guard)) => round.holds[i] = Some(guard),
                     Ok(None) => return Ok(None),
@@ -111,7 +111,7 @@ impl Members {
                 if round.holds[i].is_some() || round.failures.iter().any(|(j, _)| *j == i) {
                     continue;
                 }
-                match self.call(|| self.locks[i].try_lock()) {
+                match self.locks[i].try_lock() {
                     Ok(Some(guard)) => round.holds[i] = Some(guard),
                     Ok(None) => {
                         round.busy.get_or_insert(i);
@@ -125,7 +125,6 @@ impl Members {
                 let guard = MultiLockGuard {
                     holds: round.holds,
                     quorum: self.quorum,
-                    node_timeout: self.node_timeout,
                     released: false,
                 };
                 if guard.validity() > Duration::ZERO {
@@ -172,7 +171,7 @@ impl Members {
     fn release_round(&self, round: &mut Round) {
         for (i, hold) in round.holds.iter_mut().enumerate() {
             if let Some(guard) = hold.take() {
-                if let Err(e) = self.call(|| guard.unlock()) {
+                if let Err(e) = guard.unlock() {
                     log::debug!(
                         "releasing {} after a short round failed: {e}",
                         self.label(i)
@@ -443,7 +442,7 @@ impl RedLock {
     /// ```
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<RedLock> {
         let mut members = Members::new(locks.into_iter().collect(), |n| n / 2 + 1)?;
-        members.node_timeout = Some(Self::DEFAULT_NODE_TIMEOUT);
+        members.bound(Self::DEFAULT_NODE_TIMEOUT);
         Ok(RedLock { members })
     }
 
@@ -467,7 +466,7 @@ impl RedLock {
     /// ```
     pub fn with_node_timeout(mut self, timeout: Duration) -> Result<RedLock> {
         check_duration("node timeout", timeout)?;
-        self.members.node_timeout = Some(timeout);
+        self.members.bound(timeout);
         Ok(self)
     }
 
@@ -649,8 +648,6 @@ pub struct MultiLockGuard {
     /// Member index → its hold (a RedLock holds only some).
     holds: Vec<Option<LockGuard>>,
     quorum: usize,
-    /// A RedLock's node timeout, which bounds each release too.
-    node_timeout: Option<Duration>,
     released: bool,
 }
 
@@ -765,10 +762,8 @@ impl MultiLockGuard {
         for (i, hold) in self.holds.iter_mut().enumerate() {
             if let Some(guard) = hold.take() {
                 let name = guard.lock().key().to_owned();
-                let released = match self.node_timeout {
-                    Some(t) => with_call_timeout(t, || guard.unlock()),
-                    None => guard.unlock(),
-                };
+                // A RedLock member's guard is of a bounded lock: its release is bounded too.
+                let released = guard.unlock();
                 if let Err(e) = released {
                     failures.push((format!("#{i} `{name}`"), e));
                 }

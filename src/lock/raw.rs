@@ -36,7 +36,7 @@ pub(crate) struct RawLock {
     /// The name as the caller gave it (`Lock::name`).
     pub(crate) given: Arc<str>,
     /// The protocol this lock speaks: its scripts, keys and wait channel.
-    pub(crate) kind: Box<dyn Kind>,
+    pub(crate) kind: Arc<dyn Kind>,
     /// The keys of this client's unlock latches for this lock.
     latches: keys::UnlockLatches,
 }
@@ -64,9 +64,24 @@ impl RawLock {
             key: LockKey {
                 client,
                 name: Arc::clone(&name.key),
+                bound: None,
             },
             given: Arc::clone(&name.given),
-            kind: Box::new(kind),
+            kind: Arc::new(kind),
+        }
+    }
+
+    /// This lock, with each of its calls bounded by `bound` (see [`LockKey::bound`]).
+    pub(crate) fn bounded(&self, bound: Duration) -> RawLock {
+        RawLock {
+            key: LockKey {
+                client: self.key.client.clone(),
+                name: Arc::clone(&self.key.name),
+                bound: Some(bound),
+            },
+            given: Arc::clone(&self.given),
+            kind: Arc::clone(&self.kind),
+            latches: keys::UnlockLatches::new(&self.key.name, self.key.client.id()),
         }
     }
 

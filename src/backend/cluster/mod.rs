@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionInfo, Value};
 
 use super::pool::Pool;
-use super::{Call, Deployment};
+use super::{Call, Deployment, Policy};
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result};
 use crate::net::Dial;
@@ -87,7 +87,7 @@ impl PubSubMode {
         if let Some(&mode) = self.detected.get() {
             return mode;
         }
-        let asked = self.router.run("", true, |c| {
+        let asked = self.router.run("", Policy::Retried, |c| {
             redis::cmd("PUBSUB")
                 .arg("SHARDNUMSUB")
                 .query::<Value>(c)
@@ -112,8 +112,8 @@ impl PubSubMode {
 }
 
 impl Deployment for Cluster {
-    fn run(&self, key: &str, retry: bool, f: Call<'_>) -> Result<()> {
-        self.router.run(key, retry, f)
+    fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()> {
+        self.router.run(key, policy, f)
     }
 
     fn slot(&self, key: &str) -> u16 {

@@ -11,6 +11,7 @@ use super::refresh::{by_preference, not_connected, LastRefresh, Refreshes};
 use super::slots::{parse_slots, slot, SLOTS};
 use crate::backend::endpoint::{open, Fixed};
 use crate::backend::pool::Pool;
+use crate::backend::Policy;
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -66,25 +67,33 @@ impl Router {
 
     /// Runs `f` on a connection to the master of `key`'s slot, following redirections, and
     /// retrying (after re-reading the slot map) a call that surely did not run, up to the
-    /// configured attempts (none when `retry` is false).
+    /// configured attempts (none unless `policy` is [`Policy::Retried`]).
     pub(crate) fn run<T>(
         &self,
         key: &str,
-        retry: bool,
+        policy: Policy,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let slot = slot(key.as_bytes());
-        let mut retries = if retry { self.config.retry_attempts } else { 0 };
+        let mut retries = match policy {
+            Policy::Retried => self.config.retry_attempts,
+            _ => 0,
+        };
         let mut redirects = 0;
         let mut ask: Option<(Arc<Pool>, String)> = None;
         loop {
             let (outcome, node) = match ask.take() {
                 Some((pool, addr)) => (
-                    pool.attempt_alone(key, &mut |c: &mut dyn ConnectionLike| asking(c, &mut f)),
+                    pool.attempt_alone(key, policy.bound(), &mut |c: &mut dyn ConnectionLike| {
+                        asking(c, &mut f)
+                    }),
                     Some(addr),
                 ),
                 None => match self.master_of(slot) {
-                    Ok((pool, info)) => (pool.attempt(key, &mut f), Some(info.addr().to_string())),
+                    Ok((pool, info)) => (
+                        pool.attempt(key, policy.bound(), &mut f),
+                        Some(info.addr().to_string()),
+                    ),
                     Err(e) => (Err((e, false)), None),
                 },
             };
@@ -376,7 +385,7 @@ mod tests {
         let seeds = vec!["redis://127.0.0.1:1/".into_connection_info().unwrap()];
         let router = Router::new(config, seeds);
         let err = router
-            .run("k", false, |c| redis::cmd("PING").query::<String>(c))
+            .run("k", Policy::Once, |c| redis::cmd("PING").query::<String>(c))
             .unwrap_err();
         assert!(err.is_connection(), "{err}");
         assert!(router.masters().is_empty());
