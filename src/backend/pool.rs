@@ -51,7 +51,7 @@ impl Pool {
     /// slots.
     pub(crate) fn new(
         endpoint: Arc<dyn Endpoint>,
-        config: &crate::Config,
+        config: &crate::config::Config,
         cluster_node: bool,
     ) -> Pool {
         let shared = config.replica_sync.is_none() && config.batch_lanes > 0;
@@ -408,9 +408,9 @@ fn refused_for_now(e: &redis::RedisError) -> bool {
 pub(super) fn testing_pool(
     server: &crate::testing::Server,
     endpoint: impl Endpoint + 'static,
-    f: impl FnOnce(crate::ConfigBuilder) -> crate::ConfigBuilder,
+    f: impl FnOnce(crate::config::ConfigBuilder) -> crate::config::ConfigBuilder,
 ) -> Pool {
-    let config = f(crate::Config::builder(server.info()))
+    let config = f(crate::config::Config::builder(server.info()))
         .build()
         .expect("config");
     Pool::new(Arc::new(endpoint), &config, false)

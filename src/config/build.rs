@@ -272,4 +272,14 @@ mod tests {
             (3, Duration::from_millis(500))
         );
     }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_without_the_feature_says_which_feature() {
+        let err = Config::builder("rediss://10.0.0.1:7000")
+            .build()
+            .unwrap_err();
+        assert!(err.is_invalid_argument());
+        assert!(err.to_string().contains("`tls` feature"), "{err}");
+    }
 }

@@ -186,16 +186,6 @@ mod tests {
         assert_eq!(node.redis_settings().password(), Some("pw"));
     }
 
-    #[cfg(not(feature = "tls"))]
-    #[test]
-    fn rediss_without_the_feature_says_which_feature() {
-        let err = crate::Config::builder("rediss://10.0.0.1:7000")
-            .build()
-            .unwrap_err();
-        assert!(err.is_invalid_argument());
-        assert!(err.to_string().contains("`tls` feature"), "{err}");
-    }
-
     #[test]
     fn certificates_are_not_printed() {
         let certs = Certificates {
