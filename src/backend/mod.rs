@@ -118,31 +118,13 @@ impl Backend {
         key: &str,
         f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.call(key, Policy::Retried, f)
+        self.run_with(key, Policy::Retried, f)
     }
 
-    /// As [`run`](Self::run), or, with a `bound`, tried once with its times bounded (see
-    /// [`Policy::Bounded`]).
-    pub(crate) fn run_bounded<T>(
-        &self,
-        key: &str,
-        bound: Option<Duration>,
-        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.call(key, bound.map_or(Policy::Retried, Policy::Bounded), f)
-    }
-
-    /// As [`run`](Self::run), without retries (redirections are still followed): for the
-    /// watchdog, whose renewals are due again next period and must not hold up the others.
-    pub(crate) fn run_once<T>(
-        &self,
-        key: &str,
-        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.call(key, Policy::Once, f)
-    }
-
-    fn call<T>(
+    /// As [`run`](Self::run), as `policy` says: [`Policy::Once`] for the watchdog, whose
+    /// renewals are due again next period and must not hold up the others (redirections are
+    /// still followed); [`Policy::Bounded`] for a RedLock member.
+    pub(crate) fn run_with<T>(
         &self,
         key: &str,
         policy: Policy,
@@ -238,11 +220,7 @@ impl Server {
 
 impl Deployment for Server {
     fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()> {
-        match policy {
-            Policy::Retried => self.pool.run(key, f),
-            Policy::Once => self.pool.run_once(key, f),
-            Policy::Bounded(bound) => self.pool.run_bounded(key, bound, f),
-        }
+        self.pool.run_with(key, policy, f)
     }
 
     fn slot(&self, _: &str) -> u16 {

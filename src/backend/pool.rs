@@ -26,6 +26,7 @@ use super::checkout::{Counted, Held, Lender, Slots, State};
 #[cfg(test)]
 use super::endpoint::Fixed;
 use super::endpoint::{name_connection, Endpoint};
+use super::Policy;
 use crate::error::{Error, Result};
 
 pub(crate) struct Pool {
@@ -90,11 +91,25 @@ impl Pool {
     pub(crate) fn run<T>(
         &self,
         key: &str,
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.run_with(key, Policy::Retried, f)
+    }
+
+    /// As [`run`](Self::run), retried only under [`Policy::Retried`]; under
+    /// [`Policy::Bounded`] on a connection of its own with its times bounded.
+    pub(crate) fn run_with<T>(
+        &self,
+        key: &str,
+        policy: Policy,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let mut retries = self.retry_attempts;
+        let mut retries = match policy {
+            Policy::Retried => self.retry_attempts,
+            _ => 0,
+        };
         loop {
-            match self.attempt(key, None, &mut f) {
+            match self.attempt(key, policy.bound(), &mut f) {
                 Err((err, false)) if retries > 0 => {
                     retries -= 1;
                     log::debug!(
@@ -107,29 +122,6 @@ impl Pool {
                 outcome => return outcome.map_err(|(err, _)| err),
             }
         }
-    }
-
-    /// As [`run`](Self::run), but never retried: for the watchdog, whose renewals are due
-    /// again next period and must not hold up the others.
-    pub(crate) fn run_once<T>(
-        &self,
-        key: &str,
-        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.attempt(key, None, &mut f).map_err(|(err, _)| err)
-    }
-
-    /// As [`run_once`](Self::run_once), on a connection of its own, with connecting, waiting
-    /// for a connection and each reply bounded by `bound` (see
-    /// [`Policy::Bounded`](super::Policy::Bounded)).
-    pub(crate) fn run_bounded<T>(
-        &self,
-        key: &str,
-        bound: Duration,
-        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.attempt(key, Some(bound), &mut f)
-            .map_err(|(err, _)| err)
     }
 
     /// One try; an error comes with whether the command may have run. The call shares

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 
@@ -27,10 +28,11 @@ impl LockKey {
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.client
-            .inner
-            .backend
-            .run_bounded(&self.name, self.bound, f)
+        self.client.inner.backend.run_with(
+            &self.name,
+            self.bound.map_or(Policy::Retried, Policy::Bounded),
+            f,
+        )
     }
 
     /// Sends `cmd` (about this lock) to the node of its slot.

@@ -11,7 +11,7 @@ use super::lease::LostReason;
 use super::renewal::BatchRenewal;
 use super::state::State;
 use super::Shared;
-use crate::backend::Backend;
+use crate::backend::{Backend, Policy};
 use crate::config::wait_replicas;
 use crate::error::Result;
 use crate::time::millis;
@@ -38,11 +38,13 @@ impl Shared {
             for t in at.iter().map(|&i| &batch[i]) {
                 (renewal.add)(&mut inv, &t.name, &t.field);
             }
-            let reply = self.backend.run_once(&batch[first].name, |c| {
-                let renewed: Vec<i64> = inv.invoke(c)?;
-                let acked = wait_replicas(self.sync, c, renewed.contains(&1))?;
-                Ok((renewed, acked))
-            });
+            let reply = self
+                .backend
+                .run_with(&batch[first].name, Policy::Once, |c| {
+                    let renewed: Vec<i64> = inv.invoke(c)?;
+                    let acked = wait_replicas(self.sync, c, renewed.contains(&1))?;
+                    Ok((renewed, acked))
+                });
             let reply = reply.map(|(renewed, acked)| match (acked, self.sync) {
                 (Some(acked), Some(sync)) if acked < sync.replicas => {
                     let why = format!("confirmed by {acked} of {} replicas", sync.replicas);
