@@ -70,11 +70,11 @@ impl PermitGuard {
             field: Arc::from(id.as_str()),
             batch: &RENEW_PERMIT,
         };
-        let watchdog = &semaphore.client.inner.watchdog;
-        let watched = watchdog.watch(&semaphore.name, renewal, sent_at, 1, None);
+        let watchdog = &semaphore.raw.client.inner.watchdog;
+        let watched = watchdog.watch(&semaphore.raw.name, renewal, sent_at, 1, None);
         log::debug!(
             "acquired permit {id} of semaphore `{}`, renewed by the watchdog",
-            semaphore.name
+            semaphore.raw.name
         );
         PermitGuard {
             semaphore,
@@ -234,11 +234,11 @@ impl PermitGuard {
         };
         let callback = Box::new(f);
         if let Some(reason) = self.lost() {
-            return call_lost(callback, reason, &self.semaphore.name);
+            return call_lost(callback, reason, &self.semaphore.raw.name);
         }
-        let watchdog = &self.semaphore.client.inner.watchdog;
+        let watchdog = &self.semaphore.raw.client.inner.watchdog;
         if let Some((callback, reason)) = watchdog.on_lost(*watch, lease, callback) {
-            call_lost(callback, reason, &self.semaphore.name);
+            call_lost(callback, reason, &self.semaphore.raw.name);
         }
     }
 
@@ -296,6 +296,7 @@ impl PermitGuard {
         let (_, lease) = self.renewed.as_ref()?;
         lease.lost().or_else(|| {
             self.semaphore
+                .raw
                 .client
                 .is_closed()
                 .then(|| lease.mark_lost(LostReason::ClientClosed))
@@ -305,7 +306,7 @@ impl PermitGuard {
     /// Stops the renewal of a renewed permit, dropping its callbacks.
     fn unwatch(&mut self) {
         if let Some((watch, _)) = self.renewed.take() {
-            self.semaphore.client.inner.watchdog.unwatch(watch);
+            self.semaphore.raw.client.inner.watchdog.unwatch(watch);
         }
     }
 
@@ -321,7 +322,7 @@ impl PermitGuard {
                 "permit {} of semaphore `{}` was lost ({reason:?}) before its guard released \
                  it; not releasing",
                 self.id,
-                self.semaphore.name
+                self.semaphore.raw.name
             );
             return Err(self.semaphore.unknown(&self.id));
         }
@@ -329,7 +330,7 @@ impl PermitGuard {
             log::debug!(
                 "released permit {} of semaphore `{}`",
                 self.id,
-                self.semaphore.name
+                self.semaphore.raw.name
             );
             return Ok(());
         }

@@ -138,7 +138,7 @@ impl PermitExpirableSemaphore {
     /// The one renewed acquire: a permit with the watchdog's lease, watched from the send
     /// time of the attempt that took it.
     fn acquire_renewed(&self, deadline: Option<Instant>) -> Result<Option<PermitGuard>> {
-        let lease = self.client.inner.config.watchdog_timeout;
+        let lease = self.raw.client.inner.config.watchdog_timeout;
         Ok(self
             .acquire_sent(1, lease, deadline)?
             .map(|(ids, sent_at)| PermitGuard::renewed(self.clone(), one(ids), sent_at)))

@@ -1,0 +1,210 @@
+//! The permit-expirable semaphore's protocol: the `lua/pes_*.lua` calls with the semaphore's
+//! keys, their replies decoded, and the acquire attempt. Knows nothing of waiting or guards.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::id::PermitId;
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::names::Named;
+use crate::pubsub::Tried;
+use crate::scripts;
+use crate::semaphore::shared::check_permits;
+use crate::time::millis;
+
+/// What the scripts say when the permit timeout set (not the count) has the wrong type.
+const TIMEOUTS_WRONG_TYPE: &str = "permit timeout key is not a sorted set";
+
+/// The most permits one call takes or releases at once: each is an id in the script call.
+const MAX_PERMITS_AT_ONCE: usize = 10_000;
+
+/// One permit-expirable semaphore's keys, and the client its calls run on.
+#[derive(Clone)]
+pub(super) struct RawExpirable {
+    pub(super) client: Client,
+    /// The mapped name: the key of the permit count.
+    pub(super) name: Arc<str>,
+    /// The name as the caller gave it.
+    pub(super) given: Arc<str>,
+    /// `{name}:timeout`: permit id → expiry in ms.
+    timeouts: Arc<str>,
+    /// `redisson_sc:{name}`.
+    pub(super) channel: Arc<str>,
+}
+
+impl RawExpirable {
+    pub(super) fn new(client: Client, name: Named) -> RawExpirable {
+        RawExpirable {
+            client,
+            timeouts: keys::permit_timeouts(&name.key).into(),
+            channel: keys::semaphore_channel(&name.key).into(),
+            name: name.key,
+            given: name.given,
+        }
+    }
+
+    /// `lua/pes_try_set_permits.lua`: sets the count if none is set; whether it did.
+    pub(super) fn try_set(&self, permits: u32) -> Result<bool> {
+        self.run(
+            &scripts::PES_TRY_SET_PERMITS,
+            &[permits.to_string().as_bytes()],
+        )
+        .map(|set: i64| set == 1)
+    }
+
+    /// `lua/pes_add_permits.lua`: adds `delta` to the count; the new count.
+    pub(super) fn add(&self, delta: i64) -> Result<i64> {
+        self.run(&scripts::PES_ADD_PERMITS, &[delta.to_string().as_bytes()])
+    }
+
+    /// `lua/pes_available.lua`: the count, expired permits counted back in.
+    pub(super) fn available(&self) -> Result<i64> {
+        self.run(&scripts::PES_AVAILABLE, &[])
+    }
+
+    /// The counts as `lua/pes_counts.lua` reads them, without writing.
+    pub(super) fn counts(&self) -> Result<Counts> {
+        let reply: Vec<i64> = self.run(&scripts::PES_COUNTS, &[])?;
+        match reply[..] {
+            [available, acquired, exists @ (0 | 1)] if acquired >= 0 => Ok(Counts {
+                available,
+                acquired: acquired.unsigned_abs(),
+                exists: exists == 1,
+            }),
+            _ => Err(Error::Protocol(format!("counts script replied {reply:?}"))),
+        }
+    }
+
+    /// `lua/pes_lease.lua`: how long permit `id` has left; `None` if it is no permit,
+    /// `Duration::MAX` if it never expires.
+    pub(super) fn lease(&self, id: &PermitId) -> Result<Option<Duration>> {
+        let ms: i64 = self.run(&scripts::PES_LEASE, &[&id.member()])?;
+        match ms {
+            -2 => Ok(None),
+            -1 => Ok(Some(Duration::MAX)),
+            1.. => Ok(Some(Duration::from_millis(ms.unsigned_abs()))),
+            _ => Err(Error::Protocol(format!("lease script replied {ms}"))),
+        }
+    }
+
+    /// `lua/pes_release.lua` for one permit: whether it was taken (and is now released).
+    pub(super) fn release(&self, id: &PermitId) -> Result<bool> {
+        self.run(&scripts::PES_RELEASE, &[&id.member()])
+            .map(|released: i64| released == 1)
+    }
+
+    /// `lua/pes_release.lua` for every permit of `ids`: how many were taken (and are now
+    /// released).
+    pub(super) fn release_many(&self, ids: &[PermitId]) -> Result<u32> {
+        let members: Vec<Vec<u8>> = ids.iter().map(PermitId::member).collect();
+        let args: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
+        let released: i64 = self.run(&scripts::PES_RELEASE, &args)?;
+        u32::try_from(released)
+            .map_err(|_| Error::Protocol(format!("release script replied {released}")))
+    }
+
+    /// `lua/pes_update_lease.lua`: sets permit `id`'s lease to `lease` from now; false if
+    /// it is no permit.
+    pub(super) fn update_lease(&self, id: &PermitId, lease: Duration) -> Result<bool> {
+        let lease_ms = millis(lease).to_string();
+        match self.run(
+            &scripts::PES_UPDATE_LEASE,
+            &[&id.member(), lease_ms.as_bytes()],
+        )? {
+            1 => Ok(true),
+            0 => Ok(false),
+            n => Err(Error::Protocol(format!("update lease script replied {n}"))),
+        }
+    }
+
+    /// One acquire attempt of every permit of `ids` at once: done once taken. The count it
+    /// saw goes to the other waiters; and when it took the last permit, or learned when the
+    /// earliest permit expires, one other waiter is told as this one leaves (the others'
+    /// wait bounds predate that expiry: else a holder that dies could strand them).
+    pub(super) fn attempt(&self, ids: &[PermitId], lease: Duration) -> Result<Tried> {
+        let lease_ms = millis(lease).to_string();
+        let members: Vec<Vec<u8>> = ids.iter().map(PermitId::member).collect();
+        let mut args = Vec::with_capacity(ids.len() + 1);
+        args.push(lease_ms.as_bytes());
+        args.extend(members.iter().map(Vec::as_slice));
+        let reply: Vec<i64> = self.run(&scripts::PES_ACQUIRE, &args)?;
+        match reply[..] {
+            [1, left] => {
+                let tried = Tried::done().seeing(left);
+                Ok(if left <= 0 {
+                    tried.telling_one()
+                } else {
+                    tried
+                })
+            }
+            [0, available, wait] => {
+                let retry_in = u64::try_from(wait).ok().map(Duration::from_millis);
+                let tried = Tried::again(retry_in).seeing(available);
+                Ok(if retry_in.is_some() {
+                    tried.telling_one()
+                } else {
+                    tried
+                })
+            }
+            _ => Err(Error::Protocol(format!("acquire script replied {reply:?}"))),
+        }
+    }
+
+    /// Runs one `lua/pes_*.lua` script with the semaphore's keys, the publish command and
+    /// `args`. A wrong-type reply names the key the script found wrong.
+    fn run<T: redis::FromRedisValue>(&self, script: &scripts::Lua, args: &[&[u8]]) -> Result<T> {
+        let mut call = script.key(&self.name);
+        call.key(&self.timeouts)
+            .key(&self.channel)
+            .arg(self.client.publish());
+        for arg in args {
+            call.arg(*arg);
+        }
+        let reply = self
+            .client
+            .inner
+            .backend
+            .run(&self.name, |c| match call.invoke(c) {
+                Ok(reply) => Ok(Some(reply)),
+                Err(e) if e.to_string().contains(TIMEOUTS_WRONG_TYPE) => Ok(None),
+                Err(e) => Err(e),
+            })?;
+        reply.ok_or_else(|| Error::WrongType {
+            key: self.timeouts.to_string(),
+        })
+    }
+}
+
+/// What `lua/pes_counts.lua` reads.
+pub(super) struct Counts {
+    /// The count, with the expired permits not yet reclaimed counted back in.
+    pub(super) available: i64,
+    /// The permits whose lease has not run out.
+    pub(super) acquired: u64,
+    /// Whether the count key exists.
+    pub(super) exists: bool,
+}
+
+/// Checks how many permits one call takes or releases.
+pub(super) fn check_count(n: usize) -> Result<()> {
+    check_permits(n)?;
+    if n > MAX_PERMITS_AT_ONCE {
+        return Err(Error::invalid(format!(
+            "at most {MAX_PERMITS_AT_ONCE} permits at once, not {n}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TIMEOUTS_WRONG_TYPE;
+
+    #[test]
+    fn the_reclaim_prelude_reports_the_timeout_key_as_rust_expects() {
+        let prelude = include_str!("../../../lua/pes_check.lua");
+        assert!(prelude.contains(TIMEOUTS_WRONG_TYPE));
+    }
+}
