@@ -9,7 +9,7 @@ use crate::keys;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
-use crate::time::{check_duration, MAX_DURATION};
+use crate::time::{check_deadline, check_duration};
 
 /// Published on the channel when a count is set (Redisson's `newCountMessage`).
 const NEW_COUNT_MESSAGE: &str = "1";
@@ -257,9 +257,7 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub fn await_until(&self, deadline: Instant) -> Result<bool> {
-        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
-            return Err(Error::invalid("deadline is more than one year away"));
-        }
+        check_deadline(deadline)?;
         self.wait(Some(deadline))
     }
 

@@ -1,7 +1,7 @@
 //! Durations: the longest one any call accepts, the check every public call makes, and the
 //! rounding to Redis's milliseconds.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -26,6 +26,14 @@ pub(crate) fn check_duration(what: &str, d: Duration) -> Result<()> {
         return Err(Error::invalid(format!(
             "{what} of {d:?} is longer than one year"
         )));
+    }
+    Ok(())
+}
+
+/// Rejects a deadline more than [`MAX_DURATION`] away.
+pub(crate) fn check_deadline(deadline: Instant) -> Result<()> {
+    if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
+        return Err(Error::invalid("deadline is more than one year away"));
     }
     Ok(())
 }

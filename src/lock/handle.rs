@@ -13,7 +13,7 @@ use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
-use crate::time::{check_duration, MAX_DURATION};
+use crate::time::{check_deadline, check_duration};
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -346,9 +346,7 @@ impl<O: Ownership> Lock<O> {
     /// # Ok(()) }
     /// ```
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard<O>>> {
-        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
-            return Err(Error::invalid("deadline is more than one year away"));
-        }
+        check_deadline(deadline)?;
         self.acquire(Some(deadline))
     }
 

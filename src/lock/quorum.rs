@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::lock::multi_guard::MultiLockGuard;
 use crate::lock::{Lock, LockGuard};
-use crate::time::{check_duration, MAX_DURATION};
+use crate::time::{check_deadline, check_duration};
 
 /// The members, how many must be held, and how long one member's call may take.
 #[derive(Clone)]
@@ -58,10 +58,7 @@ impl Members {
     }
 
     fn check(&self, deadline: Option<Instant>) -> Result<()> {
-        if deadline.is_some_and(|d| d.saturating_duration_since(Instant::now()) > MAX_DURATION) {
-            return Err(Error::invalid("deadline is more than one year away"));
-        }
-        Ok(())
+        deadline.map_or(Ok(()), check_deadline)
     }
 
     /// Blocks until the quorum is held.

@@ -9,9 +9,11 @@ use super::guard::PermitGuard;
 use super::handle::PermitExpirableSemaphore;
 use super::id::PermitId;
 use super::raw::check_count;
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::semaphore::shared::{check_name, wait_for_permits};
-use crate::time::{check_duration, MAX_DURATION};
+use crate::time::{check_deadline, check_duration};
 
 impl PermitExpirableSemaphore {
     /// Takes a permit that expires after `lease` (rounded up to whole milliseconds) unless
@@ -284,9 +286,7 @@ impl PermitExpirableSemaphore {
         lease: Duration,
         deadline: Instant,
     ) -> Result<Option<Vec<PermitId>>> {
-        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
-            return Err(Error::invalid("deadline is more than one year away"));
-        }
+        check_deadline(deadline)?;
         self.acquire_until(permits, lease, Some(deadline))
     }
 

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::renewed::RENEW_PERMIT;
+use super::raw::RENEW_PERMIT;
 use super::{PermitExpirableSemaphore, PermitId};
 use crate::error::Result;
 use crate::watchdog::{call_lost, LeaseState, LostReason, Renewal, Watch};

@@ -13,6 +13,7 @@ use crate::pubsub::Tried;
 use crate::scripts;
 use crate::semaphore::shared::check_permits;
 use crate::time::millis;
+use crate::watchdog::BatchRenewal;
 
 /// What the scripts say when the permit timeout set (not the count) has the wrong type.
 const TIMEOUTS_WRONG_TYPE: &str = "permit timeout key is not a sorted set";
@@ -197,6 +198,16 @@ pub(super) fn check_count(n: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// `pes_renew.lua`: a permit is its id in the semaphore's `{name}:timeout` sorted set, whose
+/// score (its expiry) is set to the server's time plus the lease.
+pub(super) static RENEW_PERMIT: BatchRenewal = BatchRenewal {
+    script: &scripts::PES_RENEW,
+    add: |call, name, id| {
+        call.key(keys::permit_timeouts(name))
+            .arg(keys::permit_member(id));
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -6,22 +6,10 @@
 use std::time::{Duration, Instant};
 
 use super::{one, PermitExpirableSemaphore, PermitGuard};
-use crate::error::{Error, Result};
-use crate::keys;
-use crate::scripts;
-use crate::time::check_duration;
-use crate::time::MAX_DURATION;
-use crate::watchdog::BatchRenewal;
-
-/// `pes_renew.lua`: a permit is its id in the semaphore's `{name}:timeout` sorted set, whose
-/// score (its expiry) is set to the server's time plus the lease.
-pub(super) static RENEW_PERMIT: BatchRenewal = BatchRenewal {
-    script: &scripts::PES_RENEW,
-    add: |call, name, id| {
-        call.key(keys::permit_timeouts(name))
-            .arg(keys::permit_member(id));
-    },
-};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
+use crate::time::{check_deadline, check_duration};
 
 impl PermitExpirableSemaphore {
     /// Takes one permit, waiting as long as it takes, and returns a guard whose permit the
@@ -129,9 +117,7 @@ impl PermitExpirableSemaphore {
         &self,
         deadline: Instant,
     ) -> Result<Option<PermitGuard>> {
-        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
-            return Err(Error::invalid("deadline is more than one year away"));
-        }
+        check_deadline(deadline)?;
         self.acquire_renewed(Some(deadline))
     }
 

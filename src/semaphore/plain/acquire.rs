@@ -6,9 +6,11 @@ use std::time::{Duration, Instant};
 
 use super::guard::SemaphoreGuard;
 use super::handle::Semaphore;
-use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::semaphore::shared::{check_name, check_permits, wait_for_permits};
-use crate::time::{check_duration, MAX_DURATION};
+use crate::time::{check_deadline, check_duration};
 
 impl Semaphore {
     /// Takes `permits` permits, blocking until they are available.
@@ -104,9 +106,7 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub fn try_acquire_until(&self, permits: u32, deadline: Instant) -> Result<bool> {
-        if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {
-            return Err(Error::invalid("deadline is more than one year away"));
-        }
+        check_deadline(deadline)?;
         self.acquire_until(permits, Some(deadline))
     }
 
