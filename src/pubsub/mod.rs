@@ -27,6 +27,9 @@ mod node_waiter;
 mod registry;
 mod sharded;
 #[cfg(test)]
+mod sharded_tests;
+mod sharded_waiter;
+#[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,7 @@ use super::registry::{wake_all, wake_one, wake_permits, Chan, Entry, Moved};
 use super::vocabulary::{Alarms, Mode, Wake, Wakeup};
 use crate::interrupt::Interrupter;
 use crate::net::Dial;
+use crate::testing::{Server, PATIENCE};
 
 fn chan_with(n: usize) -> (Chan, Vec<Receiver<()>>) {
     let mut chan = Chan::default();
@@ -379,4 +380,40 @@ fn plain_mode_is_not_affected_by_error_replies_or_lost_connections() {
     assert!(ps.shared.registry.lock().wire.inflight.is_empty());
     assert!(!ps.shared.disconnected());
     assert!(!w.moved() && woken(&w));
+}
+
+#[test]
+fn sharded_connection_to_a_real_server_wakes_a_waiter_on_spublish() {
+    let Some(server) = Server::start_sharded() else {
+        return;
+    };
+    let target = Arc::new(server.info());
+    let pubsub = PubSub::start(target, Dial::plain(PATIENCE), Mode::Sharded).unwrap();
+    let channel = "redisson_lock__channel:{sharded}";
+    let mut w = pubsub.register_with(channel, Wake::Lock, 1).unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    assert!(
+        (w.wait_until(deadline, &Alarms::none()) == Wakeup::Woken),
+        "subscription confirmed"
+    );
+    w.attempted();
+    let mut conn = server.conn();
+    let plain: i64 = redis::cmd("PUBLISH")
+        .arg(channel)
+        .arg("0")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(plain, 0, "a sharded subscriber does not hear PUBLISH");
+    let receivers: i64 = redis::cmd("SPUBLISH")
+        .arg(channel)
+        .arg("0")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(receivers, 1);
+    assert!(
+        (w.wait_until(deadline, &Alarms::none()) == Wakeup::Woken) && Instant::now() < deadline,
+        "the unlock"
+    );
+    w.attempted();
+    w.succeeded();
 }
