@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::Inspection;
@@ -63,15 +64,16 @@ impl Client {
         self.inner.backend.for_each_master(|pool| {
             let mut cursor = 0u64;
             loop {
-                let (next, page): (u64, Vec<Vec<u8>>) = pool.run(pattern, |c| {
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(pattern)
-                        .arg("COUNT")
-                        .arg(SCAN_COUNT)
-                        .query(c)
-                })?;
+                let (next, page): (u64, Vec<Vec<u8>>) =
+                    pool.run(pattern, Policy::Retried, |c| {
+                        redis::cmd("SCAN")
+                            .arg(cursor)
+                            .arg("MATCH")
+                            .arg(pattern)
+                            .arg("COUNT")
+                            .arg(SCAN_COUNT)
+                            .query(c)
+                    })?;
                 for key in page {
                     match String::from_utf8(key) {
                         Ok(key) => {

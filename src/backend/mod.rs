@@ -57,6 +57,15 @@ pub(crate) enum Policy {
 }
 
 impl Policy {
+    /// How many times a call that surely did not run is tried again, of the `configured`
+    /// retry attempts.
+    pub(crate) fn retries(self, configured: u32) -> u32 {
+        match self {
+            Policy::Retried => configured,
+            _ => 0,
+        }
+    }
+
     /// The bound on the call's times, if any.
     pub(crate) fn bound(self) -> Option<Duration> {
         match self {
@@ -220,7 +229,7 @@ impl Server {
 
 impl Deployment for Server {
     fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()> {
-        self.pool.run_with(key, policy, f)
+        self.pool.run(key, policy, f)
     }
 
     fn slot(&self, _: &str) -> u16 {

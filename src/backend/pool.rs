@@ -87,27 +87,15 @@ impl Pool {
     /// A connection error or a timeout drops the connection and all idle ones. A call that
     /// surely did not run (no connection could be made, or the server refused it for now:
     /// `READONLY`, `LOADING`, `MASTERDOWN`, `TRYAGAIN`, `CLUSTERDOWN`) is retried up to the
-    /// configured attempts.
+    /// configured attempts under [`Policy::Retried`], and not under the others; under
+    /// [`Policy::Bounded`] it runs on a connection of its own with its times bounded.
     pub(crate) fn run<T>(
-        &self,
-        key: &str,
-        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.run_with(key, Policy::Retried, f)
-    }
-
-    /// As [`run`](Self::run), retried only under [`Policy::Retried`]; under
-    /// [`Policy::Bounded`] on a connection of its own with its times bounded.
-    pub(crate) fn run_with<T>(
         &self,
         key: &str,
         policy: Policy,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let mut retries = match policy {
-            Policy::Retried => self.retry_attempts,
-            _ => 0,
-        };
+        let mut retries = policy.retries(self.retry_attempts);
         loop {
             match self.attempt(key, policy.bound(), &mut f) {
                 Err((err, false)) if retries > 0 => {
@@ -441,7 +429,9 @@ mod tests {
         assert!(unwound.is_err());
         assert_eq!(pool.slots.state.lock().open, 0, "its place is free again");
         let echoed: String = pool
-            .run("k", |c| redis::cmd("ECHO").arg("again").query(c))
+            .run("k", Policy::Retried, |c| {
+                redis::cmd("ECHO").arg("again").query(c)
+            })
             .expect("the pool opens another connection");
         assert_eq!(echoed, "again");
     }

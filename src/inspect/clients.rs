@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::report::{ClientConnection, Holder, Inspection, QueueEntry};
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys;
@@ -80,7 +81,9 @@ impl Client {
         let mut all = Vec::new();
         self.inner.backend.for_each_master(|pool| {
             let server = pool.endpoint().describe();
-            let reply: String = pool.run("", |c| redis::cmd("CLIENT").arg("LIST").query(c))?;
+            let reply: String = pool.run("", Policy::Retried, |c| {
+                redis::cmd("CLIENT").arg("LIST").query(c)
+            })?;
             all.extend(parse(&reply, &server));
             Ok(())
         })?;

@@ -72,9 +72,9 @@ impl Client {
         // On a cluster, helper keys of a name such as `a}b`, `{}x` or `x{` hash to another
         // slot than the name (CROSSSLOT): they cannot exist next to it, so they count as
         // absent, and the name stands in for them.
-        let pool = &self.inner.backend;
-        let clustered = pool.clustered();
-        let slot = pool.slot(name);
+        let backend = &self.inner.backend;
+        let clustered = backend.clustered();
+        let slot = backend.slot(name);
         let helpers = [
             &layout.queue,
             &layout.timeouts,
@@ -82,20 +82,20 @@ impl Client {
             &layout.permits,
             &layout.fence,
         ]
-        .map(|key| (pool.slot(key) == slot).then_some(key.as_str()));
+        .map(|key| (backend.slot(key) == slot).then_some(key.as_str()));
         let flags: String = helpers
             .iter()
             .map(|k| if k.is_some() { '1' } else { '0' })
             .collect();
         // Read-hold keys share a slot only through the prefix's hash tag.
-        let reads =
-            !clustered || (has_tag(&layout.read_prefix) && pool.slot(&layout.read_prefix) == slot);
+        let reads = !clustered
+            || (has_tag(&layout.read_prefix) && backend.slot(&layout.read_prefix) == slot);
         let read_prefix = if reads {
             layout.read_prefix.as_str()
         } else {
             ""
         };
-        let reply: Value = pool.run(name, |c| {
+        let reply: Value = backend.run(name, |c| {
             let mut call = scripts::INSPECT.key(name);
             for key in helpers {
                 call.key(key.unwrap_or(name));
@@ -136,9 +136,9 @@ impl Client {
     /// How many connections subscribe `channel` (on a cluster: sharded subscriptions on
     /// the node that owns its slot).
     fn subscribers(&self, channel: &str) -> Result<u64> {
-        let pool = &self.inner.backend;
-        let which = pool.pubsub_mode().numsub();
-        let reply: (String, u64) = pool.run(channel, |c| {
+        let backend = &self.inner.backend;
+        let which = backend.pubsub_mode().numsub();
+        let reply: (String, u64) = backend.run(channel, |c| {
             redis::cmd("PUBSUB").arg(which).arg(channel).query(c)
         })?;
         Ok(reply.1)

@@ -75,10 +75,7 @@ impl Router {
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let slot = slot(key.as_bytes());
-        let mut retries = match policy {
-            Policy::Retried => self.config.retry_attempts,
-            _ => 0,
-        };
+        let mut retries = policy.retries(self.config.retry_attempts);
         let mut redirects = 0;
         let mut ask: Option<(Arc<Pool>, String)> = None;
         loop {
