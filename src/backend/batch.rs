@@ -24,7 +24,7 @@
 //! the outcomes it holds still reach their callers, the commands whose replies it had not
 //! read fail as on a broken connection, and its lane is given back: the calls queued behind
 //! it go with the next lane taken, or fail as not sent (and are retried) if no other lane is
-//! taken. The connection it held is closed, and its place in the pool freed (see `pool.rs`).
+//! taken. The connection it held is closed, and its place in the pool freed (see `checkout.rs`).
 //!
 //! Keys to delete that nobody waits for ([`Batcher::delete_later`]: unlock latches) ride
 //! with a later write once 16 of them wait, in one `DEL` (one per key on a cluster node, whose

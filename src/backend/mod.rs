@@ -6,9 +6,12 @@
 //! router) and everything else asks the backend: where a key's calls go, which slot a key is
 //! in, which command publishes, and which pub/sub dispatcher serves the client's waiters.
 //!
+//! - `endpoint.rs`: where a pool's connections go, and how one opens.
 //! - `pool.rs`: a pool of command connections to one endpoint (knows nothing of clusters).
+//! - `checkout.rs`: a connection checked out of a pool, and what the batcher borrows through.
+//! - `batch.rs`: calls from many threads sharing round trips on a pool's connections.
 //! - `sentinel.rs`: the endpoint that is the master Sentinel names, and the switch watcher.
-//! - `cluster.rs`: hash slots, the slot map, and the router over one pool per node.
+//! - `cluster/`: hash slots, the slot map, and the router over one pool per node.
 
 mod batch;
 mod checkout;

@@ -6,15 +6,15 @@
 //! - `guard.rs`: [`LockGuard`], one hold; release, loss signals.
 //! - `raw.rs`: what every kind does alike (replica confirmation and undo, the unlock latch and
 //!   its safe retry, force unlock, queries), calling the kind.
-//! - `kind.rs`: the [`Kind`](kind::Kind) trait a kind implements, and the renewal it hands
-//!   the watchdog.
-//! - `plain.rs`, `fair.rs`, `fenced.rs`, `spin.rs`, `read.rs`, `write.rs` (and `rw.rs`, the
-//!   read-write lock over the last two): one kind each, with its scripts, keys and wait
-//!   channel (or, for `spin.rs`, its back-off).
+//! - `key.rs`: the lock as its kind sees it (client, mapped name, the bound on its calls).
+//! - `kind.rs`: the [`Kind`](kind::Kind) trait a kind implements, and how its waiters wait.
+//! - `plain.rs`, `fair.rs`, `fenced.rs`, `spin.rs`, `read.rs`, `write.rs` (what the last two
+//!   share in `side.rs`; `rw.rs` the read-write lock over them): one kind each, with its
+//!   scripts, keys and wait channel (or, for `spin.rs`, its back-off).
 //! - `nonreentrant.rs`: the plain and fair kinds, refusing an owner's second acquire.
-//! - `multi.rs`: [`MultiLock`] and [`RedLock`], over member locks.
+//! - `quorum.rs`, `multi.rs`, `multi_guard.rs`: [`MultiLock`] and [`RedLock`] over member
+//!   locks: the rounds they share, the two public types, their guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
-
 mod fair;
 mod fenced;
 mod guard;

@@ -20,6 +20,14 @@
 //! that got waiters (sharded, or plain on a cluster without sharded pub/sub), and moves
 //! waiters when their channel moves or their node fails. [`Dispatcher`] is the one type the
 //! client holds, over either.
+//!
+//! - `wait.rs`: the wait every blocking call goes through.
+//! - `vocabulary.rs`: what the others share (addresses, modes, wake kinds, interests, alarms).
+//! - `dispatcher.rs`: the client's handle, over the [`Subscriptions`] the topology picked.
+//! - `connection.rs`, `registry.rs`, `node_waiter.rs`: one connection and its reader thread,
+//!   its channels and waiters, and a thread registered on it.
+//! - `sharded.rs`, `sharded_waiter.rs`: the cluster dispatcher and a waiter that follows its
+//!   channel.
 
 mod connection;
 mod dispatcher;
