@@ -414,6 +414,24 @@ impl Error {
     pub(crate) fn breaks_connection(&self) -> bool {
         matches!(self, Error::Connection(_) | Error::Timeout(_))
     }
+
+    /// True when the read of a reply was interrupted by a signal: a process stopped
+    /// (`SIGSTOP`, a shell's Ctrl-Z, a debugger) and resumed gets `EINTR` from a socket read
+    /// that has a timeout. The command had been sent whole, so it ran (or runs before anything
+    /// sent after it): only its reply is lost.
+    pub(crate) fn is_interrupted_read(&self) -> bool {
+        match self {
+            // The `redis` error keeps its I/O error behind an `Arc`.
+            Error::Connection(e) => std::error::Error::source(e).is_some_and(|s| {
+                let io = s.downcast_ref::<std::io::Error>().or_else(|| {
+                    s.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>()
+                        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+                });
+                io.is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
+            }),
+            _ => false,
+        }
+    }
 }
 
 /// Whether a server error says that the command did not run and may succeed soon, elsewhere

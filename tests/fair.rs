@@ -461,6 +461,88 @@ fn child_waiter() {
     println!("RELEASED");
 }
 
+const CYCLER_ENV: &str = "REDLATCH_STOPPED_CHILD";
+
+/// Not a test by itself: the body of the child process of
+/// `a_process_stopped_and_resumed_mid_call_loses_no_acquire`. Takes and releases a fair and a
+/// plain lock in turns until the key `stop` exists; prints a line per error, then `DONE n`.
+#[test]
+#[ignore = "run as a child process by the stop-and-resume test"]
+fn child_cycler() {
+    let Ok(url) = std::env::var(CYCLER_ENV) else {
+        return;
+    };
+    let client = Client::open(&url).unwrap();
+    let mut raw = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let (fair, plain) = (
+        client.fair_lock("stopped:fair"),
+        client.lock("stopped:plain"),
+    );
+    println!("STARTED");
+    let mut cycles = 0u64;
+    while !raw.exists::<_, bool>("stop").unwrap_or(false) {
+        for lock in [&fair, &plain] {
+            match lock.lock() {
+                Ok(guard) => {
+                    if let Err(e) = guard.unlock() {
+                        println!("ERROR unlock: {e}");
+                    }
+                }
+                Err(e) => println!("ERROR lock: {e:?}"),
+            }
+        }
+        cycles += 1;
+    }
+    println!("DONE {cycles}");
+}
+
+/// A process stopped (SIGSTOP, a shell's Ctrl-Z, a debugger) and resumed while a call waits
+/// for its reply gets EINTR from the socket read. An acquire whose reply was lost so has
+/// still run: the lock is read back and the acquire goes on, no error, no hold left behind.
+#[test]
+fn a_process_stopped_and_resumed_mid_call_loses_no_acquire() {
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_cycler",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CYCLER_ENV, server.url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines: Vec<String> = {
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        // libtest prints its own lines first.
+        assert!(out.any(|l| l.unwrap().contains("STARTED")));
+        // Stops land at random points of the cycle: some during a reply's read.
+        for _ in 0..150 {
+            signal(&child, "-STOP");
+            std::thread::sleep(Duration::from_millis(5));
+            signal(&child, "-CONT");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _: () = raw.set("stop", 1).unwrap();
+        out.map(|l| l.unwrap()).collect()
+    };
+    assert!(child.wait().unwrap().success());
+    let errors: Vec<&String> = lines.iter().filter(|l| l.starts_with("ERROR")).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(lines.iter().any(|l| l.starts_with("DONE")), "{lines:?}");
+    for name in ["stopped:fair", "stopped:plain"] {
+        assert!(!raw.exists::<_, bool>(name).unwrap(), "{name} left held");
+    }
+    assert!(queue(&mut raw, "stopped:fair").is_empty());
+}
+
 /// Starts `child_waiter` in a new process; returns it with its owner id and its later lines.
 fn spawn_child(url: &str, name: &str, wait_ms: u64) -> (Child, String, mpsc::Receiver<String>) {
     let mut child = Command::new(std::env::current_exe().unwrap())

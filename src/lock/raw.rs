@@ -145,6 +145,10 @@ impl RawLock {
                 if wrote {
                     // Acquired, but the replica confirmation failed: not a hold we can vouch for.
                     self.undo_acquire(owner, lease);
+                } else if e.is_interrupted_read() {
+                    if let Some(attempt) = self.settle(owner) {
+                        return Ok(attempt);
+                    }
                 }
                 return Err(e);
             }
@@ -166,6 +170,52 @@ impl RawLock {
             }
         }
         Ok(attempt)
+    }
+
+    /// What an attempt whose reply was lost to an interrupted read did, read back from the
+    /// lock: the attempt ran, so a field of `owner` means it acquired (a reentrant kind takes
+    /// the lock, or re-enters it, whenever `owner` holds it), with the count the server has.
+    /// `None` where the state cannot tell (a kind that refuses re-entry, or hands out tokens;
+    /// replicas to confirm) or the read fails: the caller returns the read's error.
+    fn settle(&self, owner: &str) -> Option<Attempt> {
+        let kind = &self.kind;
+        if !kind.is_reentrant()
+            || kind.token_key().is_some()
+            || self.key.client.inner.config.replica_sync.is_some()
+        {
+            return None;
+        }
+        let field = kind.field(owner);
+        let read = self.run(|c| {
+            redis::pipe()
+                .hget(&*self.key.name, &field)
+                .pttl(&*self.key.name)
+                .query::<(Option<i64>, i64)>(c)
+        });
+        let attempt = match read {
+            Ok((Some(count), _)) if count > 0 && count <= i64::from(u32::MAX) => {
+                Attempt::Acquired {
+                    count: count as u32,
+                    token: None,
+                }
+            }
+            // No lock at all (-2): try again at once.
+            Ok((_, -2)) => Attempt::Busy(1),
+            Ok((_, pttl)) => Attempt::Busy(pttl),
+            Err(e) => {
+                log::debug!(
+                    "reading back `{}` after an interrupted reply failed: {e}",
+                    self.key.name
+                );
+                return None;
+            }
+        };
+        log::debug!(
+            "acquire of `{}` (owner {owner}) lost its reply to an interrupted read; the lock \
+             says: {attempt:?}",
+            self.key.name
+        );
+        Some(attempt)
     }
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and
