@@ -9,7 +9,7 @@ use crate::keys;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
-use crate::time::{check_deadline, check_duration};
+use crate::time::{check_deadline, check_wait};
 
 /// Published on the channel when a count is set (Redisson's `newCountMessage`).
 const NEW_COUNT_MESSAGE: &str = "1";
@@ -218,8 +218,8 @@ impl CountDownLatch {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a zero wait (use [`count`](Self::count)) or one over a
-    /// year; otherwise as [`await_zero`](Self::await_zero).
+    /// [`Error::InvalidArgument`] for a wait over a year (a zero wait is one look at the
+    /// count); otherwise as [`await_zero`](Self::await_zero).
     ///
     /// # Examples
     ///
@@ -234,7 +234,7 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub fn await_for(&self, wait: Duration) -> Result<bool> {
-        check_duration("wait", wait)?;
+        check_wait(wait)?;
         self.await_until(Instant::now() + wait)
     }
 

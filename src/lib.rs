@@ -107,7 +107,7 @@
 //! [`Client::semaphore`] ([`Semaphore`], with [`SemaphoreGuard`]),
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
 //! leases, with [`PermitGuard`]) and [`Client::count_down_latch`] ([`CountDownLatch`]).
-//! A permit taken with [`PermitExpirableSemaphore::acquire_guard_renewed`] has no lease of
+//! A permit taken with [`PermitExpirableSemaphore::acquire_renewed`] has no lease of
 //! its own: the watchdog renews it, as it renews locks, for as long as its guard lives.
 //!
 //! # Naming: blocking, trying, waiting
@@ -123,11 +123,11 @@
 //!
 //! `what` is what the call takes, first (a semaphore's permits, a lease), then the wait or
 //! the deadline, last: [`Semaphore::try_acquire_for`]`(permits, wait)`. A call that hands back
-//! a guard adds `_guard` before the suffix ([`Semaphore::try_acquire_guard_until`]);
+//! a guard adds `_guard` before the suffix ([`Semaphore::try_acquire_until`]);
 //! [`Lock`] always does, so its calls are plain `lock`, `try_lock`, `try_lock_for`,
 //! `try_lock_until`. A guard whose lease the watchdog renews instead of one given adds
 //! `_renewed` after `_guard`, and takes no lease
-//! ([`PermitExpirableSemaphore::try_acquire_guard_renewed_for`]`(wait)`). `_for` computes a deadline and calls `_until`; a zero `wait` is refused
+//! ([`PermitExpirableSemaphore::try_acquire_renewed_for`]`(wait)`). `_for` computes a deadline and calls `_until`; a zero `wait` is refused
 //! (use `try_x`), a deadline already past makes one attempt, and a wait or deadline over a
 //! year is an [`Error::InvalidArgument`]. Running out of time is not an error.
 //!

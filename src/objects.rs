@@ -267,7 +267,7 @@ impl Client {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.semaphore("encoder-slots");
     /// slots.try_set_permits(4)?;
-    /// let _permit = slots.acquire_guard(1)?;
+    /// let _permit = slots.acquire(1)?;
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: &str) -> Semaphore {

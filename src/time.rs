@@ -30,6 +30,17 @@ pub(crate) fn check_duration(what: &str, d: Duration) -> Result<()> {
     Ok(())
 }
 
+/// Rejects a wait longer than [`MAX_DURATION`]. A zero wait is one try, as a deadline that
+/// has passed.
+pub(crate) fn check_wait(wait: Duration) -> Result<()> {
+    if wait > MAX_DURATION {
+        return Err(Error::invalid(format!(
+            "wait of {wait:?} is longer than one year"
+        )));
+    }
+    Ok(())
+}
+
 /// Rejects a deadline more than [`MAX_DURATION`] away.
 pub(crate) fn check_deadline(deadline: Instant) -> Result<()> {
     if deadline.saturating_duration_since(Instant::now()) > MAX_DURATION {

@@ -6,6 +6,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -386,7 +388,7 @@ fn inspect_read_write_semaphore_latch_and_fenced() {
 
     let sem = a.semaphore("cli:sem");
     sem.try_set_permits(4).unwrap();
-    sem.acquire(1).unwrap();
+    sem.acquire(1).forget_all().unwrap();
     let j = json::parse(&ok(&server, &["inspect", "--json", "cli:sem"]));
     assert_eq!(j.get("permits").num(), 3.0);
     assert_eq!(j.get("kind").str(), "semaphore-or-latch");
@@ -395,6 +397,7 @@ fn inspect_read_write_semaphore_latch_and_fenced() {
         thread::spawn(move || {
             a.semaphore("cli:sem")
                 .try_acquire_for(5, Duration::from_secs(20))
+                .forget_all()
         })
     };
     assert!(wait_until(Duration::from_secs(10), || {

@@ -204,7 +204,7 @@ in_both_modes! {
 
             let sem = client.semaphore(&format!("{name}:sem"));
             assert!(sem.try_set_permits(2).unwrap());
-            let permit = sem.acquire_guard(1).unwrap();
+            let permit = sem.acquire(1).unwrap();
             assert_eq!(sem.available_permits().unwrap(), 1);
             drop(permit);
 

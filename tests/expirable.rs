@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -87,7 +89,7 @@ fn counts_ids_and_key_layout_are_redissons() {
     assert_eq!(next_message(), "-2");
     assert_eq!(s.available_permits().unwrap(), -2);
     assert_eq!(
-        s.try_acquire(LONG).unwrap(),
+        s.try_acquire(LONG).forget_all().unwrap(),
         None,
         "a negative count grants nothing"
     );
@@ -99,6 +101,7 @@ fn counts_ids_and_key_layout_are_redissons() {
         let before = server_ms(&mut raw);
         let id = s
             .try_acquire(Duration::from_millis(lease_ms as u64))
+            .forget_all()
             .unwrap()
             .unwrap();
         let after = server_ms(&mut raw);
@@ -115,7 +118,7 @@ fn counts_ids_and_key_layout_are_redissons() {
     let mut keys: Vec<String> = raw.keys("*").unwrap();
     keys.sort();
     assert_eq!(keys, ["pes:layout", "{pes:layout}:timeout"]);
-    assert_eq!(s.try_acquire(LONG).unwrap(), None);
+    assert_eq!(s.try_acquire(LONG).forget_all().unwrap(), None);
 
     // Released by id, from another client: no ownership.
     let other = Client::open(&server.url()).unwrap();
@@ -140,15 +143,16 @@ fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing
     let mut latencies = Vec::new();
     for round in 0..6 {
         let held = [
-            s.try_acquire(LONG).unwrap().unwrap(),
-            s.try_acquire(LONG).unwrap().unwrap(),
+            s.try_acquire(LONG).forget_all().unwrap().unwrap(),
+            s.try_acquire(LONG).forget_all().unwrap().unwrap(),
         ];
         let w = waiter_client.permit_expirable_semaphore(name);
         let waiter = thread::spawn(move || {
             let id = if round % 2 == 0 {
-                w.acquire(LONG).unwrap()
+                w.acquire(LONG).forget_all().unwrap()
             } else {
-                w.try_acquire_id_for(LONG, Duration::from_secs(5))
+                w.try_acquire_for(LONG, Duration::from_secs(5))
+                    .forget_all()
                     .unwrap()
                     .unwrap()
             };
@@ -196,8 +200,8 @@ fn expired_permits_come_back_and_wake_a_waiter_without_any_release() {
     assert!(s.try_set_permits(2).unwrap());
     let lease = Duration::from_millis(300);
     let expired = [
-        s.try_acquire(lease).unwrap().unwrap(),
-        s.try_acquire(lease).unwrap().unwrap(),
+        s.try_acquire(lease).forget_all().unwrap().unwrap(),
+        s.try_acquire(lease).forget_all().unwrap().unwrap(),
     ];
     let expiries: Vec<i64> = expired
         .iter()
@@ -208,7 +212,7 @@ fn expired_permits_come_back_and_wake_a_waiter_without_any_release() {
     let w = waiter_client.permit_expirable_semaphore(name);
     let mut waiter_raw = server.conn();
     let waiter = thread::spawn(move || {
-        let id = w.acquire(LONG).unwrap();
+        let id = w.acquire(LONG).forget_all().unwrap();
         (id, server_ms(&mut waiter_raw))
     });
     let (id, got_at) = waiter.join().unwrap();
@@ -252,7 +256,7 @@ fn update_lease_keeps_a_permit_past_its_original_lease_but_cannot_revive_one() {
     let name = "pes:renew";
     let s = client.permit_expirable_semaphore(name);
     assert!(s.try_set_permits(1).unwrap());
-    let id = s.acquire(Duration::from_millis(300)).unwrap();
+    let id = s.acquire(Duration::from_millis(300)).forget_all().unwrap();
     let before = server_ms(&mut raw);
     s.update_lease(&id, Duration::from_secs(5)).unwrap();
     let after = server_ms(&mut raw);
@@ -260,12 +264,12 @@ fn update_lease_keeps_a_permit_past_its_original_lease_but_cannot_revive_one() {
     assert!(before + 5000 <= at && at <= after + 5000);
     thread::sleep(Duration::from_millis(500)); // past the original lease
     assert_eq!(s.available_permits().unwrap(), 0, "not reclaimed");
-    assert_eq!(s.try_acquire(LONG).unwrap(), None);
+    assert_eq!(s.try_acquire(LONG).forget_all().unwrap(), None);
     assert_eq!(score(&mut raw, name, id.as_str()), Some(at));
     s.release(&id).unwrap();
     assert_eq!(s.available_permits().unwrap(), 1);
 
-    let short = s.acquire(Duration::from_millis(100)).unwrap();
+    let short = s.acquire(Duration::from_millis(100)).forget_all().unwrap();
     thread::sleep(Duration::from_millis(250)); // let the lease run out
     assert_unknown(
         s.update_lease(&short, Duration::from_secs(5)).unwrap_err(),
@@ -303,7 +307,7 @@ fn added_permits_wake_exactly_that_many_waiters_and_releases_the_rest() {
             let sem: PermitExpirableSemaphore = clients[i % 2].permit_expirable_semaphore(name);
             let (holding, most, tx) = (Arc::clone(&holding), Arc::clone(&most), tx.clone());
             thread::spawn(move || {
-                let id = sem.acquire(LONG).unwrap();
+                let id = sem.acquire(LONG).forget_all().unwrap();
                 let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 tx.send(id).unwrap();
@@ -378,10 +382,15 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
     invalid(empty.try_set_permits(1).map(drop));
     invalid(empty.add_permits(1).map(drop));
     invalid(empty.available_permits().map(drop));
-    invalid(empty.acquire(LONG).map(drop));
-    invalid(empty.try_acquire(LONG).map(drop));
-    invalid(empty.try_acquire_id_for(LONG, LONG).map(drop));
-    invalid(empty.try_acquire_id_until(LONG, Instant::now()).map(drop));
+    invalid(empty.acquire(LONG).forget_all().map(drop));
+    invalid(empty.try_acquire(LONG).forget_all().map(drop));
+    invalid(empty.try_acquire_for(LONG, LONG).forget_all().map(drop));
+    invalid(
+        empty
+            .try_acquire_until(LONG, Instant::now())
+            .forget_all()
+            .map(drop),
+    );
     invalid(empty.release(&id));
     invalid(empty.try_release(&id).map(drop));
     invalid(empty.update_lease(&id, LONG));
@@ -389,15 +398,21 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
     let s = client.permit_expirable_semaphore("pes:bad");
     assert!(s.try_set_permits(1).unwrap());
     for lease in [Duration::ZERO, year_and_a_day] {
-        invalid(s.acquire(lease).map(drop));
-        invalid(s.try_acquire(lease).map(drop));
-        invalid(s.try_acquire_id_for(lease, LONG).map(drop));
+        invalid(s.acquire(lease).forget_all().map(drop));
+        invalid(s.try_acquire(lease).forget_all().map(drop));
+        invalid(s.try_acquire_for(lease, LONG).forget_all().map(drop));
         invalid(s.update_lease(&id, lease));
     }
-    invalid(s.try_acquire_id_for(LONG, Duration::ZERO).map(drop));
-    invalid(s.try_acquire_id_for(LONG, year_and_a_day).map(drop));
+    // A zero wait is one try: the one permit is free.
+    assert!(s.try_acquire_for(LONG, Duration::ZERO).unwrap().is_some());
     invalid(
-        s.try_acquire_id_until(LONG, Instant::now() + year_and_a_day)
+        s.try_acquire_for(LONG, year_and_a_day)
+            .forget_all()
+            .map(drop),
+    );
+    invalid(
+        s.try_acquire_until(LONG, Instant::now() + year_and_a_day)
+            .forget_all()
             .map(drop),
     );
     invalid(s.add_permits(1 << 53).map(drop));
@@ -441,9 +456,9 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
         wrong_type(s.try_set_permits(1).map(drop));
         wrong_type(s.add_permits(1).map(drop));
         wrong_type(s.available_permits().map(drop));
-        wrong_type(s.acquire(LONG).map(drop));
-        wrong_type(s.try_acquire(LONG).map(drop));
-        wrong_type(s.try_acquire_id_for(LONG, LONG).map(drop));
+        wrong_type(s.acquire(LONG).forget_all().map(drop));
+        wrong_type(s.try_acquire(LONG).forget_all().map(drop));
+        wrong_type(s.try_acquire_for(LONG, LONG).forget_all().map(drop));
         wrong_type(s.release(&id));
         wrong_type(s.try_release(&id).map(drop));
         wrong_type(s.update_lease(&id, LONG));
@@ -455,7 +470,7 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
     assert!(s.try_set_permits(0).unwrap());
     let wait = Duration::from_millis(100);
     let started = Instant::now();
-    assert_eq!(s.try_acquire_id_for(LONG, wait).unwrap(), None);
+    assert_eq!(s.try_acquire_for(LONG, wait).forget_all().unwrap(), None);
     let took = started.elapsed();
     assert!(
         took >= wait && took < wait + Duration::from_millis(100),
@@ -490,7 +505,7 @@ fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
     let mut waiter_raw = server.conn();
     let sem = s.clone();
     let (first, got_at) = thread::spawn(move || {
-        let id = sem.acquire(LONG).unwrap();
+        let id = sem.acquire(LONG).forget_all().unwrap();
         (id, server_ms(&mut waiter_raw))
     })
     .join()
@@ -517,7 +532,7 @@ fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
     // A raw INCR + PUBLISH (a Redisson release) wakes a waiter whose next re-check is 30 s away.
     let sem = s.clone();
     let waiter = thread::spawn(move || {
-        let id = sem.acquire(LONG).unwrap();
+        let id = sem.acquire(LONG).forget_all().unwrap();
         (id, Instant::now())
     });
     subscribed(&mut raw, name, 1);
@@ -549,7 +564,8 @@ fn a_waiter_learns_the_expiry_of_a_permit_another_waiter_of_its_client_took() {
         let s = c.permit_expirable_semaphore("pes:chain");
         thread::spawn(move || {
             let got = s
-                .try_acquire_id_for(Duration::from_millis(300), Duration::from_secs(5))
+                .try_acquire_for(Duration::from_millis(300), Duration::from_secs(5))
+                .forget_all()
                 .unwrap();
             (got.is_some(), Instant::now())
         })
@@ -583,10 +599,13 @@ fn shortening_a_lease_wakes_a_waiter_to_its_new_expiry() {
     let mut raw = server.conn();
     let s1 = c1.permit_expirable_semaphore("pes:short");
     s1.try_set_permits(1).unwrap();
-    let id = s1.acquire(LONG).unwrap();
+    let id = s1.acquire(LONG).forget_all().unwrap();
     let s2 = c2.permit_expirable_semaphore("pes:short");
     let waiter = thread::spawn(move || {
-        let got = s2.try_acquire_id_for(LONG, Duration::from_secs(5)).unwrap();
+        let got = s2
+            .try_acquire_for(LONG, Duration::from_secs(5))
+            .forget_all()
+            .unwrap();
         (got.is_some(), Instant::now())
     });
     subscribed(&mut raw, "pes:short", 1);
@@ -640,20 +659,18 @@ fn a_dropped_permit_guard_releases_its_permit_to_a_waiter_of_another_client() {
     let s = holder.permit_expirable_semaphore(name);
     assert!(s.try_set_permits(1).unwrap());
 
-    let guard = s.acquire_guard(LONG).unwrap();
+    let guard = s.acquire(LONG).unwrap();
     assert!(is_hex_id(guard.id()));
     assert_eq!(guard.semaphore().name(), name);
     assert!(format!("{guard:?}").contains(guard.id().as_str()));
     assert!(score(&mut raw, name, guard.id().as_str()).is_some());
-    assert!(s.try_acquire_guard(LONG).unwrap().is_none());
+    assert!(s.try_acquire(LONG).unwrap().is_none());
     let deadline = Instant::now() + Duration::from_millis(50);
-    assert!(s.try_acquire_guard_until(LONG, deadline).unwrap().is_none());
+    assert!(s.try_acquire_until(LONG, deadline).unwrap().is_none());
 
     let w = waiter_client.permit_expirable_semaphore(name);
     let waiter = thread::spawn(move || {
-        let got = w
-            .try_acquire_guard_for(LONG, Duration::from_secs(5))
-            .unwrap();
+        let got = w.try_acquire_for(LONG, Duration::from_secs(5)).unwrap();
         got.map(|g| g.forget())
     });
     await_waiting(&waiter_client, 1);
@@ -668,12 +685,12 @@ fn a_dropped_permit_guard_releases_its_permit_to_a_waiter_of_another_client() {
 
     // release(self) reports; a permit gone before its guard is reported, not revived.
     s.release(&second).unwrap();
-    s.acquire_guard(LONG).unwrap().release().unwrap();
-    let short = s.acquire_guard(Duration::from_millis(50)).unwrap();
+    s.acquire(LONG).unwrap().release().unwrap();
+    let short = s.acquire(Duration::from_millis(50)).unwrap();
     thread::sleep(Duration::from_millis(80));
     let id = short.id().clone();
     assert_unknown(short.release().unwrap_err(), name, &id);
-    let gone = s.acquire_guard(LONG).unwrap();
+    let gone = s.acquire(LONG).unwrap();
     s.release(gone.id()).unwrap();
     drop(gone); // logs, changes nothing
     assert_eq!(s.available_permits().unwrap(), 1);
@@ -692,8 +709,8 @@ fn counts_and_remaining_lease_are_read_without_writing() {
         (0, 0)
     );
     assert!(s.try_set_permits(5).unwrap());
-    let long = s.acquire(Duration::from_secs(10)).unwrap();
-    let short = s.acquire_guard(Duration::from_millis(300)).unwrap();
+    let long = s.acquire(Duration::from_secs(10)).forget_all().unwrap();
+    let short = s.acquire(Duration::from_millis(300)).unwrap();
     assert_eq!(s.acquired_permits().unwrap(), 2);
     assert_eq!(s.available_permits().unwrap(), 3);
     assert_eq!(s.permits().unwrap(), 5);
@@ -748,12 +765,15 @@ fn several_permits_are_taken_all_or_nothing_and_a_waiter_for_n_wakes_only_when_n
     let s = holder.permit_expirable_semaphore(name);
     assert!(s.try_set_permits(3).unwrap());
 
-    assert_eq!(s.try_acquire_many(4, LONG).unwrap(), None);
+    assert_eq!(s.try_acquire_many(4, LONG).forget_all().unwrap(), None);
     assert!(timeouts(&mut raw, name).is_empty(), "nothing written");
     assert_eq!(raw.get::<_, i64>(name).unwrap(), 3);
 
     let before = server_ms(&mut raw);
-    let ids = s.acquire_many(2, Duration::from_secs(20)).unwrap();
+    let ids = s
+        .acquire_many(2, Duration::from_secs(20))
+        .forget_all()
+        .unwrap();
     assert_eq!(ids.len(), 2);
     assert!(ids.iter().all(is_hex_id) && ids[0] != ids[1]);
     let stored = timeouts(&mut raw, name);
@@ -767,6 +787,7 @@ fn several_permits_are_taken_all_or_nothing_and_a_waiter_for_n_wakes_only_when_n
     let waiter = thread::spawn(move || {
         let got = w
             .try_acquire_many_for(3, LONG, Duration::from_secs(5))
+            .forget_all()
             .unwrap();
         tx.send(()).unwrap();
         got
@@ -784,43 +805,15 @@ fn several_permits_are_taken_all_or_nothing_and_a_waiter_for_n_wakes_only_when_n
     assert_eq!(s.available_permits().unwrap(), 0);
     assert_eq!(s.acquired_permits().unwrap(), 3);
     let deadline = Instant::now() + Duration::from_millis(20);
-    assert_eq!(s.try_acquire_many_until(1, LONG, deadline).unwrap(), None);
-    assert_eq!(s.try_release_many(&got).unwrap(), 3);
-    assert_eq!(s.try_release_many(&got).unwrap(), 0);
-    assert_eq!(s.available_permits().unwrap(), 3);
-}
-
-#[test]
-#[allow(deprecated)]
-fn the_deprecated_wait_first_calls_still_take_the_wait_first() {
-    let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
-    let mut raw = server.conn();
-    let name = "pes:deprecated";
-    let s = client.permit_expirable_semaphore(name);
-    assert!(s.try_set_permits(2).unwrap());
-    let lease = Duration::from_secs(20);
-    let before = server_ms(&mut raw);
-    let a = s
-        .try_acquire_for(Duration::from_millis(100), lease)
-        .unwrap()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_millis(100);
-    let b = s.try_acquire_until(deadline, lease).unwrap().unwrap();
-    for id in [&a, &b] {
-        let at = score(&mut raw, name, id.as_str()).unwrap();
-        assert!(at >= before + 20_000, "the lease is the second argument");
-    }
-    let started = Instant::now();
     assert_eq!(
-        s.try_acquire_for(Duration::from_millis(100), lease)
+        s.try_acquire_many_until(1, LONG, deadline)
+            .forget_all()
             .unwrap(),
         None
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "the wait is the first"
-    );
+    assert_eq!(s.try_release_many(&got).unwrap(), 3);
+    assert_eq!(s.try_release_many(&got).unwrap(), 0);
+    assert_eq!(s.available_permits().unwrap(), 3);
 }
 
 #[test]
@@ -832,28 +825,35 @@ fn bad_counts_and_leases_of_the_new_calls_are_rejected_before_anything_is_writte
     let absurd = Duration::from_secs(366 * 24 * 3600);
     let invalid = |r: Result<(), Error>| assert!(r.unwrap_err().is_invalid_argument());
     for permits in [0, 10_001] {
-        invalid(s.acquire_many(permits, LONG).map(drop));
-        invalid(s.try_acquire_many(permits, LONG).map(drop));
-        invalid(s.try_acquire_many_for(permits, LONG, LONG).map(drop));
+        invalid(s.acquire_many(permits, LONG).forget_all().map(drop));
+        invalid(s.try_acquire_many(permits, LONG).forget_all().map(drop));
+        invalid(
+            s.try_acquire_many_for(permits, LONG, LONG)
+                .forget_all()
+                .map(drop),
+        );
         invalid(
             s.try_acquire_many_until(permits, LONG, Instant::now())
+                .forget_all()
                 .map(drop),
         );
     }
     for lease in [Duration::ZERO, absurd] {
-        invalid(s.acquire_many(2, lease).map(drop));
-        invalid(s.try_acquire_many(2, lease).map(drop));
-        invalid(s.acquire_guard(lease).map(drop));
-        invalid(s.try_acquire_guard(lease).map(drop));
-        invalid(s.try_acquire_guard_for(lease, LONG).map(drop));
-        invalid(s.try_acquire_guard_until(lease, Instant::now()).map(drop));
+        invalid(s.acquire_many(2, lease).forget_all().map(drop));
+        invalid(s.try_acquire_many(2, lease).forget_all().map(drop));
+        invalid(s.acquire(lease).map(drop));
+        invalid(s.try_acquire(lease).map(drop));
+        invalid(s.try_acquire_for(lease, LONG).map(drop));
+        invalid(s.try_acquire_until(lease, Instant::now()).map(drop));
     }
-    invalid(s.try_acquire_guard_for(LONG, Duration::ZERO).map(drop));
-    invalid(s.try_acquire_many_for(1, LONG, absurd).map(drop));
+    // A zero wait is one try: no permits were set.
+    assert!(s.try_acquire_for(LONG, Duration::ZERO).unwrap().is_none());
     invalid(
-        s.try_acquire_guard_until(LONG, Instant::now() + absurd)
+        s.try_acquire_many_for(1, LONG, absurd)
+            .forget_all()
             .map(drop),
     );
+    invalid(s.try_acquire_until(LONG, Instant::now() + absurd).map(drop));
     invalid(s.try_release_many(&[]).map(drop));
     let too_many = vec![PermitId::new("x"); 10_001];
     invalid(s.try_release_many(&too_many).map(drop));

@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -144,7 +146,7 @@ fn semaphore_and_latch_are_told_apart_by_their_waiters() {
     let client = client(&server);
     let sem = client.semaphore("inspect:sem");
     sem.try_set_permits(5).unwrap();
-    sem.acquire(2).unwrap();
+    sem.acquire(2).forget_all().unwrap();
     let found = inspect(&client, "inspect:sem");
     assert_eq!(found.kind, Kind::SemaphoreOrLatch);
     assert_eq!((found.permits, found.count), (Some(3), Some(3)));
@@ -154,6 +156,7 @@ fn semaphore_and_latch_are_told_apart_by_their_waiters() {
             client
                 .semaphore("inspect:sem")
                 .try_acquire_for(10, Duration::from_secs(20))
+                .forget_all()
         })
     };
     wait_for_subscribers(&client, "inspect:sem", 1);
@@ -212,7 +215,7 @@ fn expirable_permits_show_their_leases() {
     let client = client(&server);
     let sem = client.permit_expirable_semaphore("inspect:pes");
     sem.try_set_permits(2).unwrap();
-    let id = sem.acquire(Duration::from_secs(60)).unwrap();
+    let id = sem.acquire(Duration::from_secs(60)).forget_all().unwrap();
     let found = inspect(&client, "inspect:pes");
     assert_eq!(
         (found.kind, found.permits),

@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -217,7 +219,7 @@ fn semaphores_and_the_latch_return_interrupted_and_take_nothing() {
     let sem = client.semaphore("i:sem");
     sem.try_set_permits(1).unwrap();
     let waiting = sem.clone();
-    let (interrupter, handle) = spawn_waiter(move || waiting.acquire(2));
+    let (interrupter, handle) = spawn_waiter(move || waiting.acquire(2).forget_all());
     interrupt_and_check(&client, "semaphore", interrupter, handle);
     assert_eq!(sem.available_permits().unwrap(), 1, "no permit taken");
     await_no_subscriber(&mut raw, "redisson_sc:{i:sem}");
@@ -226,7 +228,9 @@ fn semaphores_and_the_latch_return_interrupted_and_take_nothing() {
     pes.try_set_permits(0).unwrap();
     let waiting = pes.clone();
     let (interrupter, handle) = spawn_waiter(move || {
-        waiting.try_acquire_id_for(Duration::from_secs(5), Duration::from_secs(60))
+        waiting
+            .try_acquire_for(Duration::from_secs(5), Duration::from_secs(60))
+            .forget_all()
     });
     interrupt_and_check(&client, "permit-expirable semaphore", interrupter, handle);
     assert_eq!(pes.available_permits().unwrap(), 0);

@@ -208,9 +208,13 @@ fn await_for_times_out_with_false_and_leaves_no_subscription() {
     assert!(!latch.await_until(Instant::now()).unwrap());
     assert_eq!(latch.count().unwrap(), 1);
 
-    for wait in [Duration::ZERO, Duration::from_secs(400 * 24 * 3600)] {
-        assert!(latch.await_for(wait).unwrap_err().is_invalid_argument());
-    }
+    // A zero wait looks once.
+    assert!(!latch.await_for(Duration::ZERO).unwrap());
+    let year_and_more = Duration::from_secs(400 * 24 * 3600);
+    assert!(latch
+        .await_for(year_and_more)
+        .unwrap_err()
+        .is_invalid_argument());
     let far = Instant::now() + Duration::from_secs(400 * 24 * 3600);
     assert!(latch.await_until(far).unwrap_err().is_invalid_argument());
 }

@@ -3,6 +3,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
@@ -223,7 +225,11 @@ fn the_waiting_gauge_counts_threads_blocked_in_any_wait() {
             let client = client.clone();
             std::thread::spawn(move || match i {
                 0 => drop(client.lock("m:gauge").lock().unwrap()),
-                1 => client.semaphore("m:gauge:sem").acquire(1).unwrap(),
+                1 => client
+                    .semaphore("m:gauge:sem")
+                    .acquire(1)
+                    .forget_all()
+                    .unwrap(),
                 _ => client
                     .count_down_latch("m:gauge:latch")
                     .await_zero()

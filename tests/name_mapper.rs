@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -106,7 +108,10 @@ fn the_prefix_is_in_every_key_and_channel() {
     let expirable = client.permit_expirable_semaphore("render");
     assert_eq!(expirable.name(), "render");
     assert!(expirable.try_set_permits(1).unwrap());
-    let id = expirable.acquire(Duration::from_secs(60)).unwrap();
+    let id = expirable
+        .acquire(Duration::from_secs(60))
+        .forget_all()
+        .unwrap();
     assert_eq!(conn.zcard::<_, u64>("{app1:render}:timeout").unwrap(), 1);
     expirable.release(&id).unwrap();
 }

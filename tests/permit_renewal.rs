@@ -41,7 +41,7 @@ fn a_renewed_permit_outlives_several_leases_and_its_release_stops_renewal() {
     let name = "pr:long";
     let slots = client.permit_expirable_semaphore(name);
     assert!(slots.try_set_permits(1).unwrap());
-    let permit = slots.acquire_guard_renewed().unwrap();
+    let permit = slots.acquire_renewed().unwrap();
     let mut raw = server.conn();
     let first = score(&mut raw, name, &permit).expect("taken");
     let until = Instant::now() + WATCHDOG * 5;
@@ -49,7 +49,7 @@ fn a_renewed_permit_outlives_several_leases_and_its_release_stops_renewal() {
         // Sampled state: the permit must stay taken, and the last permit with it.
         assert!(score(&mut raw, name, &permit).is_some(), "permit expired");
         let theirs = other.permit_expirable_semaphore(name);
-        assert!(theirs.try_acquire_guard_renewed().unwrap().is_none());
+        assert!(theirs.try_acquire_renewed().unwrap().is_none());
         std::thread::sleep(Duration::from_millis(50));
     }
     let later = score(&mut raw, name, &permit).expect("taken");
@@ -76,12 +76,12 @@ fn dropping_a_renewed_guard_releases_its_permit() {
     let slots = client.permit_expirable_semaphore("pr:drop");
     assert!(slots.try_set_permits(2).unwrap());
     let permit = slots
-        .try_acquire_guard_renewed_for(Duration::from_secs(1))
+        .try_acquire_renewed_for(Duration::from_secs(1))
         .unwrap()
         .expect("free");
     let deadline = Instant::now() + Duration::from_secs(1);
     let second = slots
-        .try_acquire_guard_renewed_until(deadline)
+        .try_acquire_renewed_until(deadline)
         .unwrap()
         .expect("free");
     assert_eq!(slots.acquired_permits().unwrap(), 2);
@@ -98,7 +98,7 @@ fn a_permit_removed_by_hand_is_lost_as_not_held() {
     let name = "pr:removed";
     let slots = client.permit_expirable_semaphore(name);
     assert!(slots.try_set_permits(1).unwrap());
-    let permit = slots.acquire_guard_renewed().unwrap();
+    let permit = slots.acquire_renewed().unwrap();
     let (tx, rx) = mpsc::channel();
     permit.on_lost(move |reason| tx.send(reason).unwrap());
     let mut raw = server.conn();
@@ -122,7 +122,7 @@ fn a_lost_permit_calls_a_late_on_lost_at_once() {
     let name = "pr:late";
     let slots = client.permit_expirable_semaphore(name);
     assert!(slots.try_set_permits(1).unwrap());
-    let permit = slots.acquire_guard_renewed().unwrap();
+    let permit = slots.acquire_renewed().unwrap();
     let mut raw = server.conn();
     let _: i64 = raw.zrem(timeouts(name), member(permit.id())).unwrap();
     assert!(wait_until(WATCHDOG * 2, || permit.is_lost()));
@@ -137,9 +137,7 @@ fn renewals_of_one_semaphores_permits_are_batched() {
     let client = client(&server);
     let slots = client.permit_expirable_semaphore("pr:batch");
     assert!(slots.try_set_permits(8).unwrap());
-    let permits: Vec<PermitGuard> = (0..8)
-        .map(|_| slots.acquire_guard_renewed().unwrap())
-        .collect();
+    let permits: Vec<PermitGuard> = (0..8).map(|_| slots.acquire_renewed().unwrap()).collect();
     let mut raw = server.conn();
     // Let the acquires' spread settle into one batch.
     std::thread::sleep(WATCHDOG);
@@ -163,11 +161,11 @@ fn forgetting_a_renewed_permit_stops_renewal_and_its_lease_ends() {
     let name = "pr:forget";
     let slots = client.permit_expirable_semaphore(name);
     assert!(slots.try_set_permits(1).unwrap());
-    let id = slots.acquire_guard_renewed().unwrap().forget();
+    let id = slots.acquire_renewed().unwrap().forget();
     assert!(slots.remaining_lease(&id).unwrap().is_some());
     // Its lease (the watchdog timeout) runs out: the permit comes back.
     let back = slots
-        .try_acquire_guard_renewed_for(WATCHDOG * 4)
+        .try_acquire_renewed_for(WATCHDOG * 4)
         .unwrap()
         .expect("the forgotten permit expired");
     assert_eq!(slots.remaining_lease(&id).unwrap(), None);
@@ -180,7 +178,7 @@ fn closing_the_client_marks_renewed_permits_lost() {
     let client = client(&server);
     let slots = client.permit_expirable_semaphore("pr:close");
     assert!(slots.try_set_permits(1).unwrap());
-    let permit = slots.acquire_guard_renewed().unwrap();
+    let permit = slots.acquire_renewed().unwrap();
     let (tx, rx) = mpsc::channel();
     permit.on_lost(move |reason| tx.send(reason).unwrap());
     client.close();
@@ -196,28 +194,25 @@ fn renewed_acquires_reject_bad_input() {
     let year_and_a_day = Duration::from_secs(366 * 24 * 3600);
     let invalid = |r: Result<(), Error>| assert!(r.unwrap_err().is_invalid_argument());
     let empty = client.permit_expirable_semaphore("");
-    invalid(empty.acquire_guard_renewed().map(drop));
-    invalid(empty.try_acquire_guard_renewed().map(drop));
+    invalid(empty.acquire_renewed().map(drop));
+    invalid(empty.try_acquire_renewed().map(drop));
     invalid(
         empty
-            .try_acquire_guard_renewed_for(Duration::from_secs(1))
+            .try_acquire_renewed_for(Duration::from_secs(1))
             .map(drop),
     );
-    invalid(
-        empty
-            .try_acquire_guard_renewed_until(Instant::now())
-            .map(drop),
-    );
+    invalid(empty.try_acquire_renewed_until(Instant::now()).map(drop));
     let s = client.permit_expirable_semaphore("pr:bad");
-    invalid(s.try_acquire_guard_renewed_for(Duration::ZERO).map(drop));
-    invalid(s.try_acquire_guard_renewed_for(year_and_a_day).map(drop));
+    // A zero wait is one try: no permits were set.
+    assert!(s.try_acquire_renewed_for(Duration::ZERO).unwrap().is_none());
+    invalid(s.try_acquire_renewed_for(year_and_a_day).map(drop));
     invalid(
-        s.try_acquire_guard_renewed_until(Instant::now() + year_and_a_day)
+        s.try_acquire_renewed_until(Instant::now() + year_and_a_day)
             .map(drop),
     );
     // No permits set: a past deadline makes one attempt.
     assert!(s
-        .try_acquire_guard_renewed_until(Instant::now() - Duration::from_secs(1))
+        .try_acquire_renewed_until(Instant::now() - Duration::from_secs(1))
         .unwrap()
         .is_none());
 }
@@ -232,7 +227,7 @@ fn a_permit_without_lease_is_left_so_by_renewal() {
     let name = "pr:forever";
     let sem = client.permit_expirable_semaphore(name);
     sem.try_set_permits(1).unwrap();
-    let guard = sem.acquire_guard_renewed().unwrap();
+    let guard = sem.acquire_renewed().unwrap();
     let forever: i64 = 922_337_203_685_477;
     let _: () = raw
         .zadd(timeouts(name), member(guard.id()), forever)

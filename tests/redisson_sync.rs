@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -41,7 +43,7 @@ fn semaphore_permits_taken_on_one_side_are_released_on_the_other() {
     assert_eq!(sem.available_permits().unwrap(), 3);
 
     // Rust takes 2, Java sees 1; Java takes 1, Rust sees 0.
-    sem.acquire(2).unwrap();
+    sem.acquire(2).forget_all().unwrap();
     assert_eq!(
         java.call("a", &format!("sem available {name}")).value(),
         "1"
@@ -53,7 +55,7 @@ fn semaphore_permits_taken_on_one_side_are_released_on_the_other() {
     let (tx, rx) = mpsc::channel();
     let waiter = client.semaphore(name);
     let waiting = thread::spawn(move || {
-        let guard = waiter.acquire_guard(2).unwrap();
+        let guard = waiter.acquire(2).unwrap();
         tx.send(()).unwrap();
         guard.forget();
     });
@@ -106,7 +108,7 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
         java.call("a", &format!("pes available {name}")).value(),
         "2"
     );
-    let ours = sem.acquire(Duration::from_secs(60)).unwrap();
+    let ours = sem.acquire(Duration::from_secs(60)).forget_all().unwrap();
     assert_eq!(
         java.call("a", &format!("pes available {name}")).value(),
         "1"
@@ -117,7 +119,7 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
 
     // A permit the watchdog renews for Rust is the permit Java updates and reads, and the
     // other way.
-    let renewed = sem.acquire_guard_renewed().unwrap();
+    let renewed = sem.acquire_renewed().unwrap();
     let id = renewed.id().to_string();
     assert_eq!(
         java.call("a", &format!("pes updatelease {name} {id} 90000"))
@@ -145,8 +147,8 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
     sem.release(&PermitId::new(theirs)).unwrap();
 
     // A Java waiter wakes on a Rust release (the permits' leases are far off).
-    let a = sem.acquire(Duration::from_secs(60)).unwrap();
-    let _b = sem.acquire(Duration::from_secs(60)).unwrap();
+    let a = sem.acquire(Duration::from_secs(60)).forget_all().unwrap();
+    let _b = sem.acquire(Duration::from_secs(60)).forget_all().unwrap();
     java_waits(&_server, &format!("redisson_sc:{{{name}}}"), || {
         java.send("w", &format!("pes tryacquire {name} 10000 60000"))
     });
@@ -161,8 +163,8 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
 
     // Rust's permits with a 1 s lease run out for Java: its wait ends about then.
     let before = monotonic_ns();
-    let _a = sem.acquire(Duration::from_secs(1)).unwrap();
-    let _b = sem.acquire(Duration::from_secs(1)).unwrap();
+    let _a = sem.acquire(Duration::from_secs(1)).forget_all().unwrap();
+    let _b = sem.acquire(Duration::from_secs(1)).forget_all().unwrap();
     let got = java.call("a", &format!("pes tryacquire {name} 10000 60000"));
     assert_ne!(
         got.value(),
@@ -181,7 +183,8 @@ fn expirable_permits_cross_sides_and_leases_run_out_on_both_clocks() {
     java.call("a", &format!("pes acquire {name} 1000")).value();
     let start = Instant::now();
     let got = sem
-        .try_acquire_id_for(Duration::from_secs(60), Duration::from_secs(10))
+        .try_acquire_for(Duration::from_secs(60), Duration::from_secs(10))
+        .forget_all()
         .unwrap();
     assert!(got.is_some());
     let waited = start.elapsed();

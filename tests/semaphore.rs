@@ -2,6 +2,8 @@
 
 mod support;
 
+use support::forget::ForgetAll;
+
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -35,7 +37,7 @@ fn spawn_waiters(
             let sem = clients[i % clients.len()].semaphore(name);
             let (tx, hold) = (tx.clone(), hold.clone());
             std::thread::spawn(move || {
-                sem.acquire(need).unwrap();
+                sem.acquire(need).forget_all().unwrap();
                 tx.send((i, Instant::now())).unwrap();
                 if let Some(hold) = hold {
                     let _ = hold.recv();
@@ -57,14 +59,14 @@ fn permits_are_set_once_added_taken_and_kept_in_one_string_key() {
     assert!(a.try_set_permits(5).unwrap());
     assert!(!b.try_set_permits(9).unwrap(), "set only once");
     assert_eq!(b.available_permits().unwrap(), 5);
-    assert!(a.try_acquire(3).unwrap());
-    assert!(!b.try_acquire(3).unwrap(), "only 2 left");
-    assert!(b.try_acquire(2).unwrap());
+    assert!(a.try_acquire(3).forget_all().unwrap());
+    assert!(!b.try_acquire(3).forget_all().unwrap(), "only 2 left");
+    assert!(b.try_acquire(2).forget_all().unwrap());
     assert_eq!(a.available_permits().unwrap(), 0);
     // No ownership: b gives back what a took.
     assert_eq!(b.release(3).unwrap(), 3);
     assert_eq!(a.add_permits(-4).unwrap(), -1);
-    assert!(!a.try_acquire(1).unwrap());
+    assert!(!a.try_acquire(1).forget_all().unwrap());
     assert_eq!(a.add_permits(6).unwrap(), 5);
     // The raw layout: one STRING under the name, no expiry, nothing else.
     let value: String = raw.get("sem:basic").unwrap();
@@ -177,7 +179,7 @@ fn contended_permits_are_never_over_granted_and_every_waiter_finishes() {
             std::thread::spawn(move || {
                 for round in 0..15 {
                     let need = 1 + ((i + round) % 3) as u32;
-                    let permit = sem.acquire_guard(need).unwrap();
+                    let permit = sem.acquire(need).unwrap();
                     let n = i64::from(need);
                     most.fetch_max(inside.fetch_add(n, Ordering::SeqCst) + n, Ordering::SeqCst);
                     std::thread::sleep(Duration::from_micros(200 * (1 + (i as u64 % 4))));
@@ -204,15 +206,15 @@ fn guard_releases_on_drop_even_on_another_thread_and_forget_keeps_the_permits() 
     let c = clients(&server, 1);
     let sem = c[0].semaphore("sem:guard");
     sem.try_set_permits(2).unwrap();
-    let permit = sem.acquire_guard(2).unwrap();
+    let permit = sem.acquire(2).unwrap();
     assert_eq!(permit.permits(), 2);
     assert_eq!(sem.available_permits().unwrap(), 0);
-    assert!(sem.try_acquire_guard(1).unwrap().is_none());
+    assert!(sem.try_acquire(1).unwrap().is_none());
     std::thread::spawn(move || drop(permit)).join().unwrap();
     assert_eq!(sem.available_permits().unwrap(), 2);
-    sem.try_acquire_guard(1).unwrap().unwrap().forget();
+    sem.try_acquire(1).unwrap().unwrap().forget();
     assert_eq!(sem.available_permits().unwrap(), 1);
-    sem.acquire_guard(1).unwrap().release().unwrap();
+    sem.acquire(1).unwrap().release().unwrap();
     assert_eq!(sem.available_permits().unwrap(), 1);
 }
 
@@ -224,14 +226,17 @@ fn try_acquire_for_gives_up_in_time_and_leaves_no_subscription() {
     let sem = c[0].semaphore("sem:timeout");
     sem.try_set_permits(1).unwrap();
     let started = Instant::now();
-    assert!(!sem.try_acquire_for(2, Duration::from_millis(200)).unwrap());
+    assert!(!sem
+        .try_acquire_for(2, Duration::from_millis(200))
+        .forget_all()
+        .unwrap());
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(200) && took < Duration::from_millis(400),
         "{took:?}"
     );
     assert!(sem
-        .try_acquire_guard_for(1, Duration::from_millis(50))
+        .try_acquire_for(1, Duration::from_millis(50))
         .unwrap()
         .is_some());
     assert_eq!(numsub(&mut raw, "redisson_sc:{sem:timeout}"), 0);
@@ -245,16 +250,26 @@ fn bad_input_is_refused_and_changes_nothing() {
     let mut raw = server.conn();
     let empty = c[0].semaphore("");
     assert!(empty.try_set_permits(1).unwrap_err().is_invalid_argument());
-    assert!(empty.acquire(1).unwrap_err().is_invalid_argument());
-    assert!(empty.available_permits().unwrap_err().is_invalid_argument());
-    let sem = c[0].semaphore("sem:bad");
-    assert!(sem.acquire(0).unwrap_err().is_invalid_argument());
-    assert!(sem.try_acquire(0).unwrap_err().is_invalid_argument());
-    assert!(sem.release(0).unwrap_err().is_invalid_argument());
-    assert!(sem
-        .try_acquire_for(1, Duration::ZERO)
+    assert!(empty
+        .acquire(1)
+        .forget_all()
         .unwrap_err()
         .is_invalid_argument());
+    assert!(empty.available_permits().unwrap_err().is_invalid_argument());
+    let sem = c[0].semaphore("sem:bad");
+    assert!(sem
+        .acquire(0)
+        .forget_all()
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(sem
+        .try_acquire(0)
+        .forget_all()
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(sem.release(0).unwrap_err().is_invalid_argument());
+    // A zero wait is one try: no permits were set, and it writes nothing.
+    assert!(sem.try_acquire_for(1, Duration::ZERO).unwrap().is_none());
     let keys: Vec<String> = raw.keys("*").unwrap();
     assert!(keys.is_empty(), "{keys:?}");
 
@@ -264,8 +279,8 @@ fn bad_input_is_refused_and_changes_nothing() {
     for name in ["sem:bad", "sem:text"] {
         let sem = c[0].semaphore(name);
         let check = |e: redlatch::Error| assert!(e.is_wrong_type(), "{name}: {e:?}");
-        check(sem.try_acquire(1).unwrap_err());
-        check(sem.acquire(1).unwrap_err());
+        check(sem.try_acquire(1).forget_all().unwrap_err());
+        check(sem.acquire(1).forget_all().unwrap_err());
         check(sem.release(1).unwrap_err());
         check(sem.add_permits(-1).unwrap_err());
         check(sem.available_permits().unwrap_err());
@@ -346,7 +361,7 @@ fn drain_takes_every_permit_leaves_zero_and_publishes_nothing() {
     assert_eq!(value, "0");
     let ttl: i64 = raw.pttl("sem:drain").unwrap();
     assert!(ttl > 50_000, "the expiry is kept: {ttl}");
-    assert!(!sem.try_acquire(1).unwrap());
+    assert!(!sem.try_acquire(1).forget_all().unwrap());
     assert_eq!(sem.drain_permits().unwrap(), 0);
     // A negative count is raised to 0 and returned, as java.util.concurrent's drainPermits.
     assert_eq!(sem.add_permits(-3).unwrap(), -3);
@@ -449,25 +464,25 @@ fn set_permits_keeps_an_expiry_and_try_set_with_expiry_sets_a_pttl_once() {
 }
 
 #[test]
-fn try_acquire_guard_until_gets_permits_in_time_or_gives_up_at_the_deadline() {
+fn try_acquire_until_gets_permits_in_time_or_gives_up_at_the_deadline() {
     let server = RedisServer::new();
     let c = clients(&server, 1);
     let mut raw = server.conn();
     let sem = c[0].semaphore("sem:until");
     sem.set_permits(2).unwrap();
     let guard = sem
-        .try_acquire_guard_until(2, Instant::now() + Duration::from_millis(100))
+        .try_acquire_until(2, Instant::now() + Duration::from_millis(100))
         .unwrap()
         .expect("free permits are taken at once");
     assert_eq!(guard.permits(), 2);
     // A deadline already past makes one attempt.
     assert!(sem
-        .try_acquire_guard_until(1, Instant::now() - Duration::from_secs(1))
+        .try_acquire_until(1, Instant::now() - Duration::from_secs(1))
         .unwrap()
         .is_none());
     let started = Instant::now();
     assert!(sem
-        .try_acquire_guard_until(1, started + Duration::from_millis(200))
+        .try_acquire_until(1, started + Duration::from_millis(200))
         .unwrap()
         .is_none());
     let took = started.elapsed();
@@ -479,7 +494,7 @@ fn try_acquire_guard_until_gets_permits_in_time_or_gives_up_at_the_deadline() {
     let waiter = {
         let sem = sem.clone();
         std::thread::spawn(move || {
-            sem.try_acquire_guard_until(2, Instant::now() + Duration::from_secs(5))
+            sem.try_acquire_until(2, Instant::now() + Duration::from_secs(5))
                 .unwrap()
                 .map(|g| g.permits())
         })
@@ -499,9 +514,9 @@ fn bad_input_to_the_new_calls_is_refused_and_writes_nothing() {
     let sem = c[0].semaphore("sem:bad-new");
     let soon = Instant::now() + Duration::from_secs(1);
     let invalid = |e: redlatch::Error| assert!(e.is_invalid_argument(), "{e:?}");
-    invalid(sem.try_acquire_guard_until(0, soon).unwrap_err());
+    invalid(sem.try_acquire_until(0, soon).unwrap_err());
     invalid(
-        sem.try_acquire_guard_until(1, Instant::now() + Duration::from_secs(400 * 24 * 3600))
+        sem.try_acquire_until(1, Instant::now() + Duration::from_secs(400 * 24 * 3600))
             .unwrap_err(),
     );
     invalid(

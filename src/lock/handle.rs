@@ -13,7 +13,7 @@ use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
-use crate::time::{check_deadline, check_duration};
+use crate::time::{check_deadline, check_duration, check_wait};
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -308,8 +308,8 @@ impl<O: Ownership> Lock<O> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a zero wait (use [`try_lock`](Self::try_lock)) or one
-    /// over a year; otherwise as [`lock`](Self::lock).
+    /// [`Error::InvalidArgument`] for a wait over a year (a zero wait is one try); otherwise
+    /// as [`lock`](Self::lock).
     ///
     /// # Examples
     ///
@@ -323,7 +323,7 @@ impl<O: Ownership> Lock<O> {
     /// # Ok(()) }
     /// ```
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<O>>> {
-        check_duration("wait", wait)?;
+        check_wait(wait)?;
         self.try_lock_until(Instant::now() + wait)
     }
 

@@ -245,7 +245,7 @@ macro_rules! shared_methods {
             ///
             /// # Errors
             ///
-            /// [`Error::InvalidArgument`] for a zero wait or one over a year; otherwise as
+            /// [`Error::InvalidArgument`] for a wait over a year (a zero wait is one try); otherwise as
             /// [`lock`](Self::lock).
             ///
             /// # Examples

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::lock::multi_guard::MultiLockGuard;
 use crate::lock::{Lock, LockGuard};
-use crate::time::{check_deadline, check_duration};
+use crate::time::{check_deadline, check_wait};
 
 /// The members, how many must be held, and how long one member's call may take.
 #[derive(Clone)]
@@ -71,7 +71,7 @@ impl Members {
 
     /// Waits at most `wait` in all.
     pub(super) fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiLockGuard>> {
-        check_duration("wait", wait)?;
+        check_wait(wait)?;
         self.acquire(Some(Instant::now() + wait))
     }
 

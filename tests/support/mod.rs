@@ -7,6 +7,7 @@
 
 pub mod binary;
 pub mod cluster;
+pub mod forget;
 pub mod java;
 pub mod sentinel;
 pub mod tls;

@@ -167,8 +167,8 @@ fn acquire(
                 }
             }
             match deadline {
-                None => semaphore.acquire_guard_renewed().map(Some),
-                Some(deadline) => semaphore.try_acquire_guard_renewed_until(deadline),
+                None => semaphore.acquire_renewed().map(Some),
+                Some(deadline) => semaphore.try_acquire_renewed_until(deadline),
             }
             .map(|permit| permit.map(Held::Permit))
         }

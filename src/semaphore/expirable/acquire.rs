@@ -1,7 +1,7 @@
-//! Taking permits with a fixed lease from a [`PermitExpirableSemaphore`]: one or many, by id
-//! or as a [`PermitGuard`], at once, for a while or until a deadline. Every acquire, these and
-//! the renewed ones (`renewed.rs`), ends in the one acquire path, which waits through
-//! `pubsub::wait`.
+//! Taking permits with a fixed lease from a [`PermitExpirableSemaphore`]: one or many, at
+//! once, for a while or until a deadline, each as a [`PermitGuard`] that gives it back on
+//! drop. Every acquire, these and the renewed ones (`renewed.rs`), ends in the one acquire
+//! path, which waits through `pubsub::wait`.
 
 use std::time::{Duration, Instant};
 
@@ -13,12 +13,14 @@ use super::raw::check_count;
 use crate::error::Error;
 use crate::error::Result;
 use crate::semaphore::shared::{check_name, wait_for_permits};
-use crate::time::{check_deadline, check_duration};
+use crate::time::{check_deadline, check_duration, check_wait};
 
 impl PermitExpirableSemaphore {
     /// Takes a permit that expires after `lease` (rounded up to whole milliseconds) unless
-    /// [released](Self::release) or [renewed](Self::update_lease) first, blocking until one
-    /// is free.
+    /// released or [renewed](PermitGuard::update_lease) first, blocking until one is free.
+    /// The guard gives it back when dropped; [`forget`](PermitGuard::forget) keeps it taken
+    /// and returns its id, for Redisson's style of releasing by id
+    /// ([`release`](Self::release)), from anywhere.
     ///
     /// # Errors
     ///
@@ -34,16 +36,22 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let id = slots.acquire(Duration::from_secs(30))?;
+    /// {
+    ///     let _permit = slots.acquire(Duration::from_secs(30))?;
+    ///     // ...
+    /// } // given back here
+    ///
+    /// // Redisson's style: the id travels, and whoever finishes releases it.
+    /// let id = slots.acquire(Duration::from_secs(30))?.forget();
     /// slots.release(&id)?;
     /// # Ok(()) }
     /// ```
-    pub fn acquire(&self, lease: Duration) -> Result<PermitId> {
+    pub fn acquire(&self, lease: Duration) -> Result<PermitGuard> {
         self.acquire_many(1, lease).map(one)
     }
 
-    /// Takes a permit with the given `lease` if one is free; never waits. Returns `Ok(None)`
-    /// when none is.
+    /// Takes a permit with the given `lease` if one is free; never waits. `None` when none
+    /// is.
     ///
     /// # Errors
     ///
@@ -57,22 +65,22 @@ impl PermitExpirableSemaphore {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
     /// match slots.try_acquire(Duration::from_secs(30))? {
-    ///     Some(id) => slots.release(&id)?,
-    ///     None => println!("all slots busy"),
+    ///     Some(permit) => permit.release()?,
+    ///     None => println!("all taken"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire(&self, lease: Duration) -> Result<Option<PermitId>> {
+    pub fn try_acquire(&self, lease: Duration) -> Result<Option<PermitGuard>> {
         Ok(self.try_acquire_many(1, lease)?.map(one))
     }
 
-    /// Takes a permit with the given `lease`, waiting at most `wait`. Returns `Ok(None)` if
-    /// the wait ran out. What is acquired (the lease) comes first, as in every acquire call.
+    /// Takes a permit with the given `lease`, waiting at most `wait` (zero: one try); `None`
+    /// if the wait ran out.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a zero wait (use [`try_acquire`](Self::try_acquire))
-    /// or one over a year; otherwise as [`acquire`](Self::acquire).
+    /// [`Error::InvalidArgument`] for a wait over a year; otherwise as
+    /// [`acquire`](Self::acquire).
     ///
     /// # Examples
     ///
@@ -81,18 +89,18 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let (lease, wait) = (Duration::from_secs(30), Duration::from_secs(3));
-    /// if let Some(id) = slots.try_acquire_id_for(lease, wait)? {
-    ///     slots.release(&id)?;
+    /// let lease = Duration::from_secs(30);
+    /// if let Some(_permit) = slots.try_acquire_for(lease, Duration::from_secs(2))? {
+    ///     // ...
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_id_for(&self, lease: Duration, wait: Duration) -> Result<Option<PermitId>> {
+    pub fn try_acquire_for(&self, lease: Duration, wait: Duration) -> Result<Option<PermitGuard>> {
         Ok(self.try_acquire_many_for(1, lease, wait)?.map(one))
     }
 
-    /// Takes a permit with the given `lease`, waiting at most until `deadline` (a deadline in
-    /// the past makes one attempt). Returns `Ok(None)` if the deadline passed.
+    /// Takes a permit with the given `lease`, waiting at most until `deadline` (a deadline
+    /// in the past makes one attempt); `None` if it passed.
     ///
     /// # Errors
     ///
@@ -105,86 +113,27 @@ impl PermitExpirableSemaphore {
     /// # use std::time::{Duration, Instant};
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let deadline = Instant::now() + Duration::from_millis(250);
-    /// let id = client
-    ///     .permit_expirable_semaphore("slots")
-    ///     .try_acquire_id_until(Duration::from_secs(30), deadline)?;
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// if let Some(_permit) = slots.try_acquire_until(Duration::from_secs(30), deadline)? {
+    ///     // ...
+    /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_id_until(
+    pub fn try_acquire_until(
         &self,
         lease: Duration,
         deadline: Instant,
-    ) -> Result<Option<PermitId>> {
+    ) -> Result<Option<PermitGuard>> {
         Ok(self.try_acquire_many_until(1, lease, deadline)?.map(one))
     }
 
-    /// Takes a permit with the given `lease`, waiting at most `wait`.
+    /// Takes `permits` permits at once (all or none), each with the given `lease`, blocking
+    /// until they are free: a guard per permit.
     ///
     /// # Errors
     ///
-    /// As [`try_acquire_id_for`](Self::try_acquire_id_for).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// # #[allow(deprecated)]
-    /// let id = client
-    ///     .permit_expirable_semaphore("slots")
-    ///     .try_acquire_for(Duration::from_secs(3), Duration::from_secs(30))?;
-    /// # Ok(()) }
-    /// ```
-    #[deprecated(
-        note = "use `try_acquire_id_for(lease, wait)`: the same call with the lease first, as \
-                what is acquired comes first in every acquire call"
-    )]
-    pub fn try_acquire_for(&self, wait: Duration, lease: Duration) -> Result<Option<PermitId>> {
-        self.try_acquire_id_for(lease, wait)
-    }
-
-    /// Takes a permit with the given `lease`, waiting at most until `deadline`.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire_id_until`](Self::try_acquire_id_until).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::{Duration, Instant};
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let deadline = Instant::now() + Duration::from_millis(250);
-    /// # #[allow(deprecated)]
-    /// let id = client
-    ///     .permit_expirable_semaphore("slots")
-    ///     .try_acquire_until(deadline, Duration::from_secs(30))?;
-    /// # Ok(()) }
-    /// ```
-    #[deprecated(
-        note = "use `try_acquire_id_until(lease, deadline)`: the same call with the lease \
-                first, as what is acquired comes first in every acquire call"
-    )]
-    pub fn try_acquire_until(
-        &self,
-        deadline: Instant,
-        lease: Duration,
-    ) -> Result<Option<PermitId>> {
-        self.try_acquire_id_until(lease, deadline)
-    }
-
-    /// Takes `permits` permits at once, all with the same `lease`, blocking until that many
-    /// are free; returns their ids (Redisson's `acquire(permits, leaseTime, unit)`). All or
-    /// nothing: one script call takes every permit or none, so two callers waiting for 3 of
-    /// 4 permits never deadlock holding 2 each. Each permit is then its own: release or renew
-    /// them one by one, or together with [`try_release_many`](Self::try_release_many).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidArgument`] for 0 permits or more than 10,000; otherwise as
+    /// [`Error::InvalidArgument`] for zero permits or more than 10,000 at once; otherwise as
     /// [`acquire`](Self::acquire).
     ///
     /// # Examples
@@ -194,20 +143,18 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let ids = slots.acquire_many(3, Duration::from_secs(30))?;
-    /// assert_eq!(ids.len(), 3);
-    /// assert_eq!(slots.try_release_many(&ids)?, 3);
+    /// let permits = slots.acquire_many(3, Duration::from_secs(30))?;
+    /// assert_eq!(permits.len(), 3);
     /// # Ok(()) }
     /// ```
-    pub fn acquire_many(&self, permits: u32, lease: Duration) -> Result<Vec<PermitId>> {
+    pub fn acquire_many(&self, permits: u32, lease: Duration) -> Result<Vec<PermitGuard>> {
         match self.acquire_until(permits, lease, None)? {
-            Some(ids) => Ok(ids),
+            Some(guards) => Ok(guards),
             None => unreachable!("a wait without deadline only ends in permits"),
         }
     }
 
-    /// Takes `permits` permits with the given `lease` if that many are free; never waits.
-    /// Returns `Ok(None)` when fewer are (nothing is taken).
+    /// As [`acquire_many`](Self::acquire_many) if the permits are free now; never waits.
     ///
     /// # Errors
     ///
@@ -220,21 +167,24 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// if let Some(ids) = slots.try_acquire_many(2, Duration::from_secs(30))? {
-    ///     slots.try_release_many(&ids)?;
+    /// if let Some(_permits) = slots.try_acquire_many(2, Duration::from_secs(30))? {
+    ///     // ...
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_many(&self, permits: u32, lease: Duration) -> Result<Option<Vec<PermitId>>> {
+    pub fn try_acquire_many(
+        &self,
+        permits: u32,
+        lease: Duration,
+    ) -> Result<Option<Vec<PermitGuard>>> {
         self.acquire_until(permits, lease, Some(Instant::now()))
     }
 
-    /// Takes `permits` permits with the given `lease`, waiting at most `wait` for that many
-    /// to be free at once. Returns `Ok(None)` if the wait ran out (nothing is taken).
+    /// As [`acquire_many`](Self::acquire_many), waiting at most `wait` (zero: one try).
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a zero wait or one over a year; otherwise as
+    /// [`Error::InvalidArgument`] for a wait over a year; otherwise as
     /// [`acquire_many`](Self::acquire_many).
     ///
     /// # Examples
@@ -244,10 +194,8 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let (lease, wait) = (Duration::from_secs(30), Duration::from_secs(3));
-    /// if let Some(ids) = slots.try_acquire_many_for(2, lease, wait)? {
-    ///     slots.try_release_many(&ids)?;
-    /// }
+    /// let lease = Duration::from_secs(30);
+    /// let got = slots.try_acquire_many_for(2, lease, Duration::from_secs(1))?;
     /// # Ok(()) }
     /// ```
     pub fn try_acquire_many_for(
@@ -255,13 +203,12 @@ impl PermitExpirableSemaphore {
         permits: u32,
         lease: Duration,
         wait: Duration,
-    ) -> Result<Option<Vec<PermitId>>> {
-        check_duration("wait", wait)?;
+    ) -> Result<Option<Vec<PermitGuard>>> {
+        check_wait(wait)?;
         self.try_acquire_many_until(permits, lease, Instant::now() + wait)
     }
 
-    /// Takes `permits` permits with the given `lease`, waiting at most until `deadline` (a
-    /// deadline in the past makes one attempt). Returns `Ok(None)` if the deadline passed.
+    /// As [`acquire_many`](Self::acquire_many), waiting at most until `deadline`.
     ///
     /// # Errors
     ///
@@ -274,10 +221,9 @@ impl PermitExpirableSemaphore {
     /// # use std::time::{Duration, Instant};
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let deadline = Instant::now() + Duration::from_millis(250);
-    /// let ids = client
-    ///     .permit_expirable_semaphore("slots")
-    ///     .try_acquire_many_until(2, Duration::from_secs(30), deadline)?;
+    /// let slots = client.permit_expirable_semaphore("slots");
+    /// let deadline = Instant::now() + Duration::from_secs(1);
+    /// let got = slots.try_acquire_many_until(2, Duration::from_secs(30), deadline)?;
     /// # Ok(()) }
     /// ```
     pub fn try_acquire_many_until(
@@ -285,119 +231,9 @@ impl PermitExpirableSemaphore {
         permits: u32,
         lease: Duration,
         deadline: Instant,
-    ) -> Result<Option<Vec<PermitId>>> {
+    ) -> Result<Option<Vec<PermitGuard>>> {
         check_deadline(deadline)?;
         self.acquire_until(permits, lease, Some(deadline))
-    }
-
-    /// As [`acquire`](Self::acquire), returning a guard that releases the permit on drop.
-    /// The guard is `Send`: a permit belongs to no thread.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let slots = client.permit_expirable_semaphore("slots");
-    /// let permit = slots.acquire_guard(Duration::from_secs(30))?;
-    /// std::thread::spawn(move || {
-    ///     // ... render; the permit is released when this thread drops it
-    ///     drop(permit);
-    /// });
-    /// # Ok(()) }
-    /// ```
-    pub fn acquire_guard(&self, lease: Duration) -> Result<PermitGuard> {
-        self.acquire(lease)
-            .map(|id| PermitGuard::new(self.clone(), id))
-    }
-
-    /// As [`try_acquire`](Self::try_acquire), returning a guard that releases on drop.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire`](Self::acquire).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let slots = client.permit_expirable_semaphore("slots");
-    /// if let Some(_permit) = slots.try_acquire_guard(Duration::from_secs(30))? {
-    ///     // ... render
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_guard(&self, lease: Duration) -> Result<Option<PermitGuard>> {
-        Ok(self
-            .try_acquire(lease)?
-            .map(|id| PermitGuard::new(self.clone(), id)))
-    }
-
-    /// As [`try_acquire_id_for`](Self::try_acquire_id_for), returning a guard that releases
-    /// on drop.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire_id_for`](Self::try_acquire_id_for).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let slots = client.permit_expirable_semaphore("slots");
-    /// let (lease, wait) = (Duration::from_secs(30), Duration::from_secs(3));
-    /// if let Some(_permit) = slots.try_acquire_guard_for(lease, wait)? {
-    ///     // ... render
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_guard_for(
-        &self,
-        lease: Duration,
-        wait: Duration,
-    ) -> Result<Option<PermitGuard>> {
-        Ok(self
-            .try_acquire_id_for(lease, wait)?
-            .map(|id| PermitGuard::new(self.clone(), id)))
-    }
-
-    /// As [`try_acquire_id_until`](Self::try_acquire_id_until), returning a guard that
-    /// releases on drop.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire_id_until`](Self::try_acquire_id_until).
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::{Duration, Instant};
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let deadline = Instant::now() + Duration::from_millis(250);
-    /// let slots = client.permit_expirable_semaphore("slots");
-    /// if let Some(_permit) = slots.try_acquire_guard_until(Duration::from_secs(30), deadline)? {
-    ///     // ... render
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_guard_until(
-        &self,
-        lease: Duration,
-        deadline: Instant,
-    ) -> Result<Option<PermitGuard>> {
-        Ok(self
-            .try_acquire_id_until(lease, deadline)?
-            .map(|id| PermitGuard::new(self.clone(), id)))
     }
 
     /// The one acquire path: tries to take `permits` permits at once, then waits until
@@ -410,10 +246,14 @@ impl PermitExpirableSemaphore {
         permits: u32,
         lease: Duration,
         deadline: Option<Instant>,
-    ) -> Result<Option<Vec<PermitId>>> {
+    ) -> Result<Option<Vec<PermitGuard>>> {
         Ok(self
             .acquire_sent(permits, lease, deadline)?
-            .map(|(ids, _)| ids))
+            .map(|(ids, _)| {
+                ids.into_iter()
+                    .map(|id| PermitGuard::new(self.clone(), id))
+                    .collect()
+            }))
     }
 
     /// As [`acquire_until`](Self::acquire_until), also returning when the attempt that took
@@ -444,8 +284,8 @@ impl PermitExpirableSemaphore {
     }
 }
 
-/// The id of a call that took one permit.
-pub(super) fn one(mut ids: Vec<PermitId>) -> PermitId {
-    debug_assert_eq!(ids.len(), 1);
-    ids.swap_remove(0)
+/// The one of a call that took one permit.
+pub(super) fn one<T>(mut taken: Vec<T>) -> T {
+    debug_assert_eq!(taken.len(), 1);
+    taken.swap_remove(0)
 }

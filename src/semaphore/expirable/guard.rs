@@ -11,14 +11,14 @@ use crate::watchdog::{call_lost, LeaseState, LostReason, Renewal, Watch};
 
 /// One permit taken from a [`PermitExpirableSemaphore`]; dropping the guard releases it.
 ///
-/// Made by [`acquire_guard`](PermitExpirableSemaphore::acquire_guard) and its `try_*`
+/// Made by [`acquire`](PermitExpirableSemaphore::acquire) and its `try_*`
 /// siblings. A permit belongs to no thread, so the guard is `Send`: it may be released by
 /// another thread. Its lease still runs: a guard kept past its lease finds its permit gone
 /// (back in the semaphore, maybe taken by another), and dropping it then logs a warning;
 /// [`release`](Self::release) returns [`Error::UnknownPermit`](crate::Error::UnknownPermit)
 /// instead. Dropping logs any other release error too.
 ///
-/// A guard made by [`acquire_guard_renewed`](PermitExpirableSemaphore::acquire_guard_renewed)
+/// A guard made by [`acquire_renewed`](PermitExpirableSemaphore::acquire_renewed)
 /// (and its `try_*` siblings) has its permit's lease renewed by the client's watchdog for as
 /// long as it lives. Such a permit can still be lost (removed from the semaphore by hand,
 /// renewals failing for a whole lease, the client closed): poll [`is_lost`](Self::is_lost)
@@ -32,7 +32,7 @@ use crate::watchdog::{call_lost, LeaseState, LostReason, Renewal, Watch};
 /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
 /// let slots = client.permit_expirable_semaphore("render-slots");
 /// {
-///     let permit = slots.acquire_guard(Duration::from_secs(60))?;
+///     let permit = slots.acquire(Duration::from_secs(60))?;
 ///     println!("rendering with permit {}", permit.id());
 /// } // released here
 /// # Ok(()) }
@@ -94,7 +94,7 @@ impl PermitGuard {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let permit = client
     ///     .permit_expirable_semaphore("slots")
-    ///     .acquire_guard(Duration::from_secs(30))?;
+    ///     .acquire(Duration::from_secs(30))?;
     /// assert_eq!(permit.id().as_str().len(), 32);
     /// # Ok(()) }
     /// ```
@@ -112,7 +112,7 @@ impl PermitGuard {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let permit = client
     ///     .permit_expirable_semaphore("slots")
-    ///     .acquire_guard(Duration::from_secs(30))?;
+    ///     .acquire(Duration::from_secs(30))?;
     /// assert_eq!(permit.semaphore().name(), "slots");
     /// # Ok(()) }
     /// ```
@@ -135,7 +135,7 @@ impl PermitGuard {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let permit = client
     ///     .permit_expirable_semaphore("slots")
-    ///     .acquire_guard(Duration::from_secs(30))?;
+    ///     .acquire(Duration::from_secs(30))?;
     /// if permit.remaining_lease()?.is_none() {
     ///     println!("the permit expired: stop");
     /// }
@@ -162,7 +162,7 @@ impl PermitGuard {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let permit = client
     ///     .permit_expirable_semaphore("slots")
-    ///     .acquire_guard(Duration::from_secs(10))?;
+    ///     .acquire(Duration::from_secs(10))?;
     /// permit.update_lease(Duration::from_secs(60))?;
     /// # Ok(()) }
     /// ```
@@ -186,7 +186,7 @@ impl PermitGuard {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let permit = client
     ///     .permit_expirable_semaphore("slots")
-    ///     .acquire_guard_renewed()?;
+    ///     .acquire_renewed()?;
     /// // ... work ...
     /// if permit.is_lost() {
     ///     // somebody took the permit away: do not commit
@@ -222,7 +222,7 @@ impl PermitGuard {
     /// let lost = Arc::new(AtomicBool::new(false));
     /// let permit = client
     ///     .permit_expirable_semaphore("slots")
-    ///     .acquire_guard_renewed()?;
+    ///     .acquire_renewed()?;
     /// let flag = Arc::clone(&lost);
     /// permit.on_lost(move |_| flag.store(true, Ordering::Release));
     /// // ... work, checking `lost` ...
@@ -258,7 +258,7 @@ impl PermitGuard {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// slots.acquire_guard(Duration::from_secs(30))?.release()?;
+    /// slots.acquire(Duration::from_secs(30))?.release()?;
     /// # Ok(()) }
     /// ```
     pub fn release(mut self) -> Result<()> {
@@ -279,7 +279,7 @@ impl PermitGuard {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let id = slots.acquire_guard(Duration::from_secs(30))?.forget();
+    /// let id = slots.acquire(Duration::from_secs(30))?.forget();
     /// // ... hand `id` to another process, which releases it
     /// slots.release(&id)?;
     /// # Ok(()) }

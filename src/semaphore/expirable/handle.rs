@@ -38,7 +38,7 @@ use crate::time::check_duration;
 /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
 /// let slots = client.permit_expirable_semaphore("render-slots");
 /// slots.try_set_permits(4)?; // only the first caller sets it
-/// let id = slots.acquire(Duration::from_secs(60))?; // blocks until a permit is free
+/// let id = slots.acquire(Duration::from_secs(60))?.forget(); // blocks until a permit is free; kept by id
 /// // ... render; a crash here frees the permit after 60 s
 /// slots.release(&id)?;
 /// # Ok(()) }
@@ -156,7 +156,7 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let _permit = slots.acquire_guard(Duration::from_secs(30))?;
+    /// let _permit = slots.acquire(Duration::from_secs(30))?;
     /// assert!(slots.acquired_permits()? >= 1);
     /// # Ok(()) }
     /// ```
@@ -180,7 +180,7 @@ impl PermitExpirableSemaphore {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
     /// slots.try_set_permits(4)?;
-    /// let _permit = slots.acquire_guard(Duration::from_secs(30))?;
+    /// let _permit = slots.acquire(Duration::from_secs(30))?;
     /// assert_eq!(slots.permits()?, 4); // 3 available, 1 taken
     /// # Ok(()) }
     /// ```
@@ -210,7 +210,7 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let id = slots.acquire(Duration::from_secs(30))?;
+    /// let id = slots.acquire(Duration::from_secs(30))?.forget();
     /// assert!(slots.remaining_lease(&id)?.unwrap() <= Duration::from_secs(30));
     /// slots.release(&id)?;
     /// assert_eq!(slots.remaining_lease(&id)?, None);
@@ -237,7 +237,7 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let id = slots.acquire(Duration::from_secs(30))?;
+    /// let id = slots.acquire(Duration::from_secs(30))?.forget();
     /// slots.release(&id)?;
     /// assert!(slots.release(&id).unwrap_err().is_unknown_permit());
     /// # Ok(()) }
@@ -264,7 +264,7 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let id = slots.acquire(Duration::from_secs(30))?;
+    /// let id = slots.acquire(Duration::from_secs(30))?.forget();
     /// assert!(slots.try_release(&id)?);
     /// assert!(!slots.try_release(&id)?);
     /// # Ok(()) }
@@ -290,7 +290,11 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let ids = slots.acquire_many(2, Duration::from_secs(30))?;
+    /// let ids: Vec<_> = slots
+    ///     .acquire_many(2, Duration::from_secs(30))?
+    ///     .into_iter()
+    ///     .map(|permit| permit.forget())
+    ///     .collect();
     /// assert_eq!(slots.try_release_many(&ids)?, 2);
     /// assert_eq!(slots.try_release_many(&ids)?, 0);
     /// # Ok(()) }
@@ -317,7 +321,7 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("slots");
-    /// let id = slots.acquire(Duration::from_secs(10))?;
+    /// let id = slots.acquire(Duration::from_secs(10))?.forget();
     /// // the work takes longer than planned:
     /// slots.update_lease(&id, Duration::from_secs(60))?;
     /// # Ok(()) }

@@ -9,7 +9,7 @@ use super::{one, PermitExpirableSemaphore, PermitGuard};
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
-use crate::time::{check_deadline, check_duration};
+use crate::time::{check_deadline, check_wait};
 
 impl PermitExpirableSemaphore {
     /// Takes one permit, waiting as long as it takes, and returns a guard whose permit the
@@ -32,19 +32,19 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("render-slots");
-    /// let permit = slots.acquire_guard_renewed()?;
+    /// let permit = slots.acquire_renewed()?;
     /// // ... render for as long as it takes; a crash frees the permit within 30 s
     /// permit.release()?;
     /// # Ok(()) }
     /// ```
-    pub fn acquire_guard_renewed(&self) -> Result<PermitGuard> {
-        match self.acquire_renewed(None)? {
+    pub fn acquire_renewed(&self) -> Result<PermitGuard> {
+        match self.renewed_until(None)? {
             Some(guard) => Ok(guard),
             None => unreachable!("an acquire without a deadline waits until it succeeds"),
         }
     }
 
-    /// As [`acquire_guard_renewed`](Self::acquire_guard_renewed), but makes one attempt:
+    /// As [`acquire_renewed`](Self::acquire_renewed), but makes one attempt:
     /// `Ok(None)` if no permit is free.
     ///
     /// # Errors
@@ -57,21 +57,21 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("render-slots");
-    /// if let Some(_permit) = slots.try_acquire_guard_renewed()? {
+    /// if let Some(_permit) = slots.try_acquire_renewed()? {
     ///     // ... render
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_guard_renewed(&self) -> Result<Option<PermitGuard>> {
-        self.acquire_renewed(Some(Instant::now()))
+    pub fn try_acquire_renewed(&self) -> Result<Option<PermitGuard>> {
+        self.renewed_until(Some(Instant::now()))
     }
 
-    /// As [`acquire_guard_renewed`](Self::acquire_guard_renewed), waiting at most `wait`:
+    /// As [`acquire_renewed`](Self::acquire_renewed), waiting at most `wait`:
     /// `Ok(None)` if no permit came free in time.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a zero wait or one over a year; otherwise as
+    /// [`Error::InvalidArgument`] for a wait over a year (a zero wait is one try); otherwise as
     /// [`acquire`](Self::acquire).
     ///
     /// # Examples
@@ -81,17 +81,17 @@ impl PermitExpirableSemaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("render-slots");
-    /// if let Some(_permit) = slots.try_acquire_guard_renewed_for(Duration::from_secs(3))? {
+    /// if let Some(_permit) = slots.try_acquire_renewed_for(Duration::from_secs(3))? {
     ///     // ... render
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_guard_renewed_for(&self, wait: Duration) -> Result<Option<PermitGuard>> {
-        check_duration("wait", wait)?;
-        self.try_acquire_guard_renewed_until(Instant::now() + wait)
+    pub fn try_acquire_renewed_for(&self, wait: Duration) -> Result<Option<PermitGuard>> {
+        check_wait(wait)?;
+        self.try_acquire_renewed_until(Instant::now() + wait)
     }
 
-    /// As [`acquire_guard_renewed`](Self::acquire_guard_renewed), waiting at most until
+    /// As [`acquire_renewed`](Self::acquire_renewed), waiting at most until
     /// `deadline` (one already past makes one attempt): `Ok(None)` if no permit came free in
     /// time.
     ///
@@ -108,22 +108,19 @@ impl PermitExpirableSemaphore {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let deadline = Instant::now() + Duration::from_millis(250);
     /// let slots = client.permit_expirable_semaphore("render-slots");
-    /// if let Some(_permit) = slots.try_acquire_guard_renewed_until(deadline)? {
+    /// if let Some(_permit) = slots.try_acquire_renewed_until(deadline)? {
     ///     // ... render
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_guard_renewed_until(
-        &self,
-        deadline: Instant,
-    ) -> Result<Option<PermitGuard>> {
+    pub fn try_acquire_renewed_until(&self, deadline: Instant) -> Result<Option<PermitGuard>> {
         check_deadline(deadline)?;
-        self.acquire_renewed(Some(deadline))
+        self.renewed_until(Some(deadline))
     }
 
     /// The one renewed acquire: a permit with the watchdog's lease, watched from the send
     /// time of the attempt that took it.
-    fn acquire_renewed(&self, deadline: Option<Instant>) -> Result<Option<PermitGuard>> {
+    fn renewed_until(&self, deadline: Option<Instant>) -> Result<Option<PermitGuard>> {
         let lease = self.raw.client.inner.config.watchdog_timeout;
         Ok(self
             .acquire_sent(1, lease, deadline)?

@@ -1,6 +1,6 @@
-//! Taking permits from a [`Semaphore`]: by count or as a [`SemaphoreGuard`], at once, for a
-//! while or until a deadline. Every acquire ends in the one acquire path, which waits through
-//! `pubsub::wait`.
+//! Taking permits from a [`Semaphore`]: at once, for a while or until a deadline, each as a
+//! [`SemaphoreGuard`] that gives them back on drop. Every acquire ends in the one acquire
+//! path, which waits through `pubsub::wait`.
 
 use std::time::{Duration, Instant};
 
@@ -10,10 +10,13 @@ use super::handle::Semaphore;
 use crate::error::Error;
 use crate::error::Result;
 use crate::semaphore::shared::{check_name, check_permits, wait_for_permits};
-use crate::time::{check_deadline, check_duration};
+use crate::time::{check_deadline, check_wait};
 
 impl Semaphore {
-    /// Takes `permits` permits, blocking until they are available.
+    /// Takes `permits` permits, blocking until they are available. The guard gives them
+    /// back when dropped (or [`release`](SemaphoreGuard::release)d);
+    /// [`forget`](SemaphoreGuard::forget) keeps them taken, for the counting style of
+    /// Redisson's `RSemaphore`, where anybody [`release`](Semaphore::release)s later.
     ///
     /// # Errors
     ///
@@ -29,19 +32,25 @@ impl Semaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let sem = client.semaphore("slots");
-    /// sem.acquire(2)?;
-    /// // ... use two slots ...
-    /// sem.release(2)?;
+    /// {
+    ///     let _permits = sem.acquire(2)?;
+    ///     // ... use two slots ...
+    /// } // given back here
+    ///
+    /// // Redisson's counting style: taken here, released by whoever finishes the work.
+    /// sem.acquire(1)?.forget();
+    /// sem.release(1)?;
     /// # Ok(()) }
     /// ```
-    pub fn acquire(&self, permits: u32) -> Result<()> {
+    pub fn acquire(&self, permits: u32) -> Result<SemaphoreGuard> {
         match self.acquire_until(permits, None)? {
-            true => Ok(()),
-            false => unreachable!("a wait without deadline only ends in success"),
+            Some(guard) => Ok(guard),
+            None => unreachable!("a wait without deadline only ends in success"),
         }
     }
 
-    /// Takes `permits` permits if they are available now; never waits.
+    /// Takes `permits` permits if they are available now; never waits. `None` when they
+    /// are not.
     ///
     /// # Errors
     ///
@@ -52,23 +61,22 @@ impl Semaphore {
     /// ```no_run
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let sem = client.semaphore("slots");
-    /// if sem.try_acquire(1)? {
+    /// if let Some(_permit) = client.semaphore("slots").try_acquire(1)? {
     ///     // ...
-    ///     sem.release(1)?;
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire(&self, permits: u32) -> Result<bool> {
+    pub fn try_acquire(&self, permits: u32) -> Result<Option<SemaphoreGuard>> {
         self.acquire_until(permits, Some(Instant::now()))
     }
 
-    /// Takes `permits` permits, waiting at most `wait`; returns false if the wait ran out.
+    /// Takes `permits` permits, waiting at most `wait` (zero: one try); `None` if the wait
+    /// ran out.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a zero wait (use [`try_acquire`](Self::try_acquire)) or
-    /// one over a year; otherwise as [`acquire`](Self::acquire).
+    /// [`Error::InvalidArgument`] for a wait over a year; otherwise as
+    /// [`acquire`](Self::acquire).
     ///
     /// # Examples
     ///
@@ -77,18 +85,18 @@ impl Semaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let sem = client.semaphore("slots");
-    /// if sem.try_acquire_for(1, Duration::from_secs(2))? {
-    ///     sem.release(1)?;
+    /// if let Some(_permit) = sem.try_acquire_for(1, Duration::from_secs(2))? {
+    ///     // ...
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_for(&self, permits: u32, wait: Duration) -> Result<bool> {
-        check_duration("wait", wait)?;
+    pub fn try_acquire_for(&self, permits: u32, wait: Duration) -> Result<Option<SemaphoreGuard>> {
+        check_wait(wait)?;
         self.try_acquire_until(permits, Instant::now() + wait)
     }
 
     /// Takes `permits` permits, waiting at most until `deadline` (a deadline in the past makes
-    /// one attempt); returns false if the deadline passed.
+    /// one attempt); `None` if the deadline passed.
     ///
     /// # Errors
     ///
@@ -102,114 +110,37 @@ impl Semaphore {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let deadline = Instant::now() + Duration::from_millis(500);
-    /// let got = client.semaphore("slots").try_acquire_until(1, deadline)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_until(&self, permits: u32, deadline: Instant) -> Result<bool> {
-        check_deadline(deadline)?;
-        self.acquire_until(permits, Some(deadline))
-    }
-
-    /// As [`acquire`](Self::acquire), returning a guard that releases the permits on drop.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let sem = client.semaphore("slots");
-    /// let permit = sem.acquire_guard(1)?;
-    /// std::thread::spawn(move || {
-    ///     // ... work; the permit is released when this thread drops it
-    ///     drop(permit);
-    /// });
-    /// # Ok(()) }
-    /// ```
-    pub fn acquire_guard(&self, permits: u32) -> Result<SemaphoreGuard> {
-        self.acquire(permits)?;
-        Ok(SemaphoreGuard::new(self.clone(), permits))
-    }
-
-    /// As [`try_acquire`](Self::try_acquire), returning a guard that releases on drop.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// if let Some(_permit) = client.semaphore("slots").try_acquire_guard(1)? {
+    /// if let Some(_permits) = client.semaphore("slots").try_acquire_until(2, deadline)? {
     ///     // ...
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_guard(&self, permits: u32) -> Result<Option<SemaphoreGuard>> {
-        Ok(self
-            .try_acquire(permits)?
-            .then(|| SemaphoreGuard::new(self.clone(), permits)))
-    }
-
-    /// As [`try_acquire_for`](Self::try_acquire_for), returning a guard that releases on drop.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let sem = client.semaphore("slots");
-    /// if let Some(_permit) = sem.try_acquire_guard_for(1, Duration::from_secs(1))? {
-    ///     // ...
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_guard_for(
-        &self,
-        permits: u32,
-        wait: Duration,
-    ) -> Result<Option<SemaphoreGuard>> {
-        Ok(self
-            .try_acquire_for(permits, wait)?
-            .then(|| SemaphoreGuard::new(self.clone(), permits)))
-    }
-
-    /// As [`try_acquire_until`](Self::try_acquire_until), returning a guard that releases on
-    /// drop.
-    ///
-    /// # Examples
-    ///
-    /// ```no_run
-    /// # use std::time::{Duration, Instant};
-    /// # fn main() -> redlatch::Result<()> {
-    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let deadline = Instant::now() + Duration::from_secs(1);
-    /// let sem = client.semaphore("slots");
-    /// if let Some(_permits) = sem.try_acquire_guard_until(2, deadline)? {
-    ///     // ...
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_guard_until(
+    pub fn try_acquire_until(
         &self,
         permits: u32,
         deadline: Instant,
     ) -> Result<Option<SemaphoreGuard>> {
-        Ok(self
-            .try_acquire_until(permits, deadline)?
-            .then(|| SemaphoreGuard::new(self.clone(), permits)))
+        check_deadline(deadline)?;
+        self.acquire_until(permits, Some(deadline))
     }
 
     /// The one acquire path: tries, then waits on the channel until `deadline` (forever when
     /// `None`), through the one wait function. Each attempt reports the count it saw, which
     /// wakes the other waiters those permits may serve.
-    fn acquire_until(&self, permits: u32, deadline: Option<Instant>) -> Result<bool> {
+    fn acquire_until(
+        &self,
+        permits: u32,
+        deadline: Option<Instant>,
+    ) -> Result<Option<SemaphoreGuard>> {
         check_name(&self.raw.name)?;
         check_permits(permits as usize)?;
-        wait_for_permits(
+        let got = wait_for_permits(
             &self.raw.client,
             &self.raw.channel,
             permits,
             deadline,
             &mut || self.raw.attempt(permits),
-        )
+        )?;
+        Ok(got.then(|| SemaphoreGuard::new(self.clone(), permits)))
     }
 }

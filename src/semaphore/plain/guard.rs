@@ -13,7 +13,7 @@ use crate::error::Result;
 /// ```no_run
 /// # fn main() -> redlatch::Result<()> {
 /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-/// let permit = client.semaphore("slots").acquire_guard(2)?;
+/// let permit = client.semaphore("slots").acquire(2)?;
 /// assert_eq!(permit.permits(), 2);
 /// permit.release()?;
 /// # Ok(()) }
@@ -42,7 +42,7 @@ impl SemaphoreGuard {
     /// ```no_run
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// assert_eq!(client.semaphore("slots").acquire_guard(3)?.permits(), 3);
+    /// assert_eq!(client.semaphore("slots").acquire(3)?.permits(), 3);
     /// # Ok(()) }
     /// ```
     pub fn permits(&self) -> u32 {
@@ -56,7 +56,7 @@ impl SemaphoreGuard {
     /// ```no_run
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// let permit = client.semaphore("slots").acquire_guard(1)?;
+    /// let permit = client.semaphore("slots").acquire(1)?;
     /// assert_eq!(permit.semaphore().name(), "slots");
     /// # Ok(()) }
     /// ```
@@ -75,7 +75,7 @@ impl SemaphoreGuard {
     /// ```no_run
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
-    /// client.semaphore("slots").acquire_guard(1)?.release()?;
+    /// client.semaphore("slots").acquire(1)?.release()?;
     /// # Ok(()) }
     /// ```
     pub fn release(mut self) -> Result<()> {
@@ -91,7 +91,7 @@ impl SemaphoreGuard {
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let sem = client.semaphore("one-shot");
-    /// sem.acquire_guard(1)?.forget(); // consumed for good
+    /// sem.acquire(1)?.forget(); // consumed for good
     /// # Ok(()) }
     /// ```
     pub fn forget(mut self) {

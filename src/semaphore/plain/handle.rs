@@ -31,7 +31,7 @@ use crate::time::check_duration;
 /// let slots = client.semaphore("encoder-slots");
 /// slots.try_set_permits(4)?; // only the first caller sets it up
 /// {
-///     let _permit = slots.acquire_guard(1)?; // blocks until a permit is free
+///     let _permit = slots.acquire(1)?; // blocks until a permit is free
 ///     // at most 4 of these run at once, across all processes
 /// } // released here
 /// # Ok(()) }
