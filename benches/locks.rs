@@ -223,7 +223,9 @@ fn solo(ctx: &mut Ctx) -> Json {
 
 /// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.
 fn handoff(ctx: &Ctx) -> Json {
-    let h = Handoff::run(ctx, "bench:handoff", redlatch::Client::lock);
+    let h = Handoff::run(ctx, "bench:handoff", |c: &redlatch::Client, n: &str| {
+        c.lock(n)
+    });
     h.report(
         ctx,
         "handoff",
@@ -235,7 +237,11 @@ fn handoff(ctx: &Ctx) -> Json {
 
 /// The `handoff` workload on a fair lock: every cycle should go to another thread, in order.
 fn fair_handoff(ctx: &Ctx) -> Json {
-    let h = Handoff::run(ctx, "bench:fair_handoff", redlatch::Client::fair_lock);
+    let h = Handoff::run(
+        ctx,
+        "bench:fair_handoff",
+        |c: &redlatch::Client, n: &str| c.fair_lock(n),
+    );
     h.report(ctx, "fair_handoff", "target 100%", "no target", "target 0")
 }
 
@@ -244,7 +250,11 @@ fn fair_handoff(ctx: &Ctx) -> Json {
 /// that the two p50s come from the same run (target: within 1.5x).
 fn handoff_scale(ctx: &mut Ctx) -> Json {
     const THREADS: usize = 1000;
-    let small = Handoff::run(ctx, "bench:handoff_scale:8", redlatch::Client::lock);
+    let small = Handoff::run(
+        ctx,
+        "bench:handoff_scale:8",
+        |c: &redlatch::Client, n: &str| c.lock(n),
+    );
     let big = Handoff::run_blocked(ctx, "bench:handoff_scale", THREADS, 2);
     let ratio = big.p50_us / small.p50_us;
     let waited_ratio = big.waited_p50_us / small.waited_p50_us;

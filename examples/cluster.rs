@@ -50,7 +50,7 @@ fn run() -> Res<()> {
         let lock = client.fenced_lock(event);
         let guard = lock.lock()?;
         client
-            .fenced_resource(&format!("{event}:stock"))
+            .fenced_resource(format!("{event}:stock"))
             .write(&guard, TICKETS.to_string())?;
     }
     let started = Instant::now();
@@ -75,13 +75,13 @@ fn run() -> Res<()> {
         started.elapsed()
     );
     for event in &events {
-        let left = client.fenced_resource(&format!("{event}:stock")).read()?;
+        let left = client.fenced_resource(format!("{event}:stock")).read()?;
         let left = String::from_utf8(left.unwrap_or_default())?;
         println!("  {event}: {left} left");
         let lock = client.fenced_lock(event);
         let guard = lock.lock()?;
         client
-            .fenced_resource(&format!("{event}:stock"))
+            .fenced_resource(format!("{event}:stock"))
             .delete(&guard)?;
         drop(guard);
     }
@@ -95,7 +95,7 @@ fn run() -> Res<()> {
 /// Sells tickets of `event` until none is left; returns how many this thread sold.
 fn sell(client: &redlatch::Client, event: &str) -> Res<u32> {
     let lock = client.fenced_lock(event);
-    let stock = client.fenced_resource(&format!("{event}:stock"));
+    let stock = client.fenced_resource(format!("{event}:stock"));
     let mut sold = 0;
     loop {
         let guard = lock.lock()?;

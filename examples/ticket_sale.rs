@@ -59,9 +59,9 @@ fn worker(args: &[String]) -> Res<()> {
     let redis = redis::Client::open(url.as_str())?;
     let locks = redlatch::Client::open(url)?; // one client per process, shared by its threads
     let lock = if mode == "fair" {
-        locks.fair_lock(&format!("{prefix}:lock"))
+        locks.fair_lock(format!("{prefix}:lock"))
     } else {
-        locks.lock(&format!("{prefix}:lock"))
+        locks.lock(format!("{prefix}:lock"))
     };
     let handles: Vec<_> = (0..threads)
         .map(|t| {

@@ -4,7 +4,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use crate::backend::Backend;
-use crate::config::Config;
+use crate::config::{Config, ServerAddress};
 use crate::error::Result;
 use crate::keys;
 use crate::metrics::{Metrics, Recorder};
@@ -64,7 +64,7 @@ impl Client {
     /// let client = redlatch::Client::open("redis://127.0.0.1:6379/").unwrap();
     /// assert!(redlatch::Client::open("not a url").is_err());
     /// ```
-    pub fn open(url: &str) -> Result<Client> {
+    pub fn open(url: impl ServerAddress) -> Result<Client> {
         Client::new(Config::builder(url).build()?)
     }
 

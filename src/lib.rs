@@ -289,7 +289,7 @@ mod watchdog;
 
 pub use backoff::Backoff;
 pub use client::Client;
-pub use config::{Config, ConfigBuilder, ShardedSubscriptionMode};
+pub use config::{Config, ConfigBuilder, ServerAddress, ShardedSubscriptionMode};
 pub use error::{Error, Result};
 pub use fenced::FencedResource;
 pub use inspect::{

@@ -28,8 +28,8 @@ impl Client {
     /// let _guard = lock.lock()?;
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self, name: &str) -> Lock {
-        let name = self.named(name);
+    pub fn lock(&self, name: impl AsRef<str>) -> Lock {
+        let name = self.named(name.as_ref());
         Lock::new(self.clone(), &name, Plain::new(&name.key))
     }
 
@@ -62,8 +62,8 @@ impl Client {
     /// let guard = fair.lock()?; // waits its turn behind earlier waiters
     /// # Ok(()) }
     /// ```
-    pub fn fair_lock(&self, name: &str) -> Lock {
-        let name = self.named(name);
+    pub fn fair_lock(&self, name: impl AsRef<str>) -> Lock {
+        let name = self.named(name.as_ref());
         let fair = Fair::new(&name.key, self.inner.config.fair_thread_wait);
         Lock::new(self.clone(), &name, fair)
     }
@@ -94,8 +94,8 @@ impl Client {
     /// guard.unlock()?; // the lock is free again
     /// # Ok(()) }
     /// ```
-    pub fn non_reentrant_lock(&self, name: &str) -> Lock {
-        let name = self.named(name);
+    pub fn non_reentrant_lock(&self, name: impl AsRef<str>) -> Lock {
+        let name = self.named(name.as_ref());
         Lock::new(self.clone(), &name, NonReentrant::new(&name.key))
     }
 
@@ -117,8 +117,8 @@ impl Client {
     /// assert!(lock.lock().unwrap_err().is_already_held());
     /// # Ok(()) }
     /// ```
-    pub fn non_reentrant_fair_lock(&self, name: &str) -> Lock {
-        let name = self.named(name);
+    pub fn non_reentrant_fair_lock(&self, name: impl AsRef<str>) -> Lock {
+        let name = self.named(name.as_ref());
         let fair = NonReentrantFair::new(&name.key, self.inner.config.fair_thread_wait);
         Lock::new(self.clone(), &name, fair)
     }
@@ -149,8 +149,8 @@ impl Client {
     /// let token: u64 = guard.token().expect("a fenced lock's guard has a token");
     /// # Ok(()) }
     /// ```
-    pub fn fenced_lock(&self, name: &str) -> Lock {
-        let name = self.named(name);
+    pub fn fenced_lock(&self, name: impl AsRef<str>) -> Lock {
+        let name = self.named(name.as_ref());
         Lock::new(self.clone(), &name, Fenced::new(&name.key))
     }
 
@@ -199,7 +199,7 @@ impl Client {
     /// let guard = lock.lock()?; // polls with back-off, no SUBSCRIBE
     /// # Ok(()) }
     /// ```
-    pub fn spin_lock(&self, name: &str) -> Lock {
+    pub fn spin_lock(&self, name: impl AsRef<str>) -> Lock {
         self.spin_lock_with_backoff(name, self.inner.config.spin_backoff)
     }
 
@@ -219,8 +219,8 @@ impl Client {
     /// let guard = client.spin_lock_with_backoff("reports", backoff).lock()?;
     /// # Ok(()) }
     /// ```
-    pub fn spin_lock_with_backoff(&self, name: &str, backoff: Backoff) -> Lock {
-        let name = self.named(name);
+    pub fn spin_lock_with_backoff(&self, name: impl AsRef<str>, backoff: Backoff) -> Lock {
+        let name = self.named(name.as_ref());
         Lock::new(self.clone(), &name, Spin::new(backoff))
     }
 
@@ -236,8 +236,8 @@ impl Client {
     /// client.fenced_resource("account:7:balance").write(&guard, "100")?;
     /// # Ok(()) }
     /// ```
-    pub fn fenced_resource(&self, name: &str) -> FencedResource {
-        FencedResource::new(self.clone(), self.named(name))
+    pub fn fenced_resource(&self, name: impl AsRef<str>) -> FencedResource {
+        FencedResource::new(self.clone(), self.named(name.as_ref()))
     }
 
     /// A read-write lock named `name` (Redisson's `RReadWriteLock`): shared
@@ -253,8 +253,8 @@ impl Client {
     /// let _reading = rw.read().lock()?;
     /// # Ok(()) }
     /// ```
-    pub fn read_write_lock(&self, name: &str) -> ReadWriteLock {
-        ReadWriteLock::new(self.clone(), &self.named(name))
+    pub fn read_write_lock(&self, name: impl AsRef<str>) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), &self.named(name.as_ref()))
     }
 
     /// A semaphore named `name` (Redisson's `RSemaphore`): a count of permits in Redis.
@@ -270,8 +270,8 @@ impl Client {
     /// let _permit = slots.acquire(1)?;
     /// # Ok(()) }
     /// ```
-    pub fn semaphore(&self, name: &str) -> Semaphore {
-        Semaphore::new(self.clone(), self.named(name))
+    pub fn semaphore(&self, name: impl AsRef<str>) -> Semaphore {
+        Semaphore::new(self.clone(), self.named(name.as_ref()))
     }
 
     /// A count-down latch named `name` (Redisson's `RCountDownLatch`). Nothing is sent yet.
@@ -284,8 +284,8 @@ impl Client {
     /// let latch = client.count_down_latch("workers-ready");
     /// # Ok(()) }
     /// ```
-    pub fn count_down_latch(&self, name: &str) -> CountDownLatch {
-        CountDownLatch::new(self.clone(), self.named(name))
+    pub fn count_down_latch(&self, name: impl AsRef<str>) -> CountDownLatch {
+        CountDownLatch::new(self.clone(), self.named(name.as_ref()))
     }
 
     /// A permit-expirable semaphore named `name` (Redisson's `RPermitExpirableSemaphore`):
@@ -299,8 +299,8 @@ impl Client {
     /// let slots = client.permit_expirable_semaphore("render-slots");
     /// # Ok(()) }
     /// ```
-    pub fn permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::new(self.clone(), self.named(name))
+    pub fn permit_expirable_semaphore(&self, name: impl AsRef<str>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.clone(), self.named(name.as_ref()))
     }
 
     /// A new owner of lock holds that is not a thread: lock as it with

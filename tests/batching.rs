@@ -112,7 +112,7 @@ fn threads_calling_at_once_share_the_lanes_connections() {
         2,
         (|| server.stop(), || server.cont()),
         |i| {
-            let lock = client.lock(&format!("batch:{i}"));
+            let lock = client.lock(format!("batch:{i}"));
             let guard = lock.lock()?;
             let count = lock.hold_count()?;
             guard.unlock().map(|()| count)
@@ -152,7 +152,7 @@ fn without_batching_each_call_has_a_connection_of_its_own() {
         threads,
         threads,
         (|| server.stop(), || server.cont()),
-        |i| client.lock(&format!("alone:{i}")).lock().map(drop),
+        |i| client.lock(format!("alone:{i}")).lock().map(drop),
     );
     assert!(written, "one connection written per call");
     for (outcome, _) in outcomes {
@@ -176,7 +176,7 @@ fn a_flushed_script_cache_is_reloaded_by_each_call_in_a_batch() {
         1,
         (|| server.stop(), || server.cont()),
         |i| {
-            let guard = client.lock(&format!("noscript:{i}")).lock()?;
+            let guard = client.lock(format!("noscript:{i}")).lock()?;
             let held: bool = redis::cmd("EXISTS")
                 .arg(format!("noscript:{i}"))
                 .query(&mut server.conn())
@@ -211,7 +211,7 @@ fn a_reply_that_never_comes_times_out_every_call_of_the_write() {
     server.stop();
     let outcomes = at_once(threads, &called, |i| {
         client
-            .lock(&format!("paused:{i}"))
+            .lock(format!("paused:{i}"))
             .try_lock()
             .map(|g| g.is_some())
     });
@@ -237,7 +237,7 @@ fn a_connection_that_dies_fails_each_waiting_call_at_once() {
     let port = server.port();
     let (outcomes, _) = while_paused(port, threads, 1, (|| {}, || server.kill()), |i| {
         client
-            .lock(&format!("dead:{i}"))
+            .lock(format!("dead:{i}"))
             .try_lock()
             .map(|g| g.is_some())
     });
@@ -272,7 +272,7 @@ fn calls_queued_when_the_client_closes_are_not_sent() {
     // One call written (the lane's), the others queued behind it when the client closes.
     let (outcomes, reached) = while_paused(server.port(), threads, 1, closing, |i| {
         client
-            .lock(&format!("closing:{i}"))
+            .lock(format!("closing:{i}"))
             .try_lock()
             .map(|g| g.is_some())
     });
@@ -377,7 +377,7 @@ fn unlocks_whose_replies_are_lost_mid_batch_are_retried_and_stay_idempotent() {
             .map(|i| {
                 let (client, held, go) = (&client, &held, &go);
                 s.spawn(move || {
-                    let guard = client.lock(&format!("lost:{i}")).lock().unwrap();
+                    let guard = client.lock(format!("lost:{i}")).lock().unwrap();
                     held.wait();
                     go.wait();
                     guard.unlock()
@@ -426,7 +426,7 @@ fn many_threads_on_one_lane_each_get_every_reply() {
     for t in 0..threads {
         let (client, done_tx) = (client.clone(), done_tx.clone());
         thread::spawn(move || {
-            let lock = client.lock(&format!("lane:{t}"));
+            let lock = client.lock(format!("lane:{t}"));
             let cycle = || lock.lock()?.unlock();
             let outcome = (0..cycles).try_for_each(|_| cycle());
             done_tx.send((t, outcome)).unwrap();

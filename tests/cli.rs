@@ -70,7 +70,7 @@ fn ok(server: &RedisServer, args: &[&str]) -> String {
 }
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(&server.url()).unwrap()
+    Client::open(server.url()).unwrap()
 }
 
 /// `(client id, thread number)` of the calling thread in `client`.

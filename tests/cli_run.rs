@@ -185,7 +185,7 @@ fn running(dir: &Dir) -> usize {
 #[test]
 fn two_runs_of_one_name_never_overlap() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let dir = Dir::new("overlap");
     let held = client.lock("job").lock().unwrap();
     dir.touch("go");
@@ -380,7 +380,7 @@ fn the_command_status_passes_through_and_the_lock_is_released() {
 #[test]
 fn wait_gives_up_with_124_and_runs_nothing() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let dir = Dir::new("wait");
     let _held = client.lock("job").lock().unwrap();
     for wait in ["300ms", "0"] {
@@ -398,7 +398,7 @@ fn wait_gives_up_with_124_and_runs_nothing() {
 #[test]
 fn a_signal_ends_the_wait_and_leaves_no_queue_place() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let dir = Dir::new("interrupt");
     let _held = client.fair_lock("job").lock().unwrap();
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
@@ -452,7 +452,7 @@ fn signals_are_passed_to_the_command_and_the_lock_released_after_it() {
 #[test]
 fn the_environment_names_the_lock_the_owner_and_the_token() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let dir = Dir::new("env");
     let script = "echo \"$REDLATCH_NAME|$REDLATCH_OWNER|$REDLATCH_TOKEN|$REDLATCH_PERMIT\" \
         > $DIR/env.tmp; mv $DIR/env.tmp $DIR/env; while [ ! -e $DIR/go ]; do sleep 0.01; done";

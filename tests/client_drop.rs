@@ -15,7 +15,7 @@ fn last_clone_dropped_stops_threads_and_closes_connections() {
     let baseline = client_list(&mut raw).len();
     assert_eq!(redlatch_threads(), 0);
 
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let clone = client.clone();
     let lock = clone.lock("drop:me");
     // Use the pool from several threads, and the pub/sub connection through a waiter.
@@ -27,7 +27,7 @@ fn last_clone_dropped_stops_threads_and_closes_connections() {
     let workers: Vec<_> = (0..4)
         .map(|i| {
             let c = client.clone();
-            std::thread::spawn(move || drop(c.lock(&format!("drop:{i}")).lock().unwrap()))
+            std::thread::spawn(move || drop(c.lock(format!("drop:{i}")).lock().unwrap()))
         })
         .collect();
     workers.into_iter().for_each(|w| w.join().unwrap());

@@ -25,7 +25,7 @@ fn command_and_pubsub_connections_are_named_and_traced() {
         .build()
         .unwrap();
     let holder = Client::new(config).unwrap();
-    let waiter = Client::open(&server.url()).unwrap();
+    let waiter = Client::open(server.url()).unwrap();
     let guard = holder.lock("names:ledger").lock().unwrap();
     let waiting = {
         let lock = waiter.lock("names:ledger");

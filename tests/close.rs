@@ -18,7 +18,7 @@ fn close_wakes_every_waiter_stops_threads_and_refuses_later_calls() {
     let baseline = client_list(&mut raw).len();
     let holder = redis::Client::open(server.url()).unwrap();
     let mut holder = holder.get_connection().unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
 
     // Busy objects, held by "another client" written raw (it must not be closed with ours).
     for (key, field) in [("c:plain", "other:1"), ("c:fair", "other:1")] {

@@ -189,26 +189,26 @@ in_both_modes! {
             assert!(exists(node, &name), "{name} on its slot's master");
             plain.unlock().unwrap();
 
-            let fenced = client.fenced_lock(&format!("{name}:f")).lock().unwrap();
+            let fenced = client.fenced_lock(format!("{name}:f")).lock().unwrap();
             assert!(fenced.token().is_some());
             fenced.unlock().unwrap();
 
-            let fair = client.fair_lock(&format!("{name}:fair")).lock().unwrap();
+            let fair = client.fair_lock(format!("{name}:fair")).lock().unwrap();
             fair.unlock().unwrap();
 
-            let rw = client.read_write_lock(&format!("{name}:rw"));
+            let rw = client.read_write_lock(format!("{name}:rw"));
             let r1 = rw.read().lock().unwrap();
             let r2 = rw.read().lock().unwrap();
             drop((r1, r2));
             rw.write().lock().unwrap().unlock().unwrap();
 
-            let sem = client.semaphore(&format!("{name}:sem"));
+            let sem = client.semaphore(format!("{name}:sem"));
             assert!(sem.try_set_permits(2).unwrap());
             let permit = sem.acquire(1).unwrap();
             assert_eq!(sem.available_permits().unwrap(), 1);
             drop(permit);
 
-            let latch = client.count_down_latch(&format!("{name}:latch"));
+            let latch = client.count_down_latch(format!("{name}:latch"));
             assert!(latch.try_set_count(1).unwrap());
             latch.count_down().unwrap();
             assert_eq!(latch.count().unwrap(), 0);

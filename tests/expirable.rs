@@ -62,7 +62,7 @@ fn assert_unknown(err: Error, name: &str, id: &PermitId) {
 #[test]
 fn counts_ids_and_key_layout_are_redissons() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:layout";
     let s = client.permit_expirable_semaphore(name);
@@ -121,7 +121,7 @@ fn counts_ids_and_key_layout_are_redissons() {
     assert_eq!(s.try_acquire(LONG).forget_all().unwrap(), None);
 
     // Released by id, from another client: no ownership.
-    let other = Client::open(&server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
     let s2 = other.permit_expirable_semaphore(name);
     s2.release(&ids[0].as_str().parse().unwrap()).unwrap();
     assert_eq!(next_message(), "1");
@@ -134,8 +134,8 @@ fn counts_ids_and_key_layout_are_redissons() {
 #[test]
 fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing_meanwhile() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let waiter_client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let waiter_client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:handoff";
     let s = holder.permit_expirable_semaphore(name);
@@ -192,8 +192,8 @@ fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing
 #[test]
 fn expired_permits_come_back_and_wake_a_waiter_without_any_release() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let waiter_client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let waiter_client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:expiry";
     let s = holder.permit_expirable_semaphore(name);
@@ -251,7 +251,7 @@ fn expired_permits_come_back_and_wake_a_waiter_without_any_release() {
 #[test]
 fn update_lease_keeps_a_permit_past_its_original_lease_but_cannot_revive_one() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:renew";
     let s = client.permit_expirable_semaphore(name);
@@ -291,10 +291,10 @@ fn added_permits_wake_exactly_that_many_waiters_and_releases_the_rest() {
     const PERMITS: i64 = 3;
     let server = RedisServer::new();
     let clients = [
-        Client::open(&server.url()).unwrap(),
-        Client::open(&server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
     ];
-    let admin = Client::open(&server.url()).unwrap();
+    let admin = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:many";
     let s = admin.permit_expirable_semaphore(name);
@@ -372,7 +372,7 @@ fn added_permits_wake_exactly_that_many_waiters_and_releases_the_rest() {
 #[test]
 fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let id = PermitId::new("0123456789abcdef0123456789abcdef");
     let year_and_a_day = Duration::from_secs(366 * 24 * 3600);
@@ -486,7 +486,7 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
 #[test]
 fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:interop";
     let timeouts = "{pes:interop}:timeout";
@@ -554,8 +554,8 @@ fn a_waiter_learns_the_expiry_of_a_permit_another_waiter_of_its_client_took() {
     // first is woken, takes it with a 300 ms lease, and its holder never releases. The second
     // had seen no permit that could expire, so it slept to its deadline (or for a year).
     let server = RedisServer::new();
-    let c = Client::open(&server.url()).unwrap();
-    let admin = Client::open(&server.url()).unwrap();
+    let c = Client::open(server.url()).unwrap();
+    let admin = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     c.permit_expirable_semaphore("pes:chain")
         .try_set_permits(0)
@@ -594,8 +594,8 @@ fn shortening_a_lease_wakes_a_waiter_to_its_new_expiry() {
     // Regression: update_lease to a shorter lease published nothing, and the waiter slept
     // until the old expiry (30 s) or its deadline.
     let server = RedisServer::new();
-    let c1 = Client::open(&server.url()).unwrap();
-    let c2 = Client::open(&server.url()).unwrap();
+    let c1 = Client::open(server.url()).unwrap();
+    let c2 = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let s1 = c1.permit_expirable_semaphore("pes:short");
     s1.try_set_permits(1).unwrap();
@@ -626,7 +626,7 @@ fn a_count_that_incrby_would_refuse_is_a_wrong_type_before_any_write() {
     // Regression: "007" passed the integer check, the reclaim and the ZREM of a release ran,
     // then INCRBY failed: the permit was gone for good.
     let server = RedisServer::new();
-    let c = Client::open(&server.url()).unwrap();
+    let c = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let now = server_ms(&mut raw);
     for value in ["007", "-0", "+1"] {
@@ -652,8 +652,8 @@ fn timeouts(conn: &mut redis::Connection, name: &str) -> Vec<(Vec<u8>, i64)> {
 #[test]
 fn a_dropped_permit_guard_releases_its_permit_to_a_waiter_of_another_client() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let waiter_client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let waiter_client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:guard";
     let s = holder.permit_expirable_semaphore(name);
@@ -700,7 +700,7 @@ fn a_dropped_permit_guard_releases_its_permit_to_a_waiter_of_another_client() {
 #[test]
 fn counts_and_remaining_lease_are_read_without_writing() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:counts";
     let s = client.permit_expirable_semaphore(name);
@@ -758,8 +758,8 @@ fn counts_and_remaining_lease_are_read_without_writing() {
 #[test]
 fn several_permits_are_taken_all_or_nothing_and_a_waiter_for_n_wakes_only_when_n_are_free() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let waiter_client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let waiter_client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let name = "pes:many";
     let s = holder.permit_expirable_semaphore(name);
@@ -819,7 +819,7 @@ fn several_permits_are_taken_all_or_nothing_and_a_waiter_for_n_wakes_only_when_n
 #[test]
 fn bad_counts_and_leases_of_the_new_calls_are_rejected_before_anything_is_written() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let s = client.permit_expirable_semaphore("pes:bad-many");
     let absurd = Duration::from_secs(366 * 24 * 3600);

@@ -122,8 +122,8 @@ fn await_queued(raw: &mut redis::Connection, name: &str, n: usize) {
 fn grant_order_equals_enqueue_order_for_20_threads_over_2_clients() {
     let server = RedisServer::new();
     let clients = [
-        Client::open(&server.url()).unwrap(),
-        Client::open(&server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
     ];
     let mut raw = server.conn();
     let name = "fair:fifo";
@@ -191,8 +191,8 @@ fn listen(server: &RedisServer, name: &str) -> mpsc::Receiver<(String, String)> 
 #[test]
 fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_silent() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let name = "fair:head";
     let mut raw = server.conn();
     let messages = listen(&server, name);
@@ -271,8 +271,8 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
 #[test]
 fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let wait_ms = client.config().fair_thread_wait().as_millis() as i64;
     let name = "fair:giveup";
     let mut raw = server.conn();
@@ -332,8 +332,8 @@ fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
 #[test]
 fn head_that_gives_up_hands_its_turn_to_the_next_waiter() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let wait_ms = client.config().fair_thread_wait().as_millis() as i64;
     let name = "fair:headquits";
     let mut raw = server.conn();
@@ -372,7 +372,7 @@ fn head_that_gives_up_hands_its_turn_to_the_next_waiter() {
 #[test]
 fn try_lock_never_queues() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let name = "fair:try";
     let mut raw = server.conn();
     let lock = client.fair_lock(name);
@@ -395,9 +395,9 @@ fn try_lock_never_queues() {
 #[test]
 fn force_unlock_wakes_the_head_only() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
-    let operator = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
+    let operator = Client::open(server.url()).unwrap();
     let name = "fair:force";
     let mut raw = server.conn();
     let guard = holder.fair_lock(name).lock().unwrap();
@@ -426,7 +426,7 @@ fn force_unlock_wakes_the_head_only() {
 #[test]
 fn queue_key_of_another_type_is_wrong_type() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let _: () = raw.set(queue_key("fair:bad"), "x").unwrap();
     let lock = client.fair_lock("fair:bad");
@@ -670,8 +670,8 @@ fn stalled_waiter_process_is_skipped_and_queues_again_when_it_resumes() {
 #[test]
 fn killed_pubsub_connection_resubscribes_each_waiter_channel_and_order_holds() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let name = "fair:pubsub";
     let mut raw = server.conn();
     let guard = holder.fair_lock(name).lock().unwrap(); // 30 s lease: no TTL rescue
@@ -703,7 +703,7 @@ fn killed_pubsub_connection_resubscribes_each_waiter_channel_and_order_holds() {
 #[test]
 fn a_redisson_waiter_in_the_queue_keeps_its_turn_and_its_release_wakes_ours() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let name = "fair:java";
     let java = "6f0c2bd4-8f5e-4d3a-9d62-3a3b7f1e2c11:57"; // a Java client's id and thread id
     let mut raw = server.conn();

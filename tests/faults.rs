@@ -19,7 +19,7 @@ fn quick_client(server: &RedisServer) -> Client {
 #[test]
 fn script_flush_is_invisible_to_callers() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let lock = client.lock("fault:flush");
     drop(lock.lock().unwrap());
     let mut raw = server.conn();
@@ -33,8 +33,8 @@ fn script_flush_is_invisible_to_callers() {
 #[test]
 fn killed_pubsub_connection_reconnects_resubscribes_and_waiter_still_wakes() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let channel = "redisson_lock__channel:{fault:pubsub}";
     let guard = holder.lock("fault:pubsub").lock().unwrap(); // 30 s lease: no TTL rescue
     let lock = client.lock("fault:pubsub");

@@ -22,7 +22,7 @@ fn dump(conn: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
 fn tokens_strictly_increase_across_clients_threads_and_reentries() {
     let server = RedisServer::new();
     let clients: Vec<Client> = (0..3)
-        .map(|_| Client::open(&server.url()).unwrap())
+        .map(|_| Client::open(server.url()).unwrap())
         .collect();
     // Every acquisition, in the order the lock was held, with its token.
     let history = Arc::new(Mutex::new(Vec::<u64>::new()));
@@ -85,8 +85,8 @@ fn tokens_strictly_increase_across_clients_threads_and_reentries() {
 #[test]
 fn a_waiter_gets_the_next_token_and_other_lock_kinds_have_none() {
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let held = a.fenced_lock("fenced:wait").lock().unwrap();
     let lock = b.fenced_lock("fenced:wait");
     let waiter = std::thread::spawn(move || {
@@ -113,7 +113,7 @@ fn a_waiter_gets_the_next_token_and_other_lock_kinds_have_none() {
 #[test]
 fn a_redisson_acquire_between_ours_is_counted() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let lock = client.fenced_lock("fenced:java");
     assert_eq!(lock.lock().unwrap().token(), Some(1));
     // What RedissonFencedLock's script does for a Java thread, then its unlock.
@@ -148,7 +148,7 @@ fn a_redisson_acquire_between_ours_is_counted() {
 #[test]
 fn wrong_types_are_refused_before_anything_is_written() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let token_key = "redisson_lock_token:{fenced:bad}";
     let lock = client.fenced_lock("fenced:bad");
@@ -201,8 +201,8 @@ fn wrong_types_are_refused_before_anything_is_written() {
 #[test]
 fn fenced_resource_accepts_newer_tokens_and_refuses_older_ones() {
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let resource = a.fenced_resource("acct:balance");
     assert_eq!(resource.read().unwrap(), None);
     assert_eq!(resource.newest_token().unwrap(), None);
@@ -266,7 +266,7 @@ fn fenced_resource_accepts_newer_tokens_and_refuses_older_ones() {
 #[test]
 fn fenced_resource_rejects_bad_input_and_wrong_types() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let plain = client.lock("plain").lock().unwrap();
     let resource = client.fenced_resource("res");
     assert!(resource
@@ -428,7 +428,7 @@ fn a_holder_paused_past_its_lease_is_fenced_off() {
 
     // A stops, holding the lock: its watchdog stops renewing with it.
     signal(pid, "-STOP");
-    let b = Client::open(&server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let started = Instant::now();
     let guard_b = b
         .fenced_lock("paused")

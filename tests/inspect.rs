@@ -16,7 +16,7 @@ use support::cluster::RedisCluster;
 use support::{wait_until, RedisServer};
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(&server.url()).unwrap()
+    Client::open(server.url()).unwrap()
 }
 
 fn me(client: &Client) -> Owner {
@@ -493,7 +493,7 @@ fn watch_sees_fair_waiters_join_the_queue() {
 #[test]
 fn inspect_and_list_survive_a_value_that_is_not_utf8() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut conn = server.conn();
     redis::cmd("SET")
         .arg("app:bin")
@@ -526,7 +526,7 @@ fn inspect_and_list_survive_a_value_that_is_not_utf8() {
 #[test]
 fn list_shows_a_hash_tagged_lock_once_under_its_own_name() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let _held = client.fenced_lock("{user:1}").lock().unwrap();
     let names: Vec<String> = client
         .list("*")
@@ -543,7 +543,7 @@ fn list_shows_a_hash_tagged_lock_once_under_its_own_name() {
 #[test]
 fn inspecting_an_app_hash_with_a_mode_field_is_cheap() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut conn = server.conn();
     let mut hset = redis::cmd("HSET");
     hset.arg("settings").arg("mode").arg("dark");
@@ -603,8 +603,8 @@ fn a_watch_counts_the_waiters_of_its_own_client() {
     // A watch listens on its client's own connection: that connection is not counted as a
     // waiter, unless a thread of the same client does wait there.
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = holder.lock("w:own").lock().unwrap();
     let watch = client.watch("w:own").unwrap();
     assert_eq!(watch.current().unwrap().subscribers, Some(0));

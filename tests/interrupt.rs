@@ -81,15 +81,19 @@ fn len(raw: &mut redis::Connection, cmd: &str, key: &str) -> i64 {
 fn every_lock_kind_returns_interrupted_and_leaves_nothing_behind() {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     type Make = fn(&Client, &str) -> redlatch::Lock;
     let kinds: [(&str, Make, &str); 3] = [
-        ("plain", Client::lock, "redisson_lock__channel:{i:plain}"),
-        ("fair", Client::fair_lock, ""),
+        (
+            "plain",
+            support::make_lock,
+            "redisson_lock__channel:{i:plain}",
+        ),
+        ("fair", support::make_fair_lock, ""),
         (
             "fenced",
-            Client::fenced_lock,
+            support::make_fenced_lock,
             "redisson_lock__channel:{i:fenced}",
         ),
     ];
@@ -151,8 +155,8 @@ fn every_lock_kind_returns_interrupted_and_leaves_nothing_behind() {
 fn both_sides_of_a_read_write_lock_return_interrupted() {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let channel = "redisson_rwlock:{i:rw}";
 
     let writing = holder.read_write_lock("i:rw").write().lock().unwrap();
@@ -180,8 +184,8 @@ fn both_sides_of_a_read_write_lock_return_interrupted() {
 fn multilock_and_redlock_return_interrupted_holding_nothing() {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
 
     let busy = holder.lock("i:m2").lock().unwrap();
     let multi = MultiLock::new([client.lock("i:m1"), client.lock("i:m2")]).unwrap();
@@ -214,7 +218,7 @@ fn multilock_and_redlock_return_interrupted_holding_nothing() {
 fn semaphores_and_the_latch_return_interrupted_and_take_nothing() {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
 
     let sem = client.semaphore("i:sem");
     sem.try_set_permits(1).unwrap();
@@ -253,8 +257,8 @@ fn semaphores_and_the_latch_return_interrupted_and_take_nothing() {
 #[test]
 fn a_pending_interrupt_fails_the_next_wait_at_once_but_not_a_call_that_needs_none() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let me = Interrupter::current();
     me.interrupt();
     // No wait needed: the lock is free, and a try_lock never waits.
@@ -284,7 +288,7 @@ fn an_interrupted_waiter_hands_its_wake_up_to_the_next() {
     // The unlock wakes one waiter of this client (the first registered). If that one is
     // interrupted as the wake-up arrives, the next must get it, not sleep for a lease.
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
     let config = redlatch::Config::builder(server.url().as_str())
         .watchdog_timeout(Duration::from_secs(60))
         .build()
@@ -324,8 +328,8 @@ fn interrupting_1000_waiters_of_a_fair_lock_leaves_no_subscription_and_no_queue_
     const WAITERS: usize = 1000;
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = holder.fair_lock("i:many").lock().unwrap();
     let waiters: Vec<_> = (0..WAITERS)
         .map(|_| {
@@ -403,10 +407,10 @@ fn concurrent_closes_let_a_fair_waiter_leave_its_queue_first() {
     // first close's fair waiter was still leaving the queue (its place stayed for minutes).
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let holder = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
     let _guard = holder.fair_lock("i:closes").lock().unwrap();
     for round in 0..20 {
-        let client = Client::open(&server.url()).unwrap();
+        let client = Client::open(server.url()).unwrap();
         let lock = client.fair_lock("i:closes");
         let waiter = thread::spawn(move || lock.lock().map(drop).unwrap_err());
         await_waiting(&client, 1);
@@ -437,7 +441,7 @@ fn concurrent_closes_let_a_fair_waiter_leave_its_queue_first() {
 fn a_guard_with_an_explicit_lease_is_lost_once_its_client_closes() {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = client
         .lock("i:leased")
         .with_lease(Duration::from_secs(60))

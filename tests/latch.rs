@@ -87,8 +87,8 @@ fn writes(raw: &mut redis::Connection) -> u64 {
 fn count_down_from_threads_of_two_clients_takes_each_step_once_and_deletes_the_key_at_zero() {
     let server = RedisServer::new();
     let clients = [
-        Client::open(&server.url()).unwrap(),
-        Client::open(&server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
     ];
     let latches = clients
         .each_ref()
@@ -143,8 +143,8 @@ fn count_down_from_threads_of_two_clients_takes_each_step_once_and_deletes_the_k
 fn waiters_of_two_clients_return_promptly_after_the_last_count_down_and_send_nothing_while_waiting()
 {
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let (la, lb) = (
         a.count_down_latch("latch:wake"),
         b.count_down_latch("latch:wake"),
@@ -182,7 +182,7 @@ fn waiters_of_two_clients_return_promptly_after_the_last_count_down_and_send_not
 #[test]
 fn await_for_times_out_with_false_and_leaves_no_subscription() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let latch = client.count_down_latch("latch:timeout");
     let mut raw = server.conn();
     // An open latch: every wait returns true at once, without subscribing.
@@ -222,8 +222,8 @@ fn await_for_times_out_with_false_and_leaves_no_subscription() {
 #[test]
 fn redisson_style_count_down_wakes_our_waiters_and_ours_publishes_on_the_exact_channel() {
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     // A name with its own hash tag: the channel still wraps it in braces.
     let name = "{job:7}:done";
     let chan = "redisson_countdownlatch__channel__{{job:7}:done}";
@@ -283,7 +283,7 @@ fn redisson_style_count_down_wakes_our_waiters_and_ours_publishes_on_the_exact_c
 #[test]
 fn bad_input_is_rejected_and_leaves_redis_unchanged() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     // The client sets its pub/sub connection up from a thread of its own (CLIENT SETNAME,
     // then SETINFO, in one write): wait until its name is set, so that none of it lands
@@ -365,8 +365,8 @@ fn bad_input_is_rejected_and_leaves_redis_unchanged() {
 #[test]
 fn delete_wakes_waiters_and_the_latch_reads_open() {
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let latch = a.count_down_latch("latch:del");
     let mut raw = server.conn();
     assert!(latch.try_set_count(5).unwrap());
@@ -391,8 +391,8 @@ fn delete_wakes_waiters_and_the_latch_reads_open() {
 fn a_count_down_racing_the_waiters_subscription_is_never_missed() {
     // Guards the lost wake-up: a count-down to zero between a waiter's check and its block.
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let (la, lb) = (
         a.count_down_latch("latch:race"),
         b.count_down_latch("latch:race"),

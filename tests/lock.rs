@@ -9,7 +9,7 @@ use redlatch::{Client, Config, Error};
 use support::RedisServer;
 
 fn client(server: &RedisServer) -> Client {
-    Client::open(&server.url()).unwrap()
+    Client::open(server.url()).unwrap()
 }
 
 for_each_kind! {
@@ -47,7 +47,7 @@ for_each_kind! {
             matches!(err, Error::NotHeld { ref name } if name == "owned"),
             "{err:?}"
         );
-        let err = make(&Client::open(&server.url()).unwrap(), "owned")
+        let err = make(&Client::open(server.url()).unwrap(), "owned")
             .unlock()
             .unwrap_err();
         assert!(err.is_not_held());
@@ -183,4 +183,30 @@ for_each_kind! {
         // the client still works for other locks
         assert!(make(&client, "fine").try_lock().unwrap().is_some());
     }
+}
+
+/// Names and addresses as a program has them: a `String` name, a `&String` URL, a service's
+/// own `redis::Client` handed over (its database kept).
+#[test]
+fn names_and_addresses_come_as_the_program_has_them() {
+    let server = RedisServer::new();
+    let url: String = server.url();
+    let theirs = redis::Client::open(format!("{url}3")).unwrap();
+    let client = Client::new(Config::builder(&theirs).build().unwrap()).unwrap();
+    let job = 7;
+    let guard = client.lock(format!("job:{job}")).lock().unwrap();
+    let mut db3 = theirs.get_connection().unwrap();
+    assert!(
+        db3.exists::<_, bool>("job:7").unwrap(),
+        "held in the service's database 3"
+    );
+    assert!(!server.conn().exists::<_, bool>("job:7").unwrap());
+    let other = Client::new(Config::builder(&url).build().unwrap()).unwrap();
+    let name = String::from("job:7");
+    assert!(
+        other.lock(&name).try_lock().unwrap().is_some(),
+        "database 0: another lock"
+    );
+    guard.unlock().unwrap();
+    assert!(!db3.exists::<_, bool>("job:7").unwrap());
 }

@@ -65,7 +65,7 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
     let (tx, rx) = bounded(1);
     guard.on_lost(move |why| tx.send(why).unwrap());
     take();
-    assert!(Client::open(&server.url())
+    assert!(Client::open(server.url())
         .unwrap()
         .lock("log:ledger")
         .force_unlock()

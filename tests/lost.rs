@@ -62,7 +62,7 @@ fn hash(raw: &mut redis::Connection, key: &str) -> HashMap<String, i64> {
 fn force_unlock_is_signalled_within_one_renewal_interval_and_unlock_leaves_the_lock_alone() {
     let server = RedisServer::new();
     let client = client(&server, LEASE_MS);
-    let other = Client::open(&server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
     let lock = client.lock("lost:forced");
     let guard = lock.lock().unwrap();
     let rx = lost_signal(&guard);
@@ -185,7 +185,7 @@ fn server_paused_past_the_lease_is_signalled_and_the_next_holder_is_left_alone()
     );
     assert!(guard.is_lost());
 
-    let other = Client::open(&server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
     let theirs = other
         .lock("lost:paused")
         .try_lock_for(Duration::from_secs(5))
@@ -396,9 +396,13 @@ fn a_reentry_that_finds_the_lock_gone_marks_the_outer_guard_lost_at_once() {
     // Regression: the lock deleted on the server and locked again by the same thread before
     // the next renewal (30 s here) joined the old watchdog entry as a re-entry: the outer
     // guard never learnt it was lost, and its drop released the inner, new hold.
-    for make in [Client::lock, Client::fair_lock, Client::fenced_lock] {
+    for make in [
+        support::make_lock,
+        support::make_fair_lock,
+        support::make_fenced_lock,
+    ] {
         let server = RedisServer::new();
-        let client = Client::open(&server.url()).unwrap();
+        let client = Client::open(server.url()).unwrap();
         let lock = make(&client, "lost:reentry");
         let outer = lock.lock().unwrap();
         let rx = lost_signal(&outer);
@@ -417,7 +421,7 @@ fn a_reentry_that_finds_the_lock_gone_marks_the_outer_guard_lost_at_once() {
     }
     // The same for the two sides of a read-write lock.
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let rw = client.read_write_lock("lost:rw");
     for side in [rw.read(), rw.write()] {
         let outer = side.lock().unwrap();

@@ -73,7 +73,7 @@ fn a_hold_is_renewed_until_its_cap_then_expires_is_lost_and_its_unlock_leaves_th
 ) {
     let server = RedisServer::new();
     let client = client(&server, Some(CAP));
-    let other = Client::open(&server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let key = "maxhold:capped";
     let t0 = Instant::now();

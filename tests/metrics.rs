@@ -24,7 +24,7 @@ fn client_with(server: &RedisServer, watchdog: Duration) -> Client {
 #[test]
 fn uncontended_acquisitions_and_holds_are_counted() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let clone = client.clone();
     let lock = client.lock("m:solo");
     for _ in 0..10 {
@@ -57,8 +57,8 @@ fn uncontended_acquisitions_and_holds_are_counted() {
 #[test]
 fn a_contended_acquisition_records_its_wait_and_a_timeout_counts_once() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = holder.lock("m:contended").lock().unwrap();
 
     // try_lock on a busy lock does not wait: no timeout. try_lock_for does.
@@ -116,7 +116,7 @@ fn renewals_and_a_lock_lost_to_force_unlock_are_counted() {
     );
     assert_eq!(client.metrics().failed_renewals, 0);
 
-    assert!(Client::open(&server.url())
+    assert!(Client::open(server.url())
         .unwrap()
         .lock("m:renewed")
         .force_unlock()
@@ -150,7 +150,7 @@ fn failed_renewals_then_the_lost_lease_are_counted() {
 #[test]
 fn an_explicit_lease_that_ran_out_is_counted_lost_at_release() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = client
         .lock("m:leased")
         .with_lease(Duration::from_millis(100))
@@ -171,8 +171,8 @@ fn an_explicit_lease_that_ran_out_is_counted_lost_at_release() {
 #[test]
 fn pubsub_reconnects_are_counted() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let channel = "redisson_lock__channel:{m:reconnect}";
     let guard = holder.lock("m:reconnect").lock().unwrap();
     let lock = client.lock("m:reconnect");
@@ -197,8 +197,8 @@ fn a_reentered_lock_lost_to_force_unlock_counts_once() {
     // Both holds share one lease: the first release that finds the lock gone latches the
     // loss for the other, which then does not unlock (or count) again.
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
-    let operator = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
+    let operator = Client::open(server.url()).unwrap();
     let lock = client.lock("m:reentered");
     let outer = lock.lock().unwrap();
     let inner = lock.lock().unwrap();
@@ -212,8 +212,8 @@ fn a_reentered_lock_lost_to_force_unlock_counts_once() {
 #[test]
 fn the_waiting_gauge_counts_threads_blocked_in_any_wait() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = holder.lock("m:gauge").lock().unwrap();
     let sem = client.semaphore("m:gauge:sem");
     sem.try_set_permits(0).unwrap();

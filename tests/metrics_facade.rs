@@ -80,7 +80,7 @@ fn counters_histograms_and_gauges_by_kind_and_by_name_only_when_asked() {
     let mut all = Totals::default();
 
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     // Holds: the gauge goes up while held, down when released; the histograms record.
     let plain = client.lock("fac:orders");
     let fair = client.fair_lock("fac:payments");
@@ -138,7 +138,7 @@ fn counters_histograms_and_gauges_by_kind_and_by_name_only_when_asked() {
 
     // A timeout, by kind.
     let held = plain.lock().unwrap();
-    let other = Client::open(&server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
     let got = other
         .lock("fac:orders")
         .try_lock_for(Duration::from_millis(50));

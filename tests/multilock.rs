@@ -47,8 +47,8 @@ fn hold_elsewhere(lock: redlatch::Lock) -> (mpsc::Sender<()>, thread::JoinHandle
 fn takes_locks_on_two_servers_and_releases_both() {
     let (s1, s2) = (RedisServer::new(), RedisServer::new());
     let (c1, c2) = (
-        Client::open(&s1.url()).unwrap(),
-        Client::open(&s2.url()).unwrap(),
+        Client::open(s1.url()).unwrap(),
+        Client::open(s2.url()).unwrap(),
     );
     let multi = MultiLock::new([c1.lock("ml:a"), c2.fair_lock("ml:b")]).unwrap();
     let guard = multi.lock().unwrap();
@@ -72,10 +72,10 @@ fn takes_locks_on_two_servers_and_releases_both() {
 fn a_busy_member_makes_try_lock_take_nothing() {
     let (s1, s2) = (RedisServer::new(), RedisServer::new());
     let (c1, c2) = (
-        Client::open(&s1.url()).unwrap(),
-        Client::open(&s2.url()).unwrap(),
+        Client::open(s1.url()).unwrap(),
+        Client::open(s2.url()).unwrap(),
     );
-    let other = Client::open(&s2.url()).unwrap();
+    let other = Client::open(s2.url()).unwrap();
     let (release, holder) = hold_elsewhere(other.lock("ml:b"));
     let multi = MultiLock::new([c1.lock("ml:a"), c2.lock("ml:b")]).unwrap();
     assert!(multi.try_lock().unwrap().is_none());
@@ -97,10 +97,10 @@ fn a_busy_member_makes_try_lock_take_nothing() {
 fn lock_waits_for_the_busy_member_then_holds_all() {
     let (s1, s2) = (RedisServer::new(), RedisServer::new());
     let (c1, c2) = (
-        Client::open(&s1.url()).unwrap(),
-        Client::open(&s2.url()).unwrap(),
+        Client::open(s1.url()).unwrap(),
+        Client::open(s2.url()).unwrap(),
     );
-    let other = Client::open(&s1.url()).unwrap();
+    let other = Client::open(s1.url()).unwrap();
     let (release, holder) = hold_elsewhere(other.lock("ml:a"));
     let multi = MultiLock::new([c1.lock("ml:a"), c2.lock("ml:b")]).unwrap();
     let (tx, rx) = mpsc::channel();
@@ -135,8 +135,8 @@ fn opposite_orders_do_not_deadlock_and_stay_exclusive() {
     let handles: Vec<_> = (0..4)
         .map(|t| {
             let (c1, c2) = (
-                Client::open(&s1.url()).unwrap(),
-                Client::open(&s2.url()).unwrap(),
+                Client::open(s1.url()).unwrap(),
+                Client::open(s2.url()).unwrap(),
             );
             let (inside, sections) = (Arc::clone(&inside), Arc::clone(&sections));
             thread::spawn(move || {
@@ -214,8 +214,8 @@ fn a_dead_member_fails_the_acquire_and_nothing_stays_held() {
 fn explicit_lease_bounds_the_validity() {
     let (s1, s2) = (RedisServer::new(), RedisServer::new());
     let (c1, c2) = (
-        Client::open(&s1.url()).unwrap(),
-        Client::open(&s2.url()).unwrap(),
+        Client::open(s1.url()).unwrap(),
+        Client::open(s2.url()).unwrap(),
     );
     let multi = MultiLock::new([c1.lock("ml:a"), c2.lock("ml:b")])
         .unwrap()

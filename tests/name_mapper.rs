@@ -24,7 +24,7 @@ fn prefixed(server: &RedisServer, prefix: &str) -> Client {
 }
 
 fn plain(server: &RedisServer) -> Client {
-    Client::open(&server.url()).unwrap()
+    Client::open(server.url()).unwrap()
 }
 
 /// Waits until `n` connections subscribe `channel`.

@@ -16,8 +16,8 @@ use support::{await_waiting, join_within, numsub, MakeLock, RedisServer};
 /// How long a refused acquire may take at most: one round trip, far below any wait asked for.
 const AT_ONCE: Duration = Duration::from_millis(500);
 
-const PLAIN: MakeLock = Client::non_reentrant_lock;
-const FAIR: MakeLock = Client::non_reentrant_fair_lock;
+const PLAIN: MakeLock = support::make_non_reentrant_lock;
+const FAIR: MakeLock = support::make_non_reentrant_fair_lock;
 
 /// What a Java Redisson client on its thread 57 uses as owner id.
 const JAVA: &str = "3f1a7c1e-0000-4000-8000-00000000beef:57";
@@ -70,7 +70,7 @@ fn assert_refused<T: std::fmt::Debug>(name: &str, call: impl FnOnce() -> redlatc
 fn second_acquire_by_the_same_thread_is_refused(make: MakeLock, name: &'static str) {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let lock = make(&client, name);
     assert!(!lock.is_reentrant());
     let guard = lock.lock().unwrap();
@@ -121,7 +121,7 @@ fn fair_second_acquire_by_the_same_thread_is_refused() {
 fn a_contender_waits_and_gets_it_on_release(make: MakeLock, name: &'static str) {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = make(&client, name).lock().unwrap();
     let (tx, rx) = mpsc::channel();
     let contender = {
@@ -161,7 +161,7 @@ fn fair_refused_owner_is_not_queued_behind_itself() {
     let name = "nrf:queue";
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let lock = client.non_reentrant_fair_lock(name);
     let guard = lock.lock().unwrap();
     let owner = client.owner_id();
@@ -210,7 +210,7 @@ fn fair_refused_owner_alone_leaves_no_queue() {
     let name = "nrf:alone";
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let lock = client.non_reentrant_fair_lock(name);
     let guard = lock.lock().unwrap();
     assert_refused(name, || lock.lock());
@@ -226,7 +226,7 @@ fn fair_refused_owner_alone_leaves_no_queue() {
 fn a_java_holder_excludes_us(make: MakeLock, name: &'static str) {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let _: () = raw.hset(name, JAVA, 1).unwrap();
     let _: () = raw.pexpire(name, 30_000).unwrap();
     let lock = make(&client, name);
@@ -270,7 +270,7 @@ fn plain_we_exclude_a_java_client_and_it_refuses_itself_as_we_do() {
     let name = "nr:java-waits";
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let script = redis::Script::new(REDISSON_NON_REENTRANT_ACQUIRE);
     let guard = client.non_reentrant_lock(name).lock().unwrap();
     // Our hold has Redisson's layout.
@@ -319,7 +319,7 @@ fn fair_we_exclude_a_java_waiter_and_hand_it_the_lock() {
     let name = "nrf:java-waits";
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let lock = client.non_reentrant_fair_lock(name);
     let guard = lock.lock().unwrap();
     let fields: Vec<(String, String)> = raw.hgetall(name).unwrap();
@@ -377,8 +377,8 @@ fn reentrant_and_non_reentrant_exclude_each_other(
 ) {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
-    let other = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
 
     let held = reentrant(&client, name).lock().unwrap();
     assert!(once(&other, name).try_lock().unwrap().is_none());
@@ -407,12 +407,12 @@ fn reentrant_and_non_reentrant_exclude_each_other(
 
 #[test]
 fn plain_reentrant_and_non_reentrant_exclude_each_other() {
-    reentrant_and_non_reentrant_exclude_each_other(Client::lock, PLAIN, "nr:mixed");
+    reentrant_and_non_reentrant_exclude_each_other(support::make_lock, PLAIN, "nr:mixed");
 }
 
 #[test]
 fn fair_reentrant_and_non_reentrant_exclude_each_other() {
-    reentrant_and_non_reentrant_exclude_each_other(Client::fair_lock, FAIR, "nrf:mixed");
+    reentrant_and_non_reentrant_exclude_each_other(support::make_fair_lock, FAIR, "nrf:mixed");
 }
 
 /// A `LockOwner` holding a non-reentrant lock is refused on any thread; its guard released on
@@ -420,7 +420,7 @@ fn fair_reentrant_and_non_reentrant_exclude_each_other() {
 fn lock_owner_is_refused_from_another_thread(make: MakeLock, name: &'static str) {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let owner = client.lock_owner();
     let lock = make(&client, name).with_owner(&owner);
     let guard = lock.lock().unwrap();

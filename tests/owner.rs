@@ -21,7 +21,7 @@ fn hold_count(raw: &mut redis::Connection, name: &str, owner: &str) -> Option<u3
 fn a_hold_taken_on_one_thread_is_released_on_another() {
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let owner = client.lock_owner();
     assert!(owner.id().starts_with(client.id()));
     assert_ne!(owner.id(), client.owner_id(), "not this thread's id");
@@ -40,7 +40,7 @@ fn a_hold_moves_between_the_workers_of_a_pool() {
     // acquire on one worker, re-enter and release on others, release the first hold last.
     let server = RedisServer::new();
     let mut raw = server.conn();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let owner = client.lock_owner();
     let lock = client.lock("o:pool").with_owner(&owner);
     type Job = Box<dyn FnOnce() + Send>;
@@ -99,10 +99,14 @@ fn a_hold_moves_between_the_workers_of_a_pool() {
 #[test]
 fn two_owners_on_one_thread_exclude_each_other() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let (a, b) = (client.lock_owner(), client.lock_owner());
     assert_ne!(a.id(), b.id());
-    for make in [Client::lock, Client::fair_lock, Client::fenced_lock] {
+    for make in [
+        support::make_lock,
+        support::make_fair_lock,
+        support::make_fenced_lock,
+    ] {
         let name = "o:two";
         let held = make(&client, name).with_owner(&a).lock().unwrap();
         assert!(make(&client, name)
@@ -136,7 +140,7 @@ fn two_owners_on_one_thread_exclude_each_other() {
 #[test]
 fn read_write_sides_and_fencing_tokens_work_for_owners() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let (a, b) = (client.lock_owner(), client.lock_owner());
     let rw = client.read_write_lock("o:rw");
     let ra = rw.read().with_owner(&a).lock().unwrap();

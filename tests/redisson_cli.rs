@@ -38,7 +38,7 @@ fn inspect_list_and_watch_show_java_holders_and_waiters() {
     require_java!();
     let server = RedisServer::new();
     let mut java = JavaPeer::single(NEWEST, &server.url());
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let name = "interop:cli:fair";
     let queue = format!("redisson_lock_queue:{{{name}}}");
     let mut raw = server.conn();

@@ -25,7 +25,7 @@ struct Pair {
 
 fn pair(version: &str) -> Pair {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let java = JavaPeer::single(version, &server.url());
     Pair {
         server,

@@ -18,7 +18,7 @@ use support::{await_waiting, RedisServer};
 
 fn pair() -> (RedisServer, Client, JavaPeer) {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let java = JavaPeer::single(NEWEST, &server.url());
     (server, client, java)
 }
@@ -273,7 +273,7 @@ fn three() -> (Vec<RedisServer>, Vec<Client>, JavaPeer) {
     let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::new()).collect();
     let clients = servers
         .iter()
-        .map(|s| Client::open(&s.url()).unwrap())
+        .map(|s| Client::open(s.url()).unwrap())
         .collect();
     let mut args = Vec::new();
     for s in &servers {

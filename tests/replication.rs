@@ -76,7 +76,7 @@ fn with_healthy_replication_every_lock_write_is_on_the_replica_when_the_call_ret
     assert_eq!(command_calls(&mut on_master, "wait") - waits_before, 10);
 
     // A busy attempt writes nothing and sends no WAIT.
-    let other = Client::open(&master.url()).unwrap();
+    let other = Client::open(master.url()).unwrap();
     let held = other.lock("sync:busy").lock().unwrap();
     let waits_before = command_calls(&mut on_master, "wait");
     assert!(client.lock("sync:busy").try_lock().unwrap().is_none());
@@ -141,7 +141,7 @@ fn a_killed_replica_makes_acquires_fail_cleanly_and_the_setting_is_opt_in() {
     let master = RedisServer::new();
     let mut replica = RedisServer::replica_of(&master);
     let synced = synced_client(&master, Duration::from_millis(200));
-    let plain = Client::open(&master.url()).unwrap();
+    let plain = Client::open(master.url()).unwrap();
     let mut on_master = master.conn();
     replica.kill();
 
@@ -169,7 +169,7 @@ fn a_killed_replica_makes_acquires_fail_cleanly_and_the_setting_is_opt_in() {
 fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_second_writer() {
     let mut master = RedisServer::new();
     let replica = RedisServer::replica_of(&master);
-    let a = Client::open(&master.url()).unwrap(); // no sync_replicas: the default
+    let a = Client::open(master.url()).unwrap(); // no sync_replicas: the default
     let lock_name = "failover:acct";
 
     // A first holder, replicated: the counter is at 1 on both nodes, and the release too.
@@ -193,7 +193,7 @@ fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_secon
     replica.promote();
 
     // B, on the promoted replica, gets the lock at once: two holders.
-    let b = Client::open(&replica.url()).unwrap();
+    let b = Client::open(replica.url()).unwrap();
     let guard_b = b
         .fenced_lock(lock_name)
         .try_lock()
@@ -247,7 +247,7 @@ fn with_sync_replicas_the_failover_leaves_one_holder() {
     assert!(err.is_not_replicated(), "{err}");
     master.kill();
     replica.promote();
-    let b = Client::open(&replica.url()).unwrap();
+    let b = Client::open(replica.url()).unwrap();
     let guard_b = b.fenced_lock("failover:one").try_lock().unwrap().unwrap();
     assert_eq!(guard_b.token(), Some(1));
     guard_b.unlock().unwrap();

@@ -38,8 +38,8 @@ fn lock_keys(raw: &mut redis::Connection) -> Vec<String> {
 fn readers_share_across_threads_and_clients_and_exclude_writers() {
     let server = RedisServer::new();
     let clients = [
-        Client::open(&server.url()).unwrap(),
-        Client::open(&server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
     ];
     let mut raw = server.conn();
     let barrier = Arc::new(Barrier::new(7));
@@ -93,8 +93,8 @@ fn readers_share_across_threads_and_clients_and_exclude_writers() {
 #[test]
 fn a_writer_excludes_readers_and_writers_and_reenters() {
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let rw = a.read_write_lock("rw:excl");
     let w1 = rw.write().lock().unwrap();
@@ -125,8 +125,8 @@ fn a_writer_excludes_readers_and_writers_and_reenters() {
 #[test]
 fn a_writer_may_read_and_its_downgrade_lets_blocked_readers_in_at_once() {
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let rw = a.read_write_lock("rw:down");
     let write = rw.write().lock().unwrap();
@@ -159,7 +159,7 @@ fn a_reader_asking_for_the_write_lock_waits_for_every_read_hold_including_its_ow
     // this thread's own read hold has a 1 s lease, and its write lock comes right after that
     // hold expires (not at the 10 s timeout), while the raw state shows what it waited for.
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let owner = client.owner_id();
     let rw = client.read_write_lock("rw:up");
     rw.read()
@@ -243,9 +243,9 @@ fn an_expired_read_hold_does_not_keep_the_lock_from_a_writer() {
     // key, which keeps A alive as long as B lives. Ours renews B's only: when B unlocks, the
     // waiting writer gets the lock at once.
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
     let b = client_with_watchdog(&server, 600);
-    let w = Client::open(&server.url()).unwrap();
+    let w = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     a.read_write_lock("rw:dead")
         .read()
@@ -296,8 +296,8 @@ fn an_expired_read_hold_does_not_keep_the_lock_from_a_writer() {
 fn write_unlock_wakes_every_waiter_with_1_and_read_unlock_wakes_a_writer_with_0() {
     let server = RedisServer::new();
     let clients = [
-        Client::open(&server.url()).unwrap(),
-        Client::open(&server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
     ];
     let mut raw = server.conn();
     let mut sub_conn = server.conn();
@@ -305,7 +305,7 @@ fn write_unlock_wakes_every_waiter_with_1_and_read_unlock_wakes_a_writer_with_0(
     sub.subscribe(CHANNEL("rw:wake")).unwrap();
     sub.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
 
-    let holder = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
     let write = holder.read_write_lock("rw:wake").write().lock().unwrap();
     let (tx, rx) = unbounded();
     let (hold_tx, hold_rx) = unbounded::<()>();
@@ -382,7 +382,7 @@ fn write_unlock_wakes_every_waiter_with_1_and_read_unlock_wakes_a_writer_with_0(
 #[test]
 fn bad_input_and_foreign_keys_are_refused_without_writes() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let empty = client.read_write_lock("");
     assert!(empty.read().lock().unwrap_err().is_invalid_argument());
@@ -410,8 +410,8 @@ fn bad_input_and_foreign_keys_are_refused_without_writes() {
 #[test]
 fn force_unlock_breaks_the_held_side_and_wakes_waiters() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let other = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let guard = holder.read_write_lock("rw:force").read().lock().unwrap();
     let rw = other.read_write_lock("rw:force");
@@ -434,7 +434,7 @@ fn force_unlock_breaks_the_held_side_and_wakes_waiters() {
 fn a_redisson_reader_blocks_our_writer_and_its_release_wakes_it() {
     // A Java reader, written as Redisson's read-lock script writes it, with a Java owner id.
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let java = "6f1e1f5c-0000-4000-8000-000000000001:57";
     let _: () = redis::pipe()
@@ -484,9 +484,9 @@ fn a_writer_wakes_when_a_read_unlock_cuts_the_expiry_it_waits_for() {
     // Regression: a live reader's unlock cut the hash's expiry to a dead reader's remaining
     // 1.2 s and published nothing; the writer slept on the 30 s expiry it had seen.
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
-    let w = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
+    let w = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     a.read_write_lock("rw:cut")
         .read()
@@ -533,8 +533,8 @@ fn unlocking_a_read_hold_whose_lease_ran_out_reports_it_lost() {
     // Regression: with another reader keeping the hash alive, the expired hold's unlock
     // returned Ok although its guard was lost.
     let server = RedisServer::new();
-    let a = Client::open(&server.url()).unwrap();
-    let b = Client::open(&server.url()).unwrap();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let _other = b.read_write_lock("rw:exp").read().lock().unwrap();
     let guard = a

@@ -16,7 +16,7 @@ use support::{await_waiting, count_commands, numsub, wait_until, RedisServer};
 
 fn clients(server: &RedisServer, n: usize) -> Vec<Client> {
     (0..n)
-        .map(|_| Client::open(&server.url()).unwrap())
+        .map(|_| Client::open(server.url()).unwrap())
         .collect()
 }
 
@@ -588,7 +588,7 @@ fn drain_and_set_refuse_a_value_decrby_would_not_take() {
     // Regression: `tonumber` took `0x10`, `5.5`, `1e3`: the type check passed and DECRBY then
     // failed with a generic error instead of WRONGTYPE.
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let sem = client.semaphore("s:odd");
     for odd in ["0x10", "5.5", "1e3", " 7"] {

@@ -50,7 +50,7 @@ fn script_calls(server: &RedisServer) -> u64 {
 #[test]
 fn spin_and_other_locks_of_one_name_exclude_each_other() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let spin = client.spin_lock("x");
     // Held on another thread: a thread re-enters its own holds.
     let other = |f: fn(&Client) -> bool| {
@@ -70,7 +70,11 @@ fn spin_and_other_locks_of_one_name_exclude_each_other() {
     drop(guard);
     assert!(!spin.is_locked().unwrap());
 
-    for kind in [Client::lock, Client::fair_lock, Client::fenced_lock] {
+    for kind in [
+        support::make_lock,
+        support::make_fair_lock,
+        support::make_fenced_lock,
+    ] {
         let guard = kind(&client, "x").lock().unwrap();
         let spun = other(|c| {
             c.spin_lock("x").try_lock().unwrap().is_none()
@@ -86,7 +90,7 @@ fn spin_and_other_locks_of_one_name_exclude_each_other() {
 #[test]
 fn a_spin_waiter_gets_the_lock_after_release_without_any_pubsub() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     reset_stats(&server);
     let guard = client.spin_lock("job").lock().unwrap();
 
@@ -130,7 +134,7 @@ fn a_spin_waiter_gets_the_lock_after_release_without_any_pubsub() {
 #[test]
 fn backoff_bounds_bound_the_number_of_attempts() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     hold_raw(&server, "busy", 60_000);
     // Loads the scripts, so that every later call is one EVALSHA.
     assert!(client.spin_lock("busy").try_lock().unwrap().is_none());
@@ -156,7 +160,7 @@ fn backoff_bounds_bound_the_number_of_attempts() {
 #[test]
 fn a_spin_wait_is_capped_by_the_remaining_lease() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     hold_raw(&server, "short", 300);
     // Back-off of 10 s: only the lease (300 ms) bounds the first sleep.
     let lock = client.spin_lock_with_backoff("short", Backoff::new(ms(10_000), ms(10_000)));
@@ -171,7 +175,7 @@ fn a_spin_wait_is_capped_by_the_remaining_lease() {
 #[test]
 fn interrupt_and_close_end_a_spinning_wait_promptly() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     hold_raw(&server, "held", 60_000);
     // Long sleeps: only the alarms can end them early.
     let slow = Backoff::new(ms(300), ms(5_000));
@@ -220,7 +224,7 @@ fn bad_backoff_bounds_are_invalid_arguments() {
         Backoff::default().multiplier(0),
         Backoff::new(ms(1), Duration::from_secs(400 * 24 * 3600)),
     ];
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     for b in bad {
         let err = Config::builder(server.url().as_str())
             .spin_backoff(b)
@@ -263,7 +267,7 @@ fn the_watchdog_renews_a_spin_lock() {
 fn a_spin_unlock_refuses_a_hold_count_that_is_not_a_number() {
     // Regression: the unlock script compared `nil` with a number (a Lua runtime error).
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let _: () = redis::cmd("HSET")
         .arg("spin:odd")

@@ -21,8 +21,8 @@ fn total_subscriptions(conn: &mut redis::Connection) -> i64 {
 #[test]
 fn waiter_of_another_client_acquires_within_50ms_of_unlock_and_sends_nothing_while_waiting() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let waiter_client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let waiter_client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     let channel = "redisson_lock__channel:{wait:x}";
     let mut latencies = Vec::new();
@@ -61,8 +61,8 @@ fn waiter_of_another_client_acquires_within_50ms_of_unlock_and_sends_nothing_whi
 #[test]
 fn try_lock_for_gives_up_in_time_and_leaves_nothing_behind() {
     let server = RedisServer::new();
-    let holder = Client::open(&server.url()).unwrap();
-    let client = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let _guard = holder.lock("wait:timeout").lock().unwrap();
     let lock = client.lock("wait:timeout");
     let mut raw = server.conn();
@@ -96,8 +96,8 @@ fn try_lock_for_gives_up_in_time_and_leaves_nothing_behind() {
 #[test]
 fn each_unlock_wakes_one_waiter_and_all_get_their_turn_without_waiting_a_lease() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
-    let holder = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
     let guard = holder.lock("wait:many").lock().unwrap();
     let mut raw = server.conn();
     let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
@@ -139,7 +139,7 @@ fn each_unlock_wakes_one_waiter_and_all_get_their_turn_without_waiting_a_lease()
 #[test]
 fn a_missed_message_costs_at_most_the_lease() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     // A foreign holder whose lease runs out without any unlock message.
     let _: () = raw.hset("wait:silent", "someone:1", 1).unwrap();
@@ -160,7 +160,7 @@ fn waiters_in_two_clients_are_each_woken() {
     let config = |url: &str| Config::builder(url).build().unwrap();
     let a = Client::new(config(&server.url())).unwrap();
     let b = Client::new(config(&server.url())).unwrap();
-    let holder = Client::open(&server.url()).unwrap();
+    let holder = Client::open(server.url()).unwrap();
     let guard = holder.lock("wait:two").lock().unwrap();
     let mut raw = server.conn();
     let spawn = |c: &Client| {

@@ -182,12 +182,7 @@ fn locks_acquired_apart_are_renewed_in_full_batches() {
     let mut guards = Vec::new();
     for group in 0..2 {
         for i in 0..50 {
-            guards.push(
-                client
-                    .lock(&format!("wd:apart:{group}:{i}"))
-                    .lock()
-                    .unwrap(),
-            );
+            guards.push(client.lock(format!("wd:apart:{group}:{i}")).lock().unwrap());
         }
         std::thread::sleep(Duration::from_millis(150)); // staging the spread, not a sync
     }

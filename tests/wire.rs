@@ -12,7 +12,7 @@ use support::{numsub, wait_until, RedisServer};
 #[test]
 fn hash_field_is_owner_and_pttl_is_watchdog_timeout() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = client.lock("wire:layout").lock().unwrap();
     let mut raw = server.conn();
     let kind: String = redis::cmd("TYPE")
@@ -34,7 +34,7 @@ fn hash_field_is_owner_and_pttl_is_watchdog_timeout() {
 #[test]
 fn unlock_publishes_zero_on_the_lock_channel() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let guard = client.lock("wire:pub").lock().unwrap();
     let (tx, rx) = mpsc::channel();
     let mut sub_conn = server.conn();
@@ -59,7 +59,7 @@ fn unlock_publishes_zero_on_the_lock_channel() {
 #[test]
 fn unlock_latch_makes_a_retried_unlock_idempotent() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let lock = client.lock("wire:latch");
     let g1 = lock.lock().unwrap();
     let g2 = lock.lock().unwrap();
@@ -100,7 +100,7 @@ fn unlock_latch_makes_a_retried_unlock_idempotent() {
 #[test]
 fn foreign_owner_excludes_us_and_its_unlock_wakes_our_waiter() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
     // What a Java Redisson client writes for lock("wire:java") on its thread 57.
     let java_owner = "3f1a7c1e-0000-4000-8000-00000000beef:57";

@@ -353,7 +353,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
     memory.baseline_used_bytes = server_memory(&mut ctx.raw).0;
     for &threads in &counts {
         let locks: Vec<redlatch::Lock> = (0..threads)
-            .map(|t| client.lock(&format!("bench:throughput:{t}")))
+            .map(|t| client.lock(format!("bench:throughput:{t}")))
             .collect();
         let (mut ours, mut raw, mut piped) = (Side::default(), Side::default(), Side::default());
         // Each round's redlatch rate over the raw rate of the round next to it.

@@ -199,7 +199,7 @@ impl Holders {
                 thread::spawn(move || {
                     let mut guards = Vec::with_capacity(n);
                     for i in 0..n {
-                        let lock = client.lock(&format!("{prefix}:{t}:{i}"));
+                        let lock = client.lock(format!("{prefix}:{t}:{i}"));
                         let lock = match lease {
                             Some(lease) => lock.with_lease(lease),
                             None => lock,

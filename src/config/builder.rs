@@ -2,8 +2,7 @@
 
 use std::time::Duration;
 
-use redis::IntoConnectionInfo;
-
+use super::address::ServerAddress;
 use super::{Config, ConfigBuilder, ReplicaSync, ShardedSubscriptionMode, Topology};
 use crate::backoff::Backoff;
 use crate::names::NameMapper;
@@ -12,7 +11,9 @@ use crate::net::Certificates;
 impl Config {
     /// Starts a builder for a single server at `url`
     /// (`redis://[user:pass@]host:port/[db]`, or `rediss://` for TLS; see
-    /// [`tls_root_certificates`](ConfigBuilder::tls_root_certificates)).
+    /// [`tls_root_certificates`](ConfigBuilder::tls_root_certificates)). A `String`, a
+    /// `redis::ConnectionInfo` or a service's own `redis::Client` do as well (see
+    /// [`ServerAddress`]).
     ///
     /// An invalid URL is reported by [`ConfigBuilder::build`].
     ///
@@ -22,9 +23,9 @@ impl Config {
     /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
     /// assert_eq!(config.watchdog_timeout().as_secs(), 30);
     /// ```
-    pub fn builder(url: impl IntoConnectionInfo) -> ConfigBuilder {
+    pub fn builder(url: impl ServerAddress) -> ConfigBuilder {
         ConfigBuilder::new(
-            url.into_connection_info()
+            url.connection_info()
                 .map(Topology::Single)
                 .map_err(|e| url_error(&e)),
         )
@@ -54,7 +55,7 @@ impl Config {
     /// .build()
     /// .unwrap();
     /// ```
-    pub fn sentinel<U: IntoConnectionInfo>(
+    pub fn sentinel<U: ServerAddress>(
         sentinel_urls: impl IntoIterator<Item = U>,
         master_name: &str,
     ) -> ConfigBuilder {
@@ -77,7 +78,7 @@ impl Config {
     ///     .build()
     ///     .unwrap();
     /// ```
-    pub fn cluster<U: IntoConnectionInfo>(urls: impl IntoIterator<Item = U>) -> ConfigBuilder {
+    pub fn cluster<U: ServerAddress>(urls: impl IntoIterator<Item = U>) -> ConfigBuilder {
         ConfigBuilder::new(parse(urls).map(|seeds| Topology::Cluster { seeds }))
     }
 }
@@ -575,11 +576,11 @@ impl ConfigBuilder {
 }
 
 /// Parses `urls`, or says why one does not parse.
-fn parse<U: IntoConnectionInfo>(
+fn parse<U: ServerAddress>(
     urls: impl IntoIterator<Item = U>,
 ) -> std::result::Result<Vec<redis::ConnectionInfo>, String> {
     urls.into_iter()
-        .map(|u| u.into_connection_info().map_err(|e| url_error(&e)))
+        .map(|u| u.connection_info().map_err(|e| url_error(&e)))
         .collect()
 }
 

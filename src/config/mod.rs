@@ -1,6 +1,8 @@
 //! Client configuration: what a [`Client`](crate::Client) is built with. `builder.rs` holds the
 //! builder's constructors and setters, `build.rs` the checks that make a [`Config`].
 
+mod address;
+pub use address::ServerAddress;
 mod build;
 mod builder;
 

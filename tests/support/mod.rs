@@ -503,7 +503,7 @@ macro_rules! for_each_kind {
             #[allow(unused_imports)]
             use super::*;
             $($(#[$meta])* #[test] fn $name() {
-                let $make: $crate::support::MakeLock = redlatch::Client::lock;
+                let $make: $crate::support::MakeLock = $crate::support::make_lock;
                 $body
             })*
         }
@@ -511,7 +511,7 @@ macro_rules! for_each_kind {
             #[allow(unused_imports)]
             use super::*;
             $($(#[$meta])* #[test] fn $name() {
-                let $make: $crate::support::MakeLock = redlatch::Client::fair_lock;
+                let $make: $crate::support::MakeLock = $crate::support::make_fair_lock;
                 $body
             })*
         }
@@ -591,4 +591,26 @@ pub fn unread_connections(port: u16) -> usize {
             local_port == Some(usize::from(port)) && fields[3] == "01" && unread > Some(0)
         })
         .count()
+}
+
+/// The lock constructors as [`MakeLock`] values (the `Client` methods take any
+/// `impl AsRef<str>`, so they are not `fn` pointers themselves).
+pub fn make_lock(c: &redlatch::Client, name: &str) -> redlatch::Lock {
+    c.lock(name)
+}
+
+pub fn make_fair_lock(c: &redlatch::Client, name: &str) -> redlatch::Lock {
+    c.fair_lock(name)
+}
+
+pub fn make_fenced_lock(c: &redlatch::Client, name: &str) -> redlatch::Lock {
+    c.fenced_lock(name)
+}
+
+pub fn make_non_reentrant_lock(c: &redlatch::Client, name: &str) -> redlatch::Lock {
+    c.non_reentrant_lock(name)
+}
+
+pub fn make_non_reentrant_fair_lock(c: &redlatch::Client, name: &str) -> redlatch::Lock {
+    c.non_reentrant_fair_lock(name)
 }
