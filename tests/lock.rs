@@ -210,3 +210,81 @@ fn names_and_addresses_come_as_the_program_has_them() {
     guard.unlock().unwrap();
     assert!(!db3.exists::<_, bool>("job:7").unwrap());
 }
+
+/// `with` and its `try_` forms: the closure runs under the lock, its value or its error comes
+/// back, and the lock is free afterwards, also after a panic.
+#[test]
+fn with_runs_the_closure_under_the_lock_and_releases_it() {
+    #[derive(Debug)]
+    enum JobError {
+        Lock(Error),
+        Failed(&'static str),
+    }
+    impl From<Error> for JobError {
+        fn from(e: Error) -> JobError {
+            JobError::Lock(e)
+        }
+    }
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
+    let lock = client.lock("with:job");
+    let mut raw = server.conn();
+
+    let seen = lock
+        .with(|| {
+            let count: u32 = raw.hget("with:job", client.owner_id()).unwrap();
+            Ok::<_, Error>((lock.is_locked()?, count))
+        })
+        .unwrap();
+    assert_eq!(seen, (true, 1));
+    assert!(!raw.exists::<_, bool>("with:job").unwrap());
+
+    let failed: Result<(), JobError> = lock.with(|| Err(JobError::Failed("disk full")));
+    assert!(matches!(failed, Err(JobError::Failed("disk full"))));
+    assert!(!lock.is_locked().unwrap());
+
+    // Taken elsewhere: the try forms do not run the closure.
+    let held = other.lock("with:job").lock().unwrap();
+    let mut ran = false;
+    let got = lock
+        .try_with(|| {
+            ran = true;
+            Ok::<_, Error>(())
+        })
+        .unwrap();
+    assert_eq!((got, ran), (None, false));
+    let started = Instant::now();
+    let got = lock
+        .try_with_for(Duration::from_millis(200), || Ok::<_, Error>(1))
+        .unwrap();
+    assert_eq!(got, None);
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    let got = lock
+        .try_with_for(Duration::ZERO, || Ok::<_, Error>(1))
+        .unwrap();
+    assert_eq!(got, None, "a zero wait is one try");
+    drop(held);
+    let got = lock
+        .try_with_until(Instant::now() + Duration::from_secs(5), || {
+            Ok::<_, Error>(2)
+        })
+        .unwrap();
+    assert_eq!(got, Some(2));
+
+    // The hold lost while the closure ran: its value is not trusted.
+    let lost = lock.with(|| {
+        assert!(other.lock("with:job").force_unlock()?);
+        Ok::<_, JobError>(3)
+    });
+    assert!(matches!(lost, Err(JobError::Lock(e)) if e.is_lock_lost()));
+
+    // A panic releases the lock too.
+    let lock2 = lock.clone();
+    let panicked = std::thread::spawn(move || {
+        lock2.with(|| -> Result<(), Error> { panic!("bug in the closure") })
+    })
+    .join();
+    assert!(panicked.is_err());
+    assert!(!lock.is_locked().unwrap());
+}

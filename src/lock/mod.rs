@@ -32,6 +32,7 @@ mod read;
 mod rw;
 mod side;
 mod spin;
+mod with;
 mod write;
 
 pub(crate) use fair::Fair;
