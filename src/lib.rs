@@ -177,6 +177,7 @@
 //! | `tls` | yes | `rediss://` addresses, your own CA, client certificates |
 //! | `serde` | no | `Serialize` on [`Inspection`], [`Event`], [`Metrics`] and what they hold |
 //! | `metrics` | no | counters, histograms and gauges through the [`metrics`](https://docs.rs/metrics) facade, labelled by lock kind ([`ConfigBuilder::metrics_lock_names`] adds the name) |
+//! | `tracing` | no | [`tracing`](https://docs.rs/tracing) spans at `debug` level: `redlatch.acquire` (fields `name`, `kind`, `lease_ms`, `outcome`, `waited_ms`, `hold_count`) with `redlatch.wait` inside it, `redlatch.release` (`name`, `kind`, `outcome`), `redlatch.renewal` (`holds`, `renewed`, `failed`); a `warn` event for a lost hold (`name`, `owner`, `reason`). `log` goes on as without it |
 //! | `cli` | no | the `redlatch` binary (clap, serde_json); library users do not build it |
 //!
 //! # The guide
@@ -284,6 +285,7 @@ mod ser;
 #[cfg(test)]
 mod testing;
 mod time;
+mod trace;
 mod watch;
 mod watchdog;
 

@@ -14,6 +14,7 @@ use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::time::{check_deadline, check_duration, check_wait};
+use crate::trace;
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///
@@ -572,11 +573,14 @@ impl<O: Ownership> Lock<O> {
         };
         let started = Instant::now();
         let metrics = &self.raw.key.client.inner.metrics;
+        let span = trace::Span::acquire(self.raw.kind.label(), self.key(), self.lease);
+        let _in_span = span.enter();
         let lease = self.lease_or_default();
         // Only a caller that will wait joins a fair lock's queue.
         let will_wait = deadline.is_none_or(|d| Instant::now() < d);
         let mut attempts = 0u32;
         let mut got = None;
+        let mut held = 0u32;
         let mut attempt = || -> Result<Tried> {
             attempts += 1;
             if attempts == 2 {
@@ -591,6 +595,7 @@ impl<O: Ownership> Lock<O> {
             let lease = self.lease_for(&owner, lease);
             Ok(match self.raw.acquire(&owner, lease, will_wait)? {
                 Attempt::Acquired { count, token } => {
+                    held = count;
                     got = Some(LockGuard::new(
                         self.clone(),
                         Arc::clone(&owner),
@@ -623,6 +628,12 @@ impl<O: Ownership> Lock<O> {
         let outcome =
             wait(dispatcher, channel, deadline, &mut attempt)
                 .map(|done| if done { got } else { None });
+        match &outcome {
+            Ok(Some(_)) => span.acquired(held, started.elapsed()),
+            Ok(None) if will_wait => span.gave_up("timed_out", started.elapsed()),
+            Ok(None) => span.gave_up("busy", started.elapsed()),
+            Err(_) => span.gave_up("error", started.elapsed()),
+        }
         match &outcome {
             Ok(Some(_)) => metrics.acquired(
                 self.raw.kind.label(),

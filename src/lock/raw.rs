@@ -17,6 +17,7 @@ use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
+use crate::trace;
 use crate::watchdog::Renewal;
 
 /// What the unlock script did.
@@ -249,6 +250,20 @@ impl RawLock {
     /// Releases one hold of `owner`. A lost reply is retried once with the same request id;
     /// the unlock latch makes the retry return the first call's outcome.
     pub(crate) fn unlock(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
+        let span = trace::Span::release(self.kind.label(), &self.key.name);
+        let _in_span = span.enter();
+        let outcome = self.unlock_once(owner, lease);
+        span.outcome(match &outcome {
+            Ok(Unlocked::Released) => "released",
+            Ok(Unlocked::StillHeld) => "still_held",
+            Ok(Unlocked::NotHeld) => "not_held",
+            Err(_) => "error",
+        });
+        outcome
+    }
+
+    /// [`unlock`](Self::unlock) without its span.
+    fn unlock_once(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
         // Unique without a random number per call: this client's uuid and a counter.
         let inner = &self.key.client.inner;
         let latch = self

@@ -34,6 +34,7 @@ use super::dispatcher::Dispatcher;
 use super::vocabulary::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::time::MAX_DURATION;
+use crate::trace;
 
 /// The channel a wait listens on, and how its messages wake.
 pub(crate) struct Channel<'a> {
@@ -154,13 +155,34 @@ pub(crate) fn wait(
     deadline: Option<Instant>,
     attempt: &mut dyn FnMut() -> Result<Tried>,
 ) -> Result<bool> {
-    let mut last = attempt()?;
+    let last = attempt()?;
     if last.done {
         return Ok(true);
     }
     if deadline.is_some_and(|d| Instant::now() >= d) {
         return Ok(false);
     }
+    let span = trace::Span::wait(channel.name);
+    let _in_span = span.enter();
+    let outcome = block(dispatcher, channel, deadline, attempt, last);
+    span.outcome(match &outcome {
+        Ok(true) => "done",
+        Ok(false) => "deadline",
+        Err(Error::Interrupted) => "interrupted",
+        Err(Error::Closed) => "closed",
+        Err(_) => "error",
+    });
+    outcome
+}
+
+/// The blocking part of [`wait`], after a first attempt (`last`) that did not succeed.
+fn block(
+    dispatcher: &Dispatcher,
+    channel: Channel<'_>,
+    deadline: Option<Instant>,
+    attempt: &mut dyn FnMut() -> Result<Tried>,
+    mut last: Tried,
+) -> Result<bool> {
     let alarms = dispatcher.alarms();
     if alarms.interruption.take() {
         return Err(Error::Interrupted);

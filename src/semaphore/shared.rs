@@ -6,6 +6,7 @@ use std::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::pubsub::{wait, Channel, Tried};
+use crate::trace;
 
 /// Rejects an empty name.
 pub(super) fn check_name(name: &str) -> Result<()> {
@@ -37,4 +38,23 @@ pub(super) fn wait_for_permits(
         deadline,
         attempt,
     )
+}
+
+/// Records an acquire's outcome on its span: the permits taken, or why none were.
+pub(crate) fn trace_outcome(
+    span: &trace::Span,
+    got: &Result<bool>,
+    permits: u32,
+    deadline: Option<Instant>,
+    started: Instant,
+) {
+    let waited = started.elapsed();
+    // A deadline passed at the start: one try, which does not wait.
+    let tried_once = deadline.is_some_and(|d| d <= started);
+    match got {
+        Ok(true) => span.acquired(permits, waited),
+        Ok(false) if tried_once => span.gave_up("busy", waited),
+        Ok(false) => span.gave_up("timed_out", waited),
+        Err(_) => span.gave_up("error", waited),
+    }
 }

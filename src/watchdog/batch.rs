@@ -15,6 +15,7 @@ use crate::backend::{Backend, Policy};
 use crate::config::wait_replicas;
 use crate::error::Result;
 use crate::time::millis;
+use crate::trace;
 
 /// One lock to renew.
 pub(super) struct Target {
@@ -30,6 +31,20 @@ impl Shared {
     /// replica sync, a call is followed by `WAIT`, and renewals fewer replicas confirmed
     /// count as failed.
     pub(super) fn renew(&self, batch: &[Target]) -> Vec<Renewed> {
+        let span = trace::Span::renewal(batch.len(), self.lease);
+        let _in_span = span.enter();
+        let out = self.renew_all(batch);
+        let renewed = out.iter().filter(|r| matches!(r, Renewed::Held)).count();
+        let failed = out
+            .iter()
+            .filter(|r| matches!(r, Renewed::Failed(_)))
+            .count();
+        span.renewed(renewed, failed);
+        out
+    }
+
+    /// [`renew`](Self::renew) without its span.
+    fn renew_all(&self, batch: &[Target]) -> Vec<Renewed> {
         let mut out: Vec<Renewed> = vec![Renewed::Failed(Arc::from("not sent")); batch.len()];
         let mut call = |renewal: &BatchRenewal, at: &[usize]| {
             let Some(&first) = at.first() else { return };

@@ -11,6 +11,7 @@ use super::entry::Entry;
 use super::lease::{Fire, LeaseState, LostReason, Watch};
 use super::renewal::{BatchRenewal, Renewal};
 use crate::metrics::Recorder;
+use crate::trace;
 
 /// The watchdog's bookkeeping. Per held lock it keeps one entry, one index slot and one or
 /// two due times, and each is kept small: at 100,000 held locks this is the watchdog's memory.
@@ -197,6 +198,10 @@ impl State {
     pub(super) fn lose(&mut self, id: u64, why: LostReason) -> Option<(Entry, LostReason)> {
         let mut entry = self.remove(id)?;
         let reason = entry.lease.mark_lost(why);
+        if let Some(owner) = &entry.field {
+            // An explicit lease running out is its expected end, not a loss to report.
+            trace::lost(&entry.name, owner, &reason);
+        }
         for (hold, callback) in entry.take_callbacks(|_| true) {
             self.to_fire.push(Fire {
                 hold,

@@ -12,8 +12,9 @@ use super::raw::check_count;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
-use crate::semaphore::shared::{check_name, wait_for_permits};
+use crate::semaphore::shared::{check_name, trace_outcome, wait_for_permits};
 use crate::time::{check_deadline, check_duration, check_wait};
+use crate::trace;
 
 impl PermitExpirableSemaphore {
     /// Takes a permit that expires after `lease` (rounded up to whole milliseconds) unless
@@ -270,6 +271,9 @@ impl PermitExpirableSemaphore {
         // The same ids for every attempt: a failed attempt stores nothing under them.
         let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
         let mut sent_at = Instant::now();
+        let started = sent_at;
+        let span = trace::Span::acquire("expirable semaphore", &self.raw.name, Some(lease));
+        let _in_span = span.enter();
         let taken = wait_for_permits(
             &self.raw.client,
             &self.raw.channel,
@@ -279,8 +283,9 @@ impl PermitExpirableSemaphore {
                 sent_at = Instant::now();
                 self.raw.attempt(&ids, lease)
             },
-        )?;
-        Ok(taken.then_some((ids, sent_at)))
+        );
+        trace_outcome(&span, &taken, permits, deadline, started);
+        Ok(taken?.then_some((ids, sent_at)))
     }
 }
 

@@ -9,8 +9,10 @@ use super::handle::Semaphore;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
+use crate::semaphore::shared::trace_outcome;
 use crate::semaphore::shared::{check_name, check_permits, wait_for_permits};
 use crate::time::{check_deadline, check_wait};
+use crate::trace;
 
 impl Semaphore {
     /// Takes `permits` permits, blocking until they are available. The guard gives them
@@ -134,13 +136,17 @@ impl Semaphore {
     ) -> Result<Option<SemaphoreGuard>> {
         check_name(&self.raw.name)?;
         check_permits(permits as usize)?;
+        let started = Instant::now();
+        let span = trace::Span::acquire("semaphore", &self.raw.name, None);
+        let _in_span = span.enter();
         let got = wait_for_permits(
             &self.raw.client,
             &self.raw.channel,
             permits,
             deadline,
             &mut || self.raw.attempt(permits),
-        )?;
-        Ok(got.then(|| SemaphoreGuard::new(self.clone(), permits)))
+        );
+        trace_outcome(&span, &got, permits, deadline, started);
+        Ok(got?.then(|| SemaphoreGuard::new(self.clone(), permits)))
     }
 }
