@@ -73,8 +73,8 @@ impl Client {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an address this version
-    /// cannot serve (only plain TCP for now: no TLS, no Unix sockets) or when a background
-    /// thread cannot be spawned.
+    /// cannot serve (a Unix socket; a `rediss://` address in a build without the `tls`
+    /// feature) or when a background thread cannot be spawned.
     ///
     /// # Examples
     ///

@@ -105,6 +105,13 @@ pub struct RedLock {
 impl RedLock {
     /// The node timeout used unless [`with_node_timeout`](Self::with_node_timeout) says
     /// otherwise: 200 ms.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// assert_eq!(redlatch::RedLock::DEFAULT_NODE_TIMEOUT, Duration::from_millis(200));
+    /// ```
     pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(200);
 
     /// A RedLock over `locks`, one per independent master (usually the same name on

@@ -30,6 +30,28 @@ mod sealed {
 
 /// Who owns the holds of a [`Lock`](crate::Lock): [`ThreadOwned`] (the default) or a
 /// [`LockOwner`]. Implemented by those two only.
+///
+/// Code that works with locks of either ownership takes a `Lock<O>` with `O: Ownership`.
+///
+/// # Examples
+///
+/// ```no_run
+/// use redlatch::{Lock, Ownership};
+///
+/// /// Runs `job` under `lock`, whoever owns the lock's holds.
+/// fn guarded<O: Ownership>(lock: &Lock<O>, job: impl FnOnce()) -> redlatch::Result<()> {
+///     let guard = lock.lock()?;
+///     job();
+///     guard.unlock()
+/// }
+///
+/// # fn main() -> redlatch::Result<()> {
+/// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// guarded(&client.lock("a"), || {})?; // the thread owns the hold
+/// let owner = client.lock_owner();
+/// guarded(&client.lock("b").with_owner(&owner), || {})?; // `owner` does
+/// # Ok(()) }
+/// ```
 pub trait Ownership: sealed::Sealed + Clone + Send + Sync + 'static {
     /// What makes a guard `!Send` for a thread's hold, and nothing for an owner's.
     #[doc(hidden)]
