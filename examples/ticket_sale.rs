@@ -20,14 +20,15 @@
 //! then checks: 100 sales, counter at 0, every ticket number 1..=100 sold exactly once.
 
 use std::collections::BTreeMap;
-use std::error::Error;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
-use std::{env, fs, net::TcpListener, path::PathBuf, thread};
+use std::{env, thread};
 
+use common::Res;
 use redis::Commands;
 
-type Res<T> = std::result::Result<T, Box<dyn Error + Send + Sync>>;
+mod common;
+
 const TICKETS: i64 = 100;
 const USAGE: &str = "usage: ticket_sale [--processes N] [--threads N] [--no-lock | --fair] [--help]
   --processes N  worker processes (default 3)
@@ -117,29 +118,9 @@ fn parent(args: &[String]) -> Res<ExitCode> {
         }
     }
 
-    let url = env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-    let mut _server = None; // dropped (killed) at the end of this function
-    let url = if ping(&url) {
-        url
-    } else {
-        match ThrowawayServer::start() {
-            Ok(server) => {
-                println!(
-                    "no Redis at {url}, started a throwaway redis-server on port {}",
-                    server.port
-                );
-                let url = format!("redis://127.0.0.1:{}/", server.port);
-                _server = Some(server);
-                url
-            }
-            Err(e) => {
-                eprintln!("no Redis at {url} and no redis-server to start ({e}).");
-                eprintln!("Install one: `apt-get install -y redis-server` (Debian/Ubuntu),");
-                eprintln!("or set REDIS_SERVER_BIN to its path, or REDIS_URL to a running server.");
-                return Ok(ExitCode::FAILURE);
-            }
-        }
-    };
+    let Some((url, _server)) = common::redis("ticket_sale") else {
+        return Ok(ExitCode::FAILURE);
+    }; // `_server` (a throwaway one, if started) is stopped at the end of this function
 
     let prefix = format!("ticket_sale:{}", std::process::id());
     let (tickets, sold) = (format!("{prefix}:tickets"), format!("{prefix}:sold"));
@@ -222,61 +203,4 @@ fn parent(args: &[String]) -> Res<ExitCode> {
             ExitCode::FAILURE
         }
     })
-}
-
-/// True if a Redis server answers PING at `url` within 500 ms.
-fn ping(url: &str) -> bool {
-    let timeout = Duration::from_millis(500);
-    redis::Client::open(url)
-        .and_then(|c| c.get_connection_with_timeout(timeout))
-        .and_then(|mut con| {
-            con.set_read_timeout(Some(timeout))?;
-            redis::cmd("PING").query::<String>(&mut con)
-        })
-        .is_ok()
-}
-
-/// A `redis-server` on a free local port, with no persistence; killed on drop.
-struct ThrowawayServer {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl ThrowawayServer {
-    fn start() -> Res<ThrowawayServer> {
-        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let dir = env::temp_dir().join(format!("ticket_sale-redis-{}", std::process::id()));
-        fs::create_dir_all(&dir)?;
-        let bin = env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-        let child = Command::new(&bin)
-            .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-            .args(["--port", &port.to_string()])
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                let _ = fs::remove_dir_all(&dir);
-                format!("cannot run {bin}: {e}")
-            })?;
-        let server = ThrowawayServer { child, port, dir };
-        let url = format!("redis://127.0.0.1:{port}/");
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !ping(&url) {
-            if Instant::now() > deadline {
-                return Err(format!("{bin} did not answer on port {port}").into());
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
-    }
-}
-
-impl Drop for ThrowawayServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = fs::remove_dir_all(&self.dir);
-    }
 }
