@@ -39,6 +39,7 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
     log::set_logger(&LOGS).unwrap();
     log::set_max_level(log::LevelFilter::Debug);
     let server = RedisServer::new();
+    take();
     let config = Config::builder(server.url().as_str())
         .watchdog_timeout(Duration::from_millis(300))
         .build()
@@ -46,7 +47,18 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
     let client = Client::new(config).unwrap();
     let lock = client.lock("log:ledger");
 
-    take();
+    // Connection setup, command and pub/sub (a wait subscribes): a server that refuses
+    // `CLIENT SETINFO` (before 7.2) or `HELLO` is expected, not worth a warning.
+    let other = Client::open(server.url()).unwrap();
+    let held = other.lock("log:ledger").lock().unwrap();
+    assert!(lock
+        .try_lock_for(Duration::from_millis(50))
+        .unwrap()
+        .is_none());
+    drop(held);
+    let setup = take();
+    assert!(setup.iter().all(|(l, _)| *l >= Level::Debug), "{setup:#?}");
+
     drop(lock.lock().unwrap());
     let owner = client.owner_id();
     let logs = take();
