@@ -456,7 +456,9 @@ fn the_environment_names_the_lock_the_owner_and_the_token() {
     let dir = Dir::new("env");
     let script = "echo \"$REDLATCH_NAME|$REDLATCH_OWNER|$REDLATCH_TOKEN|$REDLATCH_PERMIT\" \
         > $DIR/env.tmp; mv $DIR/env.tmp $DIR/env; while [ ! -e $DIR/go ]; do sleep 0.01; done";
-    client.fenced_lock("job").lock().unwrap().unlock().unwrap(); // token 1
+    let first = client.fenced_lock("job").lock().unwrap();
+    let next = first.token().unwrap() + 1;
+    first.unlock().unwrap();
     let mut cmd = sh(&server, &dir, &["--fenced", "job"], script);
     let run = spawn(cmd.env("REDLATCH_PERMIT", "inherited"));
     dir.await_file("env");
@@ -466,8 +468,11 @@ fn the_environment_names_the_lock_the_owner_and_the_token() {
     let holder = &found.holders[0].owner;
     assert_eq!(seen[0], "job");
     assert_eq!(seen[1], format!("{}:{}", holder.client_id, holder.thread));
-    assert_eq!(seen[2], "2");
-    assert_eq!(client.fenced_lock("job").latest_token().unwrap(), Some(2));
+    assert_eq!(seen[2], next.to_string());
+    assert_eq!(
+        client.fenced_lock("job").latest_token().unwrap(),
+        Some(next)
+    );
     assert_eq!(seen[3], "", "not inherited");
     dir.touch("go");
     assert_eq!(finish(run).code, 0);

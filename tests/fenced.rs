@@ -50,21 +50,27 @@ fn tokens_strictly_increase_across_clients_threads_and_reentries() {
         history.windows(2).all(|w| w[0] < w[1]),
         "tokens in lock order must strictly increase: {history:?}"
     );
-    assert_eq!(*history.last().unwrap(), 90, "one increment per acquire");
+    let first = history[0];
+    assert_eq!(
+        *history.last().unwrap(),
+        first + 89,
+        "one increment per acquire"
+    );
 
     // Re-entries take a new token too (as Redisson's INCR on every acquire).
     let lock = clients[0].fenced_lock("fenced:order");
     let outer = lock.lock().unwrap();
     let inner = lock.lock().unwrap();
-    assert_eq!(outer.token(), Some(91));
-    assert_eq!(inner.token(), Some(92));
-    assert_eq!(lock.latest_token().unwrap(), Some(92));
+    assert_eq!(outer.token(), Some(first + 90));
+    assert_eq!(inner.token(), Some(first + 91));
+    assert_eq!(lock.latest_token().unwrap(), Some(first + 91));
     assert_eq!(lock.hold_count().unwrap(), 2);
 
     // Raw layout: the counter is a plain STRING without expiry, next to the lock hash.
     let mut raw = server.conn();
     let key = "redisson_lock_token:{fenced:order}";
-    assert_eq!(token_of(&mut raw, key).as_deref(), Some("92"));
+    let newest = (first + 91).to_string();
+    assert_eq!(token_of(&mut raw, key).as_deref(), Some(newest.as_str()));
     let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut raw).unwrap();
     assert_eq!(ttl, -1, "the token counter never expires");
     let count: Option<u32> = redis::cmd("HGET")
@@ -96,9 +102,9 @@ fn a_waiter_gets_the_next_token_and_other_lock_kinds_have_none() {
     assert!(support::wait_until(Duration::from_secs(5), || {
         support::numsub(&mut server.conn(), "redisson_lock__channel:{fenced:wait}") == 1
     }));
-    assert_eq!(held.token(), Some(1));
+    let token = held.token().unwrap();
     drop(held);
-    assert_eq!(waiter.join().unwrap(), Some(2));
+    assert_eq!(waiter.join().unwrap(), Some(token + 1));
 
     assert_eq!(a.lock("plain").lock().unwrap().token(), None);
     assert_eq!(a.lock("plain").latest_token().unwrap(), None);
@@ -115,7 +121,7 @@ fn a_redisson_acquire_between_ours_is_counted() {
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();
     let lock = client.fenced_lock("fenced:java");
-    assert_eq!(lock.lock().unwrap().token(), Some(1));
+    let first = lock.lock().unwrap().token().unwrap();
     // What RedissonFencedLock's script does for a Java thread, then its unlock.
     let mut raw = server.conn();
     let java_token: i64 = redis::cmd("INCR")
@@ -133,7 +139,7 @@ fn a_redisson_acquire_between_ours_is_counted() {
         .arg(30000)
         .query(&mut raw)
         .unwrap();
-    assert_eq!(java_token, 2);
+    assert_eq!(java_token as u64, first + 1);
     assert!(
         lock.try_lock().unwrap().is_none(),
         "the Java holder excludes us"
@@ -142,7 +148,59 @@ fn a_redisson_acquire_between_ours_is_counted() {
         .arg("fenced:java")
         .query(&mut raw)
         .unwrap();
-    assert_eq!(lock.lock().unwrap().token(), Some(3));
+    assert_eq!(lock.lock().unwrap().token(), Some(first + 2));
+}
+
+/// The server's clock in microseconds.
+fn server_micros(raw: &mut redis::Connection) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(raw).unwrap();
+    s * 1_000_000 + us
+}
+
+/// A counter lost with the server's data (a restart without persistence, a failover to a
+/// replica that lacked it) starts again from the server's clock, above every token before:
+/// a resource that remembers the newest token goes on taking writes.
+#[test]
+fn tokens_never_go_back_when_the_counter_is_lost() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let lock = client.fenced_lock("fenced:loss");
+    let resource = client.fenced_resource("fenced:loss:data");
+    let mut raw = server.conn();
+    let counter = "redisson_lock_token:{fenced:loss}";
+
+    // The first acquire ever starts from the clock too (the counter is missing then as well).
+    let before = server_micros(&mut raw);
+    let guard = lock.lock().unwrap();
+    let first = guard.token().unwrap();
+    assert!(
+        first > before && first < (1 << 53),
+        "{first} after {before}"
+    );
+    resource.write(&guard, "v1").unwrap();
+    drop(guard);
+
+    // The lock key and the counter are lost; the resource keeps its fence.
+    let _: () = redis::cmd("DEL")
+        .arg("fenced:loss")
+        .arg(counter)
+        .query(&mut raw)
+        .unwrap();
+    let guard = lock.lock().unwrap();
+    let after = guard.token().unwrap();
+    assert!(after > first, "{after} after {first}");
+    resource.write(&guard, "v2").unwrap();
+    assert_eq!(resource.read().unwrap().as_deref(), Some(&b"v2"[..]));
+    drop(guard);
+
+    // A counter Redisson started at 1 goes on from where it is: only a missing one jumps.
+    let _: () = redis::cmd("SET")
+        .arg(counter)
+        .arg(5)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(lock.lock().unwrap().token(), Some(6));
+    assert_eq!(token_of(&mut raw, counter).as_deref(), Some("6"));
 }
 
 #[test]
@@ -208,19 +266,21 @@ fn fenced_resource_accepts_newer_tokens_and_refuses_older_ones() {
     assert_eq!(resource.newest_token().unwrap(), None);
 
     let lock_a = a.fenced_lock("acct");
-    let ga = lock_a.lock().unwrap(); // token 1
+    let ga = lock_a.lock().unwrap(); // token t
+    let t = ga.token().unwrap();
     resource.write(&ga, "100").unwrap();
     resource.write(&ga, "110").unwrap(); // the same holder again: fine
     assert_eq!(resource.read().unwrap().as_deref(), Some(&b"110"[..]));
-    assert_eq!(resource.newest_token().unwrap(), Some(1));
+    assert_eq!(resource.newest_token().unwrap(), Some(t));
     drop(ga);
 
-    let gb = b.fenced_lock("acct").lock().unwrap(); // token 2
+    let gb = b.fenced_lock("acct").lock().unwrap(); // token t + 1
+    assert_eq!(gb.token(), Some(t + 1));
     b.fenced_resource("acct:balance").write(&gb, "200").unwrap();
 
-    // An older token is refused; so is token 2 from another holder.
+    // An older token is refused; so is token t + 1 from another holder.
     let err = resource
-        .write_with_token(1, &a.owner_id(), "stale")
+        .write_with_token(t, &a.owner_id(), "stale")
         .unwrap_err();
     match err {
         Error::StaleToken {
@@ -228,12 +288,12 @@ fn fenced_resource_accepts_newer_tokens_and_refuses_older_ones() {
             token,
             newest,
         } => {
-            assert_eq!((name.as_str(), token, newest), ("acct:balance", 1, 2));
+            assert_eq!((name.as_str(), token, newest), ("acct:balance", t, t + 1));
         }
         other => panic!("expected StaleToken, got {other:?}"),
     }
     assert!(resource
-        .write_with_token(2, "someone-else", "dup")
+        .write_with_token(t + 1, "someone-else", "dup")
         .unwrap_err()
         .is_stale_token());
     assert_eq!(resource.read().unwrap().as_deref(), Some(&b"200"[..]));
@@ -251,7 +311,7 @@ fn fenced_resource_accepts_newer_tokens_and_refuses_older_ones() {
         .arg("holder")
         .query(&mut raw)
         .unwrap();
-    assert_eq!(fence, vec!["2".to_owned(), gb.owner().to_owned()]);
+    assert_eq!(fence, vec![(t + 1).to_string(), gb.owner().to_owned()]);
 
     // Delete is fenced too, and keeps the fence.
     b.fenced_resource("acct:balance").delete(&gb).unwrap();

@@ -123,7 +123,7 @@ fn an_acquire_no_replica_confirmed_is_undone_and_reported() {
         .arg("redisson_lock_token:{sync:fenced}")
         .query(&mut on_master)
         .unwrap();
-    assert_eq!(token, "1");
+    assert!(token.parse::<u64>().unwrap() > 1, "{token}");
 
     // A re-entry is undone to the previous count, and the blocking lock() reports it too.
     assert!(lock.lock().unwrap_err().is_not_replicated());
@@ -172,23 +172,26 @@ fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_secon
     let a = Client::open(master.url()).unwrap(); // no sync_replicas: the default
     let lock_name = "failover:acct";
 
-    // A first holder, replicated: the counter is at 1 on both nodes, and the release too.
-    // (Regression: only the counter was awaited; under load the cut below could come
-    // between the acquire and the release reaching the replica, which then still held it.)
-    drop(a.fenced_lock(lock_name).lock().unwrap());
+    // A first holder, replicated: the counter is at its token t on both nodes, and the
+    // release too. (Regression: only the counter was awaited; under load the cut below could
+    // come between the acquire and the release reaching the replica, which then still held
+    // it.)
+    let first = a.fenced_lock(lock_name).lock().unwrap();
+    let t = first.token().unwrap();
+    drop(first);
     assert!(support::wait_until(Duration::from_secs(5), || {
         let mut on_replica = replica.conn();
         let token: Option<String> = redis::cmd("GET")
             .arg("redisson_lock_token:{failover:acct}")
             .query(&mut on_replica)
             .unwrap();
-        token.as_deref() == Some("1") && !exists(&mut on_replica, lock_name)
+        token == Some(t.to_string()) && !exists(&mut on_replica, lock_name)
     }));
 
     // Replication lags (here: cut), A locks on the master, the master dies (kill -9).
     replica.cut_replication();
     let guard_a = a.fenced_lock(lock_name).lock().unwrap();
-    assert_eq!(guard_a.token(), Some(2));
+    assert_eq!(guard_a.token(), Some(t + 1));
     master.kill();
     replica.promote();
 
@@ -210,11 +213,7 @@ fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_secon
     assert!(
         matches!(
             err,
-            Error::StaleToken {
-                token: 2,
-                newest: 2,
-                ..
-            }
+            Error::StaleToken { token, newest, .. } if token == t + 1 && newest == t + 1
         ),
         "{err}"
     );
@@ -245,11 +244,21 @@ fn with_sync_replicas_the_failover_leaves_one_holder() {
     replica.cut_replication();
     let err = a.fenced_lock("failover:one").lock().unwrap_err();
     assert!(err.is_not_replicated(), "{err}");
+    // The undone acquire's token, which the replica never saw.
+    let lost: u64 = redis::cmd("GET")
+        .arg("redisson_lock_token:{failover:one}")
+        .query(&mut master.conn())
+        .unwrap();
     master.kill();
     replica.promote();
     let b = Client::open(replica.url()).unwrap();
     let guard_b = b.fenced_lock("failover:one").try_lock().unwrap().unwrap();
-    assert_eq!(guard_b.token(), Some(1));
+    // The counter went with the master; the new one starts above the lost tokens.
+    assert!(
+        guard_b.token().unwrap() > lost,
+        "{:?} after {lost}",
+        guard_b.token()
+    );
     guard_b.unlock().unwrap();
 }
 
