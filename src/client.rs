@@ -88,7 +88,6 @@ impl Client {
         config.connection_name = Some(name.as_str().into());
         let metrics = Arc::new(Recorder::new().labelled_by_name(config.metrics_lock_names));
         let backend = Arc::new(Backend::open(&config)?);
-        let pubsub = backend.dispatcher(config.dial(&metrics))?;
         let watchdog = Watchdog::start(
             Arc::clone(&backend),
             config.watchdog_timeout,
@@ -96,6 +95,17 @@ impl Client {
             config.replica_sync,
             Arc::clone(&metrics),
         )?;
+        // A pub/sub connection back after a loss (a restart, a failover) has every hold
+        // checked at once, not at its next renewal, on fresh command connections.
+        let recheck = watchdog.recheck();
+        let weak_backend = Arc::downgrade(&backend);
+        let reconnected = Arc::new(move || {
+            if let Some(backend) = weak_backend.upgrade() {
+                backend.drop_connections();
+            }
+            recheck();
+        });
+        let pubsub = backend.dispatcher(config.dial(&metrics, reconnected))?;
         log::debug!("redlatch client {id} created (connections named {name})");
         let client = Client {
             inner: Arc::new(Inner {

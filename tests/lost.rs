@@ -433,3 +433,40 @@ fn a_reentry_that_finds_the_lock_gone_marks_the_outer_guard_lost_at_once() {
         inner.unlock().unwrap();
     }
 }
+
+/// A server restarted without its data is noticed at once, not at the next renewal: the
+/// client's pub/sub connection breaks with it and, back, has every hold renewed now, which
+/// finds them gone. 20 rounds of SIGKILL and restart; each time the holder (30 s watchdog:
+/// its next renewal would be 10 s away) is told within a second of the kill.
+#[test]
+fn a_restart_without_data_is_reported_within_a_second() {
+    let mut server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let mut slowest = Duration::ZERO;
+    for round in 0..20 {
+        let name = format!("restart:{round}");
+        let guard = client.lock(&name).lock().unwrap();
+        let fair = client.fair_lock(format!("{name}:fair")).lock().unwrap();
+        let (tx, rx) = mpsc::channel();
+        for g in [&guard, &fair] {
+            let tx = tx.clone();
+            g.on_lost(move |why| {
+                let _ = tx.send((why, Instant::now()));
+            });
+        }
+        let killed = Instant::now();
+        server.restart();
+        for _ in 0..2 {
+            let (why, at) = rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the lost hold is reported");
+            assert_eq!(why, LostReason::NotHeld);
+            slowest = slowest.max(at - killed);
+        }
+        assert!(guard.is_lost() && fair.is_lost());
+        assert!(guard.unlock().unwrap_err().is_lock_lost());
+        assert!(fair.unlock().unwrap_err().is_lock_lost());
+    }
+    println!("slowest report after a kill: {slowest:?}");
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+}

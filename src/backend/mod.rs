@@ -185,6 +185,16 @@ impl Backend {
         self.deployment.for_each_master(&mut f)
     }
 
+    /// Drops the command connections (idle ones now, the others as they come back): a pub/sub
+    /// connection to the same server broke, so they may be broken too, and the next call
+    /// (a renewal that checks what the server still has) must not fail on one of them.
+    pub(crate) fn drop_connections(&self) {
+        let _ = self.for_each_master(|pool| {
+            pool.flush();
+            Ok(())
+        });
+    }
+
     /// Refuses every call from now on ([`Error::Closed`]) and closes the connections as
     /// they come back idle. Idempotent.
     pub(crate) fn close(&self) {

@@ -342,7 +342,7 @@ impl Pool {
     }
 
     /// Drops the idle connections, and each one in use as it comes back.
-    fn flush(&self) {
+    pub(crate) fn flush(&self) {
         let stale = {
             let mut state = self.slots.state.lock();
             state.flushes += 1;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::backoff::Backoff;
 use crate::metrics::Recorder;
 use crate::names::NameMapper;
-use crate::net::{Certificates, Dial, Tls};
+use crate::net::{Certificates, Dial, Reconnected, Tls};
 use crate::time::millis;
 
 /// Everything a [`Client`](crate::Client) needs to know, checked when built.
@@ -285,13 +285,14 @@ impl Config {
         self.sharded_subscription_mode
     }
     /// How pub/sub connections are opened (and where their reconnects are counted).
-    pub(crate) fn dial(&self, metrics: &Arc<Recorder>) -> Dial {
+    pub(crate) fn dial(&self, metrics: &Arc<Recorder>, reconnected: Reconnected) -> Dial {
         Dial {
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
             tls: self.tls.clone(),
             metrics: Arc::clone(metrics),
             name: self.connection_name.clone(),
+            reconnected: Some(reconnected),
         }
     }
 }

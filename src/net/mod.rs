@@ -25,7 +25,8 @@ pub(crate) use tls::{Certificates, Tls};
 /// The library name connections announce (`CLIENT SETINFO LIB-NAME`).
 pub(crate) const LIB_NAME: &str = "redlatch";
 
-/// How to open a pub/sub connection (timeouts and TLS), and where to count reconnects.
+/// How to open a pub/sub connection (timeouts and TLS), where to count reconnects, and whom
+/// to tell of one.
 #[derive(Clone)]
 pub(crate) struct Dial {
     pub(crate) connect_timeout: Duration,
@@ -34,7 +35,13 @@ pub(crate) struct Dial {
     pub(crate) metrics: Arc<Recorder>,
     /// The connection name (`CLIENT SETNAME`): `<prefix>:<client id>`.
     pub(crate) name: Option<Arc<str>>,
+    /// Called once a connection that was lost is made again: the server may have restarted
+    /// without its data, or failed over to a replica that lacks some writes.
+    pub(crate) reconnected: Option<Reconnected>,
 }
+
+/// What a reconnect calls.
+pub(crate) type Reconnected = Arc<dyn Fn() + Send + Sync>;
 
 impl Dial {
     /// Plain TCP with both timeouts `timeout`.
@@ -46,6 +53,7 @@ impl Dial {
             tls: Tls::default(),
             metrics: Arc::new(Recorder::new()),
             name: None,
+            reconnected: None,
         }
     }
 

@@ -213,6 +213,8 @@ impl Shared {
 
     pub(super) fn run(&self) {
         let mut backoff = Duration::from_millis(50);
+        // Whether a connection was made before: the next one is a reconnect.
+        let mut had_one = false;
         loop {
             match self.connect() {
                 Ok(stream) => {
@@ -220,6 +222,13 @@ impl Shared {
                     let Some(reader) = self.install(&stream) else {
                         return;
                     };
+                    if had_one {
+                        // Back after a loss: whatever else the server lost, it is checked now.
+                        if let Some(reconnected) = &self.dial.reconnected {
+                            reconnected();
+                        }
+                    }
+                    had_one = true;
                     self.read_loop(reader);
                     if self.disconnected() {
                         return;
@@ -238,7 +247,9 @@ impl Shared {
                     if self.stop_rx.recv_timeout(backoff).is_ok() {
                         return;
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                    // At most half a second apart: a restarted server is seen again (and the
+                    // client's holds checked) within that.
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
                 }
             }
         }

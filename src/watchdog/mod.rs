@@ -100,6 +100,26 @@ impl Watchdog {
         })
     }
 
+    /// What makes the thread renew every hold now, not at its time: for a server that may
+    /// have lost them (seen again after a lost connection). Holds the thread's state weakly:
+    /// it does nothing once the watchdog is gone.
+    pub(crate) fn recheck(&self) -> Arc<dyn Fn() + Send + Sync> {
+        let shared = Arc::downgrade(&self.shared);
+        Arc::new(move || {
+            if let Some(shared) = shared.upgrade() {
+                let mut st = shared.state.lock();
+                log::debug!("a connection is back: renewing every hold now");
+                if st.renewing {
+                    // Its entries are not in the heap now; all at once when they are.
+                    st.recheck = true;
+                } else if st.all_due(std::time::Instant::now()) {
+                    drop(st);
+                    shared.changed.notify_one();
+                }
+            }
+        })
+    }
+
     /// Stops renewing, for good: every watched hold is lost ([`LostReason::ClientClosed`]),
     /// its `on_lost` callbacks run on the calling thread, and the thread is joined.
     /// Idempotent.

@@ -36,6 +36,27 @@ impl State {
         earliest
     }
 
+    /// Makes every renewed hold due at `now` (timers keep their lease end); true if any is.
+    /// The heap is rebuilt, so that no entry is queued twice.
+    pub(super) fn all_due(&mut self, now: Instant) -> bool {
+        let mut any = false;
+        let due = self
+            .entries
+            .iter()
+            .map(|(&id, e)| {
+                if e.signals_only() {
+                    Reverse((e.lease.expires(), id))
+                } else {
+                    any = true;
+                    Reverse((now, id))
+                }
+            })
+            .collect();
+        self.due = due;
+        self.stale = 0;
+        any
+    }
+
     /// Pops the ids of live entries due by `horizon`, at most `max`. A timer (or a hold past
     /// its cap) is taken only once due (`now`): it signals a lease end, which must not be
     /// early.
@@ -155,11 +176,16 @@ impl Shared {
                     }
                 })
                 .collect();
+            st.renewing = true;
             drop(st);
             let sent_at = Instant::now();
             let outcomes = self.renew(&batch);
             st = self.state.lock();
             self.apply(&mut st, &live, sent_at, outcomes);
+            st.renewing = false;
+            if std::mem::take(&mut st.recheck) {
+                st.all_due(Instant::now());
+            }
         }
     }
 }

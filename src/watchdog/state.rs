@@ -37,6 +37,10 @@ pub(super) struct State {
     pub(super) to_fire: Vec<Fire>,
     /// The holds whose callbacks the thread is running right now.
     pub(super) firing: Vec<u64>,
+    /// A batch is being renewed: its entries are out of `due` until its outcomes are in.
+    pub(super) renewing: bool,
+    /// Every hold is to be renewed at once, as soon as the batch being renewed is back.
+    pub(super) recheck: bool,
     pub(super) shutdown: bool,
 }
 
