@@ -225,6 +225,30 @@ mod tests {
     }
 
     #[test]
+    fn all_due_queues_each_renewed_hold_once_now_and_keeps_timers_at_their_end() {
+        let (mut st, t0) = state_with(&[(1, 3000), (2, 9000)]);
+        // A timer (an explicit lease): due at its lease end, not now.
+        let name: Arc<str> = Arc::from("timer");
+        let lease = Arc::new(LeaseState::new(t0, Duration::from_secs(5)));
+        st.entries.insert(3, Entry::new(&name, None, 0, lease));
+        st.due.push(Reverse((t0 + Duration::from_secs(5), 3)));
+        st.remove(2);
+        let now = t0 + Duration::from_millis(100);
+        assert!(st.all_due(now));
+        let mut queued: Vec<(Instant, u64)> =
+            st.due.iter().map(|Reverse((at, id))| (*at, *id)).collect();
+        queued.sort_by_key(|&(_, id)| id);
+        assert_eq!(
+            queued,
+            [(now, 1), (t0 + Duration::from_secs(5), 3)],
+            "each live entry once; the released one gone"
+        );
+        assert_eq!(st.stale, 0);
+        st.remove(1);
+        assert!(!st.all_due(now), "only a timer left: nothing to renew");
+    }
+
+    #[test]
     fn released_entries_are_skipped_and_reentrant_holds_counted() {
         let (mut st, t0) = state_with(&[(1, 10), (2, 20)]);
         st.entries.get_mut(&1).unwrap().holds = 2;
