@@ -187,12 +187,16 @@ impl RawLock {
             return None;
         }
         let field = kind.field(owner);
-        let read = self.run(|c| {
-            redis::pipe()
-                .hget(&*self.key.name, &field)
-                .pttl(&*self.key.name)
-                .query::<(Option<i64>, i64)>(c)
-        });
+        let read_back = || {
+            self.run(|c| {
+                redis::pipe()
+                    .hget(&*self.key.name, &field)
+                    .pttl(&*self.key.name)
+                    .query::<(Option<i64>, i64)>(c)
+            })
+        };
+        // A read only: tried again if a stop interrupts it too.
+        let read = retry_interrupted(read_back);
         let attempt = match read {
             Ok((Some(count), _)) if count > 0 && count <= i64::from(u32::MAX) => {
                 Attempt::Acquired {
@@ -289,7 +293,8 @@ impl RawLock {
                     "unlock of `{}` (owner {owner}) lost its reply ({e}); retrying",
                     self.key.name
                 );
-                attempt()?
+                // The latch makes every retry return the first call's outcome.
+                retry_interrupted(attempt)?
             }
             other => other?,
         };
@@ -328,6 +333,18 @@ impl RawLock {
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.key.run(f)
+    }
+}
+
+/// Runs `call`, again while its reply's read is interrupted by a stop and resume (at most
+/// 3 times in all): for a call that may run more than once.
+fn retry_interrupted<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut tries = 1;
+    loop {
+        match call() {
+            Err(e) if e.is_interrupted_read() && tries < 3 => tries += 1,
+            outcome => return outcome,
+        }
     }
 }
 
