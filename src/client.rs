@@ -107,6 +107,7 @@ impl Client {
         });
         let pubsub = backend.dispatcher(config.dial(&metrics, reconnected))?;
         log::debug!("redlatch client {id} created (connections named {name})");
+        let check = config.check_on_connect;
         let client = Client {
             inner: Arc::new(Inner {
                 config,
@@ -118,6 +119,9 @@ impl Client {
                 metrics,
             }),
         };
+        if check {
+            crate::check::log_findings(&client);
+        }
         Ok(client)
     }
 

@@ -263,6 +263,7 @@
 pub mod _guide;
 mod backend;
 mod backoff;
+mod check;
 mod client;
 mod config;
 mod error;
@@ -290,6 +291,7 @@ mod watch;
 mod watchdog;
 
 pub use backoff::Backoff;
+pub use check::{Finding, Risk};
 pub use client::Client;
 pub use config::{Config, ConfigBuilder, ServerAddress, ShardedSubscriptionMode};
 pub use error::{Error, Result};

@@ -143,6 +143,7 @@ impl ConfigBuilder {
             client_name: self.client_name,
             connection_name: None,
             metrics_lock_names: self.metrics_lock_names,
+            check_on_connect: self.check_on_connect,
         })
     }
 }

@@ -107,6 +107,7 @@ impl ConfigBuilder {
             certificates: Certificates::default(),
             client_name: "redlatch".to_owned(),
             metrics_lock_names: false,
+            check_on_connect: false,
         }
     }
 
@@ -571,6 +572,23 @@ impl ConfigBuilder {
     /// ```
     pub fn metrics_lock_names(mut self, on: bool) -> Self {
         self.metrics_lock_names = on;
+        self
+    }
+
+    /// Whether [`Client::new`](crate::Client::new) checks the deployment
+    /// ([`Client::check`](crate::Client::check)) and logs each finding as a warning (`log`
+    /// target `redlatch::check`). Off by default: the check reads every master's
+    /// configuration, a few round trips. A check that fails is logged too; the client is
+    /// made either way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").check_on_connect(true).build();
+    /// assert!(config.is_ok());
+    /// ```
+    pub fn check_on_connect(mut self, on: bool) -> Self {
+        self.check_on_connect = on;
         self
     }
 }

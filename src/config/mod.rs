@@ -55,6 +55,9 @@ pub struct Config {
     pub(crate) connection_name: Option<Arc<str>>,
     /// Whether the `metrics` feature labels by lock name too.
     pub(crate) metrics_lock_names: bool,
+    /// Whether [`Client::new`](crate::Client::new) runs [`Client::check`](crate::Client::check)
+    /// and logs its findings.
+    pub(crate) check_on_connect: bool,
 }
 
 /// Whether a client on a Redis Cluster uses sharded pub/sub (`SSUBSCRIBE`, `SPUBLISH`,
@@ -333,4 +336,5 @@ pub struct ConfigBuilder {
     certificates: Certificates,
     client_name: String,
     metrics_lock_names: bool,
+    check_on_connect: bool,
 }
