@@ -872,3 +872,125 @@ fn a_crashed_holder_shows_as_gone_with_its_lease_left() {
     let all = json::parse(&ok(&server, &["list", "--json", "cli:*"]));
     assert_eq!(all.len(), 2);
 }
+
+/// A server that asks for a password, set after it started (the harness PINGs it first).
+fn server_with_password(password: &str) -> RedisServer {
+    let server = RedisServer::new();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg(password)
+        .exec(&mut server.conn())
+        .unwrap();
+    server
+}
+
+#[test]
+fn the_password_comes_from_rediscli_auth() {
+    let server = server_with_password("s3cret");
+    let url = server.url();
+    // Without it: refused, and said so.
+    let r = run(&["--url", &url, "inspect", "cli:none"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--askpass, $REDISCLI_AUTH"),
+        "{}",
+        r.stderr
+    );
+    // From the environment: logged in (the name is not found, exit 2, not an error).
+    let mut cmd = command(&["--url", &url, "inspect", "cli:none"]);
+    cmd.env("REDISCLI_AUTH", "s3cret");
+    let r = run_cmd(cmd);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    // --password wins over it.
+    let mut cmd = command(&["--url", &url, "--password", "wrong", "inspect", "cli:none"]);
+    cmd.env("REDISCLI_AUTH", "s3cret");
+    assert_eq!(run_cmd(cmd).code, 1);
+    // --help says that --password shows in `ps`.
+    let help = run(&["inspect", "--help"]).stdout;
+    assert!(
+        help.contains("ps") && help.contains("REDISCLI_AUTH"),
+        "{help}"
+    );
+}
+
+#[test]
+fn askpass_reads_the_password_on_the_terminal_without_echo() {
+    let server = server_with_password("s3cret");
+    let url = server.url();
+    let bin = env!("CARGO_BIN_EXE_redlatch");
+    let args = ["--url", url.as_str(), "--askpass", "inspect", "cli:none"];
+    // A wrong REDISCLI_AUTH is not used: --askpass asks.
+    let Some(mut pty) = support::pty::Pty::spawn(bin, &args, &[("REDISCLI_AUTH", "wrong")]) else {
+        return;
+    };
+    pty.await_shown("Password: ", Duration::from_secs(10));
+    pty.type_in("s3cret\n");
+    pty.await_shown(
+        "no lock or synchronizer named cli:none",
+        Duration::from_secs(10),
+    );
+    let shown = pty.shown();
+    assert!(
+        !shown.contains("s3cret"),
+        "the password was echoed: {shown:?}"
+    );
+    assert_eq!(pty.finish(Duration::from_secs(10)), 2, "{shown:?}");
+
+    // Without a terminal it refuses, and says why.
+    let r = run(&args);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("--askpass needs a terminal"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_bad_url_shows_what_a_url_looks_like() {
+    for url in [
+        "foo",
+        "http://127.0.0.1:6379/",
+        "redis://127.0.0.1:notaport/",
+    ] {
+        let r = run(&["--url", url, "inspect", "x"]);
+        assert_eq!(r.code, 1, "{url}");
+        assert!(
+            r.stderr
+                .contains("expected redis://[[user]:password@]host[:port][/db], or rediss://"),
+            "{url}: {}",
+            r.stderr
+        );
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    }
+}
+
+/// A port that answers, but not in RESP (an HTTP server): broke as `Parse error at 1 /
+/// Unexpected 84`, over three lines.
+#[test]
+fn a_port_that_does_not_speak_resp_is_called_that() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                let _ = std::io::Read::read(&mut stream, &mut buf);
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            });
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}/");
+    let r = run(&["--url", &url, "inspect", "x"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "redis at 127.0.0.1:{port} answered, but this port does not speak the Redis protocol"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}

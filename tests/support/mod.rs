@@ -8,6 +8,7 @@
 pub mod binary;
 pub mod cluster;
 pub mod java;
+pub mod pty;
 pub mod sentinel;
 pub mod tls;
 

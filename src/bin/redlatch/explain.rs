@@ -81,5 +81,14 @@ pub fn failure(e: Error, args: &Args) -> Failure {
     if e.is_connection() || e.is_timeout() {
         return Failure(format!("cannot reach {}: {e}", servers_text(&args.servers)));
     }
-    Failure(e.to_string())
+    let text = e.to_string();
+    // NOAUTH, or (a large command sent before AUTH) "unauthenticated multibulk length".
+    let login = ["NOAUTH", "WRONGPASS", "unauthenticated", "invalid password"];
+    if login.iter().any(|word| text.contains(word)) {
+        return Failure(format!(
+            "{}: {text} (give the password with --askpass, $REDISCLI_AUTH or --password)",
+            servers_text(&args.servers)
+        ));
+    }
+    Failure(text)
 }
