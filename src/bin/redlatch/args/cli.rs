@@ -72,8 +72,11 @@ Exit status: 0 broken (or not held), 1 error or refused, 2 nothing named NAME.";
 
 const WATCH_HELP: &str = "\
 Prints what happens to NAME until interrupted (Ctrl-C): acquired, released (with the owner
-and its hold count), waiting (a fair-queue waiter with its place, or a client subscribing to
-the lock's channel), left (a waiter that gave up), changed (a latch's count, ...).
+and its hold count), force_released (broken by a redlatch force-unlock), waiting (a
+fair-queue waiter with its place, or a client subscribing to the lock's channel), left (a
+waiter that gave up; one that took its turn between two polls shows as acquired and
+released), changed (a latch's count, ...). A watch is not counted among the waiting clients
+that inspect shows.
 
 Releases are announced on the lock's channel and show at once; acquires and queue changes
 are seen by re-inspecting NAME every --interval (default 250ms; 1s, 1.5s, a bare number is
