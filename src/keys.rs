@@ -25,6 +25,11 @@ pub(crate) const RW_CHANNEL: &str = "redisson_rwlock";
 pub(crate) const SEMAPHORE_CHANNEL: &str = "redisson_sc";
 /// Prefix of a [`FencedResource`](crate::FencedResource)'s fence (ours, not Redisson's).
 pub(crate) const RESOURCE_FENCE: &str = "redlatch_fence";
+/// Prefix of the channel a [`Watch`](crate::Watch) subscribes beside each channel it
+/// observes (ours, not Redisson's): see [`watch_channel`].
+pub(crate) const WATCH_CHANNEL: &str = "redlatch_watch";
+/// What a force-unlock publishes on [`watch_channel`] before it deletes the lock.
+pub(crate) const FORCED_MESSAGE: &str = "forced";
 /// Suffix of a permit-expirable semaphore's permit expiries: `{name}:timeout`.
 pub(crate) const PERMIT_TIMEOUTS: &str = "timeout";
 /// What names one read hold's lease key, after the owner: `{name}:<owner>:rwlock_timeout:<n>`.
@@ -273,6 +278,20 @@ pub(crate) fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
+/// The channel a watch subscribes beside `channel`: `redlatch_watch:<channel>`, in the slot of
+/// `channel` (the prefix has no brace, so the hash tag is the channel's).
+///
+/// A watch must hear the object's channels, but a subscriber of a channel counts as a waiting
+/// client in `PUBSUB NUMSUB`, which `inspect` reads. Pattern subscriptions are not counted
+/// there, but cluster nodes have no sharded pattern subscription, and a dispatcher connection
+/// would speak two families of commands. So a watcher says what it is instead: it subscribes
+/// this channel too, on the same connection, and `inspect` takes this channel's subscribers
+/// off the channel's (one `PUBSUB NUMSUB` for both). A force-unlock publishes
+/// [`FORCED_MESSAGE`] here before it deletes the lock, so that watchers tell it from a release.
+pub(crate) fn watch_channel(channel: &str) -> String {
+    format!("{WATCH_CHANNEL}:{channel}")
+}
+
 /// A [`FencedResource`](crate::FencedResource)'s fence: HASH `token`, `holder` of the
 /// newest writer.
 pub(crate) fn resource_fence(name: &str) -> String {
@@ -411,6 +430,10 @@ mod tests {
             "redisson_lock__channel:{user:1}:cart"
         );
         assert_eq!(permit_timeouts("sem"), "{sem}:timeout");
+        assert_eq!(
+            watch_channel(&latch_channel("{a}b")),
+            "redlatch_watch:redisson_countdownlatch__channel__{{a}b}"
+        );
         assert_eq!(permit_timeouts("{a}b"), "{a}b:timeout");
         assert_eq!(read_holds("rw", "u:7"), "{rw}:u:7:rwlock_timeout");
         assert_eq!(hashed("{a}b"), "{a}b");

@@ -875,3 +875,258 @@ fn a_crashed_holder_shows_as_gone_with_its_lease_left() {
     let all = json::parse(&ok(&server, &["list", "--json", "cli:*"]));
     assert_eq!(all.len(), 2);
 }
+
+/// A server that asks for a password, set after it started (the harness PINGs it first).
+fn server_with_password(password: &str) -> RedisServer {
+    let server = RedisServer::new();
+    redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg(password)
+        .exec(&mut server.conn())
+        .unwrap();
+    server
+}
+
+#[test]
+fn the_password_comes_from_rediscli_auth() {
+    let server = server_with_password("s3cret");
+    let url = server.url();
+    // Without it: refused, and said so.
+    let r = run(&["--url", &url, "inspect", "cli:none"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--askpass, $REDISCLI_AUTH"),
+        "{}",
+        r.stderr
+    );
+    // From the environment: logged in (the name is not found, exit 2, not an error).
+    let mut cmd = command(&["--url", &url, "inspect", "cli:none"]);
+    cmd.env("REDISCLI_AUTH", "s3cret");
+    let r = run_cmd(cmd);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    // --password wins over it.
+    let mut cmd = command(&["--url", &url, "--password", "wrong", "inspect", "cli:none"]);
+    cmd.env("REDISCLI_AUTH", "s3cret");
+    assert_eq!(run_cmd(cmd).code, 1);
+    // --help says that --password shows in `ps`.
+    let help = run(&["inspect", "--help"]).stdout;
+    assert!(
+        help.contains("ps") && help.contains("REDISCLI_AUTH"),
+        "{help}"
+    );
+}
+
+#[test]
+fn askpass_reads_the_password_on_the_terminal_without_echo() {
+    let server = server_with_password("s3cret");
+    let url = server.url();
+    let bin = env!("CARGO_BIN_EXE_redlatch");
+    let args = ["--url", url.as_str(), "--askpass", "inspect", "cli:none"];
+    // A wrong REDISCLI_AUTH is not used: --askpass asks.
+    let Some(mut pty) = support::pty::Pty::spawn(bin, &args, &[("REDISCLI_AUTH", "wrong")]) else {
+        return;
+    };
+    pty.await_shown("Password: ", Duration::from_secs(10));
+    pty.type_in("s3cret\n");
+    pty.await_shown(
+        "no lock or synchronizer named cli:none",
+        Duration::from_secs(10),
+    );
+    let shown = pty.shown();
+    assert!(
+        !shown.contains("s3cret"),
+        "the password was echoed: {shown:?}"
+    );
+    assert_eq!(pty.finish(Duration::from_secs(10)), 2, "{shown:?}");
+
+    // Without a terminal it refuses, and says why.
+    let r = run(&args);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stderr.contains("--askpass needs a terminal"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_bad_url_shows_what_a_url_looks_like() {
+    for url in [
+        "foo",
+        "http://127.0.0.1:6379/",
+        "redis://127.0.0.1:notaport/",
+    ] {
+        let r = run(&["--url", url, "inspect", "x"]);
+        assert_eq!(r.code, 1, "{url}");
+        assert!(
+            r.stderr
+                .contains("expected redis://[[user]:password@]host[:port][/db], or rediss://"),
+            "{url}: {}",
+            r.stderr
+        );
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    }
+}
+
+/// A port that answers, but not in RESP (an HTTP server): broke as `Parse error at 1 /
+/// Unexpected 84`, over three lines.
+#[test]
+fn a_port_that_does_not_speak_resp_is_called_that() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                let _ = std::io::Read::read(&mut stream, &mut buf);
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            });
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}/");
+    let r = run(&["--url", &url, "inspect", "x"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "redis at 127.0.0.1:{port} answered, but this port does not speak the Redis protocol"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
+
+/// Every event line up to and including the first that `last` accepts, within 10 s.
+fn events_until(rx: &mpsc::Receiver<String>, last: impl Fn(&json::J) -> bool) -> Vec<json::J> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("not seen within 10 s; saw {seen:?}"));
+        let j = json::parse(&line);
+        let done = last(&j);
+        seen.push(j);
+        if done {
+            return seen;
+        }
+    }
+}
+
+fn watch_json(url: &str, name: &str, interval: &str) -> (Child, mpsc::Receiver<String>) {
+    let args = [
+        "--url",
+        url,
+        "watch",
+        "--json",
+        "--interval",
+        interval,
+        name,
+    ];
+    let mut child = command(&args).spawn().unwrap();
+    let rx = lines_of(&mut child);
+    next_event(&rx, "watching", Duration::from_secs(10));
+    (child, rx)
+}
+
+/// A force-unlock showed as `released`; a running watch counted as a waiting client in
+/// `inspect` (it subscribes the lock's channel).
+#[test]
+fn watch_reports_a_force_unlock_as_forced_and_is_no_waiting_client() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let url = server.url();
+    let (mut watch, rx) = watch_json(&url, "cli:forced", "0.5s");
+    let guard = client.lock("cli:forced").lock().unwrap();
+    next_event(&rx, "acquired", Duration::from_secs(10));
+
+    let channel = "redisson_lock__channel:{cli:forced}";
+    assert!(
+        support::numsub(&mut server.conn(), channel) >= 1,
+        "the watch listens"
+    );
+    let found = json::parse(&ok(&server, &["inspect", "--json", "cli:forced"]));
+    assert_eq!(
+        found.get("subscribers").num(),
+        0.0,
+        "the watch counted as waiting"
+    );
+    // A real waiter still counts.
+    let waiter_client = self::client(&server);
+    let (got_tx, got) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let waiter = {
+        let c = waiter_client.clone();
+        thread::spawn(move || {
+            let guard = c.lock("cli:forced").lock().unwrap();
+            got_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            guard.unlock().unwrap();
+        })
+    };
+    support::await_waiting(&waiter_client, 1);
+    let found = json::parse(&ok(&server, &["inspect", "--json", "cli:forced"]));
+    assert_eq!(found.get("subscribers").num(), 1.0);
+
+    ok(&server, &["force-unlock", "--yes", "cli:forced"]);
+    let seen = events_until(&rx, |j| j.get("event").str().contains("release"));
+    let last = seen.last().unwrap();
+    assert_eq!(last.get("event").str(), "force_released", "{seen:?}");
+    assert_eq!(last.get("owner").str(), client.owner_id());
+    // The waiter took the lock once it was broken; its release is a plain one.
+    got.recv_timeout(Duration::from_secs(10)).unwrap();
+    next_event(&rx, "acquired", Duration::from_secs(10));
+    release.send(()).unwrap();
+    waiter.join().unwrap();
+    let seen = events_until(&rx, |j| j.get("event").str().contains("release"));
+    assert_eq!(
+        seen.last().unwrap().get("event").str(),
+        "released",
+        "{seen:?}"
+    );
+    assert!(guard.unlock().is_err(), "the broken hold is lost");
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+}
+
+/// A fair-queue waiter that got the lock and released it between two polls showed as
+/// `left` (gave up).
+#[test]
+fn watch_reports_a_waiter_served_between_polls_as_acquired_and_released() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let url = server.url();
+    // Polls 1 s apart: the turn below is over well within one.
+    let (mut watch, rx) = watch_json(&url, "cli:turn", "1s");
+    let held = holder.fair_lock("cli:turn").lock().unwrap();
+    next_event(&rx, "acquired", Duration::from_secs(10));
+    let waiter_client = client(&server);
+    let (tx, owner_rx) = mpsc::channel();
+    let waiter = {
+        let c = waiter_client.clone();
+        thread::spawn(move || {
+            let guard = c.fair_lock("cli:turn").lock().unwrap();
+            tx.send(c.owner_id()).unwrap();
+            guard.unlock().unwrap();
+        })
+    };
+    next_event(&rx, "waiting", Duration::from_secs(10));
+    held.unlock().unwrap();
+    let owner = owner_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    waiter.join().unwrap();
+    let by_waiter = |j: &json::J| j.get("owner") == &json::J::Str(owner.clone());
+    let seen = events_until(&rx, |j| {
+        by_waiter(j) && matches!(j.get("event").str(), "released" | "left")
+    });
+    let kinds: Vec<&str> = seen
+        .iter()
+        .filter(|j| by_waiter(j))
+        .map(|j| j.get("event").str())
+        .collect();
+    assert_eq!(kinds, ["acquired", "released"], "{seen:?}");
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+}

@@ -568,3 +568,150 @@ fn a_run_killed_with_sigkill_leaves_a_lock_that_expires_with_its_lease() {
         assert!(!dir.has("term"), "killed, not terminated");
     }
 }
+
+/// `redlatch --url <server> lock <args>`, stdout and stderr piped.
+fn lock_command(server: &RedisServer, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redlatch"));
+    cmd.args(["--url", &server.url(), "lock"])
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// The first line of `child`'s stdout, within [`BOUND`].
+fn first_line(child: &mut Child) -> String {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(BOUND).expect("a first line within BOUND")
+}
+
+#[test]
+fn run_says_who_holds_the_lock_while_it_waits_unless_quiet() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let dir = Dir::new("busy");
+    let channel = "redisson_lock__channel:{job}";
+    for quiet in [false, true] {
+        let held = client.lock("job").lock().unwrap();
+        let args: &[&str] = if quiet { &["-q", "job"] } else { &["job"] };
+        let run = spawn(&mut sh(&server, &dir, args, "true"));
+        // Subscribed: it said what it waits for, if it does, before it subscribed.
+        assert!(wait_until(BOUND, || numsub(&mut server.conn(), channel) == 1));
+        held.unlock().unwrap();
+        let ended = finish(run);
+        assert_eq!(ended.code, 0, "{}", ended.stderr);
+        let said = format!(
+            "waiting for lock job, held by {} (1 hold)",
+            client.owner_id()
+        );
+        if quiet {
+            assert!(!ended.stderr.contains("waiting"), "{}", ended.stderr);
+        } else {
+            assert!(ended.stderr.contains(&said), "{}", ended.stderr);
+            assert_eq!(
+                ended.stderr.matches("waiting for").count(),
+                1,
+                "{}",
+                ended.stderr
+            );
+        }
+    }
+    // Had at once: nothing said.
+    let ended = finish(spawn(&mut sh(&server, &dir, &["job"], "true")));
+    assert_eq!((ended.code, ended.stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn decimal_and_humantime_waits_are_taken() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    let dir = Dir::new("durations");
+    let _held = client.lock("job").lock().unwrap();
+    for (wait, at_least) in [("0.3s", 300), ("250ms", 250)] {
+        let started = Instant::now();
+        let ended = finish(spawn(&mut sh(
+            &server,
+            &dir,
+            &["--wait", wait, "job"],
+            "true",
+        )));
+        assert_eq!(ended.code, 124, "--wait {wait}: {}", ended.stderr);
+        assert!(started.elapsed() >= Duration::from_millis(at_least));
+    }
+    let ended = finish(spawn(&mut sh(
+        &server,
+        &dir,
+        &["--wait", "1.5x", "job"],
+        "true",
+    )));
+    assert_eq!(ended.code, 125);
+    assert!(ended.stderr.contains("1m30s"), "{}", ended.stderr);
+}
+
+#[test]
+fn lock_holds_until_sigterm_or_sigint_then_releases_and_exits_0() {
+    let server = RedisServer::new();
+    let client = Client::open(&server.url()).unwrap();
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut holder = spawn(&mut lock_command(&server, &["--fenced", "job"]));
+        let said = first_line(&mut holder);
+        let found = client.inspect("job").unwrap().expect("held");
+        let owner = found.holders[0].owner.to_string();
+        assert!(
+            said.starts_with(&format!("holding lock job as {owner}, fencing token ")),
+            "{said}"
+        );
+        signal(&holder, sig);
+        let ended = finish(holder);
+        assert_eq!(ended.code, 0, "{}", ended.stderr);
+        assert!(!exists(&server, "job"), "released");
+    }
+    // Taken: --wait gives up with 124 and says by whom it is held.
+    let _held = client.lock("other").lock().unwrap();
+    let ended = finish(spawn(&mut lock_command(
+        &server,
+        &["--wait", "0.2s", "other"],
+    )));
+    assert_eq!(ended.code, 124, "{}", ended.stderr);
+    assert!(
+        ended
+            .stderr
+            .contains(&format!("held by {}", client.owner_id())),
+        "{}",
+        ended.stderr
+    );
+    // A force-unlock: lost, 122.
+    let mut holder = spawn(&mut lock_command(
+        &server,
+        &["--watchdog-timeout", "1s", "job"],
+    ));
+    first_line(&mut holder);
+    assert!(client.lock("job").force_unlock().unwrap());
+    let ended = finish(holder);
+    assert_eq!(ended.code, 122, "{}", ended.stderr);
+    assert!(ended.stderr.contains("lost lock job"), "{}", ended.stderr);
+}
+
+#[test]
+fn lock_in_a_terminal_releases_on_ctrl_c() {
+    let server = RedisServer::new();
+    let url = server.url();
+    let bin = env!("CARGO_BIN_EXE_redlatch");
+    let Some(mut pty) = support::pty::Pty::spawn(bin, &["--url", &url, "lock", "job"], &[]) else {
+        return;
+    };
+    pty.await_shown("Ctrl-C to release", BOUND);
+    assert!(exists(&server, "job"));
+    pty.type_in("\x03");
+    pty.await_shown("released lock job (SIGINT)", BOUND);
+    assert_eq!(pty.finish(BOUND), 0);
+    assert!(!exists(&server, "job"));
+}

@@ -11,7 +11,7 @@ use redis::Value;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::keys::Layout;
+use crate::keys::{self, Layout};
 use crate::scripts;
 
 pub use report::{
@@ -112,8 +112,12 @@ impl Client {
         }
         let mut counts = Vec::with_capacity(channels.len());
         for channel in channels {
-            let own = watching && !self.inner.pubsub.has_waiters(channel);
-            counts.push(self.subscribers(channel)?.saturating_sub(u64::from(own)));
+            // Watchers are not waiting clients: each subscribes the channel's watch channel
+            // too (`keys::watch_channel`), this client's own watch included; but a connection
+            // of this client that also has a waiter on the channel is one.
+            let (subscribers, watchers) = self.subscribers(channel)?;
+            let own_waiter = watching && self.inner.pubsub.has_waiters(channel);
+            counts.push(subscribers.saturating_sub(watchers) + u64::from(own_waiter));
         }
         if let [semaphore, latch] = counts[..] {
             // Waiters tell a semaphore from a latch by the channel they listen on.
@@ -133,15 +137,21 @@ impl Client {
         Ok(Some(found))
     }
 
-    /// How many connections subscribe `channel` (on a cluster: sharded subscriptions on
-    /// the node that owns its slot).
-    fn subscribers(&self, channel: &str) -> Result<u64> {
+    /// How many connections subscribe `channel`, and how many its watch channel (the
+    /// watchers among them), in one call (on a cluster: sharded subscriptions on the node that
+    /// owns their slot, which they share).
+    fn subscribers(&self, channel: &str) -> Result<(u64, u64)> {
         let backend = &self.inner.backend;
         let which = backend.pubsub_mode().numsub();
-        let reply: (String, u64) = backend.run(channel, |c| {
-            redis::cmd("PUBSUB").arg(which).arg(channel).query(c)
+        let watch = keys::watch_channel(channel);
+        let reply: (String, u64, String, u64) = backend.run(channel, |c| {
+            redis::cmd("PUBSUB")
+                .arg(which)
+                .arg(channel)
+                .arg(&watch)
+                .query(c)
         })?;
-        Ok(reply.1)
+        Ok((reply.1, reply.3))
     }
 }
 

@@ -374,6 +374,8 @@ pub struct Inspection {
     /// How many connections are subscribed to the object's wake-up channel: clients with at
     /// least one thread waiting (one connection per client, whatever its number of waiting
     /// threads). `None` for a fair lock (see [`queue`](Self::queue)) and unknown keys.
+    /// Connections that only [`watch`](crate::Client::watch) it are not counted; a connection
+    /// of another client that both waits on it and watches it is not counted either.
     pub subscribers: Option<u64>,
 }
 

@@ -322,8 +322,15 @@ impl RawLock {
         }
     }
 
-    /// Deletes the lock whoever holds it; true if there was one.
+    /// Deletes the lock whoever holds it; true if there was one. Watchers are told first (on
+    /// the lock channel's [`keys::watch_channel`]), so that the release they see next is
+    /// reported as forced; a watcher that heard it and sees no release forgets it soon.
     pub(crate) fn force_unlock(&self) -> Result<bool> {
+        self.key.check_name()?;
+        let announce = keys::watch_channel(&keys::lock_channel(&self.key.name));
+        let mut publish = redis::cmd(self.key.client.publish());
+        publish.arg(announce).arg(keys::FORCED_MESSAGE);
+        self.key.query::<i64>(&publish)?;
         self.run(|c| self.kind.force_unlock(&self.key, c))
     }
 

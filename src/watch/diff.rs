@@ -28,8 +28,8 @@ fn hold_event(at: SystemTime, kind: EventKind, key: &HoldKey, holds: u32) -> Eve
     }
 }
 
-/// The events that lead from `old` to `new`: releases first, then acquires, queue changes,
-/// counts and new waiting clients.
+/// The events that lead from `old` to `new`: releases first, then the turns of fair-queue
+/// waiters served in between, acquires, queue changes, counts and new waiting clients.
 pub(super) fn diff(
     old: Option<&Inspection>,
     new: Option<&Inspection>,
@@ -46,6 +46,43 @@ pub(super) fn diff(
             events.push(hold_event(at, EventKind::Released, key, left));
         }
     }
+    let queue = |i: Option<&Inspection>| -> Vec<Owner> {
+        i.map(|i| i.queue.iter().map(|q| q.owner.clone()).collect())
+            .unwrap_or_default()
+    };
+    let (was_queued, queued) = (queue(old), queue(new));
+    let mut gave_up = Vec::new();
+    let holding = |o: &Owner| after.iter().any(|((h, _), _)| h == o);
+    // Only the head of a fair queue takes the lock. Owners gone from the front of the queue,
+    // with nobody who stays or holds now ahead of them, took their turns between the two
+    // inspections if the lock changed hands meanwhile (every old hold went): acquired and
+    // released, not left. (One that gave up there instead shows as served: the keys keep no
+    // trace that tells them apart.)
+    let changed_hands =
+        !before.is_empty() && before.iter().all(|(key, _)| count_in(&after, key) == 0);
+    let served = if changed_hands || before.is_empty() {
+        was_queued
+            .iter()
+            .take_while(|o| !queued.contains(o) && !holding(o))
+            .count()
+    } else {
+        0
+    };
+    for (place, owner) in was_queued.iter().enumerate() {
+        if queued.contains(owner) || holding(owner) {
+            continue;
+        }
+        if place < served {
+            let key = (owner.clone(), None);
+            events.push(hold_event(at, EventKind::Acquired, &key, 1));
+            events.push(hold_event(at, EventKind::Released, &key, 0));
+        } else {
+            gave_up.push(Event {
+                owner: Some(owner.clone()),
+                ..Event::new(at, EventKind::Left)
+            });
+        }
+    }
     let token = new.filter(|i| i.kind == Kind::Fenced).and_then(|i| i.token);
     for (key, n) in &after {
         if *n > count_in(&before, key) {
@@ -56,20 +93,7 @@ pub(super) fn diff(
         }
     }
 
-    let queue = |i: Option<&Inspection>| -> Vec<Owner> {
-        i.map(|i| i.queue.iter().map(|q| q.owner.clone()).collect())
-            .unwrap_or_default()
-    };
-    let (was_queued, queued) = (queue(old), queue(new));
-    let holding = |o: &Owner| after.iter().any(|((h, _), _)| h == o);
-    for owner in &was_queued {
-        if !queued.contains(owner) && !holding(owner) {
-            events.push(Event {
-                owner: Some(owner.clone()),
-                ..Event::new(at, EventKind::Left)
-            });
-        }
-    }
+    events.append(&mut gave_up);
     for (place, owner) in queued.iter().enumerate() {
         if !was_queued.contains(owner) {
             events.push(Event {
@@ -187,6 +211,13 @@ mod tests {
             seen,
             [(EventKind::Left, 2, None), (EventKind::Waiting, 4, Some(2))]
         );
+        // The head gave up while the holder kept the lock: left.
+        let stays = inspection(Kind::Fair, &[(1, 1)], &[4]);
+        let kinds: Vec<_> = diff(Some(&after), Some(&stays), at())
+            .iter()
+            .map(|e| (e.kind, e.owner.as_ref().unwrap().thread))
+            .collect();
+        assert_eq!(kinds, [(EventKind::Left, 3)]);
         // The head took the lock: no `left` for it.
         let granted = inspection(Kind::Fair, &[(3, 1)], &[4]);
         let kinds: Vec<_> = diff(Some(&after), Some(&granted), at())
@@ -194,6 +225,45 @@ mod tests {
             .map(|e| e.kind)
             .collect();
         assert_eq!(kinds, [EventKind::Released, EventKind::Acquired]);
+    }
+
+    /// A waiter that got the lock and released it between two polls was reported as `left`
+    /// (gave up).
+    #[test]
+    fn a_waiter_served_between_two_polls_is_acquired_and_released_not_left() {
+        let before = inspection(Kind::Fair, &[(1, 1)], &[2, 3, 4]);
+        // 1 released, 2 and 3 took their turns and released, 4 holds now.
+        let after = inspection(Kind::Fair, &[(4, 1)], &[]);
+        let seen: Vec<_> = diff(Some(&before), Some(&after), at())
+            .iter()
+            .map(|e| (e.kind, e.owner.as_ref().unwrap().thread, e.holds))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (EventKind::Released, 1, Some(0)),
+                (EventKind::Acquired, 2, Some(1)),
+                (EventKind::Released, 2, Some(0)),
+                (EventKind::Acquired, 3, Some(1)),
+                (EventKind::Released, 3, Some(0)),
+                (EventKind::Acquired, 4, Some(1)),
+            ]
+        );
+        // 2 took its turn and released; 4 gave up behind 3, who still waits: 4 left.
+        let after = inspection(Kind::Fair, &[], &[3]);
+        let seen: Vec<_> = diff(Some(&before), Some(&after), at())
+            .iter()
+            .map(|e| (e.kind, e.owner.as_ref().unwrap().thread))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (EventKind::Released, 1),
+                (EventKind::Acquired, 2),
+                (EventKind::Released, 2),
+                (EventKind::Left, 4),
+            ]
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::keys::Layout;
+use crate::keys::{self, Layout};
 use crate::pubsub::{Alarms, Heard, Observer, Wake};
 
 /// Messages a feed keeps for its next read.
@@ -50,14 +50,21 @@ impl Feed {
         // read inspects anyway).
         let (tx, heard) = bounded(HEARD_CAPACITY);
         // Each channel with the wake mode its waiters use (one per channel).
-        let channels = [
+        let observed = [
             (&layout.lock_channel, Wake::Lock),
             (&layout.rw_channel, Wake::Lock),
             (&layout.semaphore_channel, Wake::Permits),
             (&layout.latch_channel, Wake::All),
         ];
+        // And beside each, its watch channel: what tells `inspect` that this connection
+        // watches, not waits (see `keys::watch_channel`), and where a force-unlock is told.
+        let watch_channels = observed.map(|(channel, _)| keys::watch_channel(channel));
+        let channels: Vec<(&String, Wake)> = observed
+            .into_iter()
+            .chain(watch_channels.iter().map(|c| (c, Wake::All)))
+            .collect();
         let mut observers = Vec::with_capacity(channels.len());
-        for (channel, wake) in channels {
+        for &(channel, wake) in &channels {
             let observer = dispatcher
                 .observe(channel, wake, tx.clone())
                 .ok_or(Error::Closed)?;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::client::Client;
 use crate::error::Result;
 use crate::inspect::{Inspection, Mode, Owner};
-use crate::keys::Layout;
+use crate::keys::{Layout, WATCH_CHANNEL};
 
 use diff::diff;
 use feed::{Feed, Signal};
@@ -44,15 +44,22 @@ pub enum EventKind {
     /// A hold was taken (a new holder, or a re-entry: see [`Event::holds`]), or permits of a
     /// semaphore were taken.
     Acquired,
-    /// A hold was released (unlocked, expired or force-unlocked), or permits were given back.
-    /// The owner is `None` when the lock channel announced a release that happened between
-    /// two inspections (a hold shorter than the poll interval).
+    /// A hold was released (unlocked, or expired), or permits were given back. The owner is
+    /// `None` when the lock channel announced a release that happened between two
+    /// inspections (a hold shorter than the poll interval).
     Released,
+    /// A hold was broken by a force-unlock ([`Lock::force_unlock`](crate::Lock::force_unlock),
+    /// `redlatch force-unlock`), which tells watchers before it deletes the lock. A
+    /// force-unlock by another client (Redisson's `forceUnlock`) tells nothing, and shows
+    /// as [`Released`](Self::Released).
+    ForceReleased,
     /// An owner joined a fair lock's queue ([`Event::position`]), or another client started
     /// waiting on the object's channel ([`Event::subscribers`]; owner unknown).
     Waiting,
     /// An owner left a fair lock's queue without taking the lock (it gave up, or was
-    /// presumed dead and skipped).
+    /// presumed dead and skipped). One that left from the head of the queue while the lock
+    /// changed hands took its turn between two inspections: it shows as acquired, then
+    /// released, not as left.
     Left,
     /// A count changed otherwise: a latch's count set or counted down (to 0 when it opens),
     /// a semaphore created or deleted.
@@ -60,7 +67,7 @@ pub enum EventKind {
 }
 
 impl EventKind {
-    /// `acquired`, `released`, `waiting`, `left` or `changed`.
+    /// `acquired`, `released`, `force_released`, `waiting`, `left` or `changed`.
     ///
     /// # Examples
     ///
@@ -71,6 +78,7 @@ impl EventKind {
         match self {
             EventKind::Acquired => "acquired",
             EventKind::Released => "released",
+            EventKind::ForceReleased => "force_released",
             EventKind::Waiting => "waiting",
             EventKind::Left => "left",
             EventKind::Changed => "changed",
@@ -231,6 +239,8 @@ pub struct Watch {
     /// When polls saw releases whose channel message has not come yet: a message that comes
     /// later announces one of them, not a release the polls missed.
     unannounced: VecDeque<Instant>,
+    /// When a force-unlock was announced (on a watch channel) and its release not yet seen.
+    forced: Option<Instant>,
 }
 
 impl Client {
@@ -271,6 +281,7 @@ impl Client {
             feed,
             next_poll: now + DEFAULT_INTERVAL,
             unannounced: VecDeque::new(),
+            forced: None,
         })
     }
 }
@@ -371,6 +382,10 @@ impl Watch {
                     let released = channels
                         .iter()
                         .any(|c| *c == self.layout.lock_channel || *c == self.layout.rw_channel);
+                    // Only a force-unlock publishes on a watch channel.
+                    if channels.iter().any(|c| c.starts_with(WATCH_CHANNEL)) {
+                        self.forced = Some(Instant::now());
+                    }
                     self.poll(released)?;
                 }
             }
@@ -395,6 +410,10 @@ impl Watch {
         };
         self.unannounced
             .retain(|t| now.duration_since(*t) < MESSAGE_LAG);
+        // The releases a force-unlock announced: each last hold that went (or the release
+        // the channel announced) is forced. An announcement without a release (nothing was
+        // held) is forgotten after the lag.
+        self.forced = self.forced.filter(|t| now.duration_since(*t) < MESSAGE_LAG);
         if released {
             // A release announced but not seen: it happened between two polls.
             if !releases(false) && self.unannounced.pop_front().is_none() {
@@ -403,6 +422,18 @@ impl Watch {
         } else if releases(true) {
             // A last hold went: its message (if any: an expiry has none) may come later.
             self.unannounced.push_back(now);
+        }
+        if self.forced.is_some() {
+            let mut broke = false;
+            for e in &mut events {
+                if e.kind == EventKind::Released && e.holds.is_none_or(|h| h == 0) {
+                    e.kind = EventKind::ForceReleased;
+                    broke = true;
+                }
+            }
+            if broke {
+                self.forced = None;
+            }
         }
         self.pending.extend(events);
         self.state = state;

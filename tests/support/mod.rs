@@ -9,6 +9,7 @@ pub mod binary;
 pub mod cluster;
 pub mod forget;
 pub mod java;
+pub mod pty;
 pub mod sentinel;
 pub mod tls;
 

@@ -3,7 +3,13 @@
 //! [`redlatch::Client::list`], [`redlatch::Lock::force_unlock`], [`redlatch::Client::watch`],
 //! and (`run`) the locks' and the permit-expirable semaphore's guards.
 
+#[cfg(unix)]
+mod acquire;
 mod args;
+mod explain;
+#[cfg(unix)]
+mod lock;
+mod password;
 mod render;
 #[cfg(unix)]
 mod run;
@@ -14,10 +20,11 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redlatch::{Client, Config, Error, Inspection, Kind, Mode};
+use redlatch::{Client, Config, Inspection, Kind, Mode};
 use serde::Serialize;
 
 use args::{Args, Command, Parsed, Servers};
+use explain::failure;
 
 /// Exit status when the name does not exist.
 const NOT_FOUND: u8 = 2;
@@ -34,7 +41,7 @@ type Outcome = Result<ExitCode, Failure>;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    let args = match args::parse(&argv, std::env::var("REDIS_URL").ok()) {
+    let mut args = match args::parse(&argv, std::env::var("REDIS_URL").ok()) {
         Ok(Parsed::Help(text)) => {
             print!("{text}");
             return ExitCode::SUCCESS;
@@ -42,6 +49,7 @@ fn main() -> ExitCode {
         Ok(Parsed::Run(args)) => *args,
         Err(usage) => {
             let help = match usage.status {
+                args::RUN_FAILED if argv.iter().any(|a| a == "lock") => "redlatch help lock",
                 args::RUN_FAILED => "redlatch help run",
                 _ => "redlatch --help",
             };
@@ -52,14 +60,28 @@ fn main() -> ExitCode {
             return ExitCode::from(usage.status);
         }
     };
-    if let Command::Run(run) = &args.command {
+    // Asked before `run` blocks the signals, so that Ctrl-C still ends the question.
+    match password::password(&args, std::env::var(password::ENV).ok()) {
+        Ok(password) => args.password = password,
+        Err(Failure(msg)) => {
+            eprintln!("redlatch: {msg}");
+            return ExitCode::from(match args.command {
+                Command::Run(_) | Command::Lock(_) => args::RUN_FAILED,
+                _ => 1,
+            });
+        }
+    }
+    if let Command::Run(hold) | Command::Lock(hold) = &args.command {
         // Before anything else: it blocks signals in every thread the client starts.
         #[cfg(unix)]
-        return run::run(&args, run);
+        return match args.command {
+            Command::Run(_) => run::run(&args, hold),
+            _ => lock::lock(&args, hold),
+        };
         #[cfg(not(unix))]
         {
-            let _ = run;
-            eprintln!("redlatch: run is for Unix only (it passes Unix signals to its command)");
+            let _ = hold;
+            eprintln!("redlatch: run and lock are for Unix only (they wait for Unix signals)");
             return ExitCode::from(args::RUN_FAILED);
         }
     }
@@ -68,7 +90,7 @@ fn main() -> ExitCode {
         Command::List(pattern) => list(&client, &args, pattern),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
-        Command::Run(_) => unreachable!("run returned above"),
+        Command::Run(_) | Command::Lock(_) => unreachable!("run and lock returned above"),
     });
     match outcome {
         Ok(code) => code,
@@ -79,48 +101,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// `user:secret@` taken out of a URL before it is printed.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}***{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-/// `host:port` of a URL, for messages (never its credentials).
-fn address(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
-}
-
-/// Which servers a connection error is about.
-fn servers_text(servers: &Servers) -> String {
-    let list = |urls: &[String]| {
-        urls.iter()
-            .map(|u| address(u))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match servers {
-        Servers::Url(url) => format!("redis at {}", address(url)),
-        Servers::Cluster(urls) => format!("the cluster at {}", list(urls)),
-        Servers::Sentinel { urls, master } => {
-            format!("master `{master}` through the sentinels at {}", list(urls))
-        }
-    }
-}
-
-/// A library error as one line: connection trouble says which servers.
-fn failure(e: Error, args: &Args) -> Failure {
-    if e.is_connection() || e.is_timeout() {
-        return Failure(format!("cannot reach {}: {e}", servers_text(&args.servers)));
-    }
-    Failure(e.to_string())
-}
-
 fn connect(args: &Args) -> Result<Client, Failure> {
     let urls = match &args.servers {
         Servers::Url(url) => std::slice::from_ref(url),
@@ -129,9 +109,7 @@ fn connect(args: &Args) -> Result<Client, Failure> {
     // Check each URL alone, so that the message names the bad one.
     for url in urls {
         if let Err(e) = Config::builder(url.as_str()).build() {
-            let detail = e.to_string();
-            let detail = detail.strip_prefix("invalid argument: ").unwrap_or(&detail);
-            return Err(Failure(format!("bad URL `{}`: {detail}", redact(url))));
+            return Err(explain::bad_url(url, &e.to_string()));
         }
     }
     let builder = match &args.servers {
@@ -155,7 +133,7 @@ fn connect(args: &Args) -> Result<Client, Failure> {
         None => builder,
     };
     let builder = match &args.command {
-        Command::Run(run) => match run.watchdog_timeout {
+        Command::Run(run) | Command::Lock(run) => match run.watchdog_timeout {
             Some(timeout) => builder.watchdog_timeout(timeout),
             None => builder,
         },
@@ -169,7 +147,7 @@ fn connect(args: &Args) -> Result<Client, Failure> {
         .retry_delay(Duration::from_millis(200))
         .build()
         .map_err(|e| Failure(e.to_string()))?;
-    Client::new(config).map_err(|e| Failure(e.to_string()))
+    Client::new(config).map_err(|e| failure(e, args))
 }
 
 /// `builder` with the CA and client certificate files of `tls`, read.

@@ -116,6 +116,41 @@ fn whereabouts(i: &Inspection) -> String {
     }
 }
 
+/// Why a lock or semaphore is busy, for `run`'s and `lock`'s wait: `held by <owner> (1 hold)
+/// from <where>, lease ends in 29.8s`, the fair queue ahead, or the permits taken.
+pub fn busy_text(i: &Inspection) -> String {
+    let mut parts = Vec::new();
+    let holders = holders_text(i);
+    if !holders.is_empty() {
+        parts.push(format!(
+            "held by {holders} from {}",
+            whereabouts_of_holders(i)
+        ));
+        if let Some(lease) = i.lease {
+            parts.push(format!("lease ends in {}", duration(lease)));
+        }
+    }
+    if !i.queue.is_empty() {
+        parts.push(format!("{} in the queue", i.queue.len()));
+    }
+    if !i.permit_leases.is_empty() || i.permits.is_some() {
+        let taken = i.permit_leases.len();
+        let free = i.permits.unwrap_or(0);
+        parts.push(format!("{free} permits free, {taken} taken"));
+    }
+    if parts.is_empty() {
+        return "just released".to_owned();
+    }
+    parts.join(", ")
+}
+
+/// Where the holders' clients connect from (see [`whereabouts`]), holders only.
+fn whereabouts_of_holders(i: &Inspection) -> String {
+    let mut holders_only = i.clone();
+    holders_only.queue.clear();
+    whereabouts(&holders_only)
+}
+
 /// The owners holding it, for prompts and messages: `<client id>:<thread> (2 holds), ...`.
 pub fn holders_text(i: &Inspection) -> String {
     let describe = |h: &Holder, what: &str| {

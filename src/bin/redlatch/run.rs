@@ -9,36 +9,20 @@
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::Instant;
 
-use redlatch::{Client, Interrupter, LockGuard, LostReason, PermitGuard};
+use redlatch::{Interrupter, LostReason};
 
-use crate::args::{
-    Args, Hold, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LOST, RUN_NOT_FOUND, RUN_TIMED_OUT,
+use crate::acquire::{
+    acquire, listen, passed_on_signal, report_release, seconds, signal_status, what, why, Event,
+    Held, Waited,
 };
-use crate::signals::{self, Blocked, Signal};
-use crate::{connect, failure, Failure};
-
-/// What the main thread reacts to.
-enum Event {
-    Signal(Signal),
-    Lost(LostReason),
-}
-
-/// What is held while the command runs.
-enum Held {
-    Lock(LockGuard),
-    Permit(PermitGuard),
-}
-
-/// How the wait for the hold ended.
-enum Waited {
-    Held(Held),
-    TimedOut,
-    /// Ended by this signal.
-    Interrupted(i32),
-}
+use crate::args::{
+    Args, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LOST, RUN_NOT_FOUND, RUN_TIMED_OUT,
+};
+use crate::signals::{self, Blocked};
+use crate::{connect, Failure};
 
 /// Runs `run`, and says with what status redlatch exits.
 pub fn run(args: &Args, run: &Run) -> ExitCode {
@@ -112,93 +96,6 @@ fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::from(RUN_LOST));
     }
     Ok(exit_status(status))
-}
-
-/// Starts the thread that takes the blocked signals: each is sent as an [`Event`], and one
-/// passed on also interrupts the main thread's wait for the lock.
-fn listen(blocked: Blocked, events: Sender<Event>, main: Interrupter) -> Result<(), Failure> {
-    std::thread::Builder::new()
-        .name("signals".to_owned())
-        .spawn(move || {
-            while let Ok(signal) = blocked.next() {
-                let passed_on = signals::PASSED_ON.contains(&signal.number);
-                if events.send(Event::Signal(signal)).is_err() {
-                    return;
-                }
-                if passed_on {
-                    main.interrupt();
-                }
-            }
-        })
-        .map(drop)
-        .map_err(|e| Failure(format!("cannot start the signal thread: {e}")))
-}
-
-/// The first signal to pass on that is waiting in `rx`, if any.
-fn passed_on_signal(rx: &Receiver<Event>) -> Option<i32> {
-    rx.try_iter().find_map(|event| match event {
-        Event::Signal(s) if signals::PASSED_ON.contains(&s.number) => Some(s.number),
-        _ => None,
-    })
-}
-
-/// Waits for the lock or permit as `run` says.
-fn acquire(
-    client: &Client,
-    args: &Args,
-    run: &Run,
-    rx: &Receiver<Event>,
-) -> Result<Waited, Failure> {
-    let deadline = run.wait.map(|wait| Instant::now() + wait);
-    let held = match run.hold {
-        Hold::Permits(permits) => {
-            let semaphore = client.permit_expirable_semaphore(&run.name);
-            if !semaphore
-                .try_set_permits(permits)
-                .map_err(|e| failure(e, args))?
-            {
-                let has = semaphore.permits().map_err(|e| failure(e, args))?;
-                if has != i64::from(permits) {
-                    return Err(Failure(format!(
-                        "semaphore {} has {has} permits, not {permits}: run with --permits \
-                         {has}, or change its number in Redis first",
-                        run.name
-                    )));
-                }
-            }
-            match deadline {
-                None => semaphore.acquire_renewed().map(Some),
-                Some(deadline) => semaphore.try_acquire_renewed_until(deadline),
-            }
-            .map(|permit| permit.map(Held::Permit))
-        }
-        kind => {
-            let lock = match kind {
-                Hold::Fair => client.fair_lock(&run.name),
-                Hold::Fenced => client.fenced_lock(&run.name),
-                _ => client.lock(&run.name),
-            };
-            let lock = match run.lease {
-                Some(lease) => lock.with_lease(lease),
-                None => lock,
-            };
-            match deadline {
-                None => lock.lock().map(Some),
-                Some(deadline) => lock.try_lock_until(deadline),
-            }
-            .map(|guard| guard.map(Held::Lock))
-        }
-    };
-    match held {
-        Ok(Some(held)) => Ok(Waited::Held(held)),
-        Ok(None) => Ok(Waited::TimedOut),
-        Err(e) if e.is_interrupted() => {
-            // The signal thread sends the signal before it interrupts.
-            let signal = passed_on_signal(rx).unwrap_or(libc::SIGTERM);
-            Ok(Waited::Interrupted(signal))
-        }
-        Err(e) => Err(failure(e, args)),
-    }
 }
 
 /// The command to run, with the hold in its environment.
@@ -325,76 +222,6 @@ fn supervise(
     }
 }
 
-impl Held {
-    fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
-        match self {
-            Held::Lock(guard) => guard.on_lost(f),
-            Held::Permit(permit) => permit.on_lost(f),
-        }
-    }
-
-    fn release(self) -> redlatch::Result<()> {
-        match self {
-            Held::Lock(guard) => guard.unlock(),
-            Held::Permit(permit) => permit.release(),
-        }
-    }
-}
-
-/// Reports a release that failed; true if it found the hold lost (and not `known_lost`).
-fn report_release(released: redlatch::Result<()>, run: &Run, known_lost: bool) -> bool {
-    match released {
-        Ok(()) => false,
-        Err(e) if e.is_lock_lost() || e.is_unknown_permit() => {
-            if !known_lost {
-                eprintln!(
-                    "redlatch: {} was lost before `{}` ended (found when releasing it)",
-                    what(run),
-                    run.command[0]
-                );
-            }
-            !known_lost
-        }
-        Err(e) => {
-            eprintln!(
-                "redlatch: releasing {} failed: {e}; it expires with its lease",
-                what(run)
-            );
-            false
-        }
-    }
-}
-
-/// `lock NAME`, or `a permit of semaphore NAME`.
-fn what(run: &Run) -> String {
-    match run.hold {
-        Hold::Permits(_) => format!("a permit of semaphore {}", run.name),
-        _ => format!("lock {}", run.name),
-    }
-}
-
-/// Why a hold was lost, for stderr.
-fn why(reason: LostReason) -> &'static str {
-    match reason {
-        LostReason::NotHeld => "a renewal found it gone: force-unlocked, deleted or taken",
-        LostReason::LeaseExpired => {
-            "its lease ran out: no renewal was confirmed for a whole lease, or --lease ended"
-        }
-        LostReason::ClientClosed => "the client was closed",
-        LostReason::MaxHoldReached => "it reached its maximum hold time",
-        _ => "lost",
-    }
-}
-
-/// `500ms`, `5s`, `1.5s`.
-fn seconds(d: Duration) -> String {
-    match d.as_millis() {
-        ms if ms < 1000 => format!("{ms}ms"),
-        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
-        ms => format!("{}s", ms as f64 / 1000.0),
-    }
-}
-
 /// `exited with status 3`, `was killed by SIGTERM`.
 fn ended(status: ExitStatus) -> String {
     match (status.code(), status.signal()) {
@@ -411,8 +238,4 @@ fn exit_status(status: ExitStatus) -> ExitCode {
         (None, Some(signal)) => signal_status(signal),
         _ => ExitCode::FAILURE,
     }
-}
-
-fn signal_status(signal: i32) -> ExitCode {
-    ExitCode::from(u8::try_from(128 + signal).unwrap_or(255))
 }

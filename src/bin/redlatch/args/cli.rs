@@ -15,8 +15,15 @@ const SUBCOMMAND_HELP: &str = "\
 {all-args}{after-help}";
 
 const AFTER_HELP: &str = "\
-The URL comes from --url, else $REDIS_URL, else redis://127.0.0.1:6379/. TLS: rediss:// URLs,
-with --tls-ca for a private CA and --tls-cert/--tls-key for a client certificate.
+The URL comes from --url, else $REDIS_URL, else redis://127.0.0.1:6379/: it reads
+redis://[[user]:password@]host[:port][/db], or rediss://... for TLS, with --tls-ca for a
+private CA and --tls-cert/--tls-key for a client certificate.
+
+The password comes from --askpass (asked on the terminal), else --password, else the URL,
+else $REDISCLI_AUTH (as redis-cli).
+
+DURATIONs are as humantime writes them (250ms, 30s, 1m30s, 2h), or a decimal number and one
+unit (1.5s).
 
 Exit status: 0 success, 1 error, 2 no lock or synchronizer of that name (run: see
 'redlatch help run').";
@@ -65,11 +72,15 @@ Exit status: 0 broken (or not held), 1 error or refused, 2 nothing named NAME.";
 
 const WATCH_HELP: &str = "\
 Prints what happens to NAME until interrupted (Ctrl-C): acquired, released (with the owner
-and its hold count), waiting (a fair-queue waiter with its place, or a client subscribing to
-the lock's channel), left (a waiter that gave up), changed (a latch's count, ...).
+and its hold count), force_released (broken by a redlatch force-unlock), waiting (a
+fair-queue waiter with its place, or a client subscribing to the lock's channel), left (a
+waiter that gave up; one that took its turn between two polls shows as acquired and
+released), changed (a latch's count, ...). A watch is not counted among the waiting clients
+that inspect shows.
 
 Releases are announced on the lock's channel and show at once; acquires and queue changes
-are seen by re-inspecting NAME every --interval milliseconds (default 250). A hold shorter
+are seen by re-inspecting NAME every --interval (default 250ms; 1s, 1.5s, a bare number is
+milliseconds). A hold shorter
 than that may show only as its release (without owner).
 
 With --json: a first line {\"event\":\"watching\",...} once subscribed, then one object per
@@ -86,8 +97,8 @@ the command's.
   redlatch run --permits 3 --wait 10m render -- render-frame 42";
 
 const RUN_HELP: &str = "\
-DURATION is a whole number and a unit: ms, s, m or h (500ms, 30s, 10m); a bare number is
-seconds.
+DURATION is as humantime writes it: 250ms, 30s, 1m30s, 10m, 2h, 1d; or a decimal number and
+one unit (1.5s, 0.5m); a bare number is seconds.
 
 CMD's environment (as inherited, plus):
   REDLATCH_NAME     NAME, as given
@@ -118,6 +129,22 @@ Exit status:
   125           redlatch failed: bad usage, Redis unreachable, NAME is not a lock, ...
   126, 127      CMD could not be run; CMD was not found
   128+N         signal N ended the wait for the lock (130: SIGINT, 143: SIGTERM)";
+
+const LOCK_HELP: &str = "\
+Waits for the lock NAME, prints `holding lock NAME ...` on stdout once it has it, then holds
+it (the watchdog renews its lease) until redlatch gets SIGINT (Ctrl-C), SIGTERM or SIGHUP:
+it releases the lock, prints `released lock NAME` and exits with 0. As `etcdctl lock NAME`
+without a command; to run a command under the lock, see `redlatch run`.
+
+While it waits, it says on stderr who holds the lock (not with --quiet); a signal then ends
+the wait and leaves nothing behind.
+
+Exit status:
+  0     held, then released on a signal
+  122   the lock was lost while held (force-unlocked, or its --lease ran out)
+  124   the lock was not had within --wait
+  125   redlatch failed: Redis unreachable, NAME is not a lock, ...
+  128+N signal N ended the wait for the lock (130: SIGINT, 143: SIGTERM)";
 
 /// redlatch: inspect and operate Redisson-compatible locks and synchronizers in Redis
 #[derive(Parser, Debug)]
@@ -151,9 +178,12 @@ pub struct ServerArgs {
     /// The servers' ACL username (or put it in the URL)
     #[arg(long, global = true, value_name = "USER")]
     pub username: Option<String>,
-    /// The servers' password (or put it in the URL)
+    /// The servers' password. Other users see it in `ps`: prefer $REDISCLI_AUTH or --askpass
     #[arg(long, global = true, value_name = "PASSWORD")]
     pub password: Option<String>,
+    /// Ask for the password on the terminal, without echo (over --password and $REDISCLI_AUTH)
+    #[arg(long, global = true, conflicts_with = "password")]
+    pub askpass: bool,
     /// PEM file of the CA that signed the servers' certificates (rediss:// URLs)
     #[arg(long, global = true, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
@@ -197,8 +227,9 @@ pub enum CliCommand {
     /// Print events (acquired, released, waiting, ...) until Ctrl-C
     #[command(help_template = SUBCOMMAND_HELP, after_help = WATCH_HELP)]
     Watch {
-        /// How often to re-inspect, in milliseconds [default: 250]
-        #[arg(long, value_name = "MS", value_parser = positive_ms)]
+        /// How often to re-inspect (250ms, 1s; a bare number is milliseconds) [default:
+        /// 250ms]
+        #[arg(long, value_name = "DURATION", value_parser = positive_interval)]
         interval: Option<Duration>,
         #[arg(value_parser = NonEmptyStringValueParser::new())]
         name: String,
@@ -211,6 +242,41 @@ pub enum CliCommand {
         after_help = RUN_HELP
     )]
     Run(RunArgs),
+    /// Take the lock NAME and hold it until Ctrl-C (SIGINT, SIGTERM or SIGHUP)
+    #[command(help_template = SUBCOMMAND_HELP, after_help = LOCK_HELP)]
+    Lock(LockArgs),
+}
+
+/// `lock`'s arguments: `run`'s, without a command.
+#[derive(clap::Args, Debug)]
+pub struct LockArgs {
+    /// A fair lock: waiters get it in the order they came
+    #[arg(long, conflicts_with = "fenced")]
+    pub fair: bool,
+    /// A fenced lock: the hold's fencing token is printed
+    #[arg(long)]
+    pub fenced: bool,
+    /// Give up if the lock is not had within DURATION (0: try once); by default, wait as
+    /// long as it takes
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub wait: Option<Duration>,
+    /// Hold the lock for DURATION at most, not renewed: redlatch exits (122) when it runs out
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = positive_duration,
+        conflicts_with = "watchdog_timeout"
+    )]
+    pub lease: Option<Duration>,
+    /// The lease that the watchdog renews every third of [default: 30s]
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub watchdog_timeout: Option<Duration>,
+    /// Do not say on stderr who holds the lock while waiting for it
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The lock's name
+    #[arg(value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    pub name: String,
 }
 
 /// `run`'s arguments, one-to-one with the table the hand-written parser had.
@@ -250,6 +316,9 @@ pub struct RunArgs {
     /// When the lock is lost: stop CMD, or let it run on without the lock
     #[arg(long, value_name = "stop|ignore", default_value = "stop")]
     pub on_lost: OnLost,
+    /// Do not say on stderr who holds the lock while waiting for it
+    #[arg(short, long)]
+    pub quiet: bool,
     /// The lock's (or the semaphore's) name
     #[arg(value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
     pub name: String,
@@ -273,25 +342,63 @@ pub enum OnLost {
     Ignore,
 }
 
-/// `500ms`, `30s`, `10m`, `2h`, or a bare number of seconds; at most a year.
-fn duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration (such as 500ms, 30s, 10m, 2h)");
-    let digits = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let number: u64 = number.parse().map_err(|_| bad())?;
-    let unit_ms = match unit {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(bad()),
+/// What a bare number (no unit) counts: `run`'s durations were whole seconds before units
+/// came, `watch --interval` milliseconds.
+#[derive(Clone, Copy)]
+enum Bare {
+    Seconds,
+    Millis,
+}
+
+/// A duration as humantime writes it (`250ms`, `30s`, `1m30s`, `2h`, `1d`), a decimal number
+/// of one unit (`1.5s`, `0.5m`: humantime takes whole numbers only), or a bare number counted
+/// as `bare` says; at most a year.
+fn parse_duration(text: &str, bare: Bare) -> Result<Duration, String> {
+    let bad = |why: &str| {
+        format!("`{text}` is not a duration ({why}; such as 250ms, 1.5s, 30s, 1m30s, 10m, 2h)")
     };
-    match number.checked_mul(unit_ms).map(Duration::from_millis) {
+    let text = text.trim();
+    let parsed = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let n: u64 = text.parse().map_err(|_| bad("too large"))?;
+        match bare {
+            Bare::Seconds => Some(Duration::from_secs(n)),
+            Bare::Millis => Some(Duration::from_millis(n)),
+        }
+    } else if text.contains('.') {
+        Some(decimal(text).ok_or_else(|| bad("a decimal takes one unit: ms, s, m or h"))?)
+    } else {
+        match humantime::parse_duration(text) {
+            Ok(d) => Some(d),
+            Err(humantime::DurationError::NumberOverflow) => None,
+            Err(e) => return Err(bad(&e.to_string())),
+        }
+    };
+    match parsed {
         Some(d) if d <= redlatch::MAX_DURATION => Ok(d),
         _ => Err(format!("`{text}` is more than a year")),
     }
+}
+
+/// `1.5s`, `0.25m`, `2.5h`, `0.5ms`: a decimal number and one unit.
+fn decimal(text: &str) -> Option<Duration> {
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = text.split_at(split);
+    let unit_secs = match unit {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return None,
+    };
+    let number: f64 = number.parse().ok()?;
+    // More than a year comes out as one, for the caller's check to refuse.
+    let secs = (number * unit_secs).min(redlatch::MAX_DURATION.as_secs_f64() * 2.0);
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+/// `run`'s durations: a bare number is seconds.
+fn duration(text: &str) -> Result<Duration, String> {
+    parse_duration(text, Bare::Seconds)
 }
 
 fn positive_duration(text: &str) -> Result<Duration, String> {
@@ -301,10 +408,11 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-fn positive_ms(text: &str) -> Result<Duration, String> {
-    match text.parse::<u64>() {
-        Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
-        _ => Err(format!("`{text}` is not a positive number of ms")),
+/// `watch --interval`: a bare number is milliseconds, as it was before units came.
+fn positive_interval(text: &str) -> Result<Duration, String> {
+    match parse_duration(text, Bare::Millis)? {
+        d if d.is_zero() => Err("the interval must not be zero".to_owned()),
+        d => Ok(d),
     }
 }
 

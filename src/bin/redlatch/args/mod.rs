@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 
 pub use cli::OnLost;
-use cli::{Cli, CliCommand, RunArgs, ServerArgs};
+use cli::{Cli, CliCommand, LockArgs, RunArgs, ServerArgs};
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
@@ -42,6 +42,8 @@ pub enum Command {
     ForceUnlock(String),
     Watch(String),
     Run(Box<Run>),
+    /// `lock NAME`: a [`Run`] without a command.
+    Lock(Box<Run>),
 }
 
 /// What `run` holds while its command runs.
@@ -58,7 +60,7 @@ pub enum Hold {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
     pub name: String,
-    /// The program and its arguments: never empty.
+    /// The program and its arguments: never empty for `run`, empty for `lock`.
     pub command: Vec<String>,
     pub hold: Hold,
     /// `None`: wait as long as it takes.
@@ -69,6 +71,8 @@ pub struct Run {
     pub watchdog_timeout: Option<Duration>,
     pub grace: Duration,
     pub on_lost: OnLost,
+    /// `-q`: nothing on stderr about the wait.
+    pub quiet: bool,
 }
 
 /// TLS files given on the command line.
@@ -86,6 +90,8 @@ pub struct Args {
     pub servers: Servers,
     pub username: Option<String>,
     pub password: Option<String>,
+    /// `--askpass`: ask for the password on the terminal.
+    pub askpass: bool,
     pub tls: TlsFiles,
     /// Put before every name (and pattern) given, taken off every name shown.
     pub name_prefix: Option<String>,
@@ -136,7 +142,8 @@ fn help(command: Option<&str>) -> String {
     }
 }
 
-/// Whether the command line is `run`'s: its usage errors exit with [`RUN_FAILED`].
+/// Whether the command line is `run`'s or `lock`'s: their usage errors exit with
+/// [`RUN_FAILED`].
 fn is_run(argv: &[String]) -> bool {
     let cli = Cli::command();
     let takes_value = |flag: &str| {
@@ -147,10 +154,10 @@ fn is_run(argv: &[String]) -> bool {
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
         if arg == "--" {
-            return args.next().is_some_and(|a| a == "run");
+            return args.next().is_some_and(|a| a == "run" || a == "lock");
         }
         if !arg.starts_with('-') || arg == "-" {
-            return arg == "run";
+            return arg == "run" || arg == "lock";
         }
         if takes_value(arg) {
             args.next();
@@ -203,6 +210,12 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
             }
             Command::Run(Box::new(into_run(run, argv)?))
         }
+        CliCommand::Lock(lock) => {
+            if cli.json {
+                return Err("--json is not for lock".to_owned());
+            }
+            Command::Lock(Box::new(into_lock(lock)))
+        }
     };
     let ServerArgs {
         url,
@@ -211,6 +224,7 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
         master,
         username,
         password,
+        askpass,
         tls_ca,
         tls_cert,
         tls_key,
@@ -245,6 +259,7 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
         servers,
         username,
         password,
+        askpass,
         tls: TlsFiles {
             ca: tls_ca,
             client: tls_cert.zip(tls_key),
@@ -254,6 +269,26 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
         yes,
         interval,
     })
+}
+
+/// `lock`'s [`Run`]: the hold it asks for, without a command.
+fn into_lock(lock: LockArgs) -> Run {
+    let hold = match (lock.fair, lock.fenced) {
+        (true, _) => Hold::Fair,
+        (_, true) => Hold::Fenced,
+        _ => Hold::Lock,
+    };
+    Run {
+        name: lock.name,
+        command: Vec::new(),
+        hold,
+        wait: lock.wait,
+        lease: lock.lease,
+        watchdog_timeout: lock.watchdog_timeout,
+        grace: DEFAULT_GRACE,
+        on_lost: OnLost::Stop,
+        quiet: lock.quiet,
+    }
 }
 
 /// `run`'s [`Run`]: the hold it asks for, and its command.
@@ -292,6 +327,7 @@ fn into_run(run: RunArgs, argv: &[String]) -> Result<Run, String> {
         watchdog_timeout: run.watchdog_timeout,
         grace: run.grace.unwrap_or(DEFAULT_GRACE),
         on_lost: run.on_lost,
+        quiet: run.quiet,
     })
 }
 
@@ -489,6 +525,35 @@ mod tests {
     }
 
     #[test]
+    fn durations_are_humantime_decimals_or_bare_numbers() {
+        let ms = Duration::from_millis;
+        for (text, want) in [
+            ("250ms", ms(250)),
+            ("1.5s", ms(1500)),
+            ("0.5m", ms(30_000)),
+            ("1m30s", ms(90_000)),
+            ("2h", ms(7_200_000)),
+            ("1d", ms(86_400_000)),
+            ("7", ms(7000)),
+            ("0", Duration::ZERO),
+        ] {
+            assert_eq!(
+                run_of(&format!("run j --wait {text} x")).wait,
+                Some(want),
+                "{text}"
+            );
+        }
+        // `watch --interval`: a bare number stays milliseconds.
+        assert_eq!(run("watch x --interval 100").interval, Some(ms(100)));
+        assert_eq!(run("watch x --interval 1.5s").interval, Some(ms(1500)));
+        assert_eq!(run("watch x --interval 2s").interval, Some(ms(2000)));
+        match parse_line("run --wait soon j -- x", None) {
+            Err(u) => assert!(u.message.contains("1m30s"), "{}", u.message),
+            Ok(p) => panic!("accepted: {p:?}"),
+        }
+    }
+
+    #[test]
     fn run_mistakes_are_reported_with_its_own_status() {
         for line in [
             "run",
@@ -501,8 +566,12 @@ mod tests {
             "run --permits -1 job -- x",
             "run --permits two job -- x",
             "run --wait soon job -- x",
-            "run --wait 5d job -- x",
-            "run --wait 1.5s job -- x",
+            "run --wait 400d job -- x",
+            "run --wait 1.5x job -- x",
+            "run --wait 1.5.5s job -- x",
+            "run --wait 1.5 job -- x",
+            "run --wait 9000.5h job -- x",
+            "run --wait -1s job -- x",
             "run --wait 18446744073709551615h job -- x",
             "run --wait 9000h job -- x",
             "run --lease 0 job -- x",

@@ -1,0 +1,232 @@
+//! Waiting for a lock or a permit and holding it, for `run` (a command under it) and `lock`
+//! (until a signal): the signal thread, the one attempt then the wait (said on stderr, with
+//! who holds it), and what a hold lost or a release that failed is told as.
+
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, Interrupter, LockGuard, LostReason, PermitGuard};
+
+use crate::args::{Hold, Run};
+use crate::explain::failure;
+use crate::signals::{self, Blocked, Signal};
+use crate::{Args, Failure};
+use std::process::ExitCode;
+
+/// What the main thread reacts to.
+pub enum Event {
+    Signal(Signal),
+    Lost(LostReason),
+}
+
+/// What is held while the command runs.
+pub enum Held {
+    Lock(LockGuard),
+    Permit(PermitGuard),
+}
+
+/// How the wait for the hold ended.
+pub enum Waited {
+    Held(Held),
+    TimedOut,
+    /// Ended by this signal.
+    Interrupted(i32),
+}
+
+/// Starts the thread that takes the blocked signals: each is sent as an [`Event`], and one
+/// passed on also interrupts the main thread's wait for the lock.
+pub fn listen(blocked: Blocked, events: Sender<Event>, main: Interrupter) -> Result<(), Failure> {
+    std::thread::Builder::new()
+        .name("signals".to_owned())
+        .spawn(move || {
+            while let Ok(signal) = blocked.next() {
+                let passed_on = signals::PASSED_ON.contains(&signal.number);
+                if events.send(Event::Signal(signal)).is_err() {
+                    return;
+                }
+                if passed_on {
+                    main.interrupt();
+                }
+            }
+        })
+        .map(drop)
+        .map_err(|e| Failure(format!("cannot start the signal thread: {e}")))
+}
+
+/// The first signal to pass on that is waiting in `rx`, if any.
+pub fn passed_on_signal(rx: &Receiver<Event>) -> Option<i32> {
+    rx.try_iter().find_map(|event| match event {
+        Event::Signal(s) if signals::PASSED_ON.contains(&s.number) => Some(s.number),
+        _ => None,
+    })
+}
+
+/// Waits for the lock or permit as `run` says.
+pub fn acquire(
+    client: &Client,
+    args: &Args,
+    run: &Run,
+    rx: &Receiver<Event>,
+) -> Result<Waited, Failure> {
+    let deadline = run.wait.map(|wait| Instant::now() + wait);
+    let held = match run.hold {
+        Hold::Permits(permits) => {
+            let semaphore = client.permit_expirable_semaphore(&run.name);
+            if !semaphore
+                .try_set_permits(permits)
+                .map_err(|e| failure(e, args))?
+            {
+                let has = semaphore.permits().map_err(|e| failure(e, args))?;
+                if has != i64::from(permits) {
+                    return Err(Failure(format!(
+                        "semaphore {} has {has} permits, not {permits}: run with --permits \
+                         {has}, or change its number in Redis first",
+                        run.name
+                    )));
+                }
+            }
+            // One try first: only a wait is announced.
+            match semaphore.try_acquire_renewed() {
+                Ok(None) if run.wait != Some(Duration::ZERO) => {
+                    announce_wait(client, run);
+                    match deadline {
+                        None => semaphore.acquire_renewed().map(Some),
+                        Some(deadline) => semaphore.try_acquire_renewed_until(deadline),
+                    }
+                }
+                tried => tried,
+            }
+            .map(|permit| permit.map(Held::Permit))
+        }
+        kind => {
+            let lock = match kind {
+                Hold::Fair => client.fair_lock(&run.name),
+                Hold::Fenced => client.fenced_lock(&run.name),
+                _ => client.lock(&run.name),
+            };
+            let lock = match run.lease {
+                Some(lease) => lock.with_lease(lease),
+                None => lock,
+            };
+            match lock.try_lock() {
+                Ok(None) if run.wait != Some(Duration::ZERO) => {
+                    announce_wait(client, run);
+                    match deadline {
+                        None => lock.lock().map(Some),
+                        Some(deadline) => lock.try_lock_until(deadline),
+                    }
+                }
+                tried => tried,
+            }
+            .map(|guard| guard.map(Held::Lock))
+        }
+    };
+    match held {
+        Ok(Some(held)) => Ok(Waited::Held(held)),
+        Ok(None) => Ok(Waited::TimedOut),
+        Err(e) if e.is_interrupted() => {
+            // The signal thread sends the signal before it interrupts.
+            let signal = passed_on_signal(rx).unwrap_or(libc::SIGTERM);
+            Ok(Waited::Interrupted(signal))
+        }
+        Err(e) => Err(failure(e, args)),
+    }
+}
+
+/// Says on stderr (unless `--quiet`) who holds what `run` waits for: once, as the wait
+/// starts. A failure to inspect is no reason not to wait: it is only said.
+pub fn announce_wait(client: &Client, run: &Run) {
+    if run.quiet {
+        return;
+    }
+    let busy = match client.inspect(&run.name) {
+        Ok(Some(mut found)) => {
+            crate::trace(client, std::slice::from_mut(&mut found));
+            crate::render::busy_text(&found)
+        }
+        Ok(None) => "just released".to_owned(),
+        Err(e) => format!("cannot tell who holds it: {e}"),
+    };
+    let until = match run.wait {
+        Some(wait) => format!("up to {}", seconds(wait)),
+        None => "Ctrl-C to give up".to_owned(),
+    };
+    eprintln!("redlatch: waiting for {}, {busy} ({until})", what(run));
+}
+
+impl Held {
+    pub fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
+        match self {
+            Held::Lock(guard) => guard.on_lost(f),
+            Held::Permit(permit) => permit.on_lost(f),
+        }
+    }
+
+    pub fn release(self) -> redlatch::Result<()> {
+        match self {
+            Held::Lock(guard) => guard.unlock(),
+            Held::Permit(permit) => permit.release(),
+        }
+    }
+}
+
+/// Reports a release that failed; true if it found the hold lost (and not `known_lost`).
+pub fn report_release(released: redlatch::Result<()>, run: &Run, known_lost: bool) -> bool {
+    match released {
+        Ok(()) => false,
+        Err(e) if e.is_lock_lost() || e.is_unknown_permit() => {
+            if !known_lost {
+                let before = match run.command.first() {
+                    Some(program) => format!("`{program}` ended"),
+                    None => "the signal".to_owned(),
+                };
+                eprintln!(
+                    "redlatch: {} was lost before {before} (found when releasing it)",
+                    what(run)
+                );
+            }
+            !known_lost
+        }
+        Err(e) => {
+            eprintln!(
+                "redlatch: releasing {} failed: {e}; it expires with its lease",
+                what(run)
+            );
+            false
+        }
+    }
+}
+
+/// `lock NAME`, or `a permit of semaphore NAME`.
+pub fn what(run: &Run) -> String {
+    match run.hold {
+        Hold::Permits(_) => format!("a permit of semaphore {}", run.name),
+        _ => format!("lock {}", run.name),
+    }
+}
+
+/// Why a hold was lost, for stderr.
+pub fn why(reason: LostReason) -> &'static str {
+    match reason {
+        LostReason::NotHeld => "a renewal found it gone: force-unlocked, deleted or taken",
+        LostReason::LeaseExpired => {
+            "its lease ran out: no renewal was confirmed for a whole lease, or --lease ended"
+        }
+        LostReason::ClientClosed => "the client was closed",
+        LostReason::MaxHoldReached => "it reached its maximum hold time",
+        _ => "lost",
+    }
+}
+
+/// `500ms`, `5s`, `1.5s`.
+pub fn seconds(d: Duration) -> String {
+    match d.as_millis() {
+        ms if ms < 1000 => format!("{ms}ms"),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{}s", ms as f64 / 1000.0),
+    }
+}
+
+pub fn signal_status(signal: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + signal).unwrap_or(255))
+}
