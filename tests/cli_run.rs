@@ -596,7 +596,7 @@ fn first_line(child: &mut Child) -> String {
 #[test]
 fn run_says_who_holds_the_lock_while_it_waits_unless_quiet() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let dir = Dir::new("busy");
     let channel = "redisson_lock__channel:{job}";
     for quiet in [false, true] {
@@ -632,7 +632,7 @@ fn run_says_who_holds_the_lock_while_it_waits_unless_quiet() {
 #[test]
 fn decimal_and_humantime_waits_are_taken() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     let dir = Dir::new("durations");
     let _held = client.lock("job").lock().unwrap();
     for (wait, at_least) in [("0.3s", 300), ("250ms", 250)] {
@@ -659,7 +659,7 @@ fn decimal_and_humantime_waits_are_taken() {
 #[test]
 fn lock_holds_until_sigterm_or_sigint_then_releases_and_exits_0() {
     let server = RedisServer::new();
-    let client = Client::open(&server.url()).unwrap();
+    let client = Client::open(server.url()).unwrap();
     for sig in [libc::SIGTERM, libc::SIGINT] {
         let mut holder = spawn(&mut lock_command(&server, &["--fenced", "job"]));
         let said = first_line(&mut holder);
