@@ -763,7 +763,7 @@ fn help_for_the_tool_and_each_command() {
     ] {
         assert!(r.stdout.contains(word), "{word} missing from --help");
     }
-    for cmd in ["inspect", "list", "force-unlock", "watch"] {
+    for cmd in ["inspect", "list", "force-unlock", "watch", "doctor", "lock"] {
         let r = run(&[cmd, "--help"]);
         assert_eq!(r.code, 0);
         assert!(
@@ -1129,4 +1129,37 @@ fn watch_reports_a_waiter_served_between_polls_as_acquired_and_released() {
     assert_eq!(kinds, ["acquired", "released"], "{seen:?}");
     watch.kill().unwrap();
     watch.wait().unwrap();
+}
+
+/// `doctor`: what threatens locks, with what to do; status 3 when something is found, 0 when
+/// not.
+#[test]
+fn doctor_reports_each_threat_with_what_to_do() {
+    let bare = RedisServer::new(); // no persistence
+    let url = bare.url();
+    let r = run(&["doctor", "--url", &url]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stdout.contains("NoPersistence"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("what to do: A restart frees every lock"),
+        "{}",
+        r.stdout
+    );
+    let r = run(&["doctor", "--json", "--url", &url]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let line = json::parse(r.stdout.lines().next().unwrap());
+    assert_eq!(line.get("risk").str(), "NoPersistence");
+    assert_eq!(
+        line.get("server").str(),
+        format!("127.0.0.1:{}", bare.port())
+    );
+
+    let safe = RedisServer::with_args(&["--appendonly", "yes"]);
+    let r = run(&["doctor", "--url", &safe.url()]);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "no threat to locks found\n"),
+        "{}",
+        r.stderr
+    );
 }

@@ -6,6 +6,7 @@
 #[cfg(unix)]
 mod acquire;
 mod args;
+mod doctor;
 mod explain;
 #[cfg(unix)]
 mod lock;
@@ -90,6 +91,7 @@ fn main() -> ExitCode {
         Command::List(pattern) => list(&client, &args, pattern),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
+        Command::Doctor => doctor::doctor(&client, &args),
         Command::Run(_) | Command::Lock(_) => unreachable!("run and lock returned above"),
     });
     match outcome {

@@ -224,6 +224,11 @@ pub enum CliCommand {
         #[arg(value_parser = NonEmptyStringValueParser::new())]
         name: String,
     },
+    /// Check what in the deployment threatens locks (eviction, no persistence, replicas
+    /// without sync, clocks), each finding with what to do; exit status 3 when something is
+    /// found
+    #[command(help_template = SUBCOMMAND_HELP)]
+    Doctor,
     /// Print events (acquired, released, waiting, ...) until Ctrl-C
     #[command(help_template = SUBCOMMAND_HELP, after_help = WATCH_HELP)]
     Watch {

@@ -41,6 +41,7 @@ pub enum Command {
     List(String),
     ForceUnlock(String),
     Watch(String),
+    Doctor,
     Run(Box<Run>),
     /// `lock NAME`: a [`Run`] without a command.
     Lock(Box<Run>),
@@ -200,6 +201,7 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
             yes = y;
             Command::ForceUnlock(name)
         }
+        CliCommand::Doctor => Command::Doctor,
         CliCommand::Watch { interval: i, name } => {
             interval = i;
             Command::Watch(name)
