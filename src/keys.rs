@@ -364,6 +364,7 @@ mod tests {
             unlock_latch("name", "<client uuid>", "<n>"),
             fair_waiter_channel("name", "<owner>"),
             read_hold("name", "<owner>", "<n>"),
+            watch_channel("<channel>"),
         ]);
         keys
     }
