@@ -53,6 +53,21 @@ pub fn listen(blocked: Blocked, events: Sender<Event>, main: Interrupter) -> Res
         .map_err(|e| Failure(format!("cannot start the signal thread: {e}")))
 }
 
+/// How `run` and `lock` begin: the signals blocked (before the client starts its threads, so
+/// that they inherit the mask) and listened to, the client, and the wait for the hold. Also
+/// the sender of the events (for a lost-hold callback) and their receiver.
+pub fn start(
+    args: &Args,
+    run: &Run,
+) -> Result<(Client, Waited, Sender<Event>, Receiver<Event>), Failure> {
+    let blocked = Blocked::block().map_err(|e| Failure(format!("cannot block signals: {e}")))?;
+    let (events, rx) = std::sync::mpsc::channel();
+    listen(blocked, events.clone(), Interrupter::current())?;
+    let client = crate::connect(args)?;
+    let waited = acquire(&client, args, run, &rx)?;
+    Ok((client, waited, events, rx))
+}
+
 /// The first signal to pass on that is waiting in `rx`, if any.
 pub fn passed_on_signal(rx: &Receiver<Event>) -> Option<i32> {
     rx.try_iter().find_map(|event| match event {

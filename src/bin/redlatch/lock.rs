@@ -7,16 +7,15 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::mpsc;
 
 use redlatch::Interrupter;
 
 use crate::acquire::{
-    acquire, listen, report_release, seconds, signal_status, what, why, Event, Held, Waited,
+    report_release, seconds, signal_status, start, what, why, Event, Held, Waited,
 };
 use crate::args::{Args, Run, RUN_FAILED, RUN_LOST, RUN_TIMED_OUT};
-use crate::signals::{self, Blocked};
-use crate::{connect, Failure};
+use crate::signals::{self};
+use crate::Failure;
 
 /// Holds the lock `run` names until a signal, and says with what status redlatch exits.
 pub fn lock(args: &Args, run: &Run) -> ExitCode {
@@ -30,12 +29,8 @@ pub fn lock(args: &Args, run: &Run) -> ExitCode {
 }
 
 fn hold_until_signal(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
-    // Before the client starts its threads, so that they inherit the mask.
-    let blocked = Blocked::block().map_err(|e| Failure(format!("cannot block signals: {e}")))?;
-    let (events, rx) = mpsc::channel();
-    listen(blocked, events.clone(), Interrupter::current())?;
-    let client = connect(args)?;
-    let held = match acquire(&client, args, run, &rx)? {
+    let (_client, waited, events, rx) = start(args, run)?;
+    let held = match waited {
         Waited::Held(held) => held,
         Waited::TimedOut => {
             eprintln!(

@@ -9,20 +9,19 @@
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Instant;
 
 use redlatch::{Interrupter, LostReason};
 
 use crate::acquire::{
-    acquire, listen, passed_on_signal, report_release, seconds, signal_status, what, why, Event,
-    Held, Waited,
+    passed_on_signal, report_release, seconds, signal_status, start, what, why, Event, Held, Waited,
 };
 use crate::args::{
     Args, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LOST, RUN_NOT_FOUND, RUN_TIMED_OUT,
 };
-use crate::signals::{self, Blocked};
-use crate::{connect, Failure};
+use crate::signals::{self};
+use crate::Failure;
 
 /// Runs `run`, and says with what status redlatch exits.
 pub fn run(args: &Args, run: &Run) -> ExitCode {
@@ -36,12 +35,8 @@ pub fn run(args: &Args, run: &Run) -> ExitCode {
 }
 
 fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
-    // Before the client starts its threads, so that they inherit the mask.
-    let blocked = Blocked::block().map_err(|e| Failure(format!("cannot block signals: {e}")))?;
-    let (events, rx) = mpsc::channel();
-    listen(blocked, events.clone(), Interrupter::current())?;
-    let client = connect(args)?;
-    let held = match acquire(&client, args, run, &rx)? {
+    let (_client, waited, events, rx) = start(args, run)?;
+    let held = match waited {
         Waited::Held(held) => held,
         Waited::TimedOut => {
             eprintln!(
