@@ -65,10 +65,7 @@ impl<O: Ownership> Lock<O> {
         &self,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<Option<T>, E> {
-        match self.try_lock()? {
-            Some(guard) => run_then_release(guard, f).map(Some),
-            None => Ok(None),
-        }
+        run_if_held(self.try_lock()?, f)
     }
 
     /// As [`with`](Self::with), waiting at most `wait` for the lock (zero: one try):
@@ -96,10 +93,7 @@ impl<O: Ownership> Lock<O> {
         wait: Duration,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<Option<T>, E> {
-        match self.try_lock_for(wait)? {
-            Some(guard) => run_then_release(guard, f).map(Some),
-            None => Ok(None),
-        }
+        run_if_held(self.try_lock_for(wait)?, f)
     }
 
     /// As [`with`](Self::with), waiting at most until `deadline` for the lock:
@@ -126,11 +120,16 @@ impl<O: Ownership> Lock<O> {
         deadline: Instant,
         f: impl FnOnce() -> Result<T, E>,
     ) -> Result<Option<T>, E> {
-        match self.try_lock_until(deadline)? {
-            Some(guard) => run_then_release(guard, f).map(Some),
-            None => Ok(None),
-        }
+        run_if_held(self.try_lock_until(deadline)?, f)
     }
+}
+
+/// [`run_then_release`] when a try took the lock; `Ok(None)` without running `f` otherwise.
+fn run_if_held<O: Ownership, T, E: From<Error>>(
+    guard: Option<LockGuard<O>>,
+    f: impl FnOnce() -> Result<T, E>,
+) -> Result<Option<T>, E> {
+    guard.map(|guard| run_then_release(guard, f)).transpose()
 }
 
 /// Runs `f` while `guard` holds the lock, then releases it. A panic in `f` releases the lock
