@@ -28,9 +28,13 @@ impl Pty {
             .chain(args.iter().copied())
             .map(quote)
             .collect();
+        // `exec`: no shell stays in the terminal's foreground group, where Ctrl-C would end it
+        // with SIGINT (130) whatever the command does; `script` runs the line with `$SHELL -c`.
+        let line = format!("exec {}", line.join(" "));
         let mut cmd = Command::new("script");
         // -q: no banner; -e: script exits with the command's status; -c: the command line.
-        cmd.args(["-qec", &line.join(" "), "/dev/null"])
+        cmd.args(["-qec", &line, "/dev/null"])
+            .env("SHELL", "/bin/sh")
             .env_remove("REDIS_URL")
             .env_remove("REDISCLI_AUTH")
             .stdin(Stdio::piped())
