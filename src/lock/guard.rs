@@ -356,6 +356,14 @@ impl<O: Ownership> LockGuard<O> {
         inner
             .metrics
             .released(raw.kind.label(), &raw.key.name, self.acquired_at.elapsed());
+        // An acquire of this hold's owner whose reply was lost is settled while this hold is
+        // still counted; if the server does not answer, the unlock below fails as well.
+        if let Err(e) = raw.settle_first(&self.owner) {
+            log::debug!(
+                "settling before the release of `{}` failed: {e}",
+                raw.key.name
+            );
+        }
         let lost = self.lost();
         if let Some(w) = self.watch.take() {
             inner.watchdog.unwatch(w);

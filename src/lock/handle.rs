@@ -380,6 +380,7 @@ impl<O: Ownership> Lock<O> {
     pub fn unlock(&self) -> Result<()> {
         self.raw.check_name()?;
         let owner = self.owner();
+        self.raw.settle_first(&owner)?;
         if self.lease.is_none() {
             // Only holds taken without an explicit lease are renewed by the watchdog.
             let field: Arc<str> = self.raw.field(&owner).into();
@@ -563,6 +564,9 @@ impl<O: Ownership> Lock<O> {
             check_duration("max_hold", max_hold)?;
         }
         let owner = self.owner();
+        // An earlier acquire whose reply was lost may have taken a hold: given back first, so
+        // that this one's count is the guards'.
+        self.raw.settle_first(&owner)?;
         let waiting = self.raw.waiting(&owner);
         let mut pacer = match &waiting {
             Waiting::Channel(_) => None,

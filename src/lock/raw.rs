@@ -18,7 +18,11 @@ use crate::lock::kind::{Kind, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
 use crate::trace;
-use crate::watchdog::Renewal;
+use crate::watchdog::{Renewal, Settle, Unsettled};
+
+/// The most a settle's call waits for its reply (see [`RawLock::settler`]): on the watchdog
+/// thread, it holds up renewals while the server does not answer.
+const SETTLE_BOUND: Duration = Duration::from_secs(1);
 
 /// What the unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +154,13 @@ impl RawLock {
                     if let Some(attempt) = self.settle(owner) {
                         return Ok(attempt);
                     }
+                } else if e.breaks_connection() && self.key.bound.is_none() {
+                    // The acquire may have run, or may run when the server answers again:
+                    // what it took is given back then.
+                    let field: Arc<str> = self.field(owner).into();
+                    let settle = self.settler(owner, lease, will_wait);
+                    let watchdog = &self.key.client.inner.watchdog;
+                    watchdog.doubt(&self.key.name, &field, settle);
                 }
                 return Err(e);
             }
@@ -221,6 +232,63 @@ impl RawLock {
             self.key.name
         );
         Some(attempt)
+    }
+
+    /// Settles `owner`'s earlier acquires of this lock whose reply was lost, if any, before a
+    /// call of `owner` on it (see the watchdog's `doubt.rs`).
+    pub(crate) fn settle_first(&self, owner: &str) -> Result<()> {
+        let watchdog = &self.key.client.inner.watchdog;
+        if !watchdog.any_unsettled() {
+            return Ok(());
+        }
+        watchdog.settle_first(&self.key.name, &self.field(owner).into())
+    }
+
+    /// What settles `owner`'s acquire whose reply never came (see the watchdog's
+    /// `doubt.rs`): once the server answers, the holds of `owner` beyond those the client's
+    /// guards know of, up to the acquires in doubt, are released, and a waiter's place in a
+    /// fair queue is left. Holds the client weakly: a client dropped meanwhile settles nothing
+    /// (its holds' leases run out unrenewed).
+    fn settler(&self, owner: &str, lease: Duration, will_wait: bool) -> Settle {
+        let client = Arc::downgrade(&self.key.client.inner);
+        let name = Arc::clone(&self.key.name);
+        let given = Arc::clone(&self.given);
+        let kind = Arc::clone(&self.kind);
+        let owner: Arc<str> = owner.into();
+        Box::new(move |told: Unsettled| {
+            let Some(inner) = client.upgrade() else {
+                return Ok(());
+            };
+            let client = Client { inner };
+            let raw = RawLock {
+                latches: keys::UnlockLatches::new(&name, client.id()),
+                key: LockKey {
+                    bound: Some(client.inner.config.response_timeout.min(SETTLE_BOUND)),
+                    client,
+                    name: Arc::clone(&name),
+                },
+                given: Arc::clone(&given),
+                kind: Arc::clone(&kind),
+            };
+            let field = raw.field(&owner);
+            let count: Option<i64> =
+                raw.run(|c| redis::cmd("HGET").arg(&*name).arg(&field).query(c))?;
+            let count = u32::try_from(count.unwrap_or(0)).unwrap_or(0);
+            let extra = count.saturating_sub(told.known_holds).min(told.acquires);
+            for _ in 0..extra {
+                raw.unlock(&owner, lease)?;
+            }
+            if will_wait {
+                raw.leave(&owner)?;
+            }
+            if extra > 0 {
+                log::warn!(
+                    "`{name}` (owner {owner}): released {extra} hold(s) taken by acquires whose \
+                     reply was lost"
+                );
+            }
+            Ok(())
+        })
     }
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and

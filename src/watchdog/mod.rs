@@ -25,8 +25,10 @@
 //! - `schedule.rs`: the thread's loop over the due heap, timers, and the cap on holding.
 //! - `batch.rs`: the renewal calls, by batch script and slot, and their replies.
 //! - `holds.rs`: the calls guards make (watch, `on_lost`, release).
+//! - `doubt.rs`: acquires whose reply never came, settled once the server answers.
 
 mod batch;
+mod doubt;
 mod entry;
 mod holds;
 mod lease;
@@ -34,6 +36,7 @@ mod renewal;
 mod schedule;
 mod state;
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -45,6 +48,7 @@ use crate::config::ReplicaSync;
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
 
+pub(crate) use doubt::{Settle, Unsettled};
 pub use lease::LostReason;
 pub(crate) use lease::{call_lost, LeaseState, Watch};
 pub(crate) use renewal::{BatchRenewal, Renewal};
@@ -68,6 +72,10 @@ struct Shared {
     changed: Condvar,
     /// Notified when the thread has finished running a round of `on_lost` callbacks.
     fired: Condvar,
+    /// How many holds have acquires in doubt: the owner's calls look no further at zero.
+    unsettled: AtomicUsize,
+    /// Notified when a settle has run.
+    settled: Condvar,
 }
 
 impl Watchdog {
@@ -88,6 +96,8 @@ impl Watchdog {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             fired: Condvar::new(),
+            unsettled: AtomicUsize::new(0),
+            settled: Condvar::new(),
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -167,7 +177,10 @@ impl Drop for Watchdog {
         self.shared.state.lock().shutdown = true;
         self.shared.changed.notify_all();
         if let Some(t) = self.thread.get_mut().take() {
-            let _ = t.join();
+            // The thread itself drops the last client handle when a settle it ran held it.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
         }
     }
 }

@@ -101,6 +101,15 @@ impl Shared {
                 continue;
             }
             let now = Instant::now();
+            let (doubt, next_doubt) = match st.doubts.is_empty() {
+                true => (None, None),
+                false => st.take_due_doubt(now),
+            };
+            if let Some((key, settle)) = doubt {
+                // Errors are logged there; the doubt is tried again later.
+                let _ = self.settle(&mut st, key, settle);
+                continue;
+            }
             let mut ids = st.take_due(now, now + slack, self.batch);
             if !ids.is_empty() && ids.len() < self.batch {
                 // Fill the call with entries due within half a period: renewing them a little
@@ -111,8 +120,9 @@ impl Shared {
             if ids.is_empty() {
                 // Sleep until the earliest entry is due; it and all due within `slack`
                 // after it are then renewed together.
-                match st.due.peek() {
-                    Some(&Reverse((at, _))) => {
+                let renewal = st.due.peek().map(|&Reverse((at, _))| at);
+                match renewal.into_iter().chain(next_doubt).min() {
+                    Some(at) => {
                         self.changed.wait_until(&mut st, at);
                     }
                     None => self.changed.wait(&mut st),

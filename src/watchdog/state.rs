@@ -7,6 +7,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::doubt::Doubt;
 use super::entry::Entry;
 use super::lease::{Fire, LeaseState, LostReason, Watch};
 use super::renewal::{BatchRenewal, Renewal};
@@ -41,6 +42,8 @@ pub(super) struct State {
     pub(super) renewing: bool,
     /// Every hold is to be renewed at once, as soon as the batch being renewed is back.
     pub(super) recheck: bool,
+    /// Acquires whose reply never came, by lock name and field (see `doubt.rs`).
+    pub(super) doubts: HashMap<(Arc<str>, Arc<str>), Doubt>,
     pub(super) shutdown: bool,
 }
 

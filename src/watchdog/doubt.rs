@@ -1,0 +1,199 @@
+//! Acquires whose reply never came: a reply that timed out, or a connection that broke after
+//! the command was sent. Such an acquire may have run, or may still run once the server
+//! answers again (a paused server runs what it had queued when it resumes), and then it holds
+//! something no guard knows of: a lock hold renewed by nobody, a place in a fair queue.
+//!
+//! Its owner hands in what settles it (a [`Settle`]: read what the server has, give back what
+//! no guard holds), keyed by the hold's name and field. It runs once the server answers:
+//!
+//! - at the owner's next acquire or release of that hold ([`Watchdog::settle_first`]), on the
+//!   owner's thread, before its own call: so the settle never races the owner's own holds;
+//! - otherwise on the watchdog thread, tried every [`RETRY`] until it succeeds.
+//!
+//! A settle is told how many acquires are in doubt and how many holds of the name and field
+//! the client knows of (its renewed holds), so that it gives back no more than the doubted
+//! acquires took and never a hold a guard has.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::MutexGuard;
+
+use super::state::State;
+use super::{Shared, Watchdog};
+use crate::error::Result;
+
+/// How often the watchdog thread tries a settle whose server did not answer.
+pub(super) const RETRY: Duration = Duration::from_millis(250);
+
+/// What settles acquires in doubt on one hold, given what is known when it runs.
+pub(crate) type Settle = Box<dyn FnMut(Unsettled) -> Result<()> + Send>;
+
+/// What a [`Settle`] is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unsettled {
+    /// Acquires in doubt: each may have taken one hold.
+    pub(crate) acquires: u32,
+    /// The holds of this name and field the client's guards have (renewed by the watchdog).
+    pub(crate) known_holds: u32,
+}
+
+/// The acquires in doubt on one hold (a lock name and hash field).
+pub(super) struct Doubt {
+    acquires: u32,
+    /// `None` while a thread runs it.
+    settle: Option<Settle>,
+    /// When the watchdog thread tries it next.
+    next_try: Instant,
+}
+
+type Key = (Arc<str>, Arc<str>);
+
+impl Watchdog {
+    /// Records an acquire of `name` by `field` whose reply never came; `settle` gives back
+    /// what it may have taken (kept from the first doubt while one is pending).
+    pub(crate) fn doubt(&self, name: &Arc<str>, field: &Arc<str>, settle: Settle) {
+        let mut st = self.shared.state.lock();
+        if st.shutdown {
+            return;
+        }
+        let key = (Arc::clone(name), Arc::clone(field));
+        match st.doubts.get_mut(&key) {
+            Some(d) => d.acquires += 1,
+            None => {
+                st.doubts.insert(
+                    key,
+                    Doubt {
+                        acquires: 1,
+                        settle: Some(settle),
+                        next_try: Instant::now() + RETRY,
+                    },
+                );
+                self.shared.unsettled.fetch_add(1, Ordering::Release);
+            }
+        }
+        drop(st);
+        log::debug!(
+            "acquire of `{name}` (owner {field}) lost its reply: settled when the server answers"
+        );
+        self.shared.changed.notify_one();
+    }
+
+    /// Settles the acquires in doubt of `name` by `field`, if any, before the owner's next
+    /// call on that hold: runs the settle here, or waits for the watchdog thread's run of it.
+    ///
+    /// # Errors
+    ///
+    /// The settle's (the server does not answer yet); the doubt stays.
+    pub(crate) fn settle_first(&self, name: &Arc<str>, field: &Arc<str>) -> Result<()> {
+        if !self.any_unsettled() {
+            return Ok(());
+        }
+        let key = (Arc::clone(name), Arc::clone(field));
+        let mut st = self.shared.state.lock();
+        loop {
+            let Some(d) = st.doubts.get_mut(&key) else {
+                return Ok(());
+            };
+            match d.settle.take() {
+                Some(settle) => return self.shared.settle(&mut st, key, settle),
+                None => self.shared.settled.wait(&mut st),
+            }
+        }
+    }
+
+    /// Whether any acquire is in doubt: the owners' calls look no further when none is.
+    pub(crate) fn any_unsettled(&self) -> bool {
+        self.shared.unsettled.load(Ordering::Acquire) > 0
+    }
+}
+
+impl State {
+    /// The doubt the watchdog thread should try now, taken out for it to run, and when the
+    /// next one is due.
+    pub(super) fn take_due_doubt(
+        &mut self,
+        now: Instant,
+    ) -> (Option<(Key, Settle)>, Option<Instant>) {
+        let mut next: Option<Instant> = None;
+        let mut due = None;
+        for (key, d) in &self.doubts {
+            if d.settle.is_none() {
+                continue;
+            }
+            if d.next_try <= now && due.is_none() {
+                due = Some(key.clone());
+            } else {
+                next = Some(next.map_or(d.next_try, |n| n.min(d.next_try)));
+            }
+        }
+        let taken = due.map(|key| {
+            let settle = self
+                .doubts
+                .get_mut(&key)
+                .and_then(|d| d.settle.take())
+                .expect("found with its settle");
+            (key, settle)
+        });
+        (taken, next)
+    }
+
+    /// The holds of `name` and `field` the client's guards have (renewed entries only).
+    fn known_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
+        self.find(name, field)
+            .and_then(|id| self.entries.get(&id))
+            .map_or(0, |e| e.holds)
+    }
+}
+
+impl Shared {
+    /// Runs `settle` (taken out of the doubt of `key`) outside the lock. Done: the doubt is
+    /// removed, less any acquire doubted meanwhile (settled next); failed: it is put back,
+    /// tried again after [`RETRY`].
+    pub(super) fn settle(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        key: Key,
+        mut settle: Settle,
+    ) -> Result<()> {
+        let acquires = st.doubts.get(&key).map_or(0, |d| d.acquires);
+        let known_holds = st.known_holds(&key.0, &key.1);
+        let told = Unsettled {
+            acquires,
+            known_holds,
+        };
+        let outcome = MutexGuard::unlocked(st, || settle(told));
+        let d = st
+            .doubts
+            .get_mut(&key)
+            .expect("only the thread running a doubt's settle removes it");
+        match &outcome {
+            Ok(()) if d.acquires > acquires => {
+                d.acquires -= acquires;
+                d.settle = Some(settle);
+                d.next_try = Instant::now();
+            }
+            Ok(()) => {
+                st.doubts.remove(&key);
+                self.unsettled.fetch_sub(1, Ordering::Release);
+                log::debug!(
+                    "settled {acquires} acquire(s) of `{}` (owner {}) whose reply was lost",
+                    key.0,
+                    key.1
+                );
+            }
+            Err(e) => {
+                log::debug!(
+                    "settling the lost acquire of `{}` (owner {}) failed: {e}; tried again",
+                    key.0,
+                    key.1
+                );
+                d.settle = Some(settle);
+                d.next_try = Instant::now() + RETRY;
+            }
+        }
+        self.settled.notify_all();
+        outcome
+    }
+}

@@ -1,0 +1,156 @@
+//! An acquire whose reply never came (the server paused past the response timeout) leaves
+//! nothing behind: once the server answers, what the acquire took when it ran is given back,
+//! by the watchdog thread or by the owner's next call on the lock.
+
+mod support;
+
+use std::time::Duration;
+
+use redlatch::{Client, Config, Lock};
+use support::{wait_until, RedisServer};
+
+const REPLY: Duration = Duration::from_millis(300);
+/// A settle runs within a second of the server answering; generous for a loaded machine.
+const SETTLED: Duration = Duration::from_secs(15);
+
+fn client(server: &RedisServer) -> Client {
+    let config = Config::builder(server.url())
+        .response_timeout(REPLY)
+        .connect_timeout(REPLY)
+        .retry_attempts(0)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    // The pub/sub connection opens before the server pauses.
+    drop(client.lock("warm-up").lock().unwrap());
+    client
+}
+
+fn keys(server: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.conn())
+        .unwrap();
+    // Unlock latches expire by themselves; a fenced lock's token counter stays by design.
+    keys.retain(|k| !k.contains("unlock_latch") && !k.starts_with("redisson_lock_token"));
+    keys.sort();
+    keys
+}
+
+/// The server paused while `acquire` runs: it fails with a timeout; the server, resumed, runs
+/// the queued acquire. A connection is opened first (a timeout drops the pool's), so that the
+/// acquire is sent at once rather than stalling in the handshake of a new one.
+fn lost_reply<T: std::fmt::Debug>(
+    server: &RedisServer,
+    client: &Client,
+    acquire: impl FnOnce() -> redlatch::Result<T>,
+) {
+    client.lock("warm-up").is_locked().unwrap();
+    server.stop();
+    let outcome = acquire();
+    server.cont();
+    let err = outcome.expect_err("no reply while the server is paused");
+    assert!(err.is_timeout(), "{err:?}");
+}
+
+type Make = fn(&Client, &str) -> Lock;
+
+fn each_kind() -> [(&'static str, Make); 6] {
+    [
+        ("lock", support::make_lock),
+        ("fair", support::make_fair_lock),
+        ("fenced", support::make_fenced_lock),
+        ("non-reentrant", support::make_non_reentrant_lock),
+        ("read", |c, n| c.read_write_lock(n).read()),
+        ("write", |c, n| c.read_write_lock(n).write()),
+    ]
+}
+
+#[test]
+fn a_lost_acquire_reply_leaves_no_hold_once_the_server_answers() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    for (kind, make) in each_kind() {
+        let lock = make(&client, "job");
+        lost_reply(&server, &client, || lock.lock());
+        assert!(
+            wait_until(SETTLED, || keys(&server).iter().all(|k| !k.contains("job"))),
+            "{kind}: left behind {:?}",
+            keys(&server)
+        );
+        // The lock is free for anybody.
+        let other = Client::open(server.url()).unwrap();
+        let guard = make(&other, "job").try_lock().unwrap();
+        assert!(guard.is_some(), "{kind}: free");
+    }
+}
+
+#[test]
+fn a_reentry_after_a_lost_reply_counts_one_hold_and_its_unlock_frees_the_lock() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    for (kind, make) in each_kind() {
+        if kind == "non-reentrant" {
+            continue;
+        }
+        let lock = make(&client, "job");
+        lost_reply(&server, &client, || {
+            lock.try_lock_for(Duration::from_millis(100))
+        });
+        // At once: the owner's own call settles first (unless the watchdog has already).
+        let guard = lock
+            .try_lock_for(Duration::from_secs(10))
+            .unwrap()
+            .expect("acquired");
+        assert_eq!(lock.hold_count().unwrap(), 1, "{kind}");
+        guard.unlock().unwrap();
+        assert!(
+            keys(&server).iter().all(|k| !k.contains("job")),
+            "{kind}: {:?}",
+            keys(&server)
+        );
+    }
+}
+
+#[test]
+fn a_held_reentrant_lock_keeps_its_hold_when_a_reentry_reply_is_lost() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let lock = client.lock("job");
+    let held = lock.lock().unwrap();
+    lost_reply(&server, &client, || lock.lock());
+    // The re-entry ran when the server resumed (count 2); settled back to the guard's one.
+    assert!(wait_until(SETTLED, || {
+        redis::cmd("HVALS")
+            .arg("job")
+            .query::<Vec<i64>>(&mut server.conn())
+            .unwrap()
+            == [1]
+    }));
+    held.unlock().unwrap();
+    assert!(keys(&server).iter().all(|k| !k.contains("job")));
+}
+
+#[test]
+fn a_queued_fair_waiter_whose_reply_was_lost_leaves_the_queue() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let other = Client::open(server.url()).unwrap();
+    let held = other.fair_lock("job").lock().unwrap();
+    let lock = client.fair_lock("job");
+    lost_reply(&server, &client, || lock.lock());
+    let mut conn = server.conn();
+    assert!(wait_until(SETTLED, || {
+        let queued: i64 = redis::cmd("LLEN")
+            .arg("redisson_lock_queue:{job}")
+            .query(&mut conn)
+            .unwrap();
+        queued == 0
+    }));
+    // The holder is the other client's only.
+    let fields: Vec<String> = redis::cmd("HKEYS").arg("job").query(&mut conn).unwrap();
+    assert_eq!(fields.len(), 1);
+    assert!(fields[0].starts_with(other.owner_id().split(':').next().unwrap()));
+    held.unlock().unwrap();
+    assert!(lock.try_lock().unwrap().is_some());
+}
