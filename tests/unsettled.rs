@@ -154,3 +154,25 @@ fn a_queued_fair_waiter_whose_reply_was_lost_leaves_the_queue() {
     held.unlock().unwrap();
     assert!(lock.try_lock().unwrap().is_some());
 }
+
+#[test]
+fn a_hold_with_an_explicit_lease_is_not_given_back_by_a_settle() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    // The second acquire is refused (non-reentrant): it took nothing, and the one hold, the
+    // guard's, stays: its release settles first, and finds the hold it knows of.
+    let lock = client
+        .non_reentrant_lock("job")
+        .with_lease(Duration::from_secs(60));
+    let held = lock.lock().unwrap();
+    lost_reply(&server, &client, || lock.try_lock());
+    assert!(lock.is_locked().unwrap());
+    let fields: Vec<(String, i64)> = redis::cmd("HGETALL")
+        .arg("job")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert_eq!(fields[0].1, 1);
+    held.unlock().unwrap();
+    assert!(keys(&server).iter().all(|k| !k.contains("job")));
+}

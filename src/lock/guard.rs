@@ -77,8 +77,12 @@ impl<O: Ownership> LockGuard<O> {
     ) -> LockGuard<O> {
         let (watch, lease) = match lock.lease {
             Some(lease) => {
-                let state =
-                    LeaseState::new(sent_at, lease).counted_by(&lock.raw.key.client.inner.metrics);
+                let inner = &lock.raw.key.client.inner;
+                let field = lock.raw.field(&owner).into();
+                inner
+                    .watchdog
+                    .count_explicit(&lock.raw.key.name, field, true);
+                let state = LeaseState::new(sent_at, lease).counted_by(&inner.metrics);
                 (None, Arc::new(state))
             }
             None => {
@@ -367,6 +371,10 @@ impl<O: Ownership> LockGuard<O> {
         let lost = self.lost();
         if let Some(w) = self.watch.take() {
             inner.watchdog.unwatch(w);
+        }
+        if self.lock.lease.is_some() {
+            let field = raw.field(&self.owner).into();
+            inner.watchdog.count_explicit(&raw.key.name, field, false);
         }
         if let Some(reason) = lost {
             // The unlock script could release a newer hold of this thread, taken after the

@@ -11,7 +11,7 @@
 //! - otherwise on the watchdog thread, tried every [`RETRY`] until it succeeds.
 //!
 //! A settle is told how many acquires are in doubt and how many holds of the name and field
-//! the client knows of (its renewed holds), so that it gives back no more than the doubted
+//! the client's guards have (renewed, or counted here when their lease is explicit), so that it gives back no more than the doubted
 //! acquires took and never a hold a guard has.
 
 use std::sync::atomic::Ordering;
@@ -103,6 +103,20 @@ impl Watchdog {
         }
     }
 
+    /// Counts a hold of `name` by `field` with an explicit lease (`held`), or its release.
+    pub(crate) fn count_explicit(&self, name: &Arc<str>, field: Arc<str>, held: bool) {
+        let mut st = self.shared.state.lock();
+        let key = (Arc::clone(name), field);
+        if held {
+            *st.explicit.entry(key).or_default() += 1;
+        } else if let Some(n) = st.explicit.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                st.explicit.remove(&key);
+            }
+        }
+    }
+
     /// Whether any acquire is in doubt: the owners' calls look no further when none is.
     pub(crate) fn any_unsettled(&self) -> bool {
         self.shared.unsettled.load(Ordering::Acquire) > 0
@@ -139,11 +153,15 @@ impl State {
         (taken, next)
     }
 
-    /// The holds of `name` and `field` the client's guards have (renewed entries only).
+    /// The holds of `name` and `field` the client's guards have: renewed, or with an explicit
+    /// lease.
     fn known_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
-        self.find(name, field)
+        let renewed = self
+            .find(name, field)
             .and_then(|id| self.entries.get(&id))
-            .map_or(0, |e| e.holds)
+            .map_or(0, |e| e.holds);
+        let key = (Arc::clone(name), Arc::clone(field));
+        renewed + self.explicit.get(&key).copied().unwrap_or(0)
     }
 }
 

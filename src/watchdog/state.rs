@@ -42,6 +42,9 @@ pub(super) struct State {
     pub(super) renewing: bool,
     /// Every hold is to be renewed at once, as soon as the batch being renewed is back.
     pub(super) recheck: bool,
+    /// Holds with an explicit lease (not renewed, so not entries), counted by lock name and
+    /// field: a settle must not give them back (see `doubt.rs`).
+    pub(super) explicit: HashMap<(Arc<str>, Arc<str>), u32>,
     /// Acquires whose reply never came, by lock name and field (see `doubt.rs`).
     pub(super) doubts: HashMap<(Arc<str>, Arc<str>), Doubt>,
     pub(super) shutdown: bool,
