@@ -211,6 +211,7 @@ impl fmt::Debug for NameMapper {
 }
 
 /// An object's name as the caller gave it, and the mapped name its keys are made from.
+#[derive(Clone)]
 pub(crate) struct Named {
     pub(crate) given: Arc<str>,
     pub(crate) key: Arc<str>,

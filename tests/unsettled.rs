@@ -176,3 +176,22 @@ fn a_hold_with_an_explicit_lease_is_not_given_back_by_a_settle() {
     held.unlock().unwrap();
     assert!(keys(&server).iter().all(|k| !k.contains("job")));
 }
+
+#[test]
+fn permits_taken_by_an_acquire_whose_reply_was_lost_are_given_back() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let semaphore = client.permit_expirable_semaphore("pool");
+    assert!(semaphore.try_set_permits(3).unwrap());
+    // The script loaded: else the paused server answers the lost call with NOSCRIPT.
+    drop(semaphore.acquire(Duration::from_secs(1)).unwrap());
+    lost_reply(&server, &client, || {
+        semaphore.acquire_many(2, Duration::from_secs(600))
+    });
+    assert!(
+        wait_until(SETTLED, || semaphore.acquired_permits().unwrap() == 0),
+        "{} permits still out",
+        semaphore.acquired_permits().unwrap()
+    );
+    assert_eq!(semaphore.available_permits().unwrap(), 3);
+}

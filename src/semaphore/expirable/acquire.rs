@@ -3,6 +3,7 @@
 //! drop. Every acquire, these and the renewed ones (`renewed.rs`), ends in the one acquire
 //! path, which waits through `pubsub::wait`.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::guard::PermitGuard;
@@ -281,7 +282,18 @@ impl PermitExpirableSemaphore {
             deadline,
             &mut || {
                 sent_at = Instant::now();
-                self.raw.attempt(&ids, lease)
+                let attempt = self.raw.attempt(&ids, lease);
+                if let Err(e) = &attempt {
+                    if e.breaks_connection() {
+                        // It may have run, or run when the server answers: its permits are
+                        // given back then.
+                        let first: Arc<str> = ids[0].as_str().into();
+                        let settle = self.raw.settler(ids.clone());
+                        let watchdog = &self.raw.client.inner.watchdog;
+                        watchdog.doubt(&self.raw.name, &first, settle);
+                    }
+                }
+                attempt
             },
         );
         trace_outcome(&span, &taken, permits, deadline, started);

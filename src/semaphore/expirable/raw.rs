@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::id::PermitId;
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -13,10 +14,14 @@ use crate::pubsub::Tried;
 use crate::scripts;
 use crate::semaphore::shared::check_permits;
 use crate::time::millis;
-use crate::watchdog::BatchRenewal;
+use crate::watchdog::{BatchRenewal, Settle};
 
 /// What the scripts say when the permit timeout set (not the count) has the wrong type.
 const TIMEOUTS_WRONG_TYPE: &str = "permit timeout key is not a sorted set";
+
+/// The most a settle's call waits for its reply: on the watchdog thread, it holds up renewals
+/// while the server does not answer.
+const SETTLE_BOUND: Duration = Duration::from_secs(1);
 
 /// The most permits one call takes or releases at once: each is an id in the script call.
 const MAX_PERMITS_AT_ONCE: usize = 10_000;
@@ -33,6 +38,9 @@ pub(super) struct RawExpirable {
     timeouts: Arc<str>,
     /// `redisson_sc:{name}`.
     pub(super) channel: Arc<str>,
+    /// A bound on each call's times (a settle's, on the watchdog thread); the pool's own
+    /// settings when `None`.
+    bound: Option<Duration>,
 }
 
 impl RawExpirable {
@@ -43,7 +51,35 @@ impl RawExpirable {
             channel: keys::semaphore_channel(&name.key).into(),
             name: name.key,
             given: name.given,
+            bound: None,
         }
+    }
+
+    /// What settles an acquire of `ids` whose reply never came (see the watchdog's
+    /// `doubt.rs`): once the server answers, the permits it took, if it ran, are released.
+    /// The ids are that acquire's own, so nothing else is given back. Holds the client
+    /// weakly: a client dropped meanwhile settles nothing (the permits' leases run out).
+    pub(super) fn settler(&self, ids: Vec<PermitId>) -> Settle {
+        let client = Arc::downgrade(&self.client.inner);
+        let name = Named {
+            given: Arc::clone(&self.given),
+            key: Arc::clone(&self.name),
+        };
+        Box::new(move |_| {
+            let Some(inner) = client.upgrade() else {
+                return Ok(());
+            };
+            let mut raw = RawExpirable::new(Client { inner }, name.clone());
+            raw.bound = Some(raw.client.inner.config.response_timeout.min(SETTLE_BOUND));
+            let released = raw.release_many(&ids)?;
+            if released > 0 {
+                log::warn!(
+                    "`{}`: released {released} permit(s) taken by an acquire whose reply was lost",
+                    raw.name
+                );
+            }
+            Ok(())
+        })
     }
 
     /// `lua/pes_try_set_permits.lua`: sets the count if none is set; whether it did.
@@ -163,11 +199,12 @@ impl RawExpirable {
         for arg in args {
             call.arg(*arg);
         }
+        let policy = self.bound.map_or(Policy::Retried, Policy::Bounded);
         let reply = self
             .client
             .inner
             .backend
-            .run(&self.name, |c| match call.invoke(c) {
+            .run_with(&self.name, policy, |c| match call.invoke(c) {
                 Ok(reply) => Ok(Some(reply)),
                 Err(e) if e.to_string().contains(TIMEOUTS_WRONG_TYPE) => Ok(None),
                 Err(e) => Err(e),
