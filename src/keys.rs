@@ -112,7 +112,9 @@ pub(crate) fn unlock_latch(name: &str, client: &str, request: impl std::fmt::Dis
     format!("{}-{request}", UnlockLatches::new(name, client).prefix)
 }
 
-/// The [`unlock_latch`] keys of one lock and client, made without formatting per unlock.
+/// The [`unlock_latch`] keys of one lock and client, made without formatting per unlock; a
+/// semaphore's acquire receipts (`lua/semaphore_acquire.lua`) are such keys too.
+#[derive(Clone)]
 pub(crate) struct UnlockLatches {
     /// Everything up to the request number.
     prefix: String,

@@ -234,6 +234,7 @@ scripts! {
     SEMAPHORE_TRY_SET_PERMITS: ["semaphore_try_set_permits.lua"];
     SEMAPHORE_ADD_PERMITS: ["semaphore_add_permits.lua"];
     SEMAPHORE_ACQUIRE: ["semaphore_acquire.lua"];
+    SEMAPHORE_SETTLE: ["semaphore_settle.lua"];
     SEMAPHORE_DRAIN: ["semaphore_drain.lua"];
     SEMAPHORE_SET: ["semaphore_set.lua"];
 

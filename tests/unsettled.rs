@@ -195,3 +195,26 @@ fn permits_taken_by_an_acquire_whose_reply_was_lost_are_given_back() {
     );
     assert_eq!(semaphore.available_permits().unwrap(), 3);
 }
+
+#[test]
+fn semaphore_permits_taken_by_an_acquire_whose_reply_was_lost_are_given_back() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let semaphore = client.semaphore("pool");
+    assert!(semaphore.try_set_permits(3).unwrap());
+    // The script loaded: else the paused server answers the lost call with NOSCRIPT.
+    drop(semaphore.acquire(1).unwrap());
+    lost_reply(&server, &client, || semaphore.acquire(2));
+    assert!(
+        wait_until(SETTLED, || semaphore.available_permits().unwrap() == 3),
+        "{} permits available",
+        semaphore.available_permits().unwrap()
+    );
+    // Nothing more is given back later.
+    let other = Client::open(server.url()).unwrap();
+    let taken = other.semaphore("pool").try_acquire(3).unwrap();
+    assert!(taken.is_some());
+    taken.unwrap().forget();
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(semaphore.available_permits().unwrap(), 0);
+}

@@ -1,9 +1,11 @@
 //! The plain semaphore's protocol: the `lua/semaphore_*.lua` calls on the count, the count
 //! read and decoded, and the acquire attempt. Knows nothing of waiting or guards.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -11,6 +13,7 @@ use crate::names::Named;
 use crate::pubsub::Tried;
 use crate::scripts;
 use crate::time::millis;
+use crate::watchdog::Settle;
 
 /// One plain semaphore's keys, and the client its calls run on.
 #[derive(Clone)]
@@ -22,15 +25,30 @@ pub(super) struct RawSemaphore {
     pub(super) given: Arc<str>,
     /// `redisson_sc:{name}`, on which the new count is published.
     pub(super) channel: Arc<str>,
+    /// The keys of this client's acquire receipts for this semaphore.
+    receipts: keys::UnlockLatches,
+    /// A bound on each call's times (a settle's, on the watchdog thread); the pool's own
+    /// settings when `None`.
+    bound: Option<Duration>,
 }
+
+/// How long an acquire's receipt lives: a settle must read it before it expires. Those of
+/// acquires whose reply came are deleted sooner, with a later write (16 to a `DEL`).
+const RECEIPT_TTL: Duration = Duration::from_secs(60);
+
+/// The most a settle's call waits for its reply: on the watchdog thread, it holds up renewals
+/// while the server does not answer.
+const SETTLE_BOUND: Duration = Duration::from_secs(1);
 
 impl RawSemaphore {
     pub(super) fn new(client: Client, name: Named) -> RawSemaphore {
         RawSemaphore {
             channel: keys::semaphore_channel(&name.key).into(),
+            receipts: keys::UnlockLatches::new(&name.key, client.id()),
             name: name.key,
             given: name.given,
             client,
+            bound: None,
         }
     }
 
@@ -91,14 +109,36 @@ impl RawSemaphore {
 
     /// One attempt: done if the permits were taken; either way, the count it saw (after
     /// taking them) goes to the other waiters.
+    ///
+    /// An attempt whose reply never came may have taken the permits (or take them when the
+    /// server answers again): its receipt tells, and it is settled then (see the watchdog's
+    /// `doubt.rs`).
     pub(super) fn attempt(&self, permits: u32) -> Result<Tried> {
-        let (taken, count): (i64, i64) = self.run(|c| {
+        let inner = &self.client.inner;
+        let receipt = self
+            .receipts
+            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let outcome = self.run(|c| {
             scripts::SEMAPHORE_ACQUIRE
                 .key(&self.name)
+                .key(&receipt)
                 .arg(permits)
+                .arg(millis(RECEIPT_TTL))
                 .invoke(c)
-        })?;
+        });
+        let (taken, count): (i64, i64) = match outcome {
+            Ok(reply) => reply,
+            Err(e) => {
+                if e.breaks_connection() {
+                    let receipt: Arc<str> = receipt.into();
+                    let settle = self.settler(Arc::clone(&receipt));
+                    inner.watchdog.doubt(&self.name, &receipt, settle);
+                }
+                return Err(e);
+            }
+        };
         let tried = if taken == 1 {
+            inner.backend.delete_later(receipt);
             Tried::done()
         } else {
             Tried::again(None)
@@ -106,10 +146,44 @@ impl RawSemaphore {
         Ok(tried.seeing(count))
     }
 
+    /// What settles the acquire of `receipt` whose reply never came: once the server answers,
+    /// `lua/semaphore_settle.lua` gives back what the receipt says it took. Holds the client
+    /// weakly: a client dropped meanwhile settles nothing.
+    fn settler(&self, receipt: Arc<str>) -> Settle {
+        let client = Arc::downgrade(&self.client.inner);
+        let name = Named {
+            given: Arc::clone(&self.given),
+            key: Arc::clone(&self.name),
+        };
+        Box::new(move |_| {
+            let Some(inner) = client.upgrade() else {
+                return Ok(());
+            };
+            let mut raw = RawSemaphore::new(Client { inner }, name.clone());
+            raw.bound = Some(raw.client.inner.config.response_timeout.min(SETTLE_BOUND));
+            let given_back: i64 = raw.run(|c| {
+                scripts::SEMAPHORE_SETTLE
+                    .key(&raw.name)
+                    .key(&receipt)
+                    .key(&raw.channel)
+                    .arg(raw.client.publish())
+                    .invoke(c)
+            })?;
+            if given_back > 0 {
+                log::warn!(
+                    "`{}`: released {given_back} permit(s) taken by an acquire whose reply was lost",
+                    raw.name
+                );
+            }
+            Ok(())
+        })
+    }
+
     fn run<T>(
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.client.inner.backend.run(&self.name, f)
+        let policy = self.bound.map_or(Policy::Retried, Policy::Bounded);
+        self.client.inner.backend.run_with(&self.name, policy, f)
     }
 }
