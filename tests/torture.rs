@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use check::{Fault, Outcome, Run, Section, Write};
+use check::{Fault, Mode, Outcome, Run, Section, Write};
 use support::RedisServer;
 
 // ---- the checker, on hand-made runs ----
@@ -35,6 +35,7 @@ fn section(token: Option<u64>, enter: u64, exit: u64, outcome: Outcome) -> Secti
         write: Write::Accepted,
         write_start: enter * S + 1,
         write_end: exit * S - 1,
+        mode: Mode::Exclusive,
     }
 }
 
@@ -88,6 +89,59 @@ fn checker_fails_an_overlap_nobody_was_told_about_even_during_a_fault() {
     assert_eq!((r.silent_overlaps, r.reported_overlaps), (1, 0));
     assert!(!r.passed());
     assert!(r.violations[0].contains("no holder had been told"), "{r}");
+}
+
+/// A section of lock `a` held in `mode`, writing nothing (readers and permit holders).
+fn shared(mode: Mode, enter: u64, exit: u64) -> Section {
+    Section {
+        mode,
+        write: Write::None,
+        ..section(None, enter, exit, Outcome::Ok)
+    }
+}
+
+#[test]
+fn checker_lets_readers_overlap_but_not_a_writer() {
+    let mut run = clean_run(0);
+    run.sections.push(shared(Mode::Read, 0, 10));
+    run.sections.push(shared(Mode::Read, 5, 15));
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    add(
+        &mut run,
+        Section {
+            mode: Mode::Write,
+            ..section(None, 12, 20, Outcome::Ok)
+        },
+    );
+    let r = check::check(&run);
+    assert_eq!(r.silent_overlaps, 1, "{r}");
+    assert!(!r.passed());
+}
+
+#[test]
+fn checker_counts_holders_beyond_a_semaphores_permits_and_permits_not_back() {
+    let mut run = clean_run(0);
+    run.permits = Some(2);
+    run.available.insert("a".into(), 2);
+    run.sections.push(shared(Mode::Permit, 0, 10));
+    run.sections.push(shared(Mode::Permit, 5, 15));
+    let r = check::check(&run);
+    assert!(r.passed(), "two permits, two holders: {r}");
+    run.sections.push(shared(Mode::Permit, 8, 12));
+    let r = check::check(&run);
+    assert_eq!((r.over_capacity, r.silent_overlaps), (1, 1), "{r}");
+    assert!(!r.passed());
+    run.sections.pop();
+    run.available.insert("a".into(), 1);
+    let r = check::check(&run);
+    assert_eq!(r.permits_unaccounted, 1, "{r}");
+    assert!(!r.passed(), "a permit not back");
+    fault(&mut run, "kill", 30, 31);
+    assert!(
+        check::check(&run).passed(),
+        "a data loss resets the semaphore"
+    );
 }
 
 #[test]

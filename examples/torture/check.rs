@@ -4,7 +4,7 @@
 //! Every line is tab-separated, its first field says what it is:
 //!
 //! ```text
-//! S proc thread lock token enter_ns exit_ns outcome write wstart_ns wend_ns   a critical section
+//! S proc thread lock token enter_ns exit_ns outcome write wstart_ns wend_ns [mode]   a critical section
 //! T proc thread lock at_ns                                                    a wait that timed out
 //! E proc thread lock at_ns phase message                                      an error (phase: lock, unlock, probe)
 //! I proc client_id [java]                                                     a worker's client id (java: a Redisson worker)
@@ -12,6 +12,8 @@
 //! P lease_ms wait_ms                                                          run.tsv: the run's lease and wait bound
 //! F class start_ns end_ns detail                                              run.tsv: one injected fault
 //! C lock value                                                                run.tsv: the probe counter at the end
+//! Q permits                                                                   run.tsv: a semaphore kind's permits
+//! A lock available                                                            run.tsv: a semaphore's permits at the end
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -21,6 +23,10 @@
 //! `ok`; `lost` (the guard already said so at `exit`: the holder was told while inside);
 //! `late` (only the unlock said the hold was gone); `err` (the unlock failed, no verdict).
 //! `write` is how the probe's write went: `acc`, `rej` (refused by the fence), `err`, `none`.
+//! `mode` (absent: `x`) is how the section held: `x` alone (a lock), `r` a read hold and `w`
+//! a write hold of a read-write lock (readers may overlap each other, nobody a writer), `p`
+//! a semaphore's permit (at most `Q` sections at once). Only `x` and `w` sections write the
+//! probe; at the end every permit must be back (`A`).
 //!
 //! A Java worker (`--java-workers`, Redisson) logs the same lines; its `I` line ends in `java`.
 //! Redisson has no lost-lease callback: its `lost` means that `isHeldByCurrentThread()`, asked
@@ -64,6 +70,29 @@ pub struct Section {
     pub write: Write,
     pub write_start: u64,
     pub write_end: u64,
+    pub mode: Mode,
+}
+
+/// How a section held its lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Alone: a lock (or a read-write lock's write hold, `w`).
+    Exclusive,
+    Write,
+    /// Beside other readers.
+    Read,
+    /// One of a semaphore's permits.
+    Permit,
+}
+
+impl Mode {
+    /// Whether sections held `self` and `other` must not overlap (permits are counted apart).
+    fn conflicts(self, other: Mode) -> bool {
+        !matches!(
+            (self, other),
+            (Mode::Read, Mode::Read) | (Mode::Permit, Mode::Permit)
+        )
+    }
 }
 
 /// How the hold at the end of a section stood.
@@ -113,6 +142,10 @@ pub struct Run {
     pub runner_failures: Vec<String>,
     /// The worker processes that ran on Redisson (Java).
     pub java_processes: BTreeSet<u32>,
+    /// A semaphore kind's permits per semaphore.
+    pub permits: Option<u32>,
+    /// Each semaphore's available permits at the end.
+    pub available: BTreeMap<String, i64>,
 }
 
 impl Run {
@@ -176,6 +209,10 @@ pub struct Report {
     pub stale_writes_rejected: usize,
     /// Other refused writes (after a data loss reset the token counter).
     pub other_writes_rejected: usize,
+    /// Sections that entered a semaphore whose permits were all held by sections inside.
+    pub over_capacity: usize,
+    /// Permits not back at the end (or more than there were), summed over semaphores.
+    pub permits_unaccounted: i64,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -231,7 +268,7 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
         let bad = || format!("line {}: cannot parse `{line}`", i + 1);
         let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
         match (f[0], f.len()) {
-            ("S", 11) => run.sections.push(Section {
+            ("S", 11 | 12) => run.sections.push(Section {
                 process: num(f[1])? as u32,
                 thread: num(f[2])? as u32,
                 lock: f[3].to_owned(),
@@ -254,6 +291,13 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                 },
                 write_start: num(f[9])?,
                 write_end: num(f[10])?,
+                mode: match f.get(11).copied().unwrap_or("x") {
+                    "x" => Mode::Exclusive,
+                    "w" => Mode::Write,
+                    "r" => Mode::Read,
+                    "p" => Mode::Permit,
+                    _ => return Err(bad()),
+                },
             }),
             ("T", 5) => run.timeouts.push(num(f[4])?),
             ("E", n) if n >= 6 => run.errors.push((f[5].to_owned(), num(f[4])?)),
@@ -274,6 +318,11 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                 run.counters.insert(f[1].to_owned(), v);
             }
             ("X", n) if n >= 2 => run.runner_failures.push(f[1..].join(" ")),
+            ("Q", 2) => run.permits = Some(num(f[1])? as u32),
+            ("A", 3) => {
+                let v = f[2].parse::<i64>().map_err(|_| bad())?;
+                run.available.insert(f[1].to_owned(), v);
+            }
             _ => return Err(bad()),
         }
     }
@@ -382,7 +431,31 @@ pub fn check(run: &Run) -> Report {
         let mut unexcused_pairs = 0usize;
         for &s in &sections {
             inside.retain(|a| a.exit > s.enter);
-            for &a in &inside {
+            // Who `s` must not be beside: everyone inside for a lock or a writer, the writers
+            // for a reader; a permit only when every permit is held inside (counted once,
+            // against a holder that was told if there is one).
+            let conflicting: Vec<&Section> = if s.mode == Mode::Permit {
+                let permits = run.permits.unwrap_or(1) as usize;
+                let holders: Vec<&Section> = inside
+                    .iter()
+                    .copied()
+                    .filter(|a| a.mode == Mode::Permit)
+                    .collect();
+                if holders.len() >= permits {
+                    r.over_capacity += 1;
+                    let told_one = holders.iter().copied().find(|a| told(a));
+                    vec![told_one.unwrap_or(holders[0])]
+                } else {
+                    Vec::new()
+                }
+            } else {
+                inside
+                    .iter()
+                    .copied()
+                    .filter(|a| a.mode.conflicts(s.mode))
+                    .collect()
+            };
+            for a in conflicting {
                 let java = |x: &Section| run.java_processes.contains(&x.process);
                 if java(a) != java(s) {
                     r.mixed_overlaps += 1;
@@ -459,6 +532,25 @@ pub fn check(run: &Run) -> Report {
             None => {}
         }
     }
+    // Every permit back at the end: a data loss resets a semaphore, and a release whose
+    // outcome is unknown (`err`) may not have run.
+    let mut permits = Tally::default();
+    if let Some(p) = run.permits {
+        let unknown = run.sections.iter().any(|s| s.outcome == Outcome::Err);
+        for (name, &available) in &run.available {
+            let off = available - i64::from(p);
+            if off != 0 {
+                r.permits_unaccounted += off.abs();
+                let excused = unknown || run.data_lost(0, u64::MAX);
+                permits.add(excused);
+                if !excused {
+                    r.violations.push(format!(
+                        "semaphore `{name}`: {available} permits available at the end, not {p}"
+                    ));
+                }
+            }
+        }
+    }
     r.lost_holds = lost.total();
     r.reported_overlaps = reported.total();
     r.silent_overlaps = silent.total();
@@ -524,6 +616,13 @@ pub fn check(run: &Run) -> Report {
         r.violations.push(format!(
             "probe counters {} above the completed writes",
             r.phantom_updates
+        ));
+    }
+    if permits.excused > 0 {
+        r.excused.push(format!(
+            "{} semaphores ended with other than their permits (a data loss, or a release \
+             whose outcome is unknown)",
+            permits.excused
         ));
     }
     timeouts.file("waits timed out", "a fault during the wait", &mut r);
@@ -613,6 +712,13 @@ impl fmt::Display for Report {
             self.stale_writes_rejected,
             self.other_writes_rejected
         )?;
+        if self.over_capacity > 0 || self.permits_unaccounted != 0 {
+            writeln!(
+                f,
+                "semaphores: {} entries over capacity, {} permits unaccounted at the end",
+                self.over_capacity, self.permits_unaccounted
+            )?;
+        }
         writeln!(f, "timeouts {}; errors {}", self.timeouts, self.errors)?;
         for e in &self.excused {
             writeln!(f, "excused: {e}")?;
@@ -666,6 +772,8 @@ pub fn json(r: &Report) -> String {
         ("stale_writes_accepted", r.stale_writes_accepted as i64),
         ("stale_writes_rejected", r.stale_writes_rejected as i64),
         ("other_writes_rejected", r.other_writes_rejected as i64),
+        ("over_capacity", r.over_capacity as i64),
+        ("permits_unaccounted", r.permits_unaccounted),
         ("timeouts", r.timeouts as i64),
         ("errors", r.errors as i64),
     ];

@@ -46,9 +46,15 @@ const USAGE: &str = "\
 usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
        torture check DIR [--json]    check the logs of an earlier run
 
-  --kind K            reentrant (default), fair, rw-write, fenced, redlock; and two broken
-                      locks that the checker must catch: broken (SET NX PX 10 and an
-                      unconditional DEL) and short-lease (a 10 ms lease, no watchdog)
+  --kind K            reentrant (default), fair, rw-write, fenced, redlock, non-reentrant,
+                      spin; rw (read-write, a third of the sections writers: readers may
+                      overlap each other, never a writer); semaphore and expirable (each
+                      lock a semaphore of --permits permits, one taken per section, the
+                      expirable one renewed: never more holders than permits, and every
+                      permit back at the end); and two broken locks that the checker must
+                      catch: broken (SET NX PX 10 and an unconditional DEL) and short-lease
+                      (a 10 ms lease, no watchdog)
+  --permits N         a semaphore kind's permits (default 2)
   --seconds S         how long the workers run (default 20)
   --processes P       worker processes (default 3)
   --threads T         threads per process (default 4)
@@ -80,9 +86,17 @@ const KINDS: &[&str] = &[
     "rw-write",
     "fenced",
     "redlock",
+    "non-reentrant",
+    "spin",
+    "rw",
+    "semaphore",
+    "expirable",
     "broken",
     "short-lease",
 ];
+
+/// The kinds whose locks are semaphores.
+const SEMAPHORE_KINDS: &[&str] = &["semaphore", "expirable"];
 
 /// The kinds a Java (Redisson) worker runs.
 const JAVA_KINDS: &[&str] = &["reentrant", "fair", "fenced"];
@@ -159,6 +173,8 @@ struct Opts {
     java_workers: u32,
     java_redisson: String,
     java_held_check: bool,
+    /// A semaphore kind's permits.
+    permits: u32,
 }
 
 fn parse_opts(args: &[String]) -> Res<Opts> {
@@ -180,6 +196,7 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         java_workers: 0,
         java_redisson: "4.7.0".into(),
         java_held_check: true,
+        permits: 2,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -207,6 +224,7 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
             "--lease-ms" => o.lease_ms = num()?.min(3_600_000),
             "--work-ms" => o.work_ms = num()?.min(600_000),
             "--wait-ms" => o.wait_ms = num()?.clamp(1, 3_600_000),
+            "--permits" => o.permits = num()?.clamp(1, 1000) as u32,
             "--slow" => {
                 o.slow = Some(match value.as_str() {
                     "on" => true,
@@ -367,6 +385,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
             .args(["--lease-ms", &o.lease_ms.to_string()])
             .args(["--work-ms", &o.work_ms.to_string()])
             .args(["--wait-ms", &o.wait_ms.to_string()])
+            .args(["--permits", &o.permits.to_string()])
             .args(["--slow", if o.slow == Some(true) { "on" } else { "off" }])
             .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
             .args(["--resource", &resource.url()])
@@ -395,6 +414,9 @@ fn run(args: &[String]) -> Res<ExitCode> {
         format!("K\t{}", o.kind),
         format!("P\t{}\t{}", o.lease_ms, o.wait_ms),
     ];
+    if SEMAPHORE_KINDS.contains(&o.kind.as_str()) {
+        log.push(format!("Q\t{}", o.permits));
+    }
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let mut rng = Rng(o.seed);
     let mut injected = 0;
@@ -465,6 +487,20 @@ fn run(args: &[String]) -> Res<ExitCode> {
         }
     }
 
+    if SEMAPHORE_KINDS.contains(&o.kind.as_str()) {
+        // Every permit back: what the semaphores have once the workers are gone.
+        let client = Client::open(servers[0].url())?;
+        for name in lock_names(&o) {
+            let available = if o.kind == "semaphore" {
+                client.semaphore(&name).available_permits()?
+            } else {
+                client
+                    .permit_expirable_semaphore(&name)
+                    .available_permits()?
+            };
+            log.push(format!("A\t{name}\t{available}"));
+        }
+    }
     let mut conn = resource.conn();
     for name in lock_names(&o) {
         let value: Option<String> = redis::cmd("GET")
@@ -815,11 +851,14 @@ fn worker(args: &[String]) -> Res<()> {
                 while Instant::now() < deadline {
                     if slow {
                         let hold = w.run.lease_ms * rng.range(1, 3);
-                        th.cycle(SLOW_LOCK, Duration::from_millis(hold))?;
+                        th.cycle(SLOW_LOCK, Duration::from_millis(hold), false)?;
                         continue;
                     }
                     let lock = lock_name(rng.range(0, u64::from(w.run.locks) - 1) as u32);
-                    th.cycle(&lock, Duration::from_millis(rng.range(0, w.run.work_ms)))?;
+                    let pause = Duration::from_millis(rng.range(0, w.run.work_ms));
+                    // Kind `rw`: two readers to a writer.
+                    let read = rng.range(0, 2) > 0;
+                    th.cycle(&lock, pause, read)?;
                     thread::sleep(Duration::from_micros(rng.range(0, 1000)));
                 }
                 Ok(())
@@ -849,6 +888,8 @@ struct Thread<'a> {
 enum Held {
     Guard(redlatch::LockGuard),
     Multi(redlatch::MultiLockGuard),
+    Permit(redlatch::SemaphoreGuard),
+    Expirable(redlatch::PermitGuard),
     /// The deliberately broken lock: a key set with NX and a 10 ms lease.
     Broken,
 }
@@ -865,14 +906,32 @@ impl Thread<'_> {
         self.log(format!("E\t{p}\t{t}\t{lock}\t{at}\t{phase}\t{msg}"))
     }
 
-    /// Waits for `lock` (up to the wait bound), as the run's kind does it.
-    fn acquire(&mut self, lock: &str) -> Res<Option<Held>> {
+    /// Waits for `lock` (up to the wait bound), as the run's kind does it; `read`: a read
+    /// hold, for kind `rw`.
+    fn acquire(&mut self, lock: &str, read: bool) -> Res<Option<Held>> {
         let wait = Duration::from_millis(self.w.run.wait_ms);
         let c = &self.clients[0];
         let guard = match self.w.run.kind.as_str() {
             "reentrant" => c.lock(lock).try_lock_for(wait)?,
             "fair" => c.fair_lock(lock).try_lock_for(wait)?,
+            "non-reentrant" => c.non_reentrant_lock(lock).try_lock_for(wait)?,
+            "spin" => c.spin_lock(lock).try_lock_for(wait)?,
             "rw-write" => c.read_write_lock(lock).write().try_lock_for(wait)?,
+            "rw" if read => c.read_write_lock(lock).read().try_lock_for(wait)?,
+            "rw" => c.read_write_lock(lock).write().try_lock_for(wait)?,
+            "semaphore" => {
+                // Set once; again after a data loss took the semaphore away.
+                let semaphore = c.semaphore(lock);
+                semaphore.try_set_permits(self.w.run.permits)?;
+                return Ok(semaphore.try_acquire_for(1, wait)?.map(Held::Permit));
+            }
+            "expirable" => {
+                let semaphore = c.permit_expirable_semaphore(lock);
+                semaphore.try_set_permits(self.w.run.permits)?;
+                return Ok(semaphore
+                    .try_acquire_renewed_for(wait)?
+                    .map(Held::Expirable));
+            }
             "fenced" => c.fenced_lock(lock).try_lock_for(wait)?,
             "short-lease" => c
                 .lock(lock)
@@ -928,15 +987,19 @@ impl Thread<'_> {
         match held {
             Held::Guard(g) => g.is_lost(),
             Held::Multi(g) => g.is_lost(),
-            Held::Broken => false,
+            Held::Expirable(g) => g.is_lost(),
+            Held::Permit(_) | Held::Broken => false,
         }
     }
 
     /// Releases a hold: `ok`, `late` (the unlock said the hold was gone) or `err`.
     fn release(&mut self, lock: &str, held: Held) -> Res<&'static str> {
-        let lost = |e: &redlatch::Error| e.is_lock_lost() || e.is_not_held();
+        let lost =
+            |e: &redlatch::Error| e.is_lock_lost() || e.is_not_held() || e.is_unknown_permit();
         let (result, held_members) = match held {
             Held::Guard(g) => (g.unlock(), 1),
+            Held::Permit(g) => (g.release(), 1),
+            Held::Expirable(g) => (g.release(), 1),
             Held::Multi(g) => {
                 let members = g.held();
                 (g.unlock(), members)
@@ -975,9 +1038,11 @@ impl Thread<'_> {
         })
     }
 
-    /// Lock, probe (read the counter, pause, write it + 1), unlock; one log line.
-    fn cycle(&mut self, lock: &str, pause: Duration) -> Res<()> {
-        let held = match self.acquire(lock) {
+    /// Lock, probe (read the counter, pause, write it + 1), unlock; one log line. `read`: a
+    /// reader of kind `rw`, which only pauses (as a semaphore's holder does).
+    fn cycle(&mut self, lock: &str, pause: Duration, read: bool) -> Res<()> {
+        let read = read && self.w.run.kind == "rw";
+        let held = match self.acquire(lock, read) {
             Ok(Some(held)) => held,
             Ok(None) => {
                 let (p, t) = (self.w.process, self.thread);
@@ -995,7 +1060,21 @@ impl Thread<'_> {
             Held::Guard(g) => g.token(),
             _ => None,
         };
-        let (write, wstart, wend) = match self.probe(lock, &held, pause) {
+        let mode = match &held {
+            Held::Permit(_) | Held::Expirable(_) => "p",
+            _ if read => "r",
+            _ if self.w.run.kind == "rw" => "w",
+            _ => "x",
+        };
+        let shared = matches!(mode, "p" | "r");
+        let probed = if shared {
+            // Holders side by side may not write the counter: they only stay a while.
+            thread::sleep(pause);
+            Ok(("none", 0, 0))
+        } else {
+            self.probe(lock, &held, pause)
+        };
+        let (write, wstart, wend) = match probed {
             Ok(done) => done,
             Err(e) => {
                 self.error(lock, "probe", &e)?;
@@ -1009,7 +1088,7 @@ impl Thread<'_> {
         let token = token.map_or("-".to_owned(), |t| t.to_string());
         let (p, t) = (self.w.process, self.thread);
         self.log(format!(
-            "S\t{p}\t{t}\t{lock}\t{token}\t{enter}\t{exit}\t{outcome}\t{write}\t{wstart}\t{wend}"
+            "S\t{p}\t{t}\t{lock}\t{token}\t{enter}\t{exit}\t{outcome}\t{write}\t{wstart}\t{wend}\t{mode}"
         ))
     }
 
