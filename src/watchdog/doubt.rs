@@ -215,3 +215,47 @@ impl Shared {
         outcome
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doubt(next_try: Instant) -> Doubt {
+        Doubt {
+            acquires: 1,
+            settle: Some(Box::new(|_| Ok(()))),
+            next_try,
+        }
+    }
+
+    fn key(name: &str) -> Key {
+        (Arc::from(name), Arc::from("owner"))
+    }
+
+    #[test]
+    fn the_thread_takes_one_due_doubt_and_learns_when_the_next_is_due() {
+        let now = Instant::now();
+        let later = now + RETRY;
+        let mut st = State::default();
+        st.doubts.insert(key("due"), doubt(now));
+        st.doubts.insert(key("later"), doubt(later));
+        let (taken, next) = st.take_due_doubt(now);
+        assert_eq!(taken.map(|(k, _)| k), Some(key("due")));
+        assert_eq!(next, Some(later));
+        // The taken one is being run: not taken again, and not what the thread waits for.
+        assert!(st.doubts[&key("due")].settle.is_none());
+        let (taken, next) = st.take_due_doubt(now);
+        assert!(taken.is_none());
+        assert_eq!(next, Some(later));
+    }
+
+    #[test]
+    fn known_holds_count_explicit_leases_beside_renewed_holds() {
+        let mut st = State::default();
+        let (name, field) = key("lock");
+        assert_eq!(st.known_holds(&name, &field), 0);
+        st.explicit
+            .insert((Arc::clone(&name), Arc::clone(&field)), 2);
+        assert_eq!(st.known_holds(&name, &field), 2);
+    }
+}
