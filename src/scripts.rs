@@ -235,6 +235,7 @@ scripts! {
     SEMAPHORE_ADD_PERMITS: ["semaphore_add_permits.lua"];
     SEMAPHORE_ACQUIRE: ["semaphore_acquire.lua"];
     SEMAPHORE_SETTLE: ["semaphore_settle.lua"];
+    SEMAPHORE_RELEASE: ["semaphore_release.lua"];
     SEMAPHORE_DRAIN: ["semaphore_drain.lua"];
     SEMAPHORE_SET: ["semaphore_set.lua"];
 

@@ -218,3 +218,21 @@ fn semaphore_permits_taken_by_an_acquire_whose_reply_was_lost_are_given_back() {
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(semaphore.available_permits().unwrap(), 0);
 }
+
+#[test]
+fn a_semaphore_release_whose_reply_was_lost_gives_the_permits_back_once() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let semaphore = client.semaphore("pool");
+    assert!(semaphore.try_set_permits(2).unwrap());
+    drop(semaphore.acquire(1).unwrap());
+    let permit = semaphore.acquire(1).unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
+    lost_reply(&server, &client, || permit.release());
+    assert!(wait_until(SETTLED, || {
+        semaphore.available_permits().unwrap() == 2
+    }));
+    // The release ran when the server resumed, and its retry found the latch: once only.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(semaphore.available_permits().unwrap(), 2);
+}

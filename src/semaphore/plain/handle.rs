@@ -216,6 +216,9 @@ impl Semaphore {
     /// Gives back `permits` permits (any thread may, whoever took them) and returns the new
     /// count. Waiters whose needs fit in it are woken.
     ///
+    /// A release whose reply is lost is tried again, and once more when the server answers
+    /// if it still has none; a latch (as Redisson's unlock has) makes it count once.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for zero permits; otherwise as
@@ -233,7 +236,7 @@ impl Semaphore {
     /// ```
     pub fn release(&self, permits: u32) -> Result<i64> {
         check_permits(permits as usize)?;
-        self.add_permits(i64::from(permits))
+        self.raw.release(permits)
     }
 }
 

@@ -146,21 +146,91 @@ impl RawSemaphore {
         Ok(tried.seeing(count))
     }
 
+    /// Gives `permits` back once, and returns the count after: a call whose reply is lost
+    /// is tried again with the same latch (3 tries in all), which makes a retry of a release
+    /// that ran change nothing. One still without a reply is tried again when the server
+    /// answers (see the watchdog's `doubt.rs`), so a permit is neither lost nor given twice
+    /// (as long as the server answers within [`RECEIPT_TTL`]).
+    pub(super) fn release(&self, permits: u32) -> Result<i64> {
+        let inner = &self.client.inner;
+        let latch = self
+            .receipts
+            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.release_once(&latch, permits) {
+                Err(e) if e.breaks_connection() && tries < 3 => {
+                    log::debug!("release of `{}` lost its reply ({e}); retrying", self.name);
+                }
+                Err(e) if e.breaks_connection() => {
+                    let latch: Arc<str> = latch.into();
+                    let settle = self.release_later(Arc::clone(&latch), permits);
+                    inner.watchdog.doubt(&self.name, &latch, settle);
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+                Ok(count) => {
+                    inner.backend.delete_later(latch);
+                    return Ok(count);
+                }
+            }
+        }
+    }
+
+    /// One try of `lua/semaphore_release.lua` with `latch`.
+    fn release_once(&self, latch: &str, permits: u32) -> Result<i64> {
+        self.run(|c| {
+            scripts::SEMAPHORE_RELEASE
+                .key(&self.name)
+                .key(&self.channel)
+                .key(latch)
+                .arg(permits)
+                .arg(self.client.publish())
+                .arg(millis(RECEIPT_TTL))
+                .invoke(c)
+        })
+    }
+
+    /// The release of `permits` with `latch`, tried again once the server answers.
+    fn release_later(&self, latch: Arc<str>, permits: u32) -> Settle {
+        let client = Arc::downgrade(&self.client.inner);
+        let name = self.named();
+        Box::new(move |_| {
+            let Some(inner) = client.upgrade() else {
+                return Ok(());
+            };
+            let raw = RawSemaphore::new(Client { inner }, name.clone()).bounded();
+            raw.release_once(&latch, permits)?;
+            Ok(())
+        })
+    }
+
+    /// The name as [`Named`], to make this semaphore again in a settle.
+    fn named(&self) -> Named {
+        Named {
+            given: Arc::clone(&self.given),
+            key: Arc::clone(&self.name),
+        }
+    }
+
+    /// This semaphore with each call bounded as a settle's (on the watchdog thread).
+    fn bounded(mut self) -> RawSemaphore {
+        self.bound = Some(self.client.inner.config.response_timeout.min(SETTLE_BOUND));
+        self
+    }
+
     /// What settles the acquire of `receipt` whose reply never came: once the server answers,
     /// `lua/semaphore_settle.lua` gives back what the receipt says it took. Holds the client
     /// weakly: a client dropped meanwhile settles nothing.
     fn settler(&self, receipt: Arc<str>) -> Settle {
         let client = Arc::downgrade(&self.client.inner);
-        let name = Named {
-            given: Arc::clone(&self.given),
-            key: Arc::clone(&self.name),
-        };
+        let name = self.named();
         Box::new(move |_| {
             let Some(inner) = client.upgrade() else {
                 return Ok(());
             };
-            let mut raw = RawSemaphore::new(Client { inner }, name.clone());
-            raw.bound = Some(raw.client.inner.config.response_timeout.min(SETTLE_BOUND));
+            let raw = RawSemaphore::new(Client { inner }, name.clone()).bounded();
             let given_back: i64 = raw.run(|c| {
                 scripts::SEMAPHORE_SETTLE
                     .key(&raw.name)
