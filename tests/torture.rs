@@ -486,6 +486,8 @@ fn no_fault_run(kind: &str) {
         "token_order_violations",
         "stale_writes_rejected",
         "other_writes_rejected",
+        "over_capacity",
+        "permits_unaccounted",
         "timeouts",
         "errors",
     ] {
@@ -517,6 +519,13 @@ fn no_fault_run_fenced() {
 #[test]
 fn no_fault_run_redlock() {
     no_fault_run("redlock");
+}
+
+#[test]
+fn no_fault_runs_of_the_other_kinds() {
+    for kind in ["non-reentrant", "spin", "rw", "semaphore", "expirable"] {
+        no_fault_run(kind);
+    }
 }
 
 /// Every fault class at least once (the schedule runs them in rounds).
