@@ -145,6 +145,30 @@ fn checker_counts_holders_beyond_a_semaphores_permits_and_permits_not_back() {
 }
 
 #[test]
+fn checker_fails_a_latch_passed_before_its_count_downs_were_sent() {
+    let mut run = Run {
+        kind: "latch".into(),
+        permits: Some(2),
+        ..Run::default()
+    };
+    let latch = run.latches.entry("l:0".into()).or_default();
+    latch.count_downs = vec![S, 3 * S];
+    latch.passes = vec![4 * S];
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert_eq!((r.sections, r.latch_passes), (3, 1));
+    run.latches.get_mut("l:0").unwrap().passes.push(2 * S);
+    let r = check::check(&run);
+    assert_eq!(r.early_passes, 1, "{r}");
+    assert!(!r.passed());
+    fault(&mut run, "kill", 1, 2);
+    assert!(
+        check::check(&run).passed(),
+        "the latch was lost with the server's data"
+    );
+}
+
+#[test]
 fn checker_counts_every_overlapping_pair() {
     let mut run = clean_run(0);
     // A long lost hold, and two short ones inside it that overlap each other silently.
@@ -488,6 +512,7 @@ fn no_fault_run(kind: &str) {
         "other_writes_rejected",
         "over_capacity",
         "permits_unaccounted",
+        "early_passes",
         "timeouts",
         "errors",
     ] {
@@ -523,7 +548,14 @@ fn no_fault_run_redlock() {
 
 #[test]
 fn no_fault_runs_of_the_other_kinds() {
-    for kind in ["non-reentrant", "spin", "rw", "semaphore", "expirable"] {
+    for kind in [
+        "non-reentrant",
+        "spin",
+        "rw",
+        "semaphore",
+        "expirable",
+        "latch",
+    ] {
         no_fault_run(kind);
     }
 }

@@ -14,6 +14,7 @@
 //! C lock value                                                                run.tsv: the probe counter at the end
 //! Q permits                                                                   run.tsv: a semaphore kind's permits
 //! A lock available                                                            run.tsv: a semaphore's permits at the end
+//! L proc thread latch role start_ns end_ns                                    kind latch: `c` a count-down sent at start; `a` an await that passed at end
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -146,6 +147,15 @@ pub struct Run {
     pub permits: Option<u32>,
     /// Each semaphore's available permits at the end.
     pub available: BTreeMap<String, i64>,
+    /// Kind `latch`: per latch, when each count-down was sent and when each await passed.
+    pub latches: BTreeMap<String, LatchLog>,
+}
+
+/// What happened on one latch (kind `latch`).
+#[derive(Clone, Debug, Default)]
+pub struct LatchLog {
+    pub count_downs: Vec<u64>,
+    pub passes: Vec<u64>,
 }
 
 impl Run {
@@ -213,6 +223,10 @@ pub struct Report {
     pub over_capacity: usize,
     /// Permits not back at the end (or more than there were), summed over semaphores.
     pub permits_unaccounted: i64,
+    /// Kind `latch`: awaits that passed, and those that passed before the latch's count of
+    /// count-downs had been sent.
+    pub latch_passes: usize,
+    pub early_passes: usize,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -319,6 +333,14 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
             }
             ("X", n) if n >= 2 => run.runner_failures.push(f[1..].join(" ")),
             ("Q", 2) => run.permits = Some(num(f[1])? as u32),
+            ("L", 7) => {
+                let latch = run.latches.entry(f[3].to_owned()).or_default();
+                match f[4] {
+                    "c" => latch.count_downs.push(num(f[5])?),
+                    "a" => latch.passes.push(num(f[6])?),
+                    _ => return Err(bad()),
+                }
+            }
             ("A", 3) => {
                 let v = f[2].parse::<i64>().map_err(|_| bad())?;
                 run.available.insert(f[1].to_owned(), v);
@@ -534,6 +556,29 @@ pub fn check(run: &Run) -> Report {
     }
     // Every permit back at the end: a data loss resets a semaphore, and a release whose
     // outcome is unknown (`err`) may not have run.
+    // Nobody passes a latch before its count of count-downs were sent; a data loss (the
+    // latch gone) lets awaits through.
+    let mut early = Tally::default();
+    let needed = run.permits.unwrap_or(1) as usize;
+    for log in run.latches.values() {
+        let mut sent = log.count_downs.clone();
+        sent.sort_unstable();
+        for &passed in &log.passes {
+            r.latch_passes += 1;
+            if sent.partition_point(|&at| at < passed) < needed {
+                r.early_passes += 1;
+                early.add(run.data_lost(0, passed));
+            }
+        }
+    }
+    if run.kind == "latch" {
+        r.sections = run
+            .latches
+            .values()
+            .map(|l| l.count_downs.len() + l.passes.len())
+            .sum();
+        r.locks = run.latches.len();
+    }
     let mut permits = Tally::default();
     if let Some(p) = run.permits {
         let unknown = run.sections.iter().any(|s| s.outcome == Outcome::Err);
@@ -618,6 +663,11 @@ pub fn check(run: &Run) -> Report {
             r.phantom_updates
         ));
     }
+    early.file(
+        "latch awaits passed before the latch's count of count-downs was sent",
+        "a data loss took the latch away",
+        &mut r,
+    );
     if permits.excused > 0 {
         r.excused.push(format!(
             "{} semaphores ended with other than their permits (a data loss, or a release \
@@ -712,6 +762,13 @@ impl fmt::Display for Report {
             self.stale_writes_rejected,
             self.other_writes_rejected
         )?;
+        if self.latch_passes > 0 {
+            writeln!(
+                f,
+                "latches: {} awaits passed, {} before the count-downs were sent",
+                self.latch_passes, self.early_passes
+            )?;
+        }
         if self.over_capacity > 0 || self.permits_unaccounted != 0 {
             writeln!(
                 f,
@@ -774,6 +831,8 @@ pub fn json(r: &Report) -> String {
         ("other_writes_rejected", r.other_writes_rejected as i64),
         ("over_capacity", r.over_capacity as i64),
         ("permits_unaccounted", r.permits_unaccounted),
+        ("latch_passes", r.latch_passes as i64),
+        ("early_passes", r.early_passes as i64),
         ("timeouts", r.timeouts as i64),
         ("errors", r.errors as i64),
     ];

@@ -51,7 +51,10 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       overlap each other, never a writer); semaphore and expirable (each
                       lock a semaphore of --permits permits, one taken per section, the
                       expirable one renewed: never more holders than permits, and every
-                      permit back at the end); and two broken locks that the checker must
+                      permit back at the end); latch (rounds of a count-down latch of
+                      --permits counts per lock: a thread counts down or awaits; nobody may
+                      pass before that many count-downs began); and two broken locks that
+                      the checker must
                       catch: broken (SET NX PX 10 and an unconditional DEL) and short-lease
                       (a 10 ms lease, no watchdog)
   --permits N         a semaphore kind's permits (default 2)
@@ -91,6 +94,7 @@ const KINDS: &[&str] = &[
     "rw",
     "semaphore",
     "expirable",
+    "latch",
     "broken",
     "short-lease",
 ];
@@ -301,6 +305,15 @@ fn lock_name(i: u32) -> String {
     format!("torture:lock:{i}")
 }
 
+/// Kind `latch`: moves `KEYS[1]` (a lock's round) from `ARGV[1]` to the next, whose latch
+/// `KEYS[2]` is made first with count `ARGV[2]` (a Redisson latch: a STRING count).
+const NEXT_ROUND: &str = "\
+local round = tonumber(redis.call('get', KEYS[1]) or '0');
+if round == tonumber(ARGV[1]) then
+    redis.call('set', KEYS[2], ARGV[2], 'nx');
+    redis.call('set', KEYS[1], round + 1);
+end";
+
 /// The slow thread's lock.
 const SLOW_LOCK: &str = "torture:lock:slow";
 
@@ -414,7 +427,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
         format!("K\t{}", o.kind),
         format!("P\t{}\t{}", o.lease_ms, o.wait_ms),
     ];
-    if SEMAPHORE_KINDS.contains(&o.kind.as_str()) {
+    if SEMAPHORE_KINDS.contains(&o.kind.as_str()) || o.kind == "latch" {
         log.push(format!("Q\t{}", o.permits));
     }
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
@@ -847,8 +860,13 @@ fn worker(args: &[String]) -> Res<()> {
                     raw_lock: None,
                     out: &out,
                 };
-                let slow = t == 0 && w.run.slow == Some(true);
+                let slow = t == 0 && w.run.slow == Some(true) && w.run.kind != "latch";
                 while Instant::now() < deadline {
+                    if w.run.kind == "latch" {
+                        let lock = lock_name(rng.range(0, u64::from(w.run.locks) - 1) as u32);
+                        th.latch_cycle(&lock, rng.range(0, 1) == 0)?;
+                        continue;
+                    }
                     if slow {
                         let hold = w.run.lease_ms * rng.range(1, 3);
                         th.cycle(SLOW_LOCK, Duration::from_millis(hold), false)?;
@@ -1036,6 +1054,56 @@ impl Thread<'_> {
                 "err"
             }
         })
+    }
+
+    /// One step of kind `latch` on the latches of `lock`: the current round's latch (its
+    /// number kept on the lock server beside it) is counted down once (`count`) or awaited
+    /// for up to 200 ms; a pass or a count-down is logged (`L`). Whoever finds the latch at
+    /// zero starts the next round: its latch made with the run's count, then the round
+    /// moved on, in one script, so that nobody finds a round without its latch.
+    fn latch_cycle(&mut self, lock: &str, count: bool) -> Res<()> {
+        if let Err(e) = self.latch_step(lock, count) {
+            self.raw_lock = None; // reconnect next time
+            self.error(lock, "latch", &e)?;
+            // A dead server fails at once: do not spin.
+            thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    fn latch_step(&mut self, lock: &str, count: bool) -> Res<()> {
+        let c = self.clients[0].clone();
+        let round_key = format!("{lock}:round");
+        let round: Option<u64> = redis::cmd("GET").arg(&round_key).query(self.raw_lock()?)?;
+        let round = round.unwrap_or(0);
+        let name = format!("{lock}:{round}");
+        let latch = c.count_down_latch(&name);
+        if round == 0 {
+            // The first round's latch (again after a data loss took the round away).
+            latch.try_set_count(u64::from(self.w.run.permits))?;
+        }
+        let (p, t) = (self.w.process, self.thread);
+        let start = mono_ns();
+        if count {
+            // Logged before it is sent: one whose reply is lost may still have counted.
+            self.log(format!("L\t{p}\t{t}\t{name}\tc\t{start}\t{start}"))?;
+            latch.count_down()?;
+        } else if latch.await_for(Duration::from_millis(200))? {
+            let end = mono_ns();
+            self.log(format!("L\t{p}\t{t}\t{name}\ta\t{start}\t{end}"))?;
+        }
+        if latch.count()? == 0 {
+            let next = format!("{lock}:{}", round + 1);
+            let _: () = redis::cmd("EVAL")
+                .arg(NEXT_ROUND)
+                .arg(2)
+                .arg(&round_key)
+                .arg(&next)
+                .arg(round)
+                .arg(self.w.run.permits)
+                .query(self.raw_lock()?)?;
+        }
+        Ok(())
     }
 
     /// Lock, probe (read the counter, pause, write it + 1), unlock; one log line. `read`: a
