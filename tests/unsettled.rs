@@ -236,3 +236,31 @@ fn a_semaphore_release_whose_reply_was_lost_gives_the_permits_back_once() {
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(semaphore.available_permits().unwrap(), 2);
 }
+
+#[test]
+fn a_settle_the_owner_could_not_finish_is_finished_by_the_watchdog() {
+    let server = RedisServer::new();
+    // A lease so long that no renewal wakes the watchdog thread meanwhile.
+    let config = Config::builder(server.url())
+        .response_timeout(REPLY)
+        .connect_timeout(REPLY)
+        .retry_attempts(0)
+        .watchdog_timeout(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    drop(client.lock("warm-up").lock().unwrap());
+    let lock = client.lock("job");
+    client.lock("warm-up").is_locked().unwrap();
+    server.stop();
+    assert!(lock.lock().unwrap_err().is_timeout());
+    // The owner's next call settles first, and fails: the server is still paused.
+    assert!(lock.lock().is_err());
+    server.cont();
+    // The owner calls no more: the watchdog thread settles.
+    assert!(
+        wait_until(SETTLED, || keys(&server).iter().all(|k| !k.contains("job"))),
+        "left behind {:?}",
+        keys(&server)
+    );
+}

@@ -329,8 +329,15 @@ impl<O: Ownership> LockGuard<O> {
     /// ```
     pub fn leak(mut self) {
         self.released = true;
+        let watchdog = &self.lock.raw.key.client.inner.watchdog;
         if let Some(w) = self.watch.take() {
-            self.lock.raw.key.client.inner.watchdog.disarm(w);
+            watchdog.disarm(w);
+        }
+        if self.lock.lease.is_some() {
+            // No longer counted as a guard's: a leaked hold with an explicit lease is left to
+            // its lease (or to `Lock::unlock`), and the count must not outlive it.
+            let field = self.lock.raw.field(&self.owner).into();
+            watchdog.count_explicit(&self.lock.raw.key.name, field, false);
         }
     }
 

@@ -381,13 +381,16 @@ impl<O: Ownership> Lock<O> {
         self.raw.check_name()?;
         let owner = self.owner();
         self.raw.settle_first(&owner)?;
-        let field: Arc<str> = self.raw.field(&owner).into();
-        let watchdog = &self.raw.key.client.inner.watchdog;
         if self.lease.is_none() {
-            // Only holds taken without an explicit lease are renewed by the watchdog.
-            watchdog.unwatch_key(&self.raw.key.name, &field);
-        } else {
-            watchdog.count_explicit(&self.raw.key.name, field, false);
+            // Only holds taken without an explicit lease are renewed by the watchdog (and a
+            // leaked guard's explicit hold was uncounted when it was leaked).
+            let field: Arc<str> = self.raw.field(&owner).into();
+            self.raw
+                .key
+                .client
+                .inner
+                .watchdog
+                .unwatch_key(&self.raw.key.name, &field);
         }
         match self
             .raw

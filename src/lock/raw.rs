@@ -150,11 +150,14 @@ impl RawLock {
                 if wrote {
                     // Acquired, but the replica confirmation failed: not a hold we can vouch for.
                     self.undo_acquire(owner, lease);
-                } else if e.is_interrupted_read() {
+                    return Err(e);
+                }
+                if e.is_interrupted_read() {
                     if let Some(attempt) = self.settle(owner) {
                         return Ok(attempt);
                     }
-                } else if e.breaks_connection() && self.key.bound.is_none() {
+                }
+                if e.breaks_connection() && self.key.bound.is_none() {
                     // The acquire may have run, or may run when the server answers again:
                     // what it took is given back then.
                     let field: Arc<str> = self.field(owner).into();

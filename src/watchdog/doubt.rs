@@ -22,10 +22,15 @@ use parking_lot::MutexGuard;
 
 use super::state::State;
 use super::{Shared, Watchdog};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
-/// How often the watchdog thread tries a settle whose server did not answer.
+/// How soon the watchdog thread tries a settle whose server did not answer; each failure
+/// doubles it, up to [`MAX_RETRY`].
 pub(super) const RETRY: Duration = Duration::from_millis(250);
+const MAX_RETRY: Duration = Duration::from_secs(4);
+/// Failures after which a settle is given up (about 7 minutes of tries): its hold, if any,
+/// is left to its lease.
+const MAX_TRIES: u32 = 100;
 
 /// What settles acquires in doubt on one hold, given what is known when it runs.
 pub(crate) type Settle = Box<dyn FnMut(Unsettled) -> Result<()> + Send>;
@@ -46,6 +51,8 @@ pub(super) struct Doubt {
     settle: Option<Settle>,
     /// When the watchdog thread tries it next.
     next_try: Instant,
+    /// Failed tries so far.
+    failures: u32,
 }
 
 type Key = (Arc<str>, Arc<str>);
@@ -68,6 +75,7 @@ impl Watchdog {
                         acquires: 1,
                         settle: Some(settle),
                         next_try: Instant::now() + RETRY,
+                        failures: 0,
                     },
                 );
                 self.shared.unsettled.fetch_add(1, Ordering::Release);
@@ -124,33 +132,25 @@ impl Watchdog {
 }
 
 impl State {
-    /// The doubt the watchdog thread should try now, taken out for it to run, and when the
-    /// next one is due.
-    pub(super) fn take_due_doubt(
-        &mut self,
-        now: Instant,
-    ) -> (Option<(Key, Settle)>, Option<Instant>) {
-        let mut next: Option<Instant> = None;
-        let mut due = None;
-        for (key, d) in &self.doubts {
-            if d.settle.is_none() {
-                continue;
-            }
-            if d.next_try <= now && due.is_none() {
-                due = Some(key.clone());
-            } else {
-                next = Some(next.map_or(d.next_try, |n| n.min(d.next_try)));
-            }
-        }
-        let taken = due.map(|key| {
-            let settle = self
-                .doubts
-                .get_mut(&key)
-                .and_then(|d| d.settle.take())
-                .expect("found with its settle");
-            (key, settle)
-        });
-        (taken, next)
+    /// When the watchdog thread should try a doubt next (those being run wait for their
+    /// runner).
+    pub(super) fn next_doubt(&self) -> Option<Instant> {
+        self.doubts
+            .values()
+            .filter(|d| d.settle.is_some())
+            .map(|d| d.next_try)
+            .min()
+    }
+
+    /// A doubt due by `now`, taken out for the watchdog thread to run.
+    pub(super) fn take_doubt(&mut self, now: Instant) -> Option<(Key, Settle)> {
+        let key = self
+            .doubts
+            .iter()
+            .find(|(_, d)| d.settle.is_some() && d.next_try <= now)
+            .map(|(key, _)| key.clone())?;
+        let settle = self.doubts.get_mut(&key)?.settle.take()?;
+        Some((key, settle))
     }
 
     /// The holds of `name` and `field` the client's guards have: renewed, or with an explicit
@@ -167,8 +167,9 @@ impl State {
 
 impl Shared {
     /// Runs `settle` (taken out of the doubt of `key`) outside the lock. Done: the doubt is
-    /// removed, less any acquire doubted meanwhile (settled next); failed: it is put back,
-    /// tried again after [`RETRY`].
+    /// removed, less any acquire doubted meanwhile (settled next); failed (a panic counts as
+    /// a failure): it is put back and the thread told, to try it again after its back-off,
+    /// or given up after [`MAX_TRIES`].
     pub(super) fn settle(
         &self,
         st: &mut MutexGuard<'_, State>,
@@ -181,7 +182,10 @@ impl Shared {
             acquires,
             known_holds,
         };
-        let outcome = MutexGuard::unlocked(st, || settle(told));
+        let outcome = MutexGuard::unlocked(st, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle(told)))
+                .unwrap_or_else(|_| Err(Error::Protocol("a settle panicked".into())))
+        });
         let d = st
             .doubts
             .get_mut(&key)
@@ -191,6 +195,7 @@ impl Shared {
                 d.acquires -= acquires;
                 d.settle = Some(settle);
                 d.next_try = Instant::now();
+                d.failures = 0;
             }
             Ok(()) => {
                 st.doubts.remove(&key);
@@ -201,15 +206,32 @@ impl Shared {
                     key.1
                 );
             }
+            Err(e) if d.failures + 1 >= MAX_TRIES => {
+                log::warn!(
+                    "`{}` (owner {}): giving up settling an acquire whose reply was lost, after \
+                     {MAX_TRIES} tries ({e}); what it took is left to its lease",
+                    key.0,
+                    key.1
+                );
+                st.doubts.remove(&key);
+                self.unsettled.fetch_sub(1, Ordering::Release);
+            }
             Err(e) => {
                 log::debug!(
                     "settling the lost acquire of `{}` (owner {}) failed: {e}; tried again",
                     key.0,
                     key.1
                 );
+                d.failures += 1;
                 d.settle = Some(settle);
-                d.next_try = Instant::now() + RETRY;
+                let backoff = RETRY.saturating_mul(1 << d.failures.min(5)).min(MAX_RETRY);
+                d.next_try = Instant::now() + backoff;
             }
+        }
+        // The watchdog thread may be waiting without a deadline (it does not wait for a doubt
+        // that is being run): it learns when to try this one again.
+        if st.doubts.contains_key(&key) {
+            self.changed.notify_one();
         }
         self.settled.notify_all();
         outcome
@@ -225,6 +247,7 @@ mod tests {
             acquires: 1,
             settle: Some(Box::new(|_| Ok(()))),
             next_try,
+            failures: 0,
         }
     }
 
@@ -239,14 +262,12 @@ mod tests {
         let mut st = State::default();
         st.doubts.insert(key("due"), doubt(now));
         st.doubts.insert(key("later"), doubt(later));
-        let (taken, next) = st.take_due_doubt(now);
-        assert_eq!(taken.map(|(k, _)| k), Some(key("due")));
-        assert_eq!(next, Some(later));
+        assert_eq!(st.next_doubt(), Some(now));
+        assert_eq!(st.take_doubt(now).map(|(k, _)| k), Some(key("due")));
         // The taken one is being run: not taken again, and not what the thread waits for.
         assert!(st.doubts[&key("due")].settle.is_none());
-        let (taken, next) = st.take_due_doubt(now);
-        assert!(taken.is_none());
-        assert_eq!(next, Some(later));
+        assert!(st.take_doubt(now).is_none());
+        assert_eq!(st.next_doubt(), Some(later));
     }
 
     #[test]

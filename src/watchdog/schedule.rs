@@ -84,6 +84,8 @@ impl Shared {
     pub(super) fn run(&self) {
         let slack = self.period / 8;
         let mut st = self.state.lock();
+        // A settle ran last turn: this one renews first.
+        let mut settled = false;
         loop {
             if st.shutdown {
                 return;
@@ -101,15 +103,17 @@ impl Shared {
                 continue;
             }
             let now = Instant::now();
-            let (doubt, next_doubt) = match st.doubts.is_empty() {
-                true => (None, None),
-                false => st.take_due_doubt(now),
-            };
-            if let Some((key, settle)) = doubt {
-                // Errors are logged there; the doubt is tried again later.
-                let _ = self.settle(&mut st, key, settle);
-                continue;
+            let next_doubt = st.next_doubt();
+            if !settled && next_doubt.is_some_and(|at| at <= now) {
+                if let Some((key, settle)) = st.take_doubt(now) {
+                    // Errors are logged there; the doubt is tried again later. Then a turn
+                    // without: renewals due meanwhile go first.
+                    let _ = self.settle(&mut st, key, settle);
+                    settled = true;
+                    continue;
+                }
             }
+            settled = false;
             let mut ids = st.take_due(now, now + slack, self.batch);
             if !ids.is_empty() && ids.len() < self.batch {
                 // Fill the call with entries due within half a period: renewing them a little

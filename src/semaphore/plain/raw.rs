@@ -32,9 +32,11 @@ pub(super) struct RawSemaphore {
     bound: Option<Duration>,
 }
 
-/// How long an acquire's receipt lives: a settle must read it before it expires. Those of
-/// acquires whose reply came are deleted sooner, with a later write (16 to a `DEL`).
-const RECEIPT_TTL: Duration = Duration::from_secs(60);
+/// How long an acquire's receipt (or a release's latch) lives, from when the script ran: a
+/// settle, tried within a few seconds of the server answering, must read it before it
+/// expires. Those of calls whose reply came are deleted sooner, with a later write (16 to a
+/// `DEL`), where the pool batches.
+const RECEIPT_TTL: Duration = Duration::from_secs(20);
 
 /// The most a settle's call waits for its reply: on the watchdog thread, it holds up renewals
 /// while the server does not answer.
