@@ -18,7 +18,7 @@ use crate::lock::kind::{Kind, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
 use crate::trace;
-use crate::watchdog::{Renewal, Settle, Unsettled};
+use crate::watchdog::{Renewal, Settle, Settled, Unsettled};
 
 /// The most a settle's call waits for its reply (see [`RawLock::settler`]): on the watchdog
 /// thread, it holds up renewals while the server does not answer.
@@ -260,7 +260,7 @@ impl RawLock {
         let owner: Arc<str> = owner.into();
         Box::new(move |told: Unsettled| {
             let Some(inner) = client.upgrade() else {
-                return Ok(());
+                return Ok(Settled::Done);
             };
             let client = Client { inner };
             let raw = RawLock {
@@ -290,7 +290,9 @@ impl RawLock {
                      reply was lost"
                 );
             }
-            Ok(())
+            // Not looked at again even if nothing was found: a later look could count a hold
+            // an acquire of the owner's is taking as it runs.
+            Ok(Settled::Done)
         })
     }
 

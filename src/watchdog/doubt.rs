@@ -31,9 +31,21 @@ const MAX_RETRY: Duration = Duration::from_secs(4);
 /// Failures after which a settle is given up (about 7 minutes of tries): its hold, if any,
 /// is left to its lease.
 const MAX_TRIES: u32 = 100;
+/// How many times a settle that found nothing looks again (over about 4 s).
+const LOOKS: u32 = 4;
 
 /// What settles acquires in doubt on one hold, given what is known when it runs.
-pub(crate) type Settle = Box<dyn FnMut(Unsettled) -> Result<()> + Send>;
+pub(crate) type Settle = Box<dyn FnMut(Unsettled) -> Result<Settled> + Send>;
+
+/// What a [`Settle`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// Settled: the doubt is over.
+    Done,
+    /// Nothing found yet, where a command delayed on the way could still arrive: look again
+    /// later (as after a failure, without its log line), a few times.
+    LookAgain,
+}
 
 /// What a [`Settle`] is told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +198,27 @@ impl Shared {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle(told)))
                 .unwrap_or_else(|_| Err(Error::Protocol("a settle panicked".into())))
         });
+        let outcome = match outcome {
+            Ok(Settled::LookAgain) => {
+                let d = st
+                    .doubts
+                    .get_mut(&key)
+                    .expect("only its runner removes a doubt");
+                d.failures += 1;
+                d.settle = Some(settle);
+                if d.failures >= LOOKS {
+                    st.doubts.remove(&key);
+                    self.unsettled.fetch_sub(1, Ordering::Release);
+                } else {
+                    d.next_try = Instant::now() + RETRY.saturating_mul(1 << d.failures);
+                    self.changed.notify_one();
+                }
+                self.settled.notify_all();
+                return Ok(());
+            }
+            Ok(Settled::Done) => Ok(()),
+            Err(e) => Err(e),
+        };
         let d = st
             .doubts
             .get_mut(&key)
@@ -245,7 +278,7 @@ mod tests {
     fn doubt(next_try: Instant) -> Doubt {
         Doubt {
             acquires: 1,
-            settle: Some(Box::new(|_| Ok(()))),
+            settle: Some(Box::new(|_| Ok(Settled::Done))),
             next_try,
             failures: 0,
         }

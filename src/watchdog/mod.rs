@@ -48,7 +48,7 @@ use crate::config::ReplicaSync;
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
 
-pub(crate) use doubt::{Settle, Unsettled};
+pub(crate) use doubt::{Settle, Settled, Unsettled};
 pub use lease::LostReason;
 pub(crate) use lease::{call_lost, LeaseState, Watch};
 pub(crate) use renewal::{BatchRenewal, Renewal};

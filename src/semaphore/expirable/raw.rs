@@ -14,7 +14,7 @@ use crate::pubsub::Tried;
 use crate::scripts;
 use crate::semaphore::shared::check_permits;
 use crate::time::millis;
-use crate::watchdog::{BatchRenewal, Settle};
+use crate::watchdog::{BatchRenewal, Settle, Settled};
 
 /// What the scripts say when the permit timeout set (not the count) has the wrong type.
 const TIMEOUTS_WRONG_TYPE: &str = "permit timeout key is not a sorted set";
@@ -67,18 +67,20 @@ impl RawExpirable {
         };
         Box::new(move |_| {
             let Some(inner) = client.upgrade() else {
-                return Ok(());
+                return Ok(Settled::Done);
             };
             let mut raw = RawExpirable::new(Client { inner }, name.clone());
             raw.bound = Some(raw.client.inner.config.response_timeout.min(SETTLE_BOUND));
             let released = raw.release_many(&ids)?;
-            if released > 0 {
-                log::warn!(
-                    "`{}`: released {released} permit(s) taken by an acquire whose reply was lost",
-                    raw.name
-                );
+            if released == 0 {
+                // It took nothing, or has not arrived yet (delayed on the way).
+                return Ok(Settled::LookAgain);
             }
-            Ok(())
+            log::warn!(
+                "`{}`: released {released} permit(s) taken by an acquire whose reply was lost",
+                raw.name
+            );
+            Ok(Settled::Done)
         })
     }
 

@@ -13,7 +13,7 @@ use crate::names::Named;
 use crate::pubsub::Tried;
 use crate::scripts;
 use crate::time::millis;
-use crate::watchdog::Settle;
+use crate::watchdog::{Settle, Settled};
 
 /// One plain semaphore's keys, and the client its calls run on.
 #[derive(Clone)]
@@ -200,11 +200,11 @@ impl RawSemaphore {
         let name = self.named();
         Box::new(move |_| {
             let Some(inner) = client.upgrade() else {
-                return Ok(());
+                return Ok(Settled::Done);
             };
             let raw = RawSemaphore::new(Client { inner }, name.clone()).bounded();
             raw.release_once(&latch, permits)?;
-            Ok(())
+            Ok(Settled::Done)
         })
     }
 
@@ -230,7 +230,7 @@ impl RawSemaphore {
         let name = self.named();
         Box::new(move |_| {
             let Some(inner) = client.upgrade() else {
-                return Ok(());
+                return Ok(Settled::Done);
             };
             let raw = RawSemaphore::new(Client { inner }, name.clone()).bounded();
             let given_back: i64 = raw.run(|c| {
@@ -241,13 +241,15 @@ impl RawSemaphore {
                     .arg(raw.client.publish())
                     .invoke(c)
             })?;
-            if given_back > 0 {
-                log::warn!(
-                    "`{}`: released {given_back} permit(s) taken by an acquire whose reply was lost",
-                    raw.name
-                );
+            if given_back == 0 {
+                // No receipt: it took nothing, or has not arrived yet (delayed on the way).
+                return Ok(Settled::LookAgain);
             }
-            Ok(())
+            log::warn!(
+                "`{}`: released {given_back} permit(s) taken by an acquire whose reply was lost",
+                raw.name
+            );
+            Ok(Settled::Done)
         })
     }
 
