@@ -55,10 +55,11 @@ fn lost_reply<T: std::fmt::Debug>(
 
 type Make = fn(&Client, &str) -> Lock;
 
-fn each_kind() -> [(&'static str, Make); 6] {
+fn each_kind() -> [(&'static str, Make); 7] {
     [
         ("lock", support::make_lock),
         ("fair", support::make_fair_lock),
+        ("spin", |c, n| c.spin_lock(n)),
         ("fenced", support::make_fenced_lock),
         ("non-reentrant", support::make_non_reentrant_lock),
         ("read", |c, n| c.read_write_lock(n).read()),
