@@ -266,7 +266,10 @@ impl RawLock {
             let raw = RawLock {
                 latches: keys::UnlockLatches::new(&name, client.id()),
                 key: LockKey {
-                    bound: Some(client.inner.config.response_timeout.min(SETTLE_BOUND)),
+                    // On the owner's thread, as patient as its own calls (retried through a
+                    // failover); on the watchdog thread, short.
+                    bound: (!told.by_owner)
+                        .then(|| client.inner.config.response_timeout.min(SETTLE_BOUND)),
                     client,
                     name: Arc::clone(&name),
                 },

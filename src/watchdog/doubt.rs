@@ -54,6 +54,9 @@ pub(crate) struct Unsettled {
     pub(crate) acquires: u32,
     /// The holds of this name and field the client's guards have (renewed by the watchdog).
     pub(crate) known_holds: u32,
+    /// Run by the owner's next call, which waits for the server as any of its calls does;
+    /// else on the watchdog thread, whose calls must be short.
+    pub(crate) by_owner: bool,
 }
 
 /// The acquires in doubt on one hold (a lock name and hash field).
@@ -117,7 +120,7 @@ impl Watchdog {
                 return Ok(());
             };
             match d.settle.take() {
-                Some(settle) => return self.shared.settle(&mut st, key, settle),
+                Some(settle) => return self.shared.settle(&mut st, key, settle, true),
                 None => self.shared.settled.wait(&mut st),
             }
         }
@@ -187,12 +190,14 @@ impl Shared {
         st: &mut MutexGuard<'_, State>,
         key: Key,
         mut settle: Settle,
+        by_owner: bool,
     ) -> Result<()> {
         let acquires = st.doubts.get(&key).map_or(0, |d| d.acquires);
         let known_holds = st.known_holds(&key.0, &key.1);
         let told = Unsettled {
             acquires,
             known_holds,
+            by_owner,
         };
         let outcome = MutexGuard::unlocked(st, || {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| settle(told)))

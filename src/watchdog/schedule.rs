@@ -108,7 +108,7 @@ impl Shared {
                 if let Some((key, settle)) = st.take_doubt(now) {
                     // Errors are logged there; the doubt is tried again later. Then a turn
                     // without: renewals due meanwhile go first.
-                    let _ = self.settle(&mut st, key, settle);
+                    let _ = self.settle(&mut st, key, settle, false);
                     settled = true;
                     continue;
                 }
