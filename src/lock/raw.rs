@@ -153,7 +153,7 @@ impl RawLock {
                     return Err(e);
                 }
                 if e.is_interrupted_read() {
-                    if let Some(attempt) = self.settle(owner) {
+                    if let Some(attempt) = self.read_back(owner) {
                         return Ok(attempt);
                     }
                 }
@@ -192,7 +192,7 @@ impl RawLock {
     /// the lock, or re-enters it, whenever `owner` holds it), with the count the server has.
     /// `None` where the state cannot tell (a kind that refuses re-entry, or hands out tokens;
     /// replicas to confirm) or the read fails: the caller returns the read's error.
-    fn settle(&self, owner: &str) -> Option<Attempt> {
+    fn read_back(&self, owner: &str) -> Option<Attempt> {
         let kind = &self.kind;
         if !kind.is_reentrant()
             || kind.token_key().is_some()
@@ -201,7 +201,7 @@ impl RawLock {
             return None;
         }
         let field = kind.field(owner);
-        let read_back = || {
+        let read = || {
             self.run(|c| {
                 redis::pipe()
                     .hget(&*self.key.name, &field)
@@ -210,7 +210,7 @@ impl RawLock {
             })
         };
         // A read only: tried again if a stop interrupts it too.
-        let read = retry_interrupted(read_back);
+        let read = retry_interrupted(read);
         let attempt = match read {
             Ok((Some(count), _)) if count > 0 && count <= i64::from(u32::MAX) => {
                 Attempt::Acquired {
