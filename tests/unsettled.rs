@@ -238,6 +238,45 @@ fn a_semaphore_release_whose_reply_was_lost_gives_the_permits_back_once() {
 }
 
 #[test]
+fn an_unlock_whose_reply_was_lost_releases_one_hold_once() {
+    // A plain lock's unlock takes no latch: its lost reply is settled by the holds left.
+    let server = RedisServer::new();
+    let client = client(&server);
+    let lock = client.lock("job");
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    lost_reply(&server, &client, || inner.unlock());
+    assert!(wait_until(SETTLED, || {
+        redis::cmd("HVALS")
+            .arg("job")
+            .query::<Vec<i64>>(&mut server.conn())
+            .unwrap()
+            == [1]
+    }));
+    // The outer guard's release settles first: a settle that released a second hold would
+    // leave it nothing to release (`LockLost`).
+    outer.unlock().unwrap();
+    assert!(keys(&server).iter().all(|k| k != "job"));
+}
+
+#[test]
+fn a_lost_reply_of_a_last_unlock_frees_the_lock_for_others() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let lock = client.lock("job");
+    let guard = lock.lock().unwrap();
+    lost_reply(&server, &client, || guard.unlock());
+    let other = Client::open(server.url()).unwrap();
+    let taken = other
+        .lock("job")
+        .try_lock_for(SETTLED)
+        .unwrap()
+        .expect("the lock is free once the server answers");
+    taken.unlock().unwrap();
+    assert!(keys(&server).is_empty(), "{:?}", keys(&server));
+}
+
+#[test]
 fn a_settle_the_owner_could_not_finish_is_finished_by_the_watchdog() {
     let server = RedisServer::new();
     // A lease so long that no renewal wakes the watchdog thread meanwhile.

@@ -56,6 +56,10 @@ impl Kind for Fenced {
         self.plain.unlock(lock, c, release)
     }
 
+    fn latched_unlock(&self) -> bool {
+        self.plain.latched_unlock()
+    }
+
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.plain.force_unlock(lock, c)
     }

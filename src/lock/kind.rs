@@ -25,7 +25,7 @@ pub(crate) enum Waiting<'a> {
 
 /// A lock kind's protocol: its scripts, keys and how its waiters wait, and the few answers
 /// the [`Lock`](crate::Lock) API needs from it.
-/// [`RawLock`](crate::lock::raw::RawLock) runs what every kind shares around these calls (replica confirmation, the unlock latch and its retry); each call is given
+/// [`RawLock`](crate::lock::raw::RawLock) runs what every kind shares around these calls (replica confirmation, the unlock latch and the retry or settle of a lost unlock); each call is given
 /// the lock it runs for (its name, its client). The defaults are what most kinds share.
 pub(crate) trait Kind: Send + Sync + 'static {
     /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write`, `fenced`, `spin`,
@@ -107,6 +107,14 @@ pub(crate) trait Kind: Send + Sync + 'static {
         true
     }
 
+    /// Whether this kind's unlock script takes an unlock latch ([`Release::latch`]), which
+    /// makes a retried call idempotent. Defaults to true; a kind that says false gets an
+    /// empty latch, and a lost reply of its unlock is settled instead (see
+    /// [`RawLock::unlock`](crate::lock::raw::RawLock::unlock)).
+    fn latched_unlock(&self) -> bool {
+        true
+    }
+
     /// The fencing token counter, for a kind whose acquire takes a token. Defaults to none.
     fn token_key(&self) -> Option<&str> {
         None
@@ -117,7 +125,8 @@ pub(crate) trait Kind: Send + Sync + 'static {
 pub(crate) struct Release<'a> {
     /// The owner id whose hold is released.
     pub(crate) owner: &'a str,
-    /// The unlock latch key (`keys::unlock_latch`): makes a retried call idempotent.
+    /// The unlock latch key (`keys::unlock_latch`): makes a retried call idempotent. Empty
+    /// for a kind that takes none ([`Kind::latched_unlock`]).
     pub(crate) latch: &'a str,
     /// The lease, in ms, set again when the owner still holds the lock.
     pub(crate) lease_ms: u64,

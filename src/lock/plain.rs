@@ -66,13 +66,15 @@ impl Kind for Plain {
         scripts::LOCK_UNLOCK
             .key(&lock.name)
             .key(&self.channel)
-            .key(release.latch)
-            .arg(0)
             .arg(release.lease_ms)
             .arg(release.owner)
             .arg(lock.client.publish())
-            .arg(release.latch_ttl_ms)
             .invoke(c)
+    }
+
+    /// A lost reply is settled by the holds left (see `lua/lock_unlock.lua`).
+    fn latched_unlock(&self) -> bool {
+        false
     }
 
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {

@@ -282,7 +282,11 @@ impl RawLock {
             let count = u32::try_from(count.unwrap_or(0)).unwrap_or(0);
             let extra = count.saturating_sub(told.known_holds).min(told.acquires);
             for _ in 0..extra {
-                raw.unlock(&owner, lease)?;
+                // Once, with no retry and no doubt of its own: a lost reply fails this
+                // settle, and the next try counts again.
+                let latch = raw.new_latch();
+                raw.unlock_script(&raw.release(&owner, &latch, lease))?;
+                raw.key.client.inner.backend.delete_later(latch);
             }
             if will_wait {
                 raw.leave(&owner)?;
@@ -327,12 +331,20 @@ impl RawLock {
         self.kind.leave(&self.key, owner)
     }
 
-    /// Releases one hold of `owner`. A lost reply is retried once with the same request id;
-    /// the unlock latch makes the retry return the first call's outcome.
+    /// Releases one hold of `owner`. A reply lost to a broken connection is made good
+    /// safely: with the unlock latch, by the same request sent again (it returns the first
+    /// call's outcome); for a kind without one ([`Kind::latched_unlock`]), by a settle (see
+    /// [`settler`](Self::settler)) that compares the owner's count with the holds the client
+    /// knows of and releases the one hold if it is still there, run at once on this thread
+    /// (for a bounded lock, on the watchdog thread, and the error returned).
     pub(crate) fn unlock(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
         let span = trace::Span::release(self.kind.label(), &self.key.name);
         let _in_span = span.enter();
-        let outcome = self.unlock_once(owner, lease);
+        let outcome = if self.kind.latched_unlock() {
+            self.unlock_latched(owner, lease)
+        } else {
+            self.unlock_settled(owner, lease)
+        };
         span.outcome(match &outcome {
             Ok(Unlocked::Released) => "released",
             Ok(Unlocked::StillHeld) => "still_held",
@@ -342,48 +354,86 @@ impl RawLock {
         outcome
     }
 
-    /// [`unlock`](Self::unlock) without its span.
-    fn unlock_once(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
-        // Unique without a random number per call: this client's uuid and a counter.
-        let inner = &self.key.client.inner;
-        let latch = self
-            .latches
-            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
-        let cfg = &self.key.client.inner.config;
-        let latch_ttl = millis(cfg.response_timeout * 4).max(1000);
-        let attempt = || -> Result<(Option<i64>, Option<u32>)> {
-            self.run(|c| {
-                let release = Release {
-                    owner,
-                    latch: &latch,
-                    lease_ms: millis(lease),
-                    latch_ttl_ms: latch_ttl,
-                };
-                let reply = self.kind.unlock(&self.key, c, &release)?;
-                Ok((reply, self.confirm(c, reply.is_some())?))
-            })
+    /// [`unlock`](Self::unlock) for a kind without a latch.
+    fn unlock_settled(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
+        let e = match self.unlock_script(&self.release(owner, "", lease)) {
+            Err(e) if e.breaks_connection() => e,
+            other => return other,
         };
-        let (reply, acked) = match attempt() {
+        log::debug!(
+            "unlock of `{}` (owner {owner}) lost its reply ({e}); settled by the holds it leaves",
+            self.key.name
+        );
+        let field: Arc<str> = self.field(owner).into();
+        let watchdog = &self.key.client.inner.watchdog;
+        watchdog.doubt(&self.key.name, &field, self.settler(owner, lease, false));
+        if self.key.bound.is_some() {
+            return Err(e);
+        }
+        watchdog.settle_first(&self.key.name, &field)?;
+        // Whether it ran or the settle released the hold, it is gone.
+        Ok(Unlocked::Released)
+    }
+
+    /// [`unlock`](Self::unlock) with the kind's latch.
+    fn unlock_latched(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
+        let latch = self.new_latch();
+        let release = self.release(owner, &latch, lease);
+        let outcome = match self.unlock_script(&release) {
             Err(e) if e.breaks_connection() => {
                 log::debug!(
                     "unlock of `{}` (owner {owner}) lost its reply ({e}); retrying",
                     self.key.name
                 );
                 // The latch makes every retry return the first call's outcome.
-                retry_interrupted(attempt)?
+                retry_interrupted(|| self.unlock_script(&release))
             }
-            other => other?,
+            other => other,
         };
-        // The reply came: no retry needs the latch now. Deleted with a later call written
-        // (as Redisson deletes it after the reply), so that unlocks under load do not fill the
-        // server with latches until their TTL.
-        self.key.client.inner.backend.delete_later(latch);
+        if outcome.is_ok() {
+            // The reply came: no retry needs the latch now. Deleted with a later call
+            // written (as Redisson deletes it after the reply), so that unlocks under load
+            // do not fill the server with latches until their TTL.
+            self.key.client.inner.backend.delete_later(latch);
+        }
+        outcome
+    }
+
+    /// A new unlock latch key (empty for a kind that takes none): unique without a random
+    /// number per call, from this client's uuid and a counter.
+    fn new_latch(&self) -> String {
+        if !self.kind.latched_unlock() {
+            return String::new();
+        }
+        let requests = &self.key.client.inner.requests;
+        self.latches.key(requests.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The release of one hold of `owner` with `latch` (see [`new_latch`](Self::new_latch)).
+    fn release<'a>(&self, owner: &'a str, latch: &'a str, lease: Duration) -> Release<'a> {
+        let response_timeout = self.key.client.inner.config.response_timeout;
+        Release {
+            owner,
+            latch,
+            lease_ms: millis(lease),
+            latch_ttl_ms: millis(response_timeout * 4).max(1000),
+        }
+    }
+
+    /// Runs the kind's unlock script once (retried as the pool retries a call that did not
+    /// run), and decodes its reply.
+    fn unlock_script(&self, release: &Release<'_>) -> Result<Unlocked> {
+        let (reply, acked) = self.run(|c| {
+            let reply = self.kind.unlock(&self.key, c, release)?;
+            Ok((reply, self.confirm(c, reply.is_some())?))
+        })?;
         if let (Some(acked), Some(sync)) = (acked, self.key.client.inner.config.replica_sync) {
             if acked < sync.replicas {
                 log::warn!(
-                    "unlock of `{}` (owner {owner}) confirmed by {acked} of {} replicas: a \
+                    "unlock of `{}` (owner {}) confirmed by {acked} of {} replicas: a \
                      failover now could bring the lock back until its lease runs out",
                     self.key.name,
+                    release.owner,
                     sync.replicas
                 );
             }
