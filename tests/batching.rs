@@ -32,12 +32,40 @@ fn client(url: &str, lanes: usize, response: Duration) -> Client {
 }
 
 /// A client on `server` with its scripts loaded (one lock taken and released), and the
-/// server's EVALSHA count then: from here each call runs its script once.
-fn warmed(server: &RedisServer, lanes: usize, response: Duration) -> (Client, u64) {
+/// server's counts then (see [`Counts`]).
+fn warmed(server: &RedisServer, lanes: usize, response: Duration) -> (Client, Counts) {
     let client = client(&server.url(), lanes, response);
     drop(client.lock("warm").lock().unwrap());
-    let evalsha = command_calls(&mut server.conn(), "evalsha");
-    (client, evalsha)
+    (client, Counts::now(server))
+}
+
+/// What the server has run: script calls (one may run several callers' calls, merged), and
+/// the commands a plain lock's scripts run once per acquire (`HINCRBY`) and once per release
+/// of a last hold (`DEL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    evalsha: u64,
+    acquires: u64,
+    releases: u64,
+}
+
+impl Counts {
+    fn now(server: &RedisServer) -> Counts {
+        let mut raw = server.conn();
+        Counts {
+            evalsha: command_calls(&mut raw, "evalsha"),
+            acquires: command_calls(&mut raw, "hincrby"),
+            releases: command_calls(&mut raw, "del"),
+        }
+    }
+
+    fn since(self, before: Counts) -> Counts {
+        Counts {
+            evalsha: self.evalsha - before.evalsha,
+            acquires: self.acquires - before.acquires,
+            releases: self.releases - before.releases,
+        }
+    }
 }
 
 /// Connections open on the server whose last command was a lock script (or a latch `DEL`).
@@ -122,12 +150,20 @@ fn threads_calling_at_once_share_the_lanes_connections() {
     for (i, (outcome, _)) in outcomes.iter().enumerate() {
         assert_eq!(*outcome.as_ref().unwrap(), 1, "thread {i}");
     }
-    let mut raw = server.conn();
+    let ran = Counts::now(&server).since(before);
     assert_eq!(
-        command_calls(&mut raw, "evalsha") - before,
-        2 * threads as u64,
+        (ran.acquires, ran.releases),
+        (threads as u64, threads as u64),
         "each acquire and unlock ran once"
     );
+    // The calls queued behind the two lanes went as one script call per write.
+    assert!(
+        ran.evalsha < 2 * threads as u64,
+        "{} script calls for {} lock calls: none merged",
+        ran.evalsha,
+        2 * threads
+    );
+    let mut raw = server.conn();
     for i in 0..threads {
         let exists: bool = redis::cmd("EXISTS")
             .arg(format!("batch:{i}"))
@@ -140,6 +176,71 @@ fn threads_calling_at_once_share_the_lanes_connections() {
         used <= 2,
         "{threads} threads used {used} command connections"
     );
+}
+
+#[test]
+fn a_merged_call_that_fails_fails_alone() {
+    // Calls queued behind a paused lane go as one script call: the one on a key of the wrong
+    // type gets its own error, and the calls before and after it run as if sent alone.
+    let server = RedisServer::new();
+    let (client, _) = warmed(&server, 1, Duration::from_secs(5));
+    // A first merged call finds the batch script not loaded: loaded then, and its calls sent
+    // as they were.
+    let (first, _) = while_paused(
+        server.port(),
+        4,
+        1,
+        (|| server.stop(), || server.cont()),
+        |i| client.lock(format!("first:{i}")).lock().map(drop),
+    );
+    assert!(first.iter().all(|(outcome, _)| outcome.is_ok()));
+    let before = Counts::now(&server);
+    let mut raw = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("merged:3")
+        .arg("not a lock")
+        .query(&mut raw)
+        .unwrap();
+    let threads = 8;
+    let (outcomes, written) = while_paused(
+        server.port(),
+        threads,
+        1,
+        (|| server.stop(), || server.cont()),
+        |i| {
+            client
+                .lock(format!("merged:{i}"))
+                .try_lock()
+                .map(|g| g.map(|g| g.leak()))
+        },
+    );
+    assert!(written, "one lane written, the others queued");
+    for (i, (outcome, _)) in outcomes.iter().enumerate() {
+        match (i, outcome) {
+            (3, Err(e)) => assert!(matches!(e, redlatch::Error::WrongType { .. }), "{e:?}"),
+            (3, Ok(_)) => panic!("a lock on a string was taken"),
+            (i, outcome) => assert!(matches!(outcome, Ok(Some(_))), "thread {i}: {outcome:?}"),
+        }
+    }
+    let ran = Counts::now(&server).since(before);
+    assert_eq!(
+        ran.acquires,
+        threads as u64 - 1,
+        "each other acquire ran once"
+    );
+    assert_eq!(
+        ran.evalsha, 2,
+        "{ran:?}: one written alone, the queued ones as one"
+    );
+    for i in (0..threads).filter(|&i| i != 3) {
+        let counts: Vec<u32> = redis::cmd("HVALS")
+            .arg(format!("merged:{i}"))
+            .query(&mut raw)
+            .unwrap();
+        assert_eq!(counts, [1], "merged:{i}");
+    }
+    let kept: String = redis::cmd("GET").arg("merged:3").query(&mut raw).unwrap();
+    assert_eq!(kept, "not a lock");
 }
 
 #[test]
@@ -295,7 +396,7 @@ fn calls_queued_when_the_client_closes_are_not_sent() {
     let mut conn = server.conn();
     // Only the written call ran; its guard's release found the client closed, so its lock
     // stays until its lease ends.
-    assert_eq!(command_calls(&mut conn, "evalsha"), before + 1);
+    assert_eq!(Counts::now(&server).since(before).evalsha, 1);
     let held: Vec<String> = redis::cmd("KEYS")
         .arg("closing:*")
         .query(&mut conn)
@@ -366,7 +467,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, lose: Option<(Arc<AtomicBool>, A
 }
 
 #[test]
-fn unlocks_whose_replies_are_lost_mid_batch_are_retried_and_stay_idempotent() {
+fn unlocks_whose_replies_are_lost_mid_batch_are_settled_and_run_once() {
     let server = RedisServer::new();
     let proxy = Proxy::start(server.port());
     let client = client(&proxy.url(), 1, Duration::from_secs(5));
@@ -407,11 +508,16 @@ fn unlocks_whose_replies_are_lost_mid_batch_are_retried_and_stay_idempotent() {
             .unwrap();
         assert!(!exists, "lost:{i} released");
     }
-    // Each lost unlock ran twice: the retry found the latch of the first and answered the same.
-    let unlocks = command_calls(&mut raw, "evalsha") - threads as u64;
+    // Each lost unlock ran once: its caller read the lock back (HGET), found its hold gone
+    // and sent no second unlock.
+    assert_eq!(
+        command_calls(&mut raw, "del"),
+        threads as u64,
+        "one release each"
+    );
     assert!(
-        unlocks > threads as u64,
-        "{unlocks} unlock calls for {threads} unlocks: some were retried"
+        command_calls(&mut raw, "hget") > 0,
+        "the lost unlocks were read back"
     );
 }
 
@@ -443,17 +549,20 @@ fn many_threads_on_one_lane_each_get_every_reply() {
     }
     let mut conn = server.conn();
     // Each lock and each unlock ran once: no call lost, none sent twice.
-    let calls = command_calls(&mut conn, "evalsha") - before;
-    assert_eq!(calls, (threads * cycles * 2) as u64);
+    let ran = Counts::now(&server).since(before);
+    let cycles = (threads * cycles) as u64;
+    assert_eq!((ran.acquires, ran.releases), (cycles, cycles));
+    assert!(ran.evalsha < 2 * cycles, "merged: {ran:?}");
     let held: Vec<String> = redis::cmd("KEYS").arg("lane:*").query(&mut conn).unwrap();
     assert!(held.is_empty(), "{held:?}");
 }
 
 #[test]
 fn unlock_latches_are_deleted_by_later_writes() {
+    // A fair lock's unlock takes a latch (a plain lock's takes none).
     let server = RedisServer::new();
     let client = client(&server.url(), 4, Duration::from_secs(5));
-    let lock = client.lock("latches");
+    let lock = client.fair_lock("latches");
     for _ in 0..50 {
         drop(lock.lock().unwrap());
     }
@@ -468,7 +577,7 @@ fn unlock_latches_are_deleted_by_later_writes() {
     redis::cmd("DEL").arg(&latches).query::<()>(&mut raw).ok();
     // Without batching they are left to expire, as before.
     let alone = client_with_lanes_zero(&server);
-    drop(alone.lock("latches").lock().unwrap());
+    drop(alone.fair_lock("latches").lock().unwrap());
     let latches: Vec<String> = redis::cmd("KEYS")
         .arg("redisson_unlock_latch:*")
         .query(&mut raw)

@@ -40,6 +40,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionLike, RedisError, RedisResult, Value};
 
 use super::checkout::{Held, Lender};
+use super::merge::{Merger, MERGER};
 use crate::error::Error;
 
 /// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
@@ -72,6 +73,11 @@ struct Queue {
 struct Entry {
     replies: usize,
     target: Target,
+    /// Its bytes in the queue (0 for an entry not queued).
+    bytes: usize,
+    /// The operation it calls, for a queued call that may merge with others (see
+    /// `merge.rs`).
+    op: Option<usize>,
 }
 
 impl Entry {
@@ -86,7 +92,12 @@ impl Drop for Entry {
     /// panic in a dependency): its caller gets an error, as for a broken connection, rather
     /// than sleeping for good.
     fn drop(&mut self) {
-        if let Target::Job(job) = self.take_target() {
+        let jobs = match self.take_target() {
+            Target::Job(job) => vec![job],
+            Target::Merged(merged) => merged.jobs,
+            Target::Mine | Target::Later => return,
+        };
+        for job in jobs {
             let e = std::io::Error::other("the thread reading this command's reply panicked");
             *job.slot.lock() =
                 Slot::Done(Outcome::Broken(e.into()), Arc::new(Wakes::closed(vec![])));
@@ -100,8 +111,29 @@ enum Target {
     Mine,
     /// A queued caller.
     Job(Arc<Job>),
+    /// Queued callers whose calls were merged into one (see `merge.rs`).
+    Merged(Box<Merged>),
     /// Nobody: read and dropped.
     Later,
+}
+
+impl Target {
+    /// The first caller this target answers, if any.
+    fn first_job(&self) -> Option<&Arc<Job>> {
+        match self {
+            Target::Job(job) => Some(job),
+            Target::Merged(merged) => merged.jobs.first(),
+            Target::Mine | Target::Later => None,
+        }
+    }
+}
+
+/// Calls sent as one: their callers, and their own calls, to send as they were if the
+/// server has not loaded the batch script.
+struct Merged {
+    jobs: Vec<Arc<Job>>,
+    /// Their packed calls, back to back, in the order of `jobs`.
+    calls: Vec<u8>,
 }
 
 /// A queued caller: its thread parks until its slot is filled.
@@ -173,7 +205,31 @@ impl Answers {
         match entry.take_target() {
             Target::Mine => self.mine = Some(outcome),
             Target::Job(job) => self.jobs.push((job, outcome)),
+            Target::Merged(merged) => self.answer_merged(merged.jobs, outcome),
             Target::Later => {}
+        }
+    }
+
+    /// Gives each of `jobs` its reply of a merged call's `outcome`: its item of the array
+    /// the batch script replied; the same error for all when the call failed as a whole.
+    fn answer_merged(&mut self, jobs: Vec<Arc<Job>>, outcome: Outcome) {
+        let whole = match outcome {
+            Outcome::Replies(mut replies) if replies.len() == 1 => {
+                let reply = replies.pop().unwrap_or(Value::Nil);
+                match Merger::split(reply, jobs.len()) {
+                    Ok(items) => {
+                        for (job, item) in jobs.into_iter().zip(items) {
+                            self.jobs.push((job, Outcome::Replies(vec![item])));
+                        }
+                        return;
+                    }
+                    Err(whole) => Outcome::Replies(vec![whole]),
+                }
+            }
+            other => other,
+        };
+        for job in jobs {
+            self.jobs.push((job, whole.clone()));
         }
     }
 
@@ -263,6 +319,7 @@ impl Drop for Lane<'_> {
 }
 
 /// What a command got.
+#[derive(Clone)]
 pub(crate) enum Outcome {
     /// Its replies (server errors among them, as [`Value::ServerError`]).
     Replies(Vec<Value>),
@@ -307,6 +364,8 @@ impl Batcher {
             let mine = Entry {
                 replies,
                 target: Target::Mine,
+                bytes: 0,
+                op: None,
             };
             let mine = if doomed.is_empty() && stranded.is_empty() {
                 // Alone, as most calls: the command goes out as it is, copied nowhere.
@@ -329,9 +388,14 @@ impl Batcher {
             thread: std::thread::current(),
         });
         queue.bytes.extend_from_slice(cmd);
+        let op = (replies == 1 && !self.one_per_del)
+            .then(|| MERGER.op_of(cmd))
+            .flatten();
         queue.entries.push(Entry {
             replies,
             target: Target::Job(Arc::clone(&job)),
+            bytes: cmd.len(),
+            op,
         });
         drop(queue);
         loop {
@@ -386,9 +450,59 @@ impl Batcher {
             entries.push(Entry {
                 replies: 1,
                 target: Target::Later,
+                bytes: 0,
+                op: None,
             });
         }
         (bytes, entries)
+    }
+
+    /// `bytes` and `entries` (a queue taken whole) with the calls that may merge sent as
+    /// one call of the batch script, after the others; as they were when fewer than two may.
+    fn merge(&self, bytes: Vec<u8>, entries: Vec<Entry>) -> (Vec<u8>, Vec<Entry>) {
+        if entries.iter().filter(|e| e.op.is_some()).count() < 2 {
+            return (bytes, entries);
+        }
+        let mut calls = Vec::new();
+        let mut offset = 0;
+        for e in &entries {
+            if let (Some(op), Target::Job(_)) = (e.op, &e.target) {
+                calls.push((op, &bytes[offset..offset + e.bytes]));
+            }
+            offset += e.bytes;
+        }
+        let Some(packed) = MERGER.pack(&calls) else {
+            return (bytes, entries);
+        };
+        let mut merged = Merged {
+            jobs: Vec::with_capacity(calls.len()),
+            calls: Vec::new(),
+        };
+        let (mut out, mut kept) = (Vec::with_capacity(bytes.len()), Vec::new());
+        let mut offset = 0;
+        for mut e in entries {
+            let own = &bytes[offset..offset + e.bytes];
+            offset += e.bytes;
+            match (e.op, e.take_target()) {
+                (Some(_), Target::Job(job)) => {
+                    merged.jobs.push(job);
+                    merged.calls.extend_from_slice(own);
+                }
+                (_, target) => {
+                    e.target = target;
+                    out.extend_from_slice(own);
+                    kept.push(e);
+                }
+            }
+        }
+        out.extend_from_slice(&packed);
+        kept.push(Entry {
+            replies: 1,
+            target: Target::Merged(Box::new(merged)),
+            bytes: packed.len(),
+            op: None,
+        });
+        (out, kept)
     }
 
     /// Holds a lane: writes `bytes` (unless `held` comes with them written), reads the replies
@@ -426,9 +540,14 @@ impl Batcher {
                 return answers.deliver(None, me);
             }
             let queued = std::mem::take(&mut queue.bytes);
-            let mut waiting = std::mem::take(&mut queue.entries);
+            let waiting = std::mem::take(&mut queue.entries);
             let doomed = take_doomed(&mut queue);
             drop(queue);
+            let (queued, mut waiting) = if self.one_per_del {
+                (queued, waiting)
+            } else {
+                self.merge(queued, waiting)
+            };
             if pool.is_closed() {
                 // Nothing more goes out once the client is closed (see `Pool::close`).
                 answers.answer_all(&mut waiting, || Outcome::NotSent(Error::Closed, true));
@@ -459,10 +578,7 @@ impl Batcher {
             let job = trip
                 .entries
                 .iter()
-                .find_map(|e| match &e.target {
-                    Target::Job(job) => Some(Arc::clone(job)),
-                    _ => None,
-                })
+                .find_map(|e| e.target.first_job().map(Arc::clone))
                 .expect("a batch with a caller");
             *job.slot.lock() = Slot::Lead(Box::new(trip));
             lane.pass();
@@ -516,8 +632,10 @@ impl Batcher {
         entries: Vec<Entry>,
         answers: &mut Answers,
     ) -> Option<Held> {
+        // Merged calls the server could not run for want of the batch script.
+        let mut unloaded = Vec::new();
         let mut entries = entries.into_iter();
-        while let Some(entry) = entries.next() {
+        while let Some(mut entry) = entries.next() {
             let mut replies = Vec::with_capacity(entry.replies);
             let mut broke = None;
             for _ in 0..entry.replies {
@@ -538,9 +656,38 @@ impl Batcher {
                 }
                 return None;
             }
+            let merged = matches!(entry.target, Target::Merged(_));
+            if merged && replies.first().is_some_and(Merger::is_noscript) {
+                if let Target::Merged(merged) = entry.take_target() {
+                    unloaded.push(merged);
+                }
+                continue;
+            }
             answers.answer(entry, Outcome::Replies(replies));
         }
-        Some(held)
+        if unloaded.is_empty() {
+            return Some(held);
+        }
+        // Loads the batch script, and sends those calls again as they were, unmerged (each
+        // loads its own script if it must).
+        let mut bytes = MERGER.load_command();
+        let mut entries = vec![Entry {
+            replies: 1,
+            target: Target::Later,
+            bytes: 0,
+            op: None,
+        }];
+        for merged in unloaded {
+            bytes.extend_from_slice(&merged.calls);
+            entries.extend(merged.jobs.into_iter().map(|job| Entry {
+                replies: 1,
+                target: Target::Job(job),
+                bytes: 0,
+                op: None,
+            }));
+        }
+        let held = self.send_on(pool, held, &bytes, &mut entries, answers)?;
+        self.read(pool, held, entries, answers)
     }
 }
 
@@ -658,6 +805,8 @@ mod tests {
         Entry {
             replies: 1,
             target: Target::Job(Arc::clone(job)),
+            bytes: 0,
+            op: None,
         }
     }
 

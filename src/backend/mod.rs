@@ -17,6 +17,7 @@ mod batch;
 mod checkout;
 mod cluster;
 mod endpoint;
+mod merge;
 mod pool;
 mod sentinel;
 
