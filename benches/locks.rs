@@ -149,76 +149,137 @@ impl Ctx {
 /// 1 thread, 5000 lock+unlock cycles on an uncontended key. Also where a cycle's time goes:
 /// this thread's CPU time per cycle (`/proc/thread-self/schedstat`; the client's background
 /// threads are idle here) and the server's (`INFO cpu`), next to the two round trips. The
-/// cycles run in 5 rounds of 1000, alternating with rounds of the raw cycle (the same two
+/// cycles run in 5 rounds of 1000, alternating with rounds of the raw cycle (Redisson's two
 /// scripts on a bare connection, see `throughput.rs`): `raw_ratio` is redlatch's time per
-/// cycle over raw's (target <= 1.05).
+/// cycle over raw's (target <= 1.00). Then the same with an explicit lease (no watchdog):
+/// `lease_raw_ratio`.
 fn solo(ctx: &mut Ctx) -> Json {
-    const ROUNDS: usize = 5;
-    const PER_ROUND: usize = 1000;
-    const CYCLES: usize = ROUNDS * PER_ROUND;
     let client = ctx.client();
-    let lock = client.lock("bench:solo");
     let mut raw = throughput::RawCycle::new(raw_connection(&ctx.url), "bench:solo:raw", "raw:1");
-    for _ in 0..200 {
-        drop(lock.lock().expect("lock"));
-        raw.cycle();
-    }
-    let mut lat = Vec::with_capacity(CYCLES);
-    let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
-    let (mut client_cpu, mut server_cpu) = (0.0, 0.0);
-    for _ in 0..ROUNDS {
-        let server0 = server_cpu_us(&mut ctx.raw);
-        let cpu0 = memory::own_cpu_us();
-        let start = Instant::now();
-        for _ in 0..PER_ROUND {
-            let t = Instant::now();
-            drop(lock.lock().expect("lock"));
-            lat.push(t.elapsed());
-        }
-        ours += start.elapsed();
-        client_cpu += memory::own_cpu_us() - cpu0;
-        server_cpu += server_cpu_us(&mut ctx.raw) - server0;
-        let start = Instant::now();
-        for _ in 0..PER_ROUND {
-            raw.cycle();
-        }
-        theirs += start.elapsed();
-    }
-    // Heap blocks allocated per cycle (by any thread: the others are idle), each side alone.
-    let allocs = |cycle: &mut dyn FnMut()| {
-        memory::start_counting();
-        for _ in 0..PER_ROUND {
-            cycle();
-        }
-        let blocks = memory::blocks_allocated();
-        memory::stop_counting();
-        blocks as f64 / PER_ROUND as f64
-    };
-    let allocs_ours = allocs(&mut || drop(lock.lock().expect("lock")));
-    let allocs_raw = allocs(&mut || raw.cycle());
-    let client_cpu = client_cpu / CYCLES as f64;
-    let server_cpu = server_cpu / CYCLES as f64;
-    let raw_ratio = ours.as_secs_f64() / theirs.as_secs_f64();
-    let (p50, p99) = (percentile_us(&mut lat, 50.0), percentile_us(&mut lat, 99.0));
+    let watchdog = Solo::run(ctx, &client.lock("bench:solo"), &mut raw);
+    let lease = client
+        .lock("bench:solo:lease")
+        .with_lease(Duration::from_secs(30));
+    let leased = Solo::run(ctx, &lease, &mut raw);
     eprintln!(
-        "solo: p50 {p50:.1} us = {:.2}x ping (target <= 2.3x), p99 {p99:.1} us; per cycle (2 \
-         round trips) {client_cpu:.1} us client CPU, {server_cpu:.1} us server CPU; {:.1} us per \
-         cycle vs {:.1} us raw: ratio {raw_ratio:.3} (target <= 1.05); heap blocks allocated \
-         per cycle {allocs_ours:.1} ({allocs_raw:.1} raw)",
-        p50 / ctx.ping_p50_us,
-        ours.as_secs_f64() * 1e6 / CYCLES as f64,
-        theirs.as_secs_f64() * 1e6 / CYCLES as f64,
+        "solo: p50 {:.1} us = {:.2}x ping (target <= 2.3x), p99 {:.1} us; per cycle (2 round \
+         trips) {:.1} us client CPU, {:.1} us server CPU; {:.1} us per cycle vs {:.1} us raw: \
+         ratio {:.3} (target <= 1.00); heap blocks allocated per cycle {:.1} ({:.1} raw)",
+        watchdog.p50,
+        watchdog.p50 / ctx.ping_p50_us,
+        watchdog.p99,
+        watchdog.client_cpu,
+        watchdog.server_cpu,
+        watchdog.us_per_cycle(watchdog.ours),
+        watchdog.us_per_cycle(watchdog.theirs),
+        watchdog.ratio(),
+        watchdog.allocs_ours,
+        watchdog.allocs_raw,
+    );
+    eprintln!(
+        "solo: with an explicit lease: p50 {:.1} us; {:.1} us per cycle vs {:.1} us raw: ratio \
+         {:.3} (target <= 1.00); {:.1} us client CPU per cycle",
+        leased.p50,
+        leased.us_per_cycle(leased.ours),
+        leased.us_per_cycle(leased.theirs),
+        leased.ratio(),
+        leased.client_cpu,
     );
     ctx.json("solo")
-        .num("cycles_per_s", CYCLES as f64 / ours.as_secs_f64())
-        .num("raw_cycles_per_s", CYCLES as f64 / theirs.as_secs_f64())
-        .num2("raw_ratio", raw_ratio)
-        .num("p50_us", p50)
-        .num("p99_us", p99)
-        .num("client_cpu_us_per_cycle", client_cpu)
-        .num("server_cpu_us_per_cycle", server_cpu)
-        .num("allocs_per_cycle", allocs_ours)
-        .num("raw_allocs_per_cycle", allocs_raw)
+        .num(
+            "cycles_per_s",
+            Solo::CYCLES as f64 / watchdog.ours.as_secs_f64(),
+        )
+        .num(
+            "raw_cycles_per_s",
+            Solo::CYCLES as f64 / watchdog.theirs.as_secs_f64(),
+        )
+        .num2("raw_ratio", watchdog.ratio())
+        .num("p50_us", watchdog.p50)
+        .num("p99_us", watchdog.p99)
+        .num("client_cpu_us_per_cycle", watchdog.client_cpu)
+        .num("server_cpu_us_per_cycle", watchdog.server_cpu)
+        .num("allocs_per_cycle", watchdog.allocs_ours)
+        .num("raw_allocs_per_cycle", watchdog.allocs_raw)
+        .num2("lease_raw_ratio", leased.ratio())
+        .num("lease_p50_us", leased.p50)
+        .num("lease_client_cpu_us_per_cycle", leased.client_cpu)
+}
+
+/// One lock's `solo` rounds, alternating with the raw cycle's.
+struct Solo {
+    ours: Duration,
+    theirs: Duration,
+    p50: f64,
+    p99: f64,
+    /// Per cycle, in µs.
+    client_cpu: f64,
+    server_cpu: f64,
+    allocs_ours: f64,
+    allocs_raw: f64,
+}
+
+impl Solo {
+    const ROUNDS: usize = 5;
+    const PER_ROUND: usize = 1000;
+    const CYCLES: usize = Self::ROUNDS * Self::PER_ROUND;
+
+    fn run(ctx: &mut Ctx, lock: &redlatch::Lock, raw: &mut throughput::RawCycle) -> Solo {
+        for _ in 0..200 {
+            drop(lock.lock().expect("lock"));
+            raw.cycle();
+        }
+        let mut lat = Vec::with_capacity(Self::CYCLES);
+        let (mut ours, mut theirs) = (Duration::ZERO, Duration::ZERO);
+        let (mut client_cpu, mut server_cpu) = (0.0, 0.0);
+        for _ in 0..Self::ROUNDS {
+            let server0 = server_cpu_us(&mut ctx.raw);
+            let cpu0 = memory::own_cpu_us();
+            let start = Instant::now();
+            for _ in 0..Self::PER_ROUND {
+                let t = Instant::now();
+                drop(lock.lock().expect("lock"));
+                lat.push(t.elapsed());
+            }
+            ours += start.elapsed();
+            client_cpu += memory::own_cpu_us() - cpu0;
+            server_cpu += server_cpu_us(&mut ctx.raw) - server0;
+            let start = Instant::now();
+            for _ in 0..Self::PER_ROUND {
+                raw.cycle();
+            }
+            theirs += start.elapsed();
+        }
+        // Heap blocks allocated per cycle (by any thread: the others are idle), each side
+        // alone.
+        let allocs = |cycle: &mut dyn FnMut()| {
+            memory::start_counting();
+            for _ in 0..Self::PER_ROUND {
+                cycle();
+            }
+            let blocks = memory::blocks_allocated();
+            memory::stop_counting();
+            blocks as f64 / Self::PER_ROUND as f64
+        };
+        Solo {
+            allocs_ours: allocs(&mut || drop(lock.lock().expect("lock"))),
+            allocs_raw: allocs(&mut || raw.cycle()),
+            ours,
+            theirs,
+            p50: percentile_us(&mut lat, 50.0),
+            p99: percentile_us(&mut lat, 99.0),
+            client_cpu: client_cpu / Self::CYCLES as f64,
+            server_cpu: server_cpu / Self::CYCLES as f64,
+        }
+    }
+
+    fn ratio(&self) -> f64 {
+        self.ours.as_secs_f64() / self.theirs.as_secs_f64()
+    }
+
+    fn us_per_cycle(&self, total: Duration) -> f64 {
+        total.as_secs_f64() * 1e6 / Self::CYCLES as f64
+    }
 }
 
 /// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.

@@ -1,5 +1,6 @@
 //! `throughput`: T threads, each locking and unlocking a lock of its own as fast as it can,
-//! next to the raw side: the same two scripts (`lua/lock_acquire.lua`, `lua/lock_unlock.lua`)
+//! next to the raw side: Redisson's two lock scripts (`redisson_lock.lua`,
+//! `redisson_unlock.lua` beside this file: what a Redisson client sends, call for call)
 //! sent on one bare connection per thread, the best a client without batching can do; and,
 //! for reference, the same T cycles sent by one thread as one pipeline of T acquires and one
 //! of T unlocks on one connection: at 64 threads and more, about the most batching could give
@@ -42,8 +43,8 @@ impl RawScripts {
                 .expect("SCRIPT LOAD")
         };
         RawScripts {
-            acquire: load(include_str!("../../lua/lock_acquire.lua")),
-            unlock: load(include_str!("../../lua/lock_unlock.lua")),
+            acquire: load(include_str!("redisson_lock.lua")),
+            unlock: load(include_str!("redisson_unlock.lua")),
         }
     }
 
@@ -126,7 +127,7 @@ impl RawCycle {
             .query(&mut self.conn)
             .expect("raw acquire");
         assert!(
-            matches!(reply, redis::Value::Array(_)),
+            matches!(reply, redis::Value::Nil),
             "raw acquire of {} found it held: {reply:?}",
             k.key
         );
@@ -175,7 +176,7 @@ impl RawPipeline {
         let replies: Vec<redis::Value> =
             acquires.query(&mut self.conn).expect("pipelined acquires");
         assert!(
-            replies.iter().all(|r| matches!(r, redis::Value::Array(_))),
+            replies.iter().all(|r| matches!(r, redis::Value::Nil)),
             "a pipelined acquire found its lock held: {replies:?}"
         );
         self.n += 1;
@@ -356,8 +357,10 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             .map(|t| client.lock(format!("bench:throughput:{t}")))
             .collect();
         let (mut ours, mut raw, mut piped) = (Side::default(), Side::default(), Side::default());
-        // Each round's redlatch rate over the raw rate of the round next to it.
+        // Each round's redlatch rate over the raw rate of the round next to it; and its server
+        // CPU per cycle over the pipelined reference's of the round after it.
         let mut ratios = Vec::new();
+        let mut cpu_ratios = Vec::new();
         let url = ctx.url.clone();
         let run_ours = |raw: &mut redis::Connection, memory: &mut Memory| {
             // Each round starts on an empty server: the raw side's unlock latches (which
@@ -411,7 +414,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             raw.add(raw_round);
             if threads > 1 {
                 flush(&mut ctx.raw);
-                piped.add(round(
+                let piped_round = round(
                     "pipe",
                     1,
                     |_| {
@@ -421,7 +424,10 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                     &mut ctx.raw,
                     None,
                     server_first,
-                ));
+                );
+                cpu_ratios
+                    .push(ours_round.server_cpu_per_cycle() / piped_round.server_cpu_per_cycle());
+                piped.add(piped_round);
             }
         }
         // Heap blocks allocated per cycle (by any thread), in a round of each side of its own:
@@ -471,9 +477,7 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
             .num(&format!("t{threads}_allocs_per_cycle"), ours_allocs)
             .num(&format!("t{threads}_raw_allocs_per_cycle"), raw_allocs);
         if ratios.len() > 2 {
-            ratios.sort_by(f64::total_cmp);
-            let median = (ratios[(ratios.len() - 1) / 2] + ratios[ratios.len() / 2]) / 2.0;
-            let (low, high) = (ratios[0], ratios[ratios.len() - 1]);
+            let (median, low, high) = spread(&mut ratios);
             eprintln!(
                 "throughput: {threads} threads: ratio per round: median {median:.2}, from \
                  {low:.2} to {high:.2} ({} rounds)",
@@ -484,11 +488,27 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 .num2(&format!("t{threads}_ratio_low"), low)
                 .num2(&format!("t{threads}_ratio_high"), high);
         }
-        if threads > 1 {
+        if cpu_ratios.len() > 2 {
+            let (median, low, high) = spread(&mut cpu_ratios);
             eprintln!(
-                "throughput: {threads} threads: one connection pipelining {threads} \
+                "throughput: {threads} threads: server CPU per cycle over the pipelined \
+                 reference's, per round: median {median:.2}, from {low:.2} to {high:.2}"
+            );
+            json = json
+                .num2(
+                    &format!("t{threads}_server_cpu_of_pipelined_median"),
+                    median,
+                )
+                .num2(&format!("t{threads}_server_cpu_of_pipelined_low"), low)
+                .num2(&format!("t{threads}_server_cpu_of_pipelined_high"), high);
+        }
+        if threads > 1 {
+            let cpu_of_piped = ours_cpu / piped.server_cpu_per_cycle();
+            eprintln!(
+                "throughput: {threads} threads: one connection pipelining {threads} Redisson \
                  acquires then {threads} unlocks: {:.0} cycles/s (redlatch reaches {:.2} of it), \
-                 server CPU per cycle {:.1} us, client {:.1} us",
+                 server CPU per cycle {:.1} us (redlatch's is {cpu_of_piped:.2} of it, target \
+                 <= 0.75), client {:.1} us",
                 piped.rate(),
                 ours.rate() / piped.rate(),
                 piped.server_cpu_per_cycle(),
@@ -507,7 +527,8 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
                 .num2(
                     &format!("t{threads}_of_pipelined"),
                     ours.rate() / piped.rate(),
-                );
+                )
+                .num2(&format!("t{threads}_server_cpu_of_pipelined"), cpu_of_piped);
         }
     }
     eprintln!(
@@ -520,4 +541,15 @@ pub(crate) fn throughput(ctx: &mut Ctx) -> Json {
     json.int("peak_keys", memory.peak_keys as usize)
         .num("peak_used_mb", memory.peak_used_bytes as f64 / 1e6)
         .num("baseline_used_mb", memory.baseline_used_bytes as f64 / 1e6)
+}
+
+/// The median, lowest and highest of `values` (not empty).
+fn spread(values: &mut [f64]) -> (f64, f64, f64) {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    (
+        (values[(n - 1) / 2] + values[n / 2]) / 2.0,
+        values[0],
+        values[n - 1],
+    )
 }
