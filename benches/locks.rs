@@ -13,6 +13,8 @@
 
 #[path = "locks/memory.rs"]
 mod memory;
+#[path = "locks/pair.rs"]
+mod pair;
 #[path = "locks/throughput.rs"]
 mod throughput;
 #[path = "locks/watchdog.rs"]
@@ -284,16 +286,43 @@ impl Solo {
 
 /// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.
 fn handoff(ctx: &Ctx) -> Json {
-    let h = Handoff::run(ctx, "bench:handoff", |c: &redlatch::Client, n: &str| {
-        c.lock(n)
-    });
-    h.report(
+    let make = |c: &redlatch::Client, n: &str| c.lock(n);
+    let h = Handoff::run(ctx, "bench:handoff", make);
+    let json = h.report(
         ctx,
         "handoff",
         "target >= 80%",
         "target >= 650",
         "barging, no target",
+    );
+    with_pair(
+        ctx,
+        "handoff",
+        json,
+        pair::pair(ctx, "bench:handoff:pair", make),
     )
+}
+
+/// `json` with the one-holder, one-waiter hand-overs (see `pair.rs`), also printed.
+fn with_pair(ctx: &Ctx, workload: &str, json: Json, p: pair::Pair) -> Json {
+    eprintln!(
+        "{workload}: one holder, one waiter: p50 {:.1} us inside one client ({:.2}x the bare \
+         floor, target <= 0.6), {:.1} us between two clients ({:.2}x, target <= 1.1); bare \
+         floor {:.1} us = {:.2}x ping",
+        p.in_client_p50,
+        p.in_client_p50 / p.floor_p50,
+        p.between_p50,
+        p.between_p50 / p.floor_p50,
+        p.floor_p50,
+        p.floor_p50 / ctx.ping_p50_us,
+    );
+    json.num("pair_floor_p50_us", p.floor_p50)
+        .num("pair_in_client_p50_us", p.in_client_p50)
+        .num("pair_in_client_p99_us", p.in_client_p99)
+        .num2("pair_in_client_of_floor", p.in_client_p50 / p.floor_p50)
+        .num("pair_between_clients_p50_us", p.between_p50)
+        .num("pair_between_clients_p99_us", p.between_p99)
+        .num2("pair_between_clients_of_floor", p.between_p50 / p.floor_p50)
 }
 
 /// The `handoff` workload on a fair lock: every cycle should go to another thread, in order.
@@ -303,7 +332,9 @@ fn fair_handoff(ctx: &Ctx) -> Json {
         "bench:fair_handoff",
         |c: &redlatch::Client, n: &str| c.fair_lock(n),
     );
-    h.report(ctx, "fair_handoff", "target 100%", "no target", "target 0")
+    let json = h.report(ctx, "fair_handoff", "target 100%", "no target", "target 0");
+    let p = pair::pair(ctx, "bench:fair_handoff:pair", |c, n| c.fair_lock(n));
+    with_pair(ctx, "fair_handoff", json, p)
 }
 
 /// `handoff` with 1,000 threads on one plain lock, all waiting on it from the start: each runs

@@ -29,13 +29,13 @@ const SERVER_FIRST: i32 = 10;
 
 /// Redisson's two lock scripts, loaded on a connection, and the commands that call them: each
 /// one EVALSHA built in one `redis::Cmd` (as redlatch builds its own).
-struct RawScripts {
+pub(crate) struct RawScripts {
     acquire: String,
     unlock: String,
 }
 
 impl RawScripts {
-    fn load(conn: &mut redis::Connection) -> RawScripts {
+    pub(crate) fn load(conn: &mut redis::Connection) -> RawScripts {
         let mut load = |src: &str| -> String {
             redis::Script::new(src)
                 .prepare_invoke()
@@ -48,7 +48,7 @@ impl RawScripts {
         }
     }
 
-    fn acquire(&self, key: &str, owner: &str) -> redis::Cmd {
+    pub(crate) fn acquire(&self, key: &str, owner: &str) -> redis::Cmd {
         let mut cmd = redis::Cmd::with_capacity(6, 128);
         cmd.arg("EVALSHA")
             .arg(&self.acquire)
@@ -59,7 +59,7 @@ impl RawScripts {
         cmd
     }
 
-    fn unlock(&self, key: &str, channel: &str, latch: &str, owner: &str) -> redis::Cmd {
+    pub(crate) fn unlock(&self, key: &str, channel: &str, latch: &str, owner: &str) -> redis::Cmd {
         let mut cmd = redis::Cmd::with_capacity(11, 256);
         cmd.arg("EVALSHA")
             .arg(&self.unlock)
@@ -77,14 +77,14 @@ impl RawScripts {
 }
 
 /// The keys of one raw lock: its name, channel and unlock latch prefix.
-struct RawKeys {
-    key: String,
-    channel: String,
+pub(crate) struct RawKeys {
+    pub(crate) key: String,
+    pub(crate) channel: String,
     latch_prefix: String,
 }
 
 impl RawKeys {
-    fn new(key: &str) -> RawKeys {
+    pub(crate) fn new(key: &str) -> RawKeys {
         RawKeys {
             key: key.to_owned(),
             channel: format!("redisson_lock__channel:{{{key}}}"),
@@ -93,7 +93,7 @@ impl RawKeys {
     }
 
     /// The latch of unlock number `n`: one per unlock, as Redisson's request id.
-    fn latch(&self, n: u64) -> String {
+    pub(crate) fn latch(&self, n: u64) -> String {
         format!("{}{n}", self.latch_prefix)
     }
 }
