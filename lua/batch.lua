@@ -1,8 +1,9 @@
--- Several callers' calls of the operations above (`ops`, numbered as `src/backend/merge.rs`
--- lists them, each taking `nkeys[op]` keys) run as one script call: each with its own keys
--- and arguments, in order, as if each had been sent alone. A call that fails (a redis.call
--- error, WRONGTYPE among them) fails alone: its reply is its error, and the calls after it
--- still run.
+-- Several callers' calls of the operations above (`ops`, numbered as `scripts::merged` lists
+-- them, each taking `nkeys[op]` keys) run as one script call: each with its own keys and
+-- arguments, one after another, doing what it would do sent alone (with no other client's
+-- command between them, and the server's memory checked once, before the first). A call that
+-- fails (a redis.call error, WRONGTYPE among them) fails alone: its reply is its error, and
+-- the calls after it still run.
 -- KEYS[1..k]  every call's keys, call after call
 -- ARGV        per call: its number of arguments times 16 plus its operation's number, then its
 --             arguments

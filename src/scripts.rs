@@ -213,10 +213,11 @@ fn keep_spare<T>(spare: &'static LocalKey<Cell<Option<T>>>, value: T) {
 }
 
 /// The scripts whose calls the batcher may send several of as one (see
-/// `backend/merge.rs`), in the order `lua/batch.lua` numbers them: the two calls of a plain
-/// lock's cycle, the hottest path. A script listed here must take a fixed number of keys.
-pub(crate) fn merged() -> [&'static Lua; 2] {
-    [&LOCK_ACQUIRE, &LOCK_UNLOCK]
+/// `backend/merge.rs`), in the order `lua/batch.lua` numbers them: the calls of a plain,
+/// non-reentrant or fenced lock's cycle, the hottest paths. A script listed here must take a
+/// fixed number of keys.
+pub(crate) fn merged() -> [&'static Lua; 3] {
+    [&LOCK_ACQUIRE, &LOCK_UNLOCK, &FENCED_ACQUIRE]
 }
 
 /// The statics, each made of its files in order (shared helpers first); and, for tests,

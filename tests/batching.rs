@@ -244,6 +244,55 @@ fn a_merged_call_that_fails_fails_alone() {
 }
 
 #[test]
+fn merged_calls_of_several_lock_kinds_each_get_their_own_reply() {
+    let server = RedisServer::new();
+    let (client, _) = warmed(&server, 1, Duration::from_secs(5));
+    let threads = 9;
+    let make = |i: usize| match i % 3 {
+        0 => client.lock(format!("kinds:{i}")),
+        1 => client.fenced_lock(format!("kinds:{i}")),
+        _ => client.non_reentrant_lock(format!("kinds:{i}")),
+    };
+    let round = |n: usize| {
+        while_paused(
+            server.port(),
+            threads,
+            1,
+            (|| server.stop(), || server.cont()),
+            |i| {
+                let guard = make(i).try_lock()?.expect("free");
+                let token = guard.token();
+                guard.unlock().map(|()| (n, token))
+            },
+        )
+    };
+    // The first round loads the batch script; the second is counted.
+    let (first, _) = round(1);
+    let before = Counts::now(&server);
+    let (second, written) = round(2);
+    assert!(written);
+    for (i, ((outcome, _), (earlier, _))) in second.iter().zip(&first).enumerate() {
+        let (_, token) = outcome.as_ref().unwrap();
+        let (_, earlier) = earlier.as_ref().unwrap();
+        match i % 3 {
+            1 => assert!(
+                token > earlier,
+                "kinds:{i}: tokens {earlier:?} then {token:?}"
+            ),
+            _ => assert_eq!(*token, None, "kinds:{i}"),
+        }
+    }
+    let ran = Counts::now(&server).since(before);
+    assert_eq!((ran.acquires, ran.releases), (9, 9));
+    assert!(ran.evalsha < 18, "{ran:?}: none merged");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("kinds:*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[test]
 fn without_batching_each_call_has_a_connection_of_its_own() {
     let server = RedisServer::new();
     let client = client(&server.url(), 0, Duration::from_secs(5));

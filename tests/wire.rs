@@ -93,6 +93,43 @@ fn unlock_leaves_only_what_redissons_leaves() {
 }
 
 #[test]
+fn an_unlock_that_expects_a_count_runs_once_however_often_it_is_sent() {
+    // What makes a lost unlock safe without a latch: the call says the count it expects
+    // before the release, and a second delivery (or a settle after it) finds another.
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let _: () = raw.hset("wire:expect", "me:1", 2).unwrap();
+    let unlock = redis::Script::new(include_str!("../lua/lock_unlock.lua"));
+    let run = |raw: &mut redis::Connection, expect: u32| -> Option<i64> {
+        unlock
+            .key("wire:expect")
+            .key("redisson_lock__channel:{wire:expect}")
+            .arg(30_000)
+            .arg("me:1")
+            .arg("PUBLISH")
+            .arg(expect)
+            .invoke(raw)
+            .unwrap()
+    };
+    assert_eq!(
+        run(&mut raw, 2),
+        Some(0),
+        "2 expected, 2 found: released one"
+    );
+    assert_eq!(
+        run(&mut raw, 2),
+        Some(-2),
+        "sent again: finds 1, changes nothing"
+    );
+    let count: i64 = raw.hget("wire:expect", "me:1").unwrap();
+    assert_eq!(count, 1);
+    assert_eq!(run(&mut raw, 1), Some(1), "the last hold");
+    assert_eq!(run(&mut raw, 1), Some(-1), "sent again: finds none");
+    let exists: bool = raw.exists("wire:expect").unwrap();
+    assert!(!exists);
+}
+
+#[test]
 fn foreign_owner_excludes_us_and_its_unlock_wakes_our_waiter() {
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();

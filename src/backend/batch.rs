@@ -45,6 +45,9 @@ use crate::error::Error;
 
 /// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
 const MAX_DOOMED: usize = 4096;
+/// Merged calls answered NOSCRIPT in a row after which a pool merges no more (the server
+/// does not keep the batch script: `SCRIPT LOAD` refused by an ACL, say).
+const MAX_UNLOADED: usize = 3;
 /// Keys to delete go out once this many wait (one `DEL` for many costs the server little
 /// more than one command); fewer are left for a later write, or to expire.
 const MIN_DOOMED: usize = 16;
@@ -52,6 +55,9 @@ const MIN_DOOMED: usize = 16;
 pub(crate) struct Batcher {
     /// How many round trips may be under way at once, each on its own connection.
     lanes: usize,
+    /// Merged calls answered NOSCRIPT in a row (see `merge.rs`); none are made from
+    /// [`MAX_UNLOADED`] on.
+    unloaded: AtomicUsize,
     /// Keys to delete go one per `DEL` (a cluster node: they may be in different slots).
     one_per_del: bool,
     queue: Mutex<Queue>,
@@ -343,6 +349,7 @@ impl Batcher {
     pub(crate) fn new(lanes: usize, one_per_del: bool) -> Batcher {
         Batcher {
             lanes: lanes.max(1),
+            unloaded: AtomicUsize::new(0),
             one_per_del,
             queue: Mutex::new(Queue::default()),
         }
@@ -388,7 +395,7 @@ impl Batcher {
             thread: std::thread::current(),
         });
         queue.bytes.extend_from_slice(cmd);
-        let op = (replies == 1 && !self.one_per_del)
+        let op = (replies == 1 && self.merges())
             .then(|| MERGER.op_of(cmd))
             .flatten();
         queue.entries.push(Entry {
@@ -455,6 +462,12 @@ impl Batcher {
             });
         }
         (bytes, entries)
+    }
+
+    /// Whether queued calls may be merged: not on a cluster node (a script call keeps to one
+    /// slot), nor once the server has not kept the batch script.
+    fn merges(&self) -> bool {
+        !self.one_per_del && self.unloaded.load(Ordering::Relaxed) < MAX_UNLOADED
     }
 
     /// `bytes` and `entries` (a queue taken whole) with the calls that may merge sent as
@@ -543,10 +556,10 @@ impl Batcher {
             let waiting = std::mem::take(&mut queue.entries);
             let doomed = take_doomed(&mut queue);
             drop(queue);
-            let (queued, mut waiting) = if self.one_per_del {
-                (queued, waiting)
-            } else {
+            let (queued, mut waiting) = if self.merges() {
                 self.merge(queued, waiting)
+            } else {
+                (queued, waiting)
             };
             if pool.is_closed() {
                 // Nothing more goes out once the client is closed (see `Pool::close`).
@@ -632,10 +645,11 @@ impl Batcher {
         entries: Vec<Entry>,
         answers: &mut Answers,
     ) -> Option<Held> {
-        // Merged calls the server could not run for want of the batch script.
-        let mut unloaded = Vec::new();
+        // Merged calls the server could not run for want of the batch script (as entries, so
+        // that an unwinding thread still answers them).
+        let mut unloaded: Vec<Entry> = Vec::new();
         let mut entries = entries.into_iter();
-        while let Some(mut entry) = entries.next() {
+        while let Some(entry) = entries.next() {
             let mut replies = Vec::with_capacity(entry.replies);
             let mut broke = None;
             for _ in 0..entry.replies {
@@ -656,12 +670,12 @@ impl Batcher {
                 }
                 return None;
             }
-            let merged = matches!(entry.target, Target::Merged(_));
-            if merged && replies.first().is_some_and(Merger::is_noscript) {
-                if let Target::Merged(merged) = entry.take_target() {
-                    unloaded.push(merged);
+            if let Target::Merged(_) = entry.target {
+                if replies.first().is_some_and(Merger::is_noscript) {
+                    unloaded.push(entry);
+                    continue;
                 }
-                continue;
+                self.unloaded.store(0, Ordering::Relaxed);
             }
             answers.answer(entry, Outcome::Replies(replies));
         }
@@ -669,7 +683,11 @@ impl Batcher {
             return Some(held);
         }
         // Loads the batch script, and sends those calls again as they were, unmerged (each
-        // loads its own script if it must).
+        // loads its own script if it must). A server that keeps answering NOSCRIPT (its
+        // `SCRIPT LOAD` refused) gets no more merged calls from this pool.
+        if self.unloaded.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_UNLOADED {
+            log::warn!("the server does not keep the batch script: calls are no longer merged");
+        }
         let mut bytes = MERGER.load_command();
         let mut entries = vec![Entry {
             replies: 1,
@@ -677,7 +695,10 @@ impl Batcher {
             bytes: 0,
             op: None,
         }];
-        for merged in unloaded {
+        for mut entry in unloaded {
+            let Target::Merged(merged) = entry.take_target() else {
+                continue;
+            };
             bytes.extend_from_slice(&merged.calls);
             entries.extend(merged.jobs.into_iter().map(|job| Entry {
                 replies: 1,

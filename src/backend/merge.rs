@@ -7,8 +7,12 @@
 //! it, finding the script, setting up its `KEYS` and `ARGV`, running the Lua VM, writing the
 //! reply): on the lock path, half of a cycle's server time. Run as one, the calls pay it
 //! once per batch. What the calls do, and so what any other client sees, is unchanged: the
-//! same keys, values, expiries and messages, in the order the calls were queued. Each caller
-//! gets its own reply or error.
+//! same keys, values, expiries and messages, each call's as it would be alone (they come from
+//! different callers, so their order among themselves, after the batch's unmerged calls, is
+//! any order they could have had; no other client's command runs between them). Each caller
+//! gets its own reply or error. One difference: a server at its `maxmemory` refuses a
+//! script call that writes before it starts (OOM), and so a merged batch as a whole, where
+//! alone some of its calls might have run before it filled up.
 //!
 //! Only on a server whose keys share one keyspace (not a cluster node, whose script calls
 //! must keep to one slot). The merged call is built from the callers' packed commands (the
@@ -22,7 +26,7 @@ use redis::{Script, Value};
 use crate::scripts::{self, Lua};
 
 /// The operations that merge, in the order `lua/batch.lua` numbers them (from 1).
-fn ops() -> [&'static Lua; 2] {
+fn ops() -> [&'static Lua; 3] {
     scripts::merged()
 }
 

@@ -47,7 +47,8 @@ pub(crate) trait Kind: Send + Sync + 'static {
 
     /// Runs the unlock script releasing one hold of `release.owner` on `c`, with its unlock
     /// latch, and its lease applied again to holds that remain (see [`Release`]). The
-    /// raw reply: nil (not held), 0 (still held), 1 (released), 2 (a hold that had expired).
+    /// raw reply: nil (not held), 0 (still held), 1 (released), 2 (a hold that had expired),
+    /// `-1 - count` (another count than [`Release::expect`]: nothing changed).
     fn unlock(
         &self,
         lock: &LockKey,
@@ -132,6 +133,9 @@ pub(crate) struct Release<'a> {
     pub(crate) lease_ms: u64,
     /// How long the latch is kept, in ms.
     pub(crate) latch_ttl_ms: u64,
+    /// For a kind without a latch: the owner's hold count the call expects before the
+    /// release; a call that finds another changes nothing (`lua/lock_unlock.lua`).
+    pub(crate) expect: Option<u32>,
 }
 
 /// `lock_renew.lua`: a hold is its field of the lock hash, which expires as a whole.

@@ -63,16 +63,18 @@ impl Kind for Plain {
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
-        scripts::LOCK_UNLOCK
-            .key(&lock.name)
-            .key(&self.channel)
+        let mut call = scripts::LOCK_UNLOCK.key(&lock.name);
+        call.key(&self.channel)
             .arg(release.lease_ms)
             .arg(release.owner)
-            .arg(lock.client.publish())
-            .invoke(c)
+            .arg(lock.client.publish());
+        if let Some(expect) = release.expect {
+            call.arg(expect);
+        }
+        call.invoke(c)
     }
 
-    /// A lost reply is settled by the holds left (see `lua/lock_unlock.lua`).
+    /// A lost reply is settled by the hold count left (see `lua/lock_unlock.lua`).
     fn latched_unlock(&self) -> bool {
         false
     }

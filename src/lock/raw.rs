@@ -46,6 +46,24 @@ pub(crate) struct RawLock {
     latches: keys::UnlockLatches,
 }
 
+/// What one run of an unlock script did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    Did(Unlocked),
+    /// The owner's count was this, not the one the call expected: nothing changed.
+    Differs(u32),
+}
+
+impl Ran {
+    /// What a call that expected no count did.
+    fn unlocked(self) -> Result<Unlocked> {
+        match self {
+            Ran::Did(unlocked) => Ok(unlocked),
+            Ran::Differs(_) => Err(Error::Protocol("unlock compared counts".into())),
+        }
+    }
+}
+
 /// What one acquire attempt found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Attempt {
@@ -281,12 +299,24 @@ impl RawLock {
                 raw.run(|c| redis::cmd("HGET").arg(&*name).arg(&field).query(c))?;
             let count = u32::try_from(count.unwrap_or(0)).unwrap_or(0);
             let extra = count.saturating_sub(told.known_holds).min(told.acquires);
-            for _ in 0..extra {
+            for released in 0..extra {
                 // Once, with no retry and no doubt of its own: a lost reply fails this
-                // settle, and the next try counts again.
+                // settle, and the next try counts again. Without a latch, only from the count
+                // just read: a lost call of the owner's that runs meanwhile leaves another,
+                // and then this changes nothing.
                 let latch = raw.new_latch();
-                raw.unlock_script(&raw.release(&owner, &latch, lease))?;
-                raw.key.client.inner.backend.delete_later(latch);
+                let mut release = raw.release(&owner, &latch, lease);
+                release.expect = Some(count - released);
+                let ran = raw.unlock_script(&release)?;
+                if !latch.is_empty() {
+                    raw.key.client.inner.backend.delete_later(latch);
+                }
+                if let Ran::Differs(now) = ran {
+                    log::debug!(
+                        "`{name}` (owner {owner}): the count changed to {now} while settling"
+                    );
+                    break;
+                }
             }
             if will_wait {
                 raw.leave(&owner)?;
@@ -354,19 +384,44 @@ impl RawLock {
         outcome
     }
 
-    /// [`unlock`](Self::unlock) for a kind without a latch.
+    /// [`unlock`](Self::unlock) for a kind without a latch. The call says the count it
+    /// expects: the holds the client's guards still have (this one's is no longer counted),
+    /// plus this one. A count that differs (another thread of a shared [`LockOwner`]
+    /// acquiring meanwhile, a leaked guard's hold) makes it send the release again without
+    /// one, as Redisson's unlock is.
+    ///
+    /// [`LockOwner`]: crate::LockOwner
     fn unlock_settled(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
-        let e = match self.unlock_script(&self.release(owner, "", lease)) {
-            Err(e) if e.breaks_connection() => e,
-            other => return other,
-        };
-        log::debug!(
-            "unlock of `{}` (owner {owner}) lost its reply ({e}); settled by the holds it leaves",
-            self.key.name
-        );
         let field: Arc<str> = self.field(owner).into();
         let watchdog = &self.key.client.inner.watchdog;
-        watchdog.doubt(&self.key.name, &field, self.settler(owner, lease, false));
+        let mut release = self.release(owner, "", lease);
+        release.expect = Some(watchdog.known_holds(&self.key.name, &field) + 1);
+        let e = match self.unlock_script(&release) {
+            Ok(Ran::Did(unlocked)) => return Ok(unlocked),
+            Ok(Ran::Differs(count)) => {
+                log::debug!(
+                    "unlock of `{}` (owner {owner}): the lock counts {count} holds, the client \
+                     {}; released as Redisson does",
+                    self.key.name,
+                    release.expect.unwrap_or(0)
+                );
+                release.expect = None;
+                return match self.unlock_script(&release)? {
+                    Ran::Did(unlocked) => Ok(unlocked),
+                    Ran::Differs(_) => Err(Error::Protocol("unlock compared counts".into())),
+                };
+            }
+            Err(e) if e.breaks_connection() => e,
+            Err(e) => return Err(e),
+        };
+        log::debug!(
+            "unlock of `{}` (owner {owner}) lost its reply ({e}); settled by the count it left",
+            self.key.name
+        );
+        if !watchdog.doubt(&self.key.name, &field, self.settler(owner, lease, false)) {
+            // The client is closing: nobody settles it.
+            return Err(e);
+        }
         if self.key.bound.is_some() {
             return Err(e);
         }
@@ -379,14 +434,14 @@ impl RawLock {
     fn unlock_latched(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
         let latch = self.new_latch();
         let release = self.release(owner, &latch, lease);
-        let outcome = match self.unlock_script(&release) {
+        let outcome = match self.unlock_script(&release).and_then(Ran::unlocked) {
             Err(e) if e.breaks_connection() => {
                 log::debug!(
                     "unlock of `{}` (owner {owner}) lost its reply ({e}); retrying",
                     self.key.name
                 );
                 // The latch makes every retry return the first call's outcome.
-                retry_interrupted(|| self.unlock_script(&release))
+                retry_interrupted(|| self.unlock_script(&release).and_then(Ran::unlocked))
             }
             other => other,
         };
@@ -417,12 +472,13 @@ impl RawLock {
             latch,
             lease_ms: millis(lease),
             latch_ttl_ms: millis(response_timeout * 4).max(1000),
+            expect: None,
         }
     }
 
     /// Runs the kind's unlock script once (retried as the pool retries a call that did not
     /// run), and decodes its reply.
-    fn unlock_script(&self, release: &Release<'_>) -> Result<Unlocked> {
+    fn unlock_script(&self, release: &Release<'_>) -> Result<Ran> {
         let (reply, acked) = self.run(|c| {
             let reply = self.kind.unlock(&self.key, c, release)?;
             Ok((reply, self.confirm(c, reply.is_some())?))
@@ -438,14 +494,18 @@ impl RawLock {
                 );
             }
         }
-        match reply {
-            None => Ok(Unlocked::NotHeld),
-            Some(0) => Ok(Unlocked::StillHeld),
-            Some(1) => Ok(Unlocked::Released),
+        let unlocked = match reply {
+            None => Unlocked::NotHeld,
+            Some(0) => Unlocked::StillHeld,
+            Some(1) => Unlocked::Released,
             // A read hold whose own lease had run out: cleaned up, but it was lost.
-            Some(2) => Ok(Unlocked::NotHeld),
-            Some(n) => Err(Error::Protocol(format!("unlock script replied {n}"))),
-        }
+            Some(2) => Unlocked::NotHeld,
+            Some(n) if n < 0 && release.expect.is_some() => {
+                return Ok(Ran::Differs(u32::try_from(-1 - n).unwrap_or(u32::MAX)))
+            }
+            Some(n) => return Err(Error::Protocol(format!("unlock script replied {n}"))),
+        };
+        Ok(Ran::Did(unlocked))
     }
 
     /// Deletes the lock whoever holds it; true if there was one. Watchers are told first (on

@@ -73,12 +73,14 @@ pub(super) struct Doubt {
 type Key = (Arc<str>, Arc<str>);
 
 impl Watchdog {
-    /// Records an acquire of `name` by `field` whose reply never came; `settle` gives back
-    /// what it may have taken (kept from the first doubt while one is pending).
-    pub(crate) fn doubt(&self, name: &Arc<str>, field: &Arc<str>, settle: Settle) {
+    /// Records a call of `name` by `field` whose reply never came (an acquire, or an unlock
+    /// made good the same way); `settle` gives back what it may have left (kept from the
+    /// first doubt while one is pending). False when the client is closing: nothing is
+    /// recorded, and nothing will settle it.
+    pub(crate) fn doubt(&self, name: &Arc<str>, field: &Arc<str>, settle: Settle) -> bool {
         let mut st = self.shared.state.lock();
         if st.shutdown {
-            return;
+            return false;
         }
         let key = (Arc::clone(name), Arc::clone(field));
         match st.doubts.get_mut(&key) {
@@ -98,9 +100,16 @@ impl Watchdog {
         }
         drop(st);
         log::debug!(
-            "acquire of `{name}` (owner {field}) lost its reply: settled when the server answers"
+            "a call on `{name}` (owner {field}) lost its reply: settled when the server answers"
         );
         self.shared.changed.notify_one();
+        true
+    }
+
+    /// The holds of `name` by `field` the client's guards have (renewed, or with an
+    /// explicit lease).
+    pub(crate) fn known_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
+        self.shared.state.lock().known_holds(name, field)
     }
 
     /// Settles the acquires in doubt of `name` by `field`, if any, before the owner's next
