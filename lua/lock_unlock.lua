@@ -17,7 +17,9 @@
 --          -1 - count          the owner's count is `count`, not ARGV[4]: nothing changed
 --          error WRONGTYPE     the key exists and is not a hash
 local count = redis.call('hget', KEYS[1], ARGV[2]);
-if ARGV[4] ~= nil and tonumber(count or 0) ~= tonumber(ARGV[4]) then
+-- Counts compare as the strings HINCRBY and the client write (decimal, no sign or zeros);
+-- the expected count is never 0.
+if ARGV[4] ~= nil and count ~= ARGV[4] then
     return -1 - tonumber(count or 0);
 end;
 if count == false then
