@@ -130,6 +130,23 @@ fn an_unlock_that_expects_a_count_runs_once_however_often_it_is_sent() {
 }
 
 #[test]
+fn an_unlock_whose_expected_count_is_off_releases_as_redissons_does() {
+    // A leaked guard's hold is not among the holds the client counts: the unlock expects 1,
+    // finds 2, and sends the release again without a count.
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let lock = client.lock("wire:off");
+    let g1 = lock.lock().unwrap();
+    lock.lock().unwrap().leak();
+    g1.unlock().unwrap();
+    let mut raw = server.conn();
+    let counts: Vec<i64> = redis::cmd("HVALS").arg("wire:off").query(&mut raw).unwrap();
+    assert_eq!(counts, [1], "one hold released, the leaked one left");
+    lock.unlock().unwrap();
+    assert!(!lock.is_locked().unwrap());
+}
+
+#[test]
 fn foreign_owner_excludes_us_and_its_unlock_wakes_our_waiter() {
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();

@@ -376,12 +376,14 @@ impl<O: Ownership> LockGuard<O> {
             );
         }
         let lost = self.lost();
+        // The holds of this owner the client's other guards have: the unlock expects one more.
+        let mut known = None;
         if let Some(w) = self.watch.take() {
-            inner.watchdog.unwatch(w);
+            known = inner.watchdog.unwatch(w);
         }
         if self.lock.lease.is_some() {
             let field = raw.field(&self.owner).into();
-            inner.watchdog.count_explicit(&raw.key.name, field, false);
+            known = Some(inner.watchdog.count_explicit(&raw.key.name, field, false));
         }
         if let Some(reason) = lost {
             // The unlock script could release a newer hold of this thread, taken after the
@@ -398,7 +400,7 @@ impl<O: Ownership> LockGuard<O> {
         }
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
         let lease = self.lock.lease_for(&self.owner, lease);
-        match self.lock.raw.unlock(&self.owner, lease)? {
+        match self.lock.raw.unlock_knowing(&self.owner, lease, known)? {
             Unlocked::NotHeld => {
                 // Latched (and counted once) for the thread's other holds of this lock too:
                 // they share the lease, and need not try to unlock.

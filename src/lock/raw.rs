@@ -368,12 +368,23 @@ impl RawLock {
     /// knows of and releases the one hold if it is still there, run at once on this thread
     /// (for a bounded lock, on the watchdog thread, and the error returned).
     pub(crate) fn unlock(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
+        self.unlock_knowing(owner, lease, None)
+    }
+
+    /// [`unlock`](Self::unlock), told the holds of `owner` the client's guards still have
+    /// (`None`: asks the watchdog).
+    pub(crate) fn unlock_knowing(
+        &self,
+        owner: &str,
+        lease: Duration,
+        known: Option<u32>,
+    ) -> Result<Unlocked> {
         let span = trace::Span::release(self.kind.label(), &self.key.name);
         let _in_span = span.enter();
         let outcome = if self.kind.latched_unlock() {
             self.unlock_latched(owner, lease)
         } else {
-            self.unlock_settled(owner, lease)
+            self.unlock_settled(owner, lease, known)
         };
         span.outcome(match &outcome {
             Ok(Unlocked::Released) => "released",
@@ -391,11 +402,12 @@ impl RawLock {
     /// one, as Redisson's unlock is.
     ///
     /// [`LockOwner`]: crate::LockOwner
-    fn unlock_settled(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
+    fn unlock_settled(&self, owner: &str, lease: Duration, known: Option<u32>) -> Result<Unlocked> {
         let field: Arc<str> = self.field(owner).into();
         let watchdog = &self.key.client.inner.watchdog;
         let mut release = self.release(owner, "", lease);
-        release.expect = Some(watchdog.known_holds(&self.key.name, &field) + 1);
+        let known = known.unwrap_or_else(|| watchdog.known_holds(&self.key.name, &field));
+        release.expect = Some(known + 1);
         let e = match self.unlock_script(&release) {
             Ok(Ran::Did(unlocked)) => return Ok(unlocked),
             Ok(Ran::Differs(count)) => {

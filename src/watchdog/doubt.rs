@@ -136,17 +136,19 @@ impl Watchdog {
     }
 
     /// Counts a hold of `name` by `field` with an explicit lease (`held`), or its release.
-    pub(crate) fn count_explicit(&self, name: &Arc<str>, field: Arc<str>, held: bool) {
+    /// Returns the holds the client's guards have then (see [`known_holds`](Self::known_holds)).
+    pub(crate) fn count_explicit(&self, name: &Arc<str>, field: Arc<str>, held: bool) -> u32 {
         let mut st = self.shared.state.lock();
         let key = (Arc::clone(name), field);
         if held {
-            *st.explicit.entry(key).or_default() += 1;
+            *st.explicit.entry(key.clone()).or_default() += 1;
         } else if let Some(n) = st.explicit.get_mut(&key) {
             *n -= 1;
             if *n == 0 {
                 st.explicit.remove(&key);
             }
         }
+        st.known_holds(&key.0, &key.1)
     }
 
     /// Whether any acquire is in doubt: the owners' calls look no further when none is.
@@ -179,7 +181,7 @@ impl State {
 
     /// The holds of `name` and `field` the client's guards have: renewed, or with an explicit
     /// lease.
-    fn known_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
+    pub(super) fn known_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
         let renewed = self
             .find(name, field)
             .and_then(|id| self.entries.get(&id))

@@ -93,13 +93,21 @@ impl Watchdog {
     }
 
     /// Releases `watch`'s hold: its callbacks are dropped uncalled (once any of them that is
-    /// running has returned), and at zero holds the lock is no longer renewed.
-    pub(crate) fn unwatch(&self, watch: Watch) {
+    /// running has returned), and at zero holds the lock is no longer renewed. Returns the
+    /// holds of that lock and owner the client's guards still have (as
+    /// [`known_holds`](Watchdog::known_holds)), for a renewed hold; `None` for a timer.
+    pub(crate) fn unwatch(&self, watch: Watch) -> Option<u32> {
         let mut st = self.shared.state.lock();
         let dropped = self.disarm_locked(&mut st, watch);
+        let hold = st
+            .entries
+            .get(&watch.id)
+            .and_then(|e| Some((Arc::clone(&e.name), Arc::clone(e.field.as_ref()?))));
         let entry = st.release(watch.id);
+        let known = hold.map(|(name, field)| st.known_holds(&name, &field));
         drop(st);
         drop((dropped, entry));
+        known
     }
 
     /// Drops `watch`'s callbacks uncalled but keeps the hold renewed (a leaked guard). A
