@@ -293,6 +293,73 @@ fn merged_calls_of_several_lock_kinds_each_get_their_own_reply() {
 }
 
 #[test]
+fn calls_merge_after_every_lane_found_the_batch_script_missing_at_once() {
+    // On a new server the first merged call of each lane finds no batch script: each loads
+    // it and sends its calls again, and merging goes on (a regression: NOSCRIPTs counted as
+    // refusals once turned it off for good).
+    let server = RedisServer::new();
+    let client = client(&server.url(), 4, Duration::from_secs(10));
+    let (threads, cycles) = (32, 100);
+    thread::scope(|s| {
+        for t in 0..threads {
+            let client = &client;
+            s.spawn(move || {
+                let lock = client.lock(format!("cold:{t}"));
+                for _ in 0..cycles {
+                    lock.lock().unwrap().unlock().unwrap();
+                }
+            });
+        }
+    });
+    let ran = Counts::now(&server);
+    let calls = (threads * cycles) as u64;
+    assert_eq!((ran.acquires, ran.releases), (calls, calls));
+    assert!(
+        ran.evalsha < calls,
+        "{ran:?}: {} lock calls mostly unmerged",
+        2 * calls
+    );
+}
+
+#[test]
+fn a_flushed_batch_script_is_loaded_again_however_often() {
+    // Each `SCRIPT FLUSH` costs the next merged call one NOSCRIPT (its calls are sent again,
+    // unmerged) and never turns merging off.
+    let server = RedisServer::new();
+    let (client, _) = warmed(&server, 1, Duration::from_secs(5));
+    let threads = 6;
+    let round = |r: usize| {
+        let (outcomes, written) = while_paused(
+            server.port(),
+            threads,
+            1,
+            (|| server.stop(), || server.cont()),
+            // Kept (leaked): only the acquires are counted.
+            |i| {
+                client
+                    .lock(format!("flushed:{r}:{i}"))
+                    .lock()
+                    .map(|g| g.leak())
+            },
+        );
+        assert!(written, "round {r}");
+        assert!(outcomes.iter().all(|(o, _)| o.is_ok()), "round {r}");
+    };
+    for r in 0..4 {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut server.conn())
+            .unwrap();
+        round(r);
+    }
+    let before = Counts::now(&server);
+    round(4);
+    let ran = Counts::now(&server).since(before);
+    assert_eq!(ran.acquires, threads as u64);
+    assert_eq!(ran.evalsha, 2, "{ran:?}: one call alone, the others merged");
+}
+
+#[test]
 fn without_batching_each_call_has_a_connection_of_its_own() {
     let server = RedisServer::new();
     let client = client(&server.url(), 0, Duration::from_secs(5));

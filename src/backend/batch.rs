@@ -32,7 +32,7 @@
 //! of a pool outlive their deletion (until they expire), and the server deletes 16 keys for
 //! the cost of little more than one command.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
 
@@ -45,9 +45,6 @@ use crate::error::Error;
 
 /// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
 const MAX_DOOMED: usize = 4096;
-/// Merged calls answered NOSCRIPT in a row after which a pool merges no more (the server
-/// does not keep the batch script: `SCRIPT LOAD` refused by an ACL, say).
-const MAX_UNLOADED: usize = 3;
 /// Keys to delete go out once this many wait (one `DEL` for many costs the server little
 /// more than one command); fewer are left for a later write, or to expire.
 const MIN_DOOMED: usize = 16;
@@ -55,9 +52,9 @@ const MIN_DOOMED: usize = 16;
 pub(crate) struct Batcher {
     /// How many round trips may be under way at once, each on its own connection.
     lanes: usize,
-    /// Merged calls answered NOSCRIPT in a row (see `merge.rs`); none are made from
-    /// [`MAX_UNLOADED`] on.
-    unloaded: AtomicUsize,
+    /// Set once the server refused to load the batch script (an ACL without `SCRIPT`, say):
+    /// no more calls are merged (see `merge.rs`).
+    unmergeable: AtomicBool,
     /// Keys to delete go one per `DEL` (a cluster node: they may be in different slots).
     one_per_del: bool,
     queue: Mutex<Queue>,
@@ -101,7 +98,7 @@ impl Drop for Entry {
         let jobs = match self.take_target() {
             Target::Job(job) => vec![job],
             Target::Merged(merged) => merged.jobs,
-            Target::Mine | Target::Later => return,
+            Target::Mine | Target::Later | Target::Load => return,
         };
         for job in jobs {
             let e = std::io::Error::other("the thread reading this command's reply panicked");
@@ -121,6 +118,8 @@ enum Target {
     Merged(Box<Merged>),
     /// Nobody: read and dropped.
     Later,
+    /// Nobody: the batch script's `SCRIPT LOAD`, whose error is noted.
+    Load,
 }
 
 impl Target {
@@ -129,7 +128,7 @@ impl Target {
         match self {
             Target::Job(job) => Some(job),
             Target::Merged(merged) => merged.jobs.first(),
-            Target::Mine | Target::Later => None,
+            Target::Mine | Target::Later | Target::Load => None,
         }
     }
 }
@@ -212,7 +211,7 @@ impl Answers {
             Target::Mine => self.mine = Some(outcome),
             Target::Job(job) => self.jobs.push((job, outcome)),
             Target::Merged(merged) => self.answer_merged(merged.jobs, outcome),
-            Target::Later => {}
+            Target::Later | Target::Load => {}
         }
     }
 
@@ -349,7 +348,7 @@ impl Batcher {
     pub(crate) fn new(lanes: usize, one_per_del: bool) -> Batcher {
         Batcher {
             lanes: lanes.max(1),
-            unloaded: AtomicUsize::new(0),
+            unmergeable: AtomicBool::new(false),
             one_per_del,
             queue: Mutex::new(Queue::default()),
         }
@@ -467,7 +466,7 @@ impl Batcher {
     /// Whether queued calls may be merged: not on a cluster node (a script call keeps to one
     /// slot), nor once the server has not kept the batch script.
     fn merges(&self) -> bool {
-        !self.one_per_del && self.unloaded.load(Ordering::Relaxed) < MAX_UNLOADED
+        !self.one_per_del && !self.unmergeable.load(Ordering::Relaxed)
     }
 
     /// `bytes` and `entries` (a queue taken whole) with the calls that may merge sent as
@@ -670,28 +669,30 @@ impl Batcher {
                 }
                 return None;
             }
-            if let Target::Merged(_) = entry.target {
-                if replies.first().is_some_and(Merger::is_noscript) {
+            match (&entry.target, replies.first()) {
+                (Target::Merged(_), Some(reply)) if Merger::is_noscript(reply) => {
                     unloaded.push(entry);
                     continue;
                 }
-                self.unloaded.store(0, Ordering::Relaxed);
+                (Target::Load, Some(Value::ServerError(e))) => {
+                    log::warn!(
+                        "the server refused the batch script ({e:?}): calls are no longer merged"
+                    );
+                    self.unmergeable.store(true, Ordering::Relaxed);
+                }
+                _ => {}
             }
             answers.answer(entry, Outcome::Replies(replies));
         }
         if unloaded.is_empty() {
             return Some(held);
         }
-        // Loads the batch script, and sends those calls again as they were, unmerged (each
-        // loads its own script if it must). A server that keeps answering NOSCRIPT (its
-        // `SCRIPT LOAD` refused) gets no more merged calls from this pool.
-        if self.unloaded.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_UNLOADED {
-            log::warn!("the server does not keep the batch script: calls are no longer merged");
-        }
+        // Loads the batch script (a refusal stops this pool's merging), and sends those calls
+        // again as they were, unmerged (each loads its own script if it must).
         let mut bytes = MERGER.load_command();
         let mut entries = vec![Entry {
             replies: 1,
-            target: Target::Later,
+            target: Target::Load,
             bytes: 0,
             op: None,
         }];
