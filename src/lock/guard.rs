@@ -294,7 +294,9 @@ impl<O: Ownership> LockGuard<O> {
     ///
     /// [`Error::LockLost`] if the hold was already known lost ([`is_lost`](Self::is_lost):
     /// then nothing is sent, as the thread may hold the lock again by now) or the lock was no
-    /// longer held by this owner (nothing was deleted); connection errors (a lost reply is retried once, safely: see the unlock latch).
+    /// longer held by this owner (nothing was deleted); connection errors (a lost reply is
+    /// made good safely first: retried with the unlock latch, or, for a plain, fenced or
+    /// non-reentrant lock, settled by the hold count read back).
     ///
     /// # Examples
     ///

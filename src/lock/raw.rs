@@ -1,7 +1,7 @@
 //! The raw lock protocol: what every lock kind shares. Runs the kind's scripts (see
-//! [`Kind`]) with the replica confirmation and undo of an acquire, the unlock latch and one
-//! safe retry of an unlock, and decodes replies. Knows nothing of guards, waiting or the
-//! watchdog.
+//! [`Kind`]) with the replica confirmation and undo of an acquire, an unlock made safe to
+//! lose (the kind's latch and one retry, or an expected count and a settle), and decodes
+//! replies. Knows nothing of guards or waiting; hands the watchdog what it must settle.
 
 #[cfg(test)]
 use std::borrow::Cow;
