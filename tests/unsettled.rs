@@ -37,6 +37,14 @@ fn keys(server: &RedisServer) -> Vec<String> {
     keys
 }
 
+/// The hold counts in lock `name`'s hash, read raw.
+fn hold_counts(server: &RedisServer, name: &str) -> Vec<i64> {
+    redis::cmd("HVALS")
+        .arg(name)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
 /// The server paused while `acquire` runs: it fails with a timeout; the server, resumed, runs
 /// the queued acquire. A connection is opened first (a timeout drops the pool's), so that the
 /// acquire is sent at once rather than stalling in the handshake of a new one.
@@ -121,13 +129,7 @@ fn a_held_reentrant_lock_keeps_its_hold_when_a_reentry_reply_is_lost() {
     let held = lock.lock().unwrap();
     lost_reply(&server, &client, || lock.lock());
     // The re-entry ran when the server resumed (count 2); settled back to the guard's one.
-    assert!(wait_until(SETTLED, || {
-        redis::cmd("HVALS")
-            .arg("job")
-            .query::<Vec<i64>>(&mut server.conn())
-            .unwrap()
-            == [1]
-    }));
+    assert!(wait_until(SETTLED, || hold_counts(&server, "job") == [1]));
     held.unlock().unwrap();
     assert!(keys(&server).iter().all(|k| !k.contains("job")));
 }
@@ -246,13 +248,7 @@ fn an_unlock_whose_reply_was_lost_releases_one_hold_once() {
     let outer = lock.lock().unwrap();
     let inner = lock.lock().unwrap();
     lost_reply(&server, &client, || inner.unlock());
-    assert!(wait_until(SETTLED, || {
-        redis::cmd("HVALS")
-            .arg("job")
-            .query::<Vec<i64>>(&mut server.conn())
-            .unwrap()
-            == [1]
-    }));
+    assert!(wait_until(SETTLED, || hold_counts(&server, "job") == [1]));
     // The outer guard's release settles first: a settle that released a second hold would
     // leave it nothing to release (`LockLost`).
     outer.unlock().unwrap();
