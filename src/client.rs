@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::config::{Config, ServerAddress};
 use crate::error::Result;
+use crate::handover::HandOvers;
 use crate::keys;
 use crate::metrics::{Metrics, Recorder};
 use crate::names::Named;
@@ -45,6 +46,8 @@ pub(crate) struct Inner {
     pub(crate) pubsub: Dispatcher,
     pub(crate) backend: Arc<Backend>,
     pub(crate) metrics: Arc<Recorder>,
+    /// This client's threads waiting for a lock that a release here may pass to them.
+    pub(crate) handovers: HandOvers,
 }
 
 impl Client {
@@ -117,6 +120,7 @@ impl Client {
                 pubsub,
                 backend,
                 metrics,
+                handovers: HandOvers::default(),
             }),
         };
         if check {

@@ -1,6 +1,8 @@
 //! Interrupting a thread's waits, as Java's `Thread.interrupt` does for
 //! `Lock.lockInterruptibly`: a per-thread flag, and the slot of the wait the thread is
-//! blocked in, which an interrupt wakes (see `pubsub::Alarms::block`).
+//! blocked in, which an interrupt wakes (see `pubsub::Alarms::block`). The same slot takes a
+//! nudge: a thread of the client that passed this thread a lock it waits for (see
+//! `handover.rs`) wakes it this way, without an interrupt.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,6 +14,8 @@ use parking_lot::Mutex;
 #[derive(Default)]
 pub(crate) struct Interruption {
     requested: AtomicBool,
+    /// A nudge not yet seen by a block (see [`nudge`](Self::nudge)).
+    nudged: AtomicBool,
     /// The slot the thread blocks on now, if it does (see [`arm`](Self::arm)).
     armed: Mutex<Option<Sender<()>>>,
 }
@@ -42,6 +46,20 @@ impl Interruption {
     /// Takes a pending interrupt: true if there was one (the flag is then clear).
     pub(crate) fn take(&self) -> bool {
         self.requested.swap(false, Ordering::SeqCst)
+    }
+
+    /// Wakes the thread's wait once, without interrupting it: its slot if it is blocked, or
+    /// its next block, which then returns at once (see [`take_nudge`](Self::take_nudge)).
+    pub(crate) fn nudge(&self) {
+        self.nudged.store(true, Ordering::SeqCst);
+        if let Some(slot) = &*self.armed.lock() {
+            let _ = slot.try_send(());
+        }
+    }
+
+    /// Takes a nudge not yet seen: true if there was one.
+    pub(crate) fn take_nudge(&self) -> bool {
+        self.nudged.swap(false, Ordering::SeqCst)
     }
 
     /// Makes `slot` the one an interrupt wakes, until the returned guard drops. The caller

@@ -269,6 +269,7 @@ mod client;
 mod config;
 mod error;
 mod fenced;
+mod handover;
 mod inspect;
 mod interrupt;
 mod keys;

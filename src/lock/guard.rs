@@ -416,7 +416,7 @@ impl<O: Ownership> LockGuard<O> {
                     name: self.lock.key().to_owned(),
                 })
             }
-            Unlocked::StillHeld | Unlocked::Released => {
+            Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed => {
                 log::debug!("released `{}` (owner {})", self.lock.key(), self.owner);
                 Ok(())
             }

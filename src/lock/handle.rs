@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 use crate::backoff::Pacer;
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::handover::{State, Waiter};
 use crate::lock::guard::LockGuard;
 use crate::lock::kind::{Kind, Waiting};
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
-use crate::time::{check_deadline, check_duration, check_wait};
+use crate::time::{check_deadline, check_duration, check_wait, millis};
 use crate::trace;
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
@@ -399,7 +400,7 @@ impl<O: Ownership> Lock<O> {
             Unlocked::NotHeld => Err(Error::NotHeld {
                 name: self.key().to_owned(),
             }),
-            Unlocked::StillHeld | Unlocked::Released => Ok(()),
+            Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed => Ok(()),
         }
     }
 
@@ -586,19 +587,40 @@ impl<O: Ownership> Lock<O> {
         let mut attempts = 0u32;
         let mut got = None;
         let mut held = 0u32;
+        // A thread waiting for a kind that passes: a release by another thread of this
+        // client may hand it the lock (see `handover.rs`).
+        let passable = O::ONE_THREAD
+            && will_wait
+            && self.raw.kind.passes_inside_client()
+            && self.raw.key.bound.is_none();
+        let handovers = &self.raw.key.client.inner.handovers;
+        let mut joined: Option<Arc<Waiter>> = None;
         let mut attempt = || -> Result<Tried> {
             attempts += 1;
             if attempts == 2 {
                 log::debug!("waiting for `{}` (owner {owner})", self.key());
                 self.raw.before_wait(&owner);
             }
+            let lease = self.lease_for(&owner, lease);
+            if let Some(waiter) = &joined {
+                if let Some(sent_at) = self.passed(waiter, &owner)? {
+                    held = 1;
+                    got = Some(LockGuard::new(
+                        self.clone(),
+                        Arc::clone(&owner),
+                        sent_at,
+                        1,
+                        None,
+                    ));
+                    return Ok(Tried::done());
+                }
+            }
             let sent_at = Instant::now();
             let mut paced = |ttl: Duration| match &mut pacer {
                 Some(pacer) => pacer.next_delay().min(ttl),
                 None => ttl,
             };
-            let lease = self.lease_for(&owner, lease);
-            Ok(match self.raw.acquire(&owner, lease, will_wait)? {
+            let tried = Ok(match self.raw.acquire(&owner, lease, will_wait)? {
                 Attempt::Acquired { count, token } => {
                     held = count;
                     got = Some(LockGuard::new(
@@ -620,7 +642,15 @@ impl<O: Ownership> Lock<O> {
                         name: self.key().to_owned(),
                     })
                 }
-            })
+            });
+            if passable {
+                joined
+                    .get_or_insert_with(|| {
+                        handovers.join(&self.raw.key.name, Arc::clone(&owner), millis(lease))
+                    })
+                    .blocked();
+            }
+            tried
         };
         let dispatcher = &self.raw.key.client.inner.pubsub;
         // Until the queue is left: a close lets that finish. A call that will not wait joins
@@ -630,9 +660,11 @@ impl<O: Ownership> Lock<O> {
             Waiting::Channel(name) => Channel::lock(name),
             Waiting::Backoff(_) => Channel::none(),
         };
-        let outcome =
-            wait(dispatcher, channel, deadline, &mut attempt)
-                .map(|done| if done { got } else { None });
+        let waited = wait(dispatcher, channel, deadline, &mut attempt);
+        let mut outcome = waited.map(|done| if done { got } else { None });
+        if let Some(waiter) = joined {
+            self.leave_passing(&owner, &waiter, &mut outcome);
+        }
         match &outcome {
             Ok(Some(_)) => span.acquired(held, started.elapsed()),
             Ok(None) if will_wait => span.gave_up("timed_out", started.elapsed()),
@@ -666,6 +698,77 @@ impl<O: Ownership> Lock<O> {
             }
         }
         outcome
+    }
+}
+
+impl<O: Ownership> Lock<O> {
+    /// Before an attempt of `waiter` (this thread, `owner`): when a lock was passed to it,
+    /// the time the pass was sent, and no attempt is needed; a pass in doubt is settled here.
+    fn passed(&self, waiter: &Waiter, owner: &str) -> Result<Option<Instant>> {
+        match waiter.begin_attempt() {
+            State::Given(sent_at) => Ok(Some(sent_at)),
+            State::Doubt { from, at } => {
+                match self.raw.settle_pass(&from, owner, waiter.lease_ms) {
+                    Ok(passed) => Ok(passed.then_some(at)),
+                    Err(e) => {
+                        // The wait ends with this error: the watchdog settles the pass.
+                        let lease = Duration::from_millis(waiter.lease_ms);
+                        self.raw.doubt_pass(&from, owner, lease);
+                        Err(e)
+                    }
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// After the wait of `waiter` ended with `outcome`: leaves the client's queue. A lock
+    /// passed to it as the wait ended makes a wait that ran out a success; a wait that failed
+    /// (interrupted, closed, an error) gives it back, to the next waiter.
+    fn leave_passing(
+        &self,
+        owner: &Arc<str>,
+        waiter: &Arc<Waiter>,
+        outcome: &mut Result<Option<LockGuard<O>>>,
+    ) {
+        let raw = &self.raw;
+        let lease = Duration::from_millis(waiter.lease_ms);
+        let sent_at = match raw.key.client.inner.handovers.leave(&raw.key.name, waiter) {
+            State::Given(sent_at) => sent_at,
+            State::Doubt { from, at } => match raw.settle_pass(&from, owner, waiter.lease_ms) {
+                Ok(true) => at,
+                Ok(false) => return,
+                Err(e) => {
+                    log::debug!(
+                        "settling a pass of `{}` to {owner} failed: {e}; left to the watchdog",
+                        raw.key.name
+                    );
+                    raw.doubt_pass(&from, owner, lease);
+                    return;
+                }
+            },
+            _ => return,
+        };
+        if let Ok(None) = outcome {
+            *outcome = Ok(Some(LockGuard::new(
+                self.clone(),
+                Arc::clone(owner),
+                sent_at,
+                1,
+                None,
+            )));
+            return;
+        }
+        log::debug!(
+            "`{}` was passed to {owner} as its wait failed; giving it back",
+            raw.key.name
+        );
+        if let Err(e) = raw.unlock(owner, lease) {
+            log::warn!(
+                "giving back `{}` (owner {owner}), passed as its wait failed: {e}",
+                raw.key.name
+            );
+        }
     }
 }
 

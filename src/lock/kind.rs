@@ -48,7 +48,8 @@ pub(crate) trait Kind: Send + Sync + 'static {
     /// Runs the unlock script releasing one hold of `release.owner` on `c`, with its unlock
     /// latch, and its lease applied again to holds that remain (see [`Release`]). The
     /// raw reply: nil (not held), 0 (still held), 1 (released), 2 (a hold that had expired),
-    /// `-1 - count` (another count than [`Release::expect`]: nothing changed).
+    /// 3 (passed to [`Release::pass_to`]), `-1 - count` (another count than
+    /// [`Release::expect`]: nothing changed).
     fn unlock(
         &self,
         lock: &LockKey,
@@ -116,6 +117,14 @@ pub(crate) trait Kind: Send + Sync + 'static {
         true
     }
 
+    /// Whether the unlock script can pass the last hold to a waiter of the same client
+    /// ([`Release::pass_to`]; see `handover.rs`). Defaults to false: the plain kinds say
+    /// true (a fenced lock's new holder needs a new token, a fair one's the head of its
+    /// queue).
+    fn passes_inside_client(&self) -> bool {
+        false
+    }
+
     /// The fencing token counter, for a kind whose acquire takes a token. Defaults to none.
     fn token_key(&self) -> Option<&str> {
         None
@@ -136,6 +145,9 @@ pub(crate) struct Release<'a> {
     /// For a kind without a latch: the owner's hold count the call expects before the
     /// release; a call that finds another changes nothing (`lua/lock_unlock.lua`).
     pub(crate) expect: Option<u32>,
+    /// With `expect` 1, for a kind that [passes](Kind::passes_inside_client): the owner id
+    /// of a waiter of this client to pass the hold to, and its lease in ms.
+    pub(crate) pass_to: Option<(&'a str, u64)>,
 }
 
 /// `lock_renew.lua`: a hold is its field of the lock hash, which expires as a whole.

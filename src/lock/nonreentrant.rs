@@ -57,6 +57,10 @@ impl Kind for NonReentrant {
         self.plain.latched_unlock()
     }
 
+    fn passes_inside_client(&self) -> bool {
+        self.plain.passes_inside_client()
+    }
+
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.plain.force_unlock(lock, c)
     }

@@ -60,6 +60,11 @@ pub trait Ownership: sealed::Sealed + Clone + Send + Sync + 'static {
     /// The owner id written into the lock for a call made now by the calling thread.
     #[doc(hidden)]
     fn owner_id(&self, client: &Client) -> Arc<str>;
+
+    /// Whether a waiting owner is its thread alone: nobody else can touch its hold count
+    /// while it waits, so a release inside the client may pass it the lock.
+    #[doc(hidden)]
+    const ONE_THREAD: bool;
 }
 
 /// The default ownership: each hold belongs to the thread that takes it, as in Java. The
@@ -78,6 +83,7 @@ impl sealed::Sealed for ThreadOwned {}
 
 impl Ownership for ThreadOwned {
     type GuardMarker = *const ();
+    const ONE_THREAD: bool = true;
 
     fn owner_id(&self, client: &Client) -> Arc<str> {
         // Made once per thread and client: a lock call formats and allocates nothing for it.
@@ -150,6 +156,7 @@ impl sealed::Sealed for LockOwner {}
 
 impl Ownership for LockOwner {
     type GuardMarker = ();
+    const ONE_THREAD: bool = false;
 
     fn owner_id(&self, _: &Client) -> Arc<str> {
         Arc::clone(&self.id)

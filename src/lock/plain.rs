@@ -70,6 +70,9 @@ impl Kind for Plain {
             .arg(lock.client.publish());
         if let Some(expect) = release.expect {
             call.arg(expect);
+            if let Some((waiter, lease_ms)) = release.pass_to {
+                call.arg(waiter).arg(lease_ms);
+            }
         }
         call.invoke(c)
     }
@@ -77,6 +80,10 @@ impl Kind for Plain {
     /// A lost reply is settled by the hold count left (see `lua/lock_unlock.lua`).
     fn latched_unlock(&self) -> bool {
         false
+    }
+
+    fn passes_inside_client(&self) -> bool {
+        true
     }
 
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {

@@ -7,11 +7,12 @@
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::config::wait_replicas;
 use crate::error::{Error, Result};
+use crate::handover::Claim;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Release, Waiting};
@@ -33,6 +34,9 @@ pub(crate) enum Unlocked {
     StillHeld,
     /// The last hold released: the lock is free and waiters were woken.
     Released,
+    /// The last hold passed to a waiting thread of this client, in the same call (see
+    /// `handover.rs`); nothing was published.
+    Passed,
 }
 
 pub(crate) struct RawLock {
@@ -388,6 +392,7 @@ impl RawLock {
         };
         span.outcome(match &outcome {
             Ok(Unlocked::Released) => "released",
+            Ok(Unlocked::Passed) => "passed",
             Ok(Unlocked::StillHeld) => "still_held",
             Ok(Unlocked::NotHeld) => "not_held",
             Err(_) => "error",
@@ -408,9 +413,27 @@ impl RawLock {
         let mut release = self.release(owner, "", lease);
         let known = known.unwrap_or_else(|| watchdog.known_holds(&self.key.name, &field));
         release.expect = Some(known + 1);
+        // The last hold this client knows of: a thread of the client waiting for the lock
+        // may take it over in this call.
+        let claim = if known == 0 && self.kind.passes_inside_client() && self.key.bound.is_none() {
+            self.key.client.inner.handovers.claim(&self.key.name, owner)
+        } else {
+            None
+        };
+        let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
+        release.pass_to = to.as_ref().map(|to| (&*to.owner, to.lease_ms));
+        let sent_at = Instant::now();
         let e = match self.unlock_script(&release) {
+            Ok(Ran::Did(Unlocked::Passed)) => {
+                if let Some(claim) = claim {
+                    claim.given(sent_at);
+                }
+                return Ok(Unlocked::Passed);
+            }
             Ok(Ran::Did(unlocked)) => return Ok(unlocked),
             Ok(Ran::Differs(count)) => {
+                drop(claim);
+                release.pass_to = None;
                 log::debug!(
                     "unlock of `{}` (owner {owner}): the lock counts {count} holds, the client \
                      {}; released as Redisson does",
@@ -426,6 +449,9 @@ impl RawLock {
             Err(e) if e.breaks_connection() => e,
             Err(e) => return Err(e),
         };
+        if let Some(claim) = claim {
+            return Ok(self.pass_again(&release, claim, sent_at, e));
+        }
         log::debug!(
             "unlock of `{}` (owner {owner}) lost its reply ({e}); settled by the count it left",
             self.key.name
@@ -440,6 +466,67 @@ impl RawLock {
         watchdog.settle_first(&self.key.name, &field)?;
         // Whether it ran or the settle released the hold, it is gone.
         Ok(Unlocked::Released)
+    }
+
+    /// A pass whose reply was lost (`lost`), sent again: it is idempotent (a call finding the
+    /// hold passed already replies so). If that reply is lost too, the waiter settles the
+    /// pass itself, by the same call (see `handover.rs`'s `State::Doubt`): either way the
+    /// releaser's hold is gone, passed or given back.
+    fn pass_again(
+        &self,
+        release: &Release<'_>,
+        claim: Claim,
+        sent_at: Instant,
+        lost: Error,
+    ) -> Unlocked {
+        log::debug!(
+            "passing `{}` from {} to {} lost its reply ({lost}); sending it again",
+            self.key.name,
+            release.owner,
+            claim.waiter.owner
+        );
+        match retry_interrupted(|| self.unlock_script(release)) {
+            Ok(Ran::Did(Unlocked::Passed)) => {
+                claim.given(sent_at);
+                Unlocked::Passed
+            }
+            Ok(Ran::Did(unlocked)) => unlocked,
+            // Neither passed nor the count expected: the hold was lost meanwhile.
+            Ok(Ran::Differs(_)) => Unlocked::NotHeld,
+            Err(e) => {
+                log::debug!(
+                    "passing `{}` to {} lost its reply again ({e}); the waiter settles it",
+                    self.key.name,
+                    claim.waiter.owner
+                );
+                claim.doubt(Arc::from(release.owner), sent_at);
+                Unlocked::Passed
+            }
+        }
+    }
+
+    /// Settles a pass to `to` (this client's waiting thread, lease `lease_ms`) from `from`
+    /// whose reply was lost, by sending it again: true if `to` holds the lock now. Once this
+    /// has a reply, the first call can change nothing any more.
+    pub(crate) fn settle_pass(&self, from: &str, to: &str, lease_ms: u64) -> Result<bool> {
+        let mut release = self.release(from, "", Duration::from_millis(lease_ms));
+        release.expect = Some(1);
+        release.pass_to = Some((to, lease_ms));
+        Ok(matches!(
+            self.unlock_script(&release)?,
+            Ran::Did(Unlocked::Passed)
+        ))
+    }
+
+    /// A pass from `from` to `to` that neither the releaser nor the waiter could settle:
+    /// handed to the watchdog as a lost unlock of `from` and a lost acquire of `to`, so that
+    /// once the server answers, whichever of the two holds it is given back.
+    pub(crate) fn doubt_pass(&self, from: &str, to: &str, lease: Duration) {
+        let watchdog = &self.key.client.inner.watchdog;
+        for owner in [from, to] {
+            let field: Arc<str> = self.field(owner).into();
+            watchdog.doubt(&self.key.name, &field, self.settler(owner, lease, false));
+        }
     }
 
     /// [`unlock`](Self::unlock) with the kind's latch.
@@ -485,6 +572,7 @@ impl RawLock {
             lease_ms: millis(lease),
             latch_ttl_ms: millis(response_timeout * 4).max(1000),
             expect: None,
+            pass_to: None,
         }
     }
 
@@ -510,6 +598,7 @@ impl RawLock {
             None => Unlocked::NotHeld,
             Some(0) => Unlocked::StillHeld,
             Some(1) => Unlocked::Released,
+            Some(3) if release.pass_to.is_some() => Unlocked::Passed,
             // A read hold whose own lease had run out: cleaned up, but it was lost.
             Some(2) => Unlocked::NotHeld,
             Some(n) if n < 0 && release.expect.is_some() => {

@@ -109,7 +109,8 @@ impl Alarms {
     /// come with one, or as one: the caller treats it as a wake-up it did not use).
     ///
     /// No alarm is missed: the slot is armed for interrupts before the flags are checked,
-    /// and a close sets its flag before it wakes every registered slot.
+    /// and a close sets its flag before it wakes every registered slot. A nudge (a lock
+    /// passed to this thread inside the client) is an ordinary wake-up, taken the same way.
     pub(crate) fn block(
         &self,
         tx: &Sender<()>,
@@ -120,8 +121,13 @@ impl Alarms {
         if let Some(alarm) = self.raised() {
             return (alarm, false);
         }
+        // A lock passed to this thread before it blocked (see `Interruption::nudge`).
+        if self.interruption.take_nudge() {
+            return (Wakeup::Woken, false);
+        }
         let took = rx.recv_deadline(deadline).is_ok();
         drop(armed);
+        self.interruption.take_nudge();
         match self.raised() {
             Some(alarm) => (alarm, took),
             None if took => (Wakeup::Woken, true),
