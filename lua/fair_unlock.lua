@@ -10,19 +10,40 @@
 -- ARGV[3]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[4]  latch time-to-live in milliseconds
 -- ARGV[5]  thread wait in milliseconds
--- Reply:   the latch value when this request already ran (a retry): 0 or 1 as below
+-- ARGV[6]  optional: a waiter of the same client to pass the last hold to, if it heads the queue
+-- ARGV[7]  with ARGV[6]: that waiter's lease in milliseconds
+-- Reply:   the latch value when this request already ran (a retry): 0, 1 or 3 as below
 --          nil                 the owner holds no hold of this lock (nothing changed)
 --          0                   one hold released, the owner still holds the lock
 --          1                   last hold released: key deleted, '0' published on the head's channel
+--          3                   last hold passed to ARGV[6], the head: it leaves the queue and
+--                              holds the lock (count 1, lease ARGV[7]), as if it had acquired;
+--                              nothing published. Also when a call sent again after its latch
+--                              expired finds it passed already
 --          error WRONGTYPE     a key holds another type (checked before anything is written)
 local val = redis.call('get', KEYS[5]);
 if val ~= false then
     return tonumber(val);
 end;
 local count = redis.call('hget', KEYS[1], ARGV[2]);
+-- A pass sent again: the waiter it named holds the one hold a waiter can hold (it acquires
+-- nothing while a pass to it is in flight).
+if count == false and ARGV[6] ~= nil and redis.call('hget', KEYS[1], ARGV[6]) == '1' then
+    return 3;
+end;
 local now = fair_now();
 local wait = tonumber(ARGV[5]);
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
+if count ~= false and tonumber(count) <= 1 and head ~= false and head == ARGV[6] then
+    -- What the head's own acquire would do, in this call.
+    redis.call('del', KEYS[1]);
+    redis.call('hset', KEYS[1], head, 1);
+    redis.call('pexpire', KEYS[1], ARGV[7]);
+    redis.call('lpop', KEYS[2]);
+    redis.call('zrem', KEYS[3], head);
+    redis.call('set', KEYS[5], 3, 'px', ARGV[4]);
+    return 3;
+end;
 if count ~= false and tonumber(count) <= 1 then
     redis.call('del', KEYS[1]);
     redis.call('set', KEYS[5], 1, 'px', ARGV[4]);

@@ -48,8 +48,13 @@ pub(crate) enum State {
     Given(Instant),
     /// A hand-over call naming it lost its reply: it may or may not have run. The waiter
     /// settles it by sending the same call again (it is idempotent: see `lua/lock_unlock.lua`)
-    /// for the releaser `from`, who expected to leave no hold; the call was first sent `at`.
-    Doubt { from: Arc<str>, at: Instant },
+    /// for the releaser `from`, who expected to leave no hold; the call was first sent `at`,
+    /// with the unlock latch `latch` (empty for a kind without one).
+    Doubt {
+        from: Arc<str>,
+        at: Instant,
+        latch: String,
+    },
     /// Left the queue.
     Left,
 }
@@ -125,9 +130,9 @@ impl Claim {
     }
 
     /// The call lost its reply (and its retry): the waiter settles it (see [`State::Doubt`]).
-    pub(crate) fn doubt(mut self, from: Arc<str>, at: Instant) {
+    pub(crate) fn doubt(mut self, from: Arc<str>, at: Instant, latch: String) {
         self.done = true;
-        self.waiter.resolve(State::Doubt { from, at });
+        self.waiter.resolve(State::Doubt { from, at, latch });
     }
 }
 
@@ -325,12 +330,13 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         assert!(!leaving.is_finished(), "blocked by the claim");
         let at = Instant::now();
-        claim.doubt("c:2".into(), at);
+        claim.doubt("c:2".into(), at, String::new());
         assert_eq!(
             leaving.join().unwrap(),
             State::Doubt {
                 from: "c:2".into(),
-                at
+                at,
+                latch: String::new()
             }
         );
         assert_eq!(h.waiting("l"), 0);

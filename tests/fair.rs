@@ -192,7 +192,11 @@ fn listen(server: &RedisServer, name: &str) -> mpsc::Receiver<(String, String)> 
 fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_silent() {
     let server = RedisServer::new();
     let holder = Client::open(server.url()).unwrap();
-    let client = Client::open(server.url()).unwrap();
+    // A client each: a release inside one client passes the lock without a message (see
+    // tests/handover.rs); this is the wake-up between processes.
+    let clients: Vec<Client> = (0..5)
+        .map(|_| Client::open(server.url()).unwrap())
+        .collect();
     let name = "fair:head";
     let mut raw = server.conn();
     let messages = listen(&server, name);
@@ -207,7 +211,7 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
     for i in 0..5 {
         let (release_tx, release_rx) = mpsc::channel();
         releases.push(release_tx);
-        handles.push(waiter(&client, name, i, tx.clone(), Some(release_rx)));
+        handles.push(waiter(&clients[i], name, i, tx.clone(), Some(release_rx)));
         owners.push(recv_owner(&events));
         await_queued(&mut raw, name, i + 1);
     }

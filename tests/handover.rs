@@ -46,6 +46,7 @@ fn calls(server: &RedisServer) -> (u64, u64) {
 fn waiter(
     client: &Client,
     name: &'static str,
+    make: fn(&Client, &str) -> redlatch::Lock,
 ) -> (
     mpsc::Receiver<redlatch::Result<String>>,
     mpsc::Sender<()>,
@@ -54,7 +55,7 @@ fn waiter(
     let (got_tx, got) = mpsc::channel();
     let (release, release_rx) = mpsc::channel::<()>();
     let client = client.clone();
-    let handle = thread::spawn(move || match client.lock(name).lock() {
+    let handle = thread::spawn(move || match make(&client, name).lock() {
         Ok(guard) => {
             got_tx.send(Ok(guard.owner().to_owned())).unwrap();
             let _ = release_rx.recv();
@@ -72,7 +73,7 @@ fn a_release_passes_the_lock_to_a_waiting_thread_in_its_own_call() {
     // The scripts loaded (a first call's NOSCRIPT and its resend would count twice).
     drop(client.lock("warm-up").lock().unwrap());
     let guard = client.lock("pass").lock().unwrap();
-    let (got, release, handle) = waiter(&client, "pass");
+    let (got, release, handle) = waiter(&client, "pass", |c, n| c.lock(n));
     await_waiting(&client, 1);
     let (scripts, published) = calls(&server);
     drop(guard);
@@ -105,7 +106,7 @@ fn a_release_of_one_of_two_holds_keeps_the_lock() {
     let outer = lock.lock().unwrap();
     let inner = lock.lock().unwrap();
     let me = outer.owner().to_owned();
-    let (got, release, handle) = waiter(&client, "twice");
+    let (got, release, handle) = waiter(&client, "twice", |c, n| c.lock(n));
     await_waiting(&client, 1);
     drop(inner);
     assert_eq!(holds(&server, "twice"), vec![(me, 1)]);
@@ -253,7 +254,7 @@ fn a_lost_hold_is_not_passed() {
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();
     let guard = client.lock("lost").lock().unwrap();
-    let (got, release, handle) = waiter(&client, "lost");
+    let (got, release, handle) = waiter(&client, "lost", |c, n| c.lock(n));
     await_waiting(&client, 1);
     // The holder's lease ran out and somebody else took the lock.
     redis::pipe()
@@ -278,43 +279,92 @@ fn a_lost_hold_is_not_passed() {
 }
 
 #[test]
-fn fair_and_fenced_locks_do_not_pass() {
+fn a_fenced_lock_does_not_pass() {
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();
-    for (name, lock) in [
-        ("fair", client.fair_lock("fair")),
-        ("fenced", client.fenced_lock("fenced")),
-    ] {
-        let guard = lock.lock().unwrap();
-        let (tx, got) = mpsc::channel();
-        let (release, release_rx) = mpsc::channel::<()>();
-        let waiting = {
-            let lock = lock.clone();
-            thread::spawn(move || {
-                let guard = lock.lock().unwrap();
-                tx.send(()).unwrap();
-                release_rx.recv().unwrap();
-                drop(guard);
-            })
-        };
-        await_waiting(&client, 1);
-        let (_, published) = calls(&server);
-        drop(guard);
-        got.recv_timeout(GENEROUS).unwrap();
-        assert_eq!(
-            calls(&server).1,
-            published + 1,
-            "{name}: the release published"
-        );
-        release.send(()).unwrap();
-        waiting.join().unwrap();
+    let lock = client.fenced_lock("fenced");
+    let guard = lock.lock().unwrap();
+    let (tx, got) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let waiting = {
+        let lock = lock.clone();
+        thread::spawn(move || {
+            let guard = lock.lock().unwrap();
+            tx.send(guard.token()).unwrap();
+            release_rx.recv().unwrap();
+            drop(guard);
+        })
+    };
+    await_waiting(&client, 1);
+    let (_, published) = calls(&server);
+    let first = guard.token();
+    drop(guard);
+    let token = got.recv_timeout(GENEROUS).unwrap();
+    assert_eq!(calls(&server).1, published + 1, "the release published");
+    assert!(token > first, "a new token: {first:?} then {token:?}");
+    release.send(()).unwrap();
+    waiting.join().unwrap();
+}
+
+/// Queued A (this client), B (another), C (this client): the holder's release passes to A,
+/// the head; A's release may not pass to C, since B is ahead: B is woken as Redisson's fair
+/// lock wakes it; C gets it after B.
+#[test]
+fn a_fair_lock_passes_only_to_the_head_of_its_queue() {
+    let server = RedisServer::new();
+    let local = Client::open(server.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
+    drop(local.fair_lock("warm-up").lock().unwrap());
+    drop(other.fair_lock("warm-up").lock().unwrap());
+    let guard = local.fair_lock("fq").lock().unwrap();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    let mut owners = Vec::new();
+    for (place, client) in [&local, &other, &local].into_iter().enumerate() {
+        let (client, order) = (client.clone(), order.clone());
+        let (tx, rx) = mpsc::channel();
+        threads.push(thread::spawn(move || {
+            tx.send(client.owner_id()).unwrap();
+            let guard = client.fair_lock("fq").lock().unwrap();
+            order.lock().unwrap().push(guard.owner().to_owned());
+            thread::sleep(Duration::from_millis(20));
+            guard.unlock().unwrap();
+        }));
+        owners.push(rx.recv().unwrap());
+        assert!(wait_until(GENEROUS, || local
+            .inspect("fq")
+            .unwrap()
+            .is_some_and(|i| i.queue.len() == place + 1)));
     }
+    await_waiting(&local, 2);
+    await_waiting(&other, 1);
+    let (_, published) = calls(&server);
+    drop(guard);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), owners, "FIFO");
+    assert_eq!(
+        calls(&server).1 - published,
+        2,
+        "passed to A; B and C woken by a message each"
+    );
+    assert!(holds(&server, "fq").is_empty());
 }
 
 /// The pass's reply is lost twice (the server paused), and the waiter cannot settle it
 /// either: whichever of the two holds the lock when the server answers is given back.
 #[test]
 fn a_pass_nobody_could_settle_leaves_nothing_behind() {
+    nobody_settles(|c: &Client, n: &str| c.lock(n));
+}
+
+#[test]
+fn a_fair_pass_nobody_could_settle_leaves_nothing_behind() {
+    nobody_settles(|c, n| c.fair_lock(n));
+}
+
+fn nobody_settles(make: fn(&Client, &str) -> redlatch::Lock) {
     let server = RedisServer::new();
     let reply = Duration::from_millis(300);
     let config = Config::builder(server.url())
@@ -324,8 +374,8 @@ fn a_pass_nobody_could_settle_leaves_nothing_behind() {
         .build()
         .unwrap();
     let client = Client::new(config).unwrap();
-    let guard = client.lock("doubt").lock().unwrap();
-    let (got, _release, handle) = waiter(&client, "doubt");
+    let guard = make(&client, "doubt").lock().unwrap();
+    let (got, _release, handle) = waiter(&client, "doubt", make);
     await_waiting(&client, 1);
     server.stop();
     let released = guard.unlock();

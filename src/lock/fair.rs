@@ -85,9 +85,8 @@ impl Kind for Fair {
         c: &mut dyn ConnectionLike,
         release: &Release<'_>,
     ) -> RedisResult<Option<i64>> {
-        scripts::FAIR_UNLOCK
-            .key(&lock.name)
-            .key(&self.queue)
+        let mut call = scripts::FAIR_UNLOCK.key(&lock.name);
+        call.key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
             .key(release.latch)
@@ -95,8 +94,16 @@ impl Kind for Fair {
             .arg(release.owner)
             .arg(lock.client.publish())
             .arg(release.latch_ttl_ms)
-            .arg(self.wait_ms)
-            .invoke(c)
+            .arg(self.wait_ms);
+        if let Some((waiter, lease_ms)) = release.pass_to {
+            call.arg(waiter).arg(lease_ms);
+        }
+        call.invoke(c)
+    }
+
+    /// Only to the head of the queue, which keeps the order exact.
+    fn passes_inside_client(&self) -> bool {
+        true
     }
 
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {

@@ -707,8 +707,8 @@ impl<O: Ownership> Lock<O> {
     fn passed(&self, waiter: &Waiter, owner: &str) -> Result<Option<Instant>> {
         match waiter.begin_attempt() {
             State::Given(sent_at) => Ok(Some(sent_at)),
-            State::Doubt { from, at } => {
-                match self.raw.settle_pass(&from, owner, waiter.lease_ms) {
+            State::Doubt { from, at, latch } => {
+                match self.raw.settle_pass(&from, owner, waiter.lease_ms, &latch) {
                     Ok(passed) => Ok(passed.then_some(at)),
                     Err(e) => {
                         // The wait ends with this error: the watchdog settles the pass.
@@ -735,18 +735,20 @@ impl<O: Ownership> Lock<O> {
         let lease = Duration::from_millis(waiter.lease_ms);
         let sent_at = match raw.key.client.inner.handovers.leave(&raw.key.name, waiter) {
             State::Given(sent_at) => sent_at,
-            State::Doubt { from, at } => match raw.settle_pass(&from, owner, waiter.lease_ms) {
-                Ok(true) => at,
-                Ok(false) => return,
-                Err(e) => {
-                    log::debug!(
-                        "settling a pass of `{}` to {owner} failed: {e}; left to the watchdog",
-                        raw.key.name
-                    );
-                    raw.doubt_pass(&from, owner, lease);
-                    return;
+            State::Doubt { from, at, latch } => {
+                match raw.settle_pass(&from, owner, waiter.lease_ms, &latch) {
+                    Ok(true) => at,
+                    Ok(false) => return,
+                    Err(e) => {
+                        log::debug!(
+                            "settling a pass of `{}` to {owner} failed: {e}; left to the watchdog",
+                            raw.key.name
+                        );
+                        raw.doubt_pass(&from, owner, lease);
+                        return;
+                    }
                 }
-            },
+            }
             _ => return,
         };
         if let Ok(None) = outcome {

@@ -119,6 +119,10 @@ impl Kind for NonReentrantFair {
         self.fair.unlock(lock, c, release)
     }
 
+    fn passes_inside_client(&self) -> bool {
+        self.fair.passes_inside_client()
+    }
+
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         self.fair.force_unlock(lock, c)
     }

@@ -386,7 +386,7 @@ impl RawLock {
         let span = trace::Span::release(self.kind.label(), &self.key.name);
         let _in_span = span.enter();
         let outcome = if self.kind.latched_unlock() {
-            self.unlock_latched(owner, lease)
+            self.unlock_latched(owner, lease, known)
         } else {
             self.unlock_settled(owner, lease, known)
         };
@@ -413,13 +413,7 @@ impl RawLock {
         let mut release = self.release(owner, "", lease);
         let known = known.unwrap_or_else(|| watchdog.known_holds(&self.key.name, &field));
         release.expect = Some(known + 1);
-        // The last hold this client knows of: a thread of the client waiting for the lock
-        // may take it over in this call.
-        let claim = if known == 0 && self.kind.passes_inside_client() && self.key.bound.is_none() {
-            self.key.client.inner.handovers.claim(&self.key.name, owner)
-        } else {
-            None
-        };
+        let claim = self.claim(owner, known);
         let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
         release.pass_to = to.as_ref().map(|to| (&*to.owner, to.lease_ms));
         let sent_at = Instant::now();
@@ -468,6 +462,16 @@ impl RawLock {
         Ok(Unlocked::Released)
     }
 
+    /// The last hold this client knows of `owner` to have (`known` other holds: none): a
+    /// thread of the client waiting for the lock may take it over in the release's call.
+    fn claim(&self, owner: &str, known: u32) -> Option<Claim> {
+        if known == 0 && self.kind.passes_inside_client() && self.key.bound.is_none() {
+            self.key.client.inner.handovers.claim(&self.key.name, owner)
+        } else {
+            None
+        }
+    }
+
     /// A pass whose reply was lost (`lost`), sent again: it is idempotent (a call finding the
     /// hold passed already replies so). If that reply is lost too, the waiter settles the
     /// pass itself, by the same call (see `handover.rs`'s `State::Doubt`): either way the
@@ -499,18 +503,27 @@ impl RawLock {
                     self.key.name,
                     claim.waiter.owner
                 );
-                claim.doubt(Arc::from(release.owner), sent_at);
+                claim.doubt(Arc::from(release.owner), sent_at, String::new());
                 Unlocked::Passed
             }
         }
     }
 
     /// Settles a pass to `to` (this client's waiting thread, lease `lease_ms`) from `from`
-    /// whose reply was lost, by sending it again: true if `to` holds the lock now. Once this
-    /// has a reply, the first call can change nothing any more.
-    pub(crate) fn settle_pass(&self, from: &str, to: &str, lease_ms: u64) -> Result<bool> {
-        let mut release = self.release(from, "", Duration::from_millis(lease_ms));
-        release.expect = Some(1);
+    /// whose reply was lost, by sending it again (with its `latch`, for a kind that has
+    /// one): true if `to` holds the lock now. Once this has a reply, the first call can
+    /// change nothing any more.
+    pub(crate) fn settle_pass(
+        &self,
+        from: &str,
+        to: &str,
+        lease_ms: u64,
+        latch: &str,
+    ) -> Result<bool> {
+        let mut release = self.release(from, latch, Duration::from_millis(lease_ms));
+        if !self.kind.latched_unlock() {
+            release.expect = Some(1);
+        }
         release.pass_to = Some((to, lease_ms));
         Ok(matches!(
             self.unlock_script(&release)?,
@@ -530,9 +543,22 @@ impl RawLock {
     }
 
     /// [`unlock`](Self::unlock) with the kind's latch.
-    fn unlock_latched(&self, owner: &str, lease: Duration) -> Result<Unlocked> {
+    fn unlock_latched(&self, owner: &str, lease: Duration, known: Option<u32>) -> Result<Unlocked> {
         let latch = self.new_latch();
-        let release = self.release(owner, &latch, lease);
+        let mut release = self.release(owner, &latch, lease);
+        let known = known.unwrap_or_else(|| {
+            let field: Arc<str> = self.field(owner).into();
+            self.key
+                .client
+                .inner
+                .watchdog
+                .known_holds(&self.key.name, &field)
+        });
+        // A claim where the script finds more holds is let go: it releases one, passes none.
+        let claim = self.claim(owner, known);
+        let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
+        release.pass_to = to.as_ref().map(|to| (&*to.owner, to.lease_ms));
+        let sent_at = Instant::now();
         let outcome = match self.unlock_script(&release).and_then(Ran::unlocked) {
             Err(e) if e.breaks_connection() => {
                 log::debug!(
@@ -543,6 +569,23 @@ impl RawLock {
                 retry_interrupted(|| self.unlock_script(&release).and_then(Ran::unlocked))
             }
             other => other,
+        };
+        let outcome = match (outcome, claim) {
+            (Ok(Unlocked::Passed), Some(claim)) => {
+                claim.given(sent_at);
+                Ok(Unlocked::Passed)
+            }
+            (Err(e), Some(claim)) if e.breaks_connection() => {
+                log::debug!(
+                    "passing `{}` to {} lost its reply again ({e}); the waiter settles it",
+                    self.key.name,
+                    claim.waiter.owner
+                );
+                // The waiter sends it again with the latch.
+                claim.doubt(Arc::from(owner), sent_at, latch);
+                return Ok(Unlocked::Passed);
+            }
+            (outcome, _) => outcome,
         };
         if outcome.is_ok() {
             // The reply came: no retry needs the latch now. Deleted with a later call
