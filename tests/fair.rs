@@ -208,10 +208,10 @@ fn unlock_wakes_only_the_head_which_acquires_within_50ms_and_the_others_stay_sil
     let mut releases = Vec::new();
     let mut handles = Vec::new();
     let mut owners = Vec::new();
-    for i in 0..5 {
+    for (i, client) in clients.iter().enumerate() {
         let (release_tx, release_rx) = mpsc::channel();
         releases.push(release_tx);
-        handles.push(waiter(&clients[i], name, i, tx.clone(), Some(release_rx)));
+        handles.push(waiter(client, name, i, tx.clone(), Some(release_rx)));
         owners.push(recv_owner(&events));
         await_queued(&mut raw, name, i + 1);
     }
