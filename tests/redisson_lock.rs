@@ -546,3 +546,58 @@ fn read_write_lock_shared_and_excluded_across_languages() {
         read_write(&version);
     }
 }
+
+/// Two threads of one redlatch client take turns on a lock, passing it to each other inside
+/// the client (no message), while a Redisson thread waits: to Redisson that is one long hold,
+/// and it gets the lock once a release goes to everyone (after at most 8 passes), woken by
+/// the message Redisson's waiters expect.
+#[test]
+fn a_redisson_waiter_gets_a_lock_passed_between_threads_of_one_client() {
+    require_java!();
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let mut p = pair(NEWEST);
+    let name = "interop:passed";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let first = p.client.lock(name).lock().unwrap();
+    java_waits(&p.server, &channel, || {
+        p.java.send("b", &format!("lock lock {name}"))
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let turns = Arc::new(AtomicU64::new(0));
+    let takers: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, stop, turns) = (p.client.clone(), stop.clone(), turns.clone());
+            thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let guard = client.lock(name).lock().unwrap();
+                    thread::sleep(Duration::from_millis(2));
+                    drop(guard);
+                    turns.fetch_add(1, Ordering::SeqCst);
+                    thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+    await_waiting(&p.client, 2);
+    let mut raw = p.server.conn();
+    let published = support::command_calls(&mut raw, "publish");
+    drop(first);
+    let acquired = p.java.reply_within("b", Duration::from_secs(20));
+    let java_owner = p.java.owner("b");
+    let fields: Vec<String> = raw.hkeys(name).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let turns_before = turns.load(Ordering::SeqCst);
+    let publishes = support::command_calls(&mut raw, "publish") - published;
+    acquired.expect("Redisson got the lock").value();
+    assert_eq!(fields, vec![java_owner], "Redisson alone holds it");
+    assert!(
+        publishes <= turns_before / 2 + 1,
+        "most releases were passes: {publishes} publishes in {turns_before} turns"
+    );
+    p.java.call("b", &format!("unlock lock {name}")).value();
+    for t in takers {
+        t.join().unwrap();
+    }
+    assert!(!p.client.lock(name).is_locked().unwrap());
+}
