@@ -15,6 +15,7 @@
 //! waiters does.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,10 +106,15 @@ impl Waiter {
         state
     }
 
+    /// Ends a claim: the state, then the nudge, under the state's lock, so that a waiter that
+    /// sees the outcome (and leaves, clearing its nudge) was nudged already: no nudge is left
+    /// over to wake the thread's next wait for nothing.
     fn resolve(&self, to: State) {
-        *self.state.lock() = to;
-        self.changed.notify_all();
+        let mut state = self.state.lock();
+        *state = to;
         self.thread.nudge();
+        drop(state);
+        self.changed.notify_all();
     }
 }
 
@@ -171,6 +177,8 @@ impl Queues {
 #[derive(Default)]
 pub(crate) struct HandOvers {
     queues: Arc<Queues>,
+    /// How many threads wait, for all names: a release finds none without the lock.
+    waiting: AtomicUsize,
 }
 
 impl HandOvers {
@@ -187,6 +195,7 @@ impl HandOvers {
         let mut queues = self.queues.0.lock();
         let queue = queues.entry(Arc::clone(name)).or_default();
         queue.waiters.push_back(Arc::clone(&waiter));
+        self.waiting.fetch_add(1, Ordering::SeqCst);
         waiter
     }
 
@@ -202,6 +211,7 @@ impl HandOvers {
         if let Some(queue) = queues.get_mut(name) {
             if let Some(at) = queue.waiters.iter().position(|w| Arc::ptr_eq(w, waiter)) {
                 queue.waiters.remove(at);
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
             }
             if queue.waiters.is_empty() {
                 queues.remove(name);
@@ -217,6 +227,11 @@ impl HandOvers {
     /// in a row (then, as when nobody waits here, the release goes to everyone, and the count
     /// starts again).
     pub(crate) fn claim(&self, name: &Arc<str>, releaser: &str) -> Option<Claim> {
+        // A waiter that joins after this read was not blocked when the release began: it
+        // attempts after it, or is woken by its message.
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
         let mut queues = self.queues.0.lock();
         let queue = queues.get_mut(name)?;
         if queue.passes >= MAX_PASSES {
