@@ -12,14 +12,15 @@
 -- ARGV[5]  thread wait in milliseconds
 -- ARGV[6]  optional: a waiter of the same client to pass the last hold to, if it heads the queue
 -- ARGV[7]  with ARGV[6]: that waiter's lease in milliseconds
+-- ARGV[8]  optional, with ARGV[6]: "again" for a pass sent again after its reply was lost
 -- Reply:   the latch value when this request already ran (a retry): 0, 1 or 3 as below
 --          nil                 the owner holds no hold of this lock (nothing changed)
 --          0                   one hold released, the owner still holds the lock
 --          1                   last hold released: key deleted, '0' published on the head's channel
 --          3                   last hold passed to ARGV[6], the head: it leaves the queue and
 --                              holds the lock (count 1, lease ARGV[7]), as if it had acquired;
---                              nothing published. Also when a call sent again after its latch
---                              expired finds it passed already
+--                              nothing published. Also when a call sent "again" after its
+--                              latch expired finds it passed already
 --          error WRONGTYPE     a key holds another type (checked before anything is written)
 local val = redis.call('get', KEYS[5]);
 if val ~= false then
@@ -28,7 +29,7 @@ end;
 local count = redis.call('hget', KEYS[1], ARGV[2]);
 -- A pass sent again: the waiter it named holds the one hold a waiter can hold (it acquires
 -- nothing while a pass to it is in flight).
-if count == false and ARGV[6] ~= nil and redis.call('hget', KEYS[1], ARGV[6]) == '1' then
+if count == false and ARGV[8] == 'again' and redis.call('hget', KEYS[1], ARGV[6]) == '1' then
     return 3;
 end;
 local now = fair_now();

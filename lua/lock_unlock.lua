@@ -13,12 +13,13 @@
 -- ARGV[4]  optional: the owner's hold count expected before the release
 -- ARGV[5]  optional (with ARGV[4] "1"): a waiter of the same client to pass the hold to
 -- ARGV[6]  with ARGV[5]: that waiter's lease in milliseconds
+-- ARGV[7]  optional, with ARGV[5]: "again" for a pass sent again after its reply was lost
 -- Reply:   nil                 the owner holds no hold of this lock (nothing changed)
 --          0                   one hold released, the owner still holds the lock
 --          1                   last hold released: key deleted, "0" published on KEYS[2]
 --          3                   last hold passed to ARGV[5]: its field is 1 and the lease
 --                              ARGV[6], nothing published (the lock stays held, as for a
---                              Java peer a long hold does); also when a call sent again
+--                              Java peer a long hold does); also when a call sent "again"
 --                              finds it passed already
 --          -1 - count          the owner's count is `count`, not ARGV[4]: nothing changed
 --          error WRONGTYPE     the key exists and is not a hash
@@ -28,7 +29,7 @@ local count = redis.call('hget', KEYS[1], ARGV[2]);
 if ARGV[4] ~= nil and count ~= ARGV[4] then
     -- A pass whose reply was lost, sent again: the waiter it named holds the one hold a
     -- waiter can hold (it acquires nothing while a pass to it is in flight).
-    if count == false and ARGV[5] ~= nil and redis.call('hget', KEYS[1], ARGV[5]) == '1' then
+    if count == false and ARGV[7] == 'again' and redis.call('hget', KEYS[1], ARGV[5]) == '1' then
         return 3;
     end;
     return -1 - tonumber(count or 0);

@@ -109,12 +109,16 @@ impl Waiter {
     /// Ends a claim: the state, then the nudge, under the state's lock, so that a waiter that
     /// sees the outcome (and leaves, clearing its nudge) was nudged already: no nudge is left
     /// over to wake the thread's next wait for nothing.
-    fn resolve(&self, to: State) {
+    fn resolve(&self, to: State) -> bool {
         let mut state = self.state.lock();
+        if *state != State::Claimed {
+            return false;
+        }
         *state = to;
         self.thread.nudge();
         drop(state);
         self.changed.notify_all();
+        true
     }
 }
 
@@ -128,17 +132,22 @@ pub(crate) struct Claim {
 }
 
 impl Claim {
-    /// The hand-over call sent at `sent_at` ran: the waiter holds the lock.
-    pub(crate) fn given(mut self, sent_at: Instant) {
+    /// The hand-over call sent at `sent_at` ran: the waiter holds the lock. False if the
+    /// waiter had stopped waiting for the call (see [`Waiter::begin_attempt`]): the caller
+    /// gives the hold back.
+    #[must_use]
+    pub(crate) fn given(mut self, sent_at: Instant) -> bool {
         self.done = true;
         self.queues.count_pass(&self.name);
-        self.waiter.resolve(State::Given(sent_at));
+        self.waiter.resolve(State::Given(sent_at))
     }
 
     /// The call lost its reply (and its retry): the waiter settles it (see [`State::Doubt`]).
-    pub(crate) fn doubt(mut self, from: Arc<str>, at: Instant, latch: String) {
+    /// False if the waiter had stopped waiting for the call: the caller settles it.
+    #[must_use]
+    pub(crate) fn doubt(mut self, from: Arc<str>, at: Instant, latch: String) -> bool {
         self.done = true;
-        self.waiter.resolve(State::Doubt { from, at, latch });
+        self.waiter.resolve(State::Doubt { from, at, latch })
     }
 }
 
@@ -155,19 +164,32 @@ impl Drop for Claim {
     }
 }
 
+/// One lock's waiters, and its run of passes. Kept while either is there: the waiter passed
+/// to leaves at once, and the run must outlast it (two threads taking turns leave the queue
+/// empty between passes).
 #[derive(Default)]
 struct Queue {
     waiters: VecDeque<Arc<Waiter>>,
-    /// Passes of this lock in a row.
+    /// Passes of this lock in a row: reset by a release of it that passes nothing.
     passes: u32,
 }
 
+impl Queue {
+    fn is_unused(&self) -> bool {
+        self.waiters.is_empty() && self.passes == 0
+    }
+}
+
 #[derive(Default)]
-struct Queues(Mutex<HashMap<Arc<str>, Queue>>);
+struct Queues {
+    by_name: Mutex<HashMap<Arc<str>, Queue>>,
+    /// How many names have a queue: a release finds none without the lock.
+    names: AtomicUsize,
+}
 
 impl Queues {
     fn count_pass(&self, name: &str) {
-        if let Some(queue) = self.0.lock().get_mut(name) {
+        if let Some(queue) = self.by_name.lock().get_mut(name) {
             queue.passes += 1;
         }
     }
@@ -177,8 +199,6 @@ impl Queues {
 #[derive(Default)]
 pub(crate) struct HandOvers {
     queues: Arc<Queues>,
-    /// How many threads wait, for all names: a release finds none without the lock.
-    waiting: AtomicUsize,
 }
 
 impl HandOvers {
@@ -192,10 +212,10 @@ impl HandOvers {
             changed: Condvar::new(),
             thread: Interruption::current(),
         });
-        let mut queues = self.queues.0.lock();
+        let mut queues = self.queues.by_name.lock();
         let queue = queues.entry(Arc::clone(name)).or_default();
         queue.waiters.push_back(Arc::clone(&waiter));
-        self.waiting.fetch_add(1, Ordering::SeqCst);
+        self.queues.names.store(queues.len(), Ordering::SeqCst);
         waiter
     }
 
@@ -207,14 +227,14 @@ impl HandOvers {
             let mut state = waiter.settled();
             std::mem::replace(&mut *state, State::Left)
         };
-        let mut queues = self.queues.0.lock();
+        let mut queues = self.queues.by_name.lock();
         if let Some(queue) = queues.get_mut(name) {
             if let Some(at) = queue.waiters.iter().position(|w| Arc::ptr_eq(w, waiter)) {
                 queue.waiters.remove(at);
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
             }
-            if queue.waiters.is_empty() {
+            if queue.is_unused() {
                 queues.remove(name);
+                self.queues.names.store(queues.len(), Ordering::SeqCst);
             }
         }
         // A nudge for this wait that it did not block for would wake the thread's next one.
@@ -229,10 +249,10 @@ impl HandOvers {
     pub(crate) fn claim(&self, name: &Arc<str>, releaser: &str) -> Option<Claim> {
         // A waiter that joins after this read was not blocked when the release began: it
         // attempts after it, or is woken by its message.
-        if self.waiting.load(Ordering::SeqCst) == 0 {
+        if self.queues.names.load(Ordering::SeqCst) == 0 {
             return None;
         }
-        let mut queues = self.queues.0.lock();
+        let mut queues = self.queues.by_name.lock();
         let queue = queues.get_mut(name)?;
         if queue.passes >= MAX_PASSES {
             queue.passes = 0;
@@ -255,6 +275,10 @@ impl HandOvers {
             }
         }
         queue.passes = 0;
+        if queue.is_unused() {
+            queues.remove(name);
+            self.queues.names.store(queues.len(), Ordering::SeqCst);
+        }
         None
     }
 
@@ -262,7 +286,7 @@ impl HandOvers {
     #[cfg(test)]
     pub(crate) fn waiting(&self, name: &str) -> usize {
         self.queues
-            .0
+            .by_name
             .lock()
             .get(name)
             .map_or(0, |q| q.waiters.len())
@@ -296,7 +320,7 @@ mod tests {
             "an unresolved claim gives it back"
         );
         let at = Instant::now();
-        claim.given(at);
+        assert!(claim.given(at));
         assert_eq!(a.begin_attempt(), State::Given(at));
         assert_eq!(h.leave("l", &a), State::Attempting);
         assert_eq!(h.leave("l", &b), State::Attempting);
@@ -314,14 +338,18 @@ mod tests {
 
     #[test]
     fn the_release_after_max_passes_goes_to_everyone() {
+        // Two threads taking turns: each pass goes to a waiter that joined after the last
+        // one left, so the run must outlast the queue's waiters.
         let h = HandOvers::default();
-        let a = h.join(&name(), "c:1".into(), 1000);
-        for _ in 0..MAX_PASSES {
-            a.blocked();
-            h.claim(&name(), "c:2").unwrap().given(Instant::now());
-            assert!(matches!(a.begin_attempt(), State::Given(_)));
+        for turn in 0..MAX_PASSES {
+            let w = h.join(&name(), format!("c:{}", turn % 2 + 1).into(), 1000);
+            w.blocked();
+            let releaser = format!("c:{}", (turn + 1) % 2 + 1);
+            assert!(h.claim(&name(), &releaser).unwrap().given(Instant::now()));
+            assert!(matches!(h.leave("l", &w), State::Given(_)));
         }
-        a.blocked();
+        let w = h.join(&name(), "c:1".into(), 1000);
+        w.blocked();
         assert!(
             h.claim(&name(), "c:2").is_none(),
             "the ninth goes to everyone"
@@ -330,6 +358,35 @@ mod tests {
             h.claim(&name(), "c:2").is_some(),
             "and the count starts again"
         );
+    }
+
+    #[test]
+    fn a_queue_goes_once_nobody_waits_and_no_run_is_counted() {
+        let h = HandOvers::default();
+        let w = h.join(&name(), "c:1".into(), 1000);
+        w.blocked();
+        assert!(h.claim(&name(), "c:2").unwrap().given(Instant::now()));
+        assert!(matches!(h.leave("l", &w), State::Given(_)));
+        assert_eq!(
+            h.queues.by_name.lock().len(),
+            1,
+            "the run outlasts the waiter"
+        );
+        assert!(h.claim(&name(), "c:1").is_none(), "nobody waits: published");
+        assert_eq!(h.queues.names.load(Ordering::SeqCst), 0);
+        assert!(h.queues.by_name.lock().is_empty());
+    }
+
+    #[test]
+    fn a_waiter_that_stopped_waiting_for_a_claim_is_not_given_the_lock() {
+        let h = HandOvers::default();
+        let w = h.join(&name(), "c:1".into(), 1000);
+        w.blocked();
+        let claim = h.claim(&name(), "c:2").unwrap();
+        // As if its patience ran out: it attempts on its own.
+        *w.state.lock() = State::Attempting;
+        assert!(!claim.given(Instant::now()), "the releaser gives it back");
+        assert!(!w.thread.take_nudge(), "and nudges nobody");
     }
 
     #[test]
@@ -345,7 +402,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         assert!(!leaving.is_finished(), "blocked by the claim");
         let at = Instant::now();
-        claim.doubt("c:2".into(), at, String::new());
+        assert!(claim.doubt("c:2".into(), at, String::new()));
         assert_eq!(
             leaving.join().unwrap(),
             State::Doubt {

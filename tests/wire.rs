@@ -184,3 +184,43 @@ fn foreign_owner_excludes_us_and_its_unlock_wakes_our_waiter() {
         "woken after {latency:?}"
     );
 }
+
+#[test]
+fn a_pass_runs_once_and_only_a_resent_one_takes_a_passed_hold_for_its_own() {
+    // A pass (the last hold to a waiter of the same client) writes what the waiter's own
+    // acquire would, and publishes nothing; sent again ("again"), it finds the hold passed
+    // and says so; a first call that finds the waiter holding by itself changes nothing.
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let _: () = raw.hset("wire:pass", "me:1", 1).unwrap();
+    let unlock = redis::Script::new(include_str!("../lua/lock_unlock.lua"));
+    let run = |raw: &mut redis::Connection, again: bool| -> Option<i64> {
+        let mut call = unlock.key("wire:pass");
+        call.key("redisson_lock__channel:{wire:pass}")
+            .arg(30_000)
+            .arg("me:1")
+            .arg("PUBLISH")
+            .arg(1)
+            .arg("you:2")
+            .arg(7_000);
+        if again {
+            call.arg("again");
+        }
+        call.invoke(raw).unwrap()
+    };
+    let published = support::command_calls(&mut raw, "publish");
+    assert_eq!(run(&mut raw, false), Some(3), "passed");
+    let holds: Vec<(String, i64)> = raw.hgetall("wire:pass").unwrap();
+    assert_eq!(holds, vec![("you:2".to_owned(), 1)]);
+    let pttl: i64 = raw.pttl("wire:pass").unwrap();
+    assert!(pttl > 6_000 && pttl <= 7_000, "the waiter's lease: {pttl}");
+    assert_eq!(run(&mut raw, true), Some(3), "sent again: passed already");
+    assert_eq!(run(&mut raw, false), Some(-1), "a first call: not its pass");
+    assert_eq!(
+        support::command_calls(&mut raw, "publish"),
+        published,
+        "nothing published"
+    );
+    let holds: Vec<(String, i64)> = raw.hgetall("wire:pass").unwrap();
+    assert_eq!(holds, vec![("you:2".to_owned(), 1)], "unchanged");
+}

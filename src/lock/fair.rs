@@ -95,8 +95,8 @@ impl Kind for Fair {
             .arg(lock.client.publish())
             .arg(release.latch_ttl_ms)
             .arg(self.wait_ms);
-        if let Some((waiter, lease_ms)) = release.pass_to {
-            call.arg(waiter).arg(lease_ms);
+        if let Some(pass) = &release.pass_to {
+            pass.args(&mut call);
         }
         call.invoke(c)
     }

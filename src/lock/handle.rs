@@ -643,7 +643,9 @@ impl<O: Ownership> Lock<O> {
                     })
                 }
             });
-            if passable {
+            // Busy: it waits, and a release here may pass it the lock until it attempts
+            // again (an attempt that acquired leaves it attempting: out of reach).
+            if passable && got.is_none() {
                 joined
                     .get_or_insert_with(|| {
                         handovers.join(&self.raw.key.name, Arc::clone(&owner), millis(lease))
@@ -751,6 +753,10 @@ impl<O: Ownership> Lock<O> {
             }
             _ => return,
         };
+        debug_assert!(
+            !matches!(outcome, Ok(Some(_))),
+            "passed to a waiter that acquired by itself"
+        );
         if let Ok(None) = outcome {
             *outcome = Ok(Some(LockGuard::new(
                 self.clone(),

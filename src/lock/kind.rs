@@ -145,9 +145,32 @@ pub(crate) struct Release<'a> {
     /// For a kind without a latch: the owner's hold count the call expects before the
     /// release; a call that finds another changes nothing (`lua/lock_unlock.lua`).
     pub(crate) expect: Option<u32>,
-    /// With `expect` 1, for a kind that [passes](Kind::passes_inside_client): the owner id
-    /// of a waiter of this client to pass the hold to, and its lease in ms.
-    pub(crate) pass_to: Option<(&'a str, u64)>,
+    /// For a kind that [passes](Kind::passes_inside_client) (a plain one with `expect` 1):
+    /// a waiter of this client to pass the last hold to.
+    pub(crate) pass_to: Option<Pass<'a>>,
+}
+
+/// A pass of the last hold to a waiting thread of the same client (see `handover.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct Pass<'a> {
+    /// The waiter's owner id.
+    pub(crate) to: &'a str,
+    /// The lease, in ms, set for it.
+    pub(crate) lease_ms: u64,
+    /// The call is sent again (its first reply was lost): finding the hold passed already is
+    /// its success. A first call must not take that for one: the waiter may hold the lock by
+    /// an acquire of its own.
+    pub(crate) again: bool,
+}
+
+impl Pass<'_> {
+    /// The script arguments: the waiter, its lease, and `"again"` on a call sent again.
+    pub(crate) fn args(&self, call: &mut scripts::Call<'_>) {
+        call.arg(self.to).arg(self.lease_ms);
+        if self.again {
+            call.arg("again");
+        }
+    }
 }
 
 /// `lock_renew.lua`: a hold is its field of the lock hash, which expires as a whole.

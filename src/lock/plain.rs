@@ -70,8 +70,8 @@ impl Kind for Plain {
             .arg(lock.client.publish());
         if let Some(expect) = release.expect {
             call.arg(expect);
-            if let Some((waiter, lease_ms)) = release.pass_to {
-                call.arg(waiter).arg(lease_ms);
+            if let Some(pass) = &release.pass_to {
+                pass.args(&mut call);
             }
         }
         call.invoke(c)

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::config::wait_replicas;
 use crate::error::{Error, Result};
-use crate::handover::Claim;
+use crate::handover::{Claim, Waiter};
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Pass, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
 use crate::trace;
@@ -415,12 +415,12 @@ impl RawLock {
         release.expect = Some(known + 1);
         let claim = self.claim(owner, known);
         let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
-        release.pass_to = to.as_ref().map(|to| (&*to.owner, to.lease_ms));
+        release.pass_to = to.as_deref().map(first_pass);
         let sent_at = Instant::now();
         let e = match self.unlock_script(&release) {
             Ok(Ran::Did(Unlocked::Passed)) => {
                 if let Some(claim) = claim {
-                    claim.given(sent_at);
+                    self.pass_given(claim, owner, sent_at);
                 }
                 return Ok(Unlocked::Passed);
             }
@@ -444,7 +444,7 @@ impl RawLock {
             Err(e) => return Err(e),
         };
         if let Some(claim) = claim {
-            return Ok(self.pass_again(&release, claim, sent_at, e));
+            return Ok(self.pass_again(release, claim, sent_at, e));
         }
         log::debug!(
             "unlock of `{}` (owner {owner}) lost its reply ({e}); settled by the count it left",
@@ -472,13 +472,13 @@ impl RawLock {
         }
     }
 
-    /// A pass whose reply was lost (`lost`), sent again: it is idempotent (a call finding the
-    /// hold passed already replies so). If that reply is lost too, the waiter settles the
-    /// pass itself, by the same call (see `handover.rs`'s `State::Doubt`): either way the
-    /// releaser's hold is gone, passed or given back.
+    /// A pass whose reply was lost (`lost`), sent again: it is idempotent (a call sent
+    /// "again" finding the hold passed already replies so). If that reply is lost too, the
+    /// waiter settles the pass itself, by the same call (see `handover.rs`'s
+    /// `State::Doubt`): either way the releaser's hold is gone, passed or given back.
     fn pass_again(
         &self,
-        release: &Release<'_>,
+        mut release: Release<'_>,
         claim: Claim,
         sent_at: Instant,
         lost: Error,
@@ -489,24 +489,55 @@ impl RawLock {
             release.owner,
             claim.waiter.owner
         );
-        match retry_interrupted(|| self.unlock_script(release)) {
+        if let Some(pass) = &mut release.pass_to {
+            pass.again = true;
+        }
+        match retry_interrupted(|| self.unlock_script(&release)) {
             Ok(Ran::Did(Unlocked::Passed)) => {
-                claim.given(sent_at);
+                self.pass_given(claim, release.owner, sent_at);
                 Unlocked::Passed
             }
             Ok(Ran::Did(unlocked)) => unlocked,
             // Neither passed nor the count expected: the hold was lost meanwhile.
             Ok(Ran::Differs(_)) => Unlocked::NotHeld,
-            Err(e) => {
-                log::debug!(
-                    "passing `{}` to {} lost its reply again ({e}); the waiter settles it",
-                    self.key.name,
-                    claim.waiter.owner
-                );
-                claim.doubt(Arc::from(release.owner), sent_at, String::new());
-                Unlocked::Passed
-            }
+            Err(e) => self.pass_in_doubt(claim, release.owner, sent_at, String::new(), e),
         }
+    }
+
+    /// A pass that ran: the waiter takes it, or, if it stopped waiting for the call (see
+    /// `handover.rs`), it is given back.
+    fn pass_given(&self, claim: Claim, from: &str, sent_at: Instant) {
+        let to = Arc::clone(&claim.waiter);
+        if !claim.given(sent_at) {
+            self.doubt_pass(from, &to.owner, Duration::from_millis(to.lease_ms));
+        }
+    }
+
+    /// A pass whose reply was lost twice (last with `e`): the waiter settles it by sending it
+    /// again (with `latch`), and `from`'s next call on the lock first settles its own hold (a
+    /// pass that never ran leaves it there); the releaser's hold is gone either way.
+    fn pass_in_doubt(
+        &self,
+        claim: Claim,
+        from: &str,
+        sent_at: Instant,
+        latch: String,
+        e: Error,
+    ) -> Unlocked {
+        let to = Arc::clone(&claim.waiter);
+        log::debug!(
+            "passing `{}` to {} lost its reply again ({e}); the waiter settles it",
+            self.key.name,
+            to.owner
+        );
+        let lease = Duration::from_millis(to.lease_ms);
+        let field: Arc<str> = self.field(from).into();
+        let watchdog = &self.key.client.inner.watchdog;
+        watchdog.doubt(&self.key.name, &field, self.settler(from, lease, false));
+        if !claim.doubt(Arc::from(from), sent_at, latch) {
+            self.doubt_pass(from, &to.owner, lease);
+        }
+        Unlocked::Passed
     }
 
     /// Settles a pass to `to` (this client's waiting thread, lease `lease_ms`) from `from`
@@ -524,7 +555,11 @@ impl RawLock {
         if !self.kind.latched_unlock() {
             release.expect = Some(1);
         }
-        release.pass_to = Some((to, lease_ms));
+        release.pass_to = Some(Pass {
+            to,
+            lease_ms,
+            again: true,
+        });
         Ok(matches!(
             self.unlock_script(&release)?,
             Ran::Did(Unlocked::Passed)
@@ -557,14 +592,19 @@ impl RawLock {
         // A claim where the script finds more holds is let go: it releases one, passes none.
         let claim = self.claim(owner, known);
         let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
-        release.pass_to = to.as_ref().map(|to| (&*to.owner, to.lease_ms));
+        release.pass_to = to.as_deref().map(first_pass);
         let sent_at = Instant::now();
+        let mut lost = false;
         let outcome = match self.unlock_script(&release).and_then(Ran::unlocked) {
             Err(e) if e.breaks_connection() => {
                 log::debug!(
                     "unlock of `{}` (owner {owner}) lost its reply ({e}); retrying",
                     self.key.name
                 );
+                lost = true;
+                if let Some(pass) = &mut release.pass_to {
+                    pass.again = true;
+                }
                 // The latch makes every retry return the first call's outcome.
                 retry_interrupted(|| self.unlock_script(&release).and_then(Ran::unlocked))
             }
@@ -572,18 +612,13 @@ impl RawLock {
         };
         let outcome = match (outcome, claim) {
             (Ok(Unlocked::Passed), Some(claim)) => {
-                claim.given(sent_at);
+                self.pass_given(claim, owner, sent_at);
                 Ok(Unlocked::Passed)
             }
-            (Err(e), Some(claim)) if e.breaks_connection() => {
-                log::debug!(
-                    "passing `{}` to {} lost its reply again ({e}); the waiter settles it",
-                    self.key.name,
-                    claim.waiter.owner
-                );
-                // The waiter sends it again with the latch.
-                claim.doubt(Arc::from(owner), sent_at, latch);
-                return Ok(Unlocked::Passed);
+            // The first call may have passed it, whatever stopped the retry: the waiter
+            // sends it again with the latch.
+            (Err(e), Some(claim)) if lost => {
+                return Ok(self.pass_in_doubt(claim, owner, sent_at, latch, e));
             }
             (outcome, _) => outcome,
         };
@@ -670,6 +705,15 @@ impl RawLock {
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.key.run(f)
+    }
+}
+
+/// A first pass to `waiter` (not sent again).
+fn first_pass(waiter: &Waiter) -> Pass<'_> {
+    Pass {
+        to: &waiter.owner,
+        lease_ms: waiter.lease_ms,
+        again: false,
     }
 }
 
