@@ -228,6 +228,24 @@ fn an_interrupted_waiter_is_not_passed_the_lock() {
 }
 
 #[test]
+fn a_close_wakes_the_waiter_and_passes_nothing() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let guard = client.lock("closing").lock().unwrap();
+    let holder = guard.owner().to_owned();
+    let waiting = {
+        let client = client.clone();
+        thread::spawn(move || client.lock("closing").lock().map(drop))
+    };
+    await_waiting(&client, 1);
+    client.close();
+    assert!(matches!(waiting.join().unwrap(), Err(Error::Closed)));
+    // A closed client releases nothing: the hold stays until its lease runs out.
+    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
+    assert_eq!(holds(&server, "closing"), vec![(holder, 1)]);
+}
+
+#[test]
 fn a_waiting_lock_owner_is_not_passed_the_lock() {
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();

@@ -408,10 +408,14 @@ impl RawLock {
     ///
     /// [`LockOwner`]: crate::LockOwner
     fn unlock_settled(&self, owner: &str, lease: Duration, known: Option<u32>) -> Result<Unlocked> {
-        let field: Arc<str> = self.field(owner).into();
         let watchdog = &self.key.client.inner.watchdog;
         let mut release = self.release(owner, "", lease);
-        let known = known.unwrap_or_else(|| watchdog.known_holds(&self.key.name, &field));
+        // The field only where it is needed (the guards' release passes `known`): no
+        // allocation on the common path.
+        let known = known.unwrap_or_else(|| {
+            let field: Arc<str> = self.field(owner).into();
+            watchdog.known_holds(&self.key.name, &field)
+        });
         release.expect = Some(known + 1);
         let claim = self.claim(owner, known);
         let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
@@ -450,6 +454,7 @@ impl RawLock {
             "unlock of `{}` (owner {owner}) lost its reply ({e}); settled by the count it left",
             self.key.name
         );
+        let field: Arc<str> = self.field(owner).into();
         if !watchdog.doubt(&self.key.name, &field, self.settler(owner, lease, false)) {
             // The client is closing: nobody settles it.
             return Err(e);
