@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::Pacer;
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::handover::{State, Waiter};
+use crate::handover::Waiter;
 use crate::lock::guard::LockGuard;
 use crate::lock::kind::{Kind, Waiting};
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
@@ -700,83 +700,6 @@ impl<O: Ownership> Lock<O> {
             }
         }
         outcome
-    }
-}
-
-impl<O: Ownership> Lock<O> {
-    /// Before an attempt of `waiter` (this thread, `owner`): when a lock was passed to it,
-    /// the time the pass was sent, and no attempt is needed; a pass in doubt is settled here.
-    fn passed(&self, waiter: &Waiter, owner: &str) -> Result<Option<Instant>> {
-        match waiter.begin_attempt() {
-            State::Given(sent_at) => Ok(Some(sent_at)),
-            State::Doubt { from, at, latch } => {
-                match self.raw.settle_pass(&from, owner, waiter.lease_ms, &latch) {
-                    Ok(passed) => Ok(passed.then_some(at)),
-                    Err(e) => {
-                        // The wait ends with this error: the watchdog settles the pass.
-                        let lease = Duration::from_millis(waiter.lease_ms);
-                        self.raw.doubt_pass(&from, owner, lease);
-                        Err(e)
-                    }
-                }
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// After the wait of `waiter` ended with `outcome`: leaves the client's queue. A lock
-    /// passed to it as the wait ended makes a wait that ran out a success; a wait that failed
-    /// (interrupted, closed, an error) gives it back, to the next waiter.
-    fn leave_passing(
-        &self,
-        owner: &Arc<str>,
-        waiter: &Arc<Waiter>,
-        outcome: &mut Result<Option<LockGuard<O>>>,
-    ) {
-        let raw = &self.raw;
-        let lease = Duration::from_millis(waiter.lease_ms);
-        let sent_at = match raw.key.client.inner.handovers.leave(&raw.key.name, waiter) {
-            State::Given(sent_at) => sent_at,
-            State::Doubt { from, at, latch } => {
-                match raw.settle_pass(&from, owner, waiter.lease_ms, &latch) {
-                    Ok(true) => at,
-                    Ok(false) => return,
-                    Err(e) => {
-                        log::debug!(
-                            "settling a pass of `{}` to {owner} failed: {e}; left to the watchdog",
-                            raw.key.name
-                        );
-                        raw.doubt_pass(&from, owner, lease);
-                        return;
-                    }
-                }
-            }
-            _ => return,
-        };
-        debug_assert!(
-            !matches!(outcome, Ok(Some(_))),
-            "passed to a waiter that acquired by itself"
-        );
-        if let Ok(None) = outcome {
-            *outcome = Ok(Some(LockGuard::new(
-                self.clone(),
-                Arc::clone(owner),
-                sent_at,
-                1,
-                None,
-            )));
-            return;
-        }
-        log::debug!(
-            "`{}` was passed to {owner} as its wait failed; giving it back",
-            raw.key.name
-        );
-        if let Err(e) = raw.unlock(owner, lease) {
-            log::warn!(
-                "giving back `{}` (owner {owner}), passed as its wait failed: {e}",
-                raw.key.name
-            );
-        }
     }
 }
 

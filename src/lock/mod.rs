@@ -15,6 +15,7 @@
 //! - `quorum.rs`, `multi.rs`, `multi_guard.rs`: [`MultiLock`] and [`RedLock`] over member
 //!   locks: the rounds they share, the two public types, their guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
+//! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
 mod fair;
 mod fenced;
 mod guard;
@@ -25,6 +26,7 @@ mod multi;
 mod multi_guard;
 mod nonreentrant;
 mod owner;
+mod pass;
 mod plain;
 mod quorum;
 mod raw;

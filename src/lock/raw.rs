@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::config::wait_replicas;
 use crate::error::{Error, Result};
-use crate::handover::{Claim, Waiter};
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Pass, Release, Waiting};
+use crate::lock::kind::{Kind, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
 use crate::trace;
@@ -52,7 +51,7 @@ pub(crate) struct RawLock {
 
 /// What one run of an unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ran {
+pub(super) enum Ran {
     Did(Unlocked),
     /// The owner's count was this, not the one the call expected: nothing changed.
     Differs(u32),
@@ -274,7 +273,7 @@ impl RawLock {
     /// guards know of, up to the acquires in doubt, are released, and a waiter's place in a
     /// fair queue is left. Holds the client weakly: a client dropped meanwhile settles nothing
     /// (its holds' leases run out unrenewed).
-    fn settler(&self, owner: &str, lease: Duration, will_wait: bool) -> Settle {
+    pub(super) fn settler(&self, owner: &str, lease: Duration, will_wait: bool) -> Settle {
         let client = Arc::downgrade(&self.key.client.inner);
         let name = Arc::clone(&self.key.name);
         let given = Arc::clone(&self.given);
@@ -419,7 +418,7 @@ impl RawLock {
         release.expect = Some(known + 1);
         let claim = self.claim(owner, known);
         let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
-        release.pass_to = to.as_deref().map(first_pass);
+        release.pass_to = to.as_deref().map(RawLock::first_pass);
         let sent_at = Instant::now();
         let e = match self.unlock_script(&release) {
             Ok(Ran::Did(Unlocked::Passed)) => {
@@ -467,121 +466,6 @@ impl RawLock {
         Ok(Unlocked::Released)
     }
 
-    /// The last hold this client knows of `owner` to have (`known` other holds: none): a
-    /// thread of the client waiting for the lock may take it over in the release's call.
-    fn claim(&self, owner: &str, known: u32) -> Option<Claim> {
-        if known == 0 && self.kind.passes_inside_client() && self.key.bound.is_none() {
-            self.key.client.inner.handovers.claim(&self.key.name, owner)
-        } else {
-            None
-        }
-    }
-
-    /// A pass whose reply was lost (`lost`), sent again: it is idempotent (a call sent
-    /// "again" finding the hold passed already replies so). If that reply is lost too, the
-    /// waiter settles the pass itself, by the same call (see `handover.rs`'s
-    /// `State::Doubt`): either way the releaser's hold is gone, passed or given back.
-    fn pass_again(
-        &self,
-        mut release: Release<'_>,
-        claim: Claim,
-        sent_at: Instant,
-        lost: Error,
-    ) -> Unlocked {
-        log::debug!(
-            "passing `{}` from {} to {} lost its reply ({lost}); sending it again",
-            self.key.name,
-            release.owner,
-            claim.waiter.owner
-        );
-        if let Some(pass) = &mut release.pass_to {
-            pass.again = true;
-        }
-        match retry_interrupted(|| self.unlock_script(&release)) {
-            Ok(Ran::Did(Unlocked::Passed)) => {
-                self.pass_given(claim, release.owner, sent_at);
-                Unlocked::Passed
-            }
-            Ok(Ran::Did(unlocked)) => unlocked,
-            // Neither passed nor the count expected: the hold was lost meanwhile.
-            Ok(Ran::Differs(_)) => Unlocked::NotHeld,
-            Err(e) => self.pass_in_doubt(claim, release.owner, sent_at, String::new(), e),
-        }
-    }
-
-    /// A pass that ran: the waiter takes it, or, if it stopped waiting for the call (see
-    /// `handover.rs`), it is given back.
-    fn pass_given(&self, claim: Claim, from: &str, sent_at: Instant) {
-        let to = Arc::clone(&claim.waiter);
-        if !claim.given(sent_at) {
-            self.doubt_pass(from, &to.owner, Duration::from_millis(to.lease_ms));
-        }
-    }
-
-    /// A pass whose reply was lost twice (last with `e`): the waiter settles it by sending it
-    /// again (with `latch`), and `from`'s next call on the lock first settles its own hold (a
-    /// pass that never ran leaves it there); the releaser's hold is gone either way.
-    fn pass_in_doubt(
-        &self,
-        claim: Claim,
-        from: &str,
-        sent_at: Instant,
-        latch: String,
-        e: Error,
-    ) -> Unlocked {
-        let to = Arc::clone(&claim.waiter);
-        log::debug!(
-            "passing `{}` to {} lost its reply again ({e}); the waiter settles it",
-            self.key.name,
-            to.owner
-        );
-        let lease = Duration::from_millis(to.lease_ms);
-        let field: Arc<str> = self.field(from).into();
-        let watchdog = &self.key.client.inner.watchdog;
-        watchdog.doubt(&self.key.name, &field, self.settler(from, lease, false));
-        if !claim.doubt(Arc::from(from), sent_at, latch) {
-            self.doubt_pass(from, &to.owner, lease);
-        }
-        Unlocked::Passed
-    }
-
-    /// Settles a pass to `to` (this client's waiting thread, lease `lease_ms`) from `from`
-    /// whose reply was lost, by sending it again (with its `latch`, for a kind that has
-    /// one): true if `to` holds the lock now. Once this has a reply, the first call can
-    /// change nothing any more.
-    pub(crate) fn settle_pass(
-        &self,
-        from: &str,
-        to: &str,
-        lease_ms: u64,
-        latch: &str,
-    ) -> Result<bool> {
-        let mut release = self.release(from, latch, Duration::from_millis(lease_ms));
-        if !self.kind.latched_unlock() {
-            release.expect = Some(1);
-        }
-        release.pass_to = Some(Pass {
-            to,
-            lease_ms,
-            again: true,
-        });
-        Ok(matches!(
-            self.unlock_script(&release)?,
-            Ran::Did(Unlocked::Passed)
-        ))
-    }
-
-    /// A pass from `from` to `to` that neither the releaser nor the waiter could settle:
-    /// handed to the watchdog as a lost unlock of `from` and a lost acquire of `to`, so that
-    /// once the server answers, whichever of the two holds it is given back.
-    pub(crate) fn doubt_pass(&self, from: &str, to: &str, lease: Duration) {
-        let watchdog = &self.key.client.inner.watchdog;
-        for owner in [from, to] {
-            let field: Arc<str> = self.field(owner).into();
-            watchdog.doubt(&self.key.name, &field, self.settler(owner, lease, false));
-        }
-    }
-
     /// [`unlock`](Self::unlock) with the kind's latch.
     fn unlock_latched(&self, owner: &str, lease: Duration, known: Option<u32>) -> Result<Unlocked> {
         let latch = self.new_latch();
@@ -597,7 +481,7 @@ impl RawLock {
         // A claim where the script finds more holds is let go: it releases one, passes none.
         let claim = self.claim(owner, known);
         let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
-        release.pass_to = to.as_deref().map(first_pass);
+        release.pass_to = to.as_deref().map(RawLock::first_pass);
         let sent_at = Instant::now();
         let mut lost = false;
         let outcome = match self.unlock_script(&release).and_then(Ran::unlocked) {
@@ -647,7 +531,12 @@ impl RawLock {
     }
 
     /// The release of one hold of `owner` with `latch` (see [`new_latch`](Self::new_latch)).
-    fn release<'a>(&self, owner: &'a str, latch: &'a str, lease: Duration) -> Release<'a> {
+    pub(super) fn release<'a>(
+        &self,
+        owner: &'a str,
+        latch: &'a str,
+        lease: Duration,
+    ) -> Release<'a> {
         let response_timeout = self.key.client.inner.config.response_timeout;
         Release {
             owner,
@@ -661,7 +550,7 @@ impl RawLock {
 
     /// Runs the kind's unlock script once (retried as the pool retries a call that did not
     /// run), and decodes its reply.
-    fn unlock_script(&self, release: &Release<'_>) -> Result<Ran> {
+    pub(super) fn unlock_script(&self, release: &Release<'_>) -> Result<Ran> {
         let (reply, acked) = self.run(|c| {
             let reply = self.kind.unlock(&self.key, c, release)?;
             Ok((reply, self.confirm(c, reply.is_some())?))
@@ -713,18 +602,9 @@ impl RawLock {
     }
 }
 
-/// A first pass to `waiter` (not sent again).
-fn first_pass(waiter: &Waiter) -> Pass<'_> {
-    Pass {
-        to: &waiter.owner,
-        lease_ms: waiter.lease_ms,
-        again: false,
-    }
-}
-
 /// Runs `call`, again while its reply's read is interrupted by a stop and resume (at most
 /// 3 times in all): for a call that may run more than once.
-fn retry_interrupted<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
+pub(super) fn retry_interrupted<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
     let mut tries = 1;
     loop {
         match call() {
