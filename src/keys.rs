@@ -28,6 +28,12 @@ pub(crate) const RESOURCE_FENCE: &str = "redlatch_fence";
 /// Prefix of the channel a [`Watch`](crate::Watch) subscribes beside each channel it
 /// observes (ours, not Redisson's): see [`watch_channel`].
 pub(crate) const WATCH_CHANNEL: &str = "redlatch_watch";
+/// Prefix of a lock condition's waiters (ours, not Redisson's): see [`condition_waiters`].
+pub(crate) const CONDITION_WAITERS: &str = "redlatch_condition";
+/// Prefix of a lock condition's queue (ours): see [`condition_queue`].
+pub(crate) const CONDITION_QUEUE: &str = "redlatch_condition_queue";
+/// Prefix of a lock condition's waiter channels (ours): see [`condition_channel`].
+pub(crate) const CONDITION_CHANNEL: &str = "redlatch_condition__channel";
 /// What a force-unlock publishes on [`watch_channel`] before it deletes the lock.
 pub(crate) const FORCED_MESSAGE: &str = "forced";
 /// Suffix of a permit-expirable semaphore's permit expiries: `{name}:timeout`.
@@ -300,6 +306,36 @@ pub(crate) fn resource_fence(name: &str) -> String {
     tagged(RESOURCE_FENCE, name)
 }
 
+/// A condition's waiters, the ZSET waiter id → deadline (ms, server clock; -1 once a
+/// notification picked it): `redlatch_condition:{lock}:<condition>`, in the lock's slot.
+pub(crate) fn condition_waiters(lock: &str, condition: &str) -> String {
+    format!("{}:{condition}", tagged(CONDITION_WAITERS, lock))
+}
+
+/// A condition's queue, the LIST of waiter ids not yet picked, in arrival order:
+/// `redlatch_condition_queue:{lock}:<condition>`.
+pub(crate) fn condition_queue(lock: &str, condition: &str) -> String {
+    format!("{}:{condition}", tagged(CONDITION_QUEUE, lock))
+}
+
+/// The [`condition_queue`] beside the [`condition_waiters`] key `waiters` (what the
+/// watchdog's renewal of a waiter knows).
+pub(crate) fn condition_queue_of(waiters: &str) -> String {
+    let rest = waiters.strip_prefix(CONDITION_WAITERS).unwrap_or(waiters);
+    format!("{CONDITION_QUEUE}{rest}")
+}
+
+/// The prefix of a condition's waiter channels: a waiter `id` listens on
+/// `redlatch_condition__channel:{lock}:<condition>:<id>` (see [`condition_waiter_channel`]).
+pub(crate) fn condition_channel(lock: &str, condition: &str) -> String {
+    format!("{}:{condition}", tagged(CONDITION_CHANNEL, lock))
+}
+
+/// The channel a notification of waiter `id` is published on: `1` once picked.
+pub(crate) fn condition_waiter_channel(lock: &str, condition: &str, id: &str) -> String {
+    format!("{}:{id}", condition_channel(lock, condition))
+}
+
 /// The keys and channels of the object `name`, in Redisson's layout: what `inspect` reads and
 /// `watch` subscribes.
 pub(crate) struct Layout {
@@ -367,6 +403,9 @@ mod tests {
             fair_waiter_channel("name", "<owner>"),
             read_hold("name", "<owner>", "<n>"),
             watch_channel("<channel>"),
+            condition_waiters("name", "<condition>"),
+            condition_queue("name", "<condition>"),
+            condition_waiter_channel("name", "<condition>", "<waiter>"),
         ]);
         keys
     }
@@ -440,6 +479,18 @@ mod tests {
         assert_eq!(permit_timeouts("{a}b"), "{a}b:timeout");
         assert_eq!(read_holds("rw", "u:7"), "{rw}:u:7:rwlock_timeout");
         assert_eq!(hashed("{a}b"), "{a}b");
+        assert_eq!(
+            condition_waiters("jobs", "ready"),
+            "redlatch_condition:{jobs}:ready"
+        );
+        assert_eq!(
+            condition_queue_of(&condition_waiters("{a}b", "x:y")),
+            condition_queue("{a}b", "x:y")
+        );
+        assert_eq!(
+            condition_waiter_channel("jobs", "ready", "u:1:2"),
+            "redlatch_condition__channel:{jobs}:ready:u:1:2"
+        );
         assert_eq!(
             latch_channel("{a}b"),
             "redisson_countdownlatch__channel__{{a}b}"

@@ -221,6 +221,9 @@
 //! | `redisson_lock_token:{name}` | [fenced lock](Client::fenced_lock): STRING token counter, INCR on every acquire, no expiry; a missing one starts at the server's `TIME` in µs (Redisson's at 1) |
 //! | `redlatch_fence:{name}` | [`FencedResource`] (ours): HASH `token`, `holder` of the newest writer of the STRING `name` |
 //! | `redlatch_watch:<channel>` | channel (ours): subscribed by a [`watch`](Client::watch) beside each channel it hears, so that `inspect` does not count it as a waiter; `forced` published before a [`force_unlock`](Lock::force_unlock) deletes a lock |
+//! | `redlatch_condition:{name}:<condition>` | [condition](Condition) (ours): ZSET waiter id → deadline (ms, server clock; renewed while it waits), `-1` once a notification picked it |
+//! | `redlatch_condition_queue:{name}:<condition>` | condition (ours): LIST of the waiters not yet picked, in arrival order |
+//! | `redlatch_condition__channel:{name}:<condition>:<waiter>` | condition (ours): each waiter's own channel, `1` when a notification picks it |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
@@ -304,8 +307,8 @@ pub use inspect::{
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
-    Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock, RedLock,
-    ThreadOwned,
+    Condition, Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock,
+    RedLock, ThreadOwned, WaitTimeoutResult,
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;

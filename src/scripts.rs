@@ -280,6 +280,13 @@ scripts! {
     LATCH_COUNT_DOWN: ["latch_common.lua", "latch_count_down.lua"];
     LATCH_DELETE: ["latch_common.lua", "latch_delete.lua"];
 
+    CONDITION_WAIT: ["condition_common.lua", "condition_wait.lua"];
+    CONDITION_CHECK: ["condition_check.lua"];
+    CONDITION_LEAVE: ["condition_common.lua", "condition_leave.lua"];
+    CONDITION_NOTIFY: ["condition_common.lua", "condition_notify.lua"];
+    CONDITION_RENEW: ["condition_common.lua", "condition_renew.lua"];
+    CONDITION_RESTORE: ["condition_restore.lua"];
+
     FENCED_WRITE: ["fenced_write.lua"];
 
     INSPECT: ["inspect.lua"];

@@ -48,18 +48,18 @@ use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 #[must_use = "if unused the lock is released immediately"]
 #[clippy::has_significant_drop]
 pub struct LockGuard<O: Ownership = ThreadOwned> {
-    lock: Lock<O>,
-    owner: Arc<str>,
+    pub(super) lock: Lock<O>,
+    pub(super) owner: Arc<str>,
     /// The lease of this hold: without an explicit lease, shared with the watchdog (and the
     /// thread's other holds of the lock); with one, this guard's own.
-    lease: Arc<LeaseState>,
+    pub(super) lease: Arc<LeaseState>,
     /// This hold's watchdog entry: the renewal, or for an explicit lease a timer made by the
     /// first [`on_lost`](Self::on_lost). Taken on release.
-    watch: Cell<Option<Watch>>,
+    pub(super) watch: Cell<Option<Watch>>,
     /// A fenced lock's fencing token for this hold.
-    token: Option<u64>,
+    pub(super) token: Option<u64>,
     /// When the acquire that made this hold was sent (for the hold-time metric).
-    acquired_at: Instant,
+    pub(super) acquired_at: Instant,
     released: bool,
     /// `!Send` for a thread's hold; nothing for a [`LockOwner`](crate::LockOwner)'s.
     _not_send: NotSendFor<O>,
@@ -338,6 +338,20 @@ impl<O: Ownership> LockGuard<O> {
         if self.lock.lease.is_some() {
             // No longer counted as a guard's: a leaked hold with an explicit lease is left to
             // its lease (or to `Lock::unlock`), and the count must not outlive it.
+            let field = self.lock.raw.field(&self.owner).into();
+            watchdog.count_explicit(&self.lock.raw.key.name, field, false);
+        }
+    }
+
+    /// Forgets this guard without releasing its hold or keeping it renewed: for a hold that
+    /// joins another guard's (the acquire that ends a condition wait).
+    pub(super) fn dissolve(mut self) {
+        self.released = true;
+        let watchdog = &self.lock.raw.key.client.inner.watchdog;
+        if let Some(w) = self.watch.take() {
+            watchdog.unwatch(w);
+        }
+        if self.lock.lease.is_some() {
             let field = self.lock.raw.field(&self.owner).into();
             watchdog.count_explicit(&self.lock.raw.key.name, field, false);
         }

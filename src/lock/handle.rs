@@ -8,6 +8,7 @@ use crate::backoff::Pacer;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::handover::Waiter;
+use crate::lock::condition::Condition;
 use crate::lock::guard::LockGuard;
 use crate::lock::kind::{Kind, Waiting};
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
@@ -513,6 +514,28 @@ impl<O: Ownership> Lock<O> {
         })
     }
 
+    /// The condition `name` of this lock: threads holding the lock wait on it until another
+    /// holder, in any process, notifies them. See [`Condition`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("account:7");
+    /// let unfrozen = lock.condition("unfrozen");
+    /// let mut guard = lock.lock()?;
+    /// let waited = unfrozen.wait_for(&mut guard, Duration::from_secs(30))?;
+    /// if waited.timed_out() {
+    ///     // still frozen, as far as we know: give up
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn condition(&self, name: impl AsRef<str>) -> Condition<O> {
+        Condition::new(self.clone(), name.as_ref())
+    }
+
     /// The owner id of a call made now: the calling thread's, or the lock owner's.
     pub(crate) fn owner(&self) -> Arc<str> {
         self.owner.owner_id(&self.raw.key.client)
@@ -557,7 +580,7 @@ impl<O: Ownership> Lock<O> {
     /// [`LockGuard::new`]. A fair lock's waiter that gives up (or fails, or is interrupted)
     /// leaves the queue before returning. A kind with a back-off (spin) waits on no channel:
     /// each retry comes after its next delay, or when the lease runs out if sooner.
-    fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<O>>> {
+    pub(super) fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<O>>> {
         self.raw.check_name()?;
         if let Some(lease) = self.lease {
             check_duration("lease", lease)?;

@@ -125,6 +125,12 @@ pub(crate) trait Kind: Send + Sync + 'static {
         false
     }
 
+    /// Whether the lock has [conditions](crate::Condition): an exclusive kind. Defaults to
+    /// true; the read side of a read-write lock says false (as `ReentrantReadWriteLock`'s).
+    fn has_conditions(&self) -> bool {
+        true
+    }
+
     /// The fencing token counter, for a kind whose acquire takes a token. Defaults to none.
     fn token_key(&self) -> Option<&str> {
         None

@@ -16,6 +16,8 @@
 //!   locks: the rounds they share, the two public types, their guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
+//! - `condition.rs`: [`Condition`], wait and notify on a held lock across processes.
+mod condition;
 mod fair;
 mod fenced;
 mod guard;
@@ -37,6 +39,7 @@ mod spin;
 mod with;
 mod write;
 
+pub use condition::{Condition, WaitTimeoutResult};
 pub(crate) use fair::Fair;
 pub(crate) use fenced::{parse_token, Fenced};
 pub use guard::LockGuard;

@@ -42,6 +42,11 @@ impl Kind for Read {
         "read"
     }
 
+    /// Readers share the lock: a wait could not release it for a notifier.
+    fn has_conditions(&self) -> bool {
+        false
+    }
+
     fn acquire(
         &self,
         lock: &LockKey,

@@ -173,6 +173,23 @@ impl LeaseState {
         self.lost().is_none()
     }
 
+    /// When the first acquire was sent.
+    pub(crate) fn base(&self) -> Instant {
+        self.base
+    }
+
+    /// Records that the lock was acquired again at `sent_at` after a release nobody else saw
+    /// (a condition wait: the hold was parked meanwhile): the lease runs from then, however
+    /// long the wait was. False if the hold is latched lost.
+    pub(crate) fn restart(&self, sent_at: Instant) -> bool {
+        if !matches!(self.lost.load(Ordering::Acquire), LIVE | FINAL) {
+            return false;
+        }
+        let us = sent_at.saturating_duration_since(self.base).as_micros() as u64;
+        self.renewed_us.fetch_max(us, Ordering::AcqRel);
+        true
+    }
+
     /// Marks the hold lost for `why` unless it already is; returns the reason that stuck.
     pub(crate) fn mark_lost(&self, why: LostReason) -> LostReason {
         let code = match why {

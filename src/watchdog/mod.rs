@@ -26,12 +26,14 @@
 //! - `batch.rs`: the renewal calls, by batch script and slot, and their replies.
 //! - `holds.rs`: the calls guards make (watch, `on_lost`, release).
 //! - `doubt.rs`: acquires whose reply never came, settled once the server answers.
+//! - `park.rs`: a hold taken out of renewal while its owner waits on a condition.
 
 mod batch;
 mod doubt;
 mod entry;
 mod holds;
 mod lease;
+mod park;
 mod renewal;
 mod schedule;
 mod state;
@@ -51,6 +53,7 @@ use crate::metrics::Recorder;
 pub(crate) use doubt::{Settle, Settled, Unsettled};
 pub use lease::LostReason;
 pub(crate) use lease::{call_lost, LeaseState, Watch};
+pub(crate) use park::Parked;
 pub(crate) use renewal::{BatchRenewal, Renewal};
 use state::State;
 

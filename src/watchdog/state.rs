@@ -47,6 +47,9 @@ pub(super) struct State {
     pub(super) explicit: HashMap<(Arc<str>, Arc<str>), u32>,
     /// Acquires whose reply never came, by lock name and field (see `doubt.rs`).
     pub(super) doubts: HashMap<(Arc<str>, Arc<str>), Doubt>,
+    /// Entries parked while a batch was being renewed: that batch's outcome for them is
+    /// stale (it may have been sent after their lock was released for a condition wait).
+    pub(super) unheard: Vec<u64>,
     pub(super) shutdown: bool,
 }
 
@@ -206,7 +209,12 @@ impl State {
     /// the reason that stuck (a lease may have been seen running out first). Returns the
     /// entry (its callbacks taken) and that reason, for the caller to log.
     pub(super) fn lose(&mut self, id: u64, why: LostReason) -> Option<(Entry, LostReason)> {
-        let mut entry = self.remove(id)?;
+        let entry = self.remove(id)?;
+        Some(self.lose_entry(entry, why))
+    }
+
+    /// [`lose`](Self::lose) for an entry already out of the index (a parked one).
+    pub(super) fn lose_entry(&mut self, mut entry: Entry, why: LostReason) -> (Entry, LostReason) {
         let reason = entry.lease.mark_lost(why);
         if let Some(owner) = &entry.field {
             // An explicit lease running out is its expected end, not a loss to report.
@@ -220,7 +228,7 @@ impl State {
                 callback,
             });
         }
-        Some((entry, reason))
+        (entry, reason)
     }
 }
 

@@ -1,0 +1,30 @@
+-- A waiter gives up (timed out, interrupted, its client closing): it leaves the condition. A
+-- notification that picked it meanwhile is taken (a timed wait that ends so was notified) or,
+-- with ARGV[2] "pass", handed on to the next live waiter, so that it is not lost.
+-- KEYS[1]  the condition's waiters "redlatch_condition:{name}:<condition>" (ZSET)
+-- KEYS[2]  the condition's queue "redlatch_condition_queue:{name}:<condition>" (LIST)
+-- ARGV[1]  the waiter id
+-- ARGV[2]  "pass" to hand a notification on, "take" to take it
+-- ARGV[3]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
+-- ARGV[4]  the prefix of the waiters' channels "redlatch_condition__channel:{name}:<condition>"
+-- Reply:   0   it was waiting: it left both keys
+--          1   a notification had picked it: taken (with "take")
+--          2   a notification had picked it: handed on to the next live waiter (with "pass")
+--          3   a notification had picked it, and no live waiter was left to hand it to
+--          -1  not there (its lease ran out, or it left already)
+local score = redis.call('zscore', KEYS[1], ARGV[1]);
+if score == false then
+    return -1;
+end;
+redis.call('zrem', KEYS[1], ARGV[1]);
+if tonumber(score) >= 0 then
+    redis.call('lrem', KEYS[2], 1, ARGV[1]);
+    return 0;
+end;
+if ARGV[2] ~= 'pass' then
+    return 1;
+end;
+if cond_pick(KEYS[1], KEYS[2], cond_now(), ARGV[3], ARGV[4]) then
+    return 2;
+end;
+return 3;

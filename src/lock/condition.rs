@@ -1,0 +1,519 @@
+//! [`Condition`]: wait and notify across processes on a held lock, as
+//! `java.util.concurrent.locks.Condition` (and parking_lot's `Condvar`) do in one process.
+//!
+//! A wait is four steps, each a script of its own (`lua/condition_*.lua`):
+//!
+//! 1. **queue** (`condition_wait.lua`), while the owner holds the lock: the waiter joins the
+//!    condition's queue with a lease, and the owner's hold count is set to 1;
+//! 2. **release** through the kind's own unlock, which publishes what its waiters (Redisson's
+//!    included) expect. A notifier needs the lock, so no notification can fall between 1 and
+//!    2; and the waiter looks again once subscribed to its own channel, so none published
+//!    before it listened is lost either;
+//! 3. **wait** on the waiter's own channel through `pubsub::wait`, looking at its entry
+//!    (`condition_check.lua`) after each wake-up; the watchdog renews the entry's lease, so a
+//!    waiter whose process died is skipped by the next notification;
+//! 4. **acquire again** through the lock's one acquire path, and restore the hold count.
+//!
+//! Meanwhile the guard's watchdog entry is parked (`watchdog/park.rs`): nothing renews a lock
+//! that is not held, and the guard's lease (shared with the thread's other holds) runs again
+//! from the new acquire.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::interrupt::Interruption;
+use crate::keys;
+use crate::lock::guard::LockGuard;
+use crate::lock::handle::Lock;
+use crate::lock::owner::{Ownership, ThreadOwned};
+use crate::lock::raw::Unlocked;
+use crate::pubsub::{wait, Channel, Tried};
+use crate::scripts;
+use crate::time::{check_deadline, check_wait, millis};
+use crate::watchdog::{BatchRenewal, LostReason, Parked, Renewal};
+
+/// A condition of a lock: threads holding the lock, in any process, wait on it until another
+/// holder notifies them. Made by [`Lock::condition`]; cheap to clone.
+///
+/// The calls are those of parking_lot's `Condvar` and the semantics those of Java's
+/// `Condition`: [`wait`](Self::wait) releases the lock fully (whatever the hold count),
+/// blocks until notified, and returns holding the lock again with the same count;
+/// [`notify_one`](Self::notify_one) wakes the longest-waiting thread,
+/// [`notify_all`](Self::notify_all) every one. Both sides must hold the lock
+/// ([`Error::NotHeld`] otherwise). Several conditions of one lock (`not_full`, `not_empty`)
+/// are told apart by name; a condition is found again by its lock and name in any process.
+///
+/// There are no spurious wake-ups but one: a waiter whose process could not renew its place
+/// in the queue for a whole lease (paused, or cut off from Redis) may have been skipped by a
+/// notification, so its wait ends then, and logs a warning. Wait in a loop on the state you
+/// need, as with any condition variable.
+///
+/// Plain, fair, fenced, spin, non-reentrant and write locks have conditions; a read lock does
+/// not (its waits and notifications return [`Error::InvalidArgument`]). A fenced lock's guard
+/// carries a new [token](LockGuard::token) after a wait: the lock was acquired anew.
+///
+/// # Examples
+///
+/// A consumer waits until a job is queued; a producer, in another process, queues one and
+/// notifies:
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// # let jobs_queued = |_: &redlatch::Client| -> redlatch::Result<bool> { Ok(true) };
+/// let lock = client.lock("jobs");
+/// let not_empty = lock.condition("not_empty");
+/// let mut guard = lock.lock()?;
+/// while !jobs_queued(&client)? {
+///     not_empty.wait(&mut guard)?;
+/// }
+/// // ... take a job, holding the lock ...
+/// # Ok(()) }
+/// ```
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// let lock = client.lock("jobs");
+/// let _guard = lock.lock()?;
+/// // ... queue a job ...
+/// lock.condition("not_empty").notify_one()?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Condition<O: Ownership = ThreadOwned> {
+    lock: Lock<O>,
+    name: Arc<str>,
+    /// `redlatch_condition:{lock}:<name>`: the waiters and their deadlines.
+    waiters: Arc<str>,
+    /// `redlatch_condition_queue:{lock}:<name>`: the waiters not yet picked, in order.
+    queue: String,
+    /// The prefix of the waiters' channels.
+    channel: String,
+}
+
+/// Whether a timed wait ([`Condition::wait_for`], [`Condition::wait_until`]) ended by its
+/// timeout rather than by a notification, as parking_lot's `WaitTimeoutResult`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitTimeoutResult(bool);
+
+impl WaitTimeoutResult {
+    /// True if the wait timed out (no notification picked it).
+    pub fn timed_out(self) -> bool {
+        self.0
+    }
+}
+
+/// The renewal of a waiter's place: `condition_renew.lua`.
+static RENEW_WAITER: BatchRenewal = BatchRenewal {
+    script: &scripts::CONDITION_RENEW,
+    add: |call, waiters, id| {
+        call.key(waiters)
+            .key(keys::condition_queue_of(waiters))
+            .arg(id);
+    },
+};
+
+/// Makes each wait's waiter id unique in the process (an owner may wait again, or wait on
+/// two threads as a shared `LockOwner`).
+static WAITS: AtomicU64 = AtomicU64::new(0);
+
+/// How step 3 of a wait ended.
+enum Ended {
+    Notified,
+    /// The waiter's place was gone (its lease ran out).
+    Dropped,
+    TimedOut,
+}
+
+impl<O: Ownership> Condition<O> {
+    pub(crate) fn new(lock: Lock<O>, name: &str) -> Condition<O> {
+        let lock_name = &lock.raw.key.name;
+        Condition {
+            waiters: Arc::from(keys::condition_waiters(lock_name, name)),
+            queue: keys::condition_queue(lock_name, name),
+            channel: keys::condition_channel(lock_name, name),
+            name: Arc::from(name),
+            lock,
+        }
+    }
+
+    /// The condition's name (as given to [`Lock::condition`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
+    /// assert_eq!(client.lock("jobs").condition("not_empty").name(), "not_empty");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The lock this condition belongs to.
+    pub fn lock(&self) -> &Lock<O> {
+        &self.lock
+    }
+
+    /// Releases the lock held by `guard` (every hold of its owner), waits until a notification
+    /// picks this thread, and acquires the lock again with the hold count it had.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] if the guard's owner does not hold the lock (nothing was queued);
+    /// [`Error::LockLost`] if the guard's hold is known lost; [`Error::InvalidArgument`] for a
+    /// guard of another lock, or a read lock. [`Error::Interrupted`] when the thread is
+    /// interrupted: the waiter leaves the queue (a notification that picked it meanwhile goes
+    /// to the next waiter) and, as in Java, the lock is acquired again before the error is
+    /// returned. [`Error::Closed`] when the client is closed: the waiter leaves the queue, and
+    /// the guard no longer holds the lock ([`LockGuard::is_lost`]). Any error while acquiring
+    /// again leaves the guard without the lock (lost); connection errors otherwise.
+    pub fn wait(&self, guard: &mut LockGuard<O>) -> Result<()> {
+        self.wait_inner(guard, None).map(|_| ())
+    }
+
+    /// [`wait`](Self::wait), for at most `timeout`: the lock is acquired again either way
+    /// (that may take longer), and the result says whether the timeout ended the wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a timeout longer than a year; otherwise as
+    /// [`wait`](Self::wait).
+    pub fn wait_for(
+        &self,
+        guard: &mut LockGuard<O>,
+        timeout: Duration,
+    ) -> Result<WaitTimeoutResult> {
+        check_wait(timeout)?;
+        self.wait_until(guard, Instant::now() + timeout)
+    }
+
+    /// [`wait`](Self::wait), until `deadline` at most; see [`wait_for`](Self::wait_for).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a deadline more than a year away; otherwise as
+    /// [`wait`](Self::wait).
+    pub fn wait_until(
+        &self,
+        guard: &mut LockGuard<O>,
+        deadline: Instant,
+    ) -> Result<WaitTimeoutResult> {
+        check_deadline(deadline)?;
+        self.wait_inner(guard, Some(deadline))
+            .map(|notified| WaitTimeoutResult(!notified))
+    }
+
+    /// Wakes the thread that has waited longest on this condition, in any process; true if
+    /// there was one. The caller must hold the lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] if the calling owner does not hold the lock (nobody was woken);
+    /// [`Error::InvalidArgument`] on a read lock; connection errors (a notification whose
+    /// reply was lost may have been delivered).
+    pub fn notify_one(&self) -> Result<bool> {
+        self.notify(1).map(|n| n > 0)
+    }
+
+    /// Wakes every thread waiting on this condition, in any process, and returns how many.
+    /// The caller must hold the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`notify_one`](Self::notify_one).
+    pub fn notify_all(&self) -> Result<usize> {
+        self.notify(0)
+    }
+
+    fn notify(&self, want: u32) -> Result<usize> {
+        self.check()?;
+        let raw = &self.lock.raw;
+        let field = raw.field(&self.lock.owner());
+        let picked: i64 = raw.run(|c| {
+            scripts::CONDITION_NOTIFY
+                .key(&raw.key.name)
+                .key(&self.waiters)
+                .key(&self.queue)
+                .arg(&field)
+                .arg(want)
+                .arg(raw.key.client.publish())
+                .arg(&self.channel)
+                .invoke(c)
+        })?;
+        log::debug!(
+            "notified `{}` of `{}`: {picked} waiter(s) picked",
+            self.name,
+            raw.key.name
+        );
+        usize::try_from(picked).map_err(|_| Error::NotHeld {
+            name: self.lock.key().to_owned(),
+        })
+    }
+
+    /// What every call checks first: names, and a kind that has conditions.
+    fn check(&self) -> Result<()> {
+        self.lock.raw.check_name()?;
+        crate::names::check_name("condition", &self.name)?;
+        if !self.lock.raw.kind.has_conditions() {
+            return Err(Error::invalid(format!(
+                "a {} lock has no conditions (as ReentrantReadWriteLock's read lock)",
+                self.lock.raw.kind.label()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A wait until `deadline` (forever when `None`); true if notified.
+    fn wait_inner(&self, guard: &mut LockGuard<O>, deadline: Option<Instant>) -> Result<bool> {
+        self.check()?;
+        let raw = &self.lock.raw;
+        let theirs = &guard.lock.raw;
+        if theirs.key.name != raw.key.name
+            || theirs.kind.label() != raw.kind.label()
+            || theirs.key.client.id() != raw.key.client.id()
+        {
+            return Err(Error::invalid(format!(
+                "condition `{}` of lock `{}` was given a guard of lock `{}`",
+                self.name,
+                self.lock.key(),
+                guard.lock.key()
+            )));
+        }
+        if guard.is_lost() {
+            return Err(Error::LockLost {
+                name: self.lock.key().to_owned(),
+            });
+        }
+        let inner = &raw.key.client.inner;
+        let owner = Arc::clone(&guard.owner);
+        let field = raw.field(&owner);
+        let n = WAITS.fetch_add(1, Ordering::Relaxed);
+        let id: Arc<str> = Arc::from(format!("{owner}:w{n}"));
+        let lease = inner.config.watchdog_timeout;
+        let parked = guard.watch.get().map(|w| inner.watchdog.park(w));
+        let holds = parked.as_ref().map_or(1, |p| p.holds().max(1));
+
+        // 1. Queue, holding the lock.
+        let queued_at = Instant::now();
+        let queued: Result<Option<u32>> = raw.run(|c| {
+            scripts::CONDITION_WAIT
+                .key(&raw.key.name)
+                .key(&self.waiters)
+                .key(&self.queue)
+                .arg(&field)
+                .arg(&*id)
+                .arg(millis(lease))
+                .invoke(c)
+        });
+        let count = match queued {
+            Ok(Some(count)) => count,
+            Ok(None) => {
+                self.lost(guard, parked, LostReason::NotHeld);
+                return Err(Error::NotHeld {
+                    name: self.lock.key().to_owned(),
+                });
+            }
+            Err(e) => {
+                // It may have run: leave, and give the owner its count back.
+                self.leave(&id, true);
+                self.restore(&field, holds);
+                if let Some(p) = parked {
+                    inner.watchdog.unpark(p, None);
+                }
+                return Err(e);
+            }
+        };
+        // The place is renewed, and a place found gone wakes the thread to look.
+        let renewal = Renewal {
+            field: Arc::clone(&id),
+            batch: &RENEW_WAITER,
+        };
+        let (watch, place) = inner
+            .watchdog
+            .watch(&self.waiters, renewal, queued_at, 1, None);
+        let me = Interruption::current();
+        let waker = Arc::clone(&me);
+        if let Some((f, _)) =
+            inner
+                .watchdog
+                .on_lost(watch, &place, Box::new(move |_| waker.nudge()))
+        {
+            drop(f);
+            me.nudge();
+        }
+
+        // 2. Release, whatever the count was: it is 1 now.
+        let released = raw.unlock_knowing(&owner, guard.lock.lease_or_default(), Some(0));
+        let ended = match released {
+            Ok(Unlocked::Released | Unlocked::Passed | Unlocked::StillHeld) => {
+                // 3. Wait.
+                let dispatcher = &inner.pubsub;
+                let active = dispatcher.active();
+                let channel = keys::condition_waiter_channel(&raw.key.name, &self.name, &id);
+                let mut first = true;
+                let mut dropped = false;
+                let mut attempt = || -> Result<Tried> {
+                    if std::mem::take(&mut first) {
+                        return Ok(Tried::again(None));
+                    }
+                    let seen: i64 = raw.run(|c| {
+                        scripts::CONDITION_CHECK
+                            .key(&self.waiters)
+                            .arg(&*id)
+                            .invoke(c)
+                    })?;
+                    match seen {
+                        0 => Ok(Tried::again(None)),
+                        1 => Ok(Tried::done()),
+                        _ => {
+                            dropped = true;
+                            Ok(Tried::done())
+                        }
+                    }
+                };
+                let waited = wait(dispatcher, Channel::all(&channel), deadline, &mut attempt);
+                let ended = match waited {
+                    Ok(true) if dropped => Ok(Ended::Dropped),
+                    Ok(true) => Ok(Ended::Notified),
+                    Ok(false) => Ok(match self.leave(&id, false) {
+                        Some(1) => Ended::Notified,
+                        _ => Ended::TimedOut,
+                    }),
+                    Err(e) => {
+                        self.leave(&id, true);
+                        Err(e)
+                    }
+                };
+                drop(active);
+                ended
+            }
+            Ok(Unlocked::NotHeld) => {
+                self.leave(&id, true);
+                inner.watchdog.unwatch(watch);
+                self.lost(guard, parked, LostReason::NotHeld);
+                return Err(Error::LockLost {
+                    name: self.lock.key().to_owned(),
+                });
+            }
+            Err(e) => {
+                self.leave(&id, true);
+                Err(e)
+            }
+        };
+        inner.watchdog.unwatch(watch);
+        if matches!(ended, Err(Error::Closed)) {
+            self.lost(guard, parked, LostReason::ClientClosed);
+            return Err(Error::Closed);
+        }
+        if matches!(ended, Ok(Ended::Dropped)) {
+            log::warn!(
+                "waiter {id} of condition `{}` of `{}` lost its place (not renewed for a \
+                 lease): its wait ends, perhaps without a notification",
+                self.name,
+                raw.key.name
+            );
+        }
+
+        // 4. Acquire again (also after an interrupt, as Java does), with the count it had.
+        match guard.lock.acquire(None) {
+            Ok(Some(again)) => {
+                let at = again.acquired_at;
+                let token = again.token;
+                again.dissolve();
+                if count > 1 {
+                    self.restore(&field, count);
+                }
+                guard.token = token;
+                guard.lease.restart(at);
+                if let Some(p) = parked {
+                    inner.watchdog.unpark(p, Some(at));
+                }
+            }
+            Ok(None) => unreachable!("an acquire without a deadline waits until it acquires"),
+            Err(e) => {
+                self.lost(guard, parked, LostReason::NotHeld);
+                return Err(e);
+            }
+        }
+        log::debug!(
+            "waited on `{}` of `{}` (owner {owner}, hold count {count})",
+            self.name,
+            raw.key.name
+        );
+        match ended? {
+            Ended::Notified | Ended::Dropped => Ok(true),
+            Ended::TimedOut => Ok(false),
+        }
+    }
+
+    /// Takes waiter `id` out of the condition (`pass`: handing a notification that picked
+    /// it on); the script's reply, `None` if the call failed (the place then runs out by
+    /// its lease, unrenewed).
+    fn leave(&self, id: &str, pass: bool) -> Option<i64> {
+        let raw = &self.lock.raw;
+        let left = raw.run(|c| {
+            scripts::CONDITION_LEAVE
+                .key(&self.waiters)
+                .key(&self.queue)
+                .arg(id)
+                .arg(if pass { "pass" } else { "take" })
+                .arg(raw.key.client.publish())
+                .arg(&self.channel)
+                .invoke(c)
+        });
+        match left {
+            Ok(reply) => Some(reply),
+            Err(e) => {
+                log::debug!(
+                    "waiter {id} could not leave condition `{}` of `{}` ({e}): its place \
+                     runs out within a lease",
+                    self.name,
+                    raw.key.name
+                );
+                None
+            }
+        }
+    }
+
+    /// Gives the owner's single hold its count `count` back (best effort: logged).
+    fn restore(&self, field: &str, count: u32) {
+        if count <= 1 {
+            return;
+        }
+        let raw = &self.lock.raw;
+        let restored: Result<i64> = raw.run(|c| {
+            scripts::CONDITION_RESTORE
+                .key(&raw.key.name)
+                .arg(field)
+                .arg(count)
+                .invoke(c)
+        });
+        if !matches!(restored, Ok(1)) {
+            log::warn!(
+                "the hold count {count} of `{}` (field {field}) was not restored after a \
+                 condition wait: {restored:?}",
+                raw.key.name
+            );
+        }
+    }
+
+    /// The guard no longer holds the lock: it (and the owner's other guards) are lost.
+    fn lost(&self, guard: &LockGuard<O>, parked: Option<Parked>, why: LostReason) {
+        guard.lease.mark_lost(why);
+        if let Some(p) = parked {
+            self.lock.raw.key.client.inner.watchdog.lose_parked(p, why);
+        }
+    }
+}
+
+impl<O: Ownership> std::fmt::Debug for Condition<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Condition")
+            .field("lock", &self.lock.key())
+            .field("name", &self.name)
+            .finish()
+    }
+}

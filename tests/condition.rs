@@ -1,0 +1,560 @@
+//! Conditions on locks: a holder waits (releasing the lock fully) until another holder, in
+//! any thread or process, notifies it; it returns holding the lock again with its count.
+//! Notifications are neither lost nor multiplied, dead waiters are skipped, and interrupt,
+//! close and timeouts leave nothing behind.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlatch::{Client, Config, Error, Interrupter, Lock};
+use support::{await_waiting, count_commands, wait_until, RedisServer};
+
+const GENEROUS: Duration = Duration::from_secs(15);
+
+fn hget(server: &RedisServer, key: &str, field: &str) -> Option<i64> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// The condition's keys, read raw: (waiters in the ZSET, ids in the queue LIST).
+fn condition_keys(server: &RedisServer, lock: &str, condition: &str) -> (i64, i64) {
+    let mut conn = server.conn();
+    let waiters: i64 = redis::cmd("ZCARD")
+        .arg(format!("redlatch_condition:{{{lock}}}:{condition}"))
+        .query(&mut conn)
+        .unwrap();
+    let queue: i64 = redis::cmd("LLEN")
+        .arg(format!("redlatch_condition_queue:{{{lock}}}:{condition}"))
+        .query(&mut conn)
+        .unwrap();
+    (waiters, queue)
+}
+
+/// A thread of a client of its own that takes `lock`, says so, waits on `condition` once and
+/// reports (notified, its hold count after the wait, its owner id), then releases.
+fn waiter(
+    server: &RedisServer,
+    make: fn(&Client, &str) -> Lock,
+    lock: &'static str,
+    condition: &'static str,
+) -> (
+    Client,
+    mpsc::Receiver<(bool, u32, String)>,
+    thread::JoinHandle<()>,
+) {
+    let client = Client::open(server.url()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let c = client.clone();
+    let handle = thread::spawn(move || {
+        let lock = make(&c, lock);
+        let mut guard = lock.lock().unwrap();
+        let waited = lock
+            .condition(condition)
+            .wait_for(&mut guard, GENEROUS)
+            .unwrap();
+        let count = lock.hold_count().unwrap();
+        tx.send((!waited.timed_out(), count, guard.owner().to_owned()))
+            .unwrap();
+        guard.unlock().unwrap();
+    });
+    (client, rx, handle)
+}
+
+#[test]
+fn a_wait_releases_every_hold_and_returns_with_the_same_count() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let (tx, done) = mpsc::channel();
+    let c = client.clone();
+    let holder = thread::spawn(move || {
+        let lock = c.lock("account");
+        let _outer = lock.lock().unwrap();
+        let _middle = lock.lock().unwrap();
+        let mut inner = lock.lock().unwrap();
+        let owner = inner.owner().to_owned();
+        lock.condition("unfrozen").wait(&mut inner).unwrap();
+        tx.send((owner, lock.hold_count().unwrap(), inner.is_lost()))
+            .unwrap();
+        // Three guards, three releases: the count was restored.
+    });
+    await_waiting(&client, 1);
+    // Released fully while it waits: another client takes the lock at once.
+    let other = Client::open(server.url()).unwrap();
+    let lock = other.lock("account");
+    let guard = lock
+        .try_lock()
+        .unwrap()
+        .expect("free while the holder waits");
+    assert!(lock.condition("unfrozen").notify_one().unwrap());
+    assert!(done.try_recv().is_err(), "it needs the lock to return");
+    drop(guard);
+    let (owner, count, lost) = done.recv_timeout(GENEROUS).unwrap();
+    assert_eq!(count, 3);
+    assert!(!lost);
+    holder.join().unwrap();
+    assert_eq!(hget(&server, "account", &owner), None, "all three released");
+    assert_eq!(condition_keys(&server, "account", "unfrozen"), (0, 0));
+}
+
+#[test]
+fn notify_one_wakes_the_longest_waiting_and_notify_all_the_rest() {
+    let server = RedisServer::new();
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        let w = waiter(&server, support::make_lock, "jobs", "not_empty");
+        await_waiting(&w.0, 1);
+        waiters.push(w);
+    }
+    let client = Client::open(server.url()).unwrap();
+    let lock = client.lock("jobs");
+    let cond = lock.condition("not_empty");
+    let guard = lock.lock().unwrap();
+    assert!(cond.notify_one().unwrap());
+    drop(guard);
+    let (notified, count, _) = waiters[0].1.recv_timeout(GENEROUS).unwrap();
+    assert!(notified);
+    assert_eq!(count, 1);
+    // One notification, one waiter: the others still wait.
+    assert_eq!(condition_keys(&server, "jobs", "not_empty"), (2, 2));
+    assert!(waiters[1].1.try_recv().is_err() && waiters[2].1.try_recv().is_err());
+    let guard = lock.lock().unwrap();
+    assert_eq!(cond.notify_all().unwrap(), 2);
+    assert_eq!(cond.notify_all().unwrap(), 0, "nobody left");
+    drop(guard);
+    for (_, rx, handle) in waiters.drain(1..) {
+        assert!(rx.recv_timeout(GENEROUS).unwrap().0);
+        handle.join().unwrap();
+    }
+    assert_eq!(condition_keys(&server, "jobs", "not_empty"), (0, 0));
+}
+
+#[test]
+fn every_exclusive_kind_has_conditions() {
+    let server = RedisServer::new();
+    let kinds: [(&str, support::MakeLock); 7] = [
+        ("plain", support::make_lock),
+        ("fair", support::make_fair_lock),
+        ("fenced", support::make_fenced_lock),
+        ("non-reentrant", support::make_non_reentrant_lock),
+        ("non-reentrant fair", support::make_non_reentrant_fair_lock),
+        ("spin", |c, n| c.spin_lock(n)),
+        ("write", |c, n| c.read_write_lock(n).write()),
+    ];
+    for (label, make) in kinds {
+        let name: &'static str = Box::leak(format!("kind-{}", label.replace(' ', "-")).into());
+        let client = Client::open(server.url()).unwrap();
+        let (tx, done) = mpsc::channel();
+        let c = client.clone();
+        let waiting = thread::spawn(move || {
+            let lock = make(&c, name);
+            let mut guard = lock.lock().unwrap();
+            let before = guard.token();
+            let waited = lock
+                .condition("ready")
+                .wait_for(&mut guard, GENEROUS)
+                .unwrap();
+            tx.send((
+                waited.timed_out(),
+                before,
+                guard.token(),
+                lock.hold_count().unwrap(),
+            ))
+            .unwrap();
+        });
+        await_waiting(&client, 1);
+        let notifier = Client::open(server.url()).unwrap();
+        let lock = make(&notifier, name);
+        let guard = lock.lock().unwrap();
+        assert!(lock.condition("ready").notify_one().unwrap(), "{label}");
+        drop(guard);
+        let (timed_out, before, after, count) = done.recv_timeout(GENEROUS).unwrap();
+        assert!(!timed_out, "{label}");
+        assert_eq!(count, 1, "{label}");
+        if label == "fenced" {
+            // Acquired anew: a new token, newer than the notifier's.
+            assert!(after.unwrap() > before.unwrap(), "{label}");
+        }
+        waiting.join().unwrap();
+        assert!(!lock.is_locked().unwrap(), "{label}");
+    }
+}
+
+#[test]
+fn waiting_or_notifying_without_the_lock_is_an_error() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let lock = client.lock("guarded");
+    let cond = lock.condition("c");
+    assert!(matches!(cond.notify_one(), Err(Error::NotHeld { .. })));
+    assert!(matches!(cond.notify_all(), Err(Error::NotHeld { .. })));
+    // A guard of another lock.
+    let mut other = client.lock("elsewhere").lock().unwrap();
+    assert!(matches!(
+        cond.wait_for(&mut other, Duration::from_millis(10)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(client.lock("elsewhere").hold_count().unwrap(), 1);
+    // A read lock has none.
+    let rw = client.read_write_lock("rw");
+    let mut read = rw.read().lock().unwrap();
+    let on_read = rw.read().condition("c");
+    assert!(matches!(
+        on_read.notify_one(),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        on_read.wait(&mut read),
+        Err(Error::InvalidArgument(_))
+    ));
+    // An empty name.
+    let mut guard = lock.lock().unwrap();
+    assert!(matches!(
+        lock.condition("").wait(&mut guard),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A guard whose hold is gone (force-unlocked): nothing is queued.
+    lock.force_unlock().unwrap();
+    assert!(matches!(cond.wait(&mut guard), Err(Error::NotHeld { .. })));
+    assert!(guard.is_lost());
+    assert_eq!(condition_keys(&server, "guarded", "c"), (0, 0));
+}
+
+#[test]
+fn a_timed_wait_times_out_holding_the_lock_and_leaves_nothing() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let lock = client.lock("timed");
+    let cond = lock.condition("c");
+    let mut guard = lock.lock().unwrap();
+    let started = Instant::now();
+    let waited = cond
+        .wait_for(&mut guard, Duration::from_millis(300))
+        .unwrap();
+    assert!(waited.timed_out());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(started.elapsed() < GENEROUS);
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    assert!(!guard.is_lost());
+    assert_eq!(condition_keys(&server, "timed", "c"), (0, 0));
+    // The guard still releases the lock.
+    guard.unlock().unwrap();
+    assert!(!lock.is_locked().unwrap());
+}
+
+#[test]
+fn a_notification_right_after_the_release_is_not_lost() {
+    // The notifier waits for the lock, so it runs the moment the waiter's release frees it,
+    // before the waiter has subscribed to its channel.
+    let server = RedisServer::new();
+    for round in 0..20 {
+        let client = Client::open(server.url()).unwrap();
+        let lock = client.lock("race");
+        let mut guard = lock.lock().unwrap();
+        let notifier_client = Client::open(server.url()).unwrap();
+        let notifier = thread::spawn(move || {
+            let lock = notifier_client.lock("race");
+            let guard = lock.lock().unwrap();
+            let picked = lock.condition("c").notify_one().unwrap();
+            drop(guard);
+            picked
+        });
+        await_waiting(&client, 0);
+        // The notifier is queued on the lock (its first attempt found it busy).
+        assert!(wait_until(GENEROUS, || {
+            support::numsub(&mut server.conn(), "redisson_lock__channel:{race}") == 1
+        }));
+        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS).unwrap();
+        assert!(!waited.timed_out(), "round {round}");
+        assert!(notifier.join().unwrap(), "round {round}");
+        drop(guard);
+    }
+    assert_eq!(condition_keys(&server, "race", "c"), (0, 0));
+}
+
+#[test]
+fn no_wake_up_without_a_notification() {
+    // Releases of the lock and notifications of another condition publish near the waiter;
+    // none of them ends its wait.
+    let server = RedisServer::new();
+    let (client, rx, handle) = {
+        let client = Client::open(server.url()).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let c = client.clone();
+        let handle = thread::spawn(move || {
+            let lock = c.lock("quiet");
+            let mut guard = lock.lock().unwrap();
+            let waited = lock
+                .condition("mine")
+                .wait_for(&mut guard, Duration::from_millis(1500))
+                .unwrap();
+            tx.send(waited.timed_out()).unwrap();
+        });
+        (client, rx, handle)
+    };
+    await_waiting(&client, 1);
+    let other = Client::open(server.url()).unwrap();
+    let lock = other.lock("quiet");
+    for _ in 0..20 {
+        let guard = lock.lock().unwrap();
+        assert_eq!(lock.condition("theirs").notify_all().unwrap(), 0);
+        drop(guard);
+    }
+    assert!(rx.recv_timeout(GENEROUS).unwrap(), "timed out, never woken");
+    handle.join().unwrap();
+    // The waiter looked at its place once, after subscribing, and once at the end.
+    assert_eq!(condition_keys(&server, "quiet", "mine"), (0, 0));
+}
+
+#[test]
+fn an_interrupted_wait_leaves_the_queue_and_holds_the_lock_again() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let (tx, done) = mpsc::channel();
+    let c = client.clone();
+    let handle = thread::spawn(move || {
+        tx.send(Interrupter::current()).unwrap();
+        let lock = c.lock("intr");
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait(&mut guard);
+        (
+            matches!(waited, Err(Error::Interrupted)),
+            lock.hold_count().unwrap(),
+            guard.is_lost(),
+        )
+    });
+    let interrupter = done.recv().unwrap();
+    await_waiting(&client, 1);
+    interrupter.interrupt();
+    let (interrupted, count, lost) = handle.join().unwrap();
+    assert!(interrupted);
+    assert_eq!(count, 1, "acquired again before the error, as in Java");
+    assert!(!lost);
+    assert_eq!(condition_keys(&server, "intr", "c"), (0, 0));
+    assert!(!client.lock("intr").is_locked().unwrap());
+}
+
+#[test]
+fn close_takes_the_waiter_out_and_leaves_nothing() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let c = client.clone();
+    let handle = thread::spawn(move || {
+        let lock = c.lock("closing");
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait(&mut guard);
+        (matches!(waited, Err(Error::Closed)), guard.is_lost())
+    });
+    await_waiting(&client, 1);
+    client.close();
+    let (closed, lost) = handle.join().unwrap();
+    assert!(closed);
+    assert!(lost, "the guard no longer holds the lock");
+    assert_eq!(condition_keys(&server, "closing", "c"), (0, 0));
+    let other = Client::open(server.url()).unwrap();
+    assert!(!other.lock("closing").is_locked().unwrap());
+}
+
+#[test]
+fn idle_waiters_send_no_commands() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let mut handles = Vec::new();
+    for _ in 0..50 {
+        let c = client.clone();
+        handles.push(thread::spawn(move || {
+            let lock = c.lock("idle");
+            let mut guard = lock.lock().unwrap();
+            let waited = lock.condition("c").wait_for(&mut guard, GENEROUS).unwrap();
+            !waited.timed_out()
+        }));
+    }
+    await_waiting(&client, 50);
+    let mut conn = server.conn();
+    let before = count_commands(&mut conn);
+    // Idle for a while: the watchdog renews (every 10 s by default) nothing in this time.
+    let idle = Instant::now();
+    while idle.elapsed() < Duration::from_millis(500) {
+        thread::yield_now();
+    }
+    let after = count_commands(&mut conn);
+    // The two INFO calls of count_commands themselves.
+    assert!(
+        after - before <= 2,
+        "{} commands while idle",
+        after - before
+    );
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock("idle");
+    let guard = lock.lock().unwrap();
+    assert_eq!(lock.condition("c").notify_all().unwrap(), 50);
+    drop(guard);
+    for h in handles {
+        assert!(h.join().unwrap());
+    }
+}
+
+/// A waiter in a process of its own, run by the tests below: takes the lock, waits once on
+/// the condition with a short lease, and prints what happened.
+#[test]
+#[ignore = "the child half of the cross-process condition tests"]
+fn condition_waiter_child() {
+    let Ok(url) = std::env::var("REDLATCH_CONDITION_URL") else {
+        return;
+    };
+    let config = Config::builder(url.as_str())
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let lock = client.lock("xproc");
+    let mut guard = lock.lock().unwrap();
+    println!("OWNER {}", guard.owner());
+    std::io::stdout().flush().unwrap();
+    let waited = lock
+        .condition("c")
+        .wait_for(&mut guard, Duration::from_secs(30))
+        .unwrap();
+    println!(
+        "NOTIFIED {} {}",
+        !waited.timed_out(),
+        lock.hold_count().unwrap()
+    );
+    std::io::stdout().flush().unwrap();
+}
+
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a waiter process; returns it and its lines.
+fn child_waiter(server: &RedisServer) -> (ChildGuard, mpsc::Receiver<String>) {
+    let mut child = ChildGuard(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "condition_waiter_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("REDLATCH_CONDITION_URL", server.url())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.0.stdout.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+fn next(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("child said nothing starting with {prefix}"));
+        // libtest's "test ... " may start the child's first line.
+        if let Some(at) = line.find(prefix) {
+            return line[at + prefix.len()..].trim().to_owned();
+        }
+    }
+}
+
+/// Waits until `n` waiters are queued on `xproc`'s condition `c`, as the server sees it.
+fn await_queued(server: &RedisServer, n: i64) {
+    assert!(
+        wait_until(GENEROUS, || condition_keys(server, "xproc", "c").1 == n),
+        "{n} queued waiters awaited"
+    );
+}
+
+#[test]
+fn notifications_cross_processes() {
+    let server = RedisServer::new();
+    // Two waiter processes, queued one after the other; this process notifies.
+    let (_a, a_lines) = child_waiter(&server);
+    next(&a_lines, "OWNER");
+    await_queued(&server, 1);
+    let (_b, b_lines) = child_waiter(&server);
+    next(&b_lines, "OWNER");
+    await_queued(&server, 2);
+    let client = Client::open(server.url()).unwrap();
+    let lock = client.lock("xproc");
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    drop(guard);
+    assert_eq!(next(&a_lines, "NOTIFIED"), "true 1", "the first to wait");
+    await_queued(&server, 1);
+    let guard = lock.lock().unwrap();
+    assert_eq!(lock.condition("c").notify_all().unwrap(), 1);
+    drop(guard);
+    assert_eq!(next(&b_lines, "NOTIFIED"), "true 1");
+}
+
+#[test]
+fn a_killed_waiter_is_skipped_within_a_lease() {
+    let server = RedisServer::new();
+    let (mut dead, dead_lines) = child_waiter(&server);
+    let dead_owner = next(&dead_lines, "OWNER");
+    await_queued(&server, 1);
+    // A live waiter behind it, in this process.
+    let (client, rx, handle) = waiter(&server, support::make_lock, "xproc", "c");
+    await_waiting(&client, 1);
+    await_queued(&server, 2);
+    dead.0.kill().unwrap();
+    dead.0.wait().unwrap();
+    let killed = Instant::now();
+    // Its place is no longer renewed: its deadline (at most a lease, 0.9 s, away) passes.
+    let deadline_passed = || {
+        let mut conn = server.conn();
+        let places: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg("redlatch_condition:{xproc}:c")
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(&mut conn)
+            .unwrap();
+        let time: (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+        let now = (time.0 * 1000 + time.1 / 1000) as f64;
+        places
+            .iter()
+            .filter(|(id, _)| id.starts_with(&format!("{dead_owner}:")))
+            .all(|&(_, deadline)| deadline <= now)
+    };
+    assert!(wait_until(GENEROUS, deadline_passed));
+    assert!(
+        killed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        killed.elapsed()
+    );
+    // The next notification skips it and reaches the live waiter.
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock("xproc");
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    drop(guard);
+    let (notified, count, _) = rx.recv_timeout(GENEROUS).unwrap();
+    assert!(notified && count == 1);
+    handle.join().unwrap();
+    assert_eq!(condition_keys(&server, "xproc", "c"), (0, 0));
+}
