@@ -240,6 +240,37 @@ in_both_modes! {
         handle.join().unwrap();
     }
 
+    fn a_condition_follows_its_lock_slot(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let waiting = client(&cluster, mode);
+        let notifying = client(&cluster, mode);
+        for name in names_on_every_master(&cluster, "cond", 6) {
+            let node = cluster.node_for_key(&name);
+            let (tx, done) = mpsc::channel();
+            let (c, n) = (waiting.clone(), name.clone());
+            let handle = thread::spawn(move || {
+                let lock = c.lock(&n);
+                let mut guard = lock.lock().unwrap();
+                let waited = lock
+                    .condition("ready")
+                    .wait_for(&mut guard, Duration::from_secs(15))
+                    .unwrap();
+                tx.send(!waited.timed_out()).unwrap();
+            });
+            support::await_waiting(&waiting, 1);
+            let waiters = format!("redlatch_condition:{{{name}}}:ready");
+            assert_eq!(cluster.slot_of(&waiters), cluster.slot_of(&name));
+            assert!(exists(node, &waiters), "{waiters} on the lock's master");
+            let lock = notifying.lock(&name);
+            let guard = lock.lock().unwrap();
+            assert!(lock.condition("ready").notify_one().unwrap());
+            drop(guard);
+            assert!(done.recv_timeout(Duration::from_secs(15)).unwrap(), "{name}");
+            handle.join().unwrap();
+            assert!(!exists(node, &waiters));
+        }
+    }
+
     fn waiters_wake_by_pubsub_with_one_connection_per_node(mode) {
         let cluster = RedisCluster::new(3, 0);
         let holder = client(&cluster, mode);

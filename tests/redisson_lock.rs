@@ -601,3 +601,51 @@ fn a_redisson_waiter_gets_a_lock_passed_between_threads_of_one_client() {
     }
     assert!(!p.client.lock(name).is_locked().unwrap());
 }
+
+#[test]
+fn a_redisson_waiter_gets_a_lock_whose_holder_waits_on_a_condition() {
+    // The wait's release is the plain unlock: Redisson's waiter hears it and takes the lock,
+    // and sees one field, its own, while the Rust thread waits.
+    require_java!();
+    let mut p = pair(NEWEST);
+    let name = "interop:condition";
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let (tx, done) = mpsc::channel();
+    let client = p.client.clone();
+    let (held_tx, held) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let holder = thread::spawn(move || {
+        let lock = client.lock(name);
+        let _outer = lock.lock().unwrap();
+        let mut guard = lock.lock().unwrap();
+        held_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        let waited = lock
+            .condition("ready")
+            .wait_for(&mut guard, Duration::from_secs(30))
+            .unwrap();
+        tx.send((!waited.timed_out(), lock.hold_count().unwrap()))
+            .unwrap();
+    });
+    held.recv().unwrap();
+    java_waits(&p.server, &channel, || {
+        p.java.send("b", &format!("lock lock {name}"))
+    });
+    // The Rust holder starts waiting only now: Redisson is queued on the channel.
+    go.send(()).unwrap();
+    let acquired = p.java.reply_within("b", Duration::from_secs(20));
+    acquired.expect("Redisson got the lock").value();
+    let mut raw = p.server.conn();
+    let fields: Vec<String> = raw.hkeys(name).unwrap();
+    assert_eq!(fields, vec![p.java.owner("b")], "Redisson alone holds it");
+    p.java.call("b", &format!("unlock lock {name}")).value();
+    let notifier = Client::open(p.server.url()).unwrap();
+    let lock = notifier.lock(name);
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("ready").notify_one().unwrap());
+    drop(guard);
+    let (notified, count) = done.recv_timeout(Duration::from_secs(20)).unwrap();
+    assert!(notified);
+    assert_eq!(count, 2, "the holder's two holds are back");
+    holder.join().unwrap();
+}
