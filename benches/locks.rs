@@ -8,9 +8,12 @@
 //! `--threads=4,64` runs `throughput` at those thread counts only; `--server-first` runs its
 //! client threads 10 nice levels below the server, which then runs whenever it has work (on one
 //! machine, the nearest to a server on a host of its own).
-//! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput. To add one: a
+//! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput,
+//! condition. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
+#[path = "locks/condition.rs"]
+mod condition;
 #[path = "locks/memory.rs"]
 mod memory;
 #[path = "locks/pair.rs"]
@@ -42,6 +45,7 @@ const WORKLOADS: &[&str] = &[
     "waiters",
     "watchdog",
     "throughput",
+    "condition",
 ];
 
 fn main() {
@@ -98,6 +102,7 @@ fn main() {
             "waiters" => waiters(&mut ctx),
             "watchdog" => watchdog::watchdog(&mut ctx),
             "throughput" => throughput::throughput(&mut ctx),
+            "condition" => condition::condition(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());
