@@ -53,3 +53,11 @@ fn worker_pool_does_every_job_once_within_its_permits() {
 fn ticket_sale_sells_every_ticket_once() {
     run_example("ticket_sale", &["--processes", "2", "--threads", "3"]);
 }
+
+#[test]
+fn bounded_buffer_delivers_every_item_once_across_processes() {
+    run_example(
+        "bounded_buffer",
+        &["--producers", "2", "--consumers", "3", "--items", "30"],
+    );
+}
