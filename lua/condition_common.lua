@@ -1,11 +1,18 @@
 -- Helpers shared by the condition scripts: prepended to each condition_*.lua (see src/scripts.rs).
 --
 -- A condition of a lock is two keys in the lock's slot (ours, not Redisson's): a ZSET of its
--- waiters, each scored by its deadline in ms on the server's clock (TIME), or -1 once a
--- notification has picked it and until it takes it; and a LIST of the waiters not yet picked,
--- in arrival order. A waiter whose deadline passed is presumed dead (its client renews the
--- deadline every third of a lease while it waits) and is skipped. Both keys expire two leases
--- after their last write, so what dead waiters leave goes away by itself.
+-- waiters, and a LIST of the waiters not yet picked, in arrival order. A waiter's score is
+-- its deadline in ms on the server's clock (TIME): positive while it waits, negated once a
+-- notification has picked it and until it takes the notification. Its client renews the
+-- deadline every third of a lease while it waits, so a deadline that passed means a dead
+-- waiter: one still waiting is skipped, and a notification that picked one is passed on to
+-- the next live waiter (by whichever script meets it first: a wait, a notify, a renewal), so
+-- that a waiter that dies holds no notification longer than a lease. Both keys expire two
+-- leases after their last write, so what dead waiters leave goes away by itself.
+--
+-- A waiter id ends in `:c<n>` (its client listens with SUBSCRIBE) or `:s<n>` (SSUBSCRIBE): a
+-- notification is published the way its waiter listens. Its channel is the waiters' key with
+-- the prefix `redlatch_condition__channel` for `redlatch_condition`, then `:<id>`.
 
 local function cond_now()
     local t = redis.call('time');
@@ -20,10 +27,11 @@ local function cond_keep(key, ms)
     end;
 end;
 
--- Picks the longest-waiting live waiter of the queue, if any: scores it -1 and publishes '1'
--- on its own channel (`prefix:<id>`). Dead waiters met on the way are dropped. Returns true
--- if one was picked.
-local function cond_pick(waiters, queue, now, publish, prefix)
+-- Picks the longest-waiting live waiter of the queue, if any: negates its deadline and
+-- publishes '1' on its own channel. Dead waiters met on the way are dropped. Returns true if
+-- one was picked.
+local function cond_pick(waiters, queue, now)
+    local channel = 'redlatch_condition__channel' .. string.sub(waiters, 19) .. ':';
     while true do
         local id = redis.call('lpop', queue);
         if id == false then
@@ -31,11 +39,30 @@ local function cond_pick(waiters, queue, now, publish, prefix)
         end;
         local deadline = tonumber(redis.call('zscore', waiters, id));
         if deadline ~= nil and deadline > now then
-            redis.call('zadd', waiters, -1, id);
-            redis.call(publish, prefix .. ':' .. id, '1');
+            redis.call('zadd', waiters, -deadline, id);
+            local publish = 'publish';
+            if string.match(id, ':s%d+$') then
+                publish = 'spublish';
+            end;
+            redis.call(publish, channel .. id, '1');
             return true;
-        elseif deadline ~= nil and deadline >= 0 then
+        elseif deadline ~= nil then
             redis.call('zrem', waiters, id);
         end;
+    end;
+end;
+
+-- Drops dead waiters: one that waited leaves the queue too; a notification that picked one
+-- goes to the next live waiter.
+local function cond_prune(waiters, queue, now)
+    local dead = redis.call('zrangebyscore', waiters, 0, now);
+    for _, id in ipairs(dead) do
+        redis.call('zrem', waiters, id);
+        redis.call('lrem', queue, 1, id);
+    end;
+    local unclaimed = redis.call('zrangebyscore', waiters, -now, '(0');
+    for _, id in ipairs(unclaimed) do
+        redis.call('zrem', waiters, id);
+        cond_pick(waiters, queue, now);
     end;
 end;

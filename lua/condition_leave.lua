@@ -5,8 +5,6 @@
 -- KEYS[2]  the condition's queue "redlatch_condition_queue:{name}:<condition>" (LIST)
 -- ARGV[1]  the waiter id
 -- ARGV[2]  "pass" to hand a notification on, "take" to take it
--- ARGV[3]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
--- ARGV[4]  the prefix of the waiters' channels "redlatch_condition__channel:{name}:<condition>"
 -- Reply:   0   it was waiting: it left both keys
 --          1   a notification had picked it: taken (with "take")
 --          2   a notification had picked it: handed on to the next live waiter (with "pass")
@@ -24,7 +22,7 @@ end;
 if ARGV[2] ~= 'pass' then
     return 1;
 end;
-if cond_pick(KEYS[1], KEYS[2], cond_now(), ARGV[3], ARGV[4]) then
+if cond_pick(KEYS[1], KEYS[2], cond_now()) then
     return 2;
 end;
 return 3;

@@ -5,19 +5,19 @@
 -- KEYS[3]  the condition's queue "redlatch_condition_queue:{name}:<condition>" (LIST)
 -- ARGV[1]  the notifier's hash field in KEYS[1] (the owner id, or "<owner>:write")
 -- ARGV[2]  how many waiters to pick at most; 0 for all
--- ARGV[3]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
--- ARGV[4]  the prefix of the waiters' channels "redlatch_condition__channel:{name}:<condition>"
 -- Reply:   -1      the caller does not hold the lock (nothing changed)
---          n >= 0  waiters picked: each scored -1 and sent '1' on "<ARGV[4]>:<id>"; dead
---                  waiters met on the way were dropped and are not counted
+--          n >= 0  waiters picked: each has its deadline negated and was sent '1' on its
+--                  channel; dead waiters met on the way were dropped and are not counted
+--                  (a notification a dead waiter held is passed on first, and not counted)
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1;
 end;
 local now = cond_now();
+cond_prune(KEYS[2], KEYS[3], now);
 local want = tonumber(ARGV[2]);
 local picked = 0;
 while want == 0 or picked < want do
-    if not cond_pick(KEYS[2], KEYS[3], now, ARGV[3], ARGV[4]) then
+    if not cond_pick(KEYS[2], KEYS[3], now) then
         break;
     end;
     picked = picked + 1;

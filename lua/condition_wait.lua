@@ -6,7 +6,7 @@
 -- KEYS[2]  the condition's waiters "redlatch_condition:{name}:<condition>" (ZSET: id -> deadline)
 -- KEYS[3]  the condition's queue "redlatch_condition_queue:{name}:<condition>" (LIST of ids)
 -- ARGV[1]  the owner's hash field in KEYS[1] (the owner id, or "<owner>:write")
--- ARGV[2]  the waiter id (unique per wait)
+-- ARGV[2]  the waiter id (unique per wait; ends in ":c<n>" or ":s<n>", see the helpers)
 -- ARGV[3]  the waiter's lease in milliseconds (renewed while it waits)
 -- Reply:   nil                 the owner does not hold the lock (nothing changed)
 --          count               the owner's hold count before the call; it is 1 now, and the
@@ -17,12 +17,7 @@ if count == false then
     return nil;
 end;
 local now = cond_now();
--- Waiters whose lease ran out: gone from both keys before a new one joins.
-local dead = redis.call('zrangebyscore', KEYS[2], 0, now);
-for _, id in ipairs(dead) do
-    redis.call('zrem', KEYS[2], id);
-    redis.call('lrem', KEYS[3], 1, id);
-end;
+cond_prune(KEYS[2], KEYS[3], now);
 if count ~= '1' then
     redis.call('hset', KEYS[1], ARGV[1], 1);
 end;

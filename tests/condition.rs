@@ -558,3 +558,49 @@ fn a_killed_waiter_is_skipped_within_a_lease() {
     handle.join().unwrap();
     assert_eq!(condition_keys(&server, "xproc", "c"), (0, 0));
 }
+
+#[test]
+fn a_notification_held_by_a_waiter_that_died_goes_to_a_live_one_within_a_lease() {
+    // The waiter picked is stopped before it can take the notification, then killed: the
+    // next live waiter gets it, with no new notify, once the dead one's lease ran out (a
+    // renewal of the live one passes it on).
+    let server = RedisServer::new();
+    let (mut dead, dead_lines) = child_waiter(&server);
+    next(&dead_lines, "OWNER");
+    await_queued(&server, 1);
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let c = client.clone();
+    let live = thread::spawn(move || {
+        let lock = c.lock("xproc");
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS).unwrap();
+        tx.send((!waited.timed_out(), Instant::now())).unwrap();
+    });
+    await_waiting(&client, 1);
+    await_queued(&server, 2);
+    let pid = dead.0.id().to_string();
+    let stopped = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    assert!(stopped.success());
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock("xproc");
+    let guard = lock.lock().unwrap();
+    assert!(
+        lock.condition("c").notify_one().unwrap(),
+        "the stopped waiter"
+    );
+    drop(guard);
+    dead.0.kill().unwrap();
+    dead.0.wait().unwrap();
+    let killed = Instant::now();
+    let (notified, at) = rx.recv_timeout(GENEROUS).unwrap();
+    assert!(notified, "passed on, not timed out");
+    let took = at.saturating_duration_since(killed);
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    live.join().unwrap();
+    assert_eq!(condition_keys(&server, "xproc", "c"), (0, 0));
+}

@@ -29,7 +29,7 @@ use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::owner::{Ownership, ThreadOwned};
 use crate::lock::raw::Unlocked;
-use crate::pubsub::{wait, Channel, Tried};
+use crate::pubsub::{wait, Channel, Mode, Tried};
 use crate::scripts;
 use crate::time::{check_deadline, check_wait, millis};
 use crate::watchdog::{BatchRenewal, LostReason, Parked, Renewal};
@@ -90,8 +90,6 @@ pub struct Condition<O: Ownership = ThreadOwned> {
     waiters: Arc<str>,
     /// `redlatch_condition_queue:{lock}:<name>`: the waiters not yet picked, in order.
     queue: String,
-    /// The prefix of the waiters' channels.
-    channel: String,
 }
 
 /// Whether a timed wait ([`Condition::wait_for`], [`Condition::wait_until`]) ended by its
@@ -134,7 +132,6 @@ impl<O: Ownership> Condition<O> {
         Condition {
             waiters: Arc::from(keys::condition_waiters(lock_name, name)),
             queue: keys::condition_queue(lock_name, name),
-            channel: keys::condition_channel(lock_name, name),
             name: Arc::from(name),
             lock,
         }
@@ -239,8 +236,6 @@ impl<O: Ownership> Condition<O> {
                 .key(&self.queue)
                 .arg(&field)
                 .arg(want)
-                .arg(raw.key.client.publish())
-                .arg(&self.channel)
                 .invoke(c)
         })?;
         log::debug!(
@@ -291,7 +286,12 @@ impl<O: Ownership> Condition<O> {
         let owner = Arc::clone(&guard.owner);
         let field = raw.field(&owner);
         let n = WAITS.fetch_add(1, Ordering::Relaxed);
-        let id: Arc<str> = Arc::from(format!("{owner}:w{n}"));
+        // How a notification reaches it: as its client listens (see `condition_common.lua`).
+        let mode = match inner.backend.pubsub_mode() {
+            Mode::Sharded => 's',
+            Mode::Plain => 'c',
+        };
+        let id: Arc<str> = Arc::from(format!("{owner}:{mode}{n}"));
         let lease = inner.config.watchdog_timeout;
         let parked = guard.watch.get().map(|w| inner.watchdog.park(w));
         let holds = parked.as_ref().map_or(1, |p| p.holds().max(1));
@@ -460,8 +460,6 @@ impl<O: Ownership> Condition<O> {
                 .key(&self.queue)
                 .arg(id)
                 .arg(if pass { "pass" } else { "take" })
-                .arg(raw.key.client.publish())
-                .arg(&self.channel)
                 .invoke(c)
         });
         match left {
