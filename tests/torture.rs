@@ -5,6 +5,9 @@
 mod support;
 
 #[allow(dead_code)]
+#[path = "../examples/torture/buffer_check.rs"]
+mod buffer_check;
+#[allow(dead_code)]
 #[path = "../examples/torture/check.rs"]
 mod check;
 #[path = "../examples/torture/proxy.rs"]
@@ -166,6 +169,52 @@ fn checker_fails_a_latch_passed_before_its_count_downs_were_sent() {
         check::check(&run).passed(),
         "the latch was lost with the server's data"
     );
+}
+
+#[test]
+fn checker_finds_buffer_items_lost_doubled_over_capacity_or_left_waiting() {
+    let mut run = Run {
+        kind: "condition".into(),
+        permits: Some(2),
+        lease_ms: 1000,
+        ..clean_run(1)
+    };
+    let log = run.buffers.entry("l:0".into()).or_default();
+    log.puts = vec![("a".into(), S, 1), ("b".into(), 2 * S, 2)];
+    log.takes = vec![("a".into(), 3 * S)];
+    log.left = vec!["b".into()];
+    log.consumer_waits = vec![(S / 2, S)];
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    // Taken twice, and one put that left three items in a buffer of two.
+    let log = run.buffers.get_mut("l:0").unwrap();
+    log.takes.push(("a".into(), 4 * S));
+    log.puts.push(("c".into(), 5 * S, 3));
+    let r = check::check(&run);
+    let found = r.buffers.clone().unwrap();
+    assert_eq!(
+        (found.doubled, found.lost, found.overflows),
+        (1, 1, 1),
+        "{r}"
+    );
+    assert!(!r.passed());
+    // A consumer waiting from 1 s to 9 s while `b` (put at 2 s) sat there: a stall, unless
+    // a fault met that time.
+    let mut run = Run {
+        kind: "condition".into(),
+        permits: Some(2),
+        lease_ms: 1000,
+        ..clean_run(1)
+    };
+    let log = run.buffers.entry("l:0".into()).or_default();
+    log.puts = vec![("b".into(), 2 * S, 1)];
+    log.takes = vec![("b".into(), 9 * S)];
+    log.consumer_waits = vec![(S, 9 * S)];
+    let r = check::check(&run);
+    assert_eq!(r.buffers.clone().unwrap().stalls, 1, "{r}");
+    assert!(!r.passed());
+    fault(&mut run, "pause-holder", 3, 4);
+    assert!(check::check(&run).passed(), "a fault met that time");
 }
 
 #[test]
@@ -525,6 +574,11 @@ fn no_fault_run(kind: &str) {
         "over_capacity",
         "permits_unaccounted",
         "early_passes",
+        "items_lost",
+        "items_taken_twice",
+        "items_phantom",
+        "buffer_overflows",
+        "consumer_stalls",
         "timeouts",
         "errors",
     ] {
@@ -567,6 +621,7 @@ fn no_fault_runs_of_the_other_kinds() {
         "semaphore",
         "expirable",
         "latch",
+        "condition",
     ] {
         no_fault_run(kind);
     }

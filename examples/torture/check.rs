@@ -15,6 +15,7 @@
 //! Q permits                                                                   run.tsv: a semaphore kind's permits
 //! A lock available                                                            run.tsv: a semaphore's permits at the end
 //! L proc thread latch role start_ns end_ns                                    kind latch: `c` a count-down sent at start; `a` an await that passed at end
+//! B, W, R                                                                     kind condition: see `buffer_check.rs`
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -37,9 +38,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
+use crate::buffer_check::{self, BufferFindings, BufferLog};
+
 /// Faults are matched with findings by time; this much slack covers the gap between a lock
 /// call's effect on the server and the timestamps around it.
-const SLACK_NS: u64 = 1_000_000_000;
+pub(crate) const SLACK_NS: u64 = 1_000_000_000;
 
 /// Every fault class, in the order `--faults all` lists them.
 pub const FAULTS: &[&str] = &[
@@ -149,6 +152,8 @@ pub struct Run {
     pub available: BTreeMap<String, i64>,
     /// Kind `latch`: per latch, when each count-down was sent and when each await passed.
     pub latches: BTreeMap<String, LatchLog>,
+    /// Kind `condition`: per lock, its buffer's log.
+    pub buffers: BTreeMap<String, BufferLog>,
 }
 
 /// What happened on one latch (kind `latch`).
@@ -160,7 +165,7 @@ pub struct LatchLog {
 
 impl Run {
     /// A fault of a class `of` accepts whose window meets `[lo, hi]`.
-    fn fault_in(&self, of: impl Fn(&str) -> bool, lo: u64, hi: u64) -> bool {
+    pub(crate) fn fault_in(&self, of: impl Fn(&str) -> bool, lo: u64, hi: u64) -> bool {
         self.faults
             .iter()
             .any(|f| of(&f.class) && f.start <= hi && f.end >= lo)
@@ -227,6 +232,8 @@ pub struct Report {
     /// count-downs had been sent.
     pub latch_passes: usize,
     pub early_passes: usize,
+    /// Kind `condition`: what the buffers' rules found.
+    pub buffers: Option<BufferFindings>,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -341,6 +348,24 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                     _ => return Err(bad()),
                 }
             }
+            ("B", 8) => {
+                let log = run.buffers.entry(f[3].to_owned()).or_default();
+                match f[4] {
+                    "put" => log.puts.push((f[5].to_owned(), num(f[6])?, num(f[7])?)),
+                    "take" => log.takes.push((f[5].to_owned(), num(f[6])?)),
+                    _ => return Err(bad()),
+                }
+            }
+            ("W", 8) => {
+                let log = run.buffers.entry(f[3].to_owned()).or_default();
+                if f[4] == "c" {
+                    log.consumer_waits.push((num(f[5])?, num(f[6])?));
+                }
+            }
+            ("R", 3) => {
+                let log = run.buffers.entry(f[1].to_owned()).or_default();
+                log.left.push(f[2].to_owned());
+            }
             ("A", 3) => {
                 let v = f[2].parse::<i64>().map_err(|_| bad())?;
                 run.available.insert(f[1].to_owned(), v);
@@ -353,13 +378,13 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
 
 /// Per-lock tallies, split into excused and not.
 #[derive(Default)]
-struct Tally {
-    excused: usize,
-    unexcused: usize,
+pub(crate) struct Tally {
+    pub(crate) excused: usize,
+    pub(crate) unexcused: usize,
 }
 
 impl Tally {
-    fn add(&mut self, excused: bool) {
+    pub(crate) fn add(&mut self, excused: bool) {
         if excused {
             self.excused += 1;
         } else {
@@ -372,7 +397,7 @@ impl Tally {
     }
 
     /// Files the tally as a violation or an excused finding, in words.
-    fn file(&self, what: &str, why: &str, r: &mut Report) {
+    pub(crate) fn file(&self, what: &str, why: &str, r: &mut Report) {
         if self.unexcused > 0 {
             r.violations.push(format!("{} {what}", self.unexcused));
         }
@@ -684,6 +709,9 @@ pub fn check(run: &Run) -> Report {
             permits.excused
         ));
     }
+    if run.kind == "condition" {
+        buffer_check::check(run, &mut r);
+    }
     timeouts.file("waits timed out", "a fault during the wait", &mut r);
     errors.file("errors", "after a fault", &mut r);
     r
@@ -785,6 +813,14 @@ impl fmt::Display for Report {
                 self.over_capacity, self.permits_unaccounted
             )?;
         }
+        if let Some(b) = &self.buffers {
+            writeln!(
+                f,
+                "buffers: {} items put, {} taken; {} lost, {} taken twice, {} phantom; {} puts \
+                 over capacity; {} items unclaimed two leases while a consumer waited",
+                b.puts, b.takes, b.lost, b.doubled, b.phantom, b.overflows, b.stalls
+            )?;
+        }
         writeln!(f, "timeouts {}; errors {}", self.timeouts, self.errors)?;
         for e in &self.excused {
             writeln!(f, "excused: {e}")?;
@@ -845,7 +881,21 @@ pub fn json(r: &Report) -> String {
         ("timeouts", r.timeouts as i64),
         ("errors", r.errors as i64),
     ];
-    let nums: Vec<String> = nums.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+    let b = r.buffers.clone().unwrap_or_default();
+    let buffers = [
+        ("items_put", b.puts as i64),
+        ("items_taken", b.takes as i64),
+        ("items_lost", b.lost as i64),
+        ("items_taken_twice", b.doubled as i64),
+        ("items_phantom", b.phantom as i64),
+        ("buffer_overflows", b.overflows as i64),
+        ("consumer_stalls", b.stalls as i64),
+    ];
+    let nums: Vec<String> = nums
+        .iter()
+        .chain(&buffers)
+        .map(|(k, v)| format!("\"{k}\":{v}"))
+        .collect();
     format!(
         "{{\"kind\":\"{}\",\"faults\":{{{}}},{},\"passed\":{},\"violations\":{},\"excused\":{}}}",
         r.kind,

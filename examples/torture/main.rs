@@ -26,7 +26,9 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod buffer_check;
 mod check;
+mod condition;
 mod proxy;
 
 use std::fs::File;
@@ -53,7 +55,11 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       expirable one renewed: never more holders than permits, and every
                       permit back at the end); latch (rounds of a count-down latch of
                       --permits counts per lock: a thread counts down or awaits; nobody may
-                      pass before that many count-downs began); and two broken locks that
+                      pass before that many count-downs began); condition (each lock a
+                      bounded buffer of --permits items with conditions not_full and
+                      not_empty, even threads producing, odd ones consuming: no item lost
+                      or taken twice, the buffer never over, no consumer waiting while an
+                      item sits unclaimed for two leases); and two broken locks that
                       the checker must
                       catch: broken (SET NX PX 10 and an unconditional DEL) and short-lease
                       (a 10 ms lease, no watchdog)
@@ -95,6 +101,7 @@ const KINDS: &[&str] = &[
     "semaphore",
     "expirable",
     "latch",
+    "condition",
     "broken",
     "short-lease",
 ];
@@ -392,6 +399,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
         cmd.arg("worker")
             .args(["--proc", &p.to_string()])
             .args(["--threads", &o.threads.to_string()])
+            .args(["--processes", &o.processes.to_string()])
             .args(["--locks", &o.locks.to_string()])
             .args(["--seconds", &o.seconds.to_string()])
             .args(["--kind", &o.kind])
@@ -427,7 +435,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
         format!("K\t{}", o.kind),
         format!("P\t{}\t{}", o.lease_ms, o.wait_ms),
     ];
-    if SEMAPHORE_KINDS.contains(&o.kind.as_str()) || o.kind == "latch" {
+    if SEMAPHORE_KINDS.contains(&o.kind.as_str()) || o.kind == "latch" || o.kind == "condition" {
         log.push(format!("Q\t{}", o.permits));
     }
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
@@ -515,6 +523,17 @@ fn run(args: &[String]) -> Res<ExitCode> {
         }
     }
     let mut conn = resource.conn();
+    if o.kind == "condition" {
+        // The items still in each buffer.
+        for name in lock_names(&o) {
+            let left: Vec<String> = redis::cmd("LRANGE")
+                .arg(condition::buffer_name(&name))
+                .arg(0)
+                .arg(-1)
+                .query(&mut conn)?;
+            log.extend(left.iter().map(|item| format!("R\t{name}\t{item}")));
+        }
+    }
     for name in lock_names(&o) {
         let value: Option<String> = redis::cmd("GET")
             .arg(counter_name(&name))
@@ -860,8 +879,24 @@ fn worker(args: &[String]) -> Res<()> {
                     raw_lock: None,
                     out: &out,
                 };
-                let slow = t == 0 && w.run.slow == Some(true) && w.run.kind != "latch";
+                let slow = t == 0
+                    && w.run.slow == Some(true)
+                    && !matches!(w.run.kind.as_str(), "latch" | "condition");
+                let mut made = 0;
                 while Instant::now() < deadline {
+                    if w.run.kind == "condition" {
+                        // Threads numbered across processes, in pairs of a producer and a
+                        // consumer, each pair on one lock: every lock in use has both (a
+                        // thread moving between locks could leave producers at a full buffer
+                        // and consumers at an empty one, all waiting). An odd last thread
+                        // joins the first pair's lock.
+                        let g = w.process * w.run.threads + t;
+                        let unpaired = g + 1 == w.run.processes * w.run.threads && g % 2 == 0;
+                        let lock = lock_name(if unpaired { 0 } else { g / 2 % w.run.locks });
+                        th.condition_cycle(&lock, g % 2 == 0, &mut made)?;
+                        thread::sleep(Duration::from_micros(rng.range(0, 1000)));
+                        continue;
+                    }
                     if w.run.kind == "latch" {
                         let lock = lock_name(rng.range(0, u64::from(w.run.locks) - 1) as u32);
                         th.latch_cycle(&lock, rng.range(0, 1) == 0)?;

@@ -3,6 +3,8 @@
 //!
 //! - [`locks`]: the fair lock, the read-write lock, both semaphores and the count-down
 //!   latch, and what each is for.
+//! - [`conditions`]: waiting on a held lock until another process notifies, as Java's
+//!   `Condition`: what it promises, how it differs, the bounded buffer.
 //! - [`safety`]: what is guaranteed and what is not: leases, fencing tokens, lost-lock
 //!   callbacks, replica-synced writes, and the tests that show each.
 //! - [`topologies`]: one server, Sentinel, Redis Cluster, TLS, `MultiLock` and `RedLock`.
@@ -16,6 +18,10 @@
 
 pub mod locks {
     #![doc = include_str!("locks.md")]
+}
+
+pub mod conditions {
+    #![doc = include_str!("conditions.md")]
 }
 
 pub mod safety {
