@@ -604,3 +604,40 @@ fn a_notification_held_by_a_waiter_that_died_goes_to_a_live_one_within_a_lease()
     live.join().unwrap();
     assert_eq!(condition_keys(&server, "xproc", "c"), (0, 0));
 }
+
+#[test]
+fn a_wait_with_an_explicit_lease_comes_back_with_a_fresh_lease() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let (tx, done) = mpsc::channel();
+    let c = client.clone();
+    let holder = thread::spawn(move || {
+        let lock = c.lock("leased").with_lease(Duration::from_secs(5));
+        let mut guard = lock.lock().unwrap();
+        // Longer than its whole lease: the hold is not lost by the wait.
+        let waited = lock
+            .condition("c")
+            .wait_for(&mut guard, GENEROUS)
+            .unwrap();
+        let left = lock.remaining_lease().unwrap().unwrap();
+        tx.send((!waited.timed_out(), guard.is_lost(), left)).unwrap();
+        guard.unlock().unwrap();
+    });
+    await_waiting(&client, 1);
+    let other = Client::open(server.url()).unwrap();
+    let lock = other.lock("leased");
+    let guard = lock.lock().unwrap();
+    // The waiter's lease would have run out by now, had the wait not released the lock.
+    let mut conn = server.conn();
+    assert!(wait_until(GENEROUS, || {
+        let ttl: i64 = redis::cmd("PTTL").arg("leased").query(&mut conn).unwrap();
+        ttl > 0 && ttl < 25_000
+    }));
+    assert!(lock.condition("c").notify_one().unwrap());
+    drop(guard);
+    let (notified, lost, left) = done.recv_timeout(GENEROUS).unwrap();
+    assert!(notified && !lost);
+    assert!(left > Duration::from_secs(3) && left <= Duration::from_secs(5), "{left:?}");
+    holder.join().unwrap();
+    assert!(!other.lock("leased").is_locked().unwrap());
+}

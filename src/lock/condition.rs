@@ -399,8 +399,13 @@ impl<O: Ownership> Condition<O> {
                 });
             }
             Err(e) => {
+                // Released or not (its reply lost, and not settled): either way the guard
+                // no longer knows; a release that did not run ends with the lease, which
+                // nothing renews now.
                 self.leave(&id, true);
-                Err(e)
+                inner.watchdog.unwatch(watch);
+                self.lost(guard, parked, LostReason::NotHeld);
+                return Err(e);
             }
         };
         inner.watchdog.unwatch(watch);
@@ -432,9 +437,15 @@ impl<O: Ownership> Condition<O> {
                     inner.watchdog.unpark(p, Some(at));
                 }
             }
-            Ok(None) => unreachable!("an acquire without a deadline waits until it acquires"),
-            Err(e) => {
-                self.lost(guard, parked, LostReason::NotHeld);
+            outcome => {
+                let e = outcome.err().unwrap_or_else(|| {
+                    Error::Protocol("an acquire without a deadline gave up".into())
+                });
+                let why = match e {
+                    Error::Closed => LostReason::ClientClosed,
+                    _ => LostReason::NotHeld,
+                };
+                self.lost(guard, parked, why);
                 return Err(e);
             }
         }
