@@ -10,6 +10,9 @@
 --          2   a notification had picked it: handed on to the next live waiter (with "pass")
 --          3   a notification had picked it, and no live waiter was left to hand it to
 --          -1  not there (its lease ran out, or it left already)
+-- The clock is read before anything is written (a script may read TIME only before its
+-- first write where scripts are replicated verbatim).
+local now = cond_now();
 local score = redis.call('zscore', KEYS[1], ARGV[1]);
 if score == false then
     return -1;
@@ -22,7 +25,7 @@ end;
 if ARGV[2] ~= 'pass' then
     return 1;
 end;
-if cond_pick(KEYS[1], KEYS[2], cond_now()) then
+if cond_pick(KEYS[1], KEYS[2], now) then
     return 2;
 end;
 return 3;

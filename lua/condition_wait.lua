@@ -8,13 +8,20 @@
 -- ARGV[1]  the owner's hash field in KEYS[1] (the owner id, or "<owner>:write")
 -- ARGV[2]  the waiter id (unique per wait; ends in ":c<n>" or ":s<n>", see the helpers)
 -- ARGV[3]  the waiter's lease in milliseconds (renewed while it waits)
+-- ARGV[4]  optional: a field of KEYS[1] whose presence refuses the wait (a writer's own read
+--          holds: the write release would leave the lock in read mode, which neither a
+--          notifier nor the waiter itself could then take for writing)
 -- Reply:   nil                 the owner does not hold the lock (nothing changed)
+--          -1                  refused for ARGV[4] (nothing changed)
 --          count               the owner's hold count before the call; it is 1 now, and the
 --                              waiter is queued last with the deadline now + ARGV[3]
 --          error WRONGTYPE     a key holds another type
 local count = redis.call('hget', KEYS[1], ARGV[1]);
 if count == false then
     return nil;
+end;
+if ARGV[4] ~= nil and redis.call('hexists', KEYS[1], ARGV[4]) == 1 then
+    return -1;
 end;
 local now = cond_now();
 cond_prune(KEYS[2], KEYS[3], now);

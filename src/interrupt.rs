@@ -30,7 +30,7 @@ impl Interruption {
         CURRENT.with(Arc::clone)
     }
 
-    fn request(&self) {
+    pub(crate) fn request(&self) {
         self.requested.store(true, Ordering::SeqCst);
         if let Some(slot) = &*self.armed.lock() {
             // A full slot already wakes the thread.

@@ -376,6 +376,10 @@ fn idle_waiters_send_no_commands() {
             !waited.timed_out()
         }));
     }
+    // All 50 queued (none still on its way through the lock), and blocked.
+    assert!(wait_until(GENEROUS, || condition_keys(
+        &server, "idle", "c"
+    ) == (50, 50)));
     await_waiting(&client, 50);
     let mut conn = server.conn();
     let before = count_commands(&mut conn);
@@ -615,12 +619,10 @@ fn a_wait_with_an_explicit_lease_comes_back_with_a_fresh_lease() {
         let lock = c.lock("leased").with_lease(Duration::from_secs(5));
         let mut guard = lock.lock().unwrap();
         // Longer than its whole lease: the hold is not lost by the wait.
-        let waited = lock
-            .condition("c")
-            .wait_for(&mut guard, GENEROUS)
-            .unwrap();
+        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS).unwrap();
         let left = lock.remaining_lease().unwrap().unwrap();
-        tx.send((!waited.timed_out(), guard.is_lost(), left)).unwrap();
+        tx.send((!waited.timed_out(), guard.is_lost(), left))
+            .unwrap();
         guard.unlock().unwrap();
     });
     await_waiting(&client, 1);
@@ -637,7 +639,125 @@ fn a_wait_with_an_explicit_lease_comes_back_with_a_fresh_lease() {
     drop(guard);
     let (notified, lost, left) = done.recv_timeout(GENEROUS).unwrap();
     assert!(notified && !lost);
-    assert!(left > Duration::from_secs(3) && left <= Duration::from_secs(5), "{left:?}");
+    assert!(
+        left > Duration::from_secs(3) && left <= Duration::from_secs(5),
+        "{left:?}"
+    );
     holder.join().unwrap();
     assert!(!other.lock("leased").is_locked().unwrap());
+}
+
+#[test]
+fn an_interrupt_while_acquiring_again_is_kept_for_later() {
+    // Notified, the waiter takes its notification and waits for the lock, which the notifier
+    // still holds: an interrupt then does not cost it the lock (as Java's await), and stays
+    // pending for the thread's next wait.
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let c = client.clone();
+    let waiter = thread::spawn(move || {
+        tx.send(Interrupter::current()).unwrap();
+        let lock = c.lock("again");
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait(&mut guard);
+        let pending = Interrupter::current().clear();
+        (waited.is_ok(), lock.hold_count().unwrap(), pending)
+    });
+    let interrupter = rx.recv().unwrap();
+    await_waiting(&client, 1);
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock("again");
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    // It took the notification (its place is gone) and waits for the lock.
+    assert!(wait_until(GENEROUS, || condition_keys(
+        &server, "again", "c"
+    ) == (0, 0)));
+    await_waiting(&client, 1);
+    interrupter.interrupt();
+    drop(guard);
+    let (ok, count, pending) = waiter.join().unwrap();
+    assert!(ok, "the wait succeeded");
+    assert_eq!(count, 1);
+    assert!(pending, "the interrupt is kept");
+}
+
+#[test]
+fn a_writer_holding_read_locks_too_cannot_wait() {
+    // Its release would leave the lock in read mode, which nobody could take for writing.
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let rw = client.read_write_lock("rw-cond");
+    let mut write = rw.write().lock().unwrap();
+    let read = rw.read().lock().unwrap();
+    let waited = rw.write().condition("c").wait(&mut write);
+    assert!(
+        matches!(waited, Err(Error::InvalidArgument(_))),
+        "{waited:?}"
+    );
+    assert!(!write.is_lost());
+    assert_eq!(condition_keys(&server, "rw-cond", "c"), (0, 0));
+    drop(read);
+    // Without them it waits.
+    let waited = rw
+        .write()
+        .condition("c")
+        .wait_for(&mut write, Duration::from_millis(50))
+        .unwrap();
+    assert!(waited.timed_out());
+    write.unlock().unwrap();
+    assert!(!rw.write().is_locked().unwrap());
+}
+
+#[test]
+fn after_waits_the_watchdog_renews_and_signals_each_hold_once() {
+    // A hold put back after a wait is one entry: renewed at its pace (not once more per
+    // wait), and an explicit lease's end signalled once, by a watchdog that keeps running.
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let leased = client
+        .lock("timed-hold")
+        .with_lease(Duration::from_millis(1000));
+    let mut guard = leased.lock().unwrap();
+    let (lost_tx, lost) = mpsc::channel();
+    guard.on_lost(move |reason| lost_tx.send(reason).unwrap());
+    let cond = leased.condition("c");
+    for _ in 0..3 {
+        assert!(cond
+            .wait_for(&mut guard, Duration::from_millis(100))
+            .unwrap()
+            .timed_out());
+    }
+    let reason = lost.recv_timeout(GENEROUS).unwrap();
+    assert_eq!(reason, redlatch::LostReason::LeaseExpired);
+    assert!(lost.try_recv().is_err(), "signalled once");
+    drop(guard);
+    // A renewed hold waited on five times is renewed every third of its lease, no faster.
+    let renewed = client.lock("renewed-hold");
+    let mut guard = renewed.lock().unwrap();
+    for _ in 0..5 {
+        renewed
+            .condition("c")
+            .wait_for(&mut guard, Duration::from_millis(20))
+            .unwrap();
+    }
+    let mut conn = server.conn();
+    let calls = |conn: &mut redis::Connection| support::command_calls(conn, "evalsha");
+    let before = calls(&mut conn);
+    let started = Instant::now();
+    assert!(wait_until(GENEROUS, || calls(&mut conn) >= before + 6));
+    // Six renewal calls take at least five periods of 300 ms (they would come five times
+    // as often with an entry per wait).
+    assert!(
+        started.elapsed() >= Duration::from_millis(1200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!guard.is_lost());
+    guard.unlock().unwrap();
 }

@@ -164,9 +164,12 @@ impl<O: Ownership> Condition<O> {
     /// guard of another lock, or a read lock. [`Error::Interrupted`] when the thread is
     /// interrupted: the waiter leaves the queue (a notification that picked it meanwhile goes
     /// to the next waiter) and, as in Java, the lock is acquired again before the error is
-    /// returned. [`Error::Closed`] when the client is closed: the waiter leaves the queue, and
-    /// the guard no longer holds the lock ([`LockGuard::is_lost`]). Any error while acquiring
-    /// again leaves the guard without the lock (lost); connection errors otherwise.
+    /// returned (an interrupt that comes while it acquires again is kept for the thread's
+    /// next wait). [`Error::Closed`] when the client is closed: the waiter leaves the queue,
+    /// and the guard no longer holds the lock ([`LockGuard::is_lost`]).
+    /// [`Error::InvalidArgument`] also for a write lock whose owner holds read locks of it
+    /// (nothing changed). Any other error once the lock was released (connection errors,
+    /// a count that could not be restored) leaves the guard without the lock: lost.
     pub fn wait(&self, guard: &mut LockGuard<O>) -> Result<()> {
         self.wait_inner(guard, None).map(|_| ())
     }
@@ -296,20 +299,33 @@ impl<O: Ownership> Condition<O> {
         let parked = guard.watch.get().map(|w| inner.watchdog.park(w));
         let holds = parked.as_ref().map_or(1, |p| p.holds().max(1));
 
-        // 1. Queue, holding the lock.
+        // 1. Queue, holding the lock. A writer's own read holds refuse it (the field that is
+        //    not the owner id is a write hold's).
         let queued_at = Instant::now();
-        let queued: Result<Option<u32>> = raw.run(|c| {
-            scripts::CONDITION_WAIT
-                .key(&raw.key.name)
-                .key(&self.waiters)
+        let queued: Result<Option<i64>> = raw.run(|c| {
+            let mut call = scripts::CONDITION_WAIT.key(&raw.key.name);
+            call.key(&self.waiters)
                 .key(&self.queue)
                 .arg(&field)
                 .arg(&*id)
-                .arg(millis(lease))
-                .invoke(c)
+                .arg(millis(lease));
+            if field != *owner {
+                call.arg(&*owner);
+            }
+            call.invoke(c)
         });
         let count = match queued {
-            Ok(Some(count)) => count,
+            Ok(Some(count)) if count > 0 => count as u32,
+            Ok(Some(_)) => {
+                if let Some(p) = parked {
+                    self.unpark(guard, p, None)?;
+                }
+                return Err(Error::invalid(format!(
+                    "the owner of write lock `{}` holds read locks of it too: a wait would \
+                     leave it in read mode; release them first",
+                    self.lock.key()
+                )));
+            }
             Ok(None) => {
                 self.lost(guard, parked, LostReason::NotHeld);
                 return Err(Error::NotHeld {
@@ -319,9 +335,10 @@ impl<O: Ownership> Condition<O> {
             Err(e) => {
                 // It may have run: leave, and give the owner its count back.
                 self.leave(&id, true);
-                self.restore(&field, holds);
-                if let Some(p) = parked {
-                    inner.watchdog.unpark(p, None);
+                if !self.restore(&field, holds) {
+                    self.lost(guard, parked, LostReason::NotHeld);
+                } else if let Some(p) = parked {
+                    self.unpark(guard, p, None)?;
                 }
                 return Err(e);
             }
@@ -347,73 +364,78 @@ impl<O: Ownership> Condition<O> {
 
         // 2. Release, whatever the count was: it is 1 now.
         let released = raw.unlock_knowing(&owner, guard.lock.lease_or_default(), Some(0));
-        let ended = match released {
-            Ok(Unlocked::Released | Unlocked::Passed | Unlocked::StillHeld) => {
-                // 3. Wait.
-                let dispatcher = &inner.pubsub;
-                let active = dispatcher.active();
-                let channel = keys::condition_waiter_channel(&raw.key.name, &self.name, &id);
-                let mut first = true;
-                let mut dropped = false;
-                let mut attempt = || -> Result<Tried> {
-                    if std::mem::take(&mut first) {
-                        return Ok(Tried::again(None));
-                    }
-                    let seen: i64 = raw.run(|c| {
-                        scripts::CONDITION_CHECK
-                            .key(&self.waiters)
-                            .arg(&*id)
-                            .invoke(c)
-                    })?;
-                    match seen {
-                        0 => Ok(Tried::again(None)),
-                        1 => Ok(Tried::done()),
-                        _ => {
-                            dropped = true;
-                            Ok(Tried::done())
-                        }
-                    }
-                };
-                let waited = wait(dispatcher, Channel::all(&channel), deadline, &mut attempt);
-                let ended = match waited {
-                    Ok(true) if dropped => Ok(Ended::Dropped),
-                    Ok(true) => Ok(Ended::Notified),
-                    Ok(false) => Ok(match self.leave(&id, false) {
-                        Some(1) => Ended::Notified,
-                        _ => Ended::TimedOut,
-                    }),
-                    Err(e) => {
-                        self.leave(&id, true);
-                        Err(e)
-                    }
-                };
-                drop(active);
-                ended
-            }
-            Ok(Unlocked::NotHeld) => {
-                self.leave(&id, true);
-                inner.watchdog.unwatch(watch);
-                self.lost(guard, parked, LostReason::NotHeld);
-                return Err(Error::LockLost {
+        if !matches!(released, Ok(Unlocked::Released | Unlocked::Passed)) {
+            // Not held any more (NotHeld), released or not (its reply lost and not settled),
+            // or, from a `LockOwner` shared by threads, still held: the guard no longer knows
+            // its hold. One that stayed ends with its lease, which nothing renews now.
+            self.leave(&id, true);
+            inner.watchdog.unwatch(watch);
+            let why = match &released {
+                Err(Error::Closed) => LostReason::ClientClosed,
+                _ => LostReason::NotHeld,
+            };
+            self.lost(guard, parked, why);
+            return Err(match released {
+                Err(e) => e,
+                Ok(_) => Error::LockLost {
                     name: self.lock.key().to_owned(),
-                });
+                },
+            });
+        }
+
+        // 3. Wait.
+        let dispatcher = &inner.pubsub;
+        let active = dispatcher.active();
+        let channel = keys::condition_waiter_channel(&raw.key.name, &self.name, &id);
+        let mut first = true;
+        let mut ended = Ended::Notified;
+        let mut attempt = || -> Result<Tried> {
+            if std::mem::take(&mut first) {
+                return Ok(Tried::again(None));
             }
+            if place.lost().is_some() {
+                // Not renewed for a lease: the server may have dropped it, or will. Leave,
+                // taking a notification that picked it still.
+                ended = match self.leave(&id, false) {
+                    Some(1) => Ended::Notified,
+                    _ => Ended::Dropped,
+                };
+                return Ok(Tried::done());
+            }
+            let seen: i64 = raw.run(|c| {
+                scripts::CONDITION_CHECK
+                    .key(&self.waiters)
+                    .arg(&*id)
+                    .invoke(c)
+            })?;
+            Ok(match seen {
+                0 => Tried::again(None),
+                1 => Tried::done(),
+                _ => {
+                    ended = Ended::Dropped;
+                    Tried::done()
+                }
+            })
+        };
+        let waited = wait(dispatcher, Channel::all(&channel), deadline, &mut attempt);
+        let waited = match waited {
+            Ok(true) => Ok(ended),
+            Ok(false) => Ok(match self.leave(&id, false) {
+                Some(1) => Ended::Notified,
+                _ => Ended::TimedOut,
+            }),
             Err(e) => {
-                // Released or not (its reply lost, and not settled): either way the guard
-                // no longer knows; a release that did not run ends with the lease, which
-                // nothing renews now.
                 self.leave(&id, true);
-                inner.watchdog.unwatch(watch);
-                self.lost(guard, parked, LostReason::NotHeld);
-                return Err(e);
+                Err(e)
             }
         };
+        drop(active);
         inner.watchdog.unwatch(watch);
-        if matches!(ended, Err(Error::Closed)) {
+        if matches!(waited, Err(Error::Closed)) {
             self.lost(guard, parked, LostReason::ClientClosed);
             return Err(Error::Closed);
         }
-        if matches!(ended, Ok(Ended::Dropped)) {
+        if matches!(waited, Ok(Ended::Dropped)) {
             log::warn!(
                 "waiter {id} of condition `{}` of `{}` lost its place (not renewed for a \
                  lease): its wait ends, perhaps without a notification",
@@ -422,25 +444,10 @@ impl<O: Ownership> Condition<O> {
             );
         }
 
-        // 4. Acquire again (also after an interrupt, as Java does), with the count it had.
-        match guard.lock.acquire(None) {
-            Ok(Some(again)) => {
-                let at = again.acquired_at;
-                let token = again.token;
-                again.dissolve();
-                if count > 1 {
-                    self.restore(&field, count);
-                }
-                guard.token = token;
-                guard.lease.restart(at);
-                if let Some(p) = parked {
-                    inner.watchdog.unpark(p, Some(at));
-                }
-            }
-            outcome => {
-                let e = outcome.err().unwrap_or_else(|| {
-                    Error::Protocol("an acquire without a deadline gave up".into())
-                });
+        // 4. Acquire again (after an interrupt too, as Java does), with the count it had.
+        let again = match self.acquire_again(guard) {
+            Ok(again) => again,
+            Err(e) => {
                 let why = match e {
                     Error::Closed => LostReason::ClientClosed,
                     _ => LostReason::NotHeld,
@@ -448,15 +455,79 @@ impl<O: Ownership> Condition<O> {
                 self.lost(guard, parked, why);
                 return Err(e);
             }
+        };
+        let at = again.acquired_at;
+        guard.token = again.token;
+        again.dissolve();
+        if count > 1 && !self.restore(&field, count) {
+            return Err(self.give_up(guard, parked));
+        }
+        match parked {
+            Some(p) => self.unpark(guard, p, Some(at))?,
+            None if !guard.lease.restart(at) => return Err(self.give_up(guard, None)),
+            None => {}
         }
         log::debug!(
             "waited on `{}` of `{}` (owner {owner}, hold count {count})",
             self.name,
             raw.key.name
         );
-        match ended? {
+        match waited? {
             Ended::Notified | Ended::Dropped => Ok(true),
             Ended::TimedOut => Ok(false),
+        }
+    }
+
+    /// Acquires the lock for `guard`'s owner after its wait. An interrupt does not stop it
+    /// (the wait's own interrupt was taken; one that comes now is kept for the thread's next
+    /// wait), as Java's `await` acquires again before it returns either way.
+    fn acquire_again(&self, guard: &LockGuard<O>) -> Result<LockGuard<O>> {
+        let mut interrupted = false;
+        let outcome = loop {
+            match guard.lock.acquire(None) {
+                Err(Error::Interrupted) => interrupted = true,
+                Ok(Some(again)) => break Ok(again),
+                Ok(None) => {
+                    break Err(Error::Protocol(
+                        "an acquire without a deadline gave up".into(),
+                    ))
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        if interrupted {
+            Interruption::current().request();
+        }
+        outcome
+    }
+
+    /// Puts the guard's parked watchdog entry back, as the guard's watch now; an error if
+    /// the hold is lost instead (then released, best effort).
+    fn unpark(&self, guard: &LockGuard<O>, parked: Parked, at: Option<Instant>) -> Result<()> {
+        let watchdog = &self.lock.raw.key.client.inner.watchdog;
+        match watchdog.unpark(parked, at) {
+            Some(watch) => {
+                guard.watch.set(Some(watch));
+                Ok(())
+            }
+            None => Err(self.give_up(guard, None)),
+        }
+    }
+
+    /// The guard's hold, held again, cannot be trusted (its count not restored, its lease
+    /// lost meanwhile): released (best effort) and the guard lost.
+    fn give_up(&self, guard: &LockGuard<O>, parked: Option<Parked>) -> Error {
+        let raw = &self.lock.raw;
+        let lease = guard.lock.lease_or_default();
+        if let Err(e) = raw.unlock_knowing(&guard.owner, lease, Some(0)) {
+            log::warn!(
+                "releasing `{}` after a condition wait it could not complete failed: {e}",
+                raw.key.name
+            );
+        }
+        self.lost(guard, parked, LostReason::NotHeld);
+        Error::LockLost {
+            name: self.lock.key().to_owned(),
         }
     }
 
@@ -487,10 +558,10 @@ impl<O: Ownership> Condition<O> {
         }
     }
 
-    /// Gives the owner's single hold its count `count` back (best effort: logged).
-    fn restore(&self, field: &str, count: u32) {
+    /// Gives the owner's single hold its count `count` back; false (logged) if it could not.
+    fn restore(&self, field: &str, count: u32) -> bool {
         if count <= 1 {
-            return;
+            return true;
         }
         let raw = &self.lock.raw;
         let restored: Result<i64> = raw.run(|c| {
@@ -506,7 +577,9 @@ impl<O: Ownership> Condition<O> {
                  condition wait: {restored:?}",
                 raw.key.name
             );
+            return false;
         }
+        true
     }
 
     /// The guard no longer holds the lock: it (and the owner's other guards) are lost.

@@ -347,7 +347,13 @@ impl<O: Ownership> LockGuard<O> {
     /// joins another guard's (the acquire that ends a condition wait).
     pub(super) fn dissolve(mut self) {
         self.released = true;
-        let watchdog = &self.lock.raw.key.client.inner.watchdog;
+        let inner = &self.lock.raw.key.client.inner;
+        // Its acquire was counted: so is its end (the held-locks gauge stays right).
+        let raw = &self.lock.raw;
+        inner
+            .metrics
+            .released(raw.kind.label(), &raw.key.name, self.acquired_at.elapsed());
+        let watchdog = &inner.watchdog;
         if let Some(w) = self.watch.take() {
             watchdog.unwatch(w);
         }

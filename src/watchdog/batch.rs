@@ -86,11 +86,7 @@ impl Shared {
         let now = Instant::now();
         // Retry soon, and at the lease end at the latest (a lease that ran out is lost then).
         let retry = now + (self.period / 4).max(Duration::from_millis(1));
-        let unheard = std::mem::take(&mut st.unheard);
         for (&id, outcome) in ids.iter().zip(outcomes) {
-            if unheard.contains(&id) {
-                continue; // parked meanwhile: rescheduled when unparked
-            }
             let Some(e) = st.entries.get(&id) else {
                 continue; // released meanwhile
             };

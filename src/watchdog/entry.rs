@@ -29,6 +29,9 @@ pub(super) struct Extra {
     /// The hold's cap: no renewal is sent whose lease would end after it (the first
     /// acquire's send time plus the maximum hold time).
     pub(super) cap: Option<Instant>,
+    /// The ids this entry had before it was parked and put back under a new one (see
+    /// `park.rs`): guards may still name it by them.
+    pub(super) aliases: Vec<u64>,
 }
 
 impl Entry {

@@ -80,6 +80,7 @@ impl Watchdog {
         if let Some(reason) = lease.lost() {
             return Some((callback, reason));
         }
+        let watch = st.resolved(watch);
         match st.entries.get_mut(&watch.id) {
             Some(e) => e.add_callback(watch.hold, callback),
             None => {
@@ -98,6 +99,7 @@ impl Watchdog {
     /// [`known_holds`](Watchdog::known_holds)), for a renewed hold; `None` for a timer.
     pub(crate) fn unwatch(&self, watch: Watch) -> Option<u32> {
         let mut st = self.shared.state.lock();
+        let watch = st.resolved(watch);
         let dropped = self.disarm_locked(&mut st, watch);
         let hold = st
             .entries
@@ -114,6 +116,7 @@ impl Watchdog {
     /// timer entry, which only exists for its callbacks, is removed.
     pub(crate) fn disarm(&self, watch: Watch) {
         let mut st = self.shared.state.lock();
+        let watch = st.resolved(watch);
         let dropped = self.disarm_locked(&mut st, watch);
         let timer = match st.entries.get(&watch.id) {
             Some(e) if e.field.is_none() => st.remove(watch.id),

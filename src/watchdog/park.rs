@@ -3,19 +3,24 @@
 //! meanwhile would find it gone and report a loss that is none; so its entry (hold count,
 //! lease, `on_lost` callbacks) is kept aside, and put back when the lock is held again, or
 //! lost for good when it cannot be.
+//!
+//! An entry is put back under a new id: its old id's due times may still be in the heap (and a
+//! renewal of it may be in flight, whose reply may predate the acquire), and they then find
+//! no entry, as a released one's do. The guards that name it by the old id are led to the new
+//! one (`State::renamed`).
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::entry::Entry;
-use super::lease::{LostReason, Watch};
+use super::lease::{call_lost, LostReason, Watch};
 use super::Watchdog;
 
 /// A hold's watchdog entry, out of renewal (see [`Watchdog::park`]). Dropping it without
 /// [`unpark`](Watchdog::unpark) or [`lose_parked`](Watchdog::lose_parked) drops the
 /// entry's callbacks uncalled.
 pub(crate) struct Parked {
-    id: u64,
+    watch: Watch,
     /// `None`: the entry was gone already (lost, or released by another path).
     entry: Option<Entry>,
 }
@@ -32,32 +37,29 @@ impl Watchdog {
     /// same lock and field meanwhile makes an entry of its own).
     pub(crate) fn park(&self, watch: Watch) -> Parked {
         let mut st = self.shared.state.lock();
+        let watch = st.resolved(watch);
         let entry = st.remove(watch.id);
-        if st.renewing && entry.is_some() {
-            st.unheard.push(watch.id);
-        }
-        Parked {
-            id: watch.id,
-            entry,
-        }
+        Parked { watch, entry }
     }
 
-    /// Puts a parked entry back, its lease running from `held_at` (the send time of the
-    /// acquire that holds the lock again; `None`: the lock was not released, the lease runs
-    /// as it did), renewed from a period after that (or, for an explicit lease's timer, due
-    /// at its new end). Its callbacks are kept.
-    pub(crate) fn unpark(&self, parked: Parked, held_at: Option<Instant>) {
-        let Some(entry) = parked.entry else { return };
+    /// Puts a parked entry back, under a new id, its lease running from `held_at` (the send
+    /// time of the acquire that holds the lock again; `None`: the lock was not released, the
+    /// lease runs as it did), renewed from a period after that (or, for an explicit lease's
+    /// timer, due at its new end). Its callbacks are kept. Returns the guard's watch of it,
+    /// or `None` when the hold is lost instead (its lease latched lost, the client closed).
+    pub(crate) fn unpark(&self, parked: Parked, held_at: Option<Instant>) -> Option<Watch> {
+        let mut entry = parked.entry?;
         if !entry.lease.restart(held_at.unwrap_or(entry.lease.base())) {
-            return self.lose_parked_entry(entry, LostReason::NotHeld);
+            self.lose_parked_entry(entry, LostReason::NotHeld);
+            return None;
         }
         let held_at = held_at.unwrap_or_else(Instant::now);
         let mut st = self.shared.state.lock();
         if st.shutdown {
             drop(st);
-            return self.lose_parked_entry(entry, LostReason::ClientClosed);
+            self.lose_parked_entry(entry, LostReason::ClientClosed);
+            return None;
         }
-        let id = parked.id;
         let due = match &entry.field {
             Some(field) => {
                 if st.find(&entry.name, field).is_some() {
@@ -69,23 +71,37 @@ impl Watchdog {
                          its parked entry is not renewed again",
                         entry.name
                     );
-                    return self.lose_parked_entry(entry, LostReason::NotHeld);
+                    self.lose_parked_entry(entry, LostReason::NotHeld);
+                    return None;
                 }
-                st.index(&entry.name, Arc::clone(field), id);
                 held_at + self.shared.period
             }
             None => entry.lease.expires(),
         };
+        let id = st.new_id();
+        // Every id the guards may know it by leads here (parking dropped the earlier ones).
+        let aliases = &mut entry.extra.get_or_insert_with(Default::default).aliases;
+        aliases.push(parked.watch.id);
+        for &alias in aliases.iter() {
+            st.renamed.insert(alias, id);
+        }
+        if let Some(field) = &entry.field {
+            st.index(&entry.name, Arc::clone(field), id);
+        }
         st.entries.insert(id, entry);
         let wake = st.schedule(due, id);
         drop(st);
         if wake {
             self.shared.changed.notify_one();
         }
+        Some(Watch {
+            id,
+            hold: parked.watch.hold,
+        })
     }
 
     /// The parked hold cannot be held again: it is lost for `why` (its callbacks run on the
-    /// watchdog thread, as any loss's).
+    /// watchdog thread, as any loss's, or on this one once the client is closed).
     pub(crate) fn lose_parked(&self, parked: Parked, why: LostReason) {
         if let Some(entry) = parked.entry {
             self.lose_parked_entry(entry, why);
@@ -94,10 +110,20 @@ impl Watchdog {
 
     fn lose_parked_entry(&self, entry: Entry, why: LostReason) {
         let mut st = self.shared.state.lock();
+        let queued = st.to_fire.len();
         let (entry, _) = st.lose_entry(entry, why);
+        // Closed: the thread that runs callbacks is gone (or going); this one runs them.
+        let fires = if st.shutdown {
+            st.to_fire.split_off(queued)
+        } else {
+            Vec::new()
+        };
         let wake = !st.to_fire.is_empty();
         drop(st);
         drop(entry);
+        for f in fires {
+            call_lost(f.callback, f.reason, &f.name);
+        }
         if wake {
             self.shared.changed.notify_one();
         }

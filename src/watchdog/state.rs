@@ -47,9 +47,9 @@ pub(super) struct State {
     pub(super) explicit: HashMap<(Arc<str>, Arc<str>), u32>,
     /// Acquires whose reply never came, by lock name and field (see `doubt.rs`).
     pub(super) doubts: HashMap<(Arc<str>, Arc<str>), Doubt>,
-    /// Entries parked while a batch was being renewed: that batch's outcome for them is
-    /// stale (it may have been sent after their lock was released for a condition wait).
-    pub(super) unheard: Vec<u64>,
+    /// Old id -> new id of an entry put back after it was parked (see `park.rs`), for the
+    /// guards that still name it by an old one. Removed with the entry.
+    pub(super) renamed: HashMap<u64, u64>,
     pub(super) shutdown: bool,
 }
 
@@ -156,8 +156,29 @@ impl State {
         }
     }
 
+    /// `watch`, naming its entry by the id it has now.
+    pub(super) fn resolved(&self, watch: Watch) -> Watch {
+        Watch {
+            id: self.resolve(watch.id),
+            hold: watch.hold,
+        }
+    }
+
+    /// The id `id` stands for now: itself, or the entry it was renamed to.
+    pub(super) fn resolve(&self, mut id: u64) -> u64 {
+        while let Some(&next) = self.renamed.get(&id) {
+            id = next;
+        }
+        id
+    }
+
     pub(super) fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.entries.remove(&id)?;
+        if let Some(extra) = &entry.extra {
+            for alias in &extra.aliases {
+                self.renamed.remove(alias);
+            }
+        }
         self.stale += 1;
         if self.stale > 1024 && self.stale * 2 > self.due.len() {
             let entries = &self.entries;
