@@ -761,3 +761,56 @@ fn after_waits_the_watchdog_renews_and_signals_each_hold_once() {
     assert!(!guard.is_lost());
     guard.unlock().unwrap();
 }
+
+#[test]
+fn a_plain_lock_is_queued_and_released_in_one_call() {
+    // Queue and release in one script: then one look once subscribed, and nothing more.
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    // The scripts loaded (a first call's NOSCRIPT and its resend would count twice).
+    {
+        let lock = client.lock("warm-up");
+        let mut guard = lock.lock().unwrap();
+        let _ = lock
+            .condition("c")
+            .wait_for(&mut guard, Duration::from_millis(1))
+            .unwrap();
+    }
+    let (held_tx, held) = mpsc::channel();
+    let (go, go_rx) = mpsc::channel::<()>();
+    let c = client.clone();
+    let waiter = thread::spawn(move || {
+        let lock = c.lock("one-call");
+        let mut guard = lock.lock().unwrap();
+        held_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        lock.condition("c").wait(&mut guard).unwrap();
+    });
+    held.recv().unwrap();
+    let mut conn = server.conn();
+    let scripts = support::command_calls(&mut conn, "evalsha");
+    let publishes = support::command_calls(&mut conn, "publish");
+    go.send(()).unwrap();
+    await_waiting(&client, 1);
+    assert_eq!(
+        support::command_calls(&mut conn, "evalsha") - scripts,
+        2,
+        "the wait's one call, and its look"
+    );
+    assert_eq!(
+        support::command_calls(&mut conn, "publish") - publishes,
+        1,
+        "`0` on the lock channel, as an unlock"
+    );
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("one-call")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(exists, 0, "released");
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock("one-call");
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    drop(guard);
+    waiter.join().unwrap();
+}

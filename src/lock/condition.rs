@@ -4,7 +4,9 @@
 //! A wait is four steps, each a script of its own (`lua/condition_*.lua`):
 //!
 //! 1. **queue** (`condition_wait.lua`), while the owner holds the lock: the waiter joins the
-//!    condition's queue with a lease, and the owner's hold count is set to 1;
+//!    condition's queue with a lease; a plain, fenced or non-reentrant lock is released in the
+//!    same call (its hash deleted, `0` published, as its unlock does), any other kind's hold
+//!    count set to 1 for
 //! 2. **release** through the kind's own unlock, which publishes what its waiters (Redisson's
 //!    included) expect. A notifier needs the lock, so no notification can fall between 1 and
 //!    2; and the waiter looks again once subscribed to its own channel, so none published
@@ -299,20 +301,23 @@ impl<O: Ownership> Condition<O> {
         let parked = guard.watch.get().map(|w| inner.watchdog.park(w));
         let holds = parked.as_ref().map_or(1, |p| p.holds().max(1));
 
-        // 1. Queue, holding the lock. A writer's own read holds refuse it (the field that is
-        //    not the owner id is a write hold's).
+        // 1. Queue, holding the lock, and (for the kinds whose release is only that) release
+        //    it in the same call. A writer's own read holds refuse it (the field that is not
+        //    the owner id is a write hold's).
+        let release_here = raw.kind.released_by_wait();
         let queued_at = Instant::now();
         let queued: Result<Option<i64>> = raw.run(|c| {
-            let mut call = scripts::CONDITION_WAIT.key(&raw.key.name);
-            call.key(&self.waiters)
+            scripts::CONDITION_WAIT
+                .key(&raw.key.name)
+                .key(&self.waiters)
                 .key(&self.queue)
+                .key(release_here.unwrap_or(&self.queue))
                 .arg(&field)
                 .arg(&*id)
-                .arg(millis(lease));
-            if field != *owner {
-                call.arg(&*owner);
-            }
-            call.invoke(c)
+                .arg(millis(lease))
+                .arg(if field == *owner { "" } else { &*owner })
+                .arg(release_here.map_or("", |_| raw.key.client.publish()))
+                .invoke(c)
         });
         let count = match queued {
             Ok(Some(count)) if count > 0 => count as u32,
@@ -333,12 +338,19 @@ impl<O: Ownership> Condition<O> {
                 });
             }
             Err(e) => {
-                // It may have run: leave, and give the owner its count back.
+                // It may have run: leave, and look at what the owner holds. Nothing: it ran
+                // and released (or the hold is gone); one hold: the owner gets its count
+                // back; its count: it did not run.
                 self.leave(&id, true);
-                if !self.restore(&field, holds) {
-                    self.lost(guard, parked, LostReason::NotHeld);
-                } else if let Some(p) = parked {
-                    self.unpark(guard, p, None)?;
+                let held: Result<Option<u32>> =
+                    raw.run(|c| redis::cmd("HGET").arg(&*raw.key.name).arg(&field).query(c));
+                match held {
+                    Ok(Some(n)) if n == holds || (n == 1 && self.restore(&field, holds)) => {
+                        if let Some(p) = parked {
+                            self.unpark(guard, p, None)?;
+                        }
+                    }
+                    _ => self.lost(guard, parked, LostReason::NotHeld),
                 }
                 return Err(e);
             }
@@ -362,8 +374,11 @@ impl<O: Ownership> Condition<O> {
             me.nudge();
         }
 
-        // 2. Release, whatever the count was: it is 1 now.
-        let released = raw.unlock_knowing(&owner, guard.lock.lease_or_default(), Some(0));
+        // 2. Release, whatever the count was: it is 1 now (unless released already).
+        let released = match release_here {
+            Some(_) => Ok(Unlocked::Released),
+            None => raw.unlock_knowing(&owner, guard.lock.lease_or_default(), Some(0)),
+        };
         if !matches!(released, Ok(Unlocked::Released | Unlocked::Passed)) {
             // Not held any more (NotHeld), released or not (its reply lost and not settled),
             // or, from a `LockOwner` shared by threads, still held: the guard no longer knows

@@ -68,6 +68,10 @@ impl Kind for Fenced {
         self.plain.waiting(lock, owner)
     }
 
+    fn released_by_wait(&self) -> Option<&str> {
+        self.plain.released_by_wait()
+    }
+
     fn token_key(&self) -> Option<&str> {
         Some(&self.token)
     }

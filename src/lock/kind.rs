@@ -125,6 +125,13 @@ pub(crate) trait Kind: Send + Sync + 'static {
         false
     }
 
+    /// The channel on which a condition wait's own script releases the lock (deleting its
+    /// hash, publishing `0`), for a kind whose last release is just that; `None`: the wait
+    /// leaves one hold for the kind's own unlock, sent next. Defaults to `None`.
+    fn released_by_wait(&self) -> Option<&str> {
+        None
+    }
+
     /// Whether the lock has [conditions](crate::Condition): an exclusive kind. Defaults to
     /// true; the read side of a read-write lock says false (as `ReentrantReadWriteLock`'s).
     fn has_conditions(&self) -> bool {

@@ -69,6 +69,10 @@ impl Kind for NonReentrant {
         self.plain.waiting(lock, owner)
     }
 
+    fn released_by_wait(&self) -> Option<&str> {
+        self.plain.released_by_wait()
+    }
+
     fn renewal(&self, owner: &Arc<str>) -> Renewal {
         self.plain.renewal(owner)
     }

@@ -98,4 +98,9 @@ impl Kind for Plain {
     fn waiting(&self, _lock: &LockKey, _owner: &str) -> Waiting<'_> {
         Waiting::Channel(Cow::Borrowed(&self.channel))
     }
+
+    /// The last release of `lua/lock_unlock.lua`: the hash deleted, `0` on the channel.
+    fn released_by_wait(&self) -> Option<&str> {
+        Some(&self.channel)
+    }
 }
