@@ -34,6 +34,12 @@ pub(crate) const CONDITION_WAITERS: &str = "redlatch_condition";
 pub(crate) const CONDITION_QUEUE: &str = "redlatch_condition_queue";
 /// Prefix of a lock condition's waiter channels (ours): see [`condition_channel`].
 pub(crate) const CONDITION_CHANNEL: &str = "redlatch_condition__channel";
+/// Prefix of an election's leader record (ours): see [`election_leader`].
+pub(crate) const ELECTION: &str = "redlatch_election";
+/// Prefix of an election's log of leaders (ours): see [`election_log`].
+pub(crate) const ELECTION_LOG: &str = "redlatch_election_log";
+/// Prefix of an election's channel (ours): see [`election_channel`].
+pub(crate) const ELECTION_CHANNEL: &str = "redlatch_election__channel";
 /// What a force-unlock publishes on [`watch_channel`] before it deletes the lock.
 pub(crate) const FORCED_MESSAGE: &str = "forced";
 /// Suffix of a permit-expirable semaphore's permit expiries: `{name}:timeout`.
@@ -336,6 +342,23 @@ pub(crate) fn condition_waiter_channel(lock: &str, condition: &str, id: &str) ->
     format!("{}:{id}", condition_channel(lock, condition))
 }
 
+/// An election's leader record, HASH `term`, `value`, `owner`, `since` (ms, server clock):
+/// `redlatch_election:{name}`, beside its fenced lock `name`.
+pub(crate) fn election_leader(name: &str) -> String {
+    tagged(ELECTION, name)
+}
+
+/// An election's log, a STREAM of every leader (`term`, `value`, `owner`, `since`), capped:
+/// `redlatch_election_log:{name}`.
+pub(crate) fn election_log(name: &str) -> String {
+    tagged(ELECTION_LOG, name)
+}
+
+/// An election's channel: a new leader's (or value's) term, `0` when a leader resigns.
+pub(crate) fn election_channel(name: &str) -> String {
+    tagged(ELECTION_CHANNEL, name)
+}
+
 /// The keys and channels of the object `name`, in Redisson's layout: what `inspect` reads and
 /// `watch` subscribes.
 pub(crate) struct Layout {
@@ -406,6 +429,9 @@ mod tests {
             condition_waiters("name", "<condition>"),
             condition_queue("name", "<condition>"),
             condition_waiter_channel("name", "<condition>", "<waiter>"),
+            election_leader("name"),
+            election_log("name"),
+            election_channel("name"),
         ]);
         keys
     }

@@ -224,6 +224,9 @@
 //! | `redlatch_condition:{name}:<condition>` | [condition](Condition) (ours): ZSET waiter id → deadline (ms, server clock; renewed while it waits), `-1` once a notification picked it |
 //! | `redlatch_condition_queue:{name}:<condition>` | condition (ours): LIST of the waiters not yet picked, in arrival order |
 //! | `redlatch_condition__channel:{name}:<condition>:<waiter>` | condition (ours): each waiter's own channel, `1` when a notification picks it |
+//! | `redlatch_election:{name}` | [election](Election) (ours): HASH of the leader, `term` (its fencing token from the fenced lock `name`), `value`, `owner`, `since` (ms, server clock) |
+//! | `redlatch_election_log:{name}` | election (ours): STREAM of every leader (`term`, `value`, `owner`, `since`), about the last 1,000 |
+//! | `redlatch_election__channel:{name}` | election (ours): channel, a new leader's (or value's) term, `0` when a leader resigns |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
@@ -270,6 +273,7 @@ mod backoff;
 mod check;
 mod client;
 mod config;
+mod election;
 mod error;
 mod fenced;
 mod handover;
@@ -299,6 +303,7 @@ pub use backoff::Backoff;
 pub use check::{Finding, Risk};
 pub use client::Client;
 pub use config::{Config, ConfigBuilder, ServerAddress, ShardedSubscriptionMode};
+pub use election::{Election, Leader, Leadership, Observer};
 pub use error::{Error, Result};
 pub use fenced::FencedResource;
 pub use inspect::{

@@ -4,6 +4,7 @@
 
 use crate::backoff::Backoff;
 use crate::client::Client;
+use crate::election::Election;
 use crate::fenced::FencedResource;
 use crate::keys;
 use crate::latch::CountDownLatch;
@@ -152,6 +153,26 @@ impl Client {
     pub fn fenced_lock(&self, name: impl AsRef<str>) -> Lock {
         let name = self.named(name.as_ref());
         Lock::new(self.clone(), &name, Fenced::new(&name.key))
+    }
+
+    /// The leader election `name`: threads and processes campaign, one leads at a time,
+    /// with a term (a fencing token) and a value; others can ask who leads and observe every
+    /// leader in turn. Leading is holding the fenced lock `name` (see
+    /// [`fenced_lock`](Self::fenced_lock)), which a Java peer sees as Redisson's
+    /// `RFencedLock`. See [`Election`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// if let Some(leader) = client.election("compactor").leader()? {
+    ///     println!("{} leads (term {})", leader.value_str(), leader.term);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn election(&self, name: impl AsRef<str>) -> Election {
+        Election::new(self.clone(), &self.named(name.as_ref()))
     }
 
     /// A spin lock named `name` (Redisson's `RSpinLock`): a reentrant lock whose waiters poll

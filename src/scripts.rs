@@ -289,6 +289,10 @@ scripts! {
 
     FENCED_WRITE: ["fenced_write.lua"];
 
+    ELECTION_PROCLAIM: ["election_proclaim.lua"];
+    ELECTION_RESIGN: ["election_resign.lua"];
+    ELECTION_LEADER: ["election_leader.lua"];
+
     INSPECT: ["inspect.lua"];
 }
 
