@@ -271,6 +271,33 @@ in_both_modes! {
         }
     }
 
+    fn an_election_keeps_its_keys_in_its_lock_slot(mode) {
+        let cluster = RedisCluster::new(3, 0);
+        let client = client(&cluster, mode);
+        let watcher = client_with(&cluster, mode, |b| b);
+        for name in names_on_every_master(&cluster, "elect", 6) {
+            let node = cluster.node_for_key(&name);
+            let election = client.election(&name);
+            let mut observer = watcher.election(&name).observe();
+            let leadership = election.campaign("v").unwrap();
+            for key in [
+                format!("redlatch_election:{{{name}}}"),
+                format!("redlatch_election_log:{{{name}}}"),
+            ] {
+                assert_eq!(cluster.slot_of(&key), cluster.slot_of(&name), "{key}");
+                assert!(exists(node, &key), "{key} on the lock's master");
+            }
+            let seen = observer.next_timeout(Duration::from_secs(10)).unwrap().unwrap();
+            assert_eq!(seen.term, leadership.term());
+            // The next leader is heard by pub/sub on the lock's slot.
+            leadership.resign().unwrap();
+            let next = election.campaign("w").unwrap();
+            let seen = observer.next_timeout(Duration::from_secs(10)).unwrap().unwrap();
+            assert_eq!((seen.term, seen.value), (next.term(), b"w".to_vec()));
+            next.resign().unwrap();
+        }
+    }
+
     fn waiters_wake_by_pubsub_with_one_connection_per_node(mode) {
         let cluster = RedisCluster::new(3, 0);
         let holder = client(&cluster, mode);

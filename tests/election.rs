@@ -200,6 +200,181 @@ fn interrupt_and_close_end_a_campaign_and_leave_nothing() {
     assert!(!exists(&server, "busy"));
 }
 
+/// CLOCK_MONOTONIC in ns: one clock for every process of the machine.
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A campaigner or an observer in a process of its own (`REDLATCH_ELECTION_ROLE`):
+/// `campaign:N` leads N times (each time: `LEAD term start_ns end_ns`, a fenced write with the
+/// term, a few ms, resign); `observe:N` prints `SAW term value` for N leaders.
+#[test]
+#[ignore = "the child half of three_processes_campaign_and_two_observe"]
+fn election_role_child() {
+    let (Ok(url), Ok(role)) = (
+        std::env::var("REDLATCH_ELECTION_URL"),
+        std::env::var("REDLATCH_ELECTION_ROLE"),
+    ) else {
+        return;
+    };
+    let client = Client::open(url.as_str()).unwrap();
+    let election = client.election("many");
+    let (what, n) = role.split_once(':').unwrap();
+    let n: usize = n.parse().unwrap();
+    let mut out = std::io::stdout();
+    if what == "observe" {
+        let mut observer = election.observe();
+        for _ in 0..n {
+            let leader = observer.next().unwrap().unwrap();
+            writeln!(out, "SAW {} {}", leader.term, leader.value_str()).unwrap();
+            out.flush().unwrap();
+        }
+        return;
+    }
+    let resource = client.fenced_resource("many:resource");
+    let me = std::process::id();
+    for i in 0..n {
+        let leadership = election.campaign(format!("{me}.{i}")).unwrap();
+        let start = mono_ns();
+        resource
+            .write(leadership.guard(), leadership.term().to_string())
+            .unwrap();
+        leadership.check().unwrap(); // leads a while: looks before its side effect
+        assert_eq!(
+            resource.read().unwrap(),
+            Some(leadership.term().to_string().into_bytes())
+        );
+        let end = mono_ns();
+        writeln!(out, "LEAD {} {me}.{i} {start} {end}", leadership.term()).unwrap();
+        out.flush().unwrap();
+        leadership.resign().unwrap();
+    }
+}
+
+/// Runs `election_role_child` with `role`; returns it and its stdout's lines.
+fn role_child(server: &RedisServer, role: &str) -> (ChildGuard, mpsc::Receiver<String>) {
+    let mut child = ChildGuard(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "election_role_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("REDLATCH_ELECTION_URL", server.url())
+            .env("REDLATCH_ELECTION_ROLE", role)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.0.stdout.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// The next `n` lines of `lines` with `tag` (wherever in the line: libtest may start it),
+/// split into words after the tag.
+fn tagged(lines: &mpsc::Receiver<String>, tag: &str, n: usize) -> Vec<Vec<String>> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{} of {n} `{tag}` lines", got.len()));
+        if let Some(at) = line.find(tag) {
+            let words = line[at + tag.len()..].split_whitespace().map(str::to_owned);
+            got.push(words.collect());
+        }
+    }
+    got
+}
+
+#[test]
+fn three_processes_campaign_and_two_observe() {
+    const EACH: usize = 4;
+    let server = RedisServer::new();
+    let observers: Vec<_> = (0..2)
+        .map(|_| role_child(&server, &format!("observe:{}", 3 * EACH)))
+        .collect();
+    // Both listen before anybody leads.
+    assert!(wait_until(GENEROUS, || {
+        support::numsub(&mut server.conn(), "redlatch_election__channel:{many}") == 2
+    }));
+    let campaigners: Vec<_> = (0..3)
+        .map(|_| role_child(&server, &format!("campaign:{EACH}")))
+        .collect();
+    let mut reigns: Vec<(u64, String, u64, u64)> = Vec::new();
+    for (_, lines) in &campaigners {
+        for w in tagged(lines, "LEAD", EACH) {
+            let num = |i: usize| w[i].parse::<u64>().unwrap();
+            reigns.push((num(0), w[1].clone(), num(2), num(3)));
+        }
+    }
+    reigns.sort_by_key(|r| r.2);
+    // Exactly one leads at a time: no two reigns overlap, and terms rise with time.
+    for pair in reigns.windows(2) {
+        assert!(pair[0].3 < pair[1].2, "overlapping reigns {pair:?}");
+        assert!(pair[0].0 < pair[1].0, "terms out of order {pair:?}");
+    }
+    let expected: Vec<Vec<String>> = reigns
+        .iter()
+        .map(|(term, value, _, _)| vec![term.to_string(), value.clone()])
+        .collect();
+    for (_, lines) in &observers {
+        assert_eq!(
+            tagged(lines, "SAW", 3 * EACH),
+            expected,
+            "every leader once, in order"
+        );
+    }
+}
+
+#[test]
+fn observers_carry_on_after_the_server_restarts() {
+    let mut server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let election = client.election("restart");
+    let before = election.campaign("before").unwrap();
+    let before_term = before.term();
+    let mut observer = election.observe();
+    assert_eq!(observer.next().unwrap().unwrap().term, before_term);
+    drop(before);
+    server.restart(); // no persistence: the lock, the record and the log are gone
+                      // A pooled connection to the old process fails once (a call that may have run is not
+                      // retried): campaign again then.
+    let leadership = (0..3)
+        .find_map(|_| match election.campaign("after") {
+            Ok(l) => Some(l),
+            Err(Error::Connection(_)) => None,
+            Err(e) => panic!("{e}"),
+        })
+        .expect("a campaign after the restart");
+    assert!(
+        leadership.term() > before_term,
+        "terms go on rising after a restart"
+    );
+    let seen = observer.next_timeout(GENEROUS).unwrap().unwrap();
+    assert_eq!(
+        (seen.term, seen.value),
+        (leadership.term(), b"after".to_vec())
+    );
+    leadership.resign().unwrap();
+}
+
 /// A leader in a process of its own, with a 900 ms lease: prints its term, then leads until
 /// killed.
 #[test]
