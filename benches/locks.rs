@@ -9,11 +9,13 @@
 //! client threads 10 nice levels below the server, which then runs whenever it has work (on one
 //! machine, the nearest to a server on a host of its own).
 //! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput,
-//! condition. To add one: a
+//! condition, election. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 #[path = "locks/condition.rs"]
 mod condition;
+#[path = "locks/election.rs"]
+mod election;
 #[path = "locks/memory.rs"]
 mod memory;
 #[path = "locks/pair.rs"]
@@ -46,6 +48,7 @@ const WORKLOADS: &[&str] = &[
     "watchdog",
     "throughput",
     "condition",
+    "election",
 ];
 
 fn main() {
@@ -103,6 +106,7 @@ fn main() {
             "watchdog" => watchdog::watchdog(&mut ctx),
             "throughput" => throughput::throughput(&mut ctx),
             "condition" => condition::condition(&mut ctx),
+            "election" => election::election(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());
