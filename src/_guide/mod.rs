@@ -5,6 +5,8 @@
 //!   latch, and what each is for.
 //! - [`conditions`]: waiting on a held lock until another process notifies, as Java's
 //!   `Condition`: what it promises, how it differs, the bounded buffer.
+//! - [`election`]: one leader at a time, with terms, observers, and what a paused leader
+//!   does; compared with etcd's and Curator's recipes.
 //! - [`safety`]: what is guaranteed and what is not: leases, fencing tokens, lost-lock
 //!   callbacks, replica-synced writes, and the tests that show each.
 //! - [`topologies`]: one server, Sentinel, Redis Cluster, TLS, `MultiLock` and `RedLock`.
@@ -22,6 +24,10 @@ pub mod locks {
 
 pub mod conditions {
     #![doc = include_str!("conditions.md")]
+}
+
+pub mod election {
+    #![doc = include_str!("election.md")]
 }
 
 pub mod safety {
