@@ -5,7 +5,7 @@
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use redlatch::{Client, Interrupter, LockGuard, LostReason, PermitGuard};
+use redlatch::{Client, Interrupter, Leadership, LockGuard, LostReason, PermitGuard};
 
 use crate::args::{Hold, Run};
 use crate::explain::failure;
@@ -23,6 +23,7 @@ pub enum Event {
 pub enum Held {
     Lock(LockGuard),
     Permit(PermitGuard),
+    Leader(Box<Leadership>),
 }
 
 /// How the wait for the hold ended.
@@ -113,6 +114,22 @@ pub fn acquire(
             }
             .map(|permit| permit.map(Held::Permit))
         }
+        Hold::Leader => {
+            let election = client.election(&run.name);
+            let value = run.value.clone().unwrap_or_else(default_value);
+            // One try first: only a wait is announced.
+            match election.try_campaign_until(Instant::now(), &value) {
+                Ok(None) if run.wait != Some(Duration::ZERO) => {
+                    announce_wait(client, run);
+                    match deadline {
+                        None => election.campaign(&value).map(Some),
+                        Some(deadline) => election.try_campaign_until(deadline, &value),
+                    }
+                }
+                tried => tried,
+            }
+            .map(|leadership| leadership.map(|l| Held::Leader(Box::new(l))))
+        }
         kind => {
             let lock = match kind {
                 Hold::Fair => client.fair_lock(&run.name),
@@ -169,11 +186,20 @@ pub fn announce_wait(client: &Client, run: &Run) {
     eprintln!("redlatch: waiting for {}, {busy} ({until})", what(run));
 }
 
+/// What a leader proclaims by default: `<host name>:<pid>`.
+fn default_value() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
 impl Held {
     pub fn on_lost(&self, f: impl FnOnce(LostReason) + Send + 'static) {
         match self {
             Held::Lock(guard) => guard.on_lost(f),
             Held::Permit(permit) => permit.on_lost(f),
+            Held::Leader(leadership) => leadership.on_lost(f),
         }
     }
 
@@ -181,6 +207,7 @@ impl Held {
         match self {
             Held::Lock(guard) => guard.unlock(),
             Held::Permit(permit) => permit.release(),
+            Held::Leader(leadership) => leadership.resign(),
         }
     }
 }
@@ -216,6 +243,7 @@ pub fn report_release(released: redlatch::Result<()>, run: &Run, known_lost: boo
 pub fn what(run: &Run) -> String {
     match run.hold {
         Hold::Permits(_) => format!("a permit of semaphore {}", run.name),
+        Hold::Leader => format!("leadership of election {}", run.name),
         _ => format!("lock {}", run.name),
     }
 }

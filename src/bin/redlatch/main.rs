@@ -67,16 +67,16 @@ fn main() -> ExitCode {
         Err(Failure(msg)) => {
             eprintln!("redlatch: {msg}");
             return ExitCode::from(match args.command {
-                Command::Run(_) | Command::Lock(_) => args::RUN_FAILED,
+                Command::Run(_) | Command::Lock(_) | Command::Elect(_) => args::RUN_FAILED,
                 _ => 1,
             });
         }
     }
-    if let Command::Run(hold) | Command::Lock(hold) = &args.command {
+    if let Command::Run(hold) | Command::Lock(hold) | Command::Elect(hold) = &args.command {
         // Before anything else: it blocks signals in every thread the client starts.
         #[cfg(unix)]
         return match args.command {
-            Command::Run(_) => run::run(&args, hold),
+            Command::Run(_) | Command::Elect(_) => run::run(&args, hold),
             _ => lock::lock(&args, hold),
         };
         #[cfg(not(unix))]
@@ -92,7 +92,10 @@ fn main() -> ExitCode {
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
         Command::Doctor => doctor::doctor(&client, &args),
-        Command::Run(_) | Command::Lock(_) => unreachable!("run and lock returned above"),
+        Command::Leader { name, watch } => leader(&client, &args, name, *watch),
+        Command::Run(_) | Command::Lock(_) | Command::Elect(_) => {
+            unreachable!("run, lock and elect returned above")
+        }
     });
     match outcome {
         Ok(code) => code,
@@ -135,10 +138,12 @@ fn connect(args: &Args) -> Result<Client, Failure> {
         None => builder,
     };
     let builder = match &args.command {
-        Command::Run(run) | Command::Lock(run) => match run.watchdog_timeout {
-            Some(timeout) => builder.watchdog_timeout(timeout),
-            None => builder,
-        },
+        Command::Run(run) | Command::Lock(run) | Command::Elect(run) => {
+            match run.watchdog_timeout {
+                Some(timeout) => builder.watchdog_timeout(timeout),
+                None => builder,
+            }
+        }
         _ => builder,
     };
     // An operator's tool: fail fast rather than retry for seconds.
@@ -348,6 +353,56 @@ fn changed(kind: Kind, holders: &str, now: Option<(Kind, &str)>) -> Option<Strin
         Some((k, _)) if k != kind => Some(format!("is now of kind {k}")),
         Some((_, h)) if h != holders => Some(format!("is now held by {h}")),
         Some(_) => None,
+    }
+}
+
+/// `leader NAME [--watch]`: who leads, or every new leader as it comes.
+fn leader(client: &Client, args: &Args, name: &str, watch: bool) -> Outcome {
+    let election = client.election(name);
+    let show = |leader: Option<&redlatch::Leader>| -> Result<(), Failure> {
+        if args.json {
+            let value = match leader {
+                Some(l) => serde_json::json!({
+                    "name": name,
+                    "term": l.term,
+                    "value": l.value_str(),
+                    "owner": l.owner,
+                    "since": render::timestamp(l.since),
+                }),
+                None => serde_json::json!({ "name": name, "term": null }),
+            };
+            return out(&json_line(&value)?);
+        }
+        out(&match leader {
+            Some(l) => format!(
+                "{name}: term {}, value {}, owner {}, since {}\n",
+                l.term,
+                l.value_str(),
+                l.owner,
+                render::timestamp(l.since)
+            ),
+            None => format!("{name}: nobody leads\n"),
+        })
+    };
+    if !watch {
+        let leader = election.leader().map_err(|e| failure(e, args))?;
+        show(leader.as_ref())?;
+        return Ok(if leader.is_some() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    let mut observer = election.observe();
+    if election.leader().map_err(|e| failure(e, args))?.is_none() {
+        show(None)?;
+    }
+    loop {
+        let leader = observer
+            .next()
+            .unwrap_or_else(|| Err(redlatch::Error::Closed))
+            .map_err(|e| failure(e, args))?;
+        show(Some(&leader))?;
     }
 }
 

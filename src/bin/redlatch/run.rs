@@ -1,5 +1,6 @@
 //! `redlatch run NAME -- CMD ARGS...`: a command under a lock, or under one of N permits of
-//! a permit-expirable semaphore, as `etcdctl lock` and `consul lock` do.
+//! a permit-expirable semaphore, as `etcdctl lock` and `consul lock` do; and `redlatch elect
+//! NAME -- CMD`, a command while leading an election (again and again with `--again`).
 //!
 //! One thread takes the signals ([`signals::Blocked`]); the main thread does the rest. It
 //! waits for the lock (a signal interrupts that wait through its [`Interrupter`]), starts the
@@ -9,13 +10,14 @@
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Instant;
 
 use redlatch::{Interrupter, LostReason};
 
 use crate::acquire::{
-    passed_on_signal, report_release, seconds, signal_status, start, what, why, Event, Held, Waited,
+    acquire, passed_on_signal, report_release, seconds, signal_status, start, what, why, Event,
+    Held, Waited,
 };
 use crate::args::{
     Args, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LOST, RUN_NOT_FOUND, RUN_TIMED_OUT,
@@ -35,7 +37,25 @@ pub fn run(args: &Args, run: &Run) -> ExitCode {
 }
 
 fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
-    let (_client, waited, events, rx) = start(args, run)?;
+    let (client, mut waited, events, rx) = start(args, run)?;
+    loop {
+        let (code, again) = one_round(waited, run, &events, &rx)?;
+        // `elect --again`: once more, unless a signal ended this round.
+        if !(run.again && again) {
+            return Ok(code);
+        }
+        waited = acquire(&client, args, run, &rx)?;
+    }
+}
+
+/// One wait's outcome turned into a run of the command: its status, and whether another
+/// round may follow (no signal ended this one).
+fn one_round(
+    waited: Waited,
+    run: &Run,
+    events: &Sender<Event>,
+    rx: &Receiver<Event>,
+) -> Result<(ExitCode, bool), Failure> {
     let held = match waited {
         Waited::Held(held) => held,
         Waited::TimedOut => {
@@ -45,7 +65,7 @@ fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
                 seconds(run.wait.unwrap_or_default()),
                 run.command[0]
             );
-            return Ok(ExitCode::from(RUN_TIMED_OUT));
+            return Ok((ExitCode::from(RUN_TIMED_OUT), false));
         }
         Waited::Interrupted(signal) => {
             eprintln!(
@@ -53,20 +73,20 @@ fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
                 signals::name(signal),
                 what(run)
             );
-            return Ok(signal_status(signal));
+            return Ok((signal_status(signal), false));
         }
     };
     // The wait is over: a signal from now on is the command's (it is in `rx` too).
     Interrupter::current().clear();
     // A signal that came as the wait ended, before the command could get it.
-    if let Some(signal) = passed_on_signal(&rx) {
+    if let Some(signal) = passed_on_signal(rx) {
         eprintln!(
             "redlatch: {}: `{}` not run",
             signals::name(signal),
             run.command[0]
         );
         report_release(held.release(), run, false);
-        return Ok(signal_status(signal));
+        return Ok((signal_status(signal), false));
     }
     let lost_events = events.clone();
     held.on_lost(move |reason| {
@@ -77,27 +97,33 @@ fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
         Err(e) => {
             eprintln!("redlatch: cannot run `{}`: {e}", run.command[0]);
             report_release(held.release(), run, false);
-            return Ok(ExitCode::from(match e.kind() {
+            let code = match e.kind() {
                 std::io::ErrorKind::NotFound => RUN_NOT_FOUND,
                 _ => RUN_CANNOT_EXECUTE,
-            }));
+            };
+            return Ok((ExitCode::from(code), false));
         }
     };
-    let (status, lost) = supervise(&mut child, &rx, run)?;
+    let (status, lost, signalled) = supervise(&mut child, rx, run)?;
     let lost_at_release = report_release(held.release(), run, lost.is_some());
     let stop = run.on_lost == OnLost::Stop;
     if stop && (lost.is_some() || lost_at_release) {
         eprintln!("redlatch: `{}` {}", run.command[0], ended(status));
-        return Ok(ExitCode::from(RUN_LOST));
+        return Ok((ExitCode::from(RUN_LOST), !signalled));
     }
-    Ok(exit_status(status))
+    Ok((exit_status(status), !signalled))
 }
 
 /// The command to run, with the hold in its environment.
 fn command(run: &Run, held: &Held) -> Command {
     let mut command = Command::new(&run.command[0]);
     command.args(&run.command[1..]);
-    for var in ["REDLATCH_OWNER", "REDLATCH_TOKEN", "REDLATCH_PERMIT"] {
+    for var in [
+        "REDLATCH_OWNER",
+        "REDLATCH_TOKEN",
+        "REDLATCH_PERMIT",
+        "REDLATCH_VALUE",
+    ] {
         command.env_remove(var);
     }
     command.env("REDLATCH_NAME", &run.name);
@@ -110,6 +136,14 @@ fn command(run: &Run, held: &Held) -> Command {
         }
         Held::Permit(permit) => {
             command.env("REDLATCH_PERMIT", permit.id().as_str());
+        }
+        Held::Leader(leadership) => {
+            command.env("REDLATCH_OWNER", leadership.guard().owner());
+            command.env("REDLATCH_TOKEN", leadership.term().to_string());
+            command.env(
+                "REDLATCH_VALUE",
+                String::from_utf8_lossy(leadership.value()).into_owned(),
+            );
         }
     }
     prepare_child(&mut command);
@@ -148,15 +182,16 @@ fn prepare_child(command: &mut Command) {
 }
 
 /// Passes signals on to the child and stops it if the hold is lost, until it has exited:
-/// its status, and why the hold was lost if it was.
+/// its status, why the hold was lost if it was, and whether a signal was passed on.
 fn supervise(
     child: &mut Child,
     rx: &Receiver<Event>,
     run: &Run,
-) -> Result<(ExitStatus, Option<LostReason>), Failure> {
+) -> Result<(ExitStatus, Option<LostReason>, bool), Failure> {
     let pid = child.id();
     let program = &run.command[0];
     let mut lost = None;
+    let mut signalled = false;
     let mut kill_at: Option<Instant> = None;
     loop {
         let event = match kill_at {
@@ -169,10 +204,11 @@ fn supervise(
                     .try_wait()
                     .map_err(|e| Failure(format!("cannot wait for `{program}`: {e}")))?;
                 if let Some(status) = exited {
-                    return Ok((status, lost));
+                    return Ok((status, lost, signalled));
                 }
             }
             Ok(Event::Signal(signal)) => {
+                signalled |= signals::PASSED_ON.contains(&signal.number);
                 // A terminal's signal went to the whole group, the child included.
                 if !(signal.from_kernel && signals::in_my_group(pid)) {
                     signals::send(pid, signal.number);
@@ -211,7 +247,7 @@ fn supervise(
                 let status = child
                     .wait()
                     .map_err(|e| Failure(format!("cannot wait for `{program}`: {e}")))?;
-                return Ok((status, lost));
+                return Ok((status, lost, signalled));
             }
         }
     }

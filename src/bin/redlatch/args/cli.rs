@@ -146,6 +146,23 @@ Exit status:
   125   redlatch failed: Redis unreachable, NAME is not a lock, ...
   128+N signal N ended the wait for the lock (130: SIGINT, 143: SIGTERM)";
 
+const ELECT_HELP: &str = "\
+Campaigns in the election NAME (a fenced lock NAME, with the leader's record beside it; see
+the guide's election chapter) and runs CMD once this process leads, as `run` does under a
+lock: CMD's environment has REDLATCH_NAME, REDLATCH_OWNER, REDLATCH_TOKEN (the term: a
+fencing token, above every earlier leader's) and REDLATCH_VALUE; signals are passed on; when
+leadership is lost CMD gets SIGTERM, then SIGKILL after the grace period; when CMD ends,
+redlatch resigns at once (the next campaigner leads within a round trip) and exits with
+CMD's status. With --again it campaigns again instead, until a signal.
+
+Exit status: CMD's; 122 leadership lost while CMD ran; 124 not leading within --wait; 125
+redlatch failed; 126 CMD cannot be run; 127 CMD not found; 128+N signal N ended the wait.";
+
+const LEADER_HELP: &str = "\
+Prints who leads the election NAME: its term, value, owner and since when (one JSON object
+with --json), or that nobody does (exit status 1). With --watch, prints every new leader
+(once each, in term order) as it comes, woken by pub/sub, until Ctrl-C.";
+
 /// redlatch: inspect and operate Redisson-compatible locks and synchronizers in Redis
 #[derive(Parser, Debug)]
 #[command(name = "redlatch", version, after_help = AFTER_HELP)]
@@ -250,6 +267,61 @@ pub enum CliCommand {
     /// Take the lock NAME and hold it until Ctrl-C (SIGINT, SIGTERM or SIGHUP)
     #[command(help_template = SUBCOMMAND_HELP, after_help = LOCK_HELP)]
     Lock(LockArgs),
+    /// Run a command while this process leads the election NAME
+    #[command(help_template = SUBCOMMAND_HELP, after_help = ELECT_HELP)]
+    Elect(ElectArgs),
+    /// Who leads the election NAME; with --watch, every new leader until Ctrl-C
+    #[command(help_template = SUBCOMMAND_HELP, after_help = LEADER_HELP)]
+    Leader {
+        /// Print every new leader as it comes, until Ctrl-C
+        #[arg(long)]
+        watch: bool,
+        /// The election's name
+        #[arg(value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+}
+
+/// `elect`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct ElectArgs {
+    /// What this leader tells the others (`redlatch leader NAME` prints it) [default: the
+    /// host name and process id]
+    #[arg(long, value_name = "V")]
+    pub value: Option<String>,
+    /// When CMD ends (or leadership is lost and CMD stopped), campaign again and run it
+    /// again, until a signal
+    #[arg(long)]
+    pub again: bool,
+    /// Give up if not leading within DURATION (0: try once); by default, wait as long as it
+    /// takes
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub wait: Option<Duration>,
+    /// The lease that the watchdog renews every third of [default: 30s]: a leader that
+    /// dies is replaced within it
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub watchdog_timeout: Option<Duration>,
+    /// From SIGTERM to SIGKILL when leadership is lost [default: 5s]
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub grace: Option<Duration>,
+    /// When leadership is lost: stop CMD, or let it run on
+    #[arg(long, value_name = "stop|ignore", default_value = "stop")]
+    pub on_lost: OnLost,
+    /// Do not say on stderr who leads while waiting
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The election's name
+    #[arg(value_name = "NAME", value_parser = NonEmptyStringValueParser::new())]
+    pub name: String,
+    /// The command and its arguments
+    #[arg(
+        value_name = "CMD",
+        required = true,
+        num_args = 1..,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<String>,
 }
 
 /// `lock`'s arguments: `run`'s, without a command.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser};
 
 pub use cli::OnLost;
-use cli::{Cli, CliCommand, LockArgs, RunArgs, ServerArgs};
+use cli::{Cli, CliCommand, ElectArgs, LockArgs, RunArgs, ServerArgs};
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
@@ -45,6 +45,13 @@ pub enum Command {
     Run(Box<Run>),
     /// `lock NAME`: a [`Run`] without a command.
     Lock(Box<Run>),
+    /// `elect NAME -- CMD`: a [`Run`] while leading.
+    Elect(Box<Run>),
+    /// `leader NAME [--watch]`.
+    Leader {
+        name: String,
+        watch: bool,
+    },
 }
 
 /// What `run` holds while its command runs.
@@ -55,6 +62,8 @@ pub enum Hold {
     Fenced,
     /// One of this many permits of a permit-expirable semaphore.
     Permits(u32),
+    /// Leadership of the election NAME.
+    Leader,
 }
 
 /// `run NAME -- CMD ARGS...` and its options.
@@ -74,6 +83,10 @@ pub struct Run {
     pub on_lost: OnLost,
     /// `-q`: nothing on stderr about the wait.
     pub quiet: bool,
+    /// `elect`: what the leader proclaims.
+    pub value: Option<String>,
+    /// `elect --again`: campaign again when CMD ends.
+    pub again: bool,
 }
 
 /// TLS files given on the command line.
@@ -143,7 +156,11 @@ fn help(command: Option<&str>) -> String {
     }
 }
 
-/// Whether the command line is `run`'s or `lock`'s: their usage errors exit with
+/// The commands whose usage errors exit with [`RUN_FAILED`] (their commands' statuses are
+/// their own).
+const RUN_LIKE: [&str; 3] = ["run", "lock", "elect"];
+
+/// Whether the command line is `run`'s, `lock`'s or `elect`'s: their usage errors exit with
 /// [`RUN_FAILED`].
 fn is_run(argv: &[String]) -> bool {
     let cli = Cli::command();
@@ -155,10 +172,10 @@ fn is_run(argv: &[String]) -> bool {
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
         if arg == "--" {
-            return args.next().is_some_and(|a| a == "run" || a == "lock");
+            return args.next().is_some_and(|a| RUN_LIKE.contains(&a.as_str()));
         }
         if !arg.starts_with('-') || arg == "-" {
-            return arg == "run" || arg == "lock";
+            return RUN_LIKE.contains(&arg.as_str());
         }
         if takes_value(arg) {
             args.next();
@@ -218,6 +235,13 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
             }
             Command::Lock(Box::new(into_lock(lock)))
         }
+        CliCommand::Elect(elect) => {
+            if cli.json {
+                return Err("--json is not for elect".to_owned());
+            }
+            Command::Elect(Box::new(into_elect(elect)?))
+        }
+        CliCommand::Leader { name, watch } => Command::Leader { name, watch },
     };
     let ServerArgs {
         url,
@@ -290,6 +314,8 @@ fn into_lock(lock: LockArgs) -> Run {
         grace: DEFAULT_GRACE,
         on_lost: OnLost::Stop,
         quiet: lock.quiet,
+        value: None,
+        again: false,
     }
 }
 
@@ -330,6 +356,35 @@ fn into_run(run: RunArgs, argv: &[String]) -> Result<Run, String> {
         grace: run.grace.unwrap_or(DEFAULT_GRACE),
         on_lost: run.on_lost,
         quiet: run.quiet,
+        value: None,
+        again: false,
+    })
+}
+
+/// `elect`'s [`Run`]: leadership, a value, and the command.
+fn into_elect(elect: ElectArgs) -> Result<Run, String> {
+    match elect.command.first() {
+        Some(program) if program.is_empty() => return Err("CMD must not be empty".to_owned()),
+        Some(_) => {}
+        None => {
+            return Err(format!(
+                "`elect` needs a command after NAME (elect {} -- CMD)",
+                elect.name
+            ))
+        }
+    }
+    Ok(Run {
+        name: elect.name,
+        command: elect.command,
+        hold: Hold::Leader,
+        wait: elect.wait,
+        lease: None,
+        watchdog_timeout: elect.watchdog_timeout,
+        grace: elect.grace.unwrap_or(DEFAULT_GRACE),
+        on_lost: elect.on_lost,
+        quiet: elect.quiet,
+        value: elect.value,
+        again: elect.again,
     })
 }
 
