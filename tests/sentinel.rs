@@ -144,3 +144,46 @@ fn follows_a_failover_and_moves_the_waiters() {
     assert!(exists(&mut new_master.conn(), "sentinel:after"));
     g.unlock().unwrap();
 }
+
+#[test]
+fn an_election_carries_on_across_a_failover() {
+    // Its lock, record and log were replicated: after the switch the leader resigns on the new
+    // master, the waiting campaigner leads with a higher term, and an observer whose
+    // subscription moved sees both leaders in order.
+    let group = SentinelGroup::new();
+    let leading = client(&group);
+    let campaigning = client(&group);
+    let watching = client(&group);
+    let down_after = group.config().down_after;
+    let first = leading.election("sentinel:e").campaign("first").unwrap();
+    let first_term = first.term();
+    let mut observer = watching.election("sentinel:e").observe();
+    assert_eq!(observer.next().unwrap().unwrap().term, first_term);
+    let (won_tx, won) = mpsc::channel();
+    let c = campaigning.clone();
+    let campaigner = thread::spawn(move || {
+        let leadership = c.election("sentinel:e").campaign("second").unwrap();
+        won_tx.send(leadership.term()).unwrap();
+        leadership.resign().unwrap();
+    });
+    let lock_channel = "redisson_lock__channel:{sentinel:e}";
+    assert!(wait_until(Duration::from_secs(5), || numsub(
+        &mut group.master().conn(),
+        lock_channel
+    ) == 1));
+    let (_, new) = group.failover_switched();
+    let new_master = group.server_at(new);
+    // Both waits (the campaign's and the observer's) listen on the new master.
+    let election_channel = "redlatch_election__channel:{sentinel:e}";
+    let observe = thread::spawn(move || observer.next_timeout(Duration::from_secs(30)));
+    assert!(wait_until(down_after + Duration::from_secs(5), || {
+        let mut conn = new_master.conn();
+        numsub(&mut conn, lock_channel) == 1 && numsub(&mut conn, election_channel) == 1
+    }));
+    first.resign().expect("resigned on the new master");
+    let second_term = won.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(second_term > first_term);
+    let seen = observe.join().unwrap().unwrap().unwrap();
+    assert_eq!((seen.term, seen.value), (second_term, b"second".to_vec()));
+    campaigner.join().unwrap();
+}

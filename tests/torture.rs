@@ -10,6 +10,9 @@ mod buffer_check;
 #[allow(dead_code)]
 #[path = "../examples/torture/check.rs"]
 mod check;
+#[allow(dead_code)]
+#[path = "../examples/torture/election_check.rs"]
+mod election_check;
 #[path = "../examples/torture/proxy.rs"]
 mod proxy;
 
@@ -215,6 +218,37 @@ fn checker_finds_buffer_items_lost_doubled_over_capacity_or_left_waiting() {
     assert!(!r.passed());
     fault(&mut run, "pause-holder", 3, 4);
     assert!(check::check(&run).passed(), "a fault met that time");
+}
+
+#[test]
+fn checker_finds_observers_out_of_order_inventing_or_missing_leaders() {
+    // Leaders with terms 1, 2, 3 (sections at 0, 10, 20 s).
+    let mut run = clean_run(3);
+    run.kind = "election".into();
+    run.observed
+        .insert((0, "a".into()), vec![(1, S), (2, 11 * S), (3, 21 * S)]);
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.observers.clone().unwrap().yielded, 3);
+    // Out of order, and a leader that never ran.
+    run.observed
+        .insert((1, "a".into()), vec![(2, 11 * S), (1, 12 * S), (9, 13 * S)]);
+    let r = check::check(&run);
+    let found = r.observers.clone().unwrap();
+    assert_eq!((found.out_of_order, found.unknown), (1, 1), "{r}");
+    assert!(!r.passed());
+    // A leader missed between two yielded: a violation, unless a data loss took the log.
+    run.observed.remove(&(1, "a".into()));
+    run.observed
+        .insert((2, "a".into()), vec![(1, S), (3, 21 * S)]);
+    let r = check::check(&run);
+    assert_eq!(r.observers.clone().unwrap().missed, 1, "{r}");
+    assert!(!r.passed());
+    fault(&mut run, "kill", 12, 13);
+    assert!(
+        check::check(&run).passed(),
+        "the log was lost with the server's data"
+    );
 }
 
 #[test]
@@ -579,6 +613,9 @@ fn no_fault_run(kind: &str) {
         "items_phantom",
         "buffer_overflows",
         "consumer_stalls",
+        "observed_out_of_order",
+        "observed_unknown",
+        "observed_missed",
         "timeouts",
         "errors",
     ] {
@@ -622,6 +659,7 @@ fn no_fault_runs_of_the_other_kinds() {
         "expirable",
         "latch",
         "condition",
+        "election",
     ] {
         no_fault_run(kind);
     }

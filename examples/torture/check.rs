@@ -16,6 +16,7 @@
 //! A lock available                                                            run.tsv: a semaphore's permits at the end
 //! L proc thread latch role start_ns end_ns                                    kind latch: `c` a count-down sent at start; `a` an await that passed at end
 //! B, W, R                                                                     kind condition: see `buffer_check.rs`
+//! O                                                                           kind election: see `election_check.rs`
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -39,6 +40,7 @@ use std::fmt;
 use std::path::Path;
 
 use crate::buffer_check::{self, BufferFindings, BufferLog};
+use crate::election_check::{self, ObserverFindings};
 
 /// Faults are matched with findings by time; this much slack covers the gap between a lock
 /// call's effect on the server and the timestamps around it.
@@ -154,6 +156,9 @@ pub struct Run {
     pub latches: BTreeMap<String, LatchLog>,
     /// Kind `condition`: per lock, its buffer's log.
     pub buffers: BTreeMap<String, BufferLog>,
+    /// Kind `election`: per observer (process, election), the leaders it yielded (term,
+    /// when).
+    pub observed: BTreeMap<(u32, String), Vec<(u64, u64)>>,
 }
 
 /// What happened on one latch (kind `latch`).
@@ -182,7 +187,7 @@ impl Run {
     }
 
     /// Whether the server lost its data between `lo` and `hi`.
-    fn data_lost(&self, lo: u64, hi: u64) -> bool {
+    pub(crate) fn data_lost(&self, lo: u64, hi: u64) -> bool {
         self.fault_in(|c| DATA_LOSS.contains(&c), lo, hi)
     }
 }
@@ -234,6 +239,8 @@ pub struct Report {
     pub early_passes: usize,
     /// Kind `condition`: what the buffers' rules found.
     pub buffers: Option<BufferFindings>,
+    /// Kind `election`: what the observers' rules found.
+    pub observers: Option<ObserverFindings>,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -361,6 +368,13 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                 if f[4] == "c" {
                     log.consumer_waits.push((num(f[5])?, num(f[6])?));
                 }
+            }
+            ("O", 6) => {
+                let key = (num(f[1])? as u32, f[2].to_owned());
+                run.observed
+                    .entry(key)
+                    .or_default()
+                    .push((num(f[3])?, num(f[5])?));
             }
             ("R", 3) => {
                 let log = run.buffers.entry(f[1].to_owned()).or_default();
@@ -712,6 +726,9 @@ pub fn check(run: &Run) -> Report {
     if run.kind == "condition" {
         buffer_check::check(run, &mut r);
     }
+    if run.kind == "election" {
+        election_check::check(run, &mut r);
+    }
     timeouts.file("waits timed out", "a fault during the wait", &mut r);
     errors.file("errors", "after a fault", &mut r);
     r
@@ -821,6 +838,14 @@ impl fmt::Display for Report {
                 b.puts, b.takes, b.lost, b.doubled, b.phantom, b.overflows, b.stalls
             )?;
         }
+        if let Some(o) = &self.observers {
+            writeln!(
+                f,
+                "observers: {} leaders yielded; {} out of term order, {} that never ran, {} \
+                 missed",
+                o.yielded, o.out_of_order, o.unknown, o.missed
+            )?;
+        }
         writeln!(f, "timeouts {}; errors {}", self.timeouts, self.errors)?;
         for e in &self.excused {
             writeln!(f, "excused: {e}")?;
@@ -891,9 +916,17 @@ pub fn json(r: &Report) -> String {
         ("buffer_overflows", b.overflows as i64),
         ("consumer_stalls", b.stalls as i64),
     ];
+    let o = r.observers.clone().unwrap_or_default();
+    let observers = [
+        ("observed_leaders", o.yielded as i64),
+        ("observed_out_of_order", o.out_of_order as i64),
+        ("observed_unknown", o.unknown as i64),
+        ("observed_missed", o.missed as i64),
+    ];
     let nums: Vec<String> = nums
         .iter()
         .chain(&buffers)
+        .chain(&observers)
         .map(|(k, v)| format!("\"{k}\":{v}"))
         .collect();
     format!(

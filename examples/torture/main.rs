@@ -29,6 +29,8 @@ mod support;
 mod buffer_check;
 mod check;
 mod condition;
+mod election;
+mod election_check;
 mod proxy;
 
 use std::fs::File;
@@ -59,7 +61,11 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       bounded buffer of --permits items with conditions not_full and
                       not_empty, even threads producing, odd ones consuming: no item lost
                       or taken twice, the buffer never over, no consumer waiting while an
-                      item sits unclaimed for two leases); and two broken locks that
+                      item sits unclaimed for two leases); election (each lock an election:
+                      threads campaign, a leader writes the fenced probe with its term and
+                      resigns; an observer per lock and process logs every leader it sees:
+                      the sequences must agree with the leaders and rise); and two broken
+                      locks that
                       the checker must
                       catch: broken (SET NX PX 10 and an unconditional DEL) and short-lease
                       (a 10 ms lease, no watchdog)
@@ -102,6 +108,7 @@ const KINDS: &[&str] = &[
     "expirable",
     "latch",
     "condition",
+    "election",
     "broken",
     "short-lease",
 ];
@@ -918,7 +925,17 @@ fn worker(args: &[String]) -> Res<()> {
             })
         })
         .collect();
-    for t in threads {
+    // Kind `election`: observers of every election, on a client of their own.
+    let observers = if w.run.kind == "election" {
+        let config = Config::builder(w.urls[0].as_str())
+            .watchdog_timeout(Duration::from_millis(w.run.lease_ms))
+            .build()?;
+        let watching = Client::new(config)?;
+        election::observers(&watching, w.process, w.run.locks, deadline, &out)
+    } else {
+        Vec::new()
+    };
+    for t in threads.into_iter().chain(observers) {
         t.join().map_err(|_| "a worker thread panicked")??;
     }
     Ok(())
@@ -943,6 +960,8 @@ enum Held {
     Multi(redlatch::MultiLockGuard),
     Permit(redlatch::SemaphoreGuard),
     Expirable(redlatch::PermitGuard),
+    /// Kind `election`: a leadership (its guard: the election's fenced lock).
+    Leader(Box<redlatch::Leadership>),
     /// The deliberately broken lock: a key set with NX and a 10 ms lease.
     Broken,
 }
@@ -986,6 +1005,11 @@ impl Thread<'_> {
                     .map(Held::Expirable));
             }
             "fenced" => c.fenced_lock(lock).try_lock_for(wait)?,
+            "election" => {
+                let value = format!("{}.{}", self.w.process, self.thread);
+                let won = c.election(lock).try_campaign_for(wait, value)?;
+                return Ok(won.map(|l| Held::Leader(Box::new(l))));
+            }
             "short-lease" => c
                 .lock(lock)
                 .with_lease(Duration::from_millis(10))
@@ -1039,6 +1063,7 @@ impl Thread<'_> {
     fn known_lost(held: &Held) -> bool {
         match held {
             Held::Guard(g) => g.is_lost(),
+            Held::Leader(l) => l.is_lost(),
             Held::Multi(g) => g.is_lost(),
             Held::Expirable(g) => g.is_lost(),
             Held::Permit(_) | Held::Broken => false,
@@ -1051,6 +1076,7 @@ impl Thread<'_> {
             |e: &redlatch::Error| e.is_lock_lost() || e.is_not_held() || e.is_unknown_permit();
         let (result, held_members) = match held {
             Held::Guard(g) => (g.unlock(), 1),
+            Held::Leader(l) => (l.resign(), 1),
             Held::Permit(g) => (g.release(), 1),
             Held::Expirable(g) => (g.release(), 1),
             Held::Multi(g) => {
@@ -1161,6 +1187,7 @@ impl Thread<'_> {
         let enter = mono_ns();
         let token = match &held {
             Held::Guard(g) => g.token(),
+            Held::Leader(l) => Some(l.term()),
             _ => None,
         };
         let mode = match &held {
@@ -1198,7 +1225,12 @@ impl Thread<'_> {
     /// The lost-update probe. Returns the write's result and its start and end times.
     fn probe(&mut self, lock: &str, held: &Held, pause: Duration) -> Res<(&'static str, u64, u64)> {
         let key = counter_name(lock);
-        if let Held::Guard(g) = held {
+        let guard = match held {
+            Held::Guard(g) => Some(g),
+            Held::Leader(l) => Some(l.guard()),
+            _ => None,
+        };
+        if let Some(g) = guard {
             if g.token().is_some() {
                 let resource = self.resource.fenced_resource(&key);
                 let value = resource
