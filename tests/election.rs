@@ -375,8 +375,8 @@ fn observers_carry_on_after_the_server_restarts() {
     leadership.resign().unwrap();
 }
 
-/// A leader in a process of its own, with a 900 ms lease: prints its term, then leads until
-/// killed.
+/// A leader in a process of its own, with a 900 ms lease: prints its term, leads until told
+/// to go on (on stdin) or killed, then says what its check and a fenced write find.
 #[test]
 #[ignore = "the child half of a_killed_leader_is_replaced_within_a_lease"]
 fn election_leader_child() {
@@ -393,6 +393,22 @@ fn election_leader_child() {
     std::io::stdout().flush().unwrap();
     let mut line = String::new();
     let _ = std::io::stdin().read_line(&mut line);
+    // Told to go on (after a pause, perhaps): what its next look and its write find.
+    let checked = match leadership.check() {
+        Ok(()) => "leading".to_owned(),
+        Err(e) if e.is_lock_lost() => "lost".to_owned(),
+        Err(e) => format!("error {e}"),
+    };
+    let written = match client
+        .fenced_resource("xproc:state")
+        .write(leadership.guard(), "from the child")
+    {
+        Ok(()) => "written".to_owned(),
+        Err(e) if e.is_stale_token() => "stale".to_owned(),
+        Err(e) => format!("error {e}"),
+    };
+    println!("AFTER {checked} {written}");
+    std::io::stdout().flush().unwrap();
 }
 
 struct ChildGuard(Child);
@@ -460,4 +476,71 @@ fn a_killed_leader_is_replaced_within_a_lease() {
     assert_eq!((next.term, next.value), (term, b"parent".to_vec()));
     campaigner.join().unwrap();
     assert!(wait_until(GENEROUS, || !exists(&server, "xproc")));
+}
+
+#[test]
+fn a_leader_paused_past_its_lease_is_told_and_fenced_off() {
+    let server = RedisServer::new();
+    let mut child = ChildGuard(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "election_leader_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("REDLATCH_ELECTION_URL", server.url())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.0.stdout.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |tag: &str| loop {
+        let line = lines.recv_timeout(GENEROUS).unwrap();
+        if let Some(at) = line.find(tag) {
+            return line[at + tag.len()..].trim().to_owned();
+        }
+    };
+    let child_term: u64 = next("TERM").parse().unwrap();
+    let pid = child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    // Its lease (900 ms) runs out while it is stopped: another campaigner leads and writes.
+    let client = Client::open(server.url()).unwrap();
+    let leadership = client.election("xproc").campaign("parent").unwrap();
+    assert!(leadership.term() > child_term);
+    client
+        .fenced_resource("xproc:state")
+        .write(leadership.guard(), "from the parent")
+        .unwrap();
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    writeln!(child.0.stdin.as_mut().unwrap(), "go").unwrap();
+    assert_eq!(
+        next("AFTER"),
+        "lost stale",
+        "told at its next look, and fenced off"
+    );
+    assert_eq!(
+        client.fenced_resource("xproc:state").read().unwrap(),
+        Some(b"from the parent".to_vec())
+    );
+    leadership.resign().unwrap();
 }
