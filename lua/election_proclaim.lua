@@ -12,10 +12,16 @@
 -- ARGV[6]  how many leaders the log keeps at least (XADD MAXLEN ~)
 -- Reply:   1   done: KEYS[2] says so, and the term published on KEYS[4] ("new" also logged)
 --          0   refused: the owner does not hold the lock, or ("value") KEYS[2] has another term
+--          -1  refused ("new"): the owner holds the lock more than once (a second campaign of
+--              one owner, re-entering: the first leads)
 local t = redis.call('time');
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local holds = redis.call('hget', KEYS[1], ARGV[1]);
+if holds == false then
     return 0;
+end;
+if ARGV[5] == 'new' and holds ~= '1' then
+    return -1;
 end;
 if ARGV[5] == 'new' then
     redis.call('hset', KEYS[2], 'term', ARGV[2], 'value', ARGV[3], 'owner', ARGV[1], 'since', now);

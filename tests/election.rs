@@ -544,3 +544,28 @@ fn a_leader_paused_past_its_lease_is_told_and_fenced_off() {
     );
     leadership.resign().unwrap();
 }
+
+#[test]
+fn a_shared_owner_leads_once() {
+    // Two threads of one `LockOwner` are one owner: the second campaign is refused, and the
+    // first leadership (Send with an owner) is resigned on another thread.
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let owner = client.lock_owner();
+    let election = client.election("shared").with_owner(&owner);
+    let first = election.campaign("one").unwrap();
+    let second = election.clone();
+    let refused = thread::spawn(move || second.campaign("two"))
+        .join()
+        .unwrap();
+    assert!(
+        matches!(refused, Err(Error::AlreadyHeld { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(election.leader().unwrap().unwrap().value, b"one");
+    thread::spawn(move || first.resign().unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(election.leader().unwrap(), None);
+    assert!(!exists(&server, "shared"));
+}

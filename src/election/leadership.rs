@@ -39,11 +39,29 @@ impl<O: Ownership> Leadership<O> {
             term,
             value: Vec::new(),
         };
-        match leadership.say(value, "new") {
+        let said = leadership.say(value, "new");
+        let said = match said {
+            // Its reply lost: won if the record says so (it ran), else not.
+            Err(e) if e.is_connection() => match leadership.election.leader() {
+                Ok(Some(l)) if l.term == term && l.owner == leadership.guard().owner() => {
+                    leadership.value = value.to_vec();
+                    Ok(())
+                }
+                _ => Err(e),
+            },
+            said => said,
+        };
+        match said {
             Ok(()) => Ok(leadership),
             Err(e) => {
+                // Not leading: released (its record, if the call ran, goes with the hold).
                 if let Some(guard) = leadership.guard.take() {
-                    let _ = guard.unlock();
+                    if let Err(release) = guard.unlock() {
+                        log::debug!(
+                            "election `{}`: releasing a failed campaign: {release}",
+                            leadership.election.name()
+                        );
+                    }
                 }
                 Err(e)
             }
@@ -132,10 +150,20 @@ impl<O: Ownership> Leadership<O> {
                 .arg(LOG_KEEPS)
                 .invoke(c)
         })?;
-        if done != 1 {
-            return Err(Error::LockLost {
-                name: self.election.name().to_owned(),
-            });
+        match done {
+            1 => {}
+            // A second campaign of an owner that leads already (a `LockOwner` shared by
+            // threads): its acquire re-entered the lock.
+            -1 => {
+                return Err(Error::AlreadyHeld {
+                    name: self.election.name().to_owned(),
+                })
+            }
+            _ => {
+                return Err(Error::LockLost {
+                    name: self.election.name().to_owned(),
+                })
+            }
         }
         self.value = value.to_vec();
         Ok(())

@@ -4,7 +4,9 @@
 //! it, and its term published on the election's channel. An observer reads the log after the
 //! last entry it yielded, and when there is none waits on the channel through the one wait
 //! function: no polling, and a message published while it was not listening is found in the
-//! log at its next look (after the subscription's confirmation).
+//! log at its next look (after the subscription's confirmation). As a lock waiter's block is
+//! bounded by the lease, an observer's is bounded by the watchdog timeout: a message lost
+//! without a reconnect costs one such bound, and an idle observer one log read per bound.
 //!
 //! A leader whose lease runs out without resigning publishes nothing: the observers hear of
 //! the next leader, whom the lapse lets in (a campaigner waits on the election's lock, woken
@@ -13,7 +15,7 @@
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::election::{Election, Leader};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lock::Ownership;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::time::check_wait;
@@ -71,14 +73,27 @@ impl<O: Ownership> Observer<O> {
     fn next_until(&mut self, deadline: Option<Instant>) -> Result<Option<Leader>> {
         crate::names::check_name("election", self.election.name())?;
         if self.after.is_none() {
-            // The first look: the leader now, if any, then the entries after the newest.
+            // The first look: the leader now, if any, then the entries after the newest
+            // (both read before either is kept: a failed look is made again).
             let newest = self.newest()?;
+            let now = self.election.leader()?;
             self.after = Some(newest.unwrap_or_else(|| "0-0".to_owned()));
-            if let Some(leader) = self.election.leader()? {
+            if let Some(leader) = now {
                 self.term = leader.term;
                 return Ok(Some(leader));
             }
         }
+        // A wait ends at the watchdog timeout at the latest, as a lock waiter's at the lease:
+        // a message lost without a reconnect costs one such bound.
+        let bound = self
+            .election
+            .lock
+            .raw
+            .key
+            .client
+            .inner
+            .config
+            .watchdog_timeout;
         let mut found = None;
         let election = self.election.clone();
         let dispatcher = &election.lock.raw.key.client.inner.pubsub;
@@ -86,13 +101,16 @@ impl<O: Ownership> Observer<O> {
         let mut attempt = || -> Result<Tried> {
             while let Some((id, leader)) = self.read_next()? {
                 self.after = Some(id);
-                if leader.term > self.term {
-                    self.term = leader.term;
-                    found = Some(leader);
-                    return Ok(Tried::done());
+                match leader {
+                    Some(leader) if leader.term > self.term => {
+                        self.term = leader.term;
+                        found = Some(leader);
+                        return Ok(Tried::done());
+                    }
+                    _ => {}
                 }
             }
-            Ok(Tried::again(None))
+            Ok(Tried::again(Some(bound)))
         };
         wait(dispatcher, Channel::all(channel), deadline, &mut attempt)?;
         Ok(found)
@@ -114,8 +132,9 @@ impl<O: Ownership> Observer<O> {
         Ok(newest.into_iter().next().map(|(id, _)| id))
     }
 
-    /// The log entry after `self.after`, if any.
-    fn read_next(&self) -> Result<Option<(String, Leader)>> {
+    /// The log entry after `self.after`, if any: its id, and its leader (`None` for an
+    /// entry this client cannot read, skipped with a warning).
+    fn read_next(&self) -> Result<Option<(String, Option<Leader>)>> {
         let raw = &self.election.lock.raw;
         let log = &self.election.keys.log;
         let after = self.after.as_deref().unwrap_or("0-0");
@@ -143,21 +162,22 @@ impl<O: Ownership> Observer<O> {
                 .map(|(_, v)| v.clone())
         };
         let text = |name: &str| field(name).map(|v| String::from_utf8_lossy(&v).into_owned());
-        let bad = || {
-            Error::Protocol(format!(
-                "election `{}`: bad log entry {id}",
+        let term = text("term").and_then(|t| t.parse().ok());
+        let since = text("since").and_then(|t| t.parse::<u64>().ok());
+        let (Some(term), Some(since)) = (term, since) else {
+            log::warn!(
+                "election `{}`: log entry {id} is not a leader's: skipped",
                 self.election.name()
-            ))
+            );
+            return Ok(Some((id, None)));
         };
-        let term = text("term").and_then(|t| t.parse().ok()).ok_or_else(bad)?;
-        let since: u64 = text("since").and_then(|t| t.parse().ok()).ok_or_else(bad)?;
         let leader = Leader {
             term,
             value: field("value").unwrap_or_default(),
             owner: text("owner").unwrap_or_default(),
             since: UNIX_EPOCH + Duration::from_millis(since),
         };
-        Ok(Some((id, leader)))
+        Ok(Some((id, Some(leader))))
     }
 }
 

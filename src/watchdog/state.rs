@@ -166,6 +166,9 @@ impl State {
 
     /// The id `id` stands for now: itself, or the entry it was renamed to.
     pub(super) fn resolve(&self, mut id: u64) -> u64 {
+        if self.renamed.is_empty() {
+            return id; // no hold put back after a condition wait: the common case
+        }
         while let Some(&next) = self.renamed.get(&id) {
             id = next;
         }

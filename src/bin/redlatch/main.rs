@@ -394,9 +394,11 @@ fn leader(client: &Client, args: &Args, name: &str, watch: bool) -> Outcome {
         });
     }
     let mut observer = election.observe();
-    if election.leader().map_err(|e| failure(e, args))?.is_none() {
-        show(None)?;
-    }
+    // The first look (the leader now, if any) without waiting.
+    let now = observer
+        .next_timeout(std::time::Duration::ZERO)
+        .map_err(|e| failure(e, args))?;
+    show(now.as_ref())?;
     loop {
         let leader = observer
             .next()

@@ -40,13 +40,27 @@ fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
     let (client, mut waited, events, rx) = start(args, run)?;
     loop {
         let (code, again) = one_round(waited, run, &events, &rx)?;
-        // `elect --again`: once more, unless a signal ended this round.
+        // `elect --again`: once more, unless a signal ended this round (or came since).
         if !(run.again && again) {
             return Ok(code);
         }
-        waited = acquire(&client, args, run, &rx)?;
+        waited = loop {
+            // A command that ends at once does not make a new term in a tight loop.
+            std::thread::sleep(AGAIN_PAUSE);
+            if let Some(signal) = passed_on_signal(&rx) {
+                return Ok(signal_status(signal));
+            }
+            match acquire(&client, args, run, &rx) {
+                Ok(waited) => break waited,
+                // Redis away for a while: said, and tried again until a signal.
+                Err(Failure(msg)) => eprintln!("redlatch: {msg}; campaigning again"),
+            }
+        };
     }
 }
+
+/// `elect --again`: the pause between a round's end and the next campaign.
+const AGAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One wait's outcome turned into a run of the command: its status, and whether another
 /// round may follow (no signal ended this one).
