@@ -25,7 +25,8 @@ type Entry = (String, Vec<(String, Vec<u8>)>);
 
 /// Every leader of an [`Election`] from its making on, once each and in term order: an
 /// iterator whose `next` blocks until the next leader proclaims (`Some(Err(_))` on an error,
-/// such as [`Error::Interrupted`] or [`Error::Closed`]). Made by
+/// such as [`Error::Interrupted`](crate::Error::Interrupted) or
+/// [`Error::Closed`](crate::Error::Closed)). Made by
 /// [`Election::observe`]. A value proclaimed again by the same leader
 /// ([`Leadership::proclaim`](crate::Leadership::proclaim)) is not a new leader, and not
 /// yielded.
@@ -63,8 +64,8 @@ impl<O: Ownership> Observer<O> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for a timeout longer than a year; [`Error::Interrupted`],
-    /// [`Error::Closed`] as every wait; connection errors.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a timeout longer than a year; [`Error::Interrupted`](crate::Error::Interrupted),
+    /// [`Error::Closed`](crate::Error::Closed) as every wait; connection errors.
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<Leader>> {
         check_wait(timeout)?;
         self.next_until(Some(Instant::now() + timeout))
