@@ -5,13 +5,14 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config, Error, Interrupter, Lock};
+use support::child::ChildTest;
 use support::{await_waiting, count_commands, wait_until, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(15);
@@ -434,54 +435,12 @@ fn condition_waiter_child() {
     std::io::stdout().flush().unwrap();
 }
 
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts a waiter process; returns it and its lines.
-fn child_waiter(server: &RedisServer) -> (ChildGuard, mpsc::Receiver<String>) {
-    let mut child = ChildGuard(
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "condition_waiter_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("REDLATCH_CONDITION_URL", server.url())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let (tx, lines) = mpsc::channel();
-    let stdout = child.0.stdout.take().unwrap();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, lines)
-}
-
-fn next(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
-    loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("child said nothing starting with {prefix}"));
-        // libtest's "test ... " may start the child's first line.
-        if let Some(at) = line.find(prefix) {
-            return line[at + prefix.len()..].trim().to_owned();
-        }
-    }
+/// Starts a waiter process.
+fn child_waiter(server: &RedisServer) -> ChildTest {
+    ChildTest::start(
+        "condition_waiter_child",
+        &[("REDLATCH_CONDITION_URL", server.url())],
+    )
 }
 
 /// Waits until `n` waiters are queued on `xproc`'s condition `c`, as the server sees it.
@@ -496,37 +455,37 @@ fn await_queued(server: &RedisServer, n: i64) {
 fn notifications_cross_processes() {
     let server = RedisServer::new();
     // Two waiter processes, queued one after the other; this process notifies.
-    let (_a, a_lines) = child_waiter(&server);
-    next(&a_lines, "OWNER");
+    let a = child_waiter(&server);
+    a.next("OWNER", GENEROUS);
     await_queued(&server, 1);
-    let (_b, b_lines) = child_waiter(&server);
-    next(&b_lines, "OWNER");
+    let b = child_waiter(&server);
+    b.next("OWNER", GENEROUS);
     await_queued(&server, 2);
     let client = Client::open(server.url()).unwrap();
     let lock = client.lock("xproc");
     let guard = lock.lock().unwrap();
     assert!(lock.condition("c").notify_one().unwrap());
     drop(guard);
-    assert_eq!(next(&a_lines, "NOTIFIED"), "true 1", "the first to wait");
+    assert_eq!(a.next("NOTIFIED", GENEROUS), "true 1", "the first to wait");
     await_queued(&server, 1);
     let guard = lock.lock().unwrap();
     assert_eq!(lock.condition("c").notify_all().unwrap(), 1);
     drop(guard);
-    assert_eq!(next(&b_lines, "NOTIFIED"), "true 1");
+    assert_eq!(b.next("NOTIFIED", GENEROUS), "true 1");
 }
 
 #[test]
 fn a_killed_waiter_is_skipped_within_a_lease() {
     let server = RedisServer::new();
-    let (mut dead, dead_lines) = child_waiter(&server);
-    let dead_owner = next(&dead_lines, "OWNER");
+    let mut dead = child_waiter(&server);
+    let dead_owner = dead.next("OWNER", GENEROUS);
     await_queued(&server, 1);
     // A live waiter behind it, in this process.
     let (client, rx, handle) = waiter(&server, support::make_lock, "xproc", "c");
     await_waiting(&client, 1);
     await_queued(&server, 2);
-    dead.0.kill().unwrap();
-    dead.0.wait().unwrap();
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
     let killed = Instant::now();
     // Its place is no longer renewed: its deadline (at most a lease, 0.9 s, away) passes.
     let deadline_passed = || {
@@ -569,8 +528,8 @@ fn a_notification_held_by_a_waiter_that_died_goes_to_a_live_one_within_a_lease()
     // next live waiter gets it, with no new notify, once the dead one's lease ran out (a
     // renewal of the live one passes it on).
     let server = RedisServer::new();
-    let (mut dead, dead_lines) = child_waiter(&server);
-    next(&dead_lines, "OWNER");
+    let mut dead = child_waiter(&server);
+    dead.next("OWNER", GENEROUS);
     await_queued(&server, 1);
     let config = Config::builder(server.url().as_str())
         .watchdog_timeout(Duration::from_millis(900))
@@ -587,7 +546,7 @@ fn a_notification_held_by_a_waiter_that_died_goes_to_a_live_one_within_a_lease()
     });
     await_waiting(&client, 1);
     await_queued(&server, 2);
-    let pid = dead.0.id().to_string();
+    let pid = dead.pid().to_string();
     let stopped = Command::new("kill").args(["-STOP", &pid]).status().unwrap();
     assert!(stopped.success());
     let notifier = Client::open(server.url()).unwrap();
@@ -598,8 +557,8 @@ fn a_notification_held_by_a_waiter_that_died_goes_to_a_live_one_within_a_lease()
         "the stopped waiter"
     );
     drop(guard);
-    dead.0.kill().unwrap();
-    dead.0.wait().unwrap();
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
     let killed = Instant::now();
     let (notified, at) = rx.recv_timeout(GENEROUS).unwrap();
     assert!(notified, "passed on, not timed out");

@@ -4,13 +4,14 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config, Error, Interrupter};
+use support::child::ChildTest;
 use support::{await_waiting, wait_until, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(15);
@@ -257,50 +258,25 @@ fn election_role_child() {
     }
 }
 
-/// Runs `election_role_child` with `role`; returns it and its stdout's lines.
-fn role_child(server: &RedisServer, role: &str) -> (ChildGuard, mpsc::Receiver<String>) {
-    let mut child = ChildGuard(
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "election_role_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("REDLATCH_ELECTION_URL", server.url())
-            .env("REDLATCH_ELECTION_ROLE", role)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let (tx, lines) = mpsc::channel();
-    let stdout = child.0.stdout.take().unwrap();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    (child, lines)
+/// Runs `election_role_child` with `role`.
+fn role_child(server: &RedisServer, role: &str) -> ChildTest {
+    ChildTest::start(
+        "election_role_child",
+        &[
+            ("REDLATCH_ELECTION_URL", server.url()),
+            ("REDLATCH_ELECTION_ROLE", role.to_owned()),
+        ],
+    )
 }
 
-/// The next `n` lines of `lines` with `tag` (wherever in the line: libtest may start it),
-/// split into words after the tag.
-fn tagged(lines: &mpsc::Receiver<String>, tag: &str, n: usize) -> Vec<Vec<String>> {
-    let mut got = Vec::new();
-    while got.len() < n {
-        let line = lines
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("{} of {n} `{tag}` lines", got.len()));
-        if let Some(at) = line.find(tag) {
-            let words = line[at + tag.len()..].split_whitespace().map(str::to_owned);
-            got.push(words.collect());
-        }
-    }
-    got
+/// The words after `tag` on the child's next `n` lines with it.
+fn tagged(child: &ChildTest, tag: &str, n: usize) -> Vec<Vec<String>> {
+    (0..n)
+        .map(|_| {
+            let rest = child.next(tag, Duration::from_secs(60));
+            rest.split_whitespace().map(str::to_owned).collect()
+        })
+        .collect()
 }
 
 #[test]
@@ -318,8 +294,8 @@ fn three_processes_campaign_and_two_observe() {
         .map(|_| role_child(&server, &format!("campaign:{EACH}")))
         .collect();
     let mut reigns: Vec<(u64, String, u64, u64)> = Vec::new();
-    for (_, lines) in &campaigners {
-        for w in tagged(lines, "LEAD", EACH) {
+    for campaigner in &campaigners {
+        for w in tagged(campaigner, "LEAD", EACH) {
             let num = |i: usize| w[i].parse::<u64>().unwrap();
             reigns.push((num(0), w[1].clone(), num(2), num(3)));
         }
@@ -334,9 +310,9 @@ fn three_processes_campaign_and_two_observe() {
         .iter()
         .map(|(term, value, _, _)| vec![term.to_string(), value.clone()])
         .collect();
-    for (_, lines) in &observers {
+    for observer in &observers {
         assert_eq!(
-            tagged(lines, "SAW", 3 * EACH),
+            tagged(observer, "SAW", 3 * EACH),
             expected,
             "every leader once, in order"
         );
@@ -411,47 +387,19 @@ fn election_leader_child() {
     std::io::stdout().flush().unwrap();
 }
 
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// Starts `election_leader_child`.
+fn leader_child(server: &RedisServer) -> ChildTest {
+    ChildTest::start(
+        "election_leader_child",
+        &[("REDLATCH_ELECTION_URL", server.url())],
+    )
 }
 
 #[test]
 fn a_killed_leader_is_replaced_within_a_lease() {
     let server = RedisServer::new();
-    let mut child = ChildGuard(
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "election_leader_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("REDLATCH_ELECTION_URL", server.url())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = child.0.stdout.take().unwrap();
-    let mut term_line = String::new();
-    let mut lines = BufReader::new(stdout).lines();
-    while !term_line.contains("TERM") {
-        term_line = lines.next().unwrap().unwrap();
-    }
-    let child_term: u64 = term_line
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let mut child = leader_child(&server);
+    let child_term: u64 = child.next("TERM", GENEROUS).parse().unwrap();
     let client = Client::open(server.url()).unwrap();
     let election = client.election("xproc");
     assert_eq!(election.leader().unwrap().unwrap().term, child_term);
@@ -465,8 +413,8 @@ fn a_killed_leader_is_replaced_within_a_lease() {
         leadership.resign().unwrap();
     });
     await_waiting(&client, 1);
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
+    child.child.kill().unwrap();
+    child.child.wait().unwrap();
     let killed = Instant::now();
     let (term, at) = won.recv_timeout(GENEROUS).unwrap();
     assert!(term > child_term);
@@ -481,39 +429,9 @@ fn a_killed_leader_is_replaced_within_a_lease() {
 #[test]
 fn a_leader_paused_past_its_lease_is_told_and_fenced_off() {
     let server = RedisServer::new();
-    let mut child = ChildGuard(
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "election_leader_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("REDLATCH_ELECTION_URL", server.url())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let (tx, lines) = mpsc::channel();
-    let stdout = child.0.stdout.take().unwrap();
-    thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let next = |tag: &str| loop {
-        let line = lines.recv_timeout(GENEROUS).unwrap();
-        if let Some(at) = line.find(tag) {
-            return line[at + tag.len()..].trim().to_owned();
-        }
-    };
-    let child_term: u64 = next("TERM").parse().unwrap();
-    let pid = child.0.id().to_string();
+    let mut child = leader_child(&server);
+    let child_term: u64 = child.next("TERM", GENEROUS).parse().unwrap();
+    let pid = child.pid().to_string();
     assert!(Command::new("kill")
         .args(["-STOP", &pid])
         .status()
@@ -532,9 +450,9 @@ fn a_leader_paused_past_its_lease_is_told_and_fenced_off() {
         .status()
         .unwrap()
         .success());
-    writeln!(child.0.stdin.as_mut().unwrap(), "go").unwrap();
+    writeln!(child.child.stdin.as_mut().unwrap(), "go").unwrap();
     assert_eq!(
-        next("AFTER"),
+        child.next("AFTER", GENEROUS),
         "lost stale",
         "told at its next look, and fenced off"
     );

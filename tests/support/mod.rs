@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod child;
 pub mod cluster;
 pub mod forget;
 pub mod java;
