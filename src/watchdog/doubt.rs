@@ -14,6 +14,7 @@
 //! the client's guards have (renewed, or counted here when their lease is explicit), so that it gives back no more than the doubted
 //! acquires took and never a hold a guard has.
 
+use std::collections::hash_map;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -138,17 +139,7 @@ impl Watchdog {
     /// Counts a hold of `name` by `field` with an explicit lease (`held`), or its release.
     /// Returns the holds the client's guards have then (see [`known_holds`](Self::known_holds)).
     pub(crate) fn count_explicit(&self, name: &Arc<str>, field: Arc<str>, held: bool) -> u32 {
-        let mut st = self.shared.state.lock();
-        let key = (Arc::clone(name), field);
-        if held {
-            *st.explicit.entry(key.clone()).or_default() += 1;
-        } else if let Some(n) = st.explicit.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                st.explicit.remove(&key);
-            }
-        }
-        st.known_holds(&key.0, &key.1)
+        self.shared.state.lock().count_explicit(name, field, held)
     }
 
     /// Whether any acquire is in doubt: the owners' calls look no further when none is.
@@ -182,12 +173,45 @@ impl State {
     /// The holds of `name` and `field` the client's guards have: renewed, or with an explicit
     /// lease.
     pub(super) fn known_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
-        let renewed = self
-            .find(name, field)
+        let explicit = if self.explicit.is_empty() {
+            0
+        } else {
+            let key = (Arc::clone(name), Arc::clone(field));
+            self.explicit.get(&key).copied().unwrap_or(0)
+        };
+        self.renewed_holds(name, field) + explicit
+    }
+
+    /// Counts a hold with an explicit lease of `name` by `field` taken (`held`) or released;
+    /// returns the holds of it the client knows of after that (see
+    /// [`Watchdog::count_explicit`]).
+    fn count_explicit(&mut self, name: &Arc<str>, field: Arc<str>, held: bool) -> u32 {
+        let renewed = self.renewed_holds(name, &field);
+        // One lookup: this runs on every acquire and release with an explicit lease.
+        let explicit = match self.explicit.entry((Arc::clone(name), field)) {
+            hash_map::Entry::Occupied(mut n) if held => {
+                *n.get_mut() += 1;
+                *n.get()
+            }
+            hash_map::Entry::Occupied(mut n) => {
+                *n.get_mut() -= 1;
+                if *n.get() == 0 {
+                    n.remove()
+                } else {
+                    *n.get()
+                }
+            }
+            hash_map::Entry::Vacant(n) if held => *n.insert(1),
+            hash_map::Entry::Vacant(_) => 0,
+        };
+        renewed + explicit
+    }
+
+    /// The holds of `name` by `field` that the watchdog renews.
+    fn renewed_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
+        self.find(name, field)
             .and_then(|id| self.entries.get(&id))
-            .map_or(0, |e| e.holds);
-        let key = (Arc::clone(name), Arc::clone(field));
-        renewed + self.explicit.get(&key).copied().unwrap_or(0)
+            .map_or(0, |e| e.holds)
     }
 }
 
@@ -317,6 +341,21 @@ mod tests {
         assert!(st.doubts[&key("due")].settle.is_none());
         assert!(st.take_doubt(now).is_none());
         assert_eq!(st.next_doubt(), Some(later));
+    }
+
+    #[test]
+    fn explicit_holds_are_counted_up_and_down_and_forgotten_at_zero() {
+        let mut st = State::default();
+        let (name, field) = key("lock");
+        let count = |st: &mut State, held| st.count_explicit(&name, Arc::clone(&field), held);
+        assert_eq!(count(&mut st, true), 1);
+        assert_eq!(count(&mut st, true), 2);
+        assert_eq!(st.known_holds(&name, &field), 2);
+        assert_eq!(count(&mut st, false), 1);
+        assert_eq!(count(&mut st, false), 0);
+        assert!(st.explicit.is_empty(), "no entry left at zero");
+        assert_eq!(count(&mut st, false), 0, "a release of nothing counted");
+        assert!(st.explicit.is_empty(), "and nothing added");
     }
 
     #[test]

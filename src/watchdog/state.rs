@@ -201,11 +201,12 @@ impl State {
                 .get(id)
                 .is_some_and(|e| e.field.as_ref() == Some(field))
         });
-        first.or_else(|| {
-            self.more_fields
-                .get(&(Arc::clone(name), Arc::clone(field)))
-                .copied()
-        })
+        if first.is_some() || self.more_fields.is_empty() {
+            return first;
+        }
+        self.more_fields
+            .get(&(Arc::clone(name), Arc::clone(field)))
+            .copied()
     }
 
     /// Indexes the new entry `id` of `name` and `field` (none of that name and field is
