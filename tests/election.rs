@@ -85,8 +85,17 @@ fn a_proclaimed_value_is_the_leaders_and_a_lost_leader_is_told() {
         .unwrap();
     // The lock is taken away (an operator, or a lease run out): the leader learns it on its
     // next look, and a new leader's writes win.
+    let (told_tx, told) = mpsc::channel();
+    leadership.on_lost(move |why| told_tx.send(why).unwrap());
     election.lock().force_unlock().unwrap();
+    assert!(!leadership.is_lost(), "not known yet");
     assert!(matches!(leadership.check(), Err(Error::LockLost { .. })));
+    assert!(leadership.is_lost(), "the check's finding is latched");
+    // The watchdog looks at once: told well within the 10 s to its next renewal.
+    assert_eq!(
+        told.recv_timeout(Duration::from_secs(5)),
+        Ok(redlatch::LostReason::NotHeld)
+    );
     assert!(matches!(
         leadership.proclaim("v3"),
         Err(Error::LockLost { .. })

@@ -102,7 +102,10 @@ impl<O: Ownership> Leadership<O> {
     }
 
     /// Asks the server whether this owner still leads in this term: `Ok` if so. Call it
-    /// before a side effect; a leader paused past its lease learns here that it lost.
+    /// before a side effect; a leader paused past its lease learns here that it lost. A loss
+    /// found here is latched: [`is_lost`](Self::is_lost) says so from then on, and the
+    /// [`on_lost`](Self::on_lost) callbacks run once the watchdog has seen the lock gone (it
+    /// looks at once).
     ///
     /// # Errors
     ///
@@ -119,7 +122,10 @@ impl<O: Ownership> Leadership<O> {
             Some(leader) if leader.term == self.term && leader.owner == self.guard().owner() => {
                 Ok(())
             }
-            _ => Err(lost()),
+            _ => {
+                self.guard().found_lost();
+                Err(lost())
+            }
         }
     }
 

@@ -376,6 +376,17 @@ impl<O: Ownership> LockGuard<O> {
         })
     }
 
+    /// The hold was found gone by a look at the server outside the watchdog (an election's
+    /// check): latched lost now, and every hold renewed at once, so that this one's
+    /// [`on_lost`](Self::on_lost) callbacks run as soon as the watchdog's renewal sees it
+    /// gone, not at its next renewal.
+    pub(crate) fn found_lost(&self) {
+        if self.lost().is_none() {
+            self.lease.mark_lost(LostReason::NotHeld);
+            self.lock.raw.key.client.inner.watchdog.recheck()();
+        }
+    }
+
     /// When this hold's lease runs out unless renewed: the send time of the last confirmed
     /// acquire or renewal plus the lease.
     pub(crate) fn lease_expires(&self) -> Instant {
