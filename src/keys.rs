@@ -61,8 +61,14 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 4] =
-    [FAIR_QUEUE, FAIR_TIMEOUTS, FENCE_TOKEN, RESOURCE_FENCE];
+pub(crate) const TAGGED_HELPERS: [&str; 6] = [
+    FAIR_QUEUE,
+    FAIR_TIMEOUTS,
+    FENCE_TOKEN,
+    RESOURCE_FENCE,
+    ELECTION,
+    ELECTION_LOG,
+];
 
 /// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag (Redisson's
 /// `prefixName`).
@@ -231,11 +237,24 @@ pub(crate) fn is_unlock_latch(key: &str) -> bool {
 }
 
 /// What stands for the object's name in `key`, if `key` is a helper key that belongs to an
-/// object (a [`TAGGED_HELPERS`] key, an unlock latch, permit expiries or a read hold): the
-/// [`hashed`] name, whose [`unhashed`] names are the objects it may belong to.
+/// object (a [`TAGGED_HELPERS`] key, a lock condition's key, an unlock latch, permit
+/// expiries or a read hold): the [`hashed`] name, whose [`unhashed`] names are the objects it
+/// may belong to.
 pub(crate) fn helper_of(key: &str) -> Option<&str> {
     if let Some(rest) = TAGGED_HELPERS.iter().find_map(|p| after(key, p)) {
         return Some(rest);
+    }
+    if let Some(rest) = [CONDITION_WAITERS, CONDITION_QUEUE]
+        .iter()
+        .find_map(|p| after(key, p))
+    {
+        // `{lock}:<condition>`, read to the first `}:`; a lock named with its own tag,
+        // `lock:<condition>`, read to the last `:`. (A lock name with `}:` in it, or a
+        // condition name with `:` in it beside a lock of its own tag, is misread.)
+        return match rest.find("}:") {
+            Some(end) if rest.starts_with('{') => Some(&rest[..=end]),
+            _ => rest.rsplit_once(':').map(|(lock, _condition)| lock),
+        };
     }
     if let Some(rest) = after(key, UNLOCK_LATCH) {
         return rest.rsplit_once(':').map(|(name, _request)| name);

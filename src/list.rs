@@ -18,8 +18,10 @@ impl Client {
     /// cluster, and [inspects](Client::inspect) each; sorted by name.
     ///
     /// Helper keys (a fair lock's queue and timeouts, a fenced lock's token counter,
-    /// read-hold leases, permit expiries, unlock latches) are grouped under their object's
-    /// name, never listed on their own. An object is found when one of its keys matches:
+    /// read-hold leases, permit expiries, unlock latches, an election's record and log) are
+    /// grouped under their object's name, never listed on their own. A lock condition's keys
+    /// are grouped under their lock while it is held; those of a free lock (whose waiters
+    /// wait for a notification) are listed on their own, as [`Kind::Unknown`](crate::Kind::Unknown). An object is found when one of its keys matches:
     /// `orders:*` finds the locks named `orders:...`, but not a fenced lock that is free and
     /// so exists only as `redisson_lock_token:{orders:...}` (`*orders:*` finds both). Keys of
     /// other applications that match are listed as [`Kind::Unknown`](crate::Kind::Unknown)
@@ -143,6 +145,16 @@ impl Client {
                 }
             }
         }
+        // Helper keys that no inspection names (an election's record and log, a condition's
+        // keys: found by scanning only) join the object they belong to.
+        for key in keys {
+            let owner = owners_of(key).into_iter().find(|n| found.contains_key(n));
+            if let Some(i) = owner.and_then(|n| found.get_mut(&n)) {
+                if !i.keys.contains(key) && !is_unlock_latch(key) {
+                    i.keys.push(key.clone());
+                }
+            }
+        }
         let explained: BTreeSet<&str> = found
             .values()
             .flat_map(|i| i.keys.iter().map(String::as_str))
@@ -204,6 +216,22 @@ mod tests {
         assert_eq!(
             owners("{catalog}:0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:7:rwlock_timeout:2"),
             ["catalog", "{catalog}"]
+        );
+        assert_eq!(
+            owners("redlatch_condition:{buffer}:not-full"),
+            ["buffer", "{buffer}"]
+        );
+        assert_eq!(owners("redlatch_condition_queue:{a}b:c"), ["{a}b"]);
+        assert_eq!(owners("redlatch_condition_queue:x{a}:c"), ["x{a}"]);
+        assert_eq!(
+            owners("redlatch_condition:{a}:b}:c"),
+            ["a", "{a}"],
+            "a lock named `a}}:b` is misread"
+        );
+        assert_eq!(owners("redlatch_election:{leader}"), ["leader", "{leader}"]);
+        assert_eq!(
+            owners("redlatch_election_log:{leader}"),
+            ["leader", "{leader}"]
         );
         assert!(owners("orders").is_empty());
         assert!(owners("session:timeout").is_empty());

@@ -522,6 +522,60 @@ fn inspect_and_list_survive_a_value_that_is_not_utf8() {
     assert!(listed.is_ok(), "list(app:*) = {:?}", listed.map(|_| ()));
 }
 
+/// Keys that only a scan finds (a condition's waiters and queue, an election's record and
+/// log) are listed under the lock they belong to, not as objects of their own.
+#[test]
+fn list_groups_condition_and_election_keys_under_their_lock() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let waiting = {
+        let client = client.clone();
+        thread::spawn(move || {
+            let lock = client.lock("buffer");
+            let mut guard = lock.lock().unwrap();
+            lock.condition("not-empty")
+                .wait_for(&mut guard, Duration::from_secs(20))
+                .map(|r| r.timed_out())
+        })
+    };
+    let mut con = server.conn();
+    assert!(wait_until(Duration::from_secs(10), || redis::cmd("EXISTS")
+        .arg("redlatch_condition:{buffer}:not-empty")
+        .query::<u32>(&mut con)
+        .unwrap()
+        == 1));
+    let leadership = client.election("leader").campaign("me").unwrap();
+    let lock = client.lock("buffer");
+    let guard = lock.lock().unwrap();
+
+    let all = client.list("*").unwrap();
+    let names: Vec<&str> = all.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["buffer", "leader"], "{all:?}");
+    assert_eq!(all[0].kind, Kind::Reentrant);
+    assert_eq!(
+        all[0].keys,
+        [
+            "buffer",
+            "redlatch_condition:{buffer}:not-empty",
+            "redlatch_condition_queue:{buffer}:not-empty"
+        ]
+    );
+    assert_eq!(all[1].kind, Kind::Fenced);
+    assert_eq!(
+        all[1].keys,
+        [
+            "leader",
+            "redisson_lock_token:{leader}",
+            "redlatch_election:{leader}",
+            "redlatch_election_log:{leader}"
+        ]
+    );
+    drop(leadership);
+    lock.condition("not-empty").notify_all().unwrap();
+    drop(guard);
+    assert!(!waiting.join().unwrap().unwrap(), "notified");
+}
+
 /// A lock named with its own hash tag, `{user:1}`, shares its helper keys with the name
 /// `user:1`: list must show the lock once, under its own name. Broke: a phantom `user:1`.
 #[test]
