@@ -36,6 +36,12 @@ pub(crate) const MAX_PASSES: u32 = 8;
 /// retries; this only keeps a waiter from hanging on a releaser that vanished).
 const CLAIM_PATIENCE: Duration = Duration::from_secs(120);
 
+/// How long a claimed waiter polls for the releaser's call to end before it sleeps on it:
+/// about a round trip to a server nearby. A call that ends within this saves the waiter a
+/// second wake-up; one that takes longer (a server far away) costs it this much CPU, and the
+/// hand-over takes as long as it would have.
+const CLAIM_SPIN: Duration = Duration::from_micros(100);
+
 /// Where one waiter stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum State {
@@ -90,9 +96,27 @@ impl Waiter {
         }
     }
 
-    /// The state once no claim is in flight.
+    /// The thread's wake slot: the releaser's call wakes it as soon as its command is
+    /// written (see `backend::nudging_after_write`), so that the thread's wake-up overlaps
+    /// the round trip instead of following it.
+    pub(crate) fn thread(&self) -> &Arc<Interruption> {
+        &self.thread
+    }
+
+    /// The state once no claim is in flight. A claimed waiter is woken while the releaser's
+    /// call runs (see [`thread`](Self::thread)): it polls for up to [`CLAIM_SPIN`] before it
+    /// sleeps, so that a call that ends meanwhile costs no second wake-up.
     fn settled(&self) -> parking_lot::MutexGuard<'_, State> {
         let mut state = self.state.lock();
+        if *state == State::Claimed {
+            let spin_until = Instant::now() + CLAIM_SPIN;
+            while *state == State::Claimed && Instant::now() < spin_until {
+                parking_lot::MutexGuard::unlocked(&mut state, || {
+                    std::hint::spin_loop();
+                    std::thread::yield_now();
+                });
+            }
+        }
         let until = Instant::now() + CLAIM_PATIENCE;
         while *state == State::Claimed {
             if self.changed.wait_until(&mut state, until).timed_out() {
@@ -154,7 +178,8 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         if !self.done {
-            // Not passed: the waiter goes on waiting (the release that follows wakes it).
+            // Not passed: the waiter goes on waiting (the release that follows wakes it),
+            // or, woken by the call already, attempts once by itself.
             let mut state = self.waiter.state.lock();
             if *state == State::Claimed {
                 *state = State::Blocked;

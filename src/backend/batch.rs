@@ -42,12 +42,44 @@ use redis::{ConnectionLike, RedisError, RedisResult, Value};
 use super::checkout::{Held, Lender};
 use super::merge::{Merger, MERGER};
 use crate::error::Error;
+use crate::interrupt::Interruption;
 
 /// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
 const MAX_DOOMED: usize = 4096;
 /// Keys to delete go out once this many wait (one `DEL` for many costs the server little
 /// more than one command); fewer are left for a later write, or to expire.
 const MIN_DOOMED: usize = 16;
+
+thread_local! {
+    /// The thread to wake once this thread's command is written (see
+    /// [`nudging_after_write`]).
+    static AFTER_WRITE: std::cell::RefCell<Option<Arc<Interruption>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `call` (one command, on this thread), waking `thread` once as soon as the command
+/// is written, while its reply is still to come, or else as the call returns (another
+/// thread wrote it, or it was not sent). A hand-over inside the client wakes the waiter so:
+/// its wake-up then overlaps the round trip that passes it the lock (see `handover.rs`).
+pub(crate) fn nudging_after_write<R>(thread: &Arc<Interruption>, call: impl FnOnce() -> R) -> R {
+    /// Wakes the thread if nobody did, however the call ends.
+    struct Pending;
+    impl Drop for Pending {
+        fn drop(&mut self) {
+            wake_after_write();
+        }
+    }
+    AFTER_WRITE.with(|slot| *slot.borrow_mut() = Some(Arc::clone(thread)));
+    let _pending = Pending;
+    call()
+}
+
+/// Wakes the thread [`nudging_after_write`] named, if any (once).
+fn wake_after_write() {
+    if let Some(thread) = AFTER_WRITE.with(|slot| slot.borrow_mut().take()) {
+        thread.nudge();
+    }
+}
 
 pub(crate) struct Batcher {
     /// How many round trips may be under way at once, each on its own connection.
@@ -534,6 +566,9 @@ impl Batcher {
         let mut answers = Answers::default();
         if held.is_none() {
             held = self.write(pool, bytes, &mut entries, &mut answers);
+            if held.is_some() {
+                wake_after_write();
+            }
         }
         if let Some(h) = held.take() {
             held = self.read(pool, h, entries, &mut answers);
@@ -916,6 +951,43 @@ mod tests {
         let queue = batcher.queue.lock();
         assert_eq!(queue.leading, 1, "the lane taken is given back");
         assert!(queue.entries.is_empty() && queue.bytes.is_empty());
+    }
+
+    #[test]
+    fn the_thread_named_is_woken_once_its_command_is_written_before_the_reply() {
+        use crate::testing::Server;
+        use std::time::{Duration, Instant};
+        let server = Server::start();
+        let endpoint = super::super::endpoint::Fixed(server.info());
+        let pool = super::super::pool::testing_pool(&server, endpoint, |b| b);
+        let woken = Arc::new(Interruption::default());
+        let watcher = {
+            let woken = Arc::clone(&woken);
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(10);
+                while !woken.take_nudge() {
+                    assert!(Instant::now() < until, "never woken");
+                    std::thread::yield_now();
+                }
+                Instant::now()
+            })
+        };
+        // A reply that takes half a second to come.
+        let reply: Option<(String, String)> = nudging_after_write(&woken, || {
+            pool.run("k", Policy::Retried, |c| {
+                redis::cmd("BLPOP").arg("nothing").arg(0.5).query(c)
+            })
+        })
+        .expect("BLPOP");
+        let returned = Instant::now();
+        assert_eq!(reply, None);
+        let woken_at = watcher.join().unwrap();
+        assert!(
+            returned - woken_at >= Duration::from_millis(300),
+            "woken {:?} before the reply: as the command was written",
+            returned - woken_at
+        );
+        assert!(!woken.take_nudge(), "woken once");
     }
 
     #[test]

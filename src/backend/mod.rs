@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::net::Dial;
 use crate::pubsub::{Address, Dispatcher, Mode, PubSub, Subscriptions};
 
+pub(crate) use batch::nudging_after_write;
 use cluster::Cluster;
 pub(crate) use endpoint::{Endpoint, Fixed};
 pub(crate) use pool::Pool;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backend::nudging_after_write;
 use crate::error::{Error, Result};
 use crate::handover::{Claim, State, Waiter};
 use crate::lock::guard::LockGuard;
@@ -22,6 +23,17 @@ impl RawLock {
             self.key.client.inner.handovers.claim(&self.key.name, owner)
         } else {
             None
+        }
+    }
+
+    /// The release's first call: one that passes to a waiter wakes it as soon as the call
+    /// is written, so that the waiter's wake-up overlaps the round trip.
+    pub(super) fn pass_script(&self, release: &Release<'_>, claim: Option<&Claim>) -> Result<Ran> {
+        match claim {
+            Some(claim) => {
+                nudging_after_write(claim.waiter.thread(), || self.unlock_script(release))
+            }
+            None => self.unlock_script(release),
         }
     }
 

@@ -420,7 +420,7 @@ impl RawLock {
         let to = claim.as_ref().map(|claim| Arc::clone(&claim.waiter));
         release.pass_to = to.as_deref().map(RawLock::first_pass);
         let sent_at = Instant::now();
-        let e = match self.unlock_script(&release) {
+        let e = match self.pass_script(&release, claim.as_ref()) {
             Ok(Ran::Did(Unlocked::Passed)) => {
                 if let Some(claim) = claim {
                     self.pass_given(claim, owner, sent_at);
@@ -484,7 +484,10 @@ impl RawLock {
         release.pass_to = to.as_deref().map(RawLock::first_pass);
         let sent_at = Instant::now();
         let mut lost = false;
-        let outcome = match self.unlock_script(&release).and_then(Ran::unlocked) {
+        let outcome = match self
+            .pass_script(&release, claim.as_ref())
+            .and_then(Ran::unlocked)
+        {
             Err(e) if e.breaks_connection() => {
                 log::debug!(
                     "unlock of `{}` (owner {owner}) lost its reply ({e}); retrying",
