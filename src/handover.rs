@@ -96,25 +96,32 @@ impl Waiter {
         }
     }
 
-    /// The thread's wake slot: the releaser's call wakes it as soon as its command is
-    /// written (see `backend::nudging_after_write`), so that the thread's wake-up overlaps
-    /// the round trip instead of following it.
-    pub(crate) fn thread(&self) -> &Arc<Interruption> {
-        &self.thread
+    /// Wakes the waiting thread while a releaser's call on it is in flight (the releaser's
+    /// command was just written: see `backend::nudging_after_write`), so that its wake-up
+    /// overlaps the round trip instead of following it. Nothing once the claim is over (a
+    /// waiter that stopped waiting for it may be in another wait by now).
+    pub(crate) fn wake_early(&self) {
+        let state = self.state.lock();
+        if *state == State::Claimed {
+            self.thread.nudge();
+        }
     }
 
     /// The state once no claim is in flight. A claimed waiter is woken while the releaser's
-    /// call runs (see [`thread`](Self::thread)): it polls for up to [`CLAIM_SPIN`] before it
-    /// sleeps, so that a call that ends meanwhile costs no second wake-up.
+    /// call runs (see [`wake_early`](Self::wake_early)): it polls for up to [`CLAIM_SPIN`]
+    /// before it sleeps, so that a call that ends meanwhile costs no second wake-up.
     fn settled(&self) -> parking_lot::MutexGuard<'_, State> {
         let mut state = self.state.lock();
         if *state == State::Claimed {
             let spin_until = Instant::now() + CLAIM_SPIN;
-            while *state == State::Claimed && Instant::now() < spin_until {
-                parking_lot::MutexGuard::unlocked(&mut state, || {
-                    std::hint::spin_loop();
+            loop {
+                let more = parking_lot::MutexGuard::unlocked(&mut state, || {
                     std::thread::yield_now();
+                    Instant::now() < spin_until
                 });
+                if !more || *state != State::Claimed {
+                    break;
+                }
             }
         }
         let until = Instant::now() + CLAIM_PATIENCE;
@@ -408,8 +415,11 @@ mod tests {
         let w = h.join(&name(), "c:1".into(), 1000);
         w.blocked();
         let claim = h.claim(&name(), "c:2").unwrap();
+        claim.waiter.wake_early();
+        assert!(w.thread.take_nudge(), "woken while claimed");
         // As if its patience ran out: it attempts on its own.
         *w.state.lock() = State::Attempting;
+        claim.waiter.wake_early();
         assert!(!claim.given(Instant::now()), "the releaser gives it back");
         assert!(!w.thread.take_nudge(), "and nudges nobody");
     }

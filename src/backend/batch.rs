@@ -42,7 +42,7 @@ use redis::{ConnectionLike, RedisError, RedisResult, Value};
 use super::checkout::{Held, Lender};
 use super::merge::{Merger, MERGER};
 use crate::error::Error;
-use crate::interrupt::Interruption;
+use crate::handover::Waiter;
 
 /// Most keys kept for [`Batcher::delete_later`]; more are left to expire by themselves.
 const MAX_DOOMED: usize = 4096;
@@ -51,33 +51,39 @@ const MAX_DOOMED: usize = 4096;
 const MIN_DOOMED: usize = 16;
 
 thread_local! {
-    /// The thread to wake once this thread's command is written (see
+    /// The waiter to wake once this thread's command is written (see
     /// [`nudging_after_write`]).
-    static AFTER_WRITE: std::cell::RefCell<Option<Arc<Interruption>>> =
+    static AFTER_WRITE: std::cell::RefCell<Option<Arc<Waiter>>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `call` (one command, on this thread), waking `thread` once as soon as the command
+/// Runs `call` (one command, on this thread), waking `waiter` once as soon as the command
 /// is written, while its reply is still to come, or else as the call returns (another
 /// thread wrote it, or it was not sent). A hand-over inside the client wakes the waiter so:
 /// its wake-up then overlaps the round trip that passes it the lock (see `handover.rs`).
-pub(crate) fn nudging_after_write<R>(thread: &Arc<Interruption>, call: impl FnOnce() -> R) -> R {
-    /// Wakes the thread if nobody did, however the call ends.
+pub(crate) fn nudging_after_write<R>(waiter: &Arc<Waiter>, call: impl FnOnce() -> R) -> R {
+    /// Wakes the waiter if nobody did, however the call ends.
     struct Pending;
     impl Drop for Pending {
         fn drop(&mut self) {
             wake_after_write();
         }
     }
-    AFTER_WRITE.with(|slot| *slot.borrow_mut() = Some(Arc::clone(thread)));
+    // `try_with`: a write from a thread-local's destructor (a guard kept in one) may come
+    // after this one is gone; it then wakes nobody early.
+    let _ = AFTER_WRITE.try_with(|slot| *slot.borrow_mut() = Some(Arc::clone(waiter)));
     let _pending = Pending;
     call()
 }
 
-/// Wakes the thread [`nudging_after_write`] named, if any (once).
+/// Wakes the waiter [`nudging_after_write`] named, if any (once).
 fn wake_after_write() {
-    if let Some(thread) = AFTER_WRITE.with(|slot| slot.borrow_mut().take()) {
-        thread.nudge();
+    if let Some(waiter) = AFTER_WRITE
+        .try_with(|slot| slot.borrow_mut().take())
+        .ok()
+        .flatten()
+    {
+        waiter.wake_early();
     }
 }
 
@@ -960,7 +966,12 @@ mod tests {
         let server = Server::start();
         let endpoint = super::super::endpoint::Fixed(server.info());
         let pool = super::super::pool::testing_pool(&server, endpoint, |b| b);
-        let woken = Arc::new(Interruption::default());
+        // This thread waits for a lock, and a release claims it.
+        let handovers = crate::handover::HandOvers::default();
+        let waiter = handovers.join(&Arc::from("l"), Arc::from("c:1"), 1000);
+        waiter.blocked();
+        let claim = handovers.claim(&Arc::from("l"), "c:2").expect("claimed");
+        let woken = crate::interrupt::Interruption::current();
         let watcher = {
             let woken = Arc::clone(&woken);
             std::thread::spawn(move || {
@@ -972,10 +983,10 @@ mod tests {
                 Instant::now()
             })
         };
-        // A reply that takes half a second to come.
-        let reply: Option<(String, String)> = nudging_after_write(&woken, || {
+        // A reply that takes a second to come.
+        let reply: Option<(String, String)> = nudging_after_write(&claim.waiter, || {
             pool.run("k", Policy::Retried, |c| {
-                redis::cmd("BLPOP").arg("nothing").arg(0.5).query(c)
+                redis::cmd("BLPOP").arg("nothing").arg(1.0).query(c)
             })
         })
         .expect("BLPOP");
@@ -983,11 +994,18 @@ mod tests {
         assert_eq!(reply, None);
         let woken_at = watcher.join().unwrap();
         assert!(
-            returned - woken_at >= Duration::from_millis(300),
+            returned - woken_at >= Duration::from_millis(500),
             "woken {:?} before the reply: as the command was written",
             returned - woken_at
         );
         assert!(!woken.take_nudge(), "woken once");
+        drop(claim);
+        // No claim, no wake-up: a waiter that stopped waiting may be in another wait.
+        let _: () = nudging_after_write(&waiter, || {
+            pool.run("k", Policy::Retried, |c| redis::cmd("PING").query(c))
+        })
+        .expect("PING");
+        assert!(!woken.take_nudge(), "nobody woken without a claim");
     }
 
     #[test]

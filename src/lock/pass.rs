@@ -30,9 +30,7 @@ impl RawLock {
     /// is written, so that the waiter's wake-up overlaps the round trip.
     pub(super) fn pass_script(&self, release: &Release<'_>, claim: Option<&Claim>) -> Result<Ran> {
         match claim {
-            Some(claim) => {
-                nudging_after_write(claim.waiter.thread(), || self.unlock_script(release))
-            }
+            Some(claim) => nudging_after_write(&claim.waiter, || self.unlock_script(release)),
             None => self.unlock_script(release),
         }
     }
