@@ -21,7 +21,8 @@ impl Client {
     /// read-hold leases, permit expiries, unlock latches, an election's record and log) are
     /// grouped under their object's name, never listed on their own. A lock condition's keys
     /// are grouped under their lock while it is held; those of a free lock (whose waiters
-    /// wait for a notification) are listed on their own, as [`Kind::Unknown`](crate::Kind::Unknown). An object is found when one of its keys matches:
+    /// wait for a notification) are listed on their own, as
+    /// [`Kind::Unknown`](crate::Kind::Unknown). An object is found when one of its keys matches:
     /// `orders:*` finds the locks named `orders:...`, but not a fenced lock that is free and
     /// so exists only as `redisson_lock_token:{orders:...}` (`*orders:*` finds both). Keys of
     /// other applications that match are listed as [`Kind::Unknown`](crate::Kind::Unknown)

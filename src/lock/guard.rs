@@ -383,7 +383,7 @@ impl<O: Ownership> LockGuard<O> {
     pub(crate) fn found_lost(&self) {
         if self.lost().is_none() {
             self.lease.mark_lost(LostReason::NotHeld);
-            self.lock.raw.key.client.inner.watchdog.recheck()();
+            self.lock.raw.key.client.inner.watchdog.renew_all_now();
         }
     }
 

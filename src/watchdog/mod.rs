@@ -81,6 +81,20 @@ struct Shared {
     settled: Condvar,
 }
 
+impl Shared {
+    /// Every hold due now (see [`Watchdog::recheck`]).
+    fn renew_all_now(&self) {
+        let mut st = self.state.lock();
+        if st.renewing {
+            // Its entries are not in the heap now; all at once when they are.
+            st.recheck = true;
+        } else if st.all_due(std::time::Instant::now()) {
+            drop(st);
+            self.changed.notify_one();
+        }
+    }
+}
+
 impl Watchdog {
     pub(crate) fn start(
         backend: Arc<Backend>,
@@ -120,17 +134,16 @@ impl Watchdog {
         let shared = Arc::downgrade(&self.shared);
         Arc::new(move || {
             if let Some(shared) = shared.upgrade() {
-                let mut st = shared.state.lock();
                 log::debug!("a connection is back: renewing every hold now");
-                if st.renewing {
-                    // Its entries are not in the heap now; all at once when they are.
-                    st.recheck = true;
-                } else if st.all_due(std::time::Instant::now()) {
-                    drop(st);
-                    shared.changed.notify_one();
-                }
+                shared.renew_all_now();
             }
         })
+    }
+
+    /// Has the thread renew every hold now, not at its time: one was found gone by a look
+    /// outside the watchdog (see `LockGuard::found_lost`).
+    pub(crate) fn renew_all_now(&self) {
+        self.shared.renew_all_now();
     }
 
     /// Stops renewing, for good: every watched hold is lost ([`LostReason::ClientClosed`]),
