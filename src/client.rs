@@ -99,14 +99,19 @@ impl Client {
             Arc::clone(&metrics),
         )?;
         // A pub/sub connection back after a loss (a restart, a failover) has every hold
-        // checked at once, not at its next renewal, on fresh command connections.
+        // checked at once, not at its next renewal, on fresh command connections. So does
+        // its first connection if locks were taken before it (its thread started late): the
+        // server may have restarted in between, unseen.
         let recheck = watchdog.recheck();
         let weak_backend = Arc::downgrade(&backend);
-        let reconnected = Arc::new(move || {
+        let reconnected = Arc::new(move |first: bool| {
+            if first && !recheck.watches_any() {
+                return;
+            }
             if let Some(backend) = weak_backend.upgrade() {
                 backend.drop_connections();
             }
-            recheck();
+            recheck.now();
         });
         let pubsub = backend.dispatcher(config.dial(&metrics, reconnected))?;
         log::debug!("redlatch client {id} created (connections named {name})");

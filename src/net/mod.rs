@@ -35,13 +35,15 @@ pub(crate) struct Dial {
     pub(crate) metrics: Arc<Recorder>,
     /// The connection name (`CLIENT SETNAME`): `<prefix>:<client id>`.
     pub(crate) name: Option<Arc<str>>,
-    /// Called once a connection that was lost is made again: the server may have restarted
-    /// without its data, or failed over to a replica that lacks some writes.
+    /// Called once a connection is made after one was lost or could not be made (the server
+    /// may have restarted without its data, or failed over to a replica that lacks some
+    /// writes), with `false`; and as the client's own connection (not a cluster node's) is
+    /// made for the first time, with `true`: locks taken before it may have been lost unseen.
     pub(crate) reconnected: Option<Reconnected>,
 }
 
-/// What a reconnect calls.
-pub(crate) type Reconnected = Arc<dyn Fn() + Send + Sync>;
+/// What a (re)connect calls: `first` for the first connection, with no loss seen.
+pub(crate) type Reconnected = Arc<dyn Fn(bool) + Send + Sync>;
 
 impl Dial {
     /// Plain TCP with both timeouts `timeout`.

@@ -213,8 +213,11 @@ impl Shared {
 
     pub(super) fn run(&self) {
         let mut backoff = Duration::from_millis(50);
-        // Whether a connection was made before: the next one is a reconnect.
-        let mut had_one = false;
+        // Whether the server was out of sight (a connection ended, or one could not be made):
+        // the next connection is a reconnect. A thread that started late may find the server
+        // down at its first try: that counts too.
+        let mut lost = false;
+        let mut first = true;
         loop {
             match self.connect() {
                 Ok(stream) => {
@@ -222,17 +225,22 @@ impl Shared {
                     let Some(reader) = self.install(&stream) else {
                         return;
                     };
-                    if had_one {
-                        // Back after a loss: whatever else the server lost, it is checked now.
-                        if let Some(reconnected) = &self.dial.reconnected {
-                            reconnected();
+                    if let Some(reconnected) = &self.dial.reconnected {
+                        // Back after a loss: whatever else the server lost, it is checked
+                        // now. A cluster node's connection comes and goes with its waiters:
+                        // its first says nothing about the client's locks.
+                        if lost {
+                            reconnected(false);
+                        } else if first && !self.placed {
+                            reconnected(true);
                         }
                     }
-                    had_one = true;
+                    first = false;
                     self.read_loop(reader);
                     if self.disconnected() {
                         return;
                     }
+                    lost = true;
                     self.dial.metrics.reconnected();
                     log::warn!(
                         "pub/sub connection to {} lost; reconnecting and waking waiters",
@@ -240,6 +248,7 @@ impl Shared {
                     );
                 }
                 Err(e) => {
+                    lost = true;
                     log::debug!("pub/sub connect to {} failed: {e}", self.target.describe());
                     if self.connect_failed() {
                         return;

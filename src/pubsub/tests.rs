@@ -417,3 +417,76 @@ fn sharded_connection_to_a_real_server_wakes_a_waiter_on_spublish() {
     w.attempted();
     w.succeeded();
 }
+
+/// A pub/sub connection to `listener`, which the test plays as the server; what the
+/// connection reports of its (re)connects (`first` or not) comes out of the receiver.
+fn reporting(listener: &std::net::TcpListener, placed: bool) -> (PubSub, Receiver<bool>) {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let mut dial = Dial::plain(PATIENCE);
+    dial.reconnected = Some(Arc::new(move |first| {
+        let _ = tx.send(first);
+    }));
+    let address = format!("redis://{}/", listener.local_addr().unwrap());
+    let target = Arc::new(redis::IntoConnectionInfo::into_connection_info(address).unwrap());
+    let shared = super::connection::Shared::new(target, dial, Mode::Plain, placed);
+    (PubSub::spawn(shared).unwrap(), rx)
+}
+
+/// Accepts the next connection and answers its setup (the two `CLIENT SETINFO` of a dial
+/// without a name) as a server would; the connection is then up.
+fn accept_set_up(listener: &std::net::TcpListener) -> std::net::TcpStream {
+    use std::io::Write;
+    let (stream, _) = listener.accept().unwrap();
+    let mut parser = redis::Parser::new();
+    for _ in 0..2 {
+        parser.parse_value(&stream).unwrap();
+    }
+    (&stream).write_all(b"+OK\r\n+OK\r\n").unwrap();
+    stream
+}
+
+#[test]
+fn the_first_connection_is_reported_as_such_and_every_reconnect_after_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (_pubsub, reports) = reporting(&listener, false);
+    let first = accept_set_up(&listener);
+    assert_eq!(
+        reports.recv_timeout(PATIENCE),
+        Ok(true),
+        "the first connection"
+    );
+    drop(first);
+    let _second = accept_set_up(&listener);
+    assert_eq!(reports.recv_timeout(PATIENCE), Ok(false), "a reconnect");
+    assert!(reports.try_recv().is_err(), "once each");
+}
+
+/// The server down at the first try (a client's thread that started late, while the server
+/// restarted): the connection made next is a reconnect, which has the client's holds checked.
+#[test]
+fn a_failed_first_try_makes_the_next_connection_a_reconnect() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (_pubsub, reports) = reporting(&listener, false);
+    // Closed before the setup's replies: the first try fails.
+    drop(listener.accept().unwrap());
+    let _up = accept_set_up(&listener);
+    assert_eq!(reports.recv_timeout(PATIENCE), Ok(false), "a reconnect");
+    assert!(reports.try_recv().is_err(), "not also a first connection");
+}
+
+/// A cluster node's connection comes and goes with its waiters: its first connection says
+/// nothing about the client's holds, its reconnects do.
+#[test]
+fn a_node_connection_reports_only_its_reconnects() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (_pubsub, reports) = reporting(&listener, true);
+    let first = accept_set_up(&listener);
+    drop(first);
+    let _second = accept_set_up(&listener);
+    assert_eq!(
+        reports.recv_timeout(PATIENCE),
+        Ok(false),
+        "the reconnect, first"
+    );
+    assert!(reports.try_recv().is_err());
+}

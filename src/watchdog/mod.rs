@@ -39,7 +39,7 @@ mod schedule;
 mod state;
 
 use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -79,6 +79,32 @@ struct Shared {
     unsettled: AtomicUsize,
     /// Notified when a settle has run.
     settled: Condvar,
+}
+
+/// A weak handle on the watchdog for the pub/sub connection's reconnects (see
+/// [`Watchdog::recheck`]).
+pub(crate) struct Recheck(Weak<Shared>);
+
+impl Recheck {
+    /// Whether any hold is renewed: a recheck would have something to look at.
+    pub(crate) fn watches_any(&self) -> bool {
+        self.0.upgrade().is_some_and(|shared| {
+            shared
+                .state
+                .lock()
+                .entries
+                .values()
+                .any(|e| !e.signals_only())
+        })
+    }
+
+    /// Every renewed hold due now.
+    pub(crate) fn now(&self) {
+        if let Some(shared) = self.0.upgrade() {
+            log::debug!("the server may have lost what it held: renewing every hold now");
+            shared.renew_all_now();
+        }
+    }
 }
 
 impl Shared {
@@ -130,14 +156,8 @@ impl Watchdog {
     /// What makes the thread renew every hold now, not at its time: for a server that may
     /// have lost them (seen again after a lost connection). Holds the thread's state weakly:
     /// it does nothing once the watchdog is gone.
-    pub(crate) fn recheck(&self) -> Arc<dyn Fn() + Send + Sync> {
-        let shared = Arc::downgrade(&self.shared);
-        Arc::new(move || {
-            if let Some(shared) = shared.upgrade() {
-                log::debug!("a connection is back: renewing every hold now");
-                shared.renew_all_now();
-            }
-        })
+    pub(crate) fn recheck(&self) -> Recheck {
+        Recheck(Arc::downgrade(&self.shared))
     }
 
     /// Has the thread renew every hold now, not at its time: one was found gone by a look
