@@ -290,3 +290,120 @@ fn nested_holds_set_no_lease_past_the_cap() {
     assert!(wait_until(SLACK, || outer.is_lost()));
     assert!(outer.unlock().unwrap_err().is_lock_lost());
 }
+
+/// Waiters in the queue of condition `condition` of `lock`, read raw: (ZSET, LIST).
+fn condition_waiters(raw: &mut redis::Connection, lock: &str, condition: &str) -> (i64, i64) {
+    let waiters: i64 = raw
+        .zcard(format!("redlatch_condition:{{{lock}}}:{condition}"))
+        .unwrap();
+    let queue: i64 = raw
+        .llen(format!("redlatch_condition_queue:{{{lock}}}:{condition}"))
+        .unwrap();
+    (waiters, queue)
+}
+
+#[test]
+fn a_condition_wait_ends_at_the_cap_and_the_lock_is_not_held_again() {
+    let server = RedisServer::new();
+    let client = client(&server, Some(CAP));
+    let mut raw = server.conn();
+    let key = "maxhold:wait";
+    let lock = client.lock(key);
+    let t0 = Instant::now();
+    let mut guard = lock.lock().unwrap();
+    let rx = lost_signal(&guard);
+    // Nobody notifies: the cap ends the wait, long before its timeout.
+    let err = lock
+        .condition("never")
+        .wait_for(&mut guard, Duration::from_secs(10))
+        .unwrap_err();
+    let ended = t0.elapsed();
+    assert!(err.is_lock_lost(), "{err:?}");
+    assert!(
+        ended >= CAP && ended <= CAP + SLACK,
+        "the wait ended {ended:?} after the acquire (cap {CAP:?})"
+    );
+    let (reason, _) = expect_lost_once(&rx, t0);
+    assert_eq!(reason, LostReason::MaxHoldReached);
+    assert!(guard.is_lost());
+    // Nothing left: the lock free, the waiter out of the queue.
+    assert_eq!(raw.exists::<_, i64>(key).unwrap(), 0);
+    assert_eq!(condition_waiters(&mut raw, key, "never"), (0, 0));
+    assert!(guard.unlock().unwrap_err().is_lock_lost());
+    assert_eq!(client.lock(key).hold_count().unwrap(), 0);
+}
+
+/// Notified half a lease before its cap, the waiter holds the lock again with a lease that
+/// ends by the cap (the watchdog's lease would end a second after it), and loses it there.
+#[test]
+fn a_condition_wait_notified_near_the_cap_holds_the_lock_no_longer_than_the_cap() {
+    let server = RedisServer::new();
+    let lease = Duration::from_secs(2);
+    let cap = Duration::from_secs(3);
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(lease)
+        .max_hold(cap)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let other = Client::open(server.url()).unwrap();
+    let key = "maxhold:notified";
+    let mut raw = server.conn();
+    let mut waiter_raw = server.conn();
+    let (tx, rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let lock = client.lock(key);
+        let t0 = Instant::now();
+        let mut guard = lock.lock().unwrap();
+        // The cap is the acquire's send time plus `cap`: between these two.
+        let caps = (t0 + cap, Instant::now() + cap);
+        let lost = lost_signal(&guard);
+        tx.send(t0).unwrap();
+        let waited = lock
+            .condition("near")
+            .wait_for(&mut guard, Duration::from_secs(10))
+            .unwrap();
+        let now = Instant::now();
+        let pttl: i64 = waiter_raw.pttl(key).unwrap();
+        assert!(pttl > 0, "held again: {pttl}");
+        let expires = now + Duration::from_millis(pttl as u64);
+        // The guard stays on its thread (and holds) until the cap ends its hold.
+        let (reason, after) = expect_lost_once(&lost, caps.0);
+        (
+            waited.timed_out(),
+            expires,
+            caps,
+            reason,
+            after,
+            guard.is_lost(),
+        )
+    });
+    let t0 = rx.recv().unwrap();
+    assert!(wait_until(Duration::from_secs(10), || {
+        condition_waiters(&mut raw, key, "near").0 == 1
+    }));
+    // Staging, not synchronisation: the notification comes half a lease before the cap.
+    std::thread::sleep((t0 + cap - lease / 2).saturating_duration_since(Instant::now()));
+    let lock = other.lock(key);
+    let notifier = lock.lock().unwrap();
+    assert!(lock.condition("near").notify_one().unwrap());
+    notifier.unlock().unwrap();
+    let (timed_out, expires, (earliest_cap, latest_cap), reason, after, lost) =
+        waiter.join().unwrap();
+    assert!(!timed_out);
+    assert!(
+        expires <= latest_cap + Duration::from_millis(300),
+        "held again, its lease ends {:?} after the cap",
+        expires.saturating_duration_since(latest_cap)
+    );
+    assert_eq!(reason, LostReason::MaxHoldReached);
+    assert!(
+        after <= latest_cap - earliest_cap + SLACK,
+        "lost {after:?} after the cap"
+    );
+    assert!(lost);
+    assert!(
+        wait_until(SLACK, || raw.exists::<_, i64>(key).unwrap() == 0),
+        "expired in Redis"
+    );
+}

@@ -126,6 +126,8 @@ enum Ended {
     /// The waiter's place was gone (its lease ran out).
     Dropped,
     TimedOut,
+    /// The hold's maximum hold time came first.
+    Capped,
 }
 
 impl<O: Ownership> Condition<O> {
@@ -172,6 +174,10 @@ impl<O: Ownership> Condition<O> {
     /// [`Error::InvalidArgument`] also for a write lock whose owner holds read locks of it
     /// (nothing changed). Any other error once the lock was released (connection errors,
     /// a count that could not be restored) leaves the guard without the lock: lost.
+    /// [`Error::LockLost`] when the hold's [maximum hold time](Lock::with_max_hold) comes
+    /// before it is held again: the wait ends then at the latest (a notification that
+    /// picked it goes to the next waiter), and the guard is lost
+    /// ([`LostReason::MaxHoldReached`]); held again before that, its lease ends by it.
     pub fn wait(&self, guard: &mut LockGuard<O>) -> Result<()> {
         self.wait_inner(guard, None).map(|_| ())
     }
@@ -300,6 +306,11 @@ impl<O: Ownership> Condition<O> {
         let lease = inner.config.watchdog_timeout;
         let parked = guard.watch.get().map(|w| inner.watchdog.park(w));
         let holds = parked.as_ref().map_or(1, |p| p.holds().max(1));
+        // A hold with a maximum hold time is not held again past it: the wait ends there at
+        // the latest, and the hold with it.
+        let cap = parked.as_ref().and_then(Parked::cap);
+        let capped = cap.filter(|&cap| deadline.is_none_or(|d| cap < d));
+        let deadline = capped.or(deadline);
 
         // 1. Queue, holding the lock, and (for the kinds whose release is only that) release
         //    it in the same call. A writer's own read holds refuse it (the field that is not
@@ -435,6 +446,11 @@ impl<O: Ownership> Condition<O> {
         let waited = wait(dispatcher, Channel::all(&channel), deadline, &mut attempt);
         let waited = match waited {
             Ok(true) => Ok(ended),
+            // The cap came: a notification that picked it goes to the next waiter.
+            Ok(false) if capped.is_some() => {
+                self.leave(&id, true);
+                Ok(Ended::Capped)
+            }
             Ok(false) => Ok(match self.leave(&id, false) {
                 Some(1) => Ended::Notified,
                 _ => Ended::TimedOut,
@@ -450,6 +466,13 @@ impl<O: Ownership> Condition<O> {
             self.lost(guard, parked, LostReason::ClientClosed);
             return Err(Error::Closed);
         }
+        if matches!(waited, Ok(Ended::Capped)) || cap.is_some_and(|cap| Instant::now() >= cap) {
+            if matches!(waited, Err(Error::Interrupted)) {
+                // Kept for the thread's next wait, as one that comes while acquiring again.
+                Interruption::current().request();
+            }
+            return Err(self.capped(guard, parked));
+        }
         if matches!(waited, Ok(Ended::Dropped)) {
             log::warn!(
                 "waiter {id} of condition `{}` of `{}` lost its place (not renewed for a \
@@ -460,8 +483,9 @@ impl<O: Ownership> Condition<O> {
         }
 
         // 4. Acquire again (after an interrupt too, as Java does), with the count it had.
-        let again = match self.acquire_again(guard) {
-            Ok(again) => again,
+        let again = match self.acquire_again(guard, cap) {
+            Ok(Some(again)) => again,
+            Ok(None) => return Err(self.capped(guard, parked)),
             Err(e) => {
                 let why = match e {
                     Error::Closed => LostReason::ClientClosed,
@@ -489,19 +513,42 @@ impl<O: Ownership> Condition<O> {
         );
         match waited? {
             Ended::Notified | Ended::Dropped => Ok(true),
-            Ended::TimedOut => Ok(false),
+            Ended::TimedOut | Ended::Capped => Ok(false),
+        }
+    }
+
+    /// The hold reached its maximum hold time during the wait (or while acquiring again): it
+    /// is not held again, and the guard is lost.
+    fn capped(&self, guard: &LockGuard<O>, parked: Option<Parked>) -> Error {
+        log::warn!(
+            "`{}` (owner {}) reached its maximum hold time during a wait on condition `{}`:              not held again",
+            self.lock.key(),
+            guard.owner,
+            self.name
+        );
+        self.lost(guard, parked, LostReason::MaxHoldReached);
+        Error::LockLost {
+            name: self.lock.key().to_owned(),
         }
     }
 
     /// Acquires the lock for `guard`'s owner after its wait. An interrupt does not stop it
     /// (the wait's own interrupt was taken; one that comes now is kept for the thread's next
     /// wait), as Java's `await` acquires again before it returns either way.
-    fn acquire_again(&self, guard: &LockGuard<O>) -> Result<LockGuard<O>> {
+    ///
+    /// A hold with a cap (its maximum hold time) is taken again with a lease that ends by it,
+    /// and not at all once it has passed: `None`.
+    fn acquire_again(
+        &self,
+        guard: &LockGuard<O>,
+        cap: Option<Instant>,
+    ) -> Result<Option<LockGuard<O>>> {
         let mut interrupted = false;
         let outcome = loop {
-            match guard.lock.acquire(None) {
+            match guard.lock.acquire_capped(cap, cap) {
                 Err(Error::Interrupted) => interrupted = true,
-                Ok(Some(again)) => break Ok(again),
+                Ok(Some(again)) => break Ok(Some(again)),
+                Ok(None) if cap.is_some() => break Ok(None),
                 Ok(None) => {
                     break Err(Error::Protocol(
                         "an acquire without a deadline gave up".into(),

@@ -581,6 +581,18 @@ impl<O: Ownership> Lock<O> {
     /// leaves the queue before returning. A kind with a back-off (spin) waits on no channel:
     /// each retry comes after its next delay, or when the lease runs out if sooner.
     pub(super) fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<O>>> {
+        self.acquire_capped(deadline, None)
+    }
+
+    /// [`acquire`](Self::acquire) for a hold that must end by `cap` (a condition wait's hold
+    /// taken again, whose watchdog entry is parked, so that [`lease_for`](Self::lease_for)
+    /// cannot find its cap): each attempt sets a lease that ends by `cap`, and no release
+    /// passes the lock to it (a pass sets the lease the waiter asked for when it joined).
+    pub(super) fn acquire_capped(
+        &self,
+        deadline: Option<Instant>,
+        cap: Option<Instant>,
+    ) -> Result<Option<LockGuard<O>>> {
         self.raw.check_name()?;
         if let Some(lease) = self.lease {
             check_duration("lease", lease)?;
@@ -613,6 +625,7 @@ impl<O: Ownership> Lock<O> {
         // A thread waiting for a kind that passes: a release by another thread of this
         // client may hand it the lock (see `handover.rs`).
         let passable = O::ONE_THREAD
+            && cap.is_none()
             && will_wait
             && self.raw.kind.passes_inside_client()
             && self.raw.key.bound.is_none();
@@ -624,7 +637,12 @@ impl<O: Ownership> Lock<O> {
                 log::debug!("waiting for `{}` (owner {owner})", self.key());
                 self.raw.before_wait(&owner);
             }
-            let lease = self.lease_for(&owner, lease);
+            let lease = match cap {
+                Some(cap) => lease
+                    .min(cap.saturating_duration_since(Instant::now()))
+                    .max(Duration::from_millis(1)),
+                None => self.lease_for(&owner, lease),
+            };
             if let Some(waiter) = &joined {
                 if let Some(sent_at) = self.passed(waiter, &owner)? {
                     held = 1;

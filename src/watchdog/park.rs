@@ -30,6 +30,12 @@ impl Parked {
     pub(crate) fn holds(&self) -> u32 {
         self.entry.as_ref().map_or(0, |e| e.holds)
     }
+
+    /// The hold's cap (its maximum hold time), if it has one: past it, the lock must not be
+    /// held again.
+    pub(crate) fn cap(&self) -> Option<Instant> {
+        self.entry.as_ref()?.extra.as_ref()?.cap
+    }
 }
 
 impl Watchdog {
@@ -74,7 +80,13 @@ impl Watchdog {
                     self.lose_parked_entry(entry, LostReason::NotHeld);
                     return None;
                 }
-                held_at + self.shared.period
+                if entry.past_cap(held_at, self.shared.lease) && entry.lease.finish() {
+                    // Held again close to its cap (the acquire's lease ends there): not
+                    // renewed again, its lease end a `MaxHoldReached` loss, as in the loop.
+                    entry.lease.expires()
+                } else {
+                    held_at + self.shared.period
+                }
             }
             None => entry.lease.expires(),
         };

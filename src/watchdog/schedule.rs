@@ -8,8 +8,9 @@
 //! the lease is marked final, and the entry becomes like a timer: due at its lease end, which
 //! is then a [`LostReason::MaxHoldReached`] loss. So a capped hold ends at its cap at the
 //! latest, and at most one renewal period before it (or at the acquire's lease end, for a cap
-//! shorter than the lease). A re-entry keeps the entry's cap; it, and the release of an inner
-//! hold, set the lease in Redis no further than the cap (the lock asks
+//! shorter than the lease). A re-entry keeps the entry's cap (so does a hold taken again after
+//! a condition wait, parked meanwhile); it, and the release of an inner hold, set the lease in
+//! Redis no further than the cap (the lock asks
 //! [`Watchdog::cap_of`](super::Watchdog::cap_of)),
 //! and the client's record of a capped lease never runs past the cap either.
 
