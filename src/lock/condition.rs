@@ -176,8 +176,9 @@ impl<O: Ownership> Condition<O> {
     /// a count that could not be restored) leaves the guard without the lock: lost.
     /// [`Error::LockLost`] when the hold's [maximum hold time](Lock::with_max_hold) comes
     /// before it is held again: the wait ends then at the latest (a notification that
-    /// picked it goes to the next waiter), and the guard is lost
-    /// ([`LostReason::MaxHoldReached`]); held again before that, its lease ends by it.
+    /// picked it while it waited goes to the next waiter; one that woke it just before the
+    /// cap, which passed before the lock was free, ends with this error), and the guard is
+    /// lost ([`LostReason::MaxHoldReached`]); held again before that, its lease ends by it.
     pub fn wait(&self, guard: &mut LockGuard<O>) -> Result<()> {
         self.wait_inner(guard, None).map(|_| ())
     }

@@ -80,9 +80,11 @@ impl Watchdog {
                     self.lose_parked_entry(entry, LostReason::NotHeld);
                     return None;
                 }
-                if entry.past_cap(held_at, self.shared.lease) && entry.lease.finish() {
-                    // Held again close to its cap (the acquire's lease ends there): not
-                    // renewed again, its lease end a `MaxHoldReached` loss, as in the loop.
+                let past_cap = entry.past_cap(held_at, self.shared.lease);
+                if past_cap && (entry.lease.finish() || entry.lease.is_final()) {
+                    // Held again close to its cap (the acquire's lease ends there), or parked
+                    // after its last renewal: not renewed again, its lease end a
+                    // `MaxHoldReached` loss, as in the loop.
                     entry.lease.expires()
                 } else {
                     held_at + self.shared.period
