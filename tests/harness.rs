@@ -22,6 +22,28 @@ fn server_serves_and_restarts_on_same_port() {
     assert_eq!(pong, "PONG");
 }
 
+/// A port picked as free may be taken by another test's server before ours binds it: that
+/// server answers `PING` too, and must not be taken for ours (which exits at once).
+#[test]
+fn a_port_another_server_holds_is_left_for_a_fresh_one() {
+    let other = RedisServer::new();
+    let picks = std::sync::atomic::AtomicUsize::new(0);
+    let server = RedisServer::launch_on(
+        || match picks.fetch_add(1, std::sync::atomic::Ordering::Relaxed) {
+            0 => other.port(),
+            _ => support::free_port(),
+        },
+        None,
+        |_| Vec::new(),
+    );
+    assert_eq!(picks.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_ne!(server.port(), other.port());
+    let pid: String = server
+        .info("server", "process_id:")
+        .expect("the new server answers INFO");
+    assert_eq!(pid, server.pid().to_string());
+}
+
 #[test]
 fn count_commands_increases_after_a_command() {
     let server = RedisServer::new();

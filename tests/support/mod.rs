@@ -14,7 +14,7 @@ pub mod pty;
 pub mod sentinel;
 pub mod tls;
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -303,11 +303,12 @@ impl RedisServer {
         self.child = Some(child);
     }
 
-    /// Waits until the server answers `PING`; on failure kills it and returns its log and stdio.
+    /// Waits until the server answers `PING` (itself, not another process on its port); on failure kills it and returns its log and stdio.
     fn wait_for_ping(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_DEADLINE;
         while Instant::now() < deadline {
-            if ping(self.addr()) {
+            let pid = self.child.as_ref().map(Child::id);
+            if pid.is_some_and(|pid| answers(self.addr(), pid)) {
                 return Ok(());
             }
             let exited = self
@@ -338,15 +339,34 @@ pub(crate) fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-/// Sends a raw RESP `PING` and checks for `+PONG`.
-fn ping(addr: SocketAddr) -> bool {
+/// Whether the server on `addr` answers `PING` and is the process `pid`: a port picked as
+/// free may be taken by another test's server before ours binds it (ours then exits), and
+/// that server answers too. Raw RESP, so that a server still loading (`-LOADING`) is not
+/// taken for up.
+fn answers(addr: SocketAddr, pid: u32) -> bool {
     let attempt = || -> std::io::Result<bool> {
-        let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200))?;
         stream.set_read_timeout(Some(Duration::from_millis(500)))?;
-        stream.write_all(b"*1\r\n$4\r\nPING\r\n")?;
-        let mut buf = [0u8; 7];
-        stream.read_exact(&mut buf)?;
-        Ok(&buf == b"+PONG\r\n")
+        (&stream).write_all(b"*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")?;
+        let mut reader = BufReader::new(&stream);
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        if line != "+PONG\r\n" {
+            return Ok(false);
+        }
+        line.clear();
+        reader.read_line(&mut line)?;
+        let Some(len) = line
+            .trim_end()
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            return Ok(false);
+        };
+        let mut info = vec![0; len];
+        reader.read_exact(&mut info)?;
+        let info = String::from_utf8_lossy(&info);
+        Ok(info_field(&info, "process_id:") == Some(pid.to_string().as_str()))
     };
     attempt().unwrap_or(false)
 }
