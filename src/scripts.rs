@@ -283,6 +283,7 @@ scripts! {
     CONDITION_WAIT: ["condition_common.lua", "condition_wait.lua"];
     CONDITION_CHECK: ["condition_check.lua"];
     CONDITION_LEAVE: ["condition_common.lua", "condition_leave.lua"];
+    CONDITION_PASS: ["condition_common.lua", "condition_pass.lua"];
     CONDITION_NOTIFY: ["condition_common.lua", "condition_notify.lua"];
     CONDITION_RENEW: ["condition_common.lua", "condition_renew.lua"];
     CONDITION_RESTORE: ["condition_restore.lua"];

@@ -407,3 +407,64 @@ fn a_condition_wait_notified_near_the_cap_holds_the_lock_no_longer_than_the_cap(
         "expired in Redis"
     );
 }
+
+/// A waiter notified just before its cap, while the notifier holds the lock past the cap,
+/// cannot take the lock again: it returns `LockLost` and hands the notification on, so the
+/// next waiter (no cap) is woken by it instead of sleeping to its timeout.
+#[test]
+fn a_notification_that_woke_a_waiter_its_cap_then_ended_goes_to_the_next_waiter() {
+    let server = RedisServer::new();
+    let key = "maxhold:handed-on";
+    let capped = client(&server, Some(Duration::from_millis(1500)));
+    let uncapped = client(&server, None);
+    let notifier = client(&server, None);
+    let mut raw = server.conn();
+    let first = std::thread::spawn(move || {
+        let lock = capped.lock(key);
+        let mut guard = lock.lock().unwrap();
+        let err = lock
+            .condition("on")
+            .wait_for(&mut guard, Duration::from_secs(30))
+            .unwrap_err();
+        (err.is_lock_lost(), guard.is_lost())
+    });
+    assert!(wait_until(Duration::from_secs(10), || {
+        condition_waiters(&mut raw, key, "on") == (1, 1)
+    }));
+    let second = std::thread::spawn(move || {
+        let lock = uncapped.lock(key);
+        let mut guard = lock.lock().unwrap();
+        let waited = lock
+            .condition("on")
+            .wait_for(&mut guard, Duration::from_secs(20))
+            .unwrap();
+        let held = lock.hold_count().unwrap();
+        guard.unlock().unwrap();
+        (waited.timed_out(), held, Instant::now())
+    });
+    assert!(wait_until(Duration::from_secs(10), || {
+        condition_waiters(&mut raw, key, "on") == (2, 2)
+    }));
+    // The first waiter queued first: it is picked, and the lock stays held past its cap.
+    let lock = notifier.lock(key);
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("on").notify_one().unwrap());
+    let (lock_lost, guard_lost) = first.join().unwrap();
+    assert!(lock_lost && guard_lost);
+    // Handed on: the second waiter was picked, and holds the lock once it is free.
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let (timed_out, held, returned) = second.join().unwrap();
+    assert!(
+        !timed_out,
+        "the notification did not reach the second waiter"
+    );
+    assert_eq!(held, 1);
+    assert!(
+        returned.saturating_duration_since(released) < Duration::from_secs(5),
+        "the second waiter returned {:?} after the release",
+        returned.saturating_duration_since(released)
+    );
+    assert_eq!(condition_waiters(&mut raw, key, "on"), (0, 0));
+    assert_eq!(raw.exists::<_, i64>(key).unwrap(), 0);
+}

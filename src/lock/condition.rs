@@ -175,10 +175,10 @@ impl<O: Ownership> Condition<O> {
     /// (nothing changed). Any other error once the lock was released (connection errors,
     /// a count that could not be restored) leaves the guard without the lock: lost.
     /// [`Error::LockLost`] when the hold's [maximum hold time](Lock::with_max_hold) comes
-    /// before it is held again: the wait ends then at the latest (a notification that
-    /// picked it while it waited goes to the next waiter; one that woke it just before the
-    /// cap, which passed before the lock was free, ends with this error), and the guard is
-    /// lost ([`LostReason::MaxHoldReached`]); held again before that, its lease ends by it.
+    /// before it is held again: the wait ends then at the latest, and the guard is lost
+    /// ([`LostReason::MaxHoldReached`]); held again before that, its lease ends by it. A
+    /// notification that picked it goes to the next waiter, also one that woke it just
+    /// before the cap when the lock did not come free before the cap.
     pub fn wait(&self, guard: &mut LockGuard<O>) -> Result<()> {
         self.wait_inner(guard, None).map(|_| ())
     }
@@ -467,7 +467,12 @@ impl<O: Ownership> Condition<O> {
             self.lost(guard, parked, LostReason::ClientClosed);
             return Err(Error::Closed);
         }
+        // A notification it took and cannot act on (the lock not held again) goes on.
+        let notified = matches!(waited, Ok(Ended::Notified));
         if matches!(waited, Ok(Ended::Capped)) || cap.is_some_and(|cap| Instant::now() >= cap) {
+            if notified {
+                self.hand_on(&id);
+            }
             if matches!(waited, Err(Error::Interrupted)) {
                 // Kept for the thread's next wait, as one that comes while acquiring again.
                 Interruption::current().request();
@@ -486,8 +491,16 @@ impl<O: Ownership> Condition<O> {
         // 4. Acquire again (after an interrupt too, as Java does), with the count it had.
         let again = match self.acquire_again(guard, cap) {
             Ok(Some(again)) => again,
-            Ok(None) => return Err(self.capped(guard, parked)),
+            Ok(None) => {
+                if notified {
+                    self.hand_on(&id);
+                }
+                return Err(self.capped(guard, parked));
+            }
             Err(e) => {
+                if notified && !matches!(e, Error::Closed) {
+                    self.hand_on(&id);
+                }
                 let why = match e {
                     Error::Closed => LostReason::ClientClosed,
                     _ => LostReason::NotHeld,
@@ -522,7 +535,8 @@ impl<O: Ownership> Condition<O> {
     /// is not held again, and the guard is lost.
     fn capped(&self, guard: &LockGuard<O>, parked: Option<Parked>) -> Error {
         log::warn!(
-            "`{}` (owner {}) reached its maximum hold time during a wait on condition `{}`:              not held again",
+            "`{}` (owner {}) reached its maximum hold time during a wait on condition `{}`: \
+             not held again",
             self.lock.key(),
             guard.owner,
             self.name
@@ -618,6 +632,38 @@ impl<O: Ownership> Condition<O> {
                 );
                 None
             }
+        }
+    }
+
+    /// Hands on a notification that waiter `id` took and cannot act on (the lock is not
+    /// held again): the next live waiter is picked, as a notify would pick it. If the call
+    /// fails, the notification goes no further (logged).
+    fn hand_on(&self, id: &str) {
+        let raw = &self.lock.raw;
+        let passed: Result<i64> = raw.run(|c| {
+            scripts::CONDITION_PASS
+                .key(&self.waiters)
+                .key(&self.queue)
+                .invoke(c)
+        });
+        match passed {
+            Ok(picked) => log::debug!(
+                "waiter {id} of condition `{}` of `{}` handed on the notification it could \
+                 not act on ({})",
+                self.name,
+                raw.key.name,
+                if picked == 1 {
+                    "another waiter picked"
+                } else {
+                    "no waiter left"
+                }
+            ),
+            Err(e) => log::warn!(
+                "waiter {id} of condition `{}` of `{}` could not hand on the notification it \
+                 could not act on ({e}): it goes no further",
+                self.name,
+                raw.key.name
+            ),
         }
     }
 
