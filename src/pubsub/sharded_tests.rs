@@ -14,7 +14,7 @@ use redis::{ConnectionInfo, IntoConnectionInfo, Value};
 use super::sharded::{Locator, ModeOf, NodeFactory, Sharded, IDLE_CLOSE, SWEEP_EVERY};
 use super::sharded_waiter::ShardedWaiter;
 use super::testing::{moved_error, push, reply, wired, Peer};
-use super::vocabulary::{Interest, Mode, Wake};
+use super::vocabulary::{Alarms, Interest, Mode, Wake, Wakeup};
 use crate::error::Error;
 use crate::net::Dial;
 use crate::testing::{Server, PATIENCE};
@@ -172,6 +172,54 @@ fn waiter_that_cannot_be_located_keeps_trying_until_it_is() {
     });
     assert!(Instant::now() < deadline);
     assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+/// Nudges `alarms`' thread (a lock passed to it in-process) 50 ms from now, and blocks `w`
+/// until a deadline far off: the nudge must end the block, whatever the registration's state.
+fn nudged_while_blocked(w: &mut ShardedWaiter) -> (Wakeup, Duration) {
+    let alarms = Alarms::none();
+    let interruption = Arc::clone(&alarms.interruption);
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            interruption.nudge();
+        });
+        let got = w.block_until(started + PATIENCE, &alarms);
+        (got, started.elapsed())
+    })
+}
+
+#[test]
+fn a_nudge_ends_the_block_of_a_waiter_that_cannot_be_located() {
+    let locate: Locator = Box::new(|_, _| Err(Error::invalid("no slot map")));
+    let (dispatcher, _opened) = hand_driven(locate);
+    let mut w = dispatcher.register_lock("c");
+    let (got, after) = nudged_while_blocked(&mut w);
+    assert_eq!(got, Wakeup::Nudged);
+    assert!(after < PATIENCE / 2, "{after:?}");
+}
+
+#[test]
+fn a_nudge_ends_the_block_of_a_waiter_whose_node_refuses_its_channel() {
+    let (locate, _) = recording(7001);
+    let (dispatcher, opened) = hand_driven(locate);
+    let mut w = dispatcher.register_lock("c");
+    let (addr, mut peer) = opened.recv_timeout(PATIENCE).unwrap();
+    let node = dispatcher.node_for_test(&addr);
+    let refusing = std::thread::spawn(move || {
+        while let Some(command) = peer.next_command() {
+            if command[0] == "SSUBSCRIBE" {
+                node.route(moved_error());
+            }
+        }
+    });
+    let (got, after) = nudged_while_blocked(&mut w);
+    assert_eq!(got, Wakeup::Nudged);
+    assert!(after < PATIENCE / 2, "{after:?}");
+    drop(w);
+    drop(dispatcher);
+    refusing.join().unwrap();
 }
 
 #[test]

@@ -151,8 +151,8 @@ impl ShardedWaiter {
             let got = match &mut self.at {
                 Some((_, node)) => node.wait_until(bound, alarms),
                 None => {
-                    // Nowhere to listen: only an alarm wakes it (through a slot of its own,
-                    // which a close reaches too) before it may try again.
+                    // Nowhere to listen: only an alarm or a nudge wakes it (through a slot
+                    // of its own, which a close reaches too) before it may try again.
                     let (tx, rx) = self.standin();
                     match alarms.block(&tx, &rx, bound) {
                         (Wakeup::Woken, _) => Wakeup::Deadline,
@@ -169,7 +169,9 @@ impl ShardedWaiter {
                         return Wakeup::Woken;
                     }
                 }
-                Wakeup::Interrupt | Wakeup::Closed => return got,
+                // A lock passed to this thread in-process: it needs no subscription to
+                // see it, so the caller looks now, not once the registration is good again.
+                Wakeup::Nudged | Wakeup::Interrupt | Wakeup::Closed => return got,
                 Wakeup::Deadline if Instant::now() >= deadline => {
                     return if woken {
                         Wakeup::Woken

@@ -123,13 +123,14 @@ impl Alarms {
         }
         // A lock passed to this thread before it blocked (see `Interruption::nudge`).
         if self.interruption.take_nudge() {
-            return (Wakeup::Woken, false);
+            return (Wakeup::Nudged, false);
         }
         let took = rx.recv_deadline(deadline).is_ok();
         drop(armed);
-        self.interruption.take_nudge();
+        let nudged = self.interruption.take_nudge();
         match self.raised() {
             Some(alarm) => (alarm, took),
+            None if nudged => (Wakeup::Nudged, took),
             None if took => (Wakeup::Woken, true),
             None => (Wakeup::Deadline, false),
         }
@@ -171,6 +172,10 @@ pub(crate) enum Wakeup {
     /// A wake-up came on the channel (a message, the subscription's confirmation, a
     /// reconnect, a move): re-check.
     Woken,
+    /// A thread of this client passed the waiting thread what it waits for (see
+    /// [`Interruption::nudge`](crate::interrupt::Interruption::nudge)): re-check now, whatever
+    /// the registration's state.
+    Nudged,
     /// The deadline passed.
     Deadline,
     /// The interrupt alarm went off (perhaps a stale one: the wait function checks).
@@ -185,7 +190,7 @@ impl Wakeup {
     /// [`Error::Interrupted`].
     pub(crate) fn outcome(self, alarms: &Alarms) -> Result<bool> {
         match self {
-            Wakeup::Woken => Ok(true),
+            Wakeup::Woken | Wakeup::Nudged => Ok(true),
             Wakeup::Deadline => Ok(false),
             Wakeup::Closed => Err(Error::Closed),
             Wakeup::Interrupt => {

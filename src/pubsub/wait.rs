@@ -201,7 +201,7 @@ fn block(
         let bound = now + last.within.unwrap_or(MAX_DURATION);
         let until = deadline.map_or(bound, |d| d.min(bound));
         match waiter.block_until(until, &alarms) {
-            Wakeup::Woken | Wakeup::Deadline => {}
+            Wakeup::Woken | Wakeup::Nudged | Wakeup::Deadline => {}
             Wakeup::Closed => return Err(Error::Closed),
             Wakeup::Interrupt => {
                 alarms.interruption.take();
