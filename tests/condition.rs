@@ -363,6 +363,41 @@ fn close_takes_the_waiter_out_and_leaves_nothing() {
     assert!(!other.lock("closing").is_locked().unwrap());
 }
 
+/// A waiter that took a notification and waits to hold the lock again when its client
+/// closes hands the notification on before `close` returns: the next waiter gets it.
+#[test]
+fn a_notification_taken_by_a_waiter_whose_client_closes_goes_to_the_next_waiter() {
+    let server = RedisServer::new();
+    let key = "closing-notified";
+    let first = Client::open(server.url()).unwrap();
+    let c = first.clone();
+    let handle = thread::spawn(move || {
+        let lock = c.lock(key);
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait(&mut guard);
+        (matches!(waited, Err(Error::Closed)), guard.is_lost())
+    });
+    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (1, 1)));
+    let (_second, notified, second) = waiter(&server, |c, n| c.lock(n), key, "c");
+    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (2, 2)));
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock(key);
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    // The first waiter takes it (leaving the condition) and waits for the lock, held here.
+    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (1, 1)));
+    first.close();
+    let (closed, lost) = handle.join().unwrap();
+    assert!(closed && lost);
+    // Handed on: the second waiter was picked.
+    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (0, 0)));
+    guard.unlock().unwrap();
+    let (was_notified, count, _) = notified.recv_timeout(GENEROUS).unwrap();
+    assert!(was_notified, "the second waiter timed out instead");
+    assert_eq!(count, 1);
+    second.join().unwrap();
+}
+
 #[test]
 fn idle_waiters_send_no_commands() {
     let server = RedisServer::new();

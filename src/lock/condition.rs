@@ -170,7 +170,9 @@ impl<O: Ownership> Condition<O> {
     /// to the next waiter) and, as in Java, the lock is acquired again before the error is
     /// returned (an interrupt that comes while it acquires again is kept for the thread's
     /// next wait). [`Error::Closed`] when the client is closed: the waiter leaves the queue,
-    /// and the guard no longer holds the lock ([`LockGuard::is_lost`]).
+    /// and the guard no longer holds the lock ([`LockGuard::is_lost`]); a notification it
+    /// had taken is handed to the next waiter before `close` returns (as it waits, up to
+    /// the response timeout, for waits to end).
     /// [`Error::InvalidArgument`] also for a write lock whose owner holds read locks of it
     /// (nothing changed). Any other error once the lock was released (connection errors,
     /// a count that could not be restored) leaves the guard without the lock: lost.
@@ -412,7 +414,9 @@ impl<O: Ownership> Condition<O> {
 
         // 3. Wait.
         let dispatcher = &inner.pubsub;
-        let active = dispatcher.active();
+        // Until it returns: a close waits for it (up to a response timeout), so that what it
+        // does on the way out (hand a notification on) still has the client's connections.
+        let _active = dispatcher.active();
         let channel = keys::condition_waiter_channel(&raw.key.name, &self.name, &id);
         let mut first = true;
         let mut ended = Ended::Notified;
@@ -461,8 +465,10 @@ impl<O: Ownership> Condition<O> {
                 Err(e)
             }
         };
-        drop(active);
         inner.watchdog.unwatch(watch);
+        // The place's loss callback nudges this thread for this wait only: one that came as
+        // the wait ended would wake the thread's next block for nothing.
+        me.take_nudge();
         if matches!(waited, Err(Error::Closed)) {
             self.lost(guard, parked, LostReason::ClientClosed);
             return Err(Error::Closed);
@@ -498,7 +504,8 @@ impl<O: Ownership> Condition<O> {
                 return Err(self.capped(guard, parked));
             }
             Err(e) => {
-                if notified && !matches!(e, Error::Closed) {
+                // Also when closing: the client's connections outlive its waits for a while.
+                if notified {
                     self.hand_on(&id);
                 }
                 let why = match e {
@@ -512,13 +519,11 @@ impl<O: Ownership> Condition<O> {
         let at = again.acquired_at;
         guard.token = again.token;
         again.dissolve();
-        if count > 1 && !self.restore(&field, count) {
-            return Err(self.give_up(guard, parked));
-        }
-        match parked {
-            Some(p) => self.unpark(guard, p, Some(at))?,
-            None if !guard.lease.restart(at) => return Err(self.give_up(guard, None)),
-            None => {}
+        if let Err(e) = self.held_again(guard, parked, &field, count, at) {
+            if notified {
+                self.hand_on(&id);
+            }
+            return Err(e);
         }
         log::debug!(
             "waited on `{}` of `{}` (owner {owner}, hold count {count})",
@@ -528,6 +533,26 @@ impl<O: Ownership> Condition<O> {
         match waited? {
             Ended::Notified | Ended::Dropped => Ok(true),
             Ended::TimedOut | Ended::Capped => Ok(false),
+        }
+    }
+
+    /// Held again at `at`: gives the owner its hold count `count` back and the guard its
+    /// watchdog entry (or lease); an error (the guard lost, the lock released) if either fails.
+    fn held_again(
+        &self,
+        guard: &LockGuard<O>,
+        parked: Option<Parked>,
+        field: &str,
+        count: u32,
+        at: Instant,
+    ) -> Result<()> {
+        if count > 1 && !self.restore(field, count) {
+            return Err(self.give_up(guard, parked));
+        }
+        match parked {
+            Some(p) => self.unpark(guard, p, Some(at)),
+            None if !guard.lease.restart(at) => Err(self.give_up(guard, None)),
+            None => Ok(()),
         }
     }
 

@@ -201,6 +201,25 @@ fn a_nudge_ends_the_block_of_a_waiter_that_cannot_be_located() {
 }
 
 #[test]
+fn a_nudge_does_not_end_the_block_of_an_observer_that_cannot_be_located() {
+    let locate: Locator = Box::new(|_, _| Err(Error::invalid("no slot map")));
+    let (dispatcher, _opened) = hand_driven(locate);
+    let (heard, _) = crossbeam_channel::unbounded();
+    let interest = Interest {
+        wake: Wake::All,
+        need: 1,
+        heard: Some(heard),
+    };
+    let mut observer = dispatcher.register_with("c", interest);
+    let alarms = Alarms::none();
+    alarms.interruption.nudge();
+    let deadline = Instant::now() + Duration::from_millis(300);
+    // It waits for its subscription, not for a lock: not confirmed, so not woken.
+    assert_eq!(observer.block_until(deadline, &alarms), Wakeup::Deadline);
+    assert!(Instant::now() >= deadline);
+}
+
+#[test]
 fn a_nudge_ends_the_block_of_a_waiter_whose_node_refuses_its_channel() {
     let (locate, _) = recording(7001);
     let (dispatcher, opened) = hand_driven(locate);

@@ -156,12 +156,17 @@ impl ShardedWaiter {
                     let (tx, rx) = self.standin();
                     match alarms.block(&tx, &rx, bound) {
                         (Wakeup::Woken, _) => Wakeup::Deadline,
+                        (Wakeup::Nudged, _) if self.observes() => Wakeup::Deadline,
                         (other, _) => other,
                     }
                 }
             };
             match got {
-                Wakeup::Woken => {
+                // A lock passed to this thread in-process: it needs no subscription to
+                // see it, so the caller looks now, not once the registration is good again.
+                Wakeup::Nudged if !self.observes() => return got,
+                // An observer waits for no lock: to it, a nudge is a plain wake-up.
+                Wakeup::Woken | Wakeup::Nudged => {
                     woken = true;
                     if self.went_bad().is_none() {
                         // Confirmed (or a message): the next move is followed at once.
@@ -169,9 +174,7 @@ impl ShardedWaiter {
                         return Wakeup::Woken;
                     }
                 }
-                // A lock passed to this thread in-process: it needs no subscription to
-                // see it, so the caller looks now, not once the registration is good again.
-                Wakeup::Nudged | Wakeup::Interrupt | Wakeup::Closed => return got,
+                Wakeup::Interrupt | Wakeup::Closed => return got,
                 Wakeup::Deadline if Instant::now() >= deadline => {
                     return if woken {
                         Wakeup::Woken
@@ -244,6 +247,11 @@ impl ShardedWaiter {
             (id, tx, rx)
         });
         (tx.clone(), rx.clone())
+    }
+
+    /// Whether this is an observer's registration (see [`Interest::heard`]), not a waiter's.
+    fn observes(&self) -> bool {
+        self.interest.heard.is_some()
     }
 
     /// The current registration, if any.
