@@ -3,14 +3,13 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config};
+use support::proxy::Proxy;
 use support::{client_list, command_calls, unread_connections, wait_until, RedisServer};
 
 fn client(url: &str, lanes: usize, response: Duration) -> Client {
@@ -520,68 +519,6 @@ fn calls_queued_when_the_client_closes_are_not_sent() {
     assert_eq!(held, vec![format!("closing:{}", sent[0])]);
 }
 
-/// A TCP proxy to `target` that can lose the next reply: the server's bytes are dropped and
-/// both sockets closed, as a connection that dies after the server ran the commands.
-struct Proxy {
-    port: u16,
-    lose_next_reply: Arc<AtomicBool>,
-    cuts: Arc<AtomicUsize>,
-}
-
-impl Proxy {
-    fn start(target: u16) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let lose_next_reply = Arc::new(AtomicBool::new(false));
-        let cuts = Arc::new(AtomicUsize::new(0));
-        let (lose, cut) = (Arc::clone(&lose_next_reply), Arc::clone(&cuts));
-        thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
-                    continue;
-                };
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                thread::spawn(move || pump(c2, s2, None));
-                let (lose, cut) = (Arc::clone(&lose), Arc::clone(&cut));
-                thread::spawn(move || pump(server, client, Some((lose, cut))));
-            }
-        });
-        Proxy {
-            port,
-            lose_next_reply,
-            cuts,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-/// Copies `from` to `to` until either closes; with `lose`, a read made while it is set is
-/// dropped and both sockets are closed.
-fn pump(mut from: TcpStream, mut to: TcpStream, lose: Option<(Arc<AtomicBool>, Arc<AtomicUsize>)>) {
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if let Some((lose, cuts)) = &lose {
-            if lose.swap(false, Ordering::SeqCst) {
-                cuts.fetch_add(1, Ordering::SeqCst);
-                break;
-            }
-        }
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
-}
-
 #[test]
 fn unlocks_whose_replies_are_lost_mid_batch_are_settled_and_run_once() {
     let server = RedisServer::new();
@@ -603,14 +540,14 @@ fn unlocks_whose_replies_are_lost_mid_batch_are_settled_and_run_once() {
             .collect();
         held.wait();
         // The next reply read from the server (one write's worth of unlocks) is lost.
-        proxy.lose_next_reply.store(true, Ordering::SeqCst);
+        proxy.lose_next_reply();
         go.wait();
         handles
             .into_iter()
             .map(|h| h.join().unwrap())
             .collect::<Vec<_>>()
     });
-    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1, "a reply was lost");
+    assert_eq!(proxy.cuts(), 1, "a reply was lost");
     for (i, outcome) in outcomes.iter().enumerate() {
         outcome
             .as_ref()

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config, Error, Interrupter, Lock};
 use support::child::ChildTest;
+use support::proxy::Proxy;
 use support::{await_waiting, count_commands, wait_until, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(15);
@@ -814,4 +815,43 @@ fn a_plain_lock_is_queued_and_released_in_one_call() {
     assert!(lock.condition("c").notify_one().unwrap());
     drop(guard);
     waiter.join().unwrap();
+}
+
+/// The waiter's look after its wake-up runs and takes the notification, and its reply is
+/// lost (the connection dies): the wait still ends notified, holding the lock again, and
+/// does not fail with the notification spent.
+#[test]
+fn a_notification_whose_look_lost_its_reply_still_ends_the_wait() {
+    let server = RedisServer::new();
+    let proxy = Proxy::start(server.port());
+    let key = "lost-look";
+    let client = Client::open(proxy.url()).unwrap();
+    let c = client.clone();
+    let handle = thread::spawn(move || {
+        let lock = c.lock(key);
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS);
+        let count = lock.hold_count().unwrap();
+        let outcome = waited.map(|w| !w.timed_out());
+        guard.unlock().unwrap();
+        (outcome, count)
+    });
+    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (1, 1)));
+    await_waiting(&client, 1);
+    // The look's reply (`1`: notified, entry taken) is the next `:1` the server sends.
+    proxy.lose_next_reply_equal_to(b":1\r\n");
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock(key);
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    guard.unlock().unwrap();
+    let (outcome, count) = handle.join().unwrap();
+    assert_eq!(proxy.cuts(), 1, "the look's reply was lost");
+    assert!(
+        matches!(outcome, Ok(true)),
+        "the wait ended {outcome:?}, not notified"
+    );
+    assert_eq!(count, 1);
+    assert_eq!(condition_keys(&server, key, "c"), (0, 0));
+    assert!(!notifier.lock(key).is_locked().unwrap());
 }

@@ -433,12 +433,24 @@ impl<O: Ownership> Condition<O> {
                 };
                 return Ok(Tried::done());
             }
-            let seen: i64 = raw.run(|c| {
+            let seen: Result<i64> = raw.run(|c| {
                 scripts::CONDITION_CHECK
                     .key(&self.waiters)
                     .arg(&*id)
                     .invoke(c)
-            })?;
+            });
+            let seen = match seen {
+                Ok(seen) => seen,
+                // The look failed, perhaps after it ran and took a notification (its reply
+                // lost): leaving tells. Gone means taken by that look (or its place ran
+                // out: a wake-up either way); picked means taken now.
+                Err(e) => {
+                    return match self.leave(&id, false) {
+                        Some(1 | -1) => Ok(Tried::done()),
+                        _ => Err(e),
+                    };
+                }
+            };
             Ok(match seen {
                 0 => Tried::again(None),
                 1 => Tried::done(),

@@ -10,6 +10,7 @@ pub mod child;
 pub mod cluster;
 pub mod forget;
 pub mod java;
+pub mod proxy;
 pub mod pty;
 pub mod sentinel;
 pub mod tls;

@@ -1,0 +1,105 @@
+//! A TCP proxy in front of a test server that can lose a reply: the server's bytes are
+//! dropped and both sockets closed, as a connection that dies after the server ran the
+//! commands.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use parking_lot::Mutex;
+
+/// Which reply is lost next.
+#[derive(Clone)]
+enum Lose {
+    Nothing,
+    /// The next read from the server, on any connection.
+    Next,
+    /// The next read from the server that is exactly these bytes (one whole reply).
+    NextEqualTo(Vec<u8>),
+}
+
+pub struct Proxy {
+    port: u16,
+    lose: Arc<Mutex<Lose>>,
+    cuts: Arc<AtomicUsize>,
+}
+
+impl Proxy {
+    /// Listens on a free loopback port; each connection is relayed to `target`.
+    pub fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let lose = Arc::new(Mutex::new(Lose::Nothing));
+        let cuts = Arc::new(AtomicUsize::new(0));
+        let (armed, cut) = (Arc::clone(&lose), Arc::clone(&cuts));
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                thread::spawn(move || pump(c2, s2, None));
+                let (armed, cut) = (Arc::clone(&armed), Arc::clone(&cut));
+                thread::spawn(move || pump(server, client, Some((armed, cut))));
+            }
+        });
+        Proxy { port, lose, cuts }
+    }
+
+    /// `redis://127.0.0.1:<proxy port>/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The next read from the server, on any connection, is lost (and its connection cut).
+    pub fn lose_next_reply(&self) {
+        *self.lose.lock() = Lose::Next;
+    }
+
+    /// The next read from the server that is exactly `reply` is lost (and its connection cut).
+    pub fn lose_next_reply_equal_to(&self, reply: &[u8]) {
+        *self.lose.lock() = Lose::NextEqualTo(reply.to_vec());
+    }
+
+    /// How many replies were lost.
+    pub fn cuts(&self) -> usize {
+        self.cuts.load(Ordering::SeqCst)
+    }
+}
+
+/// Copies `from` to `to` until either closes; with `lose`, a read that it names is dropped
+/// and both sockets are closed.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    lose: Option<(Arc<Mutex<Lose>>, Arc<AtomicUsize>)>,
+) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if let Some((lose, cuts)) = &lose {
+            let mut armed = lose.lock();
+            let hit = match &*armed {
+                Lose::Nothing => false,
+                Lose::Next => true,
+                Lose::NextEqualTo(reply) => reply[..] == buf[..n],
+            };
+            if hit {
+                *armed = Lose::Nothing;
+                cuts.fetch_add(1, Ordering::SeqCst);
+                break;
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
