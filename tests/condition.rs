@@ -855,3 +855,47 @@ fn a_notification_whose_look_lost_its_reply_still_ends_the_wait() {
     assert_eq!(condition_keys(&server, key, "c"), (0, 0));
     assert!(!notifier.lock(key).is_locked().unwrap());
 }
+
+/// The look after a wake-up takes the notification and loses its reply, and so does the
+/// leave that asks what became of it: the wait fails (holding the lock again, as after any
+/// error), and the notification it may have taken goes to the next waiter.
+#[test]
+fn a_notification_whose_look_and_leave_lost_their_replies_goes_to_the_next_waiter() {
+    let server = RedisServer::new();
+    let proxy = Proxy::start(server.port());
+    let key = "lost-look-and-leave";
+    let client = Client::open(proxy.url()).unwrap();
+    let c = client.clone();
+    let handle = thread::spawn(move || {
+        let lock = c.lock(key);
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS);
+        let count = lock.hold_count().unwrap();
+        guard.unlock().unwrap();
+        (waited.is_err(), count)
+    });
+    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (1, 1)));
+    await_waiting(&client, 1);
+    let (_second, notified, second) = waiter(&server, |c, n| c.lock(n), key, "c");
+    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (2, 2)));
+    // The look's reply (`1`: notified, entry taken), then the leave's (`-1`: not there).
+    proxy.lose_next_reply_equal_to(b":1\r\n");
+    proxy.lose_next_reply_equal_to(b":-1\r\n");
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock(key);
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    guard.unlock().unwrap();
+    let (failed, count) = handle.join().unwrap();
+    assert_eq!(proxy.cuts(), 2, "both replies were lost");
+    assert!(failed, "the wait could not tell it was notified");
+    assert_eq!(count, 1, "held again");
+    let (was_notified, count, _) = notified.recv_timeout(GENEROUS).unwrap();
+    assert!(
+        was_notified,
+        "the notification did not reach the second waiter"
+    );
+    assert_eq!(count, 1);
+    second.join().unwrap();
+    assert_eq!(condition_keys(&server, key, "c"), (0, 0));
+}

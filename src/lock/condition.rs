@@ -171,8 +171,8 @@ impl<O: Ownership> Condition<O> {
     /// returned (an interrupt that comes while it acquires again is kept for the thread's
     /// next wait). [`Error::Closed`] when the client is closed: the waiter leaves the queue,
     /// and the guard no longer holds the lock ([`LockGuard::is_lost`]); a notification it
-    /// had taken is handed to the next waiter before `close` returns (as it waits, up to
-    /// the response timeout, for waits to end).
+    /// had taken is handed to the next waiter, if that can be done within `close`'s grace
+    /// (it waits up to the response timeout for waits to end).
     /// [`Error::InvalidArgument`] also for a write lock whose owner holds read locks of it
     /// (nothing changed). Any other error once the lock was released (connection errors,
     /// a count that could not be restored) leaves the guard without the lock: lost.
@@ -420,6 +420,8 @@ impl<O: Ownership> Condition<O> {
         let channel = keys::condition_waiter_channel(&raw.key.name, &self.name, &id);
         let mut first = true;
         let mut ended = Ended::Notified;
+        // A failed look, and a failed leave after it: either may have taken a notification.
+        let mut in_doubt = false;
         let mut attempt = || -> Result<Tried> {
             if std::mem::take(&mut first) {
                 return Ok(Tried::again(None));
@@ -447,7 +449,11 @@ impl<O: Ownership> Condition<O> {
                 Err(e) => {
                     return match self.leave(&id, false) {
                         Some(1 | -1) => Ok(Tried::done()),
-                        _ => Err(e),
+                        Some(_) => Err(e),
+                        None => {
+                            in_doubt = true;
+                            Err(e)
+                        }
                     };
                 }
             };
@@ -473,7 +479,11 @@ impl<O: Ownership> Condition<O> {
                 _ => Ended::TimedOut,
             }),
             Err(e) => {
-                self.leave(&id, true);
+                // Gone after a look and a leave that both failed: a notification they may
+                // have taken goes on (at worst one wake-up too many, never one lost).
+                if self.leave(&id, true) == Some(-1) && in_doubt {
+                    self.hand_on(&id);
+                }
                 Err(e)
             }
         };
@@ -595,6 +605,11 @@ impl<O: Ownership> Condition<O> {
         guard: &LockGuard<O>,
         cap: Option<Instant>,
     ) -> Result<Option<LockGuard<O>>> {
+        // A close that came as the wait ended: not held again (its connections are still
+        // open while it waits for this wait to end).
+        if self.lock.raw.key.client.is_closed() {
+            return Err(Error::Closed);
+        }
         let mut interrupted = false;
         let outcome = loop {
             match guard.lock.acquire_capped(cap, cap) {

@@ -2,6 +2,7 @@
 //! dropped and both sockets closed, as a connection that dies after the server ran the
 //! commands.
 
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,19 +11,20 @@ use std::thread;
 
 use parking_lot::Mutex;
 
-/// Which reply is lost next.
-#[derive(Clone)]
+/// A reply to lose.
 enum Lose {
-    Nothing,
     /// The next read from the server, on any connection.
     Next,
     /// The next read from the server that is exactly these bytes (one whole reply).
-    NextEqualTo(Vec<u8>),
+    EqualTo(Vec<u8>),
 }
+
+/// The replies to lose, in order: each is armed once the one before it was lost.
+type Losses = Arc<Mutex<VecDeque<Lose>>>;
 
 pub struct Proxy {
     port: u16,
-    lose: Arc<Mutex<Lose>>,
+    lose: Losses,
     cuts: Arc<AtomicUsize>,
 }
 
@@ -31,7 +33,7 @@ impl Proxy {
     pub fn start(target: u16) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let lose = Arc::new(Mutex::new(Lose::Nothing));
+        let lose = Arc::new(Mutex::new(VecDeque::new()));
         let cuts = Arc::new(AtomicUsize::new(0));
         let (armed, cut) = (Arc::clone(&lose), Arc::clone(&cuts));
         thread::spawn(move || {
@@ -56,12 +58,13 @@ impl Proxy {
 
     /// The next read from the server, on any connection, is lost (and its connection cut).
     pub fn lose_next_reply(&self) {
-        *self.lose.lock() = Lose::Next;
+        self.lose.lock().push_back(Lose::Next);
     }
 
-    /// The next read from the server that is exactly `reply` is lost (and its connection cut).
+    /// The next read from the server that is exactly `reply` is lost (and its connection
+    /// cut), after the losses armed before it.
     pub fn lose_next_reply_equal_to(&self, reply: &[u8]) {
-        *self.lose.lock() = Lose::NextEqualTo(reply.to_vec());
+        self.lose.lock().push_back(Lose::EqualTo(reply.to_vec()));
     }
 
     /// How many replies were lost.
@@ -70,13 +73,9 @@ impl Proxy {
     }
 }
 
-/// Copies `from` to `to` until either closes; with `lose`, a read that it names is dropped
-/// and both sockets are closed.
-fn pump(
-    mut from: TcpStream,
-    mut to: TcpStream,
-    lose: Option<(Arc<Mutex<Lose>>, Arc<AtomicUsize>)>,
-) {
+/// Copies `from` to `to` until either closes; with `lose`, a read that its first entry names
+/// is dropped (the entry with it) and both sockets are closed.
+fn pump(mut from: TcpStream, mut to: TcpStream, lose: Option<(Losses, Arc<AtomicUsize>)>) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf) {
@@ -85,13 +84,13 @@ fn pump(
         };
         if let Some((lose, cuts)) = &lose {
             let mut armed = lose.lock();
-            let hit = match &*armed {
-                Lose::Nothing => false,
-                Lose::Next => true,
-                Lose::NextEqualTo(reply) => reply[..] == buf[..n],
+            let hit = match armed.front() {
+                None => false,
+                Some(Lose::Next) => true,
+                Some(Lose::EqualTo(reply)) => reply[..] == buf[..n],
             };
             if hit {
-                *armed = Lose::Nothing;
+                armed.pop_front();
                 cuts.fetch_add(1, Ordering::SeqCst);
                 break;
             }
