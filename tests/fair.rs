@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use redis::Commands;
 use redlatch::{Client, Config};
 use support::{
-    command_calls, count_commands, kill_pubsub_connections, numsub, wait_until, RedisServer,
+    await_waiting, command_calls, count_commands, kill_pubsub_connections, numsub, wait_until,
+    RedisServer,
 };
 
 fn queue_key(name: &str) -> String {
@@ -283,26 +284,29 @@ fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
     let guard = holder.fair_lock(name).lock().unwrap();
     let (tx, events) = mpsc::channel();
 
-    // A waits; B gives up after 600 ms; C waits behind B.
+    // A waits; B gives up after 1.5 s; C waits behind B. Each is counted waiting once it
+    // has checked in after subscribing (which moves its deadline): the deadlines read below
+    // change only by B's leave (C's next check-in is half a thread wait away).
+    let give_up = Duration::from_millis(1500);
     let a = waiter(&client, name, 0, tx.clone(), None);
     let owner_a = recv_owner(&events);
     await_queued(&mut raw, name, 1);
+    await_waiting(&client, 1);
     let client_b = client.clone();
     let (owner_tx, owner_rx) = mpsc::channel();
     let b = std::thread::spawn(move || {
         owner_tx.send(client_b.owner_id()).unwrap();
         let started = Instant::now();
-        let got = client_b
-            .fair_lock(name)
-            .try_lock_for(Duration::from_millis(600))
-            .unwrap();
+        let got = client_b.fair_lock(name).try_lock_for(give_up).unwrap();
         (got.is_some(), started.elapsed())
     });
     let owner_b = owner_rx.recv().unwrap();
     await_queued(&mut raw, name, 2);
+    await_waiting(&client, 2);
     let c = waiter(&client, name, 2, tx.clone(), None);
     let owner_c = recv_owner(&events);
     await_queued(&mut raw, name, 3);
+    await_waiting(&client, 3);
     assert_eq!(
         queue(&mut raw, name),
         [owner_a.as_str(), &owner_b, &owner_c]
@@ -313,7 +317,7 @@ fn waiter_that_gives_up_leaves_the_queue_and_those_behind_move_up() {
     let (got, took) = b.join().unwrap();
     assert!(!got);
     assert!(
-        took >= Duration::from_millis(600) && took < Duration::from_millis(900),
+        took >= give_up && took < give_up + Duration::from_secs(1),
         "{took:?}"
     );
     assert_eq!(queue(&mut raw, name), [owner_a.as_str(), &owner_c]);
