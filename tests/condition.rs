@@ -817,6 +817,40 @@ fn a_plain_lock_is_queued_and_released_in_one_call() {
     waiter.join().unwrap();
 }
 
+/// A thread of a client connected through `proxy` that takes `key`, waits on its condition
+/// `c` and reports (notified, or the error; its hold count after the wait), then releases.
+/// Returns once it is queued and counted waiting.
+fn proxied_waiter(
+    server: &RedisServer,
+    proxy: &Proxy,
+    key: &'static str,
+) -> (Client, thread::JoinHandle<(redlatch::Result<bool>, u32)>) {
+    let client = Client::open(proxy.url()).unwrap();
+    let c = client.clone();
+    let handle = thread::spawn(move || {
+        let lock = c.lock(key);
+        let mut guard = lock.lock().unwrap();
+        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS);
+        let count = lock.hold_count().unwrap();
+        guard.unlock().unwrap();
+        (waited.map(|w| !w.timed_out()), count)
+    });
+    assert!(wait_until(GENEROUS, || condition_keys(server, key, "c") == (1, 1)));
+    await_waiting(&client, 1);
+    (client, handle)
+}
+
+/// Takes `key` with a client of its own (not proxied), notifies one waiter of its condition
+/// `c`, and releases; returns that client.
+fn notify_one_directly(server: &RedisServer, key: &str) -> Client {
+    let notifier = Client::open(server.url()).unwrap();
+    let lock = notifier.lock(key);
+    let guard = lock.lock().unwrap();
+    assert!(lock.condition("c").notify_one().unwrap());
+    guard.unlock().unwrap();
+    notifier
+}
+
 /// The waiter's look after its wake-up runs and takes the notification, and its reply is
 /// lost (the connection dies): the wait still ends notified, holding the lock again, and
 /// does not fail with the notification spent.
@@ -825,26 +859,10 @@ fn a_notification_whose_look_lost_its_reply_still_ends_the_wait() {
     let server = RedisServer::new();
     let proxy = Proxy::start(server.port());
     let key = "lost-look";
-    let client = Client::open(proxy.url()).unwrap();
-    let c = client.clone();
-    let handle = thread::spawn(move || {
-        let lock = c.lock(key);
-        let mut guard = lock.lock().unwrap();
-        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS);
-        let count = lock.hold_count().unwrap();
-        let outcome = waited.map(|w| !w.timed_out());
-        guard.unlock().unwrap();
-        (outcome, count)
-    });
-    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (1, 1)));
-    await_waiting(&client, 1);
+    let (_client, handle) = proxied_waiter(&server, &proxy, key);
     // The look's reply (`1`: notified, entry taken) is the next `:1` the server sends.
     proxy.lose_next_reply_equal_to(b":1\r\n");
-    let notifier = Client::open(server.url()).unwrap();
-    let lock = notifier.lock(key);
-    let guard = lock.lock().unwrap();
-    assert!(lock.condition("c").notify_one().unwrap());
-    guard.unlock().unwrap();
+    let notifier = notify_one_directly(&server, key);
     let (outcome, count) = handle.join().unwrap();
     assert_eq!(proxy.cuts(), 1, "the look's reply was lost");
     assert!(
@@ -864,29 +882,15 @@ fn a_notification_whose_look_and_leave_lost_their_replies_goes_to_the_next_waite
     let server = RedisServer::new();
     let proxy = Proxy::start(server.port());
     let key = "lost-look-and-leave";
-    let client = Client::open(proxy.url()).unwrap();
-    let c = client.clone();
-    let handle = thread::spawn(move || {
-        let lock = c.lock(key);
-        let mut guard = lock.lock().unwrap();
-        let waited = lock.condition("c").wait_for(&mut guard, GENEROUS);
-        let count = lock.hold_count().unwrap();
-        guard.unlock().unwrap();
-        (waited.is_err(), count)
-    });
-    assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (1, 1)));
-    await_waiting(&client, 1);
+    let (_client, handle) = proxied_waiter(&server, &proxy, key);
     let (_second, notified, second) = waiter(&server, |c, n| c.lock(n), key, "c");
     assert!(wait_until(GENEROUS, || condition_keys(&server, key, "c") == (2, 2)));
     // The look's reply (`1`: notified, entry taken), then the leave's (`-1`: not there).
     proxy.lose_next_reply_equal_to(b":1\r\n");
     proxy.lose_next_reply_equal_to(b":-1\r\n");
-    let notifier = Client::open(server.url()).unwrap();
-    let lock = notifier.lock(key);
-    let guard = lock.lock().unwrap();
-    assert!(lock.condition("c").notify_one().unwrap());
-    guard.unlock().unwrap();
-    let (failed, count) = handle.join().unwrap();
+    notify_one_directly(&server, key);
+    let (outcome, count) = handle.join().unwrap();
+    let failed = outcome.is_err();
     assert_eq!(proxy.cuts(), 2, "both replies were lost");
     assert!(failed, "the wait could not tell it was notified");
     assert_eq!(count, 1, "held again");
