@@ -9,7 +9,10 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<client uuid>:<thread number>"
 -- ARGV[3]  thread wait in milliseconds (how long a head may stay silent before it is skipped)
--- ARGV[4]  "1": join the queue when the lock cannot be taken; "0": only try
+-- ARGV[4]  "0": only try; "1": join the queue at its tail when the lock cannot be taken;
+--          "2": a later attempt of a waiter that joined: keep its place, and if it is gone
+--          from the queue (a script popped it as a presumed-dead head while it was alive),
+--          take back the head (and the lock, if it is free): everyone queued came after it
 -- ARGV[5]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[6]  optional: "0" non-reentrant; absent or "1" reentrant
 -- Reply:   {count}             acquired (or re-entered): hold count incremented to count, PEXPIRE
@@ -22,6 +25,7 @@
 --          error WRONGTYPE     a key holds another type (checked before anything is written)
 local owner = ARGV[2];
 local wait = tonumber(ARGV[3]);
+local rejoin = ARGV[4] == '2';
 -- HLEN first: a lock key of another type fails before anything is written.
 local holds = redis.call('hlen', KEYS[1]);
 local free = holds == 0;
@@ -55,20 +59,42 @@ if free and (head == false or head == owner) then
     return {1};
 end;
 
+local pos = redis.call('lpos', KEYS[2], owner);
+if free and pos == false and rejoin then
+    -- Popped while alive, and the lock is free: the head's place was ours, so is the lock.
+    redis.call('hset', KEYS[1], owner, 1);
+    redis.call('pexpire', KEYS[1], ARGV[1]);
+    if changed then
+        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
+    end;
+    return {1};
+end;
 local pttl = fair_pttl(KEYS[1], wait);
 if changed then
     -- Dead heads were popped: the new head's turn starts (woken if the lock is free).
     fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
 end;
-local pos = redis.call('lpos', KEYS[2], owner);
 if pos == false then
-    if ARGV[4] ~= '1' then
+    if ARGV[4] == '0' then
         return math.max(pttl, 1);
+    elseif rejoin then
+        redis.call('lpush', KEYS[2], owner);
+        pos = 0;
+        head = owner;
+    else
+        pos = redis.call('rpush', KEYS[2], owner) - 1;
     end;
-    pos = redis.call('rpush', KEYS[2], owner) - 1;
 end;
--- Joined or checked in: alive, so the deadline moves on.
-redis.call('zadd', KEYS[3], now + pttl + (pos + 1) * wait, owner);
+-- Joined or checked in: alive, so the deadline moves on (never back). At least what Redisson
+-- gives a newcomer in this place: the deadline of the waiter ahead plus one thread wait.
+local deadline = now + pttl + (pos + 1) * wait;
+if pos > 0 then
+    local ahead = tonumber(redis.call('zscore', KEYS[3], redis.call('lindex', KEYS[2], pos - 1)));
+    if ahead ~= nil and ahead + wait > deadline then
+        deadline = ahead + wait;
+    end;
+end;
+fair_raise(KEYS[3], owner, deadline);
 
 -- When to check in again without a message: the head when the lease may run out (its holder
 -- may have died: one thread wait before its own deadline); the second as well, and when the

@@ -1,13 +1,26 @@
 -- Helpers shared by the fair lock scripts: prepended to each fair_*.lua (see src/scripts.rs).
 --
 -- The queue (LIST) holds waiting owners in arrival order; the timeout set (ZSET) maps each of
--- them to a deadline in ms on the server's clock (TIME), so client clocks never matter. A head
--- whose deadline passed is presumed dead and popped (and the next one too, if its deadline
--- passed as well). A waiter's deadline is the lock's expiry (now if free) plus one thread wait
--- per place up to and including its own, as in Redisson: set when it joins and each time it
--- checks in (every half thread wait at most), lowered by one thread wait when a waiter ahead
--- leaves, and for the head set afresh when the lock is freed or when it moves up because the
--- waiters ahead left or were popped. A live waiter therefore never sees its deadline pass.
+-- them to a deadline in ms. A head whose deadline passed is presumed dead and popped (and the
+-- next one too, if its deadline passed as well); only heads are ever popped.
+--
+-- Our deadlines, on the server's clock (TIME), and what Redisson's scripts do to them:
+-- - A redlatch waiter's deadline is, at its join and at each check-in (every half thread wait
+--   at most), the largest of: what it had, the lock's expiry (now if free) plus one thread wait
+--   per place up to and including its own, and the deadline of the waiter ahead of it plus one
+--   thread wait (what Redisson gives a newcomer there). A check-in never lowers it.
+-- - Redisson does not move a waiter's deadline after its join (it uses its client's clock).
+--   When a Redisson waiter takes the lock it lowers every deadline by the wait it asked for
+--   (tryLock's wait, else its thread wait); when one gives up it lowers those behind it by
+--   the same (RedissonFairLock: tryLockInnerAsync, acquireFailedAsync). A waiter chained on the
+--   one ahead survives such a decrement as long as that one's wait covered its stay in the
+--   queue; a Redisson waiter that stayed longer (or gave up after a wait longer than the thread
+--   wait) can push the deadlines behind it into the past, Redisson's own waiters' included.
+-- - A redlatch waiter popped that way while alive finds itself gone at its next check-in and
+--   takes back the head of the queue (acquire ARGV[4] "2"): ahead of everyone queued, who all
+--   came after it. Only an owner that took the lock meanwhile comes first.
+-- - Our scripts never lower a deadline except by a leaver's thread wait, as Redisson's
+--   acquireFailedAsync does: a head's turn raises its deadline, never lowers it.
 
 local function fair_now()
     local t = redis.call('time');
@@ -44,9 +57,21 @@ local function fair_prune(queue, timeouts, now)
     end;
 end;
 
--- Starts the turn of `head` (false: nobody queued): its deadline becomes now + `pttl` (the
--- lock's remaining lease as fair_pttl gives it) + wait, and when the lock is `free` '0' is
--- published on the head's own channel `<channel>:<owner>`, unless the head is `caller`.
+-- Sets `owner`'s deadline to `deadline` unless it has a later one already. Returns the
+-- deadline it has.
+local function fair_raise(timeouts, owner, deadline)
+    local had = tonumber(redis.call('zscore', timeouts, owner));
+    if had ~= nil and had >= deadline then
+        return had;
+    end;
+    redis.call('zadd', timeouts, deadline, owner);
+    return deadline;
+end;
+
+-- Starts the turn of `head` (false: nobody queued): its deadline becomes at least now +
+-- `pttl` (the lock's remaining lease as fair_pttl gives it) + wait (a later one, such as a
+-- Redisson waiter's long tryLock wait, is kept), and when the lock is `free` '0' is published
+-- on the head's own channel `<channel>:<owner>`, unless the head is `caller`.
 local function fair_turn(head, timeouts, channel, now, pttl, wait, free, publish, caller)
     if head == false then
         return;
@@ -54,5 +79,5 @@ local function fair_turn(head, timeouts, channel, now, pttl, wait, free, publish
     if free and head ~= caller then
         redis.call(publish, channel .. ':' .. head, '0');
     end;
-    redis.call('zadd', timeouts, now + pttl + wait, head);
+    fair_raise(timeouts, head, now + pttl + wait);
 end;

@@ -973,3 +973,160 @@ fn redisson_clients_sharing_the_queue_do_not_skip_live_redlatch_waiters() {
         assert!(!raw.exists::<_, bool>(key).unwrap(), "{key} left behind");
     }
 }
+
+/// Holds `name` as a foreign owner would (no watchdog, so no script of ours runs but the
+/// waiters'): the lock hash with a lease of `lease_ms`.
+fn hold_raw(raw: &mut redis::Connection, name: &str, lease_ms: i64) {
+    let _: () = raw.hset(name, "foreign:1", 1).unwrap();
+    let _: () = raw.pexpire(name, lease_ms).unwrap();
+}
+
+/// Scripts run so far (each check-in of a waiter is one).
+fn evalshas(raw: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|l| l.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[test]
+fn a_check_in_chains_on_the_waiter_ahead_and_never_lowers_its_deadline() {
+    let server = RedisServer::new();
+    let wait = Duration::from_secs(1);
+    let client = client_with(&server.url(), wait, Duration::from_secs(30));
+    let name = "fair:chain";
+    let java = "0d5c9a41-7b2e-4f18-9c3a-5e6f7a8b9c0d:44";
+    let mut raw = server.conn();
+    hold_raw(&mut raw, name, 60_000);
+    let now = server_ms(&mut raw);
+    let _: () = raw.rpush(queue_key(name), java).unwrap();
+    let _: () = raw.zadd(timeout_key(name), java, now + 60_000).unwrap();
+    let (tx, events) = mpsc::channel();
+    let handle = waiter(&client, name, 0, tx, None);
+    let ours = recv_owner(&events);
+    await_queued(&mut raw, name, 2);
+    // Joined behind a Redisson waiter: at least its deadline plus one thread wait.
+    assert!(deadline(&mut raw, name, &ours).unwrap() >= now + 61_000);
+    // The waiter ahead gets a later deadline (as a Redisson waiter's tryLock(1 hour) has):
+    // the next check-in (every half thread wait) chains on it.
+    let hour = now + 3_600_000;
+    let _: () = raw.zadd(timeout_key(name), java, hour).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || deadline(&mut raw, name, &ours)
+            == Some(hour + 1000)),
+        "the check-in did not chain on the waiter ahead: {:?}",
+        deadline(&mut raw, name, &ours)
+    );
+    // A deadline above every formula is kept through check-ins.
+    let high = now + 7_200_000;
+    let _: () = raw.zadd(timeout_key(name), &ours, high).unwrap();
+    let before = evalshas(&mut raw);
+    assert!(
+        wait_until(Duration::from_secs(5), || evalshas(&mut raw) >= before + 2),
+        "the waiter did not check in"
+    );
+    assert_eq!(deadline(&mut raw, name, &ours), Some(high));
+    // Releasing wakes the Redisson head; its long deadline is kept (a turn never lowers one).
+    let _: () = raw.del(name).unwrap();
+    let taken: i64 = redis::Script::new(REDISSON_ACQUIRE)
+        .key(&[name.to_owned(), queue_key(name), timeout_key(name)][..])
+        .arg(2_000)
+        .arg(java)
+        .arg(3_600_000)
+        .arg(server_ms(&mut raw))
+        .invoke(&mut raw)
+        .unwrap();
+    assert_eq!(taken, 1);
+    assert_eq!(queue(&mut raw, name), std::slice::from_ref(&ours));
+    let _: () = raw.del(name).unwrap();
+    let _: () = raw
+        .publish(format!("redisson_lock__channel:{{{name}}}:{ours}"), "0")
+        .unwrap();
+    assert_eq!(recv_grant(&events).0, 0);
+    handle.join().unwrap();
+    assert_nothing_left(&mut raw, name);
+}
+
+#[test]
+fn a_release_keeps_the_longer_deadline_of_the_head_it_wakes() {
+    let server = RedisServer::new();
+    let client = client_with(
+        &server.url(),
+        Duration::from_secs(1),
+        Duration::from_secs(30),
+    );
+    let name = "fair:turn";
+    let java = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d:12";
+    let mut raw = server.conn();
+    let guard = client.fair_lock(name).lock().unwrap();
+    let hour = server_ms(&mut raw) + 3_600_000;
+    let _: () = raw.rpush(queue_key(name), java).unwrap();
+    let _: () = raw.zadd(timeout_key(name), java, hour).unwrap();
+    guard.unlock().unwrap();
+    assert_eq!(deadline(&mut raw, name, java), Some(hour));
+}
+
+#[test]
+fn a_live_waiter_popped_by_a_redisson_prune_takes_back_the_head() {
+    let server = RedisServer::new();
+    let wait = Duration::from_secs(1);
+    let client = client_with(&server.url(), wait, Duration::from_secs(30));
+    let name = "fair:popped";
+    let mut raw = server.conn();
+    // A foreign holder whose lease the waiters see: the head checks in within it.
+    hold_raw(&mut raw, name, 1_500);
+    let (tx, events) = mpsc::channel();
+    let mut handles = Vec::new();
+    let mut owners = Vec::new();
+    let mut releases = Vec::new();
+    for i in 0..2 {
+        let (release_tx, release_rx) = mpsc::channel();
+        releases.push(release_tx);
+        handles.push(waiter(&client, name, i, tx.clone(), Some(release_rx)));
+        owners.push(recv_owner(&events));
+        await_queued(&mut raw, name, i + 1);
+    }
+    // A Redisson waiter's decrement left the head's deadline in the past, and a Redisson
+    // acquire (here a newcomer's try) pops it.
+    let past = server_ms(&mut raw) - 1;
+    let _: () = raw.zadd(timeout_key(name), &owners[0], past).unwrap();
+    let _: () = raw.pexpire(name, 60_000).unwrap();
+    let tried: i64 = redis::Script::new(REDISSON_ACQUIRE)
+        .key(&[name.to_owned(), queue_key(name), timeout_key(name)][..])
+        .arg(2_000)
+        .arg("5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d:13")
+        .arg(1_000)
+        .arg(server_ms(&mut raw))
+        .invoke(&mut raw)
+        .unwrap();
+    assert_eq!(tried, 0);
+    assert_eq!(
+        queue(&mut raw, name),
+        [owners[1].clone()],
+        "the head was popped"
+    );
+    // Its next check-in (at the lock's expiry at the latest: 1.5 s) puts it back first.
+    let _: () = raw.pexpire(name, 1_500).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || queue(&mut raw, name) == owners),
+        "the popped waiter is not back at the head: {:?}",
+        queue(&mut raw, name)
+    );
+    let _: () = raw.pexpire(name, 60_000).unwrap();
+    let _: () = raw.del(name).unwrap();
+    let _: () = raw
+        .publish(
+            format!("redisson_lock__channel:{{{name}}}:{}", owners[0]),
+            "0",
+        )
+        .unwrap();
+    assert_eq!(recv_grant(&events).0, 0);
+    releases[0].send(()).unwrap();
+    assert_eq!(recv_grant(&events).0, 1);
+    releases[1].send(()).unwrap();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_nothing_left(&mut raw, name);
+}

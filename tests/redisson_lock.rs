@@ -446,6 +446,191 @@ fn fair_lock_java_waiter_timing_out_does_not_delay_rust_waiters() {
     }
 }
 
+/// A pair whose fair locks skip a silent head after `thread_wait` on both sides (`None`: the
+/// default, 5 minutes), and whose watchdogs renew every `watchdog / 3`.
+fn fair_pair(version: &str, thread_wait: Option<Duration>, watchdog: Duration) -> Pair {
+    let server = RedisServer::new();
+    let mut config = Config::builder(server.url().as_str()).watchdog_timeout(watchdog);
+    let mut args = vec![
+        "--single".to_owned(),
+        server.url(),
+        "--watchdog".to_owned(),
+        watchdog.as_millis().to_string(),
+    ];
+    if let Some(wait) = thread_wait {
+        config = config.fair_thread_wait(wait);
+        args.extend(["--fair-wait".to_owned(), wait.as_millis().to_string()]);
+    }
+    let client = Client::new(config.build().unwrap()).unwrap();
+    let java = JavaPeer::start(version, &args);
+    Pair {
+        server,
+        client,
+        java,
+    }
+}
+
+/// The server's clock in ms, as the scripts read it.
+fn server_ms(raw: &mut redis::Connection) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(raw).unwrap();
+    s * 1000 + us / 1000
+}
+
+/// A Rust thread that takes `lock` (blocking as long as it must), reports when, and holds it
+/// until told to release.
+fn rust_holder(
+    lock: redlatch::Lock,
+) -> (
+    mpsc::Receiver<u64>,
+    mpsc::Sender<()>,
+    thread::JoinHandle<()>,
+) {
+    let (acquired_tx, acquired) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel::<()>();
+    let thread = thread::spawn(move || {
+        let guard = lock.lock().expect("the Rust waiter's lock()");
+        acquired_tx.send(monotonic_ns()).unwrap();
+        let _ = release_rx.recv();
+        guard.unlock().expect("the Rust waiter's unlock");
+    });
+    (acquired, release, thread)
+}
+
+/// Waits until the fair queue of `name` is `n` long, and returns it.
+fn queued(raw: &mut redis::Connection, name: &str, n: usize) -> Vec<String> {
+    let key = format!("redisson_lock_queue:{{{name}}}");
+    let mut seen = Vec::new();
+    let reached = wait_until(Duration::from_secs(20), || {
+        seen = raw.lrange(&key, 0, -1).unwrap();
+        seen.len() == n
+    });
+    assert!(reached, "the queue of {name} did not reach {n}: {seen:?}");
+    seen
+}
+
+/// A Java waiter ahead that takes the lock through `tryLock(1 hour)` lowers every deadline by
+/// an hour (RedissonFairLock's acquire): the Rust waiter behind it keeps its place, a
+/// newcomer's `tryLock(0)` (which prunes dead-looking heads first) does not get ahead of it,
+/// and Java's release wakes it by pub/sub.
+fn fair_long_java_wait(version: &str, thread_wait: Option<Duration>) {
+    let mut p = fair_pair(version, thread_wait, Duration::from_secs(30));
+    let name = "interop:fair:long-wait";
+    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let mut raw = p.server.conn();
+    let holder = p.client.fair_lock(name).lock().unwrap();
+    p.java.send("j", &format!("trylock fair {name} 3600000"));
+    queued(&mut raw, name, 1);
+    let (acquired, release, rust) = rust_holder(p.client.fair_lock(name));
+    let both = queued(&mut raw, name, 2);
+    assert!(both[0].starts_with(&p.java.id) && both[1].starts_with(p.client.id()));
+    let ours = both[1].clone();
+    holder.unlock().unwrap();
+    assert_eq!(p.java.reply("j").value(), "true");
+    let deadline: i64 = raw.zscore(&timeouts, &ours).unwrap();
+    let now = server_ms(&mut raw);
+    assert!(
+        deadline > now,
+        "Redisson {version}, thread wait {thread_wait:?}: the live waiter's deadline passed ({} ms ago)",
+        now - deadline
+    );
+    assert_eq!(
+        p.java.call("n", &format!("trylock fair {name} 0")).value(),
+        "false"
+    );
+    let rest: Vec<String> = raw
+        .lrange(format!("redisson_lock_queue:{{{name}}}"), 0, -1)
+        .unwrap();
+    assert_eq!(
+        rest,
+        std::slice::from_ref(&ours),
+        "Redisson {version}: the live waiter was dropped"
+    );
+    let released = p.java.call("j", &format!("unlock fair {name}"));
+    let woke = acquired
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the Rust waiter was not served after the Java holder");
+    let delay = Duration::from_nanos(woke.saturating_sub(released.t0));
+    assert!(
+        delay < Duration::from_secs(2),
+        "woken {delay:?} after the release"
+    );
+    assert_eq!(
+        p.java.call("n", &format!("trylock fair {name} 0")).value(),
+        "false",
+        "a newcomer got the lock the Rust waiter holds"
+    );
+    release.send(()).unwrap();
+    rust.join().unwrap();
+    assert_eq!(
+        p.java.call("n", &format!("trylock fair {name} 0")).value(),
+        "true"
+    );
+    p.java.call("n", &format!("unlock fair {name}")).value();
+}
+
+#[test]
+fn fair_rust_waiter_behind_a_java_try_lock_of_an_hour_keeps_its_place() {
+    require_java!();
+    for version in versions() {
+        fair_long_java_wait(&version, None);
+        fair_long_java_wait(&version, Some(Duration::from_secs(1)));
+    }
+}
+
+/// A Java waiter ahead that gives up after a wait longer than the thread wait lowers the
+/// deadlines behind it by that wait (RedissonFairLock's acquireFailedAsync), into the past: a
+/// Redisson script then pops the live Rust waiter behind it. The Rust waiter finds itself gone
+/// at its next check-in and takes back the head, ahead of a Java waiter that queued after it,
+/// and is served first.
+fn fair_java_leaver(version: &str) {
+    let mut p = fair_pair(
+        version,
+        Some(Duration::from_secs(1)),
+        Duration::from_secs(3),
+    );
+    let name = "interop:fair:leaver";
+    let mut raw = p.server.conn();
+    let holder = p.client.fair_lock(name).lock().unwrap();
+    p.java.send("j", &format!("trylock fair {name} 6000"));
+    queued(&mut raw, name, 1);
+    let (acquired, release, rust) = rust_holder(p.client.fair_lock(name));
+    let ours = queued(&mut raw, name, 2)[1].clone();
+    assert_eq!(p.java.reply("j").value(), "false");
+    // Lowered by 6 s, the Rust waiter's deadline is in the past: the newcomer's Redisson
+    // acquire pops it (unless the waiter checked in first) and queues behind.
+    p.java.send("k", &format!("lock fair {name}"));
+    let key = format!("redisson_lock_queue:{{{name}}}");
+    let mut seen: Vec<String> = Vec::new();
+    let order = wait_until(Duration::from_secs(10), || {
+        seen = raw.lrange(&key, 0, -1).unwrap();
+        seen.len() == 2 && seen[0] == ours && seen[1].starts_with(&p.java.id)
+    });
+    assert!(
+        order,
+        "Redisson {version}: the Rust waiter is not back ahead of the Java newcomer: {seen:?}"
+    );
+    holder.unlock().unwrap();
+    acquired
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the Rust waiter was not served first");
+    assert!(p
+        .java
+        .reply_within("k", Duration::from_millis(200))
+        .is_none());
+    release.send(()).unwrap();
+    rust.join().unwrap();
+    p.java.reply("k").value();
+    p.java.call("k", &format!("unlock fair {name}")).value();
+}
+
+#[test]
+fn fair_rust_waiter_popped_by_a_java_leavers_decrement_takes_back_the_head() {
+    require_java!();
+    for version in versions() {
+        fair_java_leaver(&version);
+    }
+}
+
 /// Readers share across languages; a writer on either side excludes readers on both; a
 /// write-to-read downgrade on either side is seen by the other.
 fn read_write(version: &str) {

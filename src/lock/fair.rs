@@ -9,7 +9,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use crate::error::Result;
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::scripts;
 use crate::time::millis;
 
@@ -35,7 +35,7 @@ impl Fair {
         }
     }
 
-    /// One acquire attempt of `owner`, queued if `will_wait` and the lock cannot be taken;
+    /// One acquire attempt of `owner`, queued as `queueing` says if the lock cannot be taken;
     /// with `reentrant` false, an owner that holds the lock already is refused (`{0}`) and
     /// not queued, as `RedissonNonReentrantFairLock` does.
     pub(crate) fn try_acquire(
@@ -44,7 +44,7 @@ impl Fair {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        will_wait: bool,
+        queueing: Queueing,
         reentrant: bool,
     ) -> RedisResult<Value> {
         scripts::FAIR_ACQUIRE
@@ -55,7 +55,11 @@ impl Fair {
             .arg(lease_ms)
             .arg(owner)
             .arg(self.wait_ms)
-            .arg(if will_wait { "1" } else { "0" })
+            .arg(match queueing {
+                Queueing::No => "0",
+                Queueing::Join => "1",
+                Queueing::Keep => "2",
+            })
             .arg(lock.client.publish())
             .arg(if reentrant { "1" } else { "0" })
             .invoke(c)
@@ -74,9 +78,9 @@ impl Kind for Fair {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        will_wait: bool,
+        queueing: Queueing,
     ) -> RedisResult<Value> {
-        self.try_acquire(lock, c, owner, lease_ms, will_wait, true)
+        self.try_acquire(lock, c, owner, lease_ms, queueing, true)
     }
 
     fn unlock(

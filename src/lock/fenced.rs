@@ -6,7 +6,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::lock::plain::Plain;
 use crate::scripts;
 
@@ -37,7 +37,7 @@ impl Kind for Fenced {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        _will_wait: bool,
+        _queueing: Queueing,
     ) -> RedisResult<Value> {
         scripts::FENCED_ACQUIRE
             .key(&lock.name)

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::handover::Waiter;
 use crate::lock::condition::Condition;
 use crate::lock::guard::LockGuard;
-use crate::lock::kind::{Kind, Waiting};
+use crate::lock::kind::{Kind, Queueing, Waiting};
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{Attempt, RawLock, Unlocked};
 use crate::names::Named;
@@ -661,7 +661,14 @@ impl<O: Ownership> Lock<O> {
                 Some(pacer) => pacer.next_delay().min(ttl),
                 None => ttl,
             };
-            let tried = Ok(match self.raw.acquire(&owner, lease, will_wait)? {
+            // The first attempt of a caller that will wait joins a fair lock's queue; the
+            // later ones keep its place (taking back the head if a script removed it).
+            let queueing = match (will_wait, attempts) {
+                (false, _) => Queueing::No,
+                (true, 1) => Queueing::Join,
+                (true, _) => Queueing::Keep,
+            };
+            let tried = Ok(match self.raw.acquire(&owner, lease, queueing)? {
                 Attempt::Acquired { count, token } => {
                     held = count;
                     got = Some(LockGuard::new(

@@ -23,6 +23,25 @@ pub(crate) enum Waiting<'a> {
     Backoff(Backoff),
 }
 
+/// What an acquire attempt asks of a kind with a queue (fair) when the lock is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queueing {
+    /// Only try: the caller will not wait, and takes no place.
+    No,
+    /// The caller's first attempt: it will wait, so it joins the queue at its tail.
+    Join,
+    /// A later attempt of a caller that joined: it keeps its place, and if a script removed
+    /// it meanwhile (a live head popped as presumed dead), it takes back the head.
+    Keep,
+}
+
+impl Queueing {
+    /// Whether the caller waits if the attempt fails.
+    pub(crate) fn will_wait(self) -> bool {
+        self != Queueing::No
+    }
+}
+
 /// A lock kind's protocol: its scripts, keys and how its waiters wait, and the few answers
 /// the [`Lock`](crate::Lock) API needs from it.
 /// [`RawLock`](crate::lock::raw::RawLock) runs what every kind shares around these calls (replica confirmation, the unlock latch and the retry or settle of a lost unlock); each call is given
@@ -35,14 +54,15 @@ pub(crate) trait Kind: Send + Sync + 'static {
     /// Runs one acquire attempt of `owner` with a lease of `lease_ms` on `c`, and returns the
     /// script's reply for [`RawLock`](crate::lock::raw::RawLock) to decode: `{count}` (or `{count, token}`) when acquired,
     /// the lock's PTTL when not, `{0}` when a non-reentrant kind refuses an owner that holds
-    /// it already. `will_wait`: the caller waits if this attempt fails.
+    /// it already. `queueing`: whether the caller waits if this attempt fails, and whether
+    /// it has a place in a queue already.
     fn acquire(
         &self,
         lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        will_wait: bool,
+        queueing: Queueing,
     ) -> RedisResult<Value>;
 
     /// Runs the unlock script releasing one hold of `release.owner` on `c`, with its unlock

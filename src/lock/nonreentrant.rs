@@ -11,7 +11,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use crate::error::Result;
 use crate::lock::fair::Fair;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::lock::plain::Plain;
 use crate::watchdog::Renewal;
 
@@ -39,7 +39,7 @@ impl Kind for NonReentrant {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        _will_wait: bool,
+        _queueing: Queueing,
     ) -> RedisResult<Value> {
         self.plain.try_acquire(lock, c, owner, lease_ms, false)
     }
@@ -108,10 +108,10 @@ impl Kind for NonReentrantFair {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        will_wait: bool,
+        queueing: Queueing,
     ) -> RedisResult<Value> {
         self.fair
-            .try_acquire(lock, c, owner, lease_ms, will_wait, false)
+            .try_acquire(lock, c, owner, lease_ms, queueing, false)
     }
 
     fn unlock(

@@ -6,7 +6,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::scripts;
 
 /// The reentrant lock: `lua/lock_*.lua`; a release publishes `0` (wake one) on the lock
@@ -52,7 +52,7 @@ impl Kind for Plain {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        _will_wait: bool,
+        _queueing: Queueing,
     ) -> RedisResult<Value> {
         self.try_acquire(lock, c, owner, lease_ms, true)
     }

@@ -14,7 +14,7 @@ use crate::config::wait_replicas;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
 use crate::trace;
@@ -149,18 +149,23 @@ impl RawLock {
         self.key.check_name()
     }
 
-    /// One acquire attempt. `will_wait`: the caller waits if it fails (a fair lock queues
-    /// `owner` then).
+    /// One acquire attempt. `queueing`: whether the caller waits if it fails (a fair lock
+    /// queues `owner` then), and whether it was queued by an earlier attempt.
     ///
     /// With [`sync_replicas`](crate::ConfigBuilder::sync_replicas), a successful attempt is
     /// followed by `WAIT` on the same connection; one that too few replicas confirmed (or
     /// whose confirmation failed) is undone before the error is returned.
-    pub(crate) fn acquire(&self, owner: &str, lease: Duration, will_wait: bool) -> Result<Attempt> {
+    pub(crate) fn acquire(
+        &self,
+        owner: &str,
+        lease: Duration,
+        queueing: Queueing,
+    ) -> Result<Attempt> {
         let mut wrote = false;
         let outcome = self.run(|c| {
             let reply = self
                 .kind
-                .acquire(&self.key, c, owner, millis(lease), will_wait)?;
+                .acquire(&self.key, c, owner, millis(lease), queueing)?;
             let attempt = decode_attempt(&reply);
             wrote = matches!(attempt, Ok(Attempt::Acquired { .. }));
             Ok((attempt, self.confirm(c, wrote)?))
@@ -182,7 +187,7 @@ impl RawLock {
                     // The acquire may have run, or may run when the server answers again:
                     // what it took is given back then.
                     let field: Arc<str> = self.field(owner).into();
-                    let settle = self.settler(owner, lease, will_wait);
+                    let settle = self.settler(owner, lease, queueing.will_wait());
                     let watchdog = &self.key.client.inner.watchdog;
                     watchdog.doubt(&self.key.name, &field, settle);
                 }

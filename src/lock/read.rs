@@ -10,7 +10,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use crate::error::Result;
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::lock::side::Side;
 use crate::scripts;
 use crate::watchdog::{BatchRenewal, Renewal};
@@ -53,7 +53,7 @@ impl Kind for Read {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        _will_wait: bool,
+        _queueing: Queueing,
     ) -> RedisResult<Value> {
         scripts::RW_READ_ACQUIRE
             .key(&lock.name)

@@ -6,7 +6,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::backoff::Backoff;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::scripts;
 
 /// The spin lock: acquired by `lua/lock_acquire.lua` (the reentrant lock's, so the two kinds
@@ -32,7 +32,7 @@ impl Kind for Spin {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        _will_wait: bool,
+        _queueing: Queueing,
     ) -> RedisResult<Value> {
         scripts::LOCK_ACQUIRE
             .key(&lock.name)

@@ -9,7 +9,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use crate::error::Result;
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Release, Waiting, RENEW_FIELD};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting, RENEW_FIELD};
 use crate::lock::side::Side;
 use crate::scripts;
 use crate::watchdog::Renewal;
@@ -38,7 +38,7 @@ impl Kind for Write {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        _will_wait: bool,
+        _queueing: Queueing,
     ) -> RedisResult<Value> {
         scripts::RW_WRITE_ACQUIRE
             .key(&lock.name)

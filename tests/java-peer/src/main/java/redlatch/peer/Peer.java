@@ -41,10 +41,12 @@ public final class Peer {
     /**
      * {@code --single URL} (repeatable: one client per server, for MultiLock and RedLock),
      * {@code --cluster URL...}, {@code --sentinel MASTER URL...}; {@code --watchdog MS},
-     * {@code --prefix P} (a NameMapper), {@code --sharded auto|on|off}.
+     * {@code --prefix P} (a NameMapper), {@code --sharded auto|on|off}, {@code --fair-wait MS}
+     * (a fair lock's thread wait).
      */
     public static void main(String[] args) throws Exception {
         long watchdog = 0;
+        long fairWait = 0;
         String prefix = null;
         String sharded = null;
         List<Config> configs = new ArrayList<>();
@@ -82,6 +84,9 @@ public final class Peer {
                 case "--watchdog":
                     watchdog = Long.parseLong(args[++i]);
                     break;
+                case "--fair-wait":
+                    fairWait = Long.parseLong(args[++i]);
+                    break;
                 case "--prefix":
                     prefix = args[++i];
                     break;
@@ -95,6 +100,9 @@ public final class Peer {
         for (Config c : configs) {
             if (watchdog > 0) {
                 c.setLockWatchdogTimeout(watchdog);
+            }
+            if (fairWait > 0) {
+                Versions.setFairWait(c, fairWait);
             }
             if (prefix != null) {
                 setNameMapper(c, prefix);
@@ -239,7 +247,7 @@ public final class Peer {
             case "lock":
                 return c.getLock(name);
             case "fair":
-                return c.getFairLock(name);
+                return Versions.fairLock(c, name);
             case "read":
                 return c.getReadWriteLock(name).readLock();
             case "write":

@@ -3,6 +3,7 @@ package redlatch.peer;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 
+import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 
 /** What differs between the Redisson versions the peer is built against, reached by name. */
@@ -41,6 +42,39 @@ final class Versions {
             }
         }
         return true;
+    }
+
+    /** A fair lock's thread wait where the config has no setting for it (before 4.x); 0: the default. */
+    private static volatile long fairWait;
+
+    /**
+     * Sets a fair lock's thread wait: {@code Config.setFairLockWaitTimeout} where it exists
+     * (4.x), else remembered for {@link #fairLock}, which passes it to the constructor.
+     */
+    static void setFairWait(Object config, long ms) throws Exception {
+        try {
+            invoke(config, "setFairLockWaitTimeout", ms);
+        } catch (UnsupportedOperationException e) {
+            fairWait = ms;
+        }
+    }
+
+    /**
+     * {@code getFairLock(name)}, or on a version whose config has no thread wait (3.x) with
+     * the one {@link #setFairWait} was given: {@code new RedissonFairLock(executor, name, wait)}.
+     */
+    static RLock fairLock(RedissonClient c, String name) throws Exception {
+        if (fairWait == 0) {
+            return c.getFairLock(name);
+        }
+        Object executor = invoke(c, "getCommandExecutor");
+        Class<?> fair = Class.forName("org.redisson.RedissonFairLock");
+        for (java.lang.reflect.Constructor<?> k : fair.getConstructors()) {
+            if (k.getParameterCount() == 3 && k.getParameterTypes()[2] == long.class) {
+                return (RLock) k.newInstance(executor, name, fairWait);
+            }
+        }
+        throw new UnsupportedOperationException("RedissonFairLock(executor, name, wait) is not in this Redisson version");
     }
 
     /** Redisson's id of this client: the first part of every owner it writes. */
