@@ -3,10 +3,13 @@
 -- KEYS[2i]     the owner's hold-timeout prefix "{name}:<owner>:rwlock_timeout" for lock i
 -- ARGV[1]      lease in milliseconds
 -- ARGV[i+1]    owner id for lock i
--- Reply:       array of one integer per lock: 1 = the owner's read holds (and only the owner's:
---              Redisson renews every reader's, which keeps dead readers alive) got PEXPIRE lease
---              and the hash's expiry was raised to at least the lease; 0 = the owner holds no
---              live read hold (released, expired or deleted, or not a hash): the guard is lost
+-- Reply:       array of one integer per lock: 2 + ms = the owner's read holds (and only the
+--              owner's: Redisson renews every reader's, which keeps dead readers alive) got
+--              PEXPIRE lease and the hash's expiry was raised to at least the lease; ms is the
+--              hash's expiry found before, which tells the client whether
+--              another client cut it (Redisson's read-lock renewal sets it to that client's
+--              lease); 1 = the same, the hash had no expiry; 0 = the owner holds no live read hold (released, expired or deleted, or
+--              not a hash): the guard is lost
 local res = {};
 for i = 1, #KEYS / 2 do
     local name, prefix = KEYS[2 * i - 1], KEYS[2 * i];
@@ -21,7 +24,11 @@ for i = 1, #KEYS / 2 do
         if renewed > 0 then
             local remaining = redis.call('pttl', name);
             redis.call('pexpire', name, math.max(remaining, tonumber(ARGV[1])));
-            res[i] = 1;
+            if remaining >= 0 then
+                res[i] = 2 + remaining;
+            else
+                res[i] = 1;
+            end;
         end;
     end;
 end;

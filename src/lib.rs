@@ -183,7 +183,8 @@
 //! # The guide
 //!
 //! Longer than these docs, shorter than the code: [`_guide`] has a chapter each on the
-//! synchronizers, safety, topologies, operating locks, and how it works.
+//! synchronizers, safety, sharing locks with Java services, topologies, operating locks, and
+//! how it works.
 //!
 //! # Several applications on one Redis: the name mapper
 //!

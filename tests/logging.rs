@@ -99,4 +99,52 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
         );
     }
     assert!(logs.iter().all(|(l, _)| *l != Level::Error), "{logs:#?}");
+
+    // A read lock whose expiry a peer cut below what our renewals left (as Redisson's
+    // read-lock renewal does with a shorter watchdog timeout): one warning naming the cause,
+    // the hold kept; a second cut is not warned of again.
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let readers = Client::new(config).unwrap();
+    let read = readers.read_write_lock("log:rw").read().lock().unwrap();
+    let mut raw = server.conn();
+    take();
+    let renewed = |logs: &[(Level, String)]| {
+        logs.iter()
+            .filter(|(_, m)| m.contains("`log:rw`") && m.contains("expiry was cut"))
+            .count()
+    };
+    let mut logs = Vec::new();
+    for _ in 0..2 {
+        let _: () = redis::cmd("PEXPIRE")
+            .arg("log:rw")
+            .arg(1_000)
+            .query(&mut raw)
+            .unwrap();
+        let before = renewed(&logs);
+        assert!(
+            support::wait_until(Duration::from_secs(5), || {
+                logs.extend(take());
+                renewed(&logs) > before
+            }),
+            "no renewal reported the cut: {logs:#?}"
+        );
+    }
+    let warns: Vec<&String> = logs
+        .iter()
+        .filter(|(l, _)| *l == Level::Warn)
+        .map(|(_, m)| m)
+        .collect();
+    assert_eq!(warns.len(), 1, "{logs:#?}");
+    assert!(
+        warns[0].contains("shorter watchdog timeout") && warns[0].contains(&readers.owner_id()),
+        "{}",
+        warns[0]
+    );
+    assert!(!read.is_lost());
+    let pttl: i64 = redis::cmd("PTTL").arg("log:rw").query(&mut raw).unwrap();
+    assert!(pttl > 2_000, "renewed to the lease again: {pttl}");
+    read.unlock().unwrap();
 }

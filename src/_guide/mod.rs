@@ -9,6 +9,8 @@
 //!   does; compared with etcd's and Curator's recipes.
 //! - [`safety`]: what is guaranteed and what is not: leases, fencing tokens, lost-lock
 //!   callbacks, replica-synced writes, and the tests that show each.
+//! - [`java`]: sharing locks with Java services on Redisson: the settings both sides must
+//!   share, and what a mixed fair queue promises.
 //! - [`topologies`]: one server, Sentinel, Redis Cluster, TLS, `MultiLock` and `RedLock`.
 //! - [`operating`]: the `redlatch` command-line tool, tracing a holder to its host, metrics
 //!   (the snapshot and the `metrics` facade) and logging.
@@ -32,6 +34,10 @@ pub mod election {
 
 pub mod safety {
     #![doc = include_str!("safety.md")]
+}
+
+pub mod java {
+    #![doc = include_str!("java.md")]
 }
 
 pub mod topologies {

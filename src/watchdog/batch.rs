@@ -34,7 +34,7 @@ impl Shared {
         let span = trace::Span::renewal(batch.len(), self.lease);
         let _in_span = span.enter();
         let out = self.renew_all(batch);
-        let renewed = out.iter().filter(|r| matches!(r, Renewed::Held)).count();
+        let renewed = out.iter().filter(|r| matches!(r, Renewed::Held(_))).count();
         let failed = out
             .iter()
             .filter(|r| matches!(r, Renewed::Failed(_)))
@@ -57,7 +57,7 @@ impl Shared {
                 .backend
                 .run_with(&batch[first].name, Policy::Once, |c| {
                     let renewed: Vec<i64> = inv.invoke(c)?;
-                    let acked = wait_replicas(self.sync, c, renewed.contains(&1))?;
+                    let acked = wait_replicas(self.sync, c, renewed.iter().any(|&r| r >= 1))?;
                     Ok((renewed, acked))
                 });
             let reply = reply.map(|(renewed, acked)| match (acked, self.sync) {
@@ -90,12 +90,18 @@ impl Shared {
             let Some(e) = st.entries.get(&id) else {
                 continue; // released meanwhile
             };
+            // What our last confirmed renewal left of the lease, at the latest moment this
+            // one can have run (now): the expiry the server had then is at least this.
+            let left = e.lease.expires().saturating_duration_since(now);
             match outcome {
-                Renewed::Held if e.lease.confirm(sent_at) => {
+                Renewed::Held(found) if e.lease.confirm(sent_at) => {
                     self.metrics.renewed();
+                    if let Some(found) = found {
+                        self.check_cut(&e.name, owner(e), found, left);
+                    }
                     st.due.push(Reverse((sent_at + self.period, id)));
                 }
-                Renewed::Held => {
+                Renewed::Held(_) => {
                     // Confirmed too late: the guard may already have reported it lost.
                     let (e, reason) = st.lose(id, LostReason::LeaseExpired).expect("present");
                     log::warn!(
@@ -139,6 +145,39 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Warns (once per client; later at debug) when a renewal found the expiry of lock
+    /// `name` at `found`, well below the `left` that this client's last renewal set: another
+    /// client renewed it with a shorter lease. Redisson's read-lock renewal sets the whole
+    /// read-write lock's expiry to its own lease, so a peer whose watchdog timeout is shorter
+    /// than ours lets the lock expire early once that peer dies.
+    fn check_cut(&self, name: &str, owner: &str, found: Duration, left: Duration) {
+        // Slack for the clocks and the ms the server rounds to.
+        let slack = (self.lease / 20).max(Duration::from_millis(50));
+        if found + slack >= left {
+            return;
+        }
+        let first = !self
+            .cut_seen
+            .swap(true, std::sync::atomic::Ordering::Relaxed);
+        let level = if first {
+            log::Level::Warn
+        } else {
+            log::Level::Debug
+        };
+        log::log!(
+            level,
+            "lock `{name}` (owner {owner}): its expiry was cut to {} ms, below the {} ms this \
+             client's renewals left; likely a peer (a Redisson client) renewing it with a \
+             shorter watchdog timeout than this client's {} ms: use the same on both sides, or \
+             the lock expires soon after that peer dies while a holder here believes it holds",
+            found.as_millis(),
+            left.as_millis(),
+            self.lease.as_millis()
+        );
+    }
+}
+
 /// Splits the positions of `batch` into groups of one batch script and one hash slot each
 /// (one slot on a single server), keeping their order within a group.
 fn by_script_and_slot(
@@ -167,7 +206,8 @@ fn by_script_and_slot(
 /// What one renewal found.
 #[derive(Clone)]
 pub(super) enum Renewed {
-    Held,
+    /// Renewed; with the expiry the lock had just before, where the script reports it.
+    Held(Option<Duration>),
     NotHeld,
     /// The script call failed (or replied nonsense): the lease is unknown.
     Failed(Arc<str>),
@@ -175,14 +215,16 @@ pub(super) enum Renewed {
 
 /// Puts a script call's per-lock replies back at the batch positions `at`. A reply comes
 /// with why its renewals are unconfirmed (too few replicas), if they are: those count as
-/// failed.
+/// failed. Per lock: 0 not held, 1 renewed, `2 + ms` renewed, and its expiry was `ms` just
+/// before (a script that reports it).
 fn scatter(out: &mut [Renewed], at: &[usize], reply: Result<(Vec<i64>, Option<Arc<str>>)>) {
     let outcomes: Vec<Renewed> = match reply {
         Ok((v, unconfirmed)) if v.len() == at.len() => v
             .into_iter()
             .map(|r| match (r, &unconfirmed) {
-                (1, None) => Renewed::Held,
-                (1, Some(why)) => Renewed::Failed(Arc::clone(why)),
+                (1, None) => Renewed::Held(None),
+                (2.., None) => Renewed::Held(Some(Duration::from_millis(r as u64 - 2))),
+                (1.., Some(why)) => Renewed::Failed(Arc::clone(why)),
                 _ => Renewed::NotHeld,
             })
             .collect(),

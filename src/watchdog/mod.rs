@@ -38,7 +38,7 @@ mod renewal;
 mod schedule;
 mod state;
 
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -79,6 +79,9 @@ struct Shared {
     unsettled: AtomicUsize,
     /// Notified when a settle has run.
     settled: Condvar,
+    /// Whether a renewal has found a lock's expiry cut below what this client set (warned
+    /// once; later ones are logged at debug).
+    cut_seen: AtomicBool,
 }
 
 /// A weak handle on the watchdog for the pub/sub connection's reconnects (see
@@ -140,6 +143,7 @@ impl Watchdog {
             changed: Condvar::new(),
             fired: Condvar::new(),
             unsettled: AtomicUsize::new(0),
+            cut_seen: AtomicBool::new(false),
             settled: Condvar::new(),
         });
         let thread_shared = Arc::clone(&shared);
