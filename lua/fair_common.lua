@@ -18,7 +18,9 @@
 --   wait) can push the deadlines behind it into the past, Redisson's own waiters' included.
 -- - A redlatch waiter popped that way while alive finds itself gone at its next check-in and
 --   takes back the head of the queue (acquire ARGV[4] "2"): ahead of everyone queued, who all
---   came after it. Only an owner that took the lock meanwhile comes first.
+--   came after it. Only an owner that took the lock meanwhile comes first, and several
+--   waiters popped together come back in the order they check in. (The client sends "2" only
+--   for an owner that is one thread, and not on its last attempt before it leaves.)
 -- - Our scripts never lower a deadline except by a leaver's thread wait, as Redisson's
 --   acquireFailedAsync does: a head's turn raises its deadline, never lowers it.
 

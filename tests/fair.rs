@@ -1130,3 +1130,61 @@ fn a_live_waiter_popped_by_a_redisson_prune_takes_back_the_head() {
     }
     assert_nothing_left(&mut raw, name);
 }
+
+#[test]
+fn an_owner_waiting_on_two_threads_whose_first_call_left_queues_again_at_the_tail() {
+    let server = RedisServer::new();
+    let client = client_with(
+        &server.url(),
+        Duration::from_secs(1),
+        Duration::from_secs(30),
+    );
+    let name = "fair:two-threads";
+    let mut raw = server.conn();
+    hold_raw(&mut raw, name, 60_000);
+    let (tx, events) = mpsc::channel();
+    let w0 = waiter(&client, name, 0, tx.clone(), None);
+    let first = recv_owner(&events);
+    await_queued(&mut raw, name, 1);
+    // One owner, two calls: the first gives up soon, the second waits on.
+    let owner = client.lock_owner();
+    let shared = client.fair_lock(name).with_owner(&owner);
+    let short = shared.clone();
+    let gives_up = std::thread::spawn(move || {
+        short
+            .try_lock_for(Duration::from_secs(2))
+            .unwrap()
+            .is_none()
+    });
+    await_queued(&mut raw, name, 2);
+    let w1 = waiter(&client, name, 1, tx, None);
+    let behind = recv_owner(&events);
+    await_queued(&mut raw, name, 3);
+    let (got_tx, got) = mpsc::channel();
+    let waits = std::thread::spawn(move || {
+        let guard = shared.lock().unwrap();
+        got_tx.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    assert!(gives_up.join().unwrap(), "the first call timed out");
+    // The second call's next check-in queues the owner again, behind those who came before it.
+    let expected = [first, behind, owner.id().to_owned()];
+    assert!(
+        wait_until(Duration::from_secs(5), || queue(&mut raw, name) == expected),
+        "{:?}",
+        queue(&mut raw, name)
+    );
+    let _: () = raw.del(name).unwrap();
+    let _: () = raw
+        .publish(
+            format!("redisson_lock__channel:{{{name}}}:{}", expected[0]),
+            "0",
+        )
+        .unwrap();
+    assert_eq!(recv_grants(&events, 2), [0, 1]);
+    got.recv_timeout(Duration::from_secs(10)).unwrap();
+    for h in [w0, w1, waits] {
+        h.join().unwrap();
+    }
+    assert_nothing_left(&mut raw, name);
+}

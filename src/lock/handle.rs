@@ -662,11 +662,21 @@ impl<O: Ownership> Lock<O> {
                 None => ttl,
             };
             // The first attempt of a caller that will wait joins a fair lock's queue; the
-            // later ones keep its place (taking back the head if a script removed it).
-            let queueing = match (will_wait, attempts) {
-                (false, _) => Queueing::No,
-                (true, 1) => Queueing::Join,
-                (true, _) => Queueing::Keep,
+            // later ones keep its place, taking back the head if a script removed it: only
+            // for an owner that is one thread (an owner waiting on two threads has one place,
+            // which the other call may have left), and not on the last attempt, at the
+            // deadline (it leaves next; a place taken back would only cut the deadlines
+            // behind it).
+            let queueing = if !will_wait {
+                Queueing::No
+            } else if attempts == 1 {
+                Queueing::Join
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                Queueing::No
+            } else if O::ONE_THREAD {
+                Queueing::Keep
+            } else {
+                Queueing::Join
             };
             let tried = Ok(match self.raw.acquire(&owner, lease, queueing)? {
                 Attempt::Acquired { count, token } => {
