@@ -7,6 +7,7 @@ mod support;
 
 use support::forget::ForgetAll;
 
+#[cfg(feature = "cli")]
 use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -244,7 +245,9 @@ fn a_custom_mapper_works_end_to_end() {
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 
+/// Runs the CLI binary, which only the `cli` feature builds.
 #[test]
+#[cfg(feature = "cli")]
 fn the_cli_takes_and_shows_names_without_the_prefix() {
     let server = RedisServer::new();
     let app = prefixed(&server, "app1:");
