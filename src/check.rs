@@ -211,20 +211,20 @@ fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// Runs the check for [`check_on_connect`](crate::ConfigBuilder::check_on_connect): each
-/// finding a warning, a check that fails one too.
-pub(crate) fn log_findings(client: &Client) {
-    match client.check() {
-        Ok(findings) => {
-            for f in findings {
-                log::warn!(target: "redlatch::check", "{f}");
-            }
-        }
-        Err(e) => log::warn!(target: "redlatch::check", "the deployment check failed: {e}"),
-    }
-}
-
 impl Client {
+    /// Runs the check for [`check_on_connect`](crate::ConfigBuilder::check_on_connect): each
+    /// finding a warning, a check that fails one too.
+    pub(crate) fn log_findings(&self) {
+        match self.check() {
+            Ok(findings) => {
+                for f in findings {
+                    log::warn!(target: "redlatch::check", "{f}");
+                }
+            }
+            Err(e) => log::warn!(target: "redlatch::check", "the deployment check failed: {e}"),
+        }
+    }
+
     /// Checks what in the deployment threatens the locks on it, server by server (every
     /// master): an eviction policy that can delete lock keys; no persistence (a restart frees
     /// every lock); replicas without [`sync_replicas`](crate::ConfigBuilder::sync_replicas);

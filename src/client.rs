@@ -129,7 +129,7 @@ impl Client {
             }),
         };
         if check {
-            crate::check::log_findings(&client);
+            client.log_findings();
         }
         Ok(client)
     }

@@ -2,7 +2,7 @@
 
 use crate::election::{Election, LOG_KEEPS};
 use crate::error::{Error, Result};
-use crate::lock::{LockGuard, Ownership};
+use crate::lock::{LockGuard, Ownership, ThreadOwned};
 use crate::scripts;
 use crate::watchdog::LostReason;
 
@@ -15,7 +15,7 @@ use crate::watchdog::LostReason;
 /// server before a side effect. A paused leader acts until it looks: fence what it writes
 /// with the term ([`guard`](Self::guard) for a [`FencedResource`](crate::FencedResource)).
 #[must_use = "if unused the leadership is resigned at once"]
-pub struct Leadership<O: Ownership = crate::ThreadOwned> {
+pub struct Leadership<O: Ownership = ThreadOwned> {
     election: Election<O>,
     guard: Option<LockGuard<O>>,
     term: u64,

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::lock::{Lock, Ownership, ThreadOwned};
+use crate::lock::{Lock, LockOwner, Ownership, ThreadOwned};
 use crate::names::Named;
 use crate::scripts;
 use crate::time::{check_deadline, check_wait};
@@ -111,7 +111,7 @@ impl Election {
 impl<O: Ownership> Election<O> {
     /// This election, campaigned in by `owner` instead of the calling thread: a leadership
     /// that is `Send`, and may be resigned from any thread.
-    pub fn with_owner(&self, owner: &crate::LockOwner) -> Election<crate::LockOwner> {
+    pub fn with_owner(&self, owner: &LockOwner) -> Election<LockOwner> {
         Election {
             lock: self.lock.with_owner(owner),
             keys: Arc::clone(&self.keys),

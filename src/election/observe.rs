@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crate::election::{Election, Leader};
 use crate::error::Result;
-use crate::lock::Ownership;
+use crate::lock::{Ownership, ThreadOwned};
 use crate::pubsub::{wait, Channel, Tried};
 use crate::time::check_wait;
 
@@ -43,7 +43,7 @@ type Entry = (String, Vec<(String, Vec<u8>)>);
 /// }
 /// # Ok(()) }
 /// ```
-pub struct Observer<O: Ownership = crate::ThreadOwned> {
+pub struct Observer<O: Ownership = ThreadOwned> {
     election: Election<O>,
     /// The log entry after which to read: `None` until the first look.
     after: Option<String>,

@@ -130,8 +130,32 @@ enum Ended {
     Capped,
 }
 
+impl<O: Ownership> Lock<O> {
+    /// The condition `name` of this lock: threads holding the lock wait on it until another
+    /// holder, in any process, notifies them. See [`Condition`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let lock = client.lock("account:7");
+    /// let unfrozen = lock.condition("unfrozen");
+    /// let mut guard = lock.lock()?;
+    /// let waited = unfrozen.wait_for(&mut guard, Duration::from_secs(30))?;
+    /// if waited.timed_out() {
+    ///     // still frozen, as far as we know: give up
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn condition(&self, name: impl AsRef<str>) -> Condition<O> {
+        Condition::new(self.clone(), name.as_ref())
+    }
+}
+
 impl<O: Ownership> Condition<O> {
-    pub(crate) fn new(lock: Lock<O>, name: &str) -> Condition<O> {
+    fn new(lock: Lock<O>, name: &str) -> Condition<O> {
         let lock_name = &lock.raw.key.name;
         Condition {
             waiters: Arc::from(keys::condition_waiters(lock_name, name)),

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::lock::handle::Lock;
 use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
 use crate::lock::raw::Unlocked;
-use crate::lock::Lock;
 use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 
 /// One hold of a [`Lock`]; dropping it releases the hold.

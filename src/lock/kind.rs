@@ -220,10 +220,13 @@ mod tests {
 
     use super::*;
     use crate::client::Client;
+    use crate::lock::fair::Fair;
+    use crate::lock::fenced::Fenced;
+    use crate::lock::nonreentrant::{NonReentrant, NonReentrantFair};
+    use crate::lock::plain::Plain;
     use crate::lock::raw::RawLock;
     use crate::lock::read::Read;
     use crate::lock::write::Write;
-    use crate::lock::{Fair, Fenced, NonReentrant, NonReentrantFair, Plain};
 
     #[test]
     fn renewal_shares_the_owner_string_except_for_a_write_hold() {

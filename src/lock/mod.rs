@@ -17,6 +17,7 @@
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
 //! - `condition.rs`: [`Condition`], wait and notify on a held lock across processes.
+mod acquire;
 mod condition;
 mod fair;
 mod fenced;

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
+use crate::lock::handle::Lock;
 use crate::lock::multi_guard::MultiLockGuard;
 use crate::lock::quorum::Members;
-use crate::lock::Lock;
 use crate::time::check_duration;
 
 /// Several locks held as one: all of them or none.

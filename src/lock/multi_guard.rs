@@ -5,11 +5,10 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::lock::LockGuard;
-#[cfg(doc)]
-use crate::lock::{MultiLock, RedLock};
+use crate::lock::guard::LockGuard;
 
-/// The holds of a [`MultiLock`] or [`RedLock`]; dropping it releases every one.
+/// The holds of a [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock); dropping it
+/// releases every one.
 ///
 /// Not `Send`, as [`LockGuard`]. Dropping logs release failures; [`unlock`](Self::unlock)
 /// reports them.
@@ -74,7 +73,8 @@ impl MultiLockGuard {
     }
 
     /// Whether the guard no longer holds what it needs: fewer live holds than all its locks
-    /// (a [`MultiLock`]) or than a majority (a [`RedLock`]). See [`LockGuard::is_lost`].
+    /// (a [`MultiLock`](crate::MultiLock)) or than a majority (a [`RedLock`](crate::RedLock)).
+    /// See [`LockGuard::is_lost`].
     ///
     /// # Examples
     ///

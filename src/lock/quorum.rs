@@ -7,8 +7,9 @@
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::lock::guard::LockGuard;
+use crate::lock::handle::Lock;
 use crate::lock::multi_guard::MultiLockGuard;
-use crate::lock::{Lock, LockGuard};
 use crate::time::{check_deadline, check_wait};
 
 /// The members, how many must be held, and how long one member's call may take.

@@ -2,9 +2,9 @@
 //! kinds in `read.rs` and `write.rs`.
 
 use crate::client::Client;
+use crate::lock::handle::Lock;
 use crate::lock::read::Read;
 use crate::lock::write::Write;
-use crate::lock::Lock;
 use crate::names::Named;
 
 /// A distributed read-write lock, wire-compatible with Redisson's `RReadWriteLock`.

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
+use super::settle::{Doubt, Settle, Settled, Unsettled};
 use super::state::State;
 use super::{Shared, Watchdog};
 use crate::error::{Error, Result};
@@ -34,42 +35,6 @@ const MAX_RETRY: Duration = Duration::from_secs(4);
 const MAX_TRIES: u32 = 100;
 /// How many times a settle that found nothing looks again (over about 4 s).
 const LOOKS: u32 = 4;
-
-/// What settles acquires in doubt on one hold, given what is known when it runs.
-pub(crate) type Settle = Box<dyn FnMut(Unsettled) -> Result<Settled> + Send>;
-
-/// What a [`Settle`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Settled {
-    /// Settled: the doubt is over.
-    Done,
-    /// Nothing found yet, where a command delayed on the way could still arrive: look again
-    /// later (as after a failure, without its log line), a few times.
-    LookAgain,
-}
-
-/// What a [`Settle`] is told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Unsettled {
-    /// Acquires in doubt: each may have taken one hold.
-    pub(crate) acquires: u32,
-    /// The holds of this name and field the client's guards have (renewed by the watchdog).
-    pub(crate) known_holds: u32,
-    /// Run by the owner's next call, which waits for the server as any of its calls does;
-    /// else on the watchdog thread, whose calls must be short.
-    pub(crate) by_owner: bool,
-}
-
-/// The acquires in doubt on one hold (a lock name and hash field).
-pub(super) struct Doubt {
-    acquires: u32,
-    /// `None` while a thread runs it.
-    settle: Option<Settle>,
-    /// When the watchdog thread tries it next.
-    next_try: Instant,
-    /// Failed tries so far.
-    failures: u32,
-}
 
 type Key = (Arc<str>, Arc<str>);
 

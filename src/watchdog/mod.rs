@@ -26,6 +26,7 @@
 //! - `batch.rs`: the renewal calls, by batch script and slot, and their replies.
 //! - `holds.rs`: the calls guards make (watch, `on_lost`, release).
 //! - `doubt.rs`: acquires whose reply never came, settled once the server answers.
+//! - `settle.rs`: what such an acquire hands in ([`Settle`]), and the record kept of it.
 //! - `park.rs`: a hold taken out of renewal while its owner waits on a condition.
 
 mod batch;
@@ -36,6 +37,7 @@ mod lease;
 mod park;
 mod renewal;
 mod schedule;
+mod settle;
 mod state;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -50,11 +52,11 @@ use crate::config::ReplicaSync;
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
 
-pub(crate) use doubt::{Settle, Settled, Unsettled};
 pub use lease::LostReason;
 pub(crate) use lease::{call_lost, LeaseState, Watch};
 pub(crate) use park::Parked;
 pub(crate) use renewal::{BatchRenewal, Renewal};
+pub(crate) use settle::{Settle, Settled, Unsettled};
 use state::State;
 
 /// Handle kept by the client; dropping it stops the thread.

@@ -7,10 +7,10 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::doubt::Doubt;
 use super::entry::Entry;
 use super::lease::{Fire, LeaseState, LostReason, Watch};
 use super::renewal::{BatchRenewal, Renewal};
+use super::settle::Doubt;
 use crate::metrics::Recorder;
 use crate::trace;
 

@@ -4,8 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::handle::PermitExpirableSemaphore;
+use super::id::PermitId;
 use super::raw::RENEW_PERMIT;
-use super::{PermitExpirableSemaphore, PermitId};
 use crate::error::Result;
 use crate::watchdog::{call_lost, LeaseState, LostReason, Renewal, Watch};
 

@@ -20,6 +20,3 @@ mod renewed;
 pub use guard::PermitGuard;
 pub use handle::PermitExpirableSemaphore;
 pub use id::PermitId;
-
-// `renewed.rs` takes it from here.
-use acquire::one;

@@ -5,7 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{one, PermitExpirableSemaphore, PermitGuard};
+use super::acquire::one;
+use super::guard::PermitGuard;
+use super::handle::PermitExpirableSemaphore;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
