@@ -13,6 +13,7 @@ use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
 use crate::lock::owner::Ownership;
 use crate::lock::raw::Attempt;
+use crate::pubsub::Active;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::time::{check_deadline, check_duration, check_wait, millis};
 use crate::trace;
@@ -146,158 +147,245 @@ impl<O: Ownership> Lock<O> {
         // that this one's count is the guards'.
         self.raw.settle_first(&owner)?;
         let waiting = self.raw.waiting(&owner);
-        let mut pacer = match &waiting {
+        let pacer = match &waiting {
             Waiting::Channel(_) => None,
             Waiting::Backoff(backoff) => {
                 backoff.check()?;
                 Some(Pacer::new(*backoff))
             }
         };
-        let started = Instant::now();
-        let metrics = &self.raw.key.client.inner.metrics;
+        let channel = match &waiting {
+            Waiting::Channel(name) => Channel::lock(name),
+            Waiting::Backoff(_) => Channel::none(),
+        };
         let span = trace::Span::acquire(self.raw.kind.label(), self.key(), self.lease);
         let _in_span = span.enter();
-        let lease = self.lease_or_default();
-        // Only a caller that will wait joins a fair lock's queue.
+        Acquiring::new(self, owner, deadline, cap, pacer).run(channel, &span)
+    }
+}
+
+/// One acquire in progress: its attempts, the wait between them, and what it leaves behind
+/// until it ends. A caller that will wait may hold a place in a fair lock's queue (from its
+/// first attempt), and a place in the client's hand-over queue (from its first busy
+/// attempt); [`run`](Self::run) settles the hand-over as the wait ends, and the drop leaves
+/// the lock's queue unless the lock was taken (or refused: a holder has no place), on every
+/// exit.
+struct Acquiring<'a, O: Ownership> {
+    lock: &'a Lock<O>,
+    owner: Arc<str>,
+    deadline: Option<Instant>,
+    /// The end of the hold when it is capped (see [`Lock::acquire_capped`]).
+    cap: Option<Instant>,
+    /// The lease asked for (the lock's, or the watchdog timeout).
+    lease: Duration,
+    /// Whether the caller waits if an attempt fails: only then does it join a queue.
+    will_wait: bool,
+    /// The delays of a kind that waits on no channel (spin).
+    pacer: Option<Pacer>,
+    /// Whether a release inside this client may hand this thread the lock.
+    passable: bool,
+    /// The thread's place in the client's hand-over queue, once it was busy.
+    joined: Option<Arc<Waiter>>,
+    attempts: u32,
+    /// The guard, once an attempt (or a pass) got the lock, and its hold count.
+    got: Option<LockGuard<O>>,
+    held: u32,
+    /// Whether a place in the lock's queue may be outstanding: cleared when the lock was
+    /// taken or the acquire refused.
+    queued: bool,
+    started: Instant,
+    /// Until the queue is left: a close lets that finish. A call that will not wait joins no
+    /// queue, and a close does not wait for it.
+    _active: Option<Active<'a>>,
+}
+
+impl<'a, O: Ownership> Acquiring<'a, O> {
+    fn new(
+        lock: &'a Lock<O>,
+        owner: Arc<str>,
+        deadline: Option<Instant>,
+        cap: Option<Instant>,
+        pacer: Option<Pacer>,
+    ) -> Self {
+        let raw = &lock.raw;
         let will_wait = deadline.is_none_or(|d| Instant::now() < d);
-        let mut attempts = 0u32;
-        let mut got = None;
-        let mut held = 0u32;
         // A thread waiting for a kind that passes: a release by another thread of this
         // client may hand it the lock (see `handover.rs`).
         let passable = O::ONE_THREAD
             && cap.is_none()
             && will_wait
-            && self.raw.kind.passes_inside_client()
-            && self.raw.key.bound.is_none();
-        let handovers = &self.raw.key.client.inner.handovers;
-        let mut joined: Option<Arc<Waiter>> = None;
-        let mut attempt = || -> Result<Tried> {
-            attempts += 1;
-            if attempts == 2 {
-                log::debug!("waiting for `{}` (owner {owner})", self.key());
-                self.raw.before_wait(&owner);
-            }
-            let lease = match cap {
-                Some(cap) => lease
-                    .min(cap.saturating_duration_since(Instant::now()))
-                    .max(Duration::from_millis(1)),
-                None => self.lease_for(&owner, lease),
-            };
-            if let Some(waiter) = &joined {
-                if let Some(sent_at) = self.passed(waiter, &owner)? {
-                    held = 1;
-                    got = Some(LockGuard::new(
-                        self.clone(),
-                        Arc::clone(&owner),
-                        sent_at,
-                        1,
-                        None,
-                    ));
-                    return Ok(Tried::done());
-                }
-            }
-            let sent_at = Instant::now();
-            let mut paced = |ttl: Duration| match &mut pacer {
-                Some(pacer) => pacer.next_delay().min(ttl),
-                None => ttl,
-            };
-            // The first attempt of a caller that will wait joins a fair lock's queue; the
-            // later ones keep its place, taking back the head if a script removed it: only
-            // for an owner that is one thread (an owner waiting on two threads has one place,
-            // which the other call may have left), and not on the last attempt, at the
-            // deadline (it leaves next; a place taken back would only cut the deadlines
-            // behind it).
-            let queueing = if !will_wait {
-                Queueing::No
-            } else if attempts == 1 {
-                Queueing::Join
-            } else if deadline.is_some_and(|d| Instant::now() >= d) {
-                Queueing::No
-            } else if O::ONE_THREAD {
-                Queueing::Keep
-            } else {
-                Queueing::Join
-            };
-            let tried = Ok(match self.raw.acquire(&owner, lease, queueing)? {
-                Attempt::Acquired { count, token } => {
-                    held = count;
-                    got = Some(LockGuard::new(
-                        self.clone(),
-                        Arc::clone(&owner),
-                        sent_at,
-                        count,
-                        token,
-                    ));
-                    Tried::done()
-                }
-                // No expiry (a foreign key without TTL): re-check at the watchdog period.
-                Attempt::Busy(ms) if ms < 0 => Tried::again(Some(paced(
-                    self.raw.key.client.inner.config.watchdog_timeout,
-                ))),
-                Attempt::Busy(ms) => Tried::again(Some(paced(Duration::from_millis(ms as u64)))),
-                Attempt::AlreadyHeld => {
-                    return Err(Error::AlreadyHeld {
-                        name: self.key().to_owned(),
-                    })
-                }
-            });
-            // Busy: it waits, and a release here may pass it the lock until it attempts
-            // again (an attempt that acquired leaves it attempting: out of reach).
-            if passable && got.is_none() {
-                joined
-                    .get_or_insert_with(|| {
-                        handovers.join(&self.raw.key.name, Arc::clone(&owner), millis(lease))
-                    })
-                    .blocked();
-            }
-            tried
-        };
-        let dispatcher = &self.raw.key.client.inner.pubsub;
-        // Until the queue is left: a close lets that finish. A call that will not wait joins
-        // no queue, and a close does not wait for it.
-        let _active = will_wait.then(|| dispatcher.active());
-        let channel = match &waiting {
-            Waiting::Channel(name) => Channel::lock(name),
-            Waiting::Backoff(_) => Channel::none(),
-        };
-        let waited = wait(dispatcher, channel, deadline, &mut attempt);
-        let mut outcome = waited.map(|done| if done { got } else { None });
-        if let Some(waiter) = joined {
-            self.leave_passing(&owner, &waiter, &mut outcome);
+            && raw.kind.passes_inside_client()
+            && raw.key.bound.is_none();
+        let dispatcher = &raw.key.client.inner.pubsub;
+        Acquiring {
+            lock,
+            owner,
+            deadline,
+            cap,
+            lease: lock.lease_or_default(),
+            will_wait,
+            pacer,
+            passable,
+            joined: None,
+            attempts: 0,
+            got: None,
+            held: 0,
+            queued: will_wait,
+            started: Instant::now(),
+            _active: will_wait.then(|| dispatcher.active()),
         }
-        match &outcome {
-            Ok(Some(_)) => span.acquired(held, started.elapsed()),
-            Ok(None) if will_wait => span.gave_up("timed_out", started.elapsed()),
-            Ok(None) => span.gave_up("busy", started.elapsed()),
-            Err(_) => span.gave_up("error", started.elapsed()),
+    }
+
+    /// Attempts, waiting on `channel` between attempts, until the lock is taken or the
+    /// deadline passes; then settles the hand-over queue and records the outcome in `span`.
+    fn run(mut self, channel: Channel<'_>, span: &trace::Span) -> Result<Option<LockGuard<O>>> {
+        let lock = self.lock;
+        let dispatcher = &lock.raw.key.client.inner.pubsub;
+        let deadline = self.deadline;
+        let waited = wait(dispatcher, channel, deadline, &mut || self.attempt());
+        let mut outcome = waited.map(|done| if done { self.got.take() } else { None });
+        if let Some(waiter) = self.joined.take() {
+            lock.leave_passing(&self.owner, &waiter, &mut outcome);
         }
-        match &outcome {
-            Ok(Some(_)) => metrics.acquired(
-                self.raw.kind.label(),
-                &self.raw.key.name,
-                started.elapsed(),
-                attempts > 1,
-            ),
-            // A wait that ran out (a `try_lock` that found it busy did not wait).
-            Ok(None) if will_wait => metrics.timed_out(self.raw.kind.label(), &self.raw.key.name),
-            _ => {}
-        }
-        // A kind with a queue (fair) leaves it; a failed call may have queued us before its
-        // reply was lost, so in every case. Other kinds have nothing to leave. Except a refused
-        // re-acquire: an owner that holds the lock has no place in the queue (taking the lock
-        // took it out), and the refusing script checks before it would queue.
-        let refused = matches!(outcome, Err(Error::AlreadyHeld { .. }));
-        if will_wait && !refused && !matches!(outcome, Ok(Some(_))) {
-            match self.raw.leave(&owner) {
-                Ok(_) => {}
-                Err(e) => log::debug!(
-                    "leaving the queue of `{}` (owner {owner}) failed: {e}; it is skipped once \
-                     its deadline passes",
-                    self.key()
-                ),
-            }
+        self.record(span, &outcome);
+        // Taken: no place is left. Refused (a non-reentrant kind that the owner holds): it
+        // has none (taking the lock took it out, and the refusing script checks first).
+        if matches!(outcome, Ok(Some(_)) | Err(Error::AlreadyHeld { .. })) {
+            self.queued = false;
         }
         outcome
+    }
+
+    /// One attempt: a lock passed to this thread meanwhile, or the kind's acquire.
+    fn attempt(&mut self) -> Result<Tried> {
+        self.attempts += 1;
+        let lock = self.lock;
+        if self.attempts == 2 {
+            log::debug!("waiting for `{}` (owner {})", lock.key(), self.owner);
+            lock.raw.before_wait(&self.owner);
+        }
+        let lease = match self.cap {
+            Some(cap) => self
+                .lease
+                .min(cap.saturating_duration_since(Instant::now()))
+                .max(Duration::from_millis(1)),
+            None => lock.lease_for(&self.owner, self.lease),
+        };
+        if let Some(waiter) = &self.joined {
+            if let Some(sent_at) = lock.passed(waiter, &self.owner)? {
+                self.held = 1;
+                self.got = Some(LockGuard::new(
+                    lock.clone(),
+                    Arc::clone(&self.owner),
+                    sent_at,
+                    1,
+                    None,
+                ));
+                return Ok(Tried::done());
+            }
+        }
+        let sent_at = Instant::now();
+        let tried = match lock.raw.acquire(&self.owner, lease, self.queueing())? {
+            Attempt::Acquired { count, token } => {
+                self.held = count;
+                self.got = Some(LockGuard::new(
+                    lock.clone(),
+                    Arc::clone(&self.owner),
+                    sent_at,
+                    count,
+                    token,
+                ));
+                Tried::done()
+            }
+            // No expiry (a foreign key without TTL): re-check at the watchdog period.
+            Attempt::Busy(ms) if ms < 0 => Tried::again(Some(
+                self.paced(lock.raw.key.client.inner.config.watchdog_timeout),
+            )),
+            Attempt::Busy(ms) => Tried::again(Some(self.paced(Duration::from_millis(ms as u64)))),
+            Attempt::AlreadyHeld => {
+                return Err(Error::AlreadyHeld {
+                    name: lock.key().to_owned(),
+                })
+            }
+        };
+        // Busy: it waits, and a release here may pass it the lock until it attempts again
+        // (an attempt that acquired leaves it attempting: out of reach).
+        if self.passable && self.got.is_none() {
+            let (name, owner) = (&lock.raw.key.name, &self.owner);
+            self.joined
+                .get_or_insert_with(|| {
+                    let handovers = &lock.raw.key.client.inner.handovers;
+                    handovers.join(name, Arc::clone(owner), millis(lease))
+                })
+                .blocked();
+        }
+        Ok(tried)
+    }
+
+    /// What this attempt asks of a fair lock's queue. The first attempt of a caller that will
+    /// wait joins it; the later ones keep its place, taking back the head if a script removed
+    /// it: only for an owner that is one thread (an owner waiting on two threads has one
+    /// place, which the other call may have left), and not on the last attempt, at the
+    /// deadline (it leaves next; a place taken back would only cut the deadlines behind it).
+    fn queueing(&self) -> Queueing {
+        if !self.will_wait {
+            Queueing::No
+        } else if self.attempts == 1 {
+            Queueing::Join
+        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            Queueing::No
+        } else if O::ONE_THREAD {
+            Queueing::Keep
+        } else {
+            Queueing::Join
+        }
+    }
+
+    /// The wait before the next attempt: `ttl`, or sooner for a kind with a back-off.
+    fn paced(&mut self, ttl: Duration) -> Duration {
+        match &mut self.pacer {
+            Some(pacer) => pacer.next_delay().min(ttl),
+            None => ttl,
+        }
+    }
+
+    /// The outcome in the acquire's span and the client's metrics.
+    fn record(&self, span: &trace::Span, outcome: &Result<Option<LockGuard<O>>>) {
+        let lock = self.lock;
+        let (kind, name) = (lock.raw.kind.label(), &lock.raw.key.name);
+        let elapsed = self.started.elapsed();
+        match outcome {
+            Ok(Some(_)) => span.acquired(self.held, elapsed),
+            Ok(None) if self.will_wait => span.gave_up("timed_out", elapsed),
+            Ok(None) => span.gave_up("busy", elapsed),
+            Err(_) => span.gave_up("error", elapsed),
+        }
+        let metrics = &lock.raw.key.client.inner.metrics;
+        match outcome {
+            Ok(Some(_)) => metrics.acquired(kind, name, elapsed, self.attempts > 1),
+            // A wait that ran out (a `try_lock` that found it busy did not wait).
+            Ok(None) if self.will_wait => metrics.timed_out(kind, name),
+            _ => {}
+        }
+    }
+}
+
+impl<O: Ownership> Drop for Acquiring<'_, O> {
+    /// Leaves the lock's queue (a fair kind; other kinds have none) unless the lock was
+    /// taken: a failed call may have queued the owner before its reply was lost, so on every
+    /// other exit.
+    fn drop(&mut self) {
+        if !self.queued {
+            return;
+        }
+        let lock = self.lock;
+        if let Err(e) = lock.raw.leave(&self.owner) {
+            log::debug!(
+                "leaving the queue of `{}` (owner {}) failed: {e}; it is skipped once its \
+                 deadline passes",
+                lock.key(),
+                self.owner
+            );
+        }
     }
 }

@@ -45,7 +45,7 @@ mod vocabulary;
 mod wait;
 
 pub(crate) use connection::PubSub;
-pub(crate) use dispatcher::{Dispatcher, Observer, Subscriptions};
+pub(crate) use dispatcher::{Active, Dispatcher, Observer, Subscriptions};
 pub(crate) use sharded::{Locator, Sharded};
 pub(crate) use vocabulary::{Address, Alarms, Heard, Mode, Wake};
 pub(crate) use wait::{wait, Channel, Tried};
