@@ -8,10 +8,7 @@ use crate::election::Election;
 use crate::fenced::FencedResource;
 use crate::keys;
 use crate::latch::CountDownLatch;
-use crate::lock::{
-    thread_number, Fair, Fenced, Lock, LockOwner, NonReentrant, NonReentrantFair, Plain,
-    ReadWriteLock, Spin,
-};
+use crate::lock::{thread_number, Fair, Lock, LockOwner, Plain, ReadWriteLock, Spin};
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 
 impl Client {
@@ -97,7 +94,7 @@ impl Client {
     /// ```
     pub fn non_reentrant_lock(&self, name: impl AsRef<str>) -> Lock {
         let name = self.named(name.as_ref());
-        Lock::new(self.clone(), &name, NonReentrant::new(&name.key))
+        Lock::new(self.clone(), &name, Plain::non_reentrant(&name.key))
     }
 
     /// A non-reentrant fair lock named `name` (Redisson's `RedissonNonReentrantFairLock`): the
@@ -120,7 +117,7 @@ impl Client {
     /// ```
     pub fn non_reentrant_fair_lock(&self, name: impl AsRef<str>) -> Lock {
         let name = self.named(name.as_ref());
-        let fair = NonReentrantFair::new(&name.key, self.inner.config.fair_thread_wait);
+        let fair = Fair::non_reentrant(&name.key, self.inner.config.fair_thread_wait);
         Lock::new(self.clone(), &name, fair)
     }
 
@@ -152,7 +149,7 @@ impl Client {
     /// ```
     pub fn fenced_lock(&self, name: impl AsRef<str>) -> Lock {
         let name = self.named(name.as_ref());
-        Lock::new(self.clone(), &name, Fenced::new(&name.key))
+        Lock::new(self.clone(), &name, Plain::fenced(&name.key))
     }
 
     /// The leader election `name`: threads and processes campaign, one leads at a time,

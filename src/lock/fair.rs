@@ -1,5 +1,7 @@
 //! Redisson's `RFairLock`: the lock hash, plus a LIST of waiting owners and a ZSET of their
-//! deadlines. Waiters get the lock in arrival order; each listens on a channel of its own.
+//! deadlines. Waiters get the lock in arrival order; each listens on a channel of its own. With
+//! an owner's second acquire refused (the acquire script's flag), Redisson's
+//! `RedissonNonReentrantFairLock`.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -22,6 +24,8 @@ pub(crate) struct Fair {
     channel: String,
     /// Thread wait in ms: how long a head of the queue may stay silent before it is skipped.
     wait_ms: u64,
+    /// False: an owner that holds the lock is refused another hold (and not queued).
+    reentrant: bool,
 }
 
 impl Fair {
@@ -32,20 +36,28 @@ impl Fair {
             timeouts: keys::fair_timeouts(name),
             channel: keys::lock_channel(name),
             wait_ms: millis(thread_wait),
+            reentrant: true,
+        }
+    }
+
+    /// Redisson's `RedissonNonReentrantFairLock`: the fair lock refusing its holder.
+    pub(crate) fn non_reentrant(name: &str, thread_wait: Duration) -> Fair {
+        Fair {
+            reentrant: false,
+            ..Fair::new(name, thread_wait)
         }
     }
 
     /// One acquire attempt of `owner`, queued as `queueing` says if the lock cannot be taken;
-    /// with `reentrant` false, an owner that holds the lock already is refused (`{0}`) and
-    /// not queued, as `RedissonNonReentrantFairLock` does.
-    pub(crate) fn try_acquire(
+    /// when not reentrant, an owner that holds the lock already is refused (`{0}`) and not
+    /// queued, as `RedissonNonReentrantFairLock` does.
+    fn try_acquire(
         &self,
         lock: &LockKey,
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
         queueing: Queueing,
-        reentrant: bool,
     ) -> RedisResult<Value> {
         scripts::FAIR_ACQUIRE
             .key(&lock.name)
@@ -61,14 +73,22 @@ impl Fair {
                 Queueing::Keep => "2",
             })
             .arg(lock.client.publish())
-            .arg(if reentrant { "1" } else { "0" })
+            .arg(if self.reentrant { "1" } else { "0" })
             .invoke(c)
     }
 }
 
 impl Kind for Fair {
     fn label(&self) -> &'static str {
-        "fair"
+        if self.reentrant {
+            "fair"
+        } else {
+            "non-reentrant fair"
+        }
+    }
+
+    fn is_reentrant(&self) -> bool {
+        self.reentrant
     }
 
     /// Only a caller that will wait joins the queue.
@@ -80,7 +100,7 @@ impl Kind for Fair {
         lease_ms: u64,
         queueing: Queueing,
     ) -> RedisResult<Value> {
-        self.try_acquire(lock, c, owner, lease_ms, queueing, true)
+        self.try_acquire(lock, c, owner, lease_ms, queueing)
     }
 
     fn unlock(

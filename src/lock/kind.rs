@@ -1,8 +1,9 @@
-//! What a lock kind supplies: the [`Kind`] trait that [`RawLock`](crate::lock::raw::RawLock) runs, and the [`Renewal`]
-//! it hands the watchdog. One kind per file: `plain.rs` (Redisson's `RLock`), `fair.rs`
-//! (`RFairLock`), `read.rs` and `write.rs` (the two sides of `RReadWriteLock`), `fenced.rs`
-//! (`RFencedLock`), `spin.rs` (`RSpinLock`), `nonreentrant.rs` (`RedissonNonReentrantLock`
-//! and its fair sibling).
+//! What a lock kind supplies: the [`Kind`] trait that [`RawLock`](crate::lock::raw::RawLock)
+//! runs, and the [`Renewal`] it hands the watchdog. One kind per file: `plain.rs` (Redisson's
+//! `RLock`, and as its variants `RedissonNonReentrantLock` and `RFencedLock`), `fair.rs`
+//! (`RFairLock`, and `RedissonNonReentrantFairLock`), `read.rs` and `write.rs` (the two sides
+//! of `RReadWriteLock`), `spin.rs` (`RSpinLock`). A kind states what it can do by the trait's
+//! methods, each with a default; no kind forwards to another.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -221,8 +222,6 @@ mod tests {
     use super::*;
     use crate::client::Client;
     use crate::lock::fair::Fair;
-    use crate::lock::fenced::Fenced;
-    use crate::lock::nonreentrant::{NonReentrant, NonReentrantFair};
     use crate::lock::plain::Plain;
     use crate::lock::raw::RawLock;
     use crate::lock::read::Read;
@@ -236,10 +235,10 @@ mod tests {
         let kinds: [Box<dyn Kind>; 6] = [
             Box::new(Plain::new("l")),
             Box::new(Fair::new("l", Duration::from_secs(300))),
-            Box::new(Fenced::new("l")),
+            Box::new(Plain::fenced("l")),
             Box::new(Read::new("rw")),
-            Box::new(NonReentrant::new("l")),
-            Box::new(NonReentrantFair::new("l", Duration::from_secs(300))),
+            Box::new(Plain::non_reentrant("l")),
+            Box::new(Fair::non_reentrant("l", Duration::from_secs(300))),
         ];
         for kind in kinds {
             let renewal = kind.renewal(&owner);
@@ -261,7 +260,7 @@ mod tests {
         let plain = RawLock::new(client.clone(), &client.named("l"), Plain::new("l"));
         assert_eq!(plain.wait_channel("u:1"), "redisson_lock__channel:{l}");
         assert_eq!(plain.field("u:1"), "u:1");
-        let fenced = RawLock::new(client.clone(), &client.named("l"), Fenced::new("l"));
+        let fenced = RawLock::new(client.clone(), &client.named("l"), Plain::fenced("l"));
         assert_eq!(fenced.wait_channel("u:1"), "redisson_lock__channel:{l}");
         assert_eq!(fenced.kind.token_key(), Some("redisson_lock_token:{l}"));
         let fair = RawLock::new(
@@ -271,14 +270,18 @@ mod tests {
         );
         assert_eq!(fair.wait_channel("u:1"), "redisson_lock__channel:{l}:u:1");
         assert!(fair.kind.is_fair() && !plain.kind.is_fair());
-        let once = RawLock::new(client.clone(), &client.named("l"), NonReentrant::new("l"));
+        let once = RawLock::new(
+            client.clone(),
+            &client.named("l"),
+            Plain::non_reentrant("l"),
+        );
         assert_eq!(once.wait_channel("u:1"), "redisson_lock__channel:{l}");
         assert_eq!(once.field("u:1"), "u:1");
         assert!(!once.kind.is_fair() && !once.kind.is_reentrant() && plain.kind.is_reentrant());
         let once_fair = RawLock::new(
             client.clone(),
             &client.named("l"),
-            NonReentrantFair::new("l", Duration::from_secs(1)),
+            Fair::non_reentrant("l", Duration::from_secs(1)),
         );
         assert_eq!(
             once_fair.wait_channel("u:1"),

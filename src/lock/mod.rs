@@ -1,22 +1,23 @@
 //! Locks: the public [`Lock`] and its guard, the kind-independent protocol steps, and one
 //! file per lock kind.
 //!
-//! - `handle.rs`: [`Lock`], the public blocking API of every kind; its one acquire path
-//!   waits through `pubsub::wait` and ends in the guard.
+//! - `handle.rs`: [`Lock`], the public blocking API of every kind but acquiring.
+//! - `acquire.rs`: [`Lock::lock`] and its `try_` forms, and the one acquire path they take,
+//!   which waits through `pubsub::wait` and ends in the guard.
 //! - `guard.rs`: [`LockGuard`], one hold; release, loss signals.
 //! - `raw.rs`: what every kind does alike (replica confirmation and undo, the unlock latch and
 //!   its safe retry, force unlock, queries), calling the kind.
 //! - `key.rs`: the lock as its kind sees it (client, mapped name, the bound on its calls).
 //! - `kind.rs`: the [`Kind`](kind::Kind) trait a kind implements, and how its waiters wait.
-//! - `plain.rs`, `fair.rs`, `fenced.rs`, `spin.rs`, `read.rs`, `write.rs` (what the last two
-//!   share in `side.rs`; `rw.rs` the read-write lock over them): one kind each, with its
-//!   scripts, keys and wait channel (or, for `spin.rs`, its back-off).
-//! - `nonreentrant.rs`: the plain and fair kinds, refusing an owner's second acquire.
+//! - `plain.rs` (with its non-reentrant and fenced variants), `fair.rs` (and its
+//!   non-reentrant variant), `spin.rs`, `read.rs`, `write.rs` (what the last two share in
+//!   `side.rs`; `rw.rs` the read-write lock over them): one kind each, with its scripts, keys
+//!   and wait channel (or, for `spin.rs`, its back-off). `fenced.rs`: the stored token.
 //! - `quorum.rs`, `multi.rs`, `multi_guard.rs`: [`MultiLock`] and [`RedLock`] over member
 //!   locks: the rounds they share, the two public types, their guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
-//! - `condition.rs`: [`Condition`], wait and notify on a held lock across processes.
+//! - `condition/`: [`Condition`], wait and notify on a held lock across processes.
 mod acquire;
 mod condition;
 mod fair;
@@ -27,7 +28,6 @@ mod key;
 mod kind;
 mod multi;
 mod multi_guard;
-mod nonreentrant;
 mod owner;
 mod pass;
 mod plain;
@@ -42,12 +42,11 @@ mod write;
 
 pub use condition::{Condition, WaitTimeoutResult};
 pub(crate) use fair::Fair;
-pub(crate) use fenced::{parse_token, Fenced};
+pub(crate) use fenced::parse_token;
 pub use guard::LockGuard;
 pub use handle::Lock;
 pub use multi::{MultiLock, RedLock};
 pub use multi_guard::MultiLockGuard;
-pub(crate) use nonreentrant::{NonReentrant, NonReentrantFair};
 pub(crate) use owner::thread_number;
 pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;

@@ -1,4 +1,8 @@
-//! Redisson's `RLock`: a HASH `name` of owner → hold count, released on the lock channel.
+//! Redisson's `RLock`: a HASH `name` of owner → hold count, released on the lock channel. The
+//! same kind, with one difference each, is Redisson's `RedissonNonReentrantLock` (an owner's
+//! second acquire is refused, the acquire script's flag) and `RFencedLock` (every acquire
+//! also increments a token counter, `redisson_lock_token:{name}`, that never expires, and hands
+//! the holder the token: `lua/fenced_acquire.lua`).
 
 use std::borrow::Cow;
 
@@ -9,16 +13,39 @@ use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::scripts;
 
-/// The reentrant lock: `lua/lock_*.lua`; a release publishes `0` (wake one) on the lock
-/// channel, where every waiter listens.
+/// The plain lock: `lua/lock_*.lua`; a release publishes `0` (wake one) on the lock channel,
+/// where every waiter listens.
 pub(crate) struct Plain {
     channel: String,
+    /// False: an owner that holds the lock is refused another hold.
+    reentrant: bool,
+    /// A fenced lock's token counter.
+    token: Option<String>,
 }
 
 impl Plain {
+    /// Redisson's `RLock`.
     pub(crate) fn new(name: &str) -> Plain {
         Plain {
             channel: keys::lock_channel(name),
+            reentrant: true,
+            token: None,
+        }
+    }
+
+    /// Redisson's `RedissonNonReentrantLock`: the plain lock refusing its holder.
+    pub(crate) fn non_reentrant(name: &str) -> Plain {
+        Plain {
+            reentrant: false,
+            ..Plain::new(name)
+        }
+    }
+
+    /// Redisson's `RFencedLock`: the plain lock, acquired with a token.
+    pub(crate) fn fenced(name: &str) -> Plain {
+        Plain {
+            token: Some(keys::fence_token(name)),
+            ..Plain::new(name)
         }
     }
 
@@ -43,7 +70,11 @@ impl Plain {
 
 impl Kind for Plain {
     fn label(&self) -> &'static str {
-        "plain"
+        match (&self.token, self.reentrant) {
+            (Some(_), _) => "fenced",
+            (None, false) => "non-reentrant",
+            (None, true) => "plain",
+        }
     }
 
     fn acquire(
@@ -54,7 +85,15 @@ impl Kind for Plain {
         lease_ms: u64,
         _queueing: Queueing,
     ) -> RedisResult<Value> {
-        self.try_acquire(lock, c, owner, lease_ms, true)
+        match &self.token {
+            Some(token) => scripts::FENCED_ACQUIRE
+                .key(&lock.name)
+                .key(token)
+                .arg(lease_ms)
+                .arg(owner)
+                .invoke(c),
+            None => self.try_acquire(lock, c, owner, lease_ms, self.reentrant),
+        }
     }
 
     fn unlock(
@@ -82,8 +121,17 @@ impl Kind for Plain {
         false
     }
 
+    /// Not a fenced lock: its new holder needs a new token.
     fn passes_inside_client(&self) -> bool {
-        true
+        self.token.is_none()
+    }
+
+    fn is_reentrant(&self) -> bool {
+        self.reentrant
+    }
+
+    fn token_key(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {

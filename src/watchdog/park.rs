@@ -1,5 +1,5 @@
 //! Parking: a held lock taken out of renewal while its owner waits on a condition (see
-//! `lock/condition.rs`), which releases the lock in Redis and acquires it again. Renewing it
+//! `lock/condition/`), which releases the lock in Redis and acquires it again. Renewing it
 //! meanwhile would find it gone and report a loss that is none; so its entry (hold count,
 //! lease, `on_lost` callbacks) is kept aside, and put back when the lock is held again, or
 //! lost for good when it cannot be.
