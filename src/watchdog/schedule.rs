@@ -134,63 +134,11 @@ impl Shared {
                 }
                 continue;
             }
-            // Timers at their end, and leases that ran out while renewals failed or were
-            // late (or while this thread was busy), or after the hold's cap, are lost, not
-            // renewed. A hold whose renewal would outlast its cap is renewed no more.
-            let mut live = Vec::with_capacity(ids.len());
-            let now = Instant::now();
-            for id in ids {
-                let e = &st.entries[&id];
-                match e.lease.lost() {
-                    None if e.signals_only() => {
-                        let at = e.lease.expires();
-                        st.due.push(Reverse((at, id)));
-                    }
-                    None if e.past_cap(now, self.lease) && e.lease.finish() => {
-                        let at = e.lease.expires();
-                        log::debug!(
-                            "lock `{}` (owner {}) reached its maximum hold time: no longer \
-                             renewed, its lease ends in {:?}",
-                            e.name,
-                            owner(e),
-                            at.saturating_duration_since(now)
-                        );
-                        st.due.push(Reverse((at, id)));
-                    }
-                    None => live.push(id),
-                    Some(reason) => {
-                        let (e, reason) = st.lose(id, reason).expect("present");
-                        match (&e.field, reason) {
-                            (None, _) => log::debug!("explicit lease of lock `{}` ran out", e.name),
-                            (Some(field), LostReason::MaxHoldReached) => log::warn!(
-                                "lock `{}` (owner {field}) lost ({reason:?}): held for its \
-                                 maximum hold time, it was no longer renewed and its lease ran out",
-                                e.name
-                            ),
-                            (Some(field), _) => log::warn!(
-                                "lock `{}` (owner {field}) lost ({reason:?}): its lease ran out \
-                                 before a renewal confirmed it",
-                                e.name
-                            ),
-                        }
-                    }
-                }
-            }
+            let live = self.sift(&mut st, ids);
             if live.is_empty() {
                 continue;
             }
-            let batch: Vec<Target> = live
-                .iter()
-                .map(|id| {
-                    let e = &st.entries[id];
-                    let field = e.field.as_ref();
-                    Target {
-                        name: Arc::clone(&e.name),
-                        field: Arc::clone(field.expect("only renewed entries are live here")),
-                        renewal: st.renewals[usize::from(e.renewal)],
-                    }
-                })
-                .collect();
+            let batch = targets(&st, &live);
             st.renewing = true;
             drop(st);
             let sent_at = Instant::now();
@@ -203,6 +151,68 @@ impl Shared {
             }
         }
     }
+
+    /// The entries of `ids` to renew now. Timers at their end, and leases that ran out while
+    /// renewals failed or were late (or while this thread was busy), or after the hold's cap,
+    /// are lost, not renewed. A hold whose renewal would outlast its cap is renewed no more;
+    /// it and a timer are due again at their lease's end.
+    fn sift(&self, st: &mut State, ids: Vec<u64>) -> Vec<u64> {
+        let mut live = Vec::with_capacity(ids.len());
+        let now = Instant::now();
+        for id in ids {
+            let e = &st.entries[&id];
+            match e.lease.lost() {
+                None if e.signals_only() => {
+                    let at = e.lease.expires();
+                    st.due.push(Reverse((at, id)));
+                }
+                None if e.past_cap(now, self.lease) && e.lease.finish() => {
+                    let at = e.lease.expires();
+                    log::debug!(
+                        "lock `{}` (owner {}) reached its maximum hold time: no longer \
+                         renewed, its lease ends in {:?}",
+                        e.name,
+                        owner(e),
+                        at.saturating_duration_since(now)
+                    );
+                    st.due.push(Reverse((at, id)));
+                }
+                None => live.push(id),
+                Some(reason) => {
+                    let (e, reason) = st.lose(id, reason).expect("present");
+                    match (&e.field, reason) {
+                        (None, _) => log::debug!("explicit lease of lock `{}` ran out", e.name),
+                        (Some(field), LostReason::MaxHoldReached) => log::warn!(
+                            "lock `{}` (owner {field}) lost ({reason:?}): held for its \
+                             maximum hold time, it was no longer renewed and its lease ran out",
+                            e.name
+                        ),
+                        (Some(field), _) => log::warn!(
+                            "lock `{}` (owner {field}) lost ({reason:?}): its lease ran out \
+                             before a renewal confirmed it",
+                            e.name
+                        ),
+                    }
+                }
+            }
+        }
+        live
+    }
+}
+
+/// What the renewal calls need of the entries `live`.
+fn targets(st: &State, live: &[u64]) -> Vec<Target> {
+    live.iter()
+        .map(|id| {
+            let e = &st.entries[id];
+            let field = e.field.as_ref();
+            Target {
+                name: Arc::clone(&e.name),
+                field: Arc::clone(field.expect("only renewed entries are live here")),
+                renewal: st.renewals[usize::from(e.renewal)],
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
