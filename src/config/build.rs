@@ -25,9 +25,9 @@ impl ConfigBuilder {
     /// let err = redlatch::Config::builder("redis://127.0.0.1/").pool_size(0).build().unwrap_err();
     /// assert!(err.is_invalid_argument());
     /// ```
-    pub fn build(self) -> Result<Config> {
-        let given = self
-            .topology
+    pub fn build(mut self) -> Result<Config> {
+        // Taken out (an error left in its place): what follows borrows the other settings.
+        let given = std::mem::replace(&mut self.topology, Err(String::new()))
             .map_err(|e| Error::invalid(format!("bad redis URL: {e}")))?;
         // TLS is on for `rediss://` addresses: the server's, the sentinels' or the seeds'.
         let tls_for = |urls: &[redis::ConnectionInfo]| {
@@ -89,6 +89,33 @@ impl ConfigBuilder {
                 (Topology::Cluster { seeds }, tls)
             }
         };
+        self.check_settings()?;
+        Ok(Config {
+            topology,
+            retry_attempts: self.retry_attempts,
+            retry_delay: self.retry_delay,
+            pool_size: self.pool_size,
+            batch_lanes: self.batch_lanes.min(self.pool_size),
+            connect_timeout: self.connect_timeout,
+            response_timeout: self.response_timeout,
+            watchdog_timeout: self.watchdog_timeout,
+            max_hold: self.max_hold,
+            renew_batch_size: self.renew_batch_size,
+            fair_thread_wait: self.fair_thread_wait,
+            spin_backoff: self.spin_backoff,
+            name_mapper: self.name_mapper,
+            replica_sync: self.replica_sync,
+            sharded_subscription_mode: self.sharded_subscription_mode,
+            tls,
+            client_name: self.client_name,
+            connection_name: None,
+            metrics_lock_names: self.metrics_lock_names,
+            check_on_connect: self.check_on_connect,
+        })
+    }
+
+    /// The checks of every setting but the addresses.
+    fn check_settings(&self) -> Result<()> {
         check_duration("retry_delay", self.retry_delay)?;
         if self.pool_size == 0 {
             return Err(Error::invalid("pool_size must be at least 1"));
@@ -123,28 +150,7 @@ impl ConfigBuilder {
             }
         }
         check_client_name(&self.client_name)?;
-        Ok(Config {
-            topology,
-            retry_attempts: self.retry_attempts,
-            retry_delay: self.retry_delay,
-            pool_size: self.pool_size,
-            batch_lanes: self.batch_lanes.min(self.pool_size),
-            connect_timeout: self.connect_timeout,
-            response_timeout: self.response_timeout,
-            watchdog_timeout: self.watchdog_timeout,
-            max_hold: self.max_hold,
-            renew_batch_size: self.renew_batch_size,
-            fair_thread_wait: self.fair_thread_wait,
-            spin_backoff: self.spin_backoff,
-            name_mapper: self.name_mapper,
-            replica_sync: self.replica_sync,
-            sharded_subscription_mode: self.sharded_subscription_mode,
-            tls,
-            client_name: self.client_name,
-            connection_name: None,
-            metrics_lock_names: self.metrics_lock_names,
-            check_on_connect: self.check_on_connect,
-        })
+        Ok(())
     }
 }
 
