@@ -104,37 +104,7 @@ pub(super) fn diff(
         }
     }
 
-    let counted = |i: &Inspection| {
-        matches!(
-            i.kind,
-            Kind::Semaphore
-                | Kind::PermitExpirableSemaphore
-                | Kind::CountDownLatch
-                | Kind::SemaphoreOrLatch
-        )
-    };
-    if let Some(kind) = new.or(old).filter(|i| counted(i)).map(|i| i.kind) {
-        // An absent count is 0 (a latch is deleted when it opens).
-        let value = |i: Option<&Inspection>| i.and_then(|i| i.permits.or(i.count)).unwrap_or(0);
-        let (a, b) = (value(old), value(new));
-        if a != b {
-            let both = old.is_some_and(counted) && new.is_some_and(counted);
-            let semaphore = matches!(kind, Kind::Semaphore | Kind::PermitExpirableSemaphore);
-            let event_kind = match (semaphore && both, b < a) {
-                (true, true) => EventKind::Acquired,
-                (true, false) => EventKind::Released,
-                (false, _) => EventKind::Changed,
-            };
-            let latch = matches!(kind, Kind::CountDownLatch | Kind::SemaphoreOrLatch);
-            let permits = kind != Kind::CountDownLatch;
-            events.push(Event {
-                permits: permits.then_some(b),
-                count: latch.then_some(b),
-                ..Event::new(at, event_kind)
-            });
-        }
-    }
-
+    events.extend(count_event(old, new, at));
     if let (Some(a), Some(b)) = (
         old.and_then(|i| i.subscribers),
         new.and_then(|i| i.subscribers),
@@ -147,6 +117,45 @@ pub(super) fn diff(
         }
     }
     events
+}
+
+/// The event of a semaphore's or latch's count changing from `old` to `new`, if it did: a
+/// semaphore's permits taken or given back, a latch's (or an unknown kind's) count changed.
+fn count_event(
+    old: Option<&Inspection>,
+    new: Option<&Inspection>,
+    at: SystemTime,
+) -> Option<Event> {
+    let counted = |i: &Inspection| {
+        matches!(
+            i.kind,
+            Kind::Semaphore
+                | Kind::PermitExpirableSemaphore
+                | Kind::CountDownLatch
+                | Kind::SemaphoreOrLatch
+        )
+    };
+    let kind = new.or(old).filter(|i| counted(i)).map(|i| i.kind)?;
+    // An absent count is 0 (a latch is deleted when it opens).
+    let value = |i: Option<&Inspection>| i.and_then(|i| i.permits.or(i.count)).unwrap_or(0);
+    let (a, b) = (value(old), value(new));
+    if a == b {
+        return None;
+    }
+    let both = old.is_some_and(counted) && new.is_some_and(counted);
+    let semaphore = matches!(kind, Kind::Semaphore | Kind::PermitExpirableSemaphore);
+    let event_kind = match (semaphore && both, b < a) {
+        (true, true) => EventKind::Acquired,
+        (true, false) => EventKind::Released,
+        (false, _) => EventKind::Changed,
+    };
+    let latch = matches!(kind, Kind::CountDownLatch | Kind::SemaphoreOrLatch);
+    let permits = kind != Kind::CountDownLatch;
+    Some(Event {
+        permits: permits.then_some(b),
+        count: latch.then_some(b),
+        ..Event::new(at, event_kind)
+    })
 }
 
 #[cfg(test)]
