@@ -278,31 +278,6 @@ pub fn inspection_text(i: &Inspection) -> String {
     for row in &fields {
         out.push_str(&format!("{:<9}{}\n", format!("{}:", row[0]), row[1]));
     }
-    let holder_rows = |hs: &[Holder]| -> Vec<Vec<String>> {
-        hs.iter()
-            .map(|h| {
-                let mut row = vec![
-                    h.owner.client_id.clone(),
-                    h.owner.thread.to_string(),
-                    h.holds.to_string(),
-                ];
-                if !h.read_leases.is_empty() {
-                    let leases: Vec<String> = h
-                        .read_leases
-                        .iter()
-                        .map(|l| l.map_or_else(|| "expired".to_owned(), duration))
-                        .collect();
-                    row.push(leases.join(" "));
-                }
-                row.push(clients(
-                    h.connections.as_deref(),
-                    hold_left(i, h),
-                    "lease ends",
-                ));
-                row
-            })
-            .collect()
-    };
     if !i.holders.is_empty() {
         let title = if i.kind == Kind::ReadWrite {
             "writer"
@@ -312,14 +287,14 @@ pub fn inspection_text(i: &Inspection) -> String {
         out.push_str(&format!("\n{title}:\n"));
         out.push_str(&table(
             &["CLIENT ID", "THREAD", "HOLDS", "CONNECTIONS"],
-            &holder_rows(&i.holders),
+            &holder_rows(i, &i.holders),
         ));
     }
     if !i.readers.is_empty() {
         out.push_str("\nreaders:\n");
         out.push_str(&table(
             &["CLIENT ID", "THREAD", "HOLDS", "LEASES", "CONNECTIONS"],
-            &holder_rows(&i.readers),
+            &holder_rows(i, &i.readers),
         ));
     }
     if !i.queue.is_empty() {
@@ -358,6 +333,33 @@ pub fn inspection_text(i: &Inspection) -> String {
         out.push_str(&table(&["PERMIT", "EXPIRES IN"], &rows));
     }
     out
+}
+
+/// The rows of `inspect`'s table of holders (or readers) `hs` of `i`.
+fn holder_rows(i: &Inspection, hs: &[Holder]) -> Vec<Vec<String>> {
+    hs.iter()
+        .map(|h| {
+            let mut row = vec![
+                h.owner.client_id.clone(),
+                h.owner.thread.to_string(),
+                h.holds.to_string(),
+            ];
+            if !h.read_leases.is_empty() {
+                let leases: Vec<String> = h
+                    .read_leases
+                    .iter()
+                    .map(|l| l.map_or_else(|| "expired".to_owned(), duration))
+                    .collect();
+                row.push(leases.join(" "));
+            }
+            row.push(clients(
+                h.connections.as_deref(),
+                hold_left(i, h),
+                "lease ends",
+            ));
+            row
+        })
+        .collect()
 }
 
 /// A watch event as one line: time, event, owner, details.
