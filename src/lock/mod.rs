@@ -4,6 +4,7 @@
 //! - `handle.rs`: [`Lock`], the public blocking API of every kind but acquiring.
 //! - `acquire.rs`: [`Lock::lock`] and its `try_` forms, and the one acquire path they take,
 //!   which waits through `pubsub::wait` and ends in the guard.
+//! - `with.rs`: running a closure under a [`Lock`], released after it whatever it returns.
 //! - `guard.rs`: [`LockGuard`], one hold; release, loss signals.
 //! - `raw.rs`: what every kind does alike (replica confirmation and undo, the unlock latch and
 //!   its safe retry, force unlock, queries), calling the kind.

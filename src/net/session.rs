@@ -23,7 +23,7 @@ pub(super) struct Settings {
 }
 
 impl Settings {
-    pub(super) fn new(certs: &super::Certificates) -> Result<Settings> {
+    pub(super) fn new(certs: &super::tls::Certificates) -> Result<Settings> {
         let bad =
             |what: &str, e: &dyn std::fmt::Display| Error::invalid(format!("bad TLS {what}: {e}"));
         let mut roots = RootCertStore::empty();
