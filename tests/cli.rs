@@ -849,11 +849,19 @@ fn a_crashed_holder_shows_as_gone_with_its_lease_left() {
     let live = client(&server);
     let _g = live.lock("cli:live").lock().unwrap();
 
-    let text = ok(&server, &["inspect", "cli:crashed"]);
-    let row = text.lines().find(|l| l.starts_with(&client_id)).unwrap();
-    assert!(row.contains("gone (lease ends in "), "{text}");
     // A connection the server lists before it is named (another command's, closing or
-    // opening) makes the holder's connections unknown (null) for that look: look again.
+    // opening) makes the holder's connections unknown ("untraced", null) for that look: look
+    // again.
+    let mut text = String::new();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            text = ok(&server, &["inspect", "cli:crashed"]);
+            text.lines()
+                .find(|l| l.starts_with(&client_id))
+                .is_some_and(|row| row.contains("gone (lease ends in "))
+        }),
+        "{text}"
+    );
     let mut j = json::J::Null;
     assert!(
         wait_until(Duration::from_secs(10), || {
