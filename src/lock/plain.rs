@@ -48,24 +48,6 @@ impl Plain {
             ..Plain::new(name)
         }
     }
-
-    /// One acquire attempt of `owner`; with `reentrant` false, an owner that holds the lock
-    /// already is refused (`{0}`), as `RedissonNonReentrantLock` does.
-    pub(crate) fn try_acquire(
-        &self,
-        lock: &LockKey,
-        c: &mut dyn ConnectionLike,
-        owner: &str,
-        lease_ms: u64,
-        reentrant: bool,
-    ) -> RedisResult<Value> {
-        scripts::LOCK_ACQUIRE
-            .key(&lock.name)
-            .arg(lease_ms)
-            .arg(owner)
-            .arg(if reentrant { "1" } else { "0" })
-            .invoke(c)
-    }
 }
 
 impl Kind for Plain {
@@ -92,7 +74,14 @@ impl Kind for Plain {
                 .arg(lease_ms)
                 .arg(owner)
                 .invoke(c),
-            None => self.try_acquire(lock, c, owner, lease_ms, self.reentrant),
+            // Not reentrant: an owner that holds the lock already is refused (`{0}`), as
+            // `RedissonNonReentrantLock` does.
+            None => scripts::LOCK_ACQUIRE
+                .key(&lock.name)
+                .arg(lease_ms)
+                .arg(owner)
+                .arg(if self.reentrant { "1" } else { "0" })
+                .invoke(c),
         }
     }
 
