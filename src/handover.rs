@@ -97,7 +97,7 @@ impl Waiter {
     }
 
     /// Wakes the waiting thread while a releaser's call on it is in flight (the releaser's
-    /// command was just written: see `backend::nudging_after_write`), so that its wake-up
+    /// command was just written: see `Backend::run_written`), so that its wake-up
     /// overlaps the round trip instead of following it. Nothing once the claim is over (a
     /// waiter that stopped waiting for it may be in another wait by now).
     pub(crate) fn wake_early(&self) {

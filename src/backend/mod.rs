@@ -9,7 +9,8 @@
 //! - `endpoint.rs`: where a pool's connections go, and how one opens.
 //! - `pool.rs`: a pool of command connections to one endpoint (knows nothing of clusters).
 //! - `checkout.rs`: a connection checked out of a pool, and what the batcher borrows through.
-//! - `batch.rs`: calls from many threads sharing round trips on a pool's connections.
+//! - `batch/`: calls from many threads sharing round trips on a pool's connections.
+//! - `shared.rs`: a call's connection through the batcher, as the `redis` crate sees it.
 //! - `sentinel.rs`: the endpoint that is the master Sentinel names, and the switch watcher.
 //! - `cluster/`: hash slots, the slot map, and the router over one pool per node.
 
@@ -20,6 +21,7 @@ mod endpoint;
 mod merge;
 mod pool;
 mod sentinel;
+mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,7 +34,6 @@ use crate::error::{Error, Result};
 use crate::net::Dial;
 use crate::pubsub::{Address, Dispatcher, Mode, PubSub, Subscriptions};
 
-pub(crate) use batch::nudging_after_write;
 use cluster::Cluster;
 pub(crate) use endpoint::{Endpoint, Fixed};
 pub(crate) use pool::Pool;
@@ -47,6 +48,11 @@ pub(crate) struct Backend {
 
 /// A call erased to what every deployment can run: the reply goes wherever the closure keeps it.
 type Call<'a> = &'a mut dyn FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<()>;
+
+/// What a caller runs once its call's command is written, while the reply is still to come
+/// (where the pool sees that moment: see `batch/mod.rs`). The backend knows nothing of what
+/// it does.
+pub(crate) type Written<'a> = Option<&'a dyn Fn()>;
 
 /// How one call is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +89,9 @@ impl Policy {
 /// One kind of deployment, behind [`Backend`]. Each method is documented on the backend's
 /// method of the same name.
 trait Deployment: Send + Sync {
-    /// Runs `f` on a connection to the server of `key`, as `policy` says.
-    fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()>;
+    /// Runs `f` on a connection to the server of `key`, as `policy` says, with `written`
+    /// run as the batcher writes a command of it.
+    fn run(&self, key: &str, policy: Policy, written: Written<'_>, f: Call<'_>) -> Result<()>;
     fn slot(&self, key: &str) -> u16;
     fn delete_later(&self, key: String);
     fn clustered(&self) -> bool;
@@ -142,6 +149,37 @@ impl Backend {
         &self,
         key: &str,
         policy: Policy,
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.call(key, policy, None, f)
+    }
+
+    /// As [`run_with`](Self::run_with), running `written` once: as soon as a command of the
+    /// call is written, while its reply is still to come, where the pool sees that moment
+    /// (a call its thread writes itself), or else as the call returns.
+    pub(crate) fn run_written<T>(
+        &self,
+        key: &str,
+        policy: Policy,
+        written: &dyn Fn(),
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let done = std::cell::Cell::new(false);
+        let once = || {
+            if !done.replace(true) {
+                written();
+            }
+        };
+        let outcome = self.call(key, policy, Some(&once), f);
+        once();
+        outcome
+    }
+
+    fn call<T>(
+        &self,
+        key: &str,
+        policy: Policy,
+        written: Written<'_>,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         if self.is_closed() {
@@ -149,7 +187,7 @@ impl Backend {
         }
         let mut reply = None;
         self.deployment
-            .run(key, policy, &mut |c: &mut dyn ConnectionLike| {
+            .run(key, policy, written, &mut |c: &mut dyn ConnectionLike| {
                 reply = Some(f(c)?);
                 Ok(())
             })?;
@@ -243,8 +281,8 @@ impl Server {
 }
 
 impl Deployment for Server {
-    fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()> {
-        self.pool.run(key, policy, f)
+    fn run(&self, key: &str, policy: Policy, written: Written<'_>, f: Call<'_>) -> Result<()> {
+        self.pool.run_written(key, policy, written, f)
     }
 
     fn slot(&self, _: &str) -> u16 {

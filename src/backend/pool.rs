@@ -21,12 +21,13 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::ConnectionLike;
 
-use super::batch::{Batcher, Shared};
+use super::batch::Batcher;
 use super::checkout::{Counted, Held, Lender, Slots, State};
 #[cfg(test)]
 use super::endpoint::Fixed;
 use super::endpoint::{name_connection, Endpoint};
-use super::Policy;
+use super::shared::Shared;
+use super::{Policy, Written};
 use crate::error::{Error, Result};
 
 pub(crate) struct Pool {
@@ -93,11 +94,23 @@ impl Pool {
         &self,
         key: &str,
         policy: Policy,
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.run_written(key, policy, None, f)
+    }
+
+    /// As [`run`](Self::run), running `written` once a command of the call is written by the
+    /// batcher (see `batch/mod.rs`).
+    pub(crate) fn run_written<T>(
+        &self,
+        key: &str,
+        policy: Policy,
+        written: Written<'_>,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let mut retries = policy.retries(self.retry_attempts);
         loop {
-            match self.attempt(key, policy.bound(), &mut f) {
+            match self.attempt(key, policy.bound(), written, &mut f) {
                 Err((err, false)) if retries > 0 => {
                     retries -= 1;
                     log::debug!(
@@ -114,15 +127,16 @@ impl Pool {
 
     /// One try; an error comes with whether the command may have run. The call shares
     /// round trips with other threads' calls unless its times are bounded (`bound`) or the
-    /// pool does not batch.
+    /// pool does not batch; `written` runs once a command of it is written by the batcher.
     pub(crate) fn attempt<T>(
         &self,
         key: &str,
         bound: Option<Duration>,
+        written: Written<'_>,
         f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
         match &self.batcher {
-            Some(batcher) if bound.is_none() => self.attempt_shared(batcher, key, f),
+            Some(batcher) if bound.is_none() => self.attempt_shared(batcher, key, written, f),
             _ => self.attempt_alone(key, bound, f),
         }
     }
@@ -131,9 +145,10 @@ impl Pool {
         &self,
         batcher: &Batcher,
         key: &str,
+        written: Written<'_>,
         f: &mut impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> std::result::Result<T, (Error, bool)> {
-        let mut shared = Shared::new(self, batcher);
+        let mut shared = Shared::new(self, batcher, written);
         let result = f(&mut shared);
         if let Some(failure) = shared.failure() {
             return Err(failure);

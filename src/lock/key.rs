@@ -35,6 +35,20 @@ impl LockKey {
         )
     }
 
+    /// As [`run`](Self::run), with `written` run once the command is written, while its
+    /// reply is still to come (or else as the call returns: see `Backend::run_written`).
+    pub(crate) fn run_written<T>(
+        &self,
+        written: &dyn Fn(),
+        f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let policy = self.bound.map_or(Policy::Retried, Policy::Bounded);
+        self.client
+            .inner
+            .backend
+            .run_written(&self.name, policy, written, f)
+    }
+
     /// Sends `cmd` (about this lock) to the node of its slot.
     pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.check_name()?;

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::nudging_after_write;
 use crate::error::{Error, Result};
 use crate::handover::{Claim, State, Waiter};
 use crate::lock::guard::LockGuard;
@@ -30,7 +29,10 @@ impl RawLock {
     /// is written, so that the waiter's wake-up overlaps the round trip.
     pub(super) fn pass_script(&self, release: &Release<'_>, claim: Option<&Claim>) -> Result<Ran> {
         match claim {
-            Some(claim) => nudging_after_write(&claim.waiter, || self.unlock_script(release)),
+            Some(claim) => {
+                let waiter = &claim.waiter;
+                self.unlock_script_with(release, Some(&|| waiter.wake_early()))
+            }
             None => self.unlock_script(release),
         }
     }

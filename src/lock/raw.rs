@@ -559,10 +559,24 @@ impl RawLock {
     /// Runs the kind's unlock script once (retried as the pool retries a call that did not
     /// run), and decodes its reply.
     pub(super) fn unlock_script(&self, release: &Release<'_>) -> Result<Ran> {
-        let (reply, acked) = self.run(|c| {
+        self.unlock_script_with(release, None)
+    }
+
+    /// As [`unlock_script`](Self::unlock_script), running `written` once the call is written
+    /// (see `LockKey::run_written`).
+    pub(super) fn unlock_script_with(
+        &self,
+        release: &Release<'_>,
+        written: Option<&dyn Fn()>,
+    ) -> Result<Ran> {
+        let call = |c: &mut dyn redis::ConnectionLike| {
             let reply = self.kind.unlock(&self.key, c, release)?;
             Ok((reply, self.confirm(c, reply.is_some())?))
-        })?;
+        };
+        let (reply, acked) = match written {
+            Some(written) => self.key.run_written(written, call),
+            None => self.run(call),
+        }?;
         if let (Some(acked), Some(sync)) = (acked, self.key.client.inner.config.replica_sync) {
             if acked < sync.replicas {
                 log::warn!(

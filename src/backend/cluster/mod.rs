@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use redis::{ConnectionInfo, Value};
 
 use super::pool::Pool;
-use super::{Call, Deployment, Policy};
+use super::{Call, Deployment, Policy, Written};
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result};
 use crate::net::Dial;
@@ -112,8 +112,8 @@ impl PubSubMode {
 }
 
 impl Deployment for Cluster {
-    fn run(&self, key: &str, policy: Policy, f: Call<'_>) -> Result<()> {
-        self.router.run(key, policy, f)
+    fn run(&self, key: &str, policy: Policy, written: Written<'_>, f: Call<'_>) -> Result<()> {
+        self.router.run_written(key, policy, written, f)
     }
 
     fn slot(&self, key: &str) -> u16 {

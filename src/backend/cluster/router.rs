@@ -11,7 +11,7 @@ use super::refresh::{by_preference, not_connected, LastRefresh, Refreshes};
 use super::slots::{parse_slots, slot, SLOTS};
 use crate::backend::endpoint::{open, Fixed};
 use crate::backend::pool::Pool;
-use crate::backend::Policy;
+use crate::backend::{Policy, Written};
 use crate::config::Config;
 use crate::error::{Error, Result};
 
@@ -72,6 +72,18 @@ impl Router {
         &self,
         key: &str,
         policy: Policy,
+        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.run_written(key, policy, None, f)
+    }
+
+    /// As [`run`](Self::run), running `written` once a command of the call is written where
+    /// the pool sees that moment (see `batch/mod.rs`).
+    pub(crate) fn run_written<T>(
+        &self,
+        key: &str,
+        policy: Policy,
+        written: Written<'_>,
         mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let slot = slot(key.as_bytes());
@@ -88,7 +100,7 @@ impl Router {
                 ),
                 None => match self.master_of(slot) {
                     Ok((pool, info)) => (
-                        pool.attempt(key, policy.bound(), &mut f),
+                        pool.attempt(key, policy.bound(), written, &mut f),
                         Some(info.addr().to_string()),
                     ),
                     Err(e) => (Err((e, false)), None),
