@@ -18,6 +18,7 @@
 //!   locks: the rounds they share, the two public types, their guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
+//! - `settle.rs`: what settles an owner's calls whose reply never came.
 //! - `condition/`: [`Condition`], wait and notify on a held lock across processes.
 mod acquire;
 mod condition;
@@ -36,6 +37,7 @@ mod quorum;
 mod raw;
 mod read;
 mod rw;
+mod settle;
 mod side;
 mod spin;
 mod with;

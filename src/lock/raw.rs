@@ -18,11 +18,7 @@ use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::names::Named;
 use crate::time::millis;
 use crate::trace;
-use crate::watchdog::{Renewal, Settle, Settled, Unsettled};
-
-/// The most a settle's call waits for its reply (see [`RawLock::settler`]): on the watchdog
-/// thread, it holds up renewals while the server does not answer.
-const SETTLE_BOUND: Duration = Duration::from_secs(1);
+use crate::watchdog::Renewal;
 
 /// What the unlock script did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +81,11 @@ pub(crate) enum Attempt {
 impl RawLock {
     /// The lock `name` of kind `kind`.
     pub(crate) fn new(client: Client, name: &Named, kind: impl Kind) -> RawLock {
+        RawLock::of(client, name, Arc::new(kind))
+    }
+
+    /// The lock `name` of a kind already shared.
+    pub(super) fn of(client: Client, name: &Named, kind: Arc<dyn Kind>) -> RawLock {
         RawLock {
             latches: keys::UnlockLatches::new(&name.key, client.id()),
             key: LockKey {
@@ -93,7 +94,7 @@ impl RawLock {
                 bound: None,
             },
             given: Arc::clone(&name.given),
-            kind: Arc::new(kind),
+            kind,
         }
     }
 
@@ -271,74 +272,6 @@ impl RawLock {
             return Ok(());
         }
         watchdog.settle_first(&self.key.name, &self.field(owner).into())
-    }
-
-    /// What settles `owner`'s acquire whose reply never came (see the watchdog's
-    /// `doubt.rs`): once the server answers, the holds of `owner` beyond those the client's
-    /// guards know of, up to the acquires in doubt, are released, and a waiter's place in a
-    /// fair queue is left. Holds the client weakly: a client dropped meanwhile settles nothing
-    /// (its holds' leases run out unrenewed).
-    pub(super) fn settler(&self, owner: &str, lease: Duration, will_wait: bool) -> Settle {
-        let client = Arc::downgrade(&self.key.client.inner);
-        let name = Arc::clone(&self.key.name);
-        let given = Arc::clone(&self.given);
-        let kind = Arc::clone(&self.kind);
-        let owner: Arc<str> = owner.into();
-        Box::new(move |told: Unsettled| {
-            let Some(inner) = client.upgrade() else {
-                return Ok(Settled::Done);
-            };
-            let client = Client { inner };
-            let raw = RawLock {
-                latches: keys::UnlockLatches::new(&name, client.id()),
-                key: LockKey {
-                    // On the owner's thread, as patient as its own calls (retried through a
-                    // failover); on the watchdog thread, short.
-                    bound: (!told.by_owner)
-                        .then(|| client.inner.config.response_timeout.min(SETTLE_BOUND)),
-                    client,
-                    name: Arc::clone(&name),
-                },
-                given: Arc::clone(&given),
-                kind: Arc::clone(&kind),
-            };
-            let field = raw.field(&owner);
-            let count: Option<i64> =
-                raw.run(|c| redis::cmd("HGET").arg(&*name).arg(&field).query(c))?;
-            let count = u32::try_from(count.unwrap_or(0)).unwrap_or(0);
-            let extra = count.saturating_sub(told.known_holds).min(told.acquires);
-            for released in 0..extra {
-                // Once, with no retry and no doubt of its own: a lost reply fails this
-                // settle, and the next try counts again. Without a latch, only from the count
-                // just read: a lost call of the owner's that runs meanwhile leaves another,
-                // and then this changes nothing.
-                let latch = raw.new_latch();
-                let mut release = raw.release(&owner, &latch, lease);
-                release.expect = Some(count - released);
-                let ran = raw.unlock_script(&release)?;
-                if !latch.is_empty() {
-                    raw.key.client.inner.backend.delete_later(latch);
-                }
-                if let Ran::Differs(now) = ran {
-                    log::debug!(
-                        "`{name}` (owner {owner}): the count changed to {now} while settling"
-                    );
-                    break;
-                }
-            }
-            if will_wait {
-                raw.leave(&owner)?;
-            }
-            if extra > 0 {
-                log::warn!(
-                    "`{name}` (owner {owner}): released {extra} hold(s) taken by acquires whose \
-                     reply was lost"
-                );
-            }
-            // Not looked at again even if nothing was found: a later look could count a hold
-            // an acquire of the owner's is taking as it runs.
-            Ok(Settled::Done)
-        })
     }
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and
@@ -530,7 +463,7 @@ impl RawLock {
 
     /// A new unlock latch key (empty for a kind that takes none): unique without a random
     /// number per call, from this client's uuid and a counter.
-    fn new_latch(&self) -> String {
+    pub(super) fn new_latch(&self) -> String {
         if !self.kind.latched_unlock() {
             return String::new();
         }
