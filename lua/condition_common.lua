@@ -14,11 +14,6 @@
 -- notification is published the way its waiter listens. Its channel is the waiters' key with
 -- the prefix `redlatch_condition__channel` for `redlatch_condition`, then `:<id>`.
 
-local function cond_now()
-    local t = redis.call('time');
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
-end;
-
 -- Keeps `key` for at least `ms` more (never shortens a longer expiry).
 local function cond_keep(key, ms)
     local pttl = redis.call('pttl', key);

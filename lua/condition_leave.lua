@@ -12,7 +12,7 @@
 --          -1  not there (its lease ran out, or it left already)
 -- The clock is read before anything is written (a script may read TIME only before its
 -- first write where scripts are replicated verbatim).
-local now = cond_now();
+local now = clock_ms();
 local score = redis.call('zscore', KEYS[1], ARGV[1]);
 if score == false then
     return -1;

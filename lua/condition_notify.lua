@@ -12,7 +12,7 @@
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return -1;
 end;
-local now = cond_now();
+local now = clock_ms();
 cond_prune(KEYS[2], KEYS[3], now);
 local want = tonumber(ARGV[2]);
 local picked = 0;

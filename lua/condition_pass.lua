@@ -6,7 +6,7 @@
 -- Reply:   1   handed on: the longest-waiting live waiter was picked
 --          0   no live waiter was left to hand it to
 -- The clock is read before anything is written (see condition_leave.lua).
-local now = cond_now();
+local now = clock_ms();
 if cond_pick(KEYS[1], KEYS[2], now) then
     return 1;
 end;

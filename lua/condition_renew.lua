@@ -9,7 +9,7 @@
 --              once. Dead waiters of the same conditions are pruned on the way (see the
 --              helpers): a notification a dead waiter held goes on within a third of a lease.
 local res = {};
-local now = cond_now();
+local now = clock_ms();
 local lease = tonumber(ARGV[1]);
 for i = 1, #KEYS / 2 do
     local waiters, queue, id = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1];

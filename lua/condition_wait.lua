@@ -31,7 +31,7 @@ end;
 if ARGV[4] ~= '' and redis.call('hexists', KEYS[1], ARGV[4]) == 1 then
     return -1;
 end;
-local now = cond_now();
+local now = clock_ms();
 cond_prune(KEYS[2], KEYS[3], now);
 if ARGV[5] ~= '' then
     redis.call('del', KEYS[1]);

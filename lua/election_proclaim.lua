@@ -14,8 +14,7 @@
 --          0   refused: the owner does not hold the lock, or ("value") KEYS[2] has another term
 --          -1  refused ("new"): the owner holds the lock more than once (a second campaign of
 --              one owner, re-entering: the first leads)
-local t = redis.call('time');
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
+local now = clock_ms();
 local holds = redis.call('hget', KEYS[1], ARGV[1]);
 if holds == false then
     return 0;

@@ -29,7 +29,7 @@ local rejoin = ARGV[4] == '2';
 -- HLEN first: a lock key of another type fails before anything is written.
 local holds = redis.call('hlen', KEYS[1]);
 local free = holds == 0;
-local now = fair_now();
+local now = clock_ms();
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 if not free and redis.call('hexists', KEYS[1], owner) == 1 then
     -- Held by this owner, so never queued: taking the lock took it out of the queue, and a

@@ -24,11 +24,6 @@
 -- - Our scripts never lower a deadline except by a leaver's thread wait, as Redisson's
 --   acquireFailedAsync does: a head's turn raises its deadline, never lowers it.
 
-local function fair_now()
-    local t = redis.call('time');
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
-end;
-
 -- The lock's remaining lease for deadline arithmetic: 0 if free, `wait` if it never expires.
 local function fair_pttl(lock, wait)
     local pttl = redis.call('pttl', lock);

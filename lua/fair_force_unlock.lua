@@ -13,7 +13,7 @@ local t = redis.call('type', KEYS[1]).ok;
 if t ~= 'hash' and t ~= 'none' then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value');
 end;
-local now = fair_now();
+local now = clock_ms();
 local wait = tonumber(ARGV[2]);
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 local deleted = redis.call('del', KEYS[1]);

@@ -11,7 +11,7 @@
 -- Reply:   1                   the owner was queued and is removed
 --          0                   the owner was not queued
 --          error WRONGTYPE     a key holds another type
-local now = fair_now();
+local now = clock_ms();
 local wait = tonumber(ARGV[2]);
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 local pos = redis.call('lpos', KEYS[2], ARGV[1]);

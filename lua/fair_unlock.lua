@@ -32,7 +32,7 @@ local count = redis.call('hget', KEYS[1], ARGV[2]);
 if count == false and ARGV[8] == 'again' and redis.call('hget', KEYS[1], ARGV[6]) == '1' then
     return 3;
 end;
-local now = fair_now();
+local now = clock_ms();
 local wait = tonumber(ARGV[5]);
 local head, changed = fair_prune(KEYS[2], KEYS[3], now);
 if count ~= false and tonumber(count) <= 1 and head ~= false and head == ARGV[6] then

@@ -34,8 +34,7 @@ if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[
         -- from the server's clock in microseconds, so that they stay above every token handed
         -- out before, as long as the clock did not step back (and fewer than a million were
         -- taken per second). Written as digits: a Lua number would be formatted as a float.
-        local now = redis.call('time');
-        redis.call('set', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])));
+        redis.call('set', KEYS[2], clock_us_digits());
     end;
     local token = redis.call('incr', KEYS[2]);
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1);

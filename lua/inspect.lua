@@ -64,8 +64,7 @@ if types[1] == 'hash' and redis.call('hlen', KEYS[1]) <= max then
 elseif types[1] == 'string' and redis.call('strlen', KEYS[1]) <= 64 then
     main = redis.call('get', KEYS[1]);
 end;
-local t = redis.call('time');
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
+local now = clock_ms();
 local function zset(i)
     if types[i] ~= 'zset' then
         return {};

@@ -2,8 +2,7 @@
 -- the server's clock), `int` and `count` (the available permits, 0 if the key is absent), and
 -- checks both keys' types before anything is read further or written. Writes nothing: the
 -- read-only scripts (pes_counts.lua, pes_lease.lua) run it alone.
-local time = redis.call('time');
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000);
+local now = clock_ms();
 local function int(n)
     return string.format('%d', n);
 end;

@@ -10,8 +10,7 @@
 --              nothing is written for it, its renewal stops and its guard is marked lost
 -- Nothing is reclaimed or published: a later expiry wakes nobody, and waiters re-read the
 -- earliest expiry when their bound (the old one) ends.
-local t = redis.call('time');
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000);
+local now = clock_ms();
 local expires = string.format('%d', now + tonumber(ARGV[1]));
 local res = {};
 for i, key in ipairs(KEYS) do

@@ -242,14 +242,14 @@ scripts! {
     LOCK_UNLOCK: ["lock_unlock.lua"];
     LOCK_RENEW: ["lock_renew.lua"];
     LOCK_FORCE_UNLOCK: ["lock_force_unlock.lua"];
-    FENCED_ACQUIRE: ["fenced_acquire.lua"];
+    FENCED_ACQUIRE: ["clock.lua", "fenced_acquire.lua"];
     SPIN_UNLOCK: ["spin_unlock.lua"];
     SPIN_FORCE_UNLOCK: ["spin_force_unlock.lua"];
 
-    FAIR_ACQUIRE: ["fair_common.lua", "fair_acquire.lua"];
-    FAIR_UNLOCK: ["fair_common.lua", "fair_unlock.lua"];
-    FAIR_LEAVE: ["fair_common.lua", "fair_leave.lua"];
-    FAIR_FORCE_UNLOCK: ["fair_common.lua", "fair_force_unlock.lua"];
+    FAIR_ACQUIRE: ["clock.lua", "fair_common.lua", "fair_acquire.lua"];
+    FAIR_UNLOCK: ["clock.lua", "fair_common.lua", "fair_unlock.lua"];
+    FAIR_LEAVE: ["clock.lua", "fair_common.lua", "fair_leave.lua"];
+    FAIR_FORCE_UNLOCK: ["clock.lua", "fair_common.lua", "fair_force_unlock.lua"];
 
     RW_READ_ACQUIRE: ["rw_read_acquire.lua"];
     RW_WRITE_ACQUIRE: ["rw_write_acquire.lua"];
@@ -266,35 +266,35 @@ scripts! {
     SEMAPHORE_DRAIN: ["semaphore_drain.lua"];
     SEMAPHORE_SET: ["semaphore_set.lua"];
 
-    PES_TRY_SET_PERMITS: ["pes_check.lua", "pes_common.lua", "pes_try_set_permits.lua"];
-    PES_ADD_PERMITS: ["pes_check.lua", "pes_common.lua", "pes_add_permits.lua"];
-    PES_ACQUIRE: ["pes_check.lua", "pes_common.lua", "pes_acquire.lua"];
-    PES_RELEASE: ["pes_check.lua", "pes_common.lua", "pes_release.lua"];
-    PES_UPDATE_LEASE: ["pes_check.lua", "pes_common.lua", "pes_update_lease.lua"];
-    PES_AVAILABLE: ["pes_check.lua", "pes_common.lua", "pes_available.lua"];
-    PES_COUNTS: ["pes_check.lua", "pes_counts.lua"];
-    PES_LEASE: ["pes_check.lua", "pes_lease.lua"];
-    PES_RENEW: ["pes_renew.lua"];
+    PES_TRY_SET_PERMITS: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_try_set_permits.lua"];
+    PES_ADD_PERMITS: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_add_permits.lua"];
+    PES_ACQUIRE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_acquire.lua"];
+    PES_RELEASE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_release.lua"];
+    PES_UPDATE_LEASE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_update_lease.lua"];
+    PES_AVAILABLE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_available.lua"];
+    PES_COUNTS: ["clock.lua", "pes_check.lua", "pes_counts.lua"];
+    PES_LEASE: ["clock.lua", "pes_check.lua", "pes_lease.lua"];
+    PES_RENEW: ["clock.lua", "pes_renew.lua"];
 
     LATCH_TRY_SET_COUNT: ["latch_common.lua", "latch_try_set_count.lua"];
     LATCH_COUNT_DOWN: ["latch_common.lua", "latch_count_down.lua"];
     LATCH_DELETE: ["latch_common.lua", "latch_delete.lua"];
 
-    CONDITION_WAIT: ["condition_common.lua", "condition_wait.lua"];
+    CONDITION_WAIT: ["clock.lua", "condition_common.lua", "condition_wait.lua"];
     CONDITION_CHECK: ["condition_check.lua"];
-    CONDITION_LEAVE: ["condition_common.lua", "condition_leave.lua"];
-    CONDITION_PASS: ["condition_common.lua", "condition_pass.lua"];
-    CONDITION_NOTIFY: ["condition_common.lua", "condition_notify.lua"];
-    CONDITION_RENEW: ["condition_common.lua", "condition_renew.lua"];
+    CONDITION_LEAVE: ["clock.lua", "condition_common.lua", "condition_leave.lua"];
+    CONDITION_PASS: ["clock.lua", "condition_common.lua", "condition_pass.lua"];
+    CONDITION_NOTIFY: ["clock.lua", "condition_common.lua", "condition_notify.lua"];
+    CONDITION_RENEW: ["clock.lua", "condition_common.lua", "condition_renew.lua"];
     CONDITION_RESTORE: ["condition_restore.lua"];
 
     FENCED_WRITE: ["fenced_write.lua"];
 
-    ELECTION_PROCLAIM: ["election_proclaim.lua"];
+    ELECTION_PROCLAIM: ["clock.lua", "election_proclaim.lua"];
     ELECTION_RESIGN: ["election_resign.lua"];
     ELECTION_LEADER: ["election_leader.lua"];
 
-    INSPECT: ["inspect.lua"];
+    INSPECT: ["clock.lua", "inspect.lua"];
 }
 
 #[cfg(test)]
