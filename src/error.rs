@@ -167,6 +167,55 @@ pub enum Error {
     /// any more, and its waits end with this error.
     #[error("the client is closed")]
     Closed,
+    /// This wait was one of a cycle of waits (a deadlock, across processes or threads) and
+    /// was chosen to end it: the youngest wait of the cycle (see the guide's deadlock
+    /// chapter). Nothing of the wait is left behind; the caller's other guards stay held,
+    /// and the other members of the cycle go on waiting: the next of them gets its lock once
+    /// the caller releases what it holds.
+    #[error("deadlock: {}", steps(cycle))]
+    Deadlock {
+        /// The cycle, from this wait: each owner, the lock it waits for, and the owner in its
+        /// way, whose wait is the next step (the last step's is this one).
+        cycle: Vec<DeadlockStep>,
+    },
+}
+
+/// One step of a cycle of waits ([`Error::Deadlock`]): `owner` waits for `lock` (its key,
+/// the name as mapped), which `blocked_by` holds (or, in a fair lock's queue, is ahead of
+/// it for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeadlockStep {
+    /// The waiting owner's id (`<client id>:<thread number>`).
+    pub owner: String,
+    /// The lock it waits for.
+    pub lock: String,
+    /// The owner in its way.
+    pub blocked_by: String,
+}
+
+impl DeadlockStep {
+    pub(crate) fn new(owner: String, lock: String, blocked_by: String) -> DeadlockStep {
+        DeadlockStep {
+            owner,
+            lock,
+            blocked_by,
+        }
+    }
+}
+
+/// `a waits for `l1` held by b; b waits for `l2` held by a` for a deadlock's cycle.
+fn steps(cycle: &[DeadlockStep]) -> String {
+    let items: Vec<String> = cycle
+        .iter()
+        .map(|s| {
+            format!(
+                "{} waits for `{}` held by {}",
+                s.owner, s.lock, s.blocked_by
+            )
+        })
+        .collect();
+    items.join("; ")
 }
 
 /// `label: error; label: error` for the member failures of a multi-lock error.
@@ -289,6 +338,25 @@ impl Error {
     /// ```
     pub fn is_interrupted(&self) -> bool {
         matches!(self, Error::Interrupted)
+    }
+
+    /// True for [`Error::Deadlock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let _orders = client.lock("orders").lock()?;
+    /// match client.lock("stock").lock() {
+    ///     // Chosen to break a cycle: release what is held, and try the whole job again.
+    ///     Err(e) if e.is_deadlock() => println!("{e}"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_deadlock(&self) -> bool {
+        matches!(self, Error::Deadlock { .. })
     }
 
     /// True for [`Error::Closed`].

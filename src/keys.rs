@@ -40,6 +40,10 @@ pub(crate) const ELECTION: &str = "redlatch_election";
 pub(crate) const ELECTION_LOG: &str = "redlatch_election_log";
 /// Prefix of an election's channel (ours): see [`election_channel`].
 pub(crate) const ELECTION_CHANNEL: &str = "redlatch_election__channel";
+/// Prefix of a lock's wait records (ours): see [`lock_waits`].
+pub(crate) const LOCK_WAITS: &str = "redlatch_waits";
+/// Prefix of a client's index of its owners' waits (ours): see [`client_waits`].
+pub(crate) const CLIENT_WAITS: &str = "redlatch_waiting";
 /// What a force-unlock publishes on [`watch_channel`] before it deletes the lock.
 pub(crate) const FORCED_MESSAGE: &str = "forced";
 /// Suffix of a permit-expirable semaphore's permit expiries: `{name}:timeout`.
@@ -61,13 +65,14 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 6] = [
+pub(crate) const TAGGED_HELPERS: [&str; 7] = [
     FAIR_QUEUE,
     FAIR_TIMEOUTS,
     FENCE_TOKEN,
     RESOURCE_FENCE,
     ELECTION,
     ELECTION_LOG,
+    LOCK_WAITS,
 ];
 
 /// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag (Redisson's
@@ -376,6 +381,21 @@ pub(crate) fn election_log(name: &str) -> String {
 /// An election's channel: a new leader's (or value's) term, `0` when a leader resigns.
 pub(crate) fn election_channel(name: &str) -> String {
     tagged(ELECTION_CHANNEL, name)
+}
+
+/// A lock's wait records, the HASH owner id -> `<expires> <since> <mode>` (ms, server clock;
+/// the mode a letter: `x` exclusive, `f` fair, `r` read, `w` write) of each owner blocked on
+/// it longer than a client's `deadlock_check_after`: `redlatch_waits:{name}`, in the lock's
+/// slot.
+pub(crate) fn lock_waits(name: &str) -> String {
+    tagged(LOCK_WAITS, name)
+}
+
+/// A client's index of the locks its owners wait for, the HASH owner id ->
+/// `<expires> <since> <lock>`: `redlatch_waiting:{<client id>}`. How a walk of the wait-for
+/// graph learns what a holder waits for.
+pub(crate) fn client_waits(client_id: &str) -> String {
+    tagged(CLIENT_WAITS, client_id)
 }
 
 /// The keys and channels of the object `name`, in Redisson's layout: what `inspect` reads and

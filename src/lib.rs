@@ -305,7 +305,7 @@ pub use check::{Finding, Risk};
 pub use client::Client;
 pub use config::{Config, ConfigBuilder, ServerAddress, ShardedSubscriptionMode};
 pub use election::{Election, Leader, Leadership, Observer};
-pub use error::{Error, Result};
+pub use error::{DeadlockStep, Error, Result};
 pub use fenced::FencedResource;
 pub use inspect::{
     ClientConnection, ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry,

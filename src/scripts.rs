@@ -295,6 +295,9 @@ scripts! {
     ELECTION_LEADER: ["election_leader.lua"];
 
     INSPECT: ["clock.lua", "inspect.lua"];
+
+    WAIT_RECORD: ["clock.lua", "wait_record.lua"];
+    WAIT_RENEW: ["clock.lua", "wait_renew.lua"];
 }
 
 #[cfg(test)]

@@ -111,6 +111,7 @@ impl ConfigBuilder {
             connection_name: None,
             metrics_lock_names: self.metrics_lock_names,
             check_on_connect: self.check_on_connect,
+            deadlock_check_after: self.deadlock_check_after,
         })
     }
 
@@ -124,6 +125,9 @@ impl ConfigBuilder {
         check_duration("response_timeout", self.response_timeout)?;
         check_duration("watchdog_timeout", self.watchdog_timeout)?;
         check_duration("fair_thread_wait", self.fair_thread_wait)?;
+        if let Some(after) = self.deadlock_check_after {
+            check_duration("deadlock_check_after", after)?;
+        }
         if let Some(max_hold) = self.max_hold {
             check_duration("max_hold", max_hold)?;
         }

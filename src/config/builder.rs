@@ -8,6 +8,9 @@ use crate::backoff::Backoff;
 use crate::names::NameMapper;
 use crate::net::Certificates;
 
+/// How long a wait blocks before it looks for a deadlock, unless set.
+const DEADLOCK_CHECK_AFTER: Duration = Duration::from_secs(1);
+
 impl Config {
     /// Starts a builder for a single server at `url`
     /// (`redis://[user:pass@]host:port/[db]`, or `rediss://` for TLS; see
@@ -108,6 +111,7 @@ impl ConfigBuilder {
             client_name: "redlatch".to_owned(),
             metrics_lock_names: false,
             check_on_connect: false,
+            deadlock_check_after: Some(DEADLOCK_CHECK_AFTER),
         }
     }
 
@@ -589,6 +593,56 @@ impl ConfigBuilder {
     /// ```
     pub fn check_on_connect(mut self, on: bool) -> Self {
         self.check_on_connect = on;
+        self
+    }
+
+    /// How long a thread waits for a lock before it looks for a deadlock: a cycle of waits
+    /// through its own, across every client of the deployment. Past this, the wait is
+    /// recorded on the server (renewed by the watchdog, removed as the wait ends) and the
+    /// wait-for graph is walked, again after twice as long each time (at most every 30
+    /// seconds); the youngest wait of a cycle found twice ends with
+    /// [`Error::Deadlock`](crate::Error::Deadlock). See the guide's deadlock chapter.
+    ///
+    /// Defaults to 1 second (PostgreSQL's `deadlock_timeout`). Must be at least 1 ms and at
+    /// most a year; [`deadlock_detection(false)`](Self::deadlock_detection) turns it off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .deadlock_check_after(Duration::from_millis(200))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.deadlock_check_after(), Some(Duration::from_millis(200)));
+    /// ```
+    pub fn deadlock_check_after(mut self, after: Duration) -> Self {
+        self.deadlock_check_after = Some(after);
+        self
+    }
+
+    /// Whether this client's waits look for deadlocks ([`deadlock_check_after`](Self::deadlock_check_after)).
+    /// Off, its waits are never recorded, never walk the graph and never end with
+    /// [`Error::Deadlock`](crate::Error::Deadlock); another client's walk does not see them
+    /// (a cycle through one of them is not found).
+    ///
+    /// Defaults to on.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .deadlock_detection(false)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.deadlock_check_after(), None);
+    /// ```
+    pub fn deadlock_detection(mut self, on: bool) -> Self {
+        self.deadlock_check_after = match (on, self.deadlock_check_after) {
+            (false, _) => None,
+            (true, Some(after)) => Some(after),
+            (true, None) => Some(DEADLOCK_CHECK_AFTER),
+        };
         self
     }
 }

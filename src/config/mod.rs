@@ -58,6 +58,8 @@ pub struct Config {
     /// Whether [`Client::new`](crate::Client::new) runs [`Client::check`](crate::Client::check)
     /// and logs its findings.
     pub(crate) check_on_connect: bool,
+    /// How long a wait blocks before it looks for a deadlock; `None`: never.
+    pub(crate) deadlock_check_after: Option<Duration>,
 }
 
 /// Whether a client on a Redis Cluster uses sharded pub/sub (`SSUBSCRIBE`, `SPUBLISH`,
@@ -210,6 +212,20 @@ impl Config {
         self.max_hold
     }
 
+    /// How long a wait blocks before it looks for a deadlock, or `None` when this client does
+    /// not look ([`ConfigBuilder::deadlock_check_after`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.deadlock_check_after(), Some(Duration::from_secs(1)));
+    /// ```
+    pub fn deadlock_check_after(&self) -> Option<Duration> {
+        self.deadlock_check_after
+    }
+
     /// The most command connections a client opens.
     ///
     /// # Examples
@@ -337,4 +353,5 @@ pub struct ConfigBuilder {
     client_name: String,
     metrics_lock_names: bool,
     check_on_connect: bool,
+    deadlock_check_after: Option<Duration>,
 }

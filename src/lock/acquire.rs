@@ -13,6 +13,7 @@ use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
 use crate::lock::owner::Ownership;
 use crate::lock::raw::Attempt;
+use crate::lock::waits::Checks;
 use crate::pubsub::Active;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::time::{check_deadline, check_duration, check_wait, millis};
@@ -194,6 +195,9 @@ struct Acquiring<'a, O: Ownership> {
     /// taken or the acquire refused.
     queued: bool,
     started: Instant,
+    /// The deadlock checks of a caller that waits, from its first busy attempt; their drop
+    /// removes the wait's record.
+    checks: Option<Checks>,
     /// Until the queue is left: a close lets that finish. A call that will not wait joins no
     /// queue, and a close does not wait for it.
     _active: Option<Active<'a>>,
@@ -232,6 +236,7 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
             held: 0,
             queued: will_wait,
             started: Instant::now(),
+            checks: None,
             _active: will_wait.then(|| dispatcher.active()),
         }
     }
@@ -263,6 +268,16 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         if self.attempts == 2 {
             log::debug!("waiting for `{}` (owner {})", lock.key(), self.owner);
             lock.raw.before_wait(&self.owner);
+            let raw = &lock.raw;
+            let mode = raw.kind.wait_mode();
+            let checks = Checks::new(
+                &raw.key.client,
+                &raw.key.name,
+                &self.owner,
+                mode,
+                self.started,
+            );
+            self.checks = Some(checks);
         }
         let lease = match self.cap {
             Some(cap) => self
@@ -307,6 +322,16 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
                     name: lock.key().to_owned(),
                 })
             }
+        };
+        let tried = match &mut self.checks {
+            Some(checks) if self.got.is_none() => {
+                checks.check()?;
+                match checks.until_next() {
+                    Some(next) => tried.within_at_most(next),
+                    None => tried,
+                }
+            }
+            _ => tried,
         };
         // Busy: it waits, and a release here may pass it the lock until it attempts again
         // (an attempt that acquired leaves it attempting: out of reach).

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
+use crate::lock::waits::Mode;
 use crate::scripts;
 use crate::time::millis;
 
@@ -85,6 +86,10 @@ impl Kind for Fair {
         } else {
             "non-reentrant fair"
         }
+    }
+
+    fn wait_mode(&self) -> Mode {
+        Mode::Fair
     }
 
     fn is_reentrant(&self) -> bool {

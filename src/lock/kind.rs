@@ -13,6 +13,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use crate::backoff::Backoff;
 use crate::error::Result;
 use crate::lock::key::LockKey;
+use crate::lock::waits::Mode;
 use crate::scripts;
 use crate::watchdog::{BatchRenewal, Renewal};
 
@@ -157,6 +158,12 @@ pub(crate) trait Kind: Send + Sync + 'static {
     /// true; the read side of a read-write lock says false (as `ReentrantReadWriteLock`'s).
     fn has_conditions(&self) -> bool {
         true
+    }
+
+    /// What blocks a waiter of this kind, as its wait record tells a deadlock check (see
+    /// `waits/`). Defaults to [`Mode::Exclusive`]: every holder.
+    fn wait_mode(&self) -> Mode {
+        Mode::Exclusive
     }
 
     /// The fencing token counter, for a kind whose acquire takes a token. Defaults to none.

@@ -20,6 +20,7 @@
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
 //! - `settle.rs`: what settles an owner's calls whose reply never came.
 //! - `condition/`: [`Condition`], wait and notify on a held lock across processes.
+//! - `waits/`: deadlocks across processes: a long wait's record, and the walk for a cycle.
 mod acquire;
 mod condition;
 mod fair;
@@ -40,6 +41,7 @@ mod rw;
 mod settle;
 mod side;
 mod spin;
+mod waits;
 mod with;
 mod write;
 

@@ -98,8 +98,9 @@ impl Members {
                 match waited {
                     Ok(Some(guard)) => round.holds[i] = Some(guard),
                     Ok(None) => return Ok(None),
-                    // Not a node's failure: the caller asked to stop (nothing is held yet).
-                    Err(e) if e.is_interrupted() => return Err(e),
+                    // Not a node's failure: the caller asked to stop, or the wait was chosen to
+                    // end a deadlock (nothing of this multi-lock is held yet).
+                    Err(e) if e.is_interrupted() || e.is_deadlock() => return Err(e),
                     Err(e) => round.failures.push((i, e)),
                 }
             }

@@ -12,6 +12,7 @@ use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::lock::side::Side;
+use crate::lock::waits::Mode;
 use crate::scripts;
 use crate::watchdog::{BatchRenewal, Renewal};
 
@@ -40,6 +41,10 @@ static RENEW_READ: BatchRenewal = BatchRenewal {
 impl Kind for Read {
     fn label(&self) -> &'static str {
         "read"
+    }
+
+    fn wait_mode(&self) -> Mode {
+        Mode::Read
     }
 
     /// Readers share the lock: a wait could not release it for a notifier.

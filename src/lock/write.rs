@@ -11,6 +11,7 @@ use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting, RENEW_FIELD};
 use crate::lock::side::Side;
+use crate::lock::waits::Mode;
 use crate::scripts;
 use crate::watchdog::Renewal;
 
@@ -30,6 +31,10 @@ impl Write {
 impl Kind for Write {
     fn label(&self) -> &'static str {
         "write"
+    }
+
+    fn wait_mode(&self) -> Mode {
+        Mode::Write
     }
 
     fn acquire(

@@ -125,6 +125,12 @@ impl Tried {
         }
     }
 
+    /// Not yet, and try again after `most` at the latest (if not sooner as it says).
+    pub(crate) fn within_at_most(mut self, most: Duration) -> Tried {
+        self.within = Some(self.within.map_or(most, |w| w.min(most)));
+        self
+    }
+
     /// The attempt saw `permits` left: they may serve other waiters of the channel.
     pub(crate) fn seeing(mut self, permits: i64) -> Tried {
         self.seen = Some(permits);

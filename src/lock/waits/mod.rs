@@ -1,0 +1,286 @@
+//! Deadlocks across processes: a wait that blocks longer than the client's
+//! `deadlock_check_after` is recorded on the server, and looks for a cycle of waits through
+//! its own; the youngest wait of a cycle ends with [`Error::Deadlock`].
+//!
+//! A record is two entries (see `keys.rs`): the lock's wait records
+//! (`redlatch_waits:{name}`, owner -> expiry, since, mode), and the client's index
+//! (`redlatch_waiting:{client}`, owner -> the lock), by which a walk learns what a holder
+//! waits for. Both are written at the wait's first check, renewed by the watchdog in its
+//! batches (`lua/wait_renew.lua`), and removed as the wait ends, however it ends (the
+//! [`Checks`] drop); a process that dies leaves them to expire within a lease. A record whose
+//! owner holds the lock is no edge: the walk reads holders, not records alone.
+//!
+//! A check walks the graph depth first from the waiter's lock (`cycle.rs`, within
+//! [`cycle::BOUNDS`]), reading as it goes (`graph.rs`); a cycle found is read again, edge
+//! by edge, and counts only if every edge is still there. Every member of a cycle computes
+//! the same victim; only the victim acts. Checks repeat at twice the interval each time, up
+//! to every 30 seconds, so that a cycle whose victim is an older wait is still broken.
+//!
+//! - `cycle.rs`: the walk, the confirmation and the victim rule, over any [`cycle::Graph`].
+//! - `graph.rs`: the graph as the server holds it.
+
+mod cycle;
+mod graph;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::client::Client;
+use crate::error::{DeadlockStep, Error, Result};
+use crate::keys;
+use crate::scripts;
+use crate::time::millis;
+use crate::watchdog::{BatchRenewal, Renewal, Watch};
+pub(crate) use cycle::Mode;
+use cycle::{Edge, Wait, BOUNDS};
+
+/// The most time between two checks of one wait.
+const MAX_INTERVAL: Duration = Duration::from_secs(30);
+
+/// `wait_renew.lua`: a record (or index entry) is its owner's field of a HASH.
+static RENEW_WAIT: BatchRenewal = BatchRenewal {
+    script: &scripts::WAIT_RENEW,
+    add: |call, key, owner| {
+        call.key(key).arg(owner);
+    },
+};
+
+/// The owners of this process whose wait is recorded now: an owner waiting on two threads at
+/// once (a shared `LockOwner`) is recorded with one of its waits.
+static RECORDED: Mutex<Vec<Arc<str>>> = Mutex::new(Vec::new());
+
+/// The deadlock checks of one blocked acquire: when the next is due, the wait's record once
+/// written, and its removal (with the record's renewals) as the acquire ends.
+pub(crate) struct Checks {
+    client: Client,
+    /// The lock's key.
+    lock: Arc<str>,
+    owner: Arc<str>,
+    mode: Mode,
+    started: Instant,
+    /// When the next check is due; `None`: the client does not check.
+    next: Option<Instant>,
+    interval: Duration,
+    record: Option<Record>,
+}
+
+/// A wait's record, as written.
+struct Record {
+    since_ms: u64,
+    /// The renewals of the lock's record and of the index entry.
+    watches: [Watch; 2],
+}
+
+impl Checks {
+    /// The checks of `owner`'s wait for `lock` (its key) in `mode`, which began at `started`.
+    pub(crate) fn new(
+        client: &Client,
+        lock: &Arc<str>,
+        owner: &Arc<str>,
+        mode: Mode,
+        started: Instant,
+    ) -> Checks {
+        let after = client.inner.config.deadlock_check_after;
+        Checks {
+            client: client.clone(),
+            lock: Arc::clone(lock),
+            owner: Arc::clone(owner),
+            mode,
+            started,
+            next: after.map(|a| started + a),
+            interval: after.unwrap_or(MAX_INTERVAL),
+            record: None,
+        }
+    }
+
+    /// The time until the next check (at least 1 ms), if the client checks.
+    pub(crate) fn until_next(&self) -> Option<Duration> {
+        let next = self.next?;
+        Some(
+            next.saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1)),
+        )
+    }
+
+    /// Runs the check if one is due: [`Error::Deadlock`] when this wait is the victim of a
+    /// cycle. A check that fails (the server does not answer) is logged and tried again at
+    /// the next; the wait goes on.
+    pub(crate) fn check(&mut self) -> Result<()> {
+        let now = Instant::now();
+        match self.next {
+            Some(next) if now >= next => {}
+            _ => return Ok(()),
+        }
+        self.interval = (self.interval * 2).min(MAX_INTERVAL);
+        self.next = Some(now + self.interval);
+        match self.look() {
+            Ok(None) => Ok(()),
+            Ok(Some(cycle)) => {
+                log::warn!(
+                    "`{}` (owner {}): this wait ends a deadlock: {}",
+                    self.lock,
+                    self.owner,
+                    Error::Deadlock {
+                        cycle: cycle.clone()
+                    }
+                );
+                Err(Error::Deadlock { cycle })
+            }
+            Err(e) => {
+                log::debug!(
+                    "looking for a deadlock through `{}` (owner {}) failed: {e}",
+                    self.lock,
+                    self.owner
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Records the wait (once), walks the graph, and returns the cycle if one is found,
+    /// confirmed, and this wait is its victim.
+    fn look(&mut self) -> Result<Option<Vec<DeadlockStep>>> {
+        let Some(since_ms) = self.record()? else {
+            return Ok(None);
+        };
+        let me = Wait {
+            owner: self.owner.to_string(),
+            lock: self.lock.to_string(),
+            mode: self.mode,
+            since_ms,
+        };
+        let mut graph = graph::Server {
+            client: &self.client,
+        };
+        let Some(cycle) = cycle::find(&mut graph, &me, BOUNDS)? else {
+            return Ok(None);
+        };
+        let victim = cycle::victim(&cycle).map(|w| w.owner.clone());
+        log::debug!(
+            "`{}` (owner {}): a cycle of {} waits found; victim {victim:?}",
+            self.lock,
+            self.owner,
+            cycle.len()
+        );
+        if victim.as_deref() != Some(&*self.owner) || !cycle::confirm(&mut graph, &cycle)? {
+            return Ok(None);
+        }
+        Ok(Some(cycle.into_iter().map(step).collect()))
+    }
+
+    /// Writes the wait's record and index entry, and has the watchdog renew them: the
+    /// wait's since, on the server's clock. `None` when the owner's other wait is recorded.
+    fn record(&mut self) -> Result<Option<u64>> {
+        if let Some(record) = &self.record {
+            return Ok(Some(record.since_ms));
+        }
+        {
+            let mut recorded = RECORDED.lock();
+            if recorded.contains(&self.owner) {
+                return Ok(None);
+            }
+            recorded.push(Arc::clone(&self.owner));
+        }
+        let written = self.write();
+        let since_ms = match written {
+            Ok(since) => since,
+            Err(e) => {
+                self.forget();
+                // Either may have been written: removed (or left to expire).
+                self.remove();
+                return Err(e);
+            }
+        };
+        let watchdog = &self.client.inner.watchdog;
+        let now = Instant::now();
+        let watches = [self.waits_key(), self.index_key()].map(|key| {
+            let renewal = Renewal {
+                field: Arc::clone(&self.owner),
+                batch: &RENEW_WAIT,
+            };
+            watchdog.watch(&Arc::from(key), renewal, now, 1, None).0
+        });
+        self.record = Some(Record { since_ms, watches });
+        Ok(Some(since_ms))
+    }
+
+    /// Writes the record, then the index entry; the since of the record.
+    fn write(&self) -> Result<u64> {
+        let lease = millis(self.client.inner.config.watchdog_timeout);
+        let waited = millis(self.started.elapsed());
+        let backend = &self.client.inner.backend;
+        let (waits, index) = (self.waits_key(), self.index_key());
+        let since: u64 = backend.run(&waits, |c| {
+            scripts::WAIT_RECORD
+                .key(&waits)
+                .arg(&*self.owner)
+                .arg(lease)
+                .arg(waited)
+                .arg(self.mode.letter())
+                .invoke(c)
+        })?;
+        let _: u64 = backend.run(&index, |c| {
+            scripts::WAIT_RECORD
+                .key(&index)
+                .arg(&*self.owner)
+                .arg(lease)
+                .arg(waited)
+                .arg(&*self.lock)
+                .invoke(c)
+        })?;
+        Ok(since)
+    }
+
+    fn waits_key(&self) -> String {
+        keys::lock_waits(&self.lock)
+    }
+
+    fn index_key(&self) -> String {
+        keys::client_waits(self.client.id())
+    }
+
+    /// Deletes the record and the index entry (each expires within a lease anyway).
+    fn remove(&self) {
+        let backend = &self.client.inner.backend;
+        for key in [self.waits_key(), self.index_key()] {
+            let removed: Result<i64> = backend.run(&key, |c| {
+                redis::cmd("HDEL").arg(&key).arg(&*self.owner).query(c)
+            });
+            if let Err(e) = removed {
+                log::debug!(
+                    "removing the wait record of {} from `{key}` failed: {e}; it expires \
+                     within a lease",
+                    self.owner
+                );
+            }
+        }
+    }
+
+    /// The owner's wait is no longer recorded by this process.
+    fn forget(&self) {
+        RECORDED.lock().retain(|o| *o != self.owner);
+    }
+}
+
+impl Drop for Checks {
+    /// Removes the record, however the wait ended (the lock taken, given up, an error, an
+    /// interrupt, the client closed).
+    fn drop(&mut self) {
+        let Some(record) = self.record.take() else {
+            return;
+        };
+        let watchdog = &self.client.inner.watchdog;
+        for watch in record.watches {
+            watchdog.unwatch(watch);
+        }
+        self.remove();
+        self.forget();
+    }
+}
+
+/// A cycle's edge as the error names it.
+fn step(edge: Edge) -> DeadlockStep {
+    DeadlockStep::new(edge.wait.owner, edge.wait.lock, edge.by.owner)
+}

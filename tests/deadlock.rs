@@ -1,0 +1,376 @@
+//! Deadlocks across processes: wait records on the server, cycles of waits found and broken
+//! (one victim, `Error::Deadlock`), and no report where there is no cycle.
+
+mod support;
+
+use std::io::Write;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::{Client, Config, Error, MultiLock};
+use support::child::ChildTest;
+use support::{wait_until, RedisServer};
+
+const GENEROUS: Duration = Duration::from_secs(20);
+/// How long the test clients wait before they look (the default is 1 s).
+const CHECK_AFTER: Duration = Duration::from_millis(200);
+
+fn client(url: &str) -> Client {
+    let config = Config::builder(url)
+        .deadlock_check_after(CHECK_AFTER)
+        .build()
+        .unwrap();
+    Client::new(config).unwrap()
+}
+
+/// `owner`'s record in `lock`'s wait records, if any.
+fn record(server: &RedisServer, lock: &str, owner: &str) -> Option<String> {
+    server
+        .conn()
+        .hget(format!("redlatch_waits:{{{lock}}}"), owner)
+        .unwrap()
+}
+
+/// Waits until `owner`'s wait for `lock` is recorded.
+fn await_record(server: &RedisServer, lock: &str, owner: &str) {
+    assert!(
+        wait_until(GENEROUS, || record(server, lock, owner).is_some()),
+        "{owner}'s wait for `{lock}` was never recorded"
+    );
+}
+
+/// How a member's wait ended, and when.
+type Outcome = (redlatch::Result<()>, Instant);
+
+/// Starts a thread of `client` that holds `hold`, reports its owner id, waits for the word,
+/// then waits for `want` and reports the outcome (and when it came); it keeps what it got
+/// until told again.
+fn member(
+    client: &Client,
+    hold: &'static str,
+    want: &'static str,
+) -> (String, mpsc::Sender<()>, mpsc::Receiver<Outcome>) {
+    let client = client.clone();
+    let (owner_tx, owner_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (out_tx, out_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let held = client.lock(hold).lock().unwrap();
+        owner_tx.send(client.owner_id()).unwrap();
+        go_rx.recv().unwrap();
+        let got = client.lock(want).lock();
+        let outcome = got.as_ref().map(|_| ()).map_err(Clone::clone);
+        out_tx.send((outcome, Instant::now())).unwrap();
+        let _ = go_rx.recv();
+        drop((got, held));
+    });
+    (owner_rx.recv().unwrap(), go_tx, out_rx)
+}
+
+#[test]
+fn a_cycle_between_two_threads_ends_the_younger_wait_and_the_other_gets_its_lock() {
+    let server = RedisServer::new();
+    let client = client(&server.url());
+    let (a, go_a, out_a) = member(&client, "t:1", "t:2");
+    let (b, go_b, out_b) = member(&client, "t:2", "t:1");
+    go_a.send(()).unwrap();
+    await_record(&server, "t:2", &a);
+    let started = Instant::now();
+    go_b.send(()).unwrap();
+    let (outcome, at) = out_b.recv_timeout(GENEROUS).expect("b's wait ended");
+    let err = outcome.expect_err("b, the younger wait, is the victim");
+    assert!(at - started < Duration::from_secs(3), "{:?}", at - started);
+    let Error::Deadlock { cycle } = &err else {
+        panic!("{err}")
+    };
+    let steps: Vec<(&str, &str, &str)> = cycle
+        .iter()
+        .map(|s| (s.owner.as_str(), s.lock.as_str(), s.blocked_by.as_str()))
+        .collect();
+    assert_eq!(steps, [(&*b, "t:1", &*a), (&*a, "t:2", &*b)], "{err}");
+    assert!(
+        record(&server, "t:1", &b).is_none(),
+        "the victim's record is gone"
+    );
+    // b still holds t:2 (its other guard stays), so a waits on: no second victim.
+    assert!(out_a.recv_timeout(Duration::from_millis(700)).is_err());
+    go_b.send(()).unwrap(); // b releases t:2
+    let (outcome, _) = out_a.recv_timeout(GENEROUS).expect("a's wait ended");
+    outcome.expect("a gets t:2 once the victim releases it");
+    assert!(
+        record(&server, "t:2", &a).is_none(),
+        "removed as it was granted"
+    );
+    go_a.send(()).unwrap();
+}
+
+#[test]
+fn a_cycle_through_a_multi_lock_ends_with_the_deadlock_error_itself() {
+    let server = RedisServer::new();
+    let client = client(&server.url());
+    // a holds m:0 and waits for m:1; b holds m:1 and waits, as a multi-lock, for m:0 and m:2.
+    let (a, go_a, out_a) = member(&client, "m:0", "m:1");
+    let multi = client.clone();
+    let (b_tx, b_rx) = mpsc::channel();
+    let (b_go_tx, b_go_rx) = mpsc::channel::<()>();
+    let b = std::thread::spawn(move || {
+        let held = multi.lock("m:1").lock().unwrap();
+        b_tx.send(multi.owner_id()).unwrap();
+        b_go_rx.recv().unwrap();
+        let both = MultiLock::new([multi.lock("m:0"), multi.lock("m:2")]).unwrap();
+        let outcome = both.lock().map(drop);
+        drop(held);
+        outcome
+    });
+    let b_owner = b_rx.recv().unwrap();
+    go_a.send(()).unwrap();
+    await_record(&server, "m:1", &a);
+    b_go_tx.send(()).unwrap();
+    let err = b
+        .join()
+        .unwrap()
+        .expect_err("the multi-lock's wait is the younger");
+    assert!(
+        err.is_deadlock(),
+        "not wrapped as a member's failure: {err}"
+    );
+    assert!(err.to_string().contains(&b_owner) && err.to_string().contains("m:0"));
+    let (outcome, _) = out_a.recv_timeout(GENEROUS).expect("a's wait ended");
+    outcome.expect("a gets m:1 once the multi-lock's thread released it");
+    go_a.send(()).unwrap();
+}
+
+#[test]
+fn a_wait_with_no_cycle_is_recorded_renewed_and_removed_and_never_reported() {
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .deadlock_check_after(Duration::from_millis(100))
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let holder = client.lock("r:held").lock().unwrap();
+    let waiting = client.clone();
+    let (owner_tx, owner_rx) = mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        owner_tx.send(waiting.owner_id()).unwrap();
+        waiting
+            .lock("r:held")
+            .try_lock_for(Duration::from_millis(3500))
+            .map(|g| g.is_some())
+    });
+    let owner = owner_rx.recv().unwrap();
+    await_record(&server, "r:held", &owner);
+    let first = record(&server, "r:held", &owner).unwrap();
+    let mut conn = server.conn();
+    let index: Option<String> = conn
+        .hget(format!("redlatch_waiting:{{{}}}", client.id()), &owner)
+        .unwrap();
+    assert!(
+        index.unwrap().ends_with(" r:held"),
+        "the index names the lock"
+    );
+    // Past a lease (900 ms): the watchdog renewed the record, which kept its since.
+    std::thread::sleep(Duration::from_millis(1500));
+    let later = record(&server, "r:held", &owner).expect("renewed past its lease");
+    let parts = |v: &str| -> (u64, u64, String) {
+        let mut p = v.splitn(3, ' ');
+        let e = p.next().unwrap().parse().unwrap();
+        let s = p.next().unwrap().parse().unwrap();
+        (e, s, p.next().unwrap().to_owned())
+    };
+    let (e1, s1, m1) = parts(&first);
+    let (e2, s2, m2) = parts(&later);
+    assert!(e2 > e1, "{first} then {later}");
+    assert_eq!((s1, m1.as_str()), (s2, "x"));
+    assert_eq!(m2, "x");
+    // Given up: no report, and nothing left.
+    assert!(!waiter.join().unwrap().expect("no deadlock, no error"));
+    assert!(record(&server, "r:held", &owner).is_none());
+    let left: Option<String> = conn
+        .hget(format!("redlatch_waiting:{{{}}}", client.id()), &owner)
+        .unwrap();
+    assert_eq!(left, None);
+    drop(holder);
+}
+
+#[test]
+fn many_waiters_behind_long_holds_with_no_cycle_are_never_reported() {
+    let server = RedisServer::new();
+    let clients: Vec<Client> = (0..4).map(|_| client(&server.url())).collect();
+    // One holder per lock; 200 waiters over 4 clients and 4 locks; each holder also waits
+    // for a lock held by nobody in a cycle with it (a chain, not a cycle).
+    let holds: Vec<_> = (0..4)
+        .map(|i| clients[i].lock(format!("w:{i}")).lock().unwrap())
+        .collect();
+    let (done_tx, done_rx) = mpsc::channel();
+    for n in 0..200 {
+        let client = clients[n % 4].clone();
+        let done = done_tx.clone();
+        std::thread::spawn(move || {
+            let got = client
+                .lock(format!("w:{}", n % 4))
+                .try_lock_for(GENEROUS)
+                .map(|g| g.is_some());
+            done.send(got).unwrap();
+        });
+    }
+    // Long enough for every waiter to check twice (at 200 ms and 600 ms).
+    let mut conn = server.conn();
+    assert!(wait_until(GENEROUS, || {
+        let recorded: usize = (0..4)
+            .map(|i| {
+                conn.hlen::<_, usize>(format!("redlatch_waits:{{w:{i}}}"))
+                    .unwrap()
+            })
+            .sum();
+        recorded == 200
+    }));
+    std::thread::sleep(Duration::from_millis(800));
+    drop(holds);
+    for _ in 0..200 {
+        let got = done_rx.recv_timeout(GENEROUS).expect("every waiter ends");
+        assert!(
+            got.expect("no deadlock reported"),
+            "every waiter gets its lock"
+        );
+    }
+}
+
+#[test]
+fn a_cycle_that_dissolves_before_the_check_is_not_reported() {
+    let server = RedisServer::new();
+    let a_client = client(&server.url());
+    // b looks only after 1 s (the default) and gives up before.
+    let b_client = Client::open(server.url()).unwrap();
+    let (a, go_a, out_a) = member(&a_client, "d:1", "d:2");
+    let b_held = b_client.lock("d:2").lock().unwrap();
+    go_a.send(()).unwrap();
+    await_record(&server, "d:2", &a);
+    let gave_up = b_client
+        .lock("d:1")
+        .try_lock_for(Duration::from_millis(600))
+        .expect("no deadlock: b's wait ended before it looked");
+    assert!(gave_up.is_none());
+    drop(b_held);
+    let (outcome, _) = out_a.recv_timeout(GENEROUS).unwrap();
+    outcome.expect("a was never the victim");
+    go_a.send(()).unwrap();
+}
+
+#[test]
+fn a_client_with_detection_off_records_nothing() {
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .deadlock_detection(false)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let _held = holder.lock("off").lock().unwrap();
+    let got = client
+        .lock("off")
+        .try_lock_for(Duration::from_millis(1300))
+        .unwrap();
+    assert!(got.is_none());
+    let keys: Vec<String> = server.conn().keys("redlatch_wait*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+/// A member of a cycle in a process of its own: holds `HOLD`, says so, and on a line of its
+/// stdin waits for `WANT`; says how that ended, and releases everything.
+#[test]
+#[ignore = "the child half of the cross-process deadlock tests"]
+fn deadlock_member_child() {
+    let Ok(url) = std::env::var("REDLATCH_DEADLOCK_URL") else {
+        return;
+    };
+    let hold = std::env::var("REDLATCH_DEADLOCK_HOLD").unwrap();
+    let want = std::env::var("REDLATCH_DEADLOCK_WANT").unwrap();
+    let client = client(&url);
+    let held = client.lock(&hold).lock().unwrap();
+    println!("HELD {}", client.owner_id());
+    std::io::stdout().flush().unwrap();
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    match client.lock(&want).lock() {
+        Ok(got) => {
+            println!("ACQUIRED");
+            drop(got);
+        }
+        Err(e) if e.is_deadlock() => println!("DEADLOCK {e}"),
+        Err(e) => println!("ERROR {e}"),
+    }
+    std::io::stdout().flush().unwrap();
+    drop(held);
+}
+
+fn child_member(server: &RedisServer, hold: &str, want: &str) -> (ChildTest, String) {
+    let child = ChildTest::start(
+        "deadlock_member_child",
+        &[
+            ("REDLATCH_DEADLOCK_URL", server.url()),
+            ("REDLATCH_DEADLOCK_HOLD", hold.to_owned()),
+            ("REDLATCH_DEADLOCK_WANT", want.to_owned()),
+        ],
+    );
+    let owner = child.next("HELD", GENEROUS);
+    (child, owner)
+}
+
+fn go(child: &mut ChildTest) {
+    let stdin = child.child.stdin.as_mut().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    stdin.flush().unwrap();
+}
+
+#[test]
+fn a_cycle_between_two_processes_ends_exactly_one_wait() {
+    let server = RedisServer::new();
+    let client = client(&server.url());
+    let (a, go_a, out_a) = member(&client, "p:1", "p:2");
+    let (mut child, b) = child_member(&server, "p:2", "p:1");
+    go_a.send(()).unwrap();
+    await_record(&server, "p:2", &a);
+    let started = Instant::now();
+    go(&mut child);
+    let said = child.next("DEADLOCK", GENEROUS);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(said.contains(&a) && said.contains(&b), "{said}");
+    let (outcome, _) = out_a.recv_timeout(GENEROUS).unwrap();
+    outcome.expect("this process's wait proceeds and holds");
+    assert_eq!(
+        client.lock("p:2").hold_count().unwrap(),
+        0,
+        "another thread holds it"
+    );
+    assert!(client.lock("p:2").is_locked().unwrap());
+    go_a.send(()).unwrap();
+}
+
+#[test]
+fn a_cycle_across_three_processes_ends_the_youngest_wait() {
+    let server = RedisServer::new();
+    let client = client(&server.url());
+    let (a, go_a, out_a) = member(&client, "q:1", "q:2");
+    let (mut b, b_owner) = child_member(&server, "q:2", "q:3");
+    let (mut c, c_owner) = child_member(&server, "q:3", "q:1");
+    go_a.send(()).unwrap();
+    await_record(&server, "q:2", &a);
+    go(&mut b);
+    await_record(&server, "q:3", &b_owner);
+    go(&mut c);
+    let said = c.next("DEADLOCK", GENEROUS);
+    for owner in [&a, &b_owner, &c_owner] {
+        assert!(said.contains(owner.as_str()), "{said}");
+    }
+    assert_eq!(b.next("ACQUIRED", GENEROUS), "");
+    let (outcome, _) = out_a.recv_timeout(GENEROUS).unwrap();
+    outcome.expect("the oldest wait gets its lock last");
+    go_a.send(()).unwrap();
+}
