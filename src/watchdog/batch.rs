@@ -2,7 +2,6 @@
 //! on a cluster, per hash slot (with `WAIT` when the client syncs replicas), and each reply
 //! applied to its entry: renewed and rescheduled, lost, or retried.
 
-use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,7 +86,7 @@ impl Shared {
         // Retry soon, and at the lease end at the latest (a lease that ran out is lost then).
         let retry = now + (self.period / 4).max(Duration::from_millis(1));
         for (&id, outcome) in ids.iter().zip(outcomes) {
-            let Some(e) = st.entries.get(&id) else {
+            let Some(e) = st.entry(id) else {
                 continue; // released meanwhile
             };
             // What our last confirmed renewal left of the lease, at the latest moment this
@@ -99,7 +98,7 @@ impl Shared {
                     if let Some(found) = found {
                         self.check_cut(&e.name, owner(e), found, left);
                     }
-                    st.due.push(Reverse((sent_at + self.period, id)));
+                    st.schedule(sent_at + self.period, id);
                 }
                 Renewed::Held(_) => {
                     // Confirmed too late: the guard may already have reported it lost.
@@ -137,7 +136,7 @@ impl Shared {
                             owner(e)
                         );
                         let at = retry.min(e.lease.expires());
-                        st.due.push(Reverse((at, id)));
+                        st.schedule(at, id);
                     }
                 },
             }

@@ -14,15 +14,14 @@
 //! the client's guards have (renewed, or counted here when their lease is explicit), so that it gives back no more than the doubted
 //! acquires took and never a hold a guard has.
 
-use std::collections::hash_map;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
-use super::settle::{Doubt, Settle, Settled, Unsettled};
-use super::state::State;
+use super::settle::{Settle, Settled, Unsettled};
+use super::state::{Key, State};
 use super::{Shared, Watchdog};
 use crate::error::{Error, Result};
 
@@ -36,8 +35,6 @@ const MAX_TRIES: u32 = 100;
 /// How many times a settle that found nothing looks again (over about 4 s).
 const LOOKS: u32 = 4;
 
-type Key = (Arc<str>, Arc<str>);
-
 impl Watchdog {
     /// Records a call of `name` by `field` whose reply never came (an acquire, or an unlock
     /// made good the same way); `settle` gives back what it may have left (kept from the
@@ -45,24 +42,14 @@ impl Watchdog {
     /// recorded, and nothing will settle it.
     pub(crate) fn doubt(&self, name: &Arc<str>, field: &Arc<str>, settle: Settle) -> bool {
         let mut st = self.shared.state.lock();
-        if st.shutdown {
+        if st.is_shutdown() {
             return false;
         }
         let key = (Arc::clone(name), Arc::clone(field));
-        match st.doubts.get_mut(&key) {
-            Some(d) => d.acquires += 1,
-            None => {
-                st.doubts.insert(
-                    key,
-                    Doubt {
-                        acquires: 1,
-                        settle: Some(settle),
-                        next_try: Instant::now() + RETRY,
-                        failures: 0,
-                    },
-                );
-                self.shared.unsettled.fetch_add(1, Ordering::Release);
-            }
+        // `settle` comes back unused when a doubt is pending: it is dropped outside the lock.
+        let unused = st.add_doubt(key, settle, Instant::now() + RETRY);
+        if unused.is_none() {
+            self.shared.unsettled.fetch_add(1, Ordering::Release);
         }
         drop(st);
         log::debug!(
@@ -91,12 +78,11 @@ impl Watchdog {
         let key = (Arc::clone(name), Arc::clone(field));
         let mut st = self.shared.state.lock();
         loop {
-            let Some(d) = st.doubts.get_mut(&key) else {
-                return Ok(());
-            };
-            match d.settle.take() {
+            match st.take_settle(&key) {
                 Some(settle) => return self.shared.settle(&mut st, key, settle, true),
-                None => self.shared.settled.wait(&mut st),
+                // Being run by the watchdog thread.
+                None if st.has_doubt(&key) => self.shared.settled.wait(&mut st),
+                None => return Ok(()),
             }
         }
     }
@@ -113,73 +99,6 @@ impl Watchdog {
     }
 }
 
-impl State {
-    /// When the watchdog thread should try a doubt next (those being run wait for their
-    /// runner).
-    pub(super) fn next_doubt(&self) -> Option<Instant> {
-        self.doubts
-            .values()
-            .filter(|d| d.settle.is_some())
-            .map(|d| d.next_try)
-            .min()
-    }
-
-    /// A doubt due by `now`, taken out for the watchdog thread to run.
-    pub(super) fn take_doubt(&mut self, now: Instant) -> Option<(Key, Settle)> {
-        let key = self
-            .doubts
-            .iter()
-            .find(|(_, d)| d.settle.is_some() && d.next_try <= now)
-            .map(|(key, _)| key.clone())?;
-        let settle = self.doubts.get_mut(&key)?.settle.take()?;
-        Some((key, settle))
-    }
-
-    /// The holds of `name` and `field` the client's guards have: renewed, or with an explicit
-    /// lease.
-    pub(super) fn known_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
-        let explicit = if self.explicit.is_empty() {
-            0
-        } else {
-            let key = (Arc::clone(name), Arc::clone(field));
-            self.explicit.get(&key).copied().unwrap_or(0)
-        };
-        self.renewed_holds(name, field) + explicit
-    }
-
-    /// Counts a hold with an explicit lease of `name` by `field` taken (`held`) or released;
-    /// returns the holds of it the client knows of after that (see
-    /// [`Watchdog::count_explicit`]).
-    fn count_explicit(&mut self, name: &Arc<str>, field: Arc<str>, held: bool) -> u32 {
-        let renewed = self.renewed_holds(name, &field);
-        // One lookup: this runs on every acquire and release with an explicit lease.
-        let explicit = match self.explicit.entry((Arc::clone(name), field)) {
-            hash_map::Entry::Occupied(mut n) if held => {
-                *n.get_mut() += 1;
-                *n.get()
-            }
-            hash_map::Entry::Occupied(mut n) => {
-                *n.get_mut() -= 1;
-                if *n.get() == 0 {
-                    n.remove()
-                } else {
-                    *n.get()
-                }
-            }
-            hash_map::Entry::Vacant(n) if held => *n.insert(1),
-            hash_map::Entry::Vacant(_) => 0,
-        };
-        renewed + explicit
-    }
-
-    /// The holds of `name` by `field` that the watchdog renews.
-    fn renewed_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
-        self.find(name, field)
-            .and_then(|id| self.entries.get(&id))
-            .map_or(0, |e| e.holds)
-    }
-}
-
 impl Shared {
     /// Runs `settle` (taken out of the doubt of `key`) outside the lock. Done: the doubt is
     /// removed, less any acquire doubted meanwhile (settled next); failed (a panic counts as
@@ -192,7 +111,7 @@ impl Shared {
         mut settle: Settle,
         by_owner: bool,
     ) -> Result<()> {
-        let acquires = st.doubts.get(&key).map_or(0, |d| d.acquires);
+        let acquires = st.doubted_acquires(&key);
         let known_holds = st.known_holds(&key.0, &key.1);
         let told = Unsettled {
             acquires,
@@ -205,17 +124,12 @@ impl Shared {
         });
         let outcome = match outcome {
             Ok(Settled::LookAgain) => {
-                let d = st
-                    .doubts
-                    .get_mut(&key)
-                    .expect("only its runner removes a doubt");
-                d.failures += 1;
-                d.settle = Some(settle);
-                if d.failures >= LOOKS {
-                    st.doubts.remove(&key);
+                let looks = st.doubt_failed(&key, settle);
+                if looks >= LOOKS {
+                    st.remove_doubt(&key);
                     self.unsettled.fetch_sub(1, Ordering::Release);
                 } else {
-                    d.next_try = Instant::now() + RETRY.saturating_mul(1 << d.failures);
+                    st.retry_doubt_at(&key, Instant::now() + RETRY.saturating_mul(1 << looks));
                     self.changed.notify_one();
                 }
                 self.settled.notify_all();
@@ -224,112 +138,45 @@ impl Shared {
             Ok(Settled::Done) => Ok(()),
             Err(e) => Err(e),
         };
-        let d = st
-            .doubts
-            .get_mut(&key)
-            .expect("only the thread running a doubt's settle removes it");
         match &outcome {
-            Ok(()) if d.acquires > acquires => {
-                d.acquires -= acquires;
-                d.settle = Some(settle);
-                d.next_try = Instant::now();
-                d.failures = 0;
-            }
             Ok(()) => {
-                st.doubts.remove(&key);
-                self.unsettled.fetch_sub(1, Ordering::Release);
-                log::debug!(
-                    "settled {acquires} acquire(s) of `{}` (owner {}) whose reply was lost",
-                    key.0,
-                    key.1
-                );
-            }
-            Err(e) if d.failures + 1 >= MAX_TRIES => {
-                log::warn!(
-                    "`{}` (owner {}): giving up settling an acquire whose reply was lost, after \
-                     {MAX_TRIES} tries ({e}); what it took is left to its lease",
-                    key.0,
-                    key.1
-                );
-                st.doubts.remove(&key);
-                self.unsettled.fetch_sub(1, Ordering::Release);
+                if st.settled(&key, settle, acquires) {
+                    self.unsettled.fetch_sub(1, Ordering::Release);
+                    log::debug!(
+                        "settled {acquires} acquire(s) of `{}` (owner {}) whose reply was lost",
+                        key.0,
+                        key.1
+                    );
+                }
             }
             Err(e) => {
-                log::debug!(
-                    "settling the lost acquire of `{}` (owner {}) failed: {e}; tried again",
-                    key.0,
-                    key.1
-                );
-                d.failures += 1;
-                d.settle = Some(settle);
-                let backoff = RETRY.saturating_mul(1 << d.failures.min(5)).min(MAX_RETRY);
-                d.next_try = Instant::now() + backoff;
+                let failures = st.doubt_failed(&key, settle);
+                if failures >= MAX_TRIES {
+                    log::warn!(
+                        "`{}` (owner {}): giving up settling an acquire whose reply was lost, \
+                         after {MAX_TRIES} tries ({e}); what it took is left to its lease",
+                        key.0,
+                        key.1
+                    );
+                    st.remove_doubt(&key);
+                    self.unsettled.fetch_sub(1, Ordering::Release);
+                } else {
+                    log::debug!(
+                        "settling the lost acquire of `{}` (owner {}) failed: {e}; tried again",
+                        key.0,
+                        key.1
+                    );
+                    let backoff = RETRY.saturating_mul(1 << failures.min(5)).min(MAX_RETRY);
+                    st.retry_doubt_at(&key, Instant::now() + backoff);
+                }
             }
         }
         // The watchdog thread may be waiting without a deadline (it does not wait for a doubt
         // that is being run): it learns when to try this one again.
-        if st.doubts.contains_key(&key) {
+        if st.has_doubt(&key) {
             self.changed.notify_one();
         }
         self.settled.notify_all();
         outcome
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn doubt(next_try: Instant) -> Doubt {
-        Doubt {
-            acquires: 1,
-            settle: Some(Box::new(|_| Ok(Settled::Done))),
-            next_try,
-            failures: 0,
-        }
-    }
-
-    fn key(name: &str) -> Key {
-        (Arc::from(name), Arc::from("owner"))
-    }
-
-    #[test]
-    fn the_thread_takes_one_due_doubt_and_learns_when_the_next_is_due() {
-        let now = Instant::now();
-        let later = now + RETRY;
-        let mut st = State::default();
-        st.doubts.insert(key("due"), doubt(now));
-        st.doubts.insert(key("later"), doubt(later));
-        assert_eq!(st.next_doubt(), Some(now));
-        assert_eq!(st.take_doubt(now).map(|(k, _)| k), Some(key("due")));
-        // The taken one is being run: not taken again, and not what the thread waits for.
-        assert!(st.doubts[&key("due")].settle.is_none());
-        assert!(st.take_doubt(now).is_none());
-        assert_eq!(st.next_doubt(), Some(later));
-    }
-
-    #[test]
-    fn explicit_holds_are_counted_up_and_down_and_forgotten_at_zero() {
-        let mut st = State::default();
-        let (name, field) = key("lock");
-        let count = |st: &mut State, held| st.count_explicit(&name, Arc::clone(&field), held);
-        assert_eq!(count(&mut st, true), 1);
-        assert_eq!(count(&mut st, true), 2);
-        assert_eq!(st.known_holds(&name, &field), 2);
-        assert_eq!(count(&mut st, false), 1);
-        assert_eq!(count(&mut st, false), 0);
-        assert!(st.explicit.is_empty(), "no entry left at zero");
-        assert_eq!(count(&mut st, false), 0, "a release of nothing counted");
-        assert!(st.explicit.is_empty(), "and nothing added");
-    }
-
-    #[test]
-    fn known_holds_count_explicit_leases_beside_renewed_holds() {
-        let mut st = State::default();
-        let (name, field) = key("lock");
-        assert_eq!(st.known_holds(&name, &field), 0);
-        st.explicit
-            .insert((Arc::clone(&name), Arc::clone(&field)), 2);
-        assert_eq!(st.known_holds(&name, &field), 2);
     }
 }

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
-use super::entry::{take_where, Entry};
 use super::lease::{Callback, LeaseState, LostReason, Watch};
 use super::renewal::Renewal;
 use super::state::{Held, State};
@@ -37,11 +36,11 @@ impl Watchdog {
             self.shared.lease,
             Some(&self.shared.metrics),
         );
-        if st.shutdown {
+        if st.is_shutdown() {
             // Acquired as the client closed: nothing will renew it.
             lease.mark_lost(LostReason::ClientClosed);
         }
-        let mut wake = !st.to_fire.is_empty();
+        let mut wake = st.has_to_fire();
         if new {
             wake |= st.schedule(acquired_at + self.shared.period, watch.id);
         }
@@ -56,16 +55,13 @@ impl Watchdog {
     /// when `lease` runs out.
     pub(crate) fn watch_until(&self, name: &Arc<str>, lease: &Arc<LeaseState>) -> Watch {
         let mut st = self.shared.state.lock();
-        let id = st.new_id();
-        st.entries
-            .insert(id, Entry::new(name, None, 0, Arc::clone(lease)));
-        let hold = st.new_id();
-        let wake = st.schedule(lease.expires(), id);
+        let watch = st.add_timer(name, lease);
+        let wake = st.schedule(lease.expires(), watch.id);
         drop(st);
         if wake {
             self.shared.changed.notify_one();
         }
-        Watch { id, hold }
+        watch
     }
 
     /// Registers `callback` for the loss of `watch`'s hold, or hands it back with the reason
@@ -81,7 +77,7 @@ impl Watchdog {
             return Some((callback, reason));
         }
         let watch = st.resolved(watch);
-        match st.entries.get_mut(&watch.id) {
+        match st.entry_mut(watch.id) {
             Some(e) => e.add_callback(watch.hold, callback),
             None => {
                 // Live but not watched: the hold was released through `Lock::unlock`; its
@@ -102,8 +98,7 @@ impl Watchdog {
         let watch = st.resolved(watch);
         let dropped = self.disarm_locked(&mut st, watch);
         let hold = st
-            .entries
-            .get(&watch.id)
+            .entry(watch.id)
             .and_then(|e| Some((Arc::clone(&e.name), Arc::clone(e.field.as_ref()?))));
         let entry = st.release(watch.id);
         let known = hold.map(|(name, field)| st.known_holds(&name, &field));
@@ -118,10 +113,7 @@ impl Watchdog {
         let mut st = self.shared.state.lock();
         let watch = st.resolved(watch);
         let dropped = self.disarm_locked(&mut st, watch);
-        let timer = match st.entries.get(&watch.id) {
-            Some(e) if e.field.is_none() => st.remove(watch.id),
-            _ => None,
-        };
+        let timer = st.remove_timer(watch.id);
         drop(st);
         drop((dropped, timer));
     }
@@ -130,15 +122,15 @@ impl Watchdog {
     /// thread is not running any of them. Returns them, to be dropped outside the lock.
     fn disarm_locked(&self, st: &mut MutexGuard<'_, State>, watch: Watch) -> Vec<Callback> {
         let mut dropped = Vec::new();
-        if let Some(e) = st.entries.get_mut(&watch.id) {
+        if let Some(e) = st.entry_mut(watch.id) {
             e.take_callbacks(|(hold, _)| *hold == watch.hold)
                 .into_iter()
                 .for_each(|(_, f)| dropped.push(f));
         }
-        take_where(&mut st.to_fire, |f| f.hold == watch.hold)
+        st.take_fires_of(watch.hold)
             .into_iter()
             .for_each(|f| dropped.push(f.callback));
-        while st.firing.contains(&watch.hold) {
+        while st.is_firing(watch.hold) {
             self.shared.fired.wait(st);
         }
         dropped
@@ -149,7 +141,7 @@ impl Watchdog {
     pub(crate) fn cap_of(&self, name: &Arc<str>, field: &Arc<str>) -> Option<Instant> {
         let st = self.shared.state.lock();
         let id = st.find(name, field)?;
-        st.entries.get(&id)?.extra.as_ref()?.cap
+        st.entry(id)?.extra.as_ref()?.cap
     }
 
     /// As [`unwatch`](Self::unwatch), for a hold known only by lock name and hash field.

@@ -21,7 +21,9 @@
 //! - `renewal.rs`: what an owner hands in: a hold's [`Renewal`], and the [`BatchRenewal`]
 //!   script that renews it.
 //! - `entry.rs`: one watched hold, kept small.
-//! - `state.rs`: the bookkeeping under the one lock: entries, their index, the due heap.
+//! - `state/`: the bookkeeping under the one lock, its fields private (every other file goes
+//!   through its methods): entries, their index (`index.rs`), the due heap (`due.rs`), the
+//!   callbacks to run (`fire.rs`), acquires in doubt and explicit-lease counts (`doubts.rs`).
 //! - `schedule.rs`: the thread's loop over the due heap, timers, and the cap on holding.
 //! - `batch.rs`: the renewal calls, by batch script and slot, and their replies.
 //! - `holds.rs`: the calls guards make (watch, `on_lost`, release).
@@ -93,14 +95,9 @@ pub(crate) struct Recheck(Weak<Shared>);
 impl Recheck {
     /// Whether any hold is renewed: a recheck would have something to look at.
     pub(crate) fn watches_any(&self) -> bool {
-        self.0.upgrade().is_some_and(|shared| {
-            shared
-                .state
-                .lock()
-                .entries
-                .values()
-                .any(|e| !e.signals_only())
-        })
+        self.0
+            .upgrade()
+            .is_some_and(|shared| shared.state.lock().renews_any())
     }
 
     /// Every renewed hold due now.
@@ -115,12 +112,8 @@ impl Recheck {
 impl Shared {
     /// Every hold due now (see [`Watchdog::recheck`]).
     fn renew_all_now(&self) {
-        let mut st = self.state.lock();
-        if st.renewing {
-            // Its entries are not in the heap now; all at once when they are.
-            st.recheck = true;
-        } else if st.all_due(std::time::Instant::now()) {
-            drop(st);
+        let wake = self.state.lock().renew_all_now(std::time::Instant::now());
+        if wake {
             self.changed.notify_one();
         }
     }
@@ -178,17 +171,14 @@ impl Watchdog {
     pub(crate) fn close(&self) {
         {
             let mut st = self.shared.state.lock();
-            st.shutdown = true;
-            let ids: Vec<u64> = st.entries.keys().copied().collect();
-            for id in ids {
-                if let Some((e, _)) = st.lose(id, LostReason::ClientClosed) {
-                    if let Some(field) = &e.field {
-                        log::warn!(
-                            "lock `{}` (owner {field}) is no longer renewed: the client is \
-                             closed; it stays held until its lease runs out",
-                            e.name
-                        );
-                    }
+            st.shut_down();
+            for e in st.lose_all(LostReason::ClientClosed) {
+                if let Some(field) = &e.field {
+                    log::warn!(
+                        "lock `{}` (owner {field}) is no longer renewed: the client is \
+                         closed; it stays held until its lease runs out",
+                        e.name
+                    );
                 }
             }
         }
@@ -200,23 +190,18 @@ impl Watchdog {
         }
         // Then this thread fires what is queued, as the thread would: a guard released
         // meanwhile drops its own callbacks from the queue, or waits for one running.
-        let fires = {
-            let mut st = self.shared.state.lock();
-            let fires = std::mem::take(&mut st.to_fire);
-            st.firing = fires.iter().map(|f| f.hold).collect();
-            fires
-        };
+        let fires = self.shared.state.lock().take_to_fire();
         for f in fires {
             call_lost(f.callback, f.reason, &f.name);
         }
-        self.shared.state.lock().firing.clear();
+        self.shared.state.lock().done_firing();
         self.shared.fired.notify_all();
     }
 }
 
 impl Drop for Watchdog {
     fn drop(&mut self) {
-        self.shared.state.lock().shutdown = true;
+        self.shared.state.lock().shut_down();
         self.shared.changed.notify_all();
         if let Some(t) = self.thread.get_mut().take() {
             // The thread itself drops the last client handle when a settle it ran held it.

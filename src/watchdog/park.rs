@@ -9,7 +9,6 @@
 //! no entry, as a released one's do. The guards that name it by the old id are led to the new
 //! one (`State::renamed`).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::entry::Entry;
@@ -54,14 +53,14 @@ impl Watchdog {
     /// timer, due at its new end). Its callbacks are kept. Returns the guard's watch of it,
     /// or `None` when the hold is lost instead (its lease latched lost, the client closed).
     pub(crate) fn unpark(&self, parked: Parked, held_at: Option<Instant>) -> Option<Watch> {
-        let mut entry = parked.entry?;
+        let entry = parked.entry?;
         if !entry.lease.restart(held_at.unwrap_or(entry.lease.base())) {
             self.lose_parked_entry(entry, LostReason::NotHeld);
             return None;
         }
         let held_at = held_at.unwrap_or_else(Instant::now);
         let mut st = self.shared.state.lock();
-        if st.shutdown {
+        if st.is_shutdown() {
             drop(st);
             self.lose_parked_entry(entry, LostReason::ClientClosed);
             return None;
@@ -92,17 +91,7 @@ impl Watchdog {
             }
             None => entry.lease.expires(),
         };
-        let id = st.new_id();
-        // Every id the guards may know it by leads here (parking dropped the earlier ones).
-        let aliases = &mut entry.extra.get_or_insert_with(Default::default).aliases;
-        aliases.push(parked.watch.id);
-        for &alias in aliases.iter() {
-            st.renamed.insert(alias, id);
-        }
-        if let Some(field) = &entry.field {
-            st.index(&entry.name, Arc::clone(field), id);
-        }
-        st.entries.insert(id, entry);
+        let id = st.put_back(entry, parked.watch.id);
         let wake = st.schedule(due, id);
         drop(st);
         if wake {
@@ -124,15 +113,9 @@ impl Watchdog {
 
     fn lose_parked_entry(&self, entry: Entry, why: LostReason) {
         let mut st = self.shared.state.lock();
-        let queued = st.to_fire.len();
-        let (entry, _) = st.lose_entry(entry, why);
         // Closed: the thread that runs callbacks is gone (or going); this one runs them.
-        let fires = if st.shutdown {
-            st.to_fire.split_off(queued)
-        } else {
-            Vec::new()
-        };
-        let wake = !st.to_fire.is_empty();
+        let (entry, fires) = st.lose_parked(entry, why);
+        let wake = st.has_to_fire();
         drop(st);
         drop(entry);
         for f in fires {

@@ -1,6 +1,21 @@
 //! The watchdog's bookkeeping under its one lock: the entries, their index by lock name and
 //! hash field, the due heap, and the callbacks waiting to run. A hold joins an entry (or makes
 //! one), is released, or is lost here.
+//!
+//! Its fields are private: the rest of the watchdog reads and changes it only through the
+//! methods here and in the child files, one for each part that is an idea of its own:
+//!
+//! - `index.rs`: an entry found by lock name and hash field, or by an id it had before it was
+//!   parked.
+//! - `due.rs`: the due heap: an entry scheduled, taken when due, and stale due times dropped.
+//! - `fire.rs`: the `on_lost` callbacks queued for the thread, and those it is running.
+//! - `doubts.rs`: the acquires in doubt, and the holds with an explicit lease counted for
+//!   their settles.
+
+mod doubts;
+mod due;
+mod fire;
+mod index;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -14,43 +29,45 @@ use super::settle::Doubt;
 use crate::metrics::Recorder;
 use crate::trace;
 
+pub(super) use doubts::Key;
+
 /// The watchdog's bookkeeping. Per held lock it keeps one entry, one index slot and one or
 /// two due times, and each is kept small: at 100,000 held locks this is the watchdog's memory.
 #[derive(Default)]
 pub(super) struct State {
-    pub(super) entries: HashMap<u64, Entry>,
+    entries: HashMap<u64, Entry>,
     /// The renewed entries by lock name: the first of each name...
-    pub(super) by_name: HashMap<Arc<str>, u64>,
+    by_name: HashMap<Arc<str>, u64>,
     /// ...and any other of the same name (another hash field: read holds of one read-write
     /// lock by several threads, or a thread's write and read holds), by name and field.
-    pub(super) more_fields: HashMap<(Arc<str>, Arc<str>), u64>,
+    more_fields: HashMap<(Arc<str>, Arc<str>), u64>,
     /// The batch scripts of the renewals handed in, each once: an entry names its own by
     /// index here ([`Entry::renewal`]), which is smaller than a reference.
-    pub(super) renewals: Vec<&'static BatchRenewal>,
-    pub(super) due: BinaryHeap<Reverse<(Instant, u64)>>,
+    renewals: Vec<&'static BatchRenewal>,
+    due: BinaryHeap<Reverse<(Instant, u64)>>,
     /// About how many items of `due` belong to removed entries: they wait in the heap until
     /// their time comes (up to a year for a released explicit-lease timer), so the heap is
     /// compacted when they pile up.
-    pub(super) stale: usize,
+    stale: usize,
     /// Entry and hold ids.
-    pub(super) next_id: u64,
+    next_id: u64,
     /// Callbacks of lost entries, waiting for the thread to run them.
-    pub(super) to_fire: Vec<Fire>,
+    to_fire: Vec<Fire>,
     /// The holds whose callbacks the thread is running right now.
-    pub(super) firing: Vec<u64>,
+    firing: Vec<u64>,
     /// A batch is being renewed: its entries are out of `due` until its outcomes are in.
-    pub(super) renewing: bool,
+    renewing: bool,
     /// Every hold is to be renewed at once, as soon as the batch being renewed is back.
-    pub(super) recheck: bool,
+    recheck: bool,
     /// Holds with an explicit lease (not renewed, so not entries), counted by lock name and
     /// field: a settle must not give them back (see `doubt.rs`).
-    pub(super) explicit: HashMap<(Arc<str>, Arc<str>), u32>,
+    explicit: HashMap<(Arc<str>, Arc<str>), u32>,
     /// Acquires whose reply never came, by lock name and field (see `doubt.rs`).
-    pub(super) doubts: HashMap<(Arc<str>, Arc<str>), Doubt>,
+    doubts: HashMap<(Arc<str>, Arc<str>), Doubt>,
     /// Old id -> new id of an entry put back after it was parked (see `park.rs`), for the
     /// guards that still name it by an old one. Removed with the entry.
-    pub(super) renamed: HashMap<u64, u64>,
-    pub(super) shutdown: bool,
+    renamed: HashMap<u64, u64>,
+    shutdown: bool,
 }
 
 /// An acquire that found the lock held by its owner: sent `at`, with the server's hold
@@ -63,9 +80,40 @@ pub(super) struct Held {
 }
 
 impl State {
-    pub(super) fn new_id(&mut self) -> u64 {
+    /// A new entry or hold id.
+    fn new_id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
+    }
+
+    /// Whether the client is closed (or closing): nothing is renewed any more.
+    pub(super) fn is_shutdown(&self) -> bool {
+        self.shutdown
+    }
+
+    /// Marks the client closed: the thread stops, and nothing is renewed any more.
+    pub(super) fn shut_down(&mut self) {
+        self.shutdown = true;
+    }
+
+    /// The entry `id`, if it is still watched.
+    pub(super) fn entry(&self, id: u64) -> Option<&Entry> {
+        self.entries.get(&id)
+    }
+
+    /// The entry `id`, if it is still watched, to change.
+    pub(super) fn entry_mut(&mut self, id: u64) -> Option<&mut Entry> {
+        self.entries.get_mut(&id)
+    }
+
+    /// Whether any entry is renewed (not only signalling its lease end).
+    pub(super) fn renews_any(&self) -> bool {
+        self.entries.values().any(|e| !e.signals_only())
+    }
+
+    /// The batch script that renews the entry `e`.
+    pub(super) fn batch_of(&self, e: &Entry) -> &'static BatchRenewal {
+        self.renewals[usize::from(e.renewal)]
     }
 
     /// Joins the live entry of `name`'s `renewal` as one more hold, or makes a new entry
@@ -156,25 +204,8 @@ impl State {
         }
     }
 
-    /// `watch`, naming its entry by the id it has now.
-    pub(super) fn resolved(&self, watch: Watch) -> Watch {
-        Watch {
-            id: self.resolve(watch.id),
-            hold: watch.hold,
-        }
-    }
-
-    /// The id `id` stands for now: itself, or the entry it was renamed to.
-    pub(super) fn resolve(&self, mut id: u64) -> u64 {
-        if self.renamed.is_empty() {
-            return id; // no hold put back after a condition wait: the common case
-        }
-        while let Some(&next) = self.renamed.get(&id) {
-            id = next;
-        }
-        id
-    }
-
+    /// Removes the entry `id` and returns it (out of renewal, out of the index); its due
+    /// times go stale.
     pub(super) fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.entries.remove(&id)?;
         if let Some(extra) = &entry.extra {
@@ -182,52 +213,47 @@ impl State {
                 self.renamed.remove(alias);
             }
         }
-        self.stale += 1;
-        if self.stale > 1024 && self.stale * 2 > self.due.len() {
-            let entries = &self.entries;
-            self.due.retain(|Reverse((_, id))| entries.contains_key(id));
-            self.stale = 0;
-        }
+        self.note_stale();
         if let Some(field) = &entry.field {
             self.unindex(&entry.name, field, id);
         }
         Some(entry)
     }
 
-    /// The renewed entry of `name` and hash field `field`, if any.
-    pub(super) fn find(&self, name: &Arc<str>, field: &Arc<str>) -> Option<u64> {
-        let first = self.by_name.get(name).copied().filter(|id| {
-            self.entries
-                .get(id)
-                .is_some_and(|e| e.field.as_ref() == Some(field))
-        });
-        if first.is_some() || self.more_fields.is_empty() {
-            return first;
-        }
-        self.more_fields
-            .get(&(Arc::clone(name), Arc::clone(field)))
-            .copied()
+    /// Adds a timer entry that signals the end of the explicit lease `lease` of `name`, and
+    /// returns the watch of its one hold. It is not scheduled yet.
+    pub(super) fn add_timer(&mut self, name: &Arc<str>, lease: &Arc<LeaseState>) -> Watch {
+        let id = self.new_id();
+        self.entries
+            .insert(id, Entry::new(name, None, 0, Arc::clone(lease)));
+        let hold = self.new_id();
+        Watch { id, hold }
     }
 
-    /// Indexes the new entry `id` of `name` and `field` (none of that name and field is
-    /// indexed).
-    pub(super) fn index(&mut self, name: &Arc<str>, field: Arc<str>, id: u64) {
-        if self.by_name.contains_key(name) {
-            self.more_fields.insert((Arc::clone(name), field), id);
-        } else {
-            self.by_name.insert(Arc::clone(name), id);
+    /// Removes the entry `id` if it is a timer (an explicit lease's, which only exists for
+    /// its callbacks), and returns it; a renewed entry stays.
+    pub(super) fn remove_timer(&mut self, id: u64) -> Option<Entry> {
+        match self.entries.get(&id) {
+            Some(e) if e.field.is_none() => self.remove(id),
+            _ => None,
         }
     }
 
-    fn unindex(&mut self, name: &Arc<str>, field: &Arc<str>, id: u64) {
-        if self.by_name.get(name) == Some(&id) {
-            self.by_name.remove(name);
-        } else {
-            let key = (Arc::clone(name), Arc::clone(field));
-            if self.more_fields.get(&key) == Some(&id) {
-                self.more_fields.remove(&key);
-            }
+    /// Puts the parked `entry` (`old` was its id then) back under a new id, indexed again,
+    /// and returns that id. It is not scheduled yet.
+    pub(super) fn put_back(&mut self, mut entry: Entry, old: u64) -> u64 {
+        let id = self.new_id();
+        // Every id the guards may know it by leads here (parking dropped the earlier ones).
+        let aliases = &mut entry.extra.get_or_insert_with(Default::default).aliases;
+        aliases.push(old);
+        for &alias in aliases.iter() {
+            self.renamed.insert(alias, id);
         }
+        if let Some(field) = &entry.field {
+            self.index(&entry.name, Arc::clone(field), id);
+        }
+        self.entries.insert(id, entry);
+        id
     }
 
     /// Entry `id` is lost: removes it, latches its lease lost and queues its callbacks with
@@ -238,8 +264,30 @@ impl State {
         Some(self.lose_entry(entry, why))
     }
 
+    /// Every entry is lost for `why`, as by [`lose`](Self::lose); returns them, for the
+    /// caller to log.
+    pub(super) fn lose_all(&mut self, why: LostReason) -> Vec<Entry> {
+        let ids: Vec<u64> = self.entries.keys().copied().collect();
+        ids.into_iter()
+            .filter_map(|id| self.lose(id, why).map(|(e, _)| e))
+            .collect()
+    }
+
+    /// The parked `entry` is lost for `why`, as by [`lose`](Self::lose). Returns it, and its
+    /// callbacks when the client is closed: the caller runs those, not the thread.
+    pub(super) fn lose_parked(&mut self, entry: Entry, why: LostReason) -> (Entry, Vec<Fire>) {
+        let queued = self.to_fire.len();
+        let (entry, _) = self.lose_entry(entry, why);
+        let fires = if self.shutdown {
+            self.to_fire.split_off(queued)
+        } else {
+            Vec::new()
+        };
+        (entry, fires)
+    }
+
     /// [`lose`](Self::lose) for an entry already out of the index (a parked one).
-    pub(super) fn lose_entry(&mut self, mut entry: Entry, why: LostReason) -> (Entry, LostReason) {
+    fn lose_entry(&mut self, mut entry: Entry, why: LostReason) -> (Entry, LostReason) {
         let reason = entry.lease.mark_lost(why);
         if let Some(owner) = &entry.field {
             // An explicit lease running out is its expected end, not a loss to report.
@@ -331,24 +379,6 @@ mod tests {
         assert_eq!(old_lease.lost(), Some(LostReason::NotHeld));
         assert_eq!(new_lease.lost(), None);
         assert_eq!(st.entries[&new_hold.id].holds, 1);
-    }
-
-    #[test]
-    fn released_timers_do_not_pile_up_in_the_due_heap() {
-        // Regression: a released explicit-lease timer left its due time (up to a year away)
-        // in the heap, so a loop of guards with long leases and callbacks grew it unbounded.
-        let mut st = State::default();
-        let name: Arc<str> = Arc::from("l");
-        let far = Instant::now() + Duration::from_secs(3600);
-        for _ in 0..100_000 {
-            let id = st.new_id();
-            let lease = Arc::new(LeaseState::new(Instant::now(), Duration::from_secs(3600)));
-            st.entries.insert(id, Entry::new(&name, None, 0, lease));
-            st.schedule(far, id);
-            st.release(id);
-        }
-        assert!(st.entries.is_empty());
-        assert!(st.due.len() <= 2100, "{} stale due times", st.due.len());
     }
 
     #[test]
