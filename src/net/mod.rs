@@ -16,11 +16,13 @@ use redis::{ConnectionAddr, ConnectionInfo, Value};
 
 use crate::error::{Error, Result};
 use crate::metrics::Recorder;
+mod certificates;
 #[cfg(feature = "tls")]
 mod session;
 mod tls;
 
-pub(crate) use tls::{Certificates, Tls};
+pub(crate) use certificates::Certificates;
+pub(crate) use tls::Tls;
 
 /// The library name connections announce (`CLIENT SETINFO LIB-NAME`).
 pub(crate) const LIB_NAME: &str = "redlatch";

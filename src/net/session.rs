@@ -13,6 +13,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore};
 
+use super::certificates::Certificates;
 use crate::error::{Error, Result};
 
 /// The certificates, in the two forms they are used in: for `redis` (command
@@ -23,7 +24,7 @@ pub(super) struct Settings {
 }
 
 impl Settings {
-    pub(super) fn new(certs: &super::tls::Certificates) -> Result<Settings> {
+    pub(super) fn new(certs: &Certificates) -> Result<Settings> {
         let bad =
             |what: &str, e: &dyn std::fmt::Display| Error::invalid(format!("bad TLS {what}: {e}"));
         let mut roots = RootCertStore::empty();

@@ -8,6 +8,7 @@ use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionI
 
 use crate::error::{Error, Result};
 
+use super::certificates::Certificates;
 #[cfg(feature = "tls")]
 use super::session;
 
@@ -21,31 +22,6 @@ pub(crate) struct Tls {
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.is_on() { "Tls(on)" } else { "Tls(off)" })
-    }
-}
-
-/// Certificates given to the config builder, in PEM.
-#[derive(Clone, Default)]
-pub(crate) struct Certificates {
-    /// Trust these CAs instead of the system's roots.
-    pub(crate) roots: Option<Vec<u8>>,
-    /// Client certificate chain and private key, for servers that check clients.
-    pub(crate) client: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl std::fmt::Debug for Certificates {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The key is secret, and the certificates are long: only say what was given.
-        f.debug_struct("Certificates")
-            .field("roots", &self.roots.as_ref().map(|_| "<pem>"))
-            .field("client", &self.client.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
-}
-
-impl Certificates {
-    pub(crate) fn is_empty(&self) -> bool {
-        self.roots.is_none() && self.client.is_none()
     }
 }
 
