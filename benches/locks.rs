@@ -9,11 +9,13 @@
 //! client threads 10 nice levels below the server, which then runs whenever it has work (on one
 //! machine, the nearest to a server on a host of its own).
 //! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput,
-//! condition, election. To add one: a
+//! condition, election, deadlock. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 #[path = "locks/condition.rs"]
 mod condition;
+#[path = "locks/deadlock.rs"]
+mod deadlock;
 #[path = "locks/election.rs"]
 mod election;
 #[path = "locks/memory.rs"]
@@ -49,6 +51,7 @@ const WORKLOADS: &[&str] = &[
     "throughput",
     "condition",
     "election",
+    "deadlock",
 ];
 
 fn main() {
@@ -107,6 +110,7 @@ fn main() {
             "throughput" => throughput::throughput(&mut ctx),
             "condition" => condition::condition(&mut ctx),
             "election" => election::election(&mut ctx),
+            "deadlock" => deadlock::deadlock(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());

@@ -241,6 +241,11 @@ pub(crate) fn is_unlock_latch(key: &str) -> bool {
     after(key, UNLOCK_LATCH).is_some()
 }
 
+/// Whether `key` is a client's index of its waits ([`client_waits`]): no object's key.
+pub(crate) fn is_client_waits(key: &str) -> bool {
+    after(key, CLIENT_WAITS).is_some()
+}
+
 /// What stands for the object's name in `key`, if `key` is a helper key that belongs to an
 /// object (a [`TAGGED_HELPERS`] key, a lock condition's key, an unlock latch, permit
 /// expiries or a read hold): the [`hashed`] name, whose [`unhashed`] names are the objects it
@@ -471,6 +476,8 @@ mod tests {
             election_leader("name"),
             election_log("name"),
             election_channel("name"),
+            lock_waits("name"),
+            client_waits("<client uuid>"),
         ]);
         keys
     }

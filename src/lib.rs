@@ -228,6 +228,8 @@
 //! | `redlatch_election:{name}` | [election](Election) (ours): HASH of the leader, `term` (its fencing token from the fenced lock `name`), `value`, `owner`, `since` (ms, server clock) |
 //! | `redlatch_election_log:{name}` | election (ours): STREAM of every leader (`term`, `value`, `owner`, `since`), about the last 1,000 |
 //! | `redlatch_election__channel:{name}` | election (ours): channel, a new leader's (or value's) term, `0` when a leader resigns |
+//! | `redlatch_waits:{name}` | [deadlock detection](crate::_guide::deadlocks) (ours): HASH owner → `<expires> <since> <mode>` (ms, server clock; mode `x`, `f`, `r` or `w`) of each owner blocked on the lock longer than its client's `deadlock_check_after`; renewed while it waits, removed as the wait ends |
+//! | `redlatch_waiting:{<client uuid>}` | deadlock detection (ours): HASH owner → `<expires> <since> <lock>`, the lock each of the client's recorded waiters waits for |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
@@ -297,6 +299,7 @@ mod ser;
 mod testing;
 mod time;
 mod trace;
+mod waits;
 mod watch;
 mod watchdog;
 
@@ -320,5 +323,6 @@ pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;
 pub use semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphoreGuard};
 pub use time::MAX_DURATION;
+pub use waits::WaitRecord;
 pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;

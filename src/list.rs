@@ -7,7 +7,7 @@ use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::Inspection;
-use crate::keys::{helper_of, is_unlock_latch, unhashed};
+use crate::keys::{helper_of, is_client_waits, is_unlock_latch, unhashed};
 
 /// Keys asked for per `SCAN` call.
 const SCAN_COUNT: usize = 1000;
@@ -163,6 +163,7 @@ impl Client {
         let rest: Vec<&String> = keys
             .iter()
             .filter(|k| !explained.contains(k.as_str()) && !is_unlock_latch(k))
+            .filter(|k| !is_client_waits(k))
             .filter(|k| !tried.contains(*k))
             .collect();
         for key in rest {

@@ -445,6 +445,58 @@ fn json_output_escapes_odd_names() {
 }
 
 #[test]
+fn waits_shows_a_recorded_wait_and_who_is_in_its_way_as_a_table_json_and_dot() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let _held = holder.lock("cli:waits").lock().unwrap();
+    let config = Config::builder(server.url().as_str())
+        .deadlock_check_after(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let waiting = Client::new(config).unwrap();
+    let (tx, owner) = mpsc::channel();
+    let waiter = thread::spawn(move || {
+        tx.send(waiting.owner_id()).unwrap();
+        waiting
+            .lock("cli:waits")
+            .try_lock_for(Duration::from_secs(20))
+            .map(|g| g.is_some())
+    });
+    let owner: String = owner.recv().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || ok(
+        &server,
+        &["waits"]
+    )
+    .contains(&owner)));
+    let text = ok(&server, &["waits"]);
+    let row = text.lines().find(|l| l.contains(&owner)).unwrap();
+    assert!(
+        row.contains("cli:waits") && row.contains("exclusive"),
+        "{text}"
+    );
+    assert!(
+        row.contains(&holder.owner_id()),
+        "the holder in its way: {text}"
+    );
+    assert!(!row.contains("CYCLE"), "{text}");
+    let all = json::parse(&ok(&server, &["waits", "--json"]));
+    assert_eq!(all.len(), 1);
+    assert_eq!(all.at(0).get("owner").str(), owner);
+    assert_eq!(all.at(0).get("lock").str(), "cli:waits");
+    assert_eq!(all.at(0).get("blocked_by").at(0).str(), holder.owner_id());
+    assert!(all.at(0).get("waited_ms").num() >= 100.0);
+    let dot = ok(&server, &["waits", "--dot"]);
+    assert!(dot.starts_with("digraph waits {"), "{dot}");
+    assert!(
+        dot.contains(&format!("\"{owner}\" -> \"{}\"", holder.owner_id())),
+        "{dot}"
+    );
+    drop(_held);
+    assert!(waiter.join().unwrap().unwrap());
+    assert!(ok(&server, &["waits", "--json"]).trim() == "[]");
+}
+
+#[test]
 fn list_with_a_pattern_on_one_server() {
     let server = RedisServer::new();
     let client = client(&server);

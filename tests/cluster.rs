@@ -826,3 +826,52 @@ fn a_plain_waiter_wakes_on_a_publish_sent_to_any_node() {
     let latency = handle.join().unwrap() - released;
     assert!(latency < Duration::from_secs(2), "{latency:?}");
 }
+
+#[test]
+fn a_cycle_of_waits_across_nodes_ends_one_wait() {
+    let cluster = RedisCluster::new(3, 0);
+    let tune = |b: redlatch::ConfigBuilder| b.deadlock_check_after(Duration::from_millis(200));
+    let a = client_with(&cluster, ShardedSubscriptionMode::Off, tune);
+    let b = client_with(&cluster, ShardedSubscriptionMode::Off, tune);
+    // Two locks on two different masters.
+    let names = names_on_every_master(&cluster, "cycle", 12);
+    let first = &names[0];
+    let second = names
+        .iter()
+        .find(|n| cluster.node_for_key(n).port() != cluster.node_for_key(first).port())
+        .unwrap()
+        .clone();
+    let held_b = b.lock(&second).lock().unwrap();
+    let (release_tx, release) = mpsc::channel::<()>();
+    let waiter = {
+        let (a, first, second) = (a.clone(), first.clone(), second.clone());
+        thread::spawn(move || {
+            // One owner (this thread) holds the first lock and waits for the second.
+            let held = a.lock(&first).lock().unwrap();
+            let got = a.lock(&second).try_lock_for(Duration::from_secs(20));
+            let _ = release.recv();
+            drop(held);
+            (a.owner_id(), got.map(|g| g.is_some()))
+        })
+    };
+    // a's wait is recorded on second's node before b waits: b's is the younger.
+    let node = cluster.node_for_key(&second);
+    let recorded = support::wait_until(Duration::from_secs(20), || {
+        let n: i64 = redis::cmd("HLEN")
+            .arg(format!("redlatch_waits:{{{second}}}"))
+            .query(&mut node.conn())
+            .unwrap();
+        n == 1
+    });
+    assert!(recorded);
+    let err = b
+        .lock(first)
+        .try_lock_for(Duration::from_secs(20))
+        .expect_err("b's wait is the victim");
+    assert!(err.is_deadlock(), "{err}");
+    drop(held_b);
+    release_tx.send(()).unwrap();
+    let (owner, got) = waiter.join().unwrap();
+    assert!(got.expect("no error"), "a gets the lock b released");
+    assert!(err.to_string().contains(&owner), "{err}");
+}

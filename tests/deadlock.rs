@@ -59,8 +59,13 @@ fn member(
         let held = client.lock(hold).lock().unwrap();
         owner_tx.send(client.owner_id()).unwrap();
         go_rx.recv().unwrap();
-        let got = client.lock(want).lock();
-        let outcome = got.as_ref().map(|_| ()).map_err(Clone::clone);
+        // Bounded: a cycle that is never broken fails the test instead of hanging it.
+        let got = client.lock(want).try_lock_for(GENEROUS);
+        let outcome = match &got {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Error::Timeout(format!("{want} never came"))),
+            Err(e) => Err(e.clone()),
+        };
         out_tx.send((outcome, Instant::now())).unwrap();
         let _ = go_rx.recv();
         drop((got, held));
@@ -119,7 +124,7 @@ fn a_cycle_through_a_multi_lock_ends_with_the_deadlock_error_itself() {
         b_tx.send(multi.owner_id()).unwrap();
         b_go_rx.recv().unwrap();
         let both = MultiLock::new([multi.lock("m:0"), multi.lock("m:2")]).unwrap();
-        let outcome = both.lock().map(drop);
+        let outcome = both.try_lock_for(GENEROUS).map(|g| g.is_some());
         drop(held);
         outcome
     });
@@ -294,11 +299,12 @@ fn deadlock_member_child() {
     std::io::stdout().flush().unwrap();
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).unwrap();
-    match client.lock(&want).lock() {
-        Ok(got) => {
+    match client.lock(&want).try_lock_for(GENEROUS) {
+        Ok(Some(got)) => {
             println!("ACQUIRED");
             drop(got);
         }
+        Ok(None) => println!("TIMED OUT"),
         Err(e) if e.is_deadlock() => println!("DEADLOCK {e}"),
         Err(e) => println!("ERROR {e}"),
     }

@@ -834,3 +834,31 @@ fn a_redisson_waiter_gets_a_lock_whose_holder_waits_on_a_condition() {
     assert_eq!(count, 2, "the holder's two holds are back");
     holder.join().unwrap();
 }
+
+#[test]
+fn a_cycle_through_a_java_waiter_is_never_reported() {
+    // Redisson records no waits: a cycle through one of its threads is missed (the guide says
+    // so), never taken for one that is not there.
+    require_java!();
+    let p = pair(NEWEST);
+    let mut java = p.java;
+    let config = Config::builder(p.server.url().as_str())
+        .deadlock_check_after(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    java.call("a", "lock lock interop:cycle:1").value();
+    let mine = client.lock("interop:cycle:2").lock().unwrap();
+    java.send("a", "lock lock interop:cycle:2");
+    let started = Instant::now();
+    let got = client
+        .lock("interop:cycle:1")
+        .try_lock_for(Duration::from_millis(1500))
+        .expect("no deadlock reported");
+    assert!(got.is_none(), "Java holds it");
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+    drop(mine);
+    java.reply("a").value(); // the Java thread gets interop:cycle:2
+    java.call("a", "unlock lock interop:cycle:2").value();
+    java.call("a", "unlock lock interop:cycle:1").value();
+}

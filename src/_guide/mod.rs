@@ -5,6 +5,8 @@
 //!   latch, and what each is for.
 //! - [`conditions`]: waiting on a held lock until another process notifies, as Java's
 //!   `Condition`: what it promises, how it differs, the bounded buffer.
+//! - [`deadlocks`]: cycles of waits across processes, found and broken: what is promised,
+//!   the victim rule, the cost.
 //! - [`election`]: one leader at a time, with terms, observers, and what a paused leader
 //!   does; compared with etcd's and Curator's recipes.
 //! - [`safety`]: what is guaranteed and what is not: leases, fencing tokens, lost-lock
@@ -26,6 +28,10 @@ pub mod locks {
 
 pub mod conditions {
     #![doc = include_str!("conditions.md")]
+}
+
+pub mod deadlocks {
+    #![doc = include_str!("deadlocks.md")]
 }
 
 pub mod election {

@@ -57,3 +57,4 @@ pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
 pub use rw::ReadWriteLock;
 pub(crate) use spin::Spin;
+pub(crate) use waits::{parse_record, Graph, Mode as WaitMode, Server as WaitGraph};

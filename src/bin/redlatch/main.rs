@@ -89,6 +89,7 @@ fn main() -> ExitCode {
     let outcome = connect(&args).and_then(|client| match &args.command {
         Command::Inspect(name) => inspect(&client, &args, name),
         Command::List(pattern) => list(&client, &args, pattern),
+        Command::Waits { dot } => waits(&client, &args, *dot),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
         Command::Doctor => doctor::doctor(&client, &args),
@@ -253,6 +254,20 @@ fn list(client: &Client, args: &Args, pattern: &str) -> Outcome {
         eprintln!("redlatch: nothing matches {pattern}");
     } else {
         out(&render::list_text(&found))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn waits(client: &Client, args: &Args, dot: bool) -> Outcome {
+    let found = client.waits().map_err(|e| failure(e, args))?;
+    if args.json {
+        out(&json_line(&found)?)?;
+    } else if dot {
+        out(&render::waits_dot(&found))?;
+    } else if found.is_empty() {
+        eprintln!("redlatch: no wait is recorded");
+    } else {
+        out(&render::waits_text(&found))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redlatch::{ClientConnection, Event, Holder, Inspection, Kind, Owner};
+use redlatch::{ClientConnection, Event, Holder, Inspection, Kind, Owner, WaitRecord};
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
 pub fn duration(d: Duration) -> String {
@@ -398,6 +398,48 @@ pub fn event_text(e: &Event) -> String {
     )
     .trim_end()
     .to_owned()
+}
+
+/// `redlatch waits`: one row per recorded wait, a cycle's marked.
+pub fn waits_text(waits: &[WaitRecord]) -> String {
+    let rows: Vec<Vec<String>> = waits
+        .iter()
+        .map(|w| {
+            vec![
+                if w.in_cycle { "CYCLE" } else { "" }.to_owned(),
+                w.lock.clone(),
+                w.owner.clone(),
+                w.mode.to_owned(),
+                duration(w.waited),
+                w.blocked_by.join(", "),
+            ]
+        })
+        .collect();
+    table(
+        &["", "LOCK", "WAITER", "MODE", "WAITED", "BLOCKED BY"],
+        &rows,
+    )
+}
+
+/// `redlatch waits --dot`: a Graphviz digraph, waiter -> owner in its way, labelled with the
+/// lock; the edges of cycles red.
+pub fn waits_dot(waits: &[WaitRecord]) -> String {
+    let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+    let mut out = String::from("digraph waits {\n  rankdir=LR;\n  node [shape=box];\n");
+    for w in waits {
+        for by in &w.blocked_by {
+            let cycle = w.in_cycle && waits.iter().any(|o| o.owner == *by && o.in_cycle);
+            out.push_str(&format!(
+                "  {} -> {} [label={}{}];\n",
+                quote(&w.owner),
+                quote(by),
+                quote(&format!("{} ({}, {})", w.lock, w.mode, duration(w.waited))),
+                if cycle { ", color=red" } else { "" }
+            ));
+        }
+    }
+    out.push_str("}\n");
+    out
 }
 
 #[cfg(test)]

@@ -30,6 +30,17 @@ impl Mode {
         }
     }
 
+    /// The word a report shows.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::Fair => "fair",
+            Mode::Read => "read",
+            Mode::Write => "write",
+        }
+    }
+
+    /// The mode a record's letter stands for.
     pub(crate) fn from_letter(letter: &str) -> Option<Mode> {
         match letter {
             "x" => Some(Mode::Exclusive),

@@ -33,8 +33,9 @@ use crate::keys;
 use crate::scripts;
 use crate::time::millis;
 use crate::watchdog::{BatchRenewal, Renewal, Watch};
-pub(crate) use cycle::Mode;
 use cycle::{Edge, Wait, BOUNDS};
+pub(crate) use cycle::{Graph, Mode};
+pub(crate) use graph::{parse_record, Server};
 
 /// The most time between two checks of one wait.
 const MAX_INTERVAL: Duration = Duration::from_secs(30);

@@ -60,6 +60,17 @@ like *orders* finds it, orders* does not.
 
 With --json: an array of the objects `inspect --json` prints.";
 
+const WAITS_HELP: &str = "\
+Shows the wait-for graph of the deployment, found with SCAN on every master: each thread
+recorded as waiting for a lock (one blocked longer than its client's deadlock_check_after, 1 s
+unless set), how long it has waited, and the owners in its way; waits in a cycle (a deadlock
+not broken yet) are marked. Waits of Java peers and of clients with detection off are not
+recorded.
+
+With --json: an array of objects (waited_ms in milliseconds). With --dot: a Graphviz digraph,
+an edge from each waiter to each owner in its way, labelled with the lock, cycles in red
+(`redlatch waits --dot | dot -Tsvg > waits.svg`).";
+
 const FORCE_UNLOCK_HELP: &str = "\
 Breaks the lock NAME whoever holds it (reentrant, fair, fenced, or read-write in its current
 mode) and wakes its waiters, as Lock::force_unlock does. The evicted holders find out at their
@@ -231,6 +242,13 @@ pub enum CliCommand {
     List {
         #[arg(default_value = "*", value_parser = non_empty_pattern)]
         pattern: String,
+    },
+    /// Who waits for whom: the recorded waits, the owners in their way, cycles marked
+    #[command(help_template = SUBCOMMAND_HELP, after_help = WAITS_HELP)]
+    Waits {
+        /// A Graphviz digraph instead of a table
+        #[arg(long, conflicts_with = "json")]
+        dot: bool,
     },
     /// Break the lock NAME whoever holds it, and wake its waiters
     #[command(help_template = SUBCOMMAND_HELP, after_help = FORCE_UNLOCK_HELP)]

@@ -39,6 +39,10 @@ pub enum Servers {
 pub enum Command {
     Inspect(String),
     List(String),
+    /// `waits [--dot]`.
+    Waits {
+        dot: bool,
+    },
     ForceUnlock(String),
     Watch(String),
     Doctor,
@@ -214,6 +218,7 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
     let command = match cli.command {
         CliCommand::Inspect { name } => Command::Inspect(name),
         CliCommand::List { pattern } => Command::List(pattern),
+        CliCommand::Waits { dot } => Command::Waits { dot },
         CliCommand::ForceUnlock { yes: y, name } => {
             yes = y;
             Command::ForceUnlock(name)

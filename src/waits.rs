@@ -1,0 +1,232 @@
+//! The wait-for graph of a deployment as an operator sees it: [`Client::waits`], every
+//! recorded wait (a thread blocked on a lock longer than its client's
+//! `deadlock_check_after`), who is in its way, and which waits form cycles.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use crate::backend::Policy;
+use crate::client::Client;
+use crate::error::Result;
+use crate::keys::{helper_of, unhashed, LOCK_WAITS};
+use crate::lock::{parse_record, Graph, WaitGraph, WaitMode};
+
+/// Keys asked for per `SCAN` call.
+const SCAN_COUNT: usize = 1000;
+
+/// One thread recorded as waiting for a lock ([`Client::waits`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct WaitRecord {
+    /// The waiting owner (`<client id>:<thread number>`).
+    pub owner: String,
+    /// The lock it waits for, as its name is given (unmapped).
+    pub lock: String,
+    /// How it waits: `exclusive`, `fair`, `read` or `write`.
+    pub mode: &'static str,
+    /// How long it has waited, on the server's clock.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "waited_ms", serialize_with = "crate::ser::duration")
+    )]
+    pub waited: Duration,
+    /// The owners in its way: the lock's holders (a reader's, only a writer), and for a fair
+    /// lock the waiters queued ahead.
+    pub blocked_by: Vec<String>,
+    /// Whether it is part of a cycle of recorded waits (a deadlock not broken yet: each member
+    /// looks again at doubling intervals).
+    pub in_cycle: bool,
+}
+
+impl Client {
+    /// Every wait recorded in the deployment, on every master of a cluster, sorted by lock
+    /// and then by how long each has waited (longest first): what the `redlatch waits`
+    /// command shows. A wait is recorded once it has lasted the `deadlock_check_after` of its
+    /// client (1 s unless set); shorter waits, waits of clients with detection off and those
+    /// of Java peers are not.
+    ///
+    /// It costs one pass of `SCAN` over each master's keyspace, and two or three reads per
+    /// lock with waiters: a tool for operators, not for hot paths.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors and timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// for wait in client.waits()? {
+    ///     println!("{} waits {:?} for {} (held by {:?})", wait.owner, wait.waited, wait.lock,
+    ///         wait.blocked_by);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn waits(&self) -> Result<Vec<WaitRecord>> {
+        let mut keys = Vec::new();
+        let pattern = format!("{LOCK_WAITS}:*");
+        self.inner.backend.for_each_master(|pool| {
+            let mut cursor = 0u64;
+            loop {
+                let (next, page): (u64, Vec<String>) =
+                    pool.run(&pattern, Policy::Retried, |c| {
+                        redis::cmd("SCAN")
+                            .arg(cursor)
+                            .arg("MATCH")
+                            .arg(&pattern)
+                            .arg("COUNT")
+                            .arg(SCAN_COUNT)
+                            .query(c)
+                    })?;
+                keys.extend(page);
+                if next == 0 {
+                    return Ok(());
+                }
+                cursor = next;
+            }
+        })?;
+        let mut graph = WaitGraph { client: self };
+        let mut found = Vec::new();
+        for key in keys {
+            let Some(lock) = self.lock_of(&key)? else {
+                continue;
+            };
+            found.extend(self.records(&mut graph, &key, &lock)?);
+        }
+        mark_cycles(&mut found);
+        let mapper = &self.inner.config.name_mapper;
+        for wait in &mut found {
+            if let Some(name) = mapper.name_of(&wait.lock) {
+                wait.lock = name;
+            }
+        }
+        found.sort_by(|a, b| (&a.lock, b.waited).cmp(&(&b.lock, a.waited)));
+        Ok(found)
+    }
+
+    /// The lock whose wait records `key` holds: of the names it may stand for, the one that
+    /// exists (else the first).
+    fn lock_of(&self, key: &str) -> Result<Option<String>> {
+        let names = helper_of(key).map(unhashed).unwrap_or_default();
+        if names.len() < 2 {
+            return Ok(names.into_iter().next());
+        }
+        for name in &names {
+            let exists: bool = self
+                .inner
+                .backend
+                .run(name, |c| redis::cmd("EXISTS").arg(name).query(c))?;
+            if exists {
+                return Ok(Some(name.clone()));
+            }
+        }
+        Ok(names.into_iter().next())
+    }
+
+    /// The live records of `key` (the wait records of `lock`), with their blockers.
+    fn records(&self, graph: &mut WaitGraph<'_>, key: &str, lock: &str) -> Result<Vec<WaitRecord>> {
+        let (time, fields): ((u64, u64), Vec<(String, String)>) =
+            self.inner.backend.run(key, |c| {
+                redis::pipe().cmd("TIME").cmd("HGETALL").arg(key).query(c)
+            })?;
+        let now = time.0 * 1000 + time.1 / 1000;
+        let mut out = Vec::new();
+        for (owner, value) in fields {
+            let Some((expires, since, letter)) = parse_record(&value) else {
+                continue;
+            };
+            let Some(mode) = WaitMode::from_letter(letter).filter(|_| expires > now) else {
+                continue;
+            };
+            let blocked_by = graph
+                .blockers(lock, mode, &owner)?
+                .into_iter()
+                .map(|b| b.owner)
+                .collect();
+            out.push(WaitRecord {
+                owner,
+                lock: lock.to_owned(),
+                mode: mode.word(),
+                waited: Duration::from_millis(now.saturating_sub(since)),
+                blocked_by,
+                in_cycle: false,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Marks the waits from which the edges (a wait to the waits of the owners in its way) lead
+/// back to themselves.
+fn mark_cycles(waits: &mut [WaitRecord]) {
+    let edges: BTreeMap<&str, &[String]> = waits
+        .iter()
+        .map(|w| (w.owner.as_str(), w.blocked_by.as_slice()))
+        .collect();
+    let in_cycle: HashSet<String> = waits
+        .iter()
+        .filter(|w| returns_to(&edges, &w.owner))
+        .map(|w| w.owner.clone())
+        .collect();
+    for wait in waits {
+        wait.in_cycle = in_cycle.contains(&wait.owner);
+    }
+}
+
+/// Whether a path of edges from `start` leads back to it.
+fn returns_to(edges: &BTreeMap<&str, &[String]>, start: &str) -> bool {
+    let mut seen = HashSet::new();
+    let mut stack: Vec<&str> = edges
+        .get(start)
+        .into_iter()
+        .flat_map(|b| b.iter().map(String::as_str))
+        .collect();
+    while let Some(owner) = stack.pop() {
+        if owner == start {
+            return true;
+        }
+        if seen.insert(owner) {
+            if let Some(next) = edges.get(owner) {
+                stack.extend(next.iter().map(String::as_str));
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(owner: &str, blocked_by: &[&str]) -> WaitRecord {
+        WaitRecord {
+            owner: owner.into(),
+            lock: "l".into(),
+            mode: "exclusive",
+            waited: Duration::ZERO,
+            blocked_by: blocked_by.iter().map(|s| s.to_string()).collect(),
+            in_cycle: false,
+        }
+    }
+
+    #[test]
+    fn only_the_waits_of_a_cycle_are_marked() {
+        // a -> b -> c -> a is a cycle; d waits behind it; e behind a holder that waits not.
+        let mut waits = vec![
+            wait("a", &["b"]),
+            wait("b", &["c"]),
+            wait("c", &["a"]),
+            wait("d", &["a"]),
+            wait("e", &["x"]),
+        ];
+        mark_cycles(&mut waits);
+        let marked: Vec<&str> = waits
+            .iter()
+            .filter(|w| w.in_cycle)
+            .map(|w| w.owner.as_str())
+            .collect();
+        assert_eq!(marked, ["a", "b", "c"]);
+    }
+}
