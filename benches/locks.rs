@@ -143,11 +143,16 @@ struct Ctx {
 }
 
 impl Ctx {
-    /// A client with default settings, but for `batch_lanes` when `BENCH_BATCH_LANES` is set.
+    /// A client with default settings, but for `batch_lanes` when `BENCH_BATCH_LANES` is set,
+    /// and deadlock detection off when `BENCH_DEADLOCK=off`.
     fn client(&self) -> redlatch::Client {
         let mut config = redlatch::Config::builder(self.url.as_str());
         if let Ok(lanes) = std::env::var("BENCH_BATCH_LANES") {
             config = config.batch_lanes(lanes.parse().expect("BENCH_BATCH_LANES=<count>"));
+        }
+        // `BENCH_DEADLOCK=off`: the clients do not look for deadlocks (on by default).
+        if std::env::var("BENCH_DEADLOCK").is_ok_and(|v| v == "off") {
+            config = config.deadlock_detection(false);
         }
         redlatch::Client::new(config.build().expect("config")).expect("redlatch client")
     }

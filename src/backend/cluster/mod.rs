@@ -87,7 +87,7 @@ impl PubSubMode {
         if let Some(&mode) = self.detected.get() {
             return mode;
         }
-        let asked = self.router.run("", Policy::Retried, |c| {
+        let asked = self.router.run("", Policy::Retried, None, |c| {
             redis::cmd("PUBSUB")
                 .arg("SHARDNUMSUB")
                 .query::<Value>(c)
@@ -113,7 +113,7 @@ impl PubSubMode {
 
 impl Deployment for Cluster {
     fn run(&self, key: &str, policy: Policy, written: Written<'_>, f: Call<'_>) -> Result<()> {
-        self.router.run_written(key, policy, written, f)
+        self.router.run(key, policy, written, f)
     }
 
     fn slot(&self, key: &str) -> u16 {

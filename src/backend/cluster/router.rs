@@ -68,18 +68,9 @@ impl Router {
     /// Runs `f` on a connection to the master of `key`'s slot, following redirections, and
     /// retrying (after re-reading the slot map) a call that surely did not run, up to the
     /// configured attempts (none unless `policy` is [`Policy::Retried`]).
+    /// `written` runs once a command of the call is written, where the pool sees that moment
+    /// (see `batch/mod.rs`).
     pub(crate) fn run<T>(
-        &self,
-        key: &str,
-        policy: Policy,
-        f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
-    ) -> Result<T> {
-        self.run_written(key, policy, None, f)
-    }
-
-    /// As [`run`](Self::run), running `written` once a command of the call is written where
-    /// the pool sees that moment (see `batch/mod.rs`).
-    pub(crate) fn run_written<T>(
         &self,
         key: &str,
         policy: Policy,
@@ -394,7 +385,9 @@ mod tests {
         let seeds = vec!["redis://127.0.0.1:1/".into_connection_info().unwrap()];
         let router = Router::new(config, seeds);
         let err = router
-            .run("k", Policy::Once, |c| redis::cmd("PING").query::<String>(c))
+            .run("k", Policy::Once, None, |c| {
+                redis::cmd("PING").query::<String>(c)
+            })
             .unwrap_err();
         assert!(err.is_connection(), "{err}");
         assert!(router.masters().is_empty());

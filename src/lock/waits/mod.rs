@@ -209,29 +209,24 @@ impl Checks {
 
     /// Writes the record, then the index entry; the since of the record.
     fn write(&self) -> Result<u64> {
+        let since = self.write_in(&self.waits_key(), self.mode.letter())?;
+        self.write_in(&self.index_key(), &self.lock)?;
+        Ok(since)
+    }
+
+    /// Writes the owner's entry naming `what` in the HASH `key` (`lua/wait_record.lua`).
+    fn write_in(&self, key: &str, what: &str) -> Result<u64> {
         let lease = millis(self.client.inner.config.watchdog_timeout);
         let waited = millis(self.started.elapsed());
-        let backend = &self.client.inner.backend;
-        let (waits, index) = (self.waits_key(), self.index_key());
-        let since: u64 = backend.run(&waits, |c| {
+        self.client.inner.backend.run(key, |c| {
             scripts::WAIT_RECORD
-                .key(&waits)
+                .key(key)
                 .arg(&*self.owner)
                 .arg(lease)
                 .arg(waited)
-                .arg(self.mode.letter())
+                .arg(what)
                 .invoke(c)
-        })?;
-        let _: u64 = backend.run(&index, |c| {
-            scripts::WAIT_RECORD
-                .key(&index)
-                .arg(&*self.owner)
-                .arg(lease)
-                .arg(waited)
-                .arg(&*self.lock)
-                .invoke(c)
-        })?;
-        Ok(since)
+        })
     }
 
     fn waits_key(&self) -> String {
