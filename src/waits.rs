@@ -46,8 +46,9 @@ impl Client {
     /// client (1 s unless set); shorter waits, waits of clients with detection off and those
     /// of Java peers are not.
     ///
-    /// It costs one pass of `SCAN` over each master's keyspace, and two or three reads per
-    /// lock with waiters: a tool for operators, not for hot paths.
+    /// It costs one pass of `SCAN` over each master's keyspace, and per lock with waiters one
+    /// read of its records and one of its holders per waiter (two for a fair lock): a tool
+    /// for operators, not for hot paths.
     ///
     /// # Errors
     ///

@@ -603,7 +603,7 @@ impl ConfigBuilder {
     /// seconds); the youngest wait of a cycle found twice ends with
     /// [`Error::Deadlock`](crate::Error::Deadlock). See the guide's deadlock chapter.
     ///
-    /// Defaults to 1 second (PostgreSQL's `deadlock_timeout`). Must be at least 1 ms and at
+    /// Defaults to 1 second (PostgreSQL's `deadlock_timeout`). Must be more than zero and at
     /// most a year; [`deadlock_detection(false)`](Self::deadlock_detection) turns it off.
     ///
     /// # Examples

@@ -29,7 +29,9 @@ impl<O: Ownership> Lock<O> {
     ///
     /// [`Error::InvalidArgument`] (empty name, bad lease or max hold), [`Error::WrongType`] (the
     /// key is not a lock), [`Error::Connection`] or [`Error::Timeout`] (Redis unreachable);
-    /// [`Error::AlreadyHeld`] at once if the lock is not reentrant and its owner holds it.
+    /// [`Error::AlreadyHeld`] at once if the lock is not reentrant and its owner holds it;
+    /// [`Error::Deadlock`] when the wait is one of a cycle of waits and is chosen to end it
+    /// (see the guide's [deadlocks chapter](crate::_guide::deadlocks)).
     ///
     /// # Examples
     ///
@@ -268,16 +270,16 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         if self.attempts == 2 {
             log::debug!("waiting for `{}` (owner {})", lock.key(), self.owner);
             lock.raw.before_wait(&self.owner);
+            // Only a thread's own waits are recorded: a `LockOwner`'s other threads may release
+            // what it holds, so its wait is no edge of a cycle. A RedLock member's calls are
+            // bounded by its node timeout, which a walk would not keep.
             let raw = &lock.raw;
-            let mode = raw.kind.wait_mode();
-            let checks = Checks::new(
-                &raw.key.client,
-                &raw.key.name,
-                &self.owner,
-                mode,
-                self.started,
-            );
-            self.checks = Some(checks);
+            if O::ONE_THREAD && raw.key.bound.is_none() {
+                let mode = raw.kind.wait_mode();
+                let client = &raw.key.client;
+                let checks = Checks::new(client, &raw.key.name, &self.owner, mode, self.started);
+                self.checks = Some(checks);
+            }
         }
         let lease = match self.cap {
             Some(cap) => self

@@ -220,6 +220,7 @@ pub(crate) static RENEW_FIELD: BatchRenewal = BatchRenewal {
     add: |call, name, field| {
         call.key(name).arg(field);
     },
+    holds: true,
 };
 
 #[cfg(test)]

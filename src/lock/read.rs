@@ -36,6 +36,7 @@ static RENEW_READ: BatchRenewal = BatchRenewal {
     add: |call, name, owner| {
         call.key(name).key(keys::read_holds(name, owner)).arg(owner);
     },
+    holds: true,
 };
 
 impl Kind for Read {

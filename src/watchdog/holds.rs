@@ -25,6 +25,8 @@ impl Watchdog {
         max_hold: Option<Duration>,
     ) -> (Watch, Arc<LeaseState>) {
         let mut st = self.shared.state.lock();
+        // A waiter's bookkeeping is not a hold: its loss is not counted as a lost lock.
+        let metrics = renewal.batch.holds.then_some(&self.shared.metrics);
         let (watch, lease, new) = st.join(
             name,
             renewal,
@@ -34,7 +36,7 @@ impl Watchdog {
                 max_hold,
             },
             self.shared.lease,
-            Some(&self.shared.metrics),
+            metrics,
         );
         if st.is_shutdown() {
             // Acquired as the client closed: nothing will renew it.

@@ -22,4 +22,8 @@ pub(crate) struct BatchRenewal {
     pub(crate) script: &'static LazyLock<scripts::Lua>,
     /// Adds one hold of lock `name`, hash field `field`, to the call.
     pub(crate) add: fn(call: &mut ScriptInvocation<'_>, name: &str, field: &str),
+    /// Whether what it renews is a hold (of a lock or a permit), whose loss is logged and
+    /// counted as one; false for a waiter's bookkeeping (a condition waiter's place, a wait
+    /// record), which ends with its wait.
+    pub(crate) holds: bool,
 }

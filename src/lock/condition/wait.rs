@@ -28,6 +28,7 @@ static RENEW_WAITER: BatchRenewal = BatchRenewal {
             .key(keys::condition_queue_of(waiters))
             .arg(id);
     },
+    holds: false,
 };
 
 /// Makes each wait's waiter id unique in the process (an owner may wait again, or wait on

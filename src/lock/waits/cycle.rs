@@ -113,7 +113,7 @@ pub(crate) fn find(graph: &mut dyn Graph, me: &Wait, bounds: Bounds) -> Result<O
         me: &me.owner,
         bounds,
         reads: 0,
-        seen: HashSet::new(),
+        on_path: HashSet::new(),
         path: Vec::new(),
     };
     Ok(walk.from(me)?.then_some(walk.path))
@@ -145,8 +145,10 @@ struct Walk<'a> {
     me: &'a str,
     bounds: Bounds,
     reads: usize,
-    /// Owners whose waits were walked already.
-    seen: HashSet<String>,
+    /// The owners on the path being walked: a path does not go through one twice. (Owners
+    /// met on another path are walked again: reached again nearer the walker, they may close
+    /// a shorter cycle through it.)
+    on_path: HashSet<String>,
     path: Vec<Edge>,
 }
 
@@ -167,12 +169,15 @@ impl Walk<'_> {
             if back {
                 return Ok(true);
             }
-            if self.seen.insert(owner.clone()) && self.read() {
-                if let Some(next) = self.graph.wait_of(&owner)? {
-                    if self.from(&next)? {
-                        return Ok(true);
+            if self.on_path.insert(owner.clone()) {
+                if self.read() {
+                    if let Some(next) = self.graph.wait_of(&owner)? {
+                        if self.from(&next)? {
+                            return Ok(true);
+                        }
                     }
                 }
+                self.on_path.remove(&owner);
             }
             self.path.pop();
         }
@@ -355,6 +360,35 @@ mod tests {
         g.reads = 0;
         assert!(find(&mut g, &me, few).unwrap().is_none());
         assert!(g.reads <= 10, "{} reads", g.reads);
+    }
+
+    #[test]
+    fn an_owner_met_first_at_the_end_of_a_long_chain_still_closes_the_short_cycle() {
+        // y waits for l1, held by a (listed first) and x; a leads down a chain of waits that
+        // ends at x, cut off by the depth bound; x waits for y's lock. The walk from y must
+        // still find y -> x -> y.
+        let mut g = Map::default();
+        g.hold("l1", "a");
+        g.hold("l1", "x");
+        g.hold("ly", "y");
+        g.wait("y", "l1", 100);
+        g.wait("x", "ly", 1);
+        let chain: Vec<&'static str> = (0..8)
+            .map(|i| &*Box::leak(format!("c{i}").into_boxed_str()))
+            .collect();
+        let locks: Vec<&'static str> = (0..8)
+            .map(|i| &*Box::leak(format!("lc{i}").into_boxed_str()))
+            .collect();
+        g.wait("a", locks[0], 2);
+        for i in 0..8 {
+            g.hold(locks[i], chain[i]);
+            let next = if i + 1 < 8 { locks[i + 1] } else { "lx" };
+            g.wait(chain[i], next, 3 + i as u64);
+        }
+        g.hold("lx", "x");
+        let y = g.wait_of_me("y");
+        let cycle = find(&mut g, &y, BOUNDS).unwrap().expect("the short cycle");
+        assert_eq!(owners(&cycle), ["y", "x"]);
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! fair lock the queue ahead of a waiter), the lock an owner waits for (its client's index,
 //! then the lock's own record), each read as it is walked. A record counts while its expiry
 //! has not passed on the clock of the node that keeps it (read in the same round trip), so
-//! the records of a process that died stop counting within a lease.
+//! the records of a process that died stop counting within a lease. Each read is tried once
+//! (a check that fails is tried again at the next).
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys;
@@ -26,7 +28,7 @@ impl Server<'_> {
     /// `owner`'s live record in the HASH `key`: its since and what it names.
     fn live(&self, key: &str, owner: &str) -> Result<Option<(u64, String)>> {
         let (time, value): ((u64, u64), Option<String>) =
-            self.client.inner.backend.run(key, |c| {
+            self.client.inner.backend.run_with(key, Policy::Once, |c| {
                 redis::pipe()
                     .cmd("TIME")
                     .cmd("HGET")
@@ -44,11 +46,13 @@ impl Server<'_> {
     /// The owners holding `lock`, each with the field it holds by: every field but the mode,
     /// or only a writer's (`writers_only`, for a reader, whom readers do not block).
     fn holders(&self, lock: &str, writers_only: bool) -> Result<Vec<Blocker>> {
-        let fields: Vec<(String, String)> = self
-            .client
-            .inner
-            .backend
-            .run(lock, |c| redis::cmd("HGETALL").arg(lock).query(c))?;
+        let fields: Vec<(String, String)> =
+            self.client
+                .inner
+                .backend
+                .run_with(lock, Policy::Once, |c| {
+                    redis::cmd("HGETALL").arg(lock).query(c)
+                })?;
         let mut out: Vec<Blocker> = Vec::new();
         for (field, _) in fields {
             if field == keys::MODE_FIELD {
@@ -72,9 +76,13 @@ impl Server<'_> {
     /// The owners queued ahead of `waiter` in `lock`'s fair queue (none if it is not queued).
     fn ahead(&self, lock: &str, waiter: &str) -> Result<Vec<String>> {
         let queue = keys::fair_queue(lock);
-        let queued: Vec<String> = self.client.inner.backend.run(&queue, |c| {
-            redis::cmd("LRANGE").arg(&queue).arg(0).arg(-1).query(c)
-        })?;
+        let queued: Vec<String> =
+            self.client
+                .inner
+                .backend
+                .run_with(&queue, Policy::Once, |c| {
+                    redis::cmd("LRANGE").arg(&queue).arg(0).arg(-1).query(c)
+                })?;
         Ok(match queued.iter().position(|o| o == waiter) {
             Some(at) => queued[..at].to_vec(),
             None => Vec::new(),
@@ -85,6 +93,12 @@ impl Server<'_> {
 impl Graph for Server<'_> {
     fn blockers(&mut self, lock: &str, mode: Mode, waiter: &str) -> Result<Vec<Blocker>> {
         let mut out = self.holders(lock, mode == Mode::Read)?;
+        // A waiter is in its own way only when it holds the read side of the lock whose write
+        // side it waits for (an upgrade, never granted). Otherwise, holding the lock means
+        // the record is stale: its wait was granted and the record not removed yet.
+        if mode != Mode::Write {
+            out.retain(|b| b.owner != waiter);
+        }
         if mode == Mode::Fair {
             for owner in self.ahead(lock, waiter)? {
                 if !out.iter().any(|b| b.owner == owner) {
@@ -125,9 +139,13 @@ impl Graph for Server<'_> {
         match &edge.by.field {
             Some(field) => {
                 let lock = &wait.lock;
-                let held: bool = self.client.inner.backend.run(lock, |c| {
-                    redis::cmd("HEXISTS").arg(lock).arg(field).query(c)
-                })?;
+                let held: bool = self
+                    .client
+                    .inner
+                    .backend
+                    .run_with(lock, Policy::Once, |c| {
+                        redis::cmd("HEXISTS").arg(lock).arg(field).query(c)
+                    })?;
                 Ok(held)
             }
             None => Ok(self

@@ -25,8 +25,6 @@ mod graph;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
 use crate::client::Client;
 use crate::error::{DeadlockStep, Error, Result};
 use crate::keys;
@@ -46,11 +44,8 @@ static RENEW_WAIT: BatchRenewal = BatchRenewal {
     add: |call, key, owner| {
         call.key(key).arg(owner);
     },
+    holds: false,
 };
-
-/// The owners of this process whose wait is recorded now: an owner waiting on two threads at
-/// once (a shared `LockOwner`) is recorded with one of its waits.
-static RECORDED: Mutex<Vec<Arc<str>>> = Mutex::new(Vec::new());
 
 /// The deadlock checks of one blocked acquire: when the next is due, the wait's record once
 /// written, and its removal (with the record's renewals) as the acquire ends.
@@ -69,7 +64,6 @@ pub(crate) struct Checks {
 
 /// A wait's record, as written.
 struct Record {
-    since_ms: u64,
     /// The renewals of the lock's record and of the index entry.
     watches: [Watch; 2],
 }
@@ -143,9 +137,7 @@ impl Checks {
     /// Records the wait (once), walks the graph, and returns the cycle if one is found,
     /// confirmed, and this wait is its victim.
     fn look(&mut self) -> Result<Option<Vec<DeadlockStep>>> {
-        let Some(since_ms) = self.record()? else {
-            return Ok(None);
-        };
+        let since_ms = self.record()?;
         let me = Wait {
             owner: self.owner.to_string(),
             lock: self.lock.to_string(),
@@ -171,24 +163,17 @@ impl Checks {
         Ok(Some(cycle.into_iter().map(step).collect()))
     }
 
-    /// Writes the wait's record and index entry, and has the watchdog renew them: the
-    /// wait's since, on the server's clock. `None` when the owner's other wait is recorded.
-    fn record(&mut self) -> Result<Option<u64>> {
-        if let Some(record) = &self.record {
-            return Ok(Some(record.since_ms));
+    /// Writes the wait's record and index entry (again at every check: one lost with a
+    /// failover, or expired while renewals failed, comes back with its since), and has the
+    /// watchdog renew them: the wait's since, on the server's clock. The owner is one thread
+    /// (see `acquire.rs`): it waits for one lock at a time.
+    fn record(&mut self) -> Result<u64> {
+        if self.record.is_some() {
+            return self.write();
         }
-        {
-            let mut recorded = RECORDED.lock();
-            if recorded.contains(&self.owner) {
-                return Ok(None);
-            }
-            recorded.push(Arc::clone(&self.owner));
-        }
-        let written = self.write();
-        let since_ms = match written {
+        let since_ms = match self.write() {
             Ok(since) => since,
             Err(e) => {
-                self.forget();
                 // Either may have been written: removed (or left to expire).
                 self.remove();
                 return Err(e);
@@ -203,8 +188,8 @@ impl Checks {
             };
             watchdog.watch(&Arc::from(key), renewal, now, 1, None).0
         });
-        self.record = Some(Record { since_ms, watches });
-        Ok(Some(since_ms))
+        self.record = Some(Record { watches });
+        Ok(since_ms)
     }
 
     /// Writes the record, then the index entry; the since of the record.
@@ -253,26 +238,19 @@ impl Checks {
             }
         }
     }
-
-    /// The owner's wait is no longer recorded by this process.
-    fn forget(&self) {
-        RECORDED.lock().retain(|o| *o != self.owner);
-    }
 }
 
 impl Drop for Checks {
     /// Removes the record, however the wait ended (the lock taken, given up, an error, an
     /// interrupt, the client closed).
     fn drop(&mut self) {
-        let Some(record) = self.record.take() else {
-            return;
-        };
-        let watchdog = &self.client.inner.watchdog;
-        for watch in record.watches {
-            watchdog.unwatch(watch);
+        if let Some(record) = self.record.take() {
+            let watchdog = &self.client.inner.watchdog;
+            for watch in record.watches {
+                watchdog.unwatch(watch);
+            }
+            self.remove();
         }
-        self.remove();
-        self.forget();
     }
 }
 

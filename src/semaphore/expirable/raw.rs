@@ -246,6 +246,7 @@ pub(super) static RENEW_PERMIT: BatchRenewal = BatchRenewal {
         call.key(keys::permit_timeouts(name))
             .arg(keys::permit_member(id));
     },
+    holds: true,
 };
 
 #[cfg(test)]

@@ -314,6 +314,7 @@ mod tests {
         add: |call, name, field| {
             call.key(name).arg(field);
         },
+        holds: true,
     };
 
     fn held(at: Instant, count: u32) -> Held {
