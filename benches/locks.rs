@@ -305,14 +305,23 @@ impl Solo {
 /// 8 threads x 100 cycles of {lock; hold 1 ms; unlock; pause 1 ms} on one plain lock.
 fn handoff(ctx: &Ctx) -> Json {
     let make = |c: &redlatch::Client, n: &str| c.lock(n);
+    let mut raw = redis::Client::open(ctx.url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("a raw connection");
+    let cpu_before = server_cpu_us(&mut raw);
     let h = Handoff::run(ctx, "bench:handoff", make);
-    let json = h.report(
-        ctx,
-        "handoff",
-        "target >= 80%",
-        "target >= 650",
-        "barging, no target",
-    );
+    let cycles = (Handoff::THREADS * Handoff::CYCLES) as f64;
+    let server_cpu = (server_cpu_us(&mut raw) - cpu_before) / cycles;
+    eprintln!("handoff: server CPU {server_cpu:.1} us per cycle");
+    let json = h
+        .report(
+            ctx,
+            "handoff",
+            "target >= 80%",
+            "target >= 650",
+            "barging, no target",
+        )
+        .num("server_cpu_us_per_cycle", server_cpu);
     with_pair(
         ctx,
         "handoff",
