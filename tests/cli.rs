@@ -456,6 +456,7 @@ fn waits_shows_a_recorded_wait_and_who_is_in_its_way_as_a_table_json_and_dot() {
     let waiting = Client::new(config).unwrap();
     let (tx, owner) = mpsc::channel();
     let waiter = thread::spawn(move || {
+        let _own = waiting.lock("cli:waits:own").lock().unwrap();
         tx.send(waiting.owner_id()).unwrap();
         waiting
             .lock("cli:waits")

@@ -159,6 +159,8 @@ fn a_wait_with_no_cycle_is_recorded_renewed_and_removed_and_never_reported() {
     let waiting = client.clone();
     let (owner_tx, owner_rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
+        // A thread that holds a lock: only such a thread's waits are recorded.
+        let _own = waiting.lock("r:own").lock().unwrap();
         owner_tx.send(waiting.owner_id()).unwrap();
         waiting
             .lock("r:held")
@@ -214,6 +216,8 @@ fn many_waiters_behind_long_holds_with_no_cycle_are_never_reported() {
         let client = clients[n % 4].clone();
         let done = done_tx.clone();
         std::thread::spawn(move || {
+            // Each holds a lock of its own (so that its wait is recorded and checked).
+            let _own = client.lock(format!("w:own:{n}")).lock().unwrap();
             let got = client
                 .lock(format!("w:{}", n % 4))
                 .try_lock_for(GENEROUS)
@@ -265,6 +269,22 @@ fn a_cycle_that_dissolves_before_the_check_is_not_reported() {
 }
 
 #[test]
+fn a_thread_that_holds_no_lock_is_never_recorded() {
+    // It is in nobody's way: no cycle can go through it, so its wait costs nothing more.
+    let server = RedisServer::new();
+    let client = client(&server.url());
+    let holder = Client::open(server.url()).unwrap();
+    let _held = holder.lock("free:held").lock().unwrap();
+    let got = client
+        .lock("free:held")
+        .try_lock_for(Duration::from_millis(700))
+        .unwrap();
+    assert!(got.is_none());
+    let keys: Vec<String> = server.conn().keys("redlatch_wait*").unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[test]
 fn a_client_with_detection_off_records_nothing() {
     let server = RedisServer::new();
     let config = Config::builder(server.url().as_str())
@@ -274,6 +294,7 @@ fn a_client_with_detection_off_records_nothing() {
     let client = Client::new(config).unwrap();
     let holder = Client::open(server.url()).unwrap();
     let _held = holder.lock("off").lock().unwrap();
+    let _own = client.lock("off:own").lock().unwrap();
     let got = client
         .lock("off")
         .try_lock_for(Duration::from_millis(1300))

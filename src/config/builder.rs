@@ -596,8 +596,9 @@ impl ConfigBuilder {
         self
     }
 
-    /// How long a thread waits for a lock before it looks for a deadlock: a cycle of waits
-    /// through its own, across every client of the deployment. Past this, the wait is
+    /// How long a thread that holds a lock waits for another before it looks for a deadlock: a
+    /// cycle of waits through its own, across every client of the deployment (a thread that
+    /// holds none is in nobody's way, and its waits send nothing more). Past this, the wait is
     /// recorded on the server (renewed by the watchdog, removed as the wait ends) and the
     /// wait-for graph is walked, again after twice as long each time (at most every 30
     /// seconds); the youngest wait of a cycle found twice ends with

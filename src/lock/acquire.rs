@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::Pacer;
 use crate::error::{Error, Result};
 use crate::handover::Waiter;
-use crate::lock::guard::LockGuard;
+use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
 use crate::lock::owner::Ownership;
@@ -270,11 +270,12 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         if self.attempts == 2 {
             log::debug!("waiting for `{}` (owner {})", lock.key(), self.owner);
             lock.raw.before_wait(&self.owner);
-            // Only a thread's own waits are recorded: a `LockOwner`'s other threads may release
-            // what it holds, so its wait is no edge of a cycle. A RedLock member's calls are
-            // bounded by its node timeout, which a walk would not keep.
+            // Only the waits of a thread that holds a lock are recorded: one that holds none is
+            // in nobody's way. Not a `LockOwner`'s (its other threads may release what it
+            // holds, so its wait is no edge of a cycle), nor a RedLock member's (its calls are
+            // bounded by its node timeout, which a walk would not keep).
             let raw = &lock.raw;
-            if O::ONE_THREAD && raw.key.bound.is_none() {
+            if O::ONE_THREAD && raw.key.bound.is_none() && thread_holds_any() {
                 let mode = raw.kind.wait_mode();
                 let client = &raw.key.client;
                 let checks = Checks::new(client, &raw.key.name, &self.owner, mode, self.started);

@@ -65,6 +65,29 @@ pub struct LockGuard<O: Ownership = ThreadOwned> {
     _not_send: NotSendFor<O>,
 }
 
+thread_local! {
+    /// How many guards of thread-owned holds this thread keeps (a leaked guard's hold stays
+    /// counted).
+    static THREAD_GUARDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread keeps a guard of a hold of its own: a thread that holds no lock is in
+/// nobody's way, so its waits cannot be part of a deadlock (see `waits/`).
+pub(crate) fn thread_holds_any() -> bool {
+    THREAD_GUARDS.try_with(|n| n.get() > 0).unwrap_or(false)
+}
+
+/// Counts a guard of this thread's in or out.
+fn count_thread_guard(more: bool) {
+    let _ = THREAD_GUARDS.try_with(|n| {
+        n.set(if more {
+            n.get() + 1
+        } else {
+            n.get().saturating_sub(1)
+        })
+    });
+}
+
 impl<O: Ownership> LockGuard<O> {
     /// The one guard constructor: every acquire path ends here. `sent_at` is when the
     /// successful acquire was sent, so the lease started no earlier.
@@ -100,6 +123,9 @@ impl<O: Ownership> LockGuard<O> {
             "acquired `{}` (owner {owner}, hold count {count}, token {token:?})",
             lock.raw.key.name
         );
+        if O::ONE_THREAD {
+            count_thread_guard(true);
+        }
         LockGuard {
             lock,
             owner,
@@ -331,6 +357,11 @@ impl<O: Ownership> LockGuard<O> {
     /// ```
     pub fn leak(mut self) {
         self.released = true;
+        if O::ONE_THREAD {
+            // The thread still holds the lock: it stays counted as holding one (for good;
+            // over-counting only costs its waits a deadlock check).
+            count_thread_guard(true);
+        }
         let watchdog = &self.lock.raw.key.client.inner.watchdog;
         if let Some(w) = self.watch.take() {
             watchdog.disarm(w);
@@ -457,6 +488,9 @@ impl<O: Ownership> LockGuard<O> {
 
 impl<O: Ownership> Drop for LockGuard<O> {
     fn drop(&mut self) {
+        if O::ONE_THREAD {
+            count_thread_guard(false);
+        }
         if !self.released {
             if let Err(e) = self.release() {
                 log::warn!(

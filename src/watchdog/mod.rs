@@ -173,7 +173,7 @@ impl Watchdog {
             let mut st = self.shared.state.lock();
             st.shut_down();
             for e in st.lose_all(LostReason::ClientClosed) {
-                if !st.batch_of(&e).holds {
+                if e.field.is_some() && !st.batch_of(&e).holds {
                     continue; // a waiter's bookkeeping, which ends with its wait
                 }
                 if let Some(field) = &e.field {
