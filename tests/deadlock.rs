@@ -178,9 +178,6 @@ fn a_wait_with_no_cycle_is_recorded_renewed_and_removed_and_never_reported() {
         index.unwrap().ends_with(" r:held"),
         "the index names the lock"
     );
-    // Past a lease (900 ms): the watchdog renewed the record, which kept its since.
-    std::thread::sleep(Duration::from_millis(1500));
-    let later = record(&server, "r:held", &owner).expect("renewed past its lease");
     let parts = |v: &str| -> (u64, u64, String) {
         let mut p = v.splitn(3, ' ');
         let e = p.next().unwrap().parse().unwrap();
@@ -188,6 +185,13 @@ fn a_wait_with_no_cycle_is_recorded_renewed_and_removed_and_never_reported() {
         (e, s, p.next().unwrap().to_owned())
     };
     let (e1, s1, m1) = parts(&first);
+    // Past the first expiry (a 900 ms lease), on the server's clock: the watchdog renewed
+    // the record, which kept its since.
+    assert!(wait_until(GENEROUS, || {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+        secs * 1000 + micros / 1000 > e1 + 100
+    }));
+    let later = record(&server, "r:held", &owner).expect("renewed past its lease");
     let (e2, s2, m2) = parts(&later);
     assert!(e2 > e1, "{first} then {later}");
     assert_eq!((s1, m1.as_str()), (s2, "x"));
