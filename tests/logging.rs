@@ -103,8 +103,12 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
     // A read lock whose expiry a peer cut below what our renewals left (as Redisson's
     // read-lock renewal does with a shorter watchdog timeout): one warning naming the cause,
     // the hold kept; a second cut is not warned of again.
+    // Renewed every 2 s (a 6 s lease, so each renewal leaves about 4 s); each cut leaves
+    // 3 s, which the next renewal finds well below that, with a second to spare before the
+    // key would expire (a cut to 1 s with renewals every second raced the renewal: seen
+    // failing on Valkey 9.1.2 under load, the key gone before it came).
     let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_secs(3))
+        .watchdog_timeout(Duration::from_secs(6))
         .build()
         .unwrap();
     let readers = Client::new(config).unwrap();
@@ -120,7 +124,7 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
     for _ in 0..2 {
         let _: () = redis::cmd("PEXPIRE")
             .arg("log:rw")
-            .arg(1_000)
+            .arg(3_000)
             .query(&mut raw)
             .unwrap();
         let before = renewed(&logs);
