@@ -229,18 +229,26 @@ fn many_waiters_behind_long_holds_with_no_cycle_are_never_reported() {
             done.send(got).unwrap();
         });
     }
-    // Long enough for every waiter to check twice (at 200 ms and 600 ms).
+    // Every waiter recorded (its first check), then every record written again (its second
+    // check rewrites the expiry): each walked the graph at least twice, and found no cycle.
     let mut conn = server.conn();
-    assert!(wait_until(GENEROUS, || {
-        let recorded: usize = (0..4)
-            .map(|i| {
-                conn.hlen::<_, usize>(format!("redlatch_waits:{{w:{i}}}"))
+    let mut records = || -> Vec<(String, String)> {
+        (0..4)
+            .flat_map(|i| {
+                conn.hgetall::<_, Vec<(String, String)>>(format!("redlatch_waits:{{w:{i}}}"))
                     .unwrap()
             })
-            .sum();
-        recorded == 200
+            .collect()
+    };
+    let mut first = Vec::new();
+    assert!(wait_until(GENEROUS, || {
+        first = records();
+        first.len() == 200
     }));
-    std::thread::sleep(Duration::from_millis(800));
+    assert!(wait_until(GENEROUS, || {
+        let now = records();
+        now.len() == 200 && now.iter().all(|r| !first.contains(r))
+    }));
     drop(holds);
     for _ in 0..200 {
         let got = done_rx.recv_timeout(GENEROUS).expect("every waiter ends");
