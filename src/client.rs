@@ -8,6 +8,7 @@ use crate::config::{Config, ServerAddress};
 use crate::error::Result;
 use crate::handover::HandOvers;
 use crate::keys;
+use crate::lock::RecordedOrders;
 use crate::metrics::{Metrics, Recorder};
 use crate::names::Named;
 use crate::pubsub::Dispatcher;
@@ -48,6 +49,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: Arc<Recorder>,
     /// This client's threads waiting for a lock that a release here may pass to them.
     pub(crate) handovers: HandOvers,
+    /// The lock-order pairs this client has recorded (`lock_order_checks`).
+    pub(crate) orders: RecordedOrders,
 }
 
 impl Client {
@@ -126,6 +129,7 @@ impl Client {
                 backend,
                 metrics,
                 handovers: HandOvers::default(),
+                orders: RecordedOrders::default(),
             }),
         };
         if check {

@@ -44,6 +44,8 @@ pub(crate) const ELECTION_CHANNEL: &str = "redlatch_election__channel";
 pub(crate) const LOCK_WAITS: &str = "redlatch_waits";
 /// Prefix of a client's index of its owners' waits (ours): see [`client_waits`].
 pub(crate) const CLIENT_WAITS: &str = "redlatch_waiting";
+/// Prefix of the order records of a pair of locks (ours): see [`lock_order`].
+pub(crate) const LOCK_ORDER: &str = "redlatch_order";
 /// What a force-unlock publishes on [`watch_channel`] before it deletes the lock.
 pub(crate) const FORCED_MESSAGE: &str = "forced";
 /// Suffix of a permit-expirable semaphore's permit expiries: `{name}:timeout`.
@@ -246,6 +248,12 @@ pub(crate) fn is_client_waits(key: &str) -> bool {
     after(key, CLIENT_WAITS).is_some()
 }
 
+/// Whether `key` holds the order records of a pair of locks ([`lock_order`]): no object's
+/// key.
+pub(crate) fn is_lock_order(key: &str) -> bool {
+    after(key, LOCK_ORDER).is_some()
+}
+
 /// What stands for the object's name in `key`, if `key` is a helper key that belongs to an
 /// object (a [`TAGGED_HELPERS`] key, a lock condition's key, an unlock latch, permit
 /// expiries or a read hold): the [`hashed`] name, whose [`unhashed`] names are the objects it
@@ -401,6 +409,14 @@ pub(crate) fn lock_waits(name: &str) -> String {
 /// graph learns what a holder waits for.
 pub(crate) fn client_waits(client_id: &str) -> String {
     tagged(CLIENT_WAITS, client_id)
+}
+
+/// The order records of the locks `first` and `second` (keys, `first` < `second` in byte
+/// order), the HASH `<d><held mode><taken mode>` -> `<ms> <who and where>` (see
+/// `lua/lock_order.lua`), plus the two names: `redlatch_order:<bytes of first>:<first>:<second>`.
+/// One key per pair, touched alone by its script, so it needs no slot of its own.
+pub(crate) fn lock_order(first: &str, second: &str) -> String {
+    format!("{LOCK_ORDER}:{}:{first}:{second}", first.len())
 }
 
 /// The keys and channels of the object `name`, in Redisson's layout: what `inspect` reads and

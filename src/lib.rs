@@ -290,7 +290,9 @@ mod metrics;
 mod names;
 mod net;
 mod objects;
+mod orders;
 mod pubsub;
+mod scan;
 mod scripts;
 mod semaphore;
 #[cfg(feature = "serde")]
@@ -316,8 +318,8 @@ pub use inspect::{
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
-    Condition, Lock, LockGuard, LockOwner, MultiLock, MultiLockGuard, Ownership, ReadWriteLock,
-    RedLock, ThreadOwned, WaitTimeoutResult,
+    Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, MultiLock, MultiLockGuard,
+    Ownership, ReadWriteLock, RedLock, ThreadOwned, WaitTimeoutResult,
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;

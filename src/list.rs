@@ -3,14 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::Inspection;
-use crate::keys::{helper_of, is_client_waits, is_unlock_latch, unhashed};
-
-/// Keys asked for per `SCAN` call.
-const SCAN_COUNT: usize = 1000;
+use crate::keys::{helper_of, is_client_waits, is_lock_order, is_unlock_latch, unhashed};
 
 impl Client {
     /// Finds the locks and synchronizers with a key matching the glob `pattern` (Redis's
@@ -63,37 +59,7 @@ impl Client {
         }
         let mapper = &self.inner.config.name_mapper;
         let pattern = &*mapper.map_pattern(pattern);
-        let mut keys = BTreeSet::new();
-        self.inner.backend.for_each_master(|pool| {
-            let mut cursor = 0u64;
-            loop {
-                let (next, page): (u64, Vec<Vec<u8>>) =
-                    pool.run(pattern, Policy::Retried, |c| {
-                        redis::cmd("SCAN")
-                            .arg(cursor)
-                            .arg("MATCH")
-                            .arg(pattern)
-                            .arg("COUNT")
-                            .arg(SCAN_COUNT)
-                            .query(c)
-                    })?;
-                for key in page {
-                    match String::from_utf8(key) {
-                        Ok(key) => {
-                            keys.insert(key);
-                        }
-                        Err(e) => log::debug!(
-                            "list: skipping a key that is not UTF-8: {:?}",
-                            String::from_utf8_lossy(e.as_bytes())
-                        ),
-                    }
-                }
-                if next == 0 {
-                    return Ok(());
-                }
-                cursor = next;
-            }
-        })?;
+        let keys = self.scan(pattern)?;
         let found = self.group(&keys)?;
         if mapper.is_identity() {
             return Ok(found);
@@ -163,7 +129,7 @@ impl Client {
         let rest: Vec<&String> = keys
             .iter()
             .filter(|k| !explained.contains(k.as_str()) && !is_unlock_latch(k))
-            .filter(|k| !is_client_waits(k))
+            .filter(|k| !is_client_waits(k) && !is_lock_order(k))
             .filter(|k| !tried.contains(*k))
             .collect();
         for key in rest {

@@ -296,6 +296,7 @@ scripts! {
 
     INSPECT: ["clock.lua", "inspect.lua"];
 
+    LOCK_ORDER: ["clock.lua", "lock_order.lua"];
     WAIT_RECORD: ["clock.lua", "wait_record.lua"];
     WAIT_RENEW: ["clock.lua", "wait_renew.lua"];
 }

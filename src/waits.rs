@@ -5,14 +5,10 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{helper_of, unhashed, LOCK_WAITS};
 use crate::lock::{parse_record, Graph, WaitGraph, WaitMode};
-
-/// Keys asked for per `SCAN` call.
-const SCAN_COUNT: usize = 1000;
 
 /// One thread recorded as waiting for a lock ([`Client::waits`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,28 +62,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn waits(&self) -> Result<Vec<WaitRecord>> {
-        let mut keys = Vec::new();
-        let pattern = format!("{LOCK_WAITS}:*");
-        self.inner.backend.for_each_master(|pool| {
-            let mut cursor = 0u64;
-            loop {
-                let (next, page): (u64, Vec<String>) =
-                    pool.run(&pattern, Policy::Retried, |c| {
-                        redis::cmd("SCAN")
-                            .arg(cursor)
-                            .arg("MATCH")
-                            .arg(&pattern)
-                            .arg("COUNT")
-                            .arg(SCAN_COUNT)
-                            .query(c)
-                    })?;
-                keys.extend(page);
-                if next == 0 {
-                    return Ok(());
-                }
-                cursor = next;
-            }
-        })?;
+        let keys = self.scan(&format!("{LOCK_WAITS}:*"))?;
         let mut graph = WaitGraph { client: self };
         let mut found = Vec::new();
         for key in keys {

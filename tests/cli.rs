@@ -480,7 +480,8 @@ fn waits_shows_a_recorded_wait_and_who_is_in_its_way_as_a_table_json_and_dot() {
         "the holder in its way: {text}"
     );
     assert!(!row.contains("CYCLE"), "{text}");
-    let all = json::parse(&ok(&server, &["waits", "--json"]));
+    let graph = json::parse(&ok(&server, &["waits", "--json"]));
+    let all = graph.get("waits");
     assert_eq!(all.len(), 1);
     assert_eq!(all.at(0).get("owner").str(), owner);
     assert_eq!(all.at(0).get("lock").str(), "cli:waits");
@@ -494,7 +495,40 @@ fn waits_shows_a_recorded_wait_and_who_is_in_its_way_as_a_table_json_and_dot() {
     );
     drop(_held);
     assert!(waiter.join().unwrap().unwrap());
-    assert!(ok(&server, &["waits", "--json"]).trim() == "[]");
+    let none = json::parse(&ok(&server, &["waits", "--json"]));
+    assert_eq!(none.get("waits").len(), 0);
+    assert_eq!(none.get("lock_order_warnings").len(), 0);
+
+    // Two locks taken in both orders: a lock-order warning in every form.
+    let config = Config::builder(server.url().as_str())
+        .lock_order_checks(true)
+        .build()
+        .unwrap();
+    let ordered = Client::new(config).unwrap();
+    for (first, second) in [("cli:o1", "cli:o2"), ("cli:o2", "cli:o1")] {
+        let ordered = ordered.clone();
+        thread::spawn(move || {
+            let _first = ordered.lock(first).lock().unwrap();
+            drop(ordered.lock(second).lock().unwrap());
+        })
+        .join()
+        .unwrap();
+    }
+    let text = ok(&server, &["waits"]);
+    assert!(
+        text.contains("LOCK ORDER  `cli:o1` and `cli:o2` are taken in both orders"),
+        "{text}"
+    );
+    let graph = json::parse(&ok(&server, &["waits", "--json"]));
+    let warnings = graph.get("lock_order_warnings");
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings.at(0).get("one").get("held").str(), "cli:o1");
+    assert_eq!(warnings.at(0).get("other").get("held").str(), "cli:o2");
+    let dot = ok(&server, &["waits", "--dot"]);
+    assert!(
+        dot.contains("\"cli:o2\" -> \"cli:o1\" [style=dashed"),
+        "{dot}"
+    );
 }
 
 #[test]

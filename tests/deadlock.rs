@@ -94,6 +94,7 @@ fn a_cycle_between_two_threads_ends_the_younger_wait_and_the_other_gets_its_lock
         .map(|s| (s.owner.as_str(), s.lock.as_str(), s.blocked_by.as_str()))
         .collect();
     assert_eq!(steps, [(&*b, "t:1", &*a), (&*a, "t:2", &*b)], "{err}");
+    assert_eq!(client.metrics().deadlocks, 1, "one victim counted");
     assert!(
         record(&server, "t:1", &b).is_none(),
         "the victim's record is gone"
@@ -412,4 +413,84 @@ fn a_cycle_across_three_processes_ends_the_youngest_wait() {
     let (outcome, _) = out_a.recv_timeout(GENEROUS).unwrap();
     outcome.expect("the oldest wait gets its lock last");
     go_a.send(()).unwrap();
+}
+
+/// The keys of the deployment's lock-order records.
+fn order_keys(server: &RedisServer) -> Vec<String> {
+    server.conn().keys("redlatch_order:*").unwrap()
+}
+
+#[test]
+fn locks_taken_in_opposite_orders_are_warned_of_and_reads_and_tries_are_not() {
+    let server = RedisServer::new();
+    let checking = |on: bool| {
+        let config = Config::builder(server.url().as_str())
+            .lock_order_checks(on)
+            .build()
+            .unwrap();
+        Client::new(config).unwrap()
+    };
+    let (one, two, off) = (checking(true), checking(true), checking(false));
+    let both = |c: &Client, first: &str, second: &str| {
+        let _first = c.lock(first).lock().unwrap();
+        let _second = c.lock(second).lock().unwrap();
+    };
+    both(&off, "o:a", "o:b");
+    both(&off, "o:b", "o:a");
+    assert!(
+        order_keys(&server).is_empty(),
+        "checks off: nothing recorded"
+    );
+
+    both(&one, "o:a", "o:b");
+    let keys = order_keys(&server);
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let ttl: i64 = server.conn().pttl(&keys[0]).unwrap();
+    assert!(ttl > 0 && ttl <= 24 * 3600 * 1000, "{ttl}");
+    let listed: Vec<String> = one.list("*").unwrap().into_iter().map(|i| i.name).collect();
+    assert!(
+        listed.is_empty(),
+        "order records are no objects: {listed:?}"
+    );
+    // A try never waits, so it cannot deadlock: b then a tried is no record.
+    {
+        let _b = two.lock("o:b").lock().unwrap();
+        let _a = two.lock("o:a").try_lock().unwrap().expect("free");
+    }
+    // Reads in both orders block nobody.
+    let read = |c: &Client, first: &str, second: &str| {
+        let _first = c.read_write_lock(first).read().lock().unwrap();
+        let _second = c.read_write_lock(second).read().lock().unwrap();
+    };
+    read(&one, "o:r1", "o:r2");
+    read(&two, "o:r2", "o:r1");
+    assert_eq!(two.metrics().lock_order_inversions, 0);
+    assert!(one.lock_order_warnings().unwrap().is_empty());
+
+    // The opposite order, on another thread of another client: warned of at once.
+    let (two_c, done) = (two.clone(), mpsc::channel());
+    std::thread::spawn(move || {
+        both(&two_c, "o:b", "o:a");
+        done.0.send(two_c.owner_id()).unwrap();
+    });
+    let other_owner = done.1.recv_timeout(GENEROUS).unwrap();
+    assert_eq!(two.metrics().lock_order_inversions, 1);
+    let warnings = off.lock_order_warnings().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let w = &warnings[0];
+    assert_eq!((w.one.held.as_str(), w.one.taken.as_str()), ("o:a", "o:b"));
+    assert_eq!(
+        (w.other.held.as_str(), w.other.taken.as_str()),
+        ("o:b", "o:a")
+    );
+    assert_eq!(w.one.held_mode, "exclusive");
+    assert!(w.one.by.starts_with(&one.owner_id()), "{}", w.one.by);
+    assert!(w.other.by.starts_with(&other_owner), "{}", w.other.by);
+    let pid = format!("pid {}", std::process::id());
+    assert!(w.other.by.contains(&pid), "{}", w.other.by);
+    assert!(w.other.by.contains("tests/deadlock.rs:"), "{}", w.other.by);
+    assert!(w.to_string().contains("opposite orders"), "{w}");
+    // Once per process: the same orders again are not sent again, nor counted.
+    both(&two, "o:b", "o:a");
+    assert_eq!(two.metrics().lock_order_inversions, 1);
 }

@@ -112,6 +112,7 @@ impl ConfigBuilder {
             metrics_lock_names: self.metrics_lock_names,
             check_on_connect: self.check_on_connect,
             deadlock_check_after: self.deadlock_check_after,
+            lock_order_checks: self.lock_order_checks,
         })
     }
 

@@ -112,6 +112,7 @@ impl ConfigBuilder {
             metrics_lock_names: false,
             check_on_connect: false,
             deadlock_check_after: Some(DEADLOCK_CHECK_AFTER),
+            lock_order_checks: false,
         }
     }
 
@@ -644,6 +645,37 @@ impl ConfigBuilder {
             (true, Some(after)) => Some(after),
             (true, None) => Some(DEADLOCK_CHECK_AFTER),
         };
+        self
+    }
+
+    /// Whether this client records the order in which its threads take locks, and warns when
+    /// two locks were taken in opposite orders anywhere in the deployment: before the
+    /// deadlock that those two orders can make happens (as the kernel's lockdep and Guava's
+    /// `CycleDetectingLockFactory` do inside one process).
+    ///
+    /// On, a thread that takes a lock while it holds others (a call that may wait: not a
+    /// `try_lock`) records each pair "held, then taken" on the server once per process (one
+    /// script call per new pair; a day's time to live, renewed every few hours while the pair
+    /// recurs); when the opposite order of a pair is on record from any client, a warning
+    /// names both orders, the owners, processes and the code that took them (logged at warn,
+    /// counted in [`Metrics::lock_order_inversions`](crate::Metrics::lock_order_inversions),
+    /// and listed by [`Client::lock_order_warnings`](crate::Client::lock_order_warnings) and
+    /// `redlatch waits`). Two reads never block each other, so reads taken in both orders
+    /// are no warning. See the guide's deadlock chapter.
+    ///
+    /// Defaults to off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .lock_order_checks(true)
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(config.lock_order_checks());
+    /// ```
+    pub fn lock_order_checks(mut self, on: bool) -> Self {
+        self.lock_order_checks = on;
         self
     }
 }

@@ -60,6 +60,8 @@ pub struct Config {
     pub(crate) check_on_connect: bool,
     /// How long a wait blocks before it looks for a deadlock; `None`: never.
     pub(crate) deadlock_check_after: Option<Duration>,
+    /// Whether the order in which this client's threads take locks is recorded and checked.
+    pub(crate) lock_order_checks: bool,
 }
 
 /// Whether a client on a Redis Cluster uses sharded pub/sub (`SSUBSCRIBE`, `SPUBLISH`,
@@ -226,6 +228,19 @@ impl Config {
         self.deadlock_check_after
     }
 
+    /// Whether this client records the order in which its threads take locks and warns of
+    /// two opposite orders ([`ConfigBuilder::lock_order_checks`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert!(!config.lock_order_checks());
+    /// ```
+    pub fn lock_order_checks(&self) -> bool {
+        self.lock_order_checks
+    }
+
     /// The most command connections a client opens.
     ///
     /// # Examples
@@ -354,4 +369,5 @@ pub struct ConfigBuilder {
     metrics_lock_names: bool,
     check_on_connect: bool,
     deadlock_check_after: Option<Duration>,
+    lock_order_checks: bool,
 }

@@ -2,6 +2,7 @@
 //! one path they take (try, wait on the lock's channel, leave a fair queue on giving up),
 //! which ends in a [`LockGuard`].
 
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,9 +12,11 @@ use crate::handover::Waiter;
 use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
+use crate::lock::order;
 use crate::lock::owner::Ownership;
 use crate::lock::raw::Attempt;
 use crate::lock::waits::Checks;
+use crate::lock::WaitMode;
 use crate::pubsub::Active;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::time::{check_deadline, check_duration, check_wait, millis};
@@ -42,6 +45,7 @@ impl<O: Ownership> Lock<O> {
     /// assert_eq!(client.lock("reports").hold_count()?, 1);
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn lock(&self) -> Result<LockGuard<O>> {
         match self.acquire(None)? {
             Some(guard) => Ok(guard),
@@ -70,6 +74,7 @@ impl<O: Ownership> Lock<O> {
     /// }
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_lock(&self) -> Result<Option<LockGuard<O>>> {
         self.acquire(Some(Instant::now()))
     }
@@ -92,6 +97,7 @@ impl<O: Ownership> Lock<O> {
     /// }
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard<O>>> {
         check_wait(wait)?;
         self.try_lock_until(Instant::now() + wait)
@@ -115,6 +121,7 @@ impl<O: Ownership> Lock<O> {
     /// let guard = client.lock("a").try_lock_until(deadline)?;
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockGuard<O>>> {
         check_deadline(deadline)?;
         self.acquire(Some(deadline))
@@ -125,6 +132,7 @@ impl<O: Ownership> Lock<O> {
     /// [`LockGuard::new`]. A fair lock's waiter that gives up (or fails, or is interrupted)
     /// leaves the queue before returning. A kind with a back-off (spin) waits on no channel:
     /// each retry comes after its next delay, or when the lease runs out if sooner.
+    #[track_caller]
     pub(super) fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockGuard<O>>> {
         self.acquire_capped(deadline, None)
     }
@@ -133,6 +141,7 @@ impl<O: Ownership> Lock<O> {
     /// taken again, whose watchdog entry is parked, so that [`lease_for`](Self::lease_for)
     /// cannot find its cap): each attempt sets a lease that ends by `cap`, and no release
     /// passes the lock to it (a pass sets the lease the waiter asked for when it joined).
+    #[track_caller]
     pub(super) fn acquire_capped(
         &self,
         deadline: Option<Instant>,
@@ -163,7 +172,8 @@ impl<O: Ownership> Lock<O> {
         };
         let span = trace::Span::acquire(self.raw.kind.label(), self.key(), self.lease);
         let _in_span = span.enter();
-        Acquiring::new(self, owner, deadline, cap, pacer).run(channel, &span)
+        let at = Location::caller();
+        Acquiring::new(self, owner, deadline, cap, pacer, at).run(channel, &span)
     }
 }
 
@@ -200,6 +210,8 @@ struct Acquiring<'a, O: Ownership> {
     /// The deadlock checks of a caller that waits, from its first busy attempt; their drop
     /// removes the wait's record.
     checks: Option<Checks>,
+    /// The caller's source line (a lock-order record names it).
+    at: &'static Location<'static>,
     /// Until the queue is left: a close lets that finish. A call that will not wait joins no
     /// queue, and a close does not wait for it.
     _active: Option<Active<'a>>,
@@ -212,6 +224,7 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         deadline: Option<Instant>,
         cap: Option<Instant>,
         pacer: Option<Pacer>,
+        at: &'static Location<'static>,
     ) -> Self {
         let raw = &lock.raw;
         let will_wait = deadline.is_none_or(|d| Instant::now() < d);
@@ -239,6 +252,7 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
             queued: will_wait,
             started: Instant::now(),
             checks: None,
+            at,
             _active: will_wait.then(|| dispatcher.active()),
         }
     }
@@ -255,6 +269,12 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
             lock.leave_passing(&self.owner, &waiter, &mut outcome);
         }
         self.record(span, &outcome);
+        if let (Ok(Some(_)), true) = (&outcome, O::ONE_THREAD && lock.raw.key.bound.is_none()) {
+            let raw = &lock.raw;
+            let read = raw.kind.wait_mode() == WaitMode::Read;
+            let (client, name) = (&raw.key.client, &raw.key.name);
+            order::took(client, &self.owner, name, read, self.will_wait, self.at);
+        }
         // Taken: no place is left. Refused (a non-reentrant kind that the owner holds): it
         // has none (taking the lock took it out, and the refusing script checks first).
         if matches!(outcome, Ok(Some(_)) | Err(Error::AlreadyHeld { .. })) {

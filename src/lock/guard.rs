@@ -6,8 +6,10 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::lock::handle::Lock;
+use crate::lock::order;
 use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
 use crate::lock::raw::Unlocked;
+use crate::lock::WaitMode;
 use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 
 /// One hold of a [`Lock`]; dropping it releases the hold.
@@ -361,6 +363,9 @@ impl<O: Ownership> LockGuard<O> {
             // The thread still holds the lock: it stays counted as holding one (for good;
             // over-counting only costs its waits a deadlock check).
             count_thread_guard(true);
+            let raw = &self.lock.raw;
+            let read = raw.kind.wait_mode() == WaitMode::Read;
+            order::kept(&raw.key.client, &raw.key.name, read);
         }
         let watchdog = &self.lock.raw.key.client.inner.watchdog;
         if let Some(w) = self.watch.take() {
@@ -490,6 +495,7 @@ impl<O: Ownership> Drop for LockGuard<O> {
     fn drop(&mut self) {
         if O::ONE_THREAD {
             count_thread_guard(false);
+            order::released(&self.lock.raw.key.client, &self.lock.raw.key.name);
         }
         if !self.released {
             if let Err(e) = self.release() {

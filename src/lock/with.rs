@@ -35,6 +35,7 @@ impl<O: Ownership> Lock<O> {
     /// assert_eq!(total, 42);
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn with<T, E: From<Error>>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let guard = self.lock()?;
         run_then_release(guard, f)
@@ -61,6 +62,7 @@ impl<O: Ownership> Lock<O> {
     /// }
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_with<T, E: From<Error>>(
         &self,
         f: impl FnOnce() -> Result<T, E>,
@@ -88,6 +90,7 @@ impl<O: Ownership> Lock<O> {
     /// }
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_with_for<T, E: From<Error>>(
         &self,
         wait: Duration,
@@ -115,6 +118,7 @@ impl<O: Ownership> Lock<O> {
     /// })?;
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_with_until<T, E: From<Error>>(
         &self,
         deadline: Instant,

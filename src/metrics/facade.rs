@@ -97,6 +97,16 @@ mod on {
                 Unit::Count,
                 "Pub/sub connections re-made"
             );
+            describe_counter!(
+                "redlatch_deadlocks_total",
+                Unit::Count,
+                "Waits ended as the victims of deadlocks"
+            );
+            describe_counter!(
+                "redlatch_lock_order_inversions_total",
+                Unit::Count,
+                "Pairs of locks taken in an order opposite to one on record"
+            );
         });
     }
 

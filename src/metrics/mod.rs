@@ -20,6 +20,8 @@ pub(crate) struct Recorder {
     pub(crate) failed_renewals: AtomicU64,
     pub(crate) lost: AtomicU64,
     pub(crate) reconnects: AtomicU64,
+    pub(crate) deadlocks: AtomicU64,
+    pub(crate) order_inversions: AtomicU64,
     /// A gauge: threads blocked in a wait of this client now.
     pub(crate) waiting: AtomicU64,
     pub(crate) wait: AtomicHistogram,
@@ -38,6 +40,8 @@ impl Recorder {
             failed_renewals: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
+            deadlocks: AtomicU64::new(0),
+            order_inversions: AtomicU64::new(0),
             waiting: AtomicU64::new(0),
             wait: AtomicHistogram::new(),
             hold: AtomicHistogram::new(),
@@ -121,6 +125,16 @@ impl Recorder {
         facade::count("redlatch_pubsub_reconnects_total");
     }
 
+    pub(crate) fn deadlocked(&self) {
+        self.deadlocks.fetch_add(1, Relaxed);
+        facade::count("redlatch_deadlocks_total");
+    }
+
+    pub(crate) fn order_inverted(&self) {
+        self.order_inversions.fetch_add(1, Relaxed);
+        facade::count("redlatch_lock_order_inversions_total");
+    }
+
     pub(crate) fn snapshot(&self) -> Metrics {
         Metrics {
             acquisitions: self.acquisitions.load(Relaxed),
@@ -130,6 +144,8 @@ impl Recorder {
             failed_renewals: self.failed_renewals.load(Relaxed),
             lost_locks: self.lost.load(Relaxed),
             pubsub_reconnects: self.reconnects.load(Relaxed),
+            deadlocks: self.deadlocks.load(Relaxed),
+            lock_order_inversions: self.order_inversions.load(Relaxed),
             waiting: self.waiting.load(Relaxed),
             wait_time: self.wait.snapshot(),
             hold_time: self.hold.snapshot(),
@@ -183,6 +199,13 @@ pub struct Metrics {
     pub lost_locks: u64,
     /// Pub/sub connections re-made after they broke (or moved: a Sentinel failover).
     pub pubsub_reconnects: u64,
+    /// Waits of this client that ended with [`Error::Deadlock`](crate::Error::Deadlock): the
+    /// victims of the cycles it found.
+    pub deadlocks: u64,
+    /// Pairs of locks this client's threads took in an order opposite to one on record
+    /// ([`ConfigBuilder::lock_order_checks`](crate::ConfigBuilder::lock_order_checks)): each
+    /// conflicting pair counts once per process (again when recorded anew after hours).
+    pub lock_order_inversions: u64,
     /// A gauge: threads of this client blocked in a wait right now (any lock, semaphore or
     /// latch). A thread counts from the moment it is subscribed, has re-checked, and blocks,
     /// until it leaves the wait: a release published once the count includes it wakes it.

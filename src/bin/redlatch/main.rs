@@ -260,14 +260,21 @@ fn list(client: &Client, args: &Args, pattern: &str) -> Outcome {
 
 fn waits(client: &Client, args: &Args, dot: bool) -> Outcome {
     let found = client.waits().map_err(|e| failure(e, args))?;
+    let orders = client.lock_order_warnings().map_err(|e| failure(e, args))?;
     if args.json {
-        out(&json_line(&found)?)?;
+        out(&json_line(&serde_json::json!({
+            "waits": found,
+            "lock_order_warnings": orders,
+        }))?)?;
     } else if dot {
-        out(&render::waits_dot(&found))?;
-    } else if found.is_empty() {
-        eprintln!("redlatch: no wait is recorded");
+        out(&render::waits_dot(&found, &orders))?;
     } else {
-        out(&render::waits_text(&found))?;
+        if found.is_empty() {
+            eprintln!("redlatch: no wait is recorded");
+        } else {
+            out(&render::waits_text(&found))?;
+        }
+        out(&render::orders_text(&orders))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use redlatch::{ClientConnection, Event, Holder, Inspection, Kind, Owner, WaitRecord};
+use redlatch::{
+    ClientConnection, Event, Holder, Inspection, Kind, LockOrderWarning, Owner, WaitRecord,
+};
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
 pub fn duration(d: Duration) -> String {
@@ -421,9 +423,25 @@ pub fn waits_text(waits: &[WaitRecord]) -> String {
     )
 }
 
+/// `redlatch waits`, below the table: one paragraph per lock-order warning.
+pub fn orders_text(warnings: &[LockOrderWarning]) -> String {
+    let mut out = String::new();
+    for w in warnings {
+        out.push_str(&format!(
+            "LOCK ORDER  `{}` and `{}` are taken in both orders, which can deadlock:
+  {}
+  {}
+",
+            w.one.held, w.one.taken, w.one, w.other
+        ));
+    }
+    out
+}
+
 /// `redlatch waits --dot`: a Graphviz digraph, waiter -> owner in its way, labelled with the
-/// lock; the edges of cycles red.
-pub fn waits_dot(waits: &[WaitRecord]) -> String {
+/// lock; the edges of cycles red; a dashed orange edge each way between two locks taken in
+/// opposite orders.
+pub fn waits_dot(waits: &[WaitRecord], warnings: &[LockOrderWarning]) -> String {
     let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
     let mut out = String::from("digraph waits {\n  rankdir=LR;\n  node [shape=box];\n");
     for w in waits {
@@ -435,6 +453,16 @@ pub fn waits_dot(waits: &[WaitRecord]) -> String {
                 quote(by),
                 quote(&format!("{} ({}, {})", w.lock, w.mode, duration(w.waited))),
                 if cycle { ", color=red" } else { "" }
+            ));
+        }
+    }
+    for w in warnings {
+        for o in [&w.one, &w.other] {
+            out.push_str(&format!(
+                "  {} -> {} [style=dashed, color=orange, label={}];\n",
+                quote(&o.held),
+                quote(&o.taken),
+                quote(&format!("then ({})", o.by)),
             ));
         }
     }

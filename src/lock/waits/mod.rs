@@ -113,6 +113,7 @@ impl Checks {
         match self.look() {
             Ok(None) => Ok(()),
             Ok(Some(cycle)) => {
+                self.client.inner.metrics.deadlocked();
                 log::warn!(
                     "`{}` (owner {}): this wait ends a deadlock: {}",
                     self.lock,

@@ -65,11 +65,14 @@ Shows the wait-for graph of the deployment, found with SCAN on every master: eac
 recorded as waiting for a lock (one blocked longer than its client's deadlock_check_after, 1 s
 unless set), how long it has waited, and the owners in its way; waits in a cycle (a deadlock
 not broken yet) are marked. Waits of Java peers and of clients with detection off are not
-recorded.
+recorded. Below the waits, the lock-order warnings: pairs of locks that some threads took in
+one order and others in the opposite order, which can deadlock (recorded by clients with
+lock_order_checks on).
 
-With --json: an array of objects (waited_ms in milliseconds). With --dot: a Graphviz digraph,
-an edge from each waiter to each owner in its way, labelled with the lock, cycles in red
-(`redlatch waits --dot | dot -Tsvg > waits.svg`).";
+With --json: an object {\"waits\": [...], \"lock_order_warnings\": [...]} (waited_ms in
+milliseconds). With --dot: a Graphviz digraph, an edge from each waiter to each owner in its
+way, labelled with the lock, cycles in red, and a dashed orange edge each way between two
+locks taken in opposite orders (`redlatch waits --dot | dot -Tsvg > waits.svg`).";
 
 const FORCE_UNLOCK_HELP: &str = "\
 Breaks the lock NAME whoever holds it (reentrant, fair, fenced, or read-write in its current

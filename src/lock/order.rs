@@ -1,0 +1,387 @@
+//! Lock-order warnings (opt-in, [`ConfigBuilder::lock_order_checks`]): each thread keeps
+//! the locks it holds; a thread that takes one more (in a call that may wait) records each
+//! pair "held, then taken" on the server, once per process; when the opposite order of a
+//! pair is on record from anywhere, both orders are reported before they deadlock.
+//!
+//! A pair's records are one HASH (`keys::lock_order`, `lua/lock_order.lua`): a field per
+//! direction and modes, `<d><held><taken>`, valued `<ms> <who and where>`. Two orders
+//! conflict when each one's held mode blocks the other's taken mode: reads block no reads.
+//!
+//! [`ConfigBuilder::lock_order_checks`]: crate::ConfigBuilder::lock_order_checks
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::Location;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::keys;
+use crate::scripts;
+use crate::time::millis;
+
+/// How long a pair's records stay on the server unless recorded again.
+const TTL: Duration = Duration::from_secs(24 * 3600);
+/// How long a process goes without recording a pair again while it recurs.
+const AGAIN: Duration = Duration::from_secs(4 * 3600);
+/// The most pairs a client remembers having recorded; past it, it forgets them all (and
+/// records each again once).
+const MAX_REMEMBERED: usize = 10_000;
+
+thread_local! {
+    /// The locks this thread holds, of clients that check lock order, in the order taken.
+    static HELD: RefCell<Vec<Held>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One hold of this thread's.
+struct Held {
+    /// The client's identity (its shared state's address).
+    client: usize,
+    lock: Arc<str>,
+    read: bool,
+}
+
+/// A pair's record as a client remembers it: the first and second key, and the field.
+type Pair = (Arc<str>, Arc<str>, [u8; 3]);
+
+/// The pairs a client has recorded, and when.
+#[derive(Default)]
+pub(crate) struct Recorded {
+    pairs: Mutex<HashMap<Pair, Instant>>,
+}
+
+/// One order in which an owner took two locks: `held`, then `taken`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct LockOrder {
+    /// The lock it held.
+    pub held: String,
+    /// How it held it: `read` or `exclusive` (every other kind, writes included).
+    pub held_mode: &'static str,
+    /// The lock it took while holding `held`.
+    pub taken: String,
+    /// How it took it: `read` or `exclusive`.
+    pub taken_mode: &'static str,
+    /// Who took them and where: the owner, the client's name, the process, its host, the
+    /// thread, and the source line of the acquire call.
+    pub by: String,
+    /// When it was last recorded, in ms since the Unix epoch on the server's clock.
+    pub recorded_ms: u64,
+}
+
+/// Two locks taken in opposite orders: two threads doing so at once can deadlock
+/// ([`Client::lock_order_warnings`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct LockOrderWarning {
+    /// One order (the first lock in byte order held first).
+    pub one: LockOrder,
+    /// The opposite order.
+    pub other: LockOrder,
+}
+
+impl fmt::Display for LockOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` ({}) then `{}` ({}) by {}",
+            self.held, self.held_mode, self.taken, self.taken_mode, self.by
+        )
+    }
+}
+
+impl fmt::Display for LockOrderWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "locks taken in opposite orders, which can deadlock: {}; and {}",
+            self.one, self.other
+        )
+    }
+}
+
+/// A record of the pair `(first, second)`: its field and value, as `lua/lock_order.lua`
+/// keeps them; `None` if it does not parse.
+pub(crate) fn parse(first: &str, second: &str, field: &str, value: &str) -> Option<LockOrder> {
+    let &[d, held_mode, taken_mode] = field.as_bytes() else {
+        return None;
+    };
+    let (held, taken) = match d {
+        b'1' => (first, second),
+        b'2' => (second, first),
+        _ => return None,
+    };
+    let (ms, by) = value.split_once(' ')?;
+    Some(LockOrder {
+        held: held.to_owned(),
+        held_mode: mode_word(held_mode)?,
+        taken: taken.to_owned(),
+        taken_mode: mode_word(taken_mode)?,
+        by: by.to_owned(),
+        recorded_ms: ms.parse().ok()?,
+    })
+}
+
+fn mode_word(letter: u8) -> Option<&'static str> {
+    match letter {
+        b'r' => Some("read"),
+        b'x' => Some("exclusive"),
+        _ => None,
+    }
+}
+
+/// Whether two opposite orders can deadlock: each one's held lock blocks the other's take
+/// of it (a read blocks no read).
+pub(crate) fn conflict(one: &LockOrder, other: &LockOrder) -> bool {
+    let blocks = |held: &str, taken: &str| !(held == "read" && taken == "read");
+    one.held == other.taken
+        && one.taken == other.held
+        && blocks(one.held_mode, other.taken_mode)
+        && blocks(other.held_mode, one.taken_mode)
+}
+
+/// The pairs of `orders` (the records of the pair `first` and another lock) that conflict,
+/// the order holding `first` first; each pair once.
+pub(crate) fn conflicts(first: &str, orders: &[LockOrder]) -> Vec<LockOrderWarning> {
+    let mut out = Vec::new();
+    for one in orders.iter().filter(|o| o.held == first) {
+        for other in orders.iter().filter(|o| conflict(one, o)) {
+            out.push(LockOrderWarning {
+                one: one.clone(),
+                other: other.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// The thread took `lock` (its key; `read` for a read hold): counted among its holds, and,
+/// when the call may have waited (`waits`), each pair with a lock it held already recorded.
+/// Nothing unless the client checks lock order.
+pub(crate) fn took(
+    client: &Client,
+    owner: &str,
+    lock: &Arc<str>,
+    read: bool,
+    waits: bool,
+    at: &'static Location<'static>,
+) {
+    if !client.inner.config.lock_order_checks {
+        return;
+    }
+    let me = identity(client);
+    let mut held: Vec<(Arc<str>, bool)> = Vec::new();
+    let _ = HELD.try_with(|h| {
+        let mut h = h.borrow_mut();
+        for e in h.iter().filter(|e| e.client == me && e.lock != *lock) {
+            if !held.iter().any(|(l, r)| *l == e.lock && *r == e.read) {
+                held.push((Arc::clone(&e.lock), e.read));
+            }
+        }
+        h.push(Held {
+            client: me,
+            lock: Arc::clone(lock),
+            read,
+        });
+    });
+    if waits {
+        for (before, before_read) in held {
+            record(client, owner, &before, before_read, lock, read, at);
+        }
+    }
+}
+
+/// The thread still holds `lock` (a guard leaked): counted again among its holds.
+pub(crate) fn kept(client: &Client, lock: &Arc<str>, read: bool) {
+    if !client.inner.config.lock_order_checks {
+        return;
+    }
+    let me = identity(client);
+    let _ = HELD.try_with(|h| {
+        h.borrow_mut().push(Held {
+            client: me,
+            lock: Arc::clone(lock),
+            read,
+        })
+    });
+}
+
+/// The thread no longer holds `lock` through this guard.
+pub(crate) fn released(client: &Client, lock: &Arc<str>) {
+    if !client.inner.config.lock_order_checks {
+        return;
+    }
+    let me = identity(client);
+    let _ = HELD.try_with(|h| {
+        let mut h = h.borrow_mut();
+        if let Some(i) = h.iter().rposition(|e| e.client == me && e.lock == *lock) {
+            h.remove(i);
+        }
+    });
+}
+
+fn identity(client: &Client) -> usize {
+    Arc::as_ptr(&client.inner) as usize
+}
+
+/// Records "`before`, then `lock`" unless recorded lately, and reports the opposite orders
+/// on record that conflict with it.
+fn record(
+    client: &Client,
+    owner: &str,
+    before: &Arc<str>,
+    before_read: bool,
+    lock: &Arc<str>,
+    read: bool,
+    at: &'static Location<'static>,
+) {
+    let letter = |r: bool| if r { b'r' } else { b'x' };
+    let (first, second, d) = if before < lock {
+        (before, lock, b'1')
+    } else {
+        (lock, before, b'2')
+    };
+    let field = [d, letter(before_read), letter(read)];
+    let remembered = (Arc::clone(first), Arc::clone(second), field);
+    {
+        let mut pairs = client.inner.orders.pairs.lock();
+        if pairs.get(&remembered).is_some_and(|t| t.elapsed() < AGAIN) {
+            return;
+        }
+        if pairs.len() >= MAX_REMEMBERED {
+            pairs.clear();
+        }
+        pairs.insert(remembered.clone(), Instant::now());
+    }
+    let field = std::str::from_utf8(&field).unwrap_or_default();
+    let by = format!(
+        "{owner} ({}, {}, thread {}) at {}:{}",
+        client.inner.config.client_name,
+        process(),
+        std::thread::current().name().unwrap_or("unnamed"),
+        at.file(),
+        at.line()
+    );
+    let opposite = match send(client, first, second, field, &by) {
+        Ok(opposite) => opposite,
+        Err(e) => {
+            log::debug!("recording the lock order `{before}` then `{lock}` failed: {e}");
+            client.inner.orders.pairs.lock().remove(&remembered);
+            return;
+        }
+    };
+    let mapper = &client.inner.config.name_mapper;
+    let shown = |key: &str| mapper.name_of(key).unwrap_or_else(|| key.to_owned());
+    let (first, second) = (shown(first), shown(second));
+    let Some(mine) = parse(&first, &second, field, "0 ") else {
+        return;
+    };
+    let mine = LockOrder { by, ..mine };
+    for (f, v) in opposite {
+        let Some(theirs) = parse(&first, &second, &f, &v) else {
+            continue;
+        };
+        if conflict(&mine, &theirs) {
+            client.inner.metrics.order_inverted();
+            log::warn!(
+                "{}",
+                LockOrderWarning {
+                    one: mine.clone(),
+                    other: theirs,
+                }
+            );
+        }
+    }
+}
+
+/// Runs `lua/lock_order.lua`: the opposite order's records.
+fn send(
+    client: &Client,
+    first: &str,
+    second: &str,
+    field: &str,
+    by: &str,
+) -> Result<Vec<(String, String)>> {
+    let key = keys::lock_order(first, second);
+    client.inner.backend.run(&key, |c| {
+        scripts::LOCK_ORDER
+            .key(&key)
+            .arg(first)
+            .arg(second)
+            .arg(field)
+            .arg(by)
+            .arg(millis(TTL))
+            .invoke(c)
+    })
+}
+
+/// This process as a record names it: `pid <pid> on <host>`.
+fn process() -> &'static str {
+    static PROCESS: OnceLock<String> = OnceLock::new();
+    PROCESS.get_or_init(|| {
+        format!(
+            "pid {} on {}",
+            std::process::id(),
+            gethostname::gethostname().to_string_lossy()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(held: &str, hm: &'static str, taken: &str, tm: &'static str) -> LockOrder {
+        LockOrder {
+            held: held.into(),
+            held_mode: hm,
+            taken: taken.into(),
+            taken_mode: tm,
+            by: "t".into(),
+            recorded_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_record_parses_into_its_order() {
+        let o = parse("a", "b", "2rx", "17 owner at x.rs:3").unwrap();
+        assert_eq!((o.held.as_str(), o.taken.as_str()), ("b", "a"));
+        assert_eq!((o.held_mode, o.taken_mode), ("read", "exclusive"));
+        assert_eq!((o.recorded_ms, o.by.as_str()), (17, "owner at x.rs:3"));
+        assert!(parse("a", "b", "3xx", "1 x").is_none());
+        assert!(parse("a", "b", "1xq", "1 x").is_none());
+        assert!(parse("a", "b", "1xx", "soon x").is_none());
+        assert!(parse("a", "b", "first", "a").is_none());
+    }
+
+    #[test]
+    fn opposite_orders_conflict_unless_reads_meet_reads() {
+        let ab = order("a", "exclusive", "b", "exclusive");
+        assert!(conflict(&ab, &order("b", "exclusive", "a", "exclusive")));
+        assert!(!conflict(&ab, &ab), "one order is no conflict");
+        // Read a then read b; read b then read a: nobody blocks anybody.
+        let rr = order("a", "read", "b", "read");
+        assert!(!conflict(&rr, &order("b", "read", "a", "read")));
+        // Read a then take b; hold b then read a: the read of a waits for no reader, so
+        // only the take of b waits, and nothing closes a cycle.
+        let rx = order("a", "read", "b", "exclusive");
+        assert!(!conflict(&rx, &order("b", "exclusive", "a", "read")));
+        assert!(conflict(&rx, &order("b", "exclusive", "a", "exclusive")));
+        let found = conflicts(
+            "a",
+            &[
+                order("b", "exclusive", "a", "exclusive"),
+                ab.clone(),
+                rr.clone(),
+            ],
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].one, ab);
+    }
+}
