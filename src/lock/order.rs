@@ -381,7 +381,9 @@ mod tests {
                 rr.clone(),
             ],
         );
-        assert_eq!(found.len(), 1);
-        assert_eq!(found[0].one, ab);
+        // Reads of a and b against writes of both in the opposite order: the writer blocks
+        // both reads, and the reads block it.
+        let ones: Vec<&LockOrder> = found.iter().map(|w| &w.one).collect();
+        assert_eq!(ones, [&ab, &rr]);
     }
 }
