@@ -9,7 +9,7 @@
 //! client threads 10 nice levels below the server, which then runs whenever it has work (on one
 //! machine, the nearest to a server on a host of its own).
 //! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput,
-//! condition, election, deadlock. To add one: a
+//! condition, election, deadlock, deadlock_cost. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 #[path = "locks/condition.rs"]
@@ -52,6 +52,7 @@ const WORKLOADS: &[&str] = &[
     "condition",
     "election",
     "deadlock",
+    "deadlock_cost",
 ];
 
 fn main() {
@@ -111,6 +112,7 @@ fn main() {
             "condition" => condition::condition(&mut ctx),
             "election" => election::election(&mut ctx),
             "deadlock" => deadlock::deadlock(&mut ctx),
+            "deadlock_cost" => deadlock::deadlock_cost(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());

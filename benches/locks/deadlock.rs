@@ -76,3 +76,89 @@ pub(super) fn deadlock(ctx: &mut Ctx) -> Json {
         .num("server_cpu_us_to_error", per_round)
         .int("cycles", ROUNDS)
 }
+
+/// The settings `deadlock_cost` compares: detection off, on as it is by default (1 s), and on
+/// with every wait past 2 ms checked.
+const SETTINGS: [(&str, Option<Duration>); 3] = [
+    ("off", None),
+    ("on", Some(Duration::from_secs(1))),
+    ("on_2ms", Some(Duration::from_millis(2))),
+];
+const COST_ROUNDS: usize = 3;
+const COST_RUN: Duration = Duration::from_secs(2);
+const COST_THREADS: usize = 4;
+/// How long a thread holds the shared lock: the others wait about three times as long, past
+/// the 2 ms setting's check.
+const COST_HOLD: Duration = Duration::from_millis(1);
+
+/// `deadlock_cost`: what detection costs a contended workload whose waiters hold a lock (the
+/// only waits it looks at). Four threads over two clients each take a lock of their own, then
+/// a shared one, hold it 1 ms, and release both, for 2 s; the settings of [`SETTINGS`] alternate, three
+/// rounds each. The figure is the server's CPU per cycle (`INFO cpu`) and cycles per second.
+pub(super) fn deadlock_cost(ctx: &mut Ctx) -> Json {
+    let mut cpu = [0.0f64; SETTINGS.len()];
+    let mut cycles = [0usize; SETTINGS.len()];
+    for _ in 0..COST_ROUNDS {
+        for (i, (_, after)) in SETTINGS.iter().enumerate() {
+            let client = || {
+                let config = redlatch::Config::builder(ctx.url.as_str());
+                let config = match after {
+                    Some(after) => config.deadlock_check_after(*after),
+                    None => config.deadlock_detection(false),
+                };
+                redlatch::Client::new(config.build().expect("config")).expect("client")
+            };
+            let clients = [client(), client()];
+            let before = super::server_cpu_us(&mut ctx.raw);
+            let end = Instant::now() + COST_RUN;
+            let done: usize = thread::scope(|s| {
+                let runs: Vec<_> = (0..COST_THREADS)
+                    .map(|t| {
+                        let client = &clients[t % 2];
+                        s.spawn(move || {
+                            let own = client.lock(&format!("bench:dlc:own:{t}"));
+                            let shared = client.lock("bench:dlc:shared");
+                            let mut n = 0;
+                            while Instant::now() < end {
+                                let held = own.lock().expect("own");
+                                let inner = shared.lock().expect("shared");
+                                thread::sleep(COST_HOLD);
+                                drop((inner, held));
+                                n += 1;
+                            }
+                            n
+                        })
+                    })
+                    .collect();
+                runs.into_iter().map(|r| r.join().expect("thread")).sum()
+            });
+            cpu[i] += super::server_cpu_us(&mut ctx.raw) - before;
+            cycles[i] += done;
+        }
+    }
+    let per_cycle = |i: usize| cpu[i] / cycles[i].max(1) as f64;
+    let rate = |i: usize| cycles[i] as f64 / (COST_ROUNDS as f64 * COST_RUN.as_secs_f64());
+    eprintln!(
+        "deadlock_cost: {COST_THREADS} threads each holding a lock of their own while \
+         contending for a shared one, {COST_ROUNDS} alternating rounds of {} s: server CPU per \
+         cycle {:.1} us off, {:.1} us on (check after 1 s: ratio {:.3}), {:.1} us checking \
+         every wait past 2 ms (ratio {:.3}); cycles/s {:.0}, {:.0}, {:.0}",
+        COST_RUN.as_secs(),
+        per_cycle(0),
+        per_cycle(1),
+        per_cycle(1) / per_cycle(0),
+        per_cycle(2),
+        per_cycle(2) / per_cycle(0),
+        rate(0),
+        rate(1),
+        rate(2),
+    );
+    let mut json = ctx.json("deadlock_cost").int("threads", COST_THREADS);
+    for (i, (name, _)) in SETTINGS.iter().enumerate() {
+        json = json
+            .num(&format!("server_cpu_us_per_cycle_{name}"), per_cycle(i))
+            .num(&format!("cycles_per_s_{name}"), rate(i));
+    }
+    json.num2("ratio_on", per_cycle(1) / per_cycle(0))
+        .num2("ratio_on_2ms", per_cycle(2) / per_cycle(0))
+}
