@@ -116,7 +116,7 @@ pub(super) fn deadlock_cost(ctx: &mut Ctx) -> Json {
                     .map(|t| {
                         let client = &clients[t % 2];
                         s.spawn(move || {
-                            let own = client.lock(&format!("bench:dlc:own:{t}"));
+                            let own = client.lock(format!("bench:dlc:own:{t}"));
                             let shared = client.lock("bench:dlc:shared");
                             let mut n = 0;
                             while Instant::now() < end {
