@@ -494,6 +494,8 @@ mod tests {
             election_channel("name"),
             lock_waits("name"),
             client_waits("<client uuid>"),
+            // `<n>`: the first name's length, here that of `<first>`.
+            lock_order("<first>", "<second>").replacen(":7:", ":<n>:", 1),
         ]);
         keys
     }

@@ -230,6 +230,7 @@
 //! | `redlatch_election__channel:{name}` | election (ours): channel, a new leader's (or value's) term, `0` when a leader resigns |
 //! | `redlatch_waits:{name}` | [deadlock detection](crate::_guide::deadlocks) (ours): HASH owner → `<expires> <since> <mode>` (ms, server clock; mode `x`, `f`, `r` or `w`) of each owner blocked on the lock longer than its client's `deadlock_check_after`; renewed while it waits, removed as the wait ends |
 //! | `redlatch_waiting:{<client uuid>}` | deadlock detection (ours): HASH owner → `<expires> <since> <lock>`, the lock each of the client's recorded waiters waits for |
+//! | `redlatch_order:<n>:<first>:<second>` | [lock-order warnings](crate::_guide::deadlocks) (ours, opt-in): HASH of the orders in which owners took two locks, `<d><held mode><taken mode>` → `<ms> <who and where>`, plus `first` and `second` (the names, `<n>` the first's length in bytes); a day's TTL, renewed while the pair recurs |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
