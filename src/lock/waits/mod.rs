@@ -35,6 +35,9 @@ use cycle::{Edge, Wait, BOUNDS};
 pub(crate) use cycle::{Graph, Mode};
 pub(crate) use graph::{parse_record, Server};
 
+/// How many times the removal of a record is sent when no reply comes.
+const REMOVE_TRIES: usize = 3;
+
 /// The most time between two checks of one wait.
 const MAX_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -223,13 +226,22 @@ impl Checks {
         keys::client_waits(self.client.id())
     }
 
-    /// Deletes the record and the index entry (each expires within a lease anyway).
+    /// Deletes the record and the index entry (each expires within a lease anyway). `HDEL`
+    /// is idempotent, so a call that may have run (a connection killed under it) is sent
+    /// again, up to [`REMOVE_TRIES`] times: a record left behind would be a false edge, one
+    /// that a later check of another wait could close a cycle with, until it expires.
     fn remove(&self) {
         let backend = &self.client.inner.backend;
         for key in [self.waits_key(), self.index_key()] {
-            let removed: Result<i64> = backend.run(&key, |c| {
-                redis::cmd("HDEL").arg(&key).arg(&*self.owner).query(c)
-            });
+            let mut removed: Result<i64> = Ok(0);
+            for _ in 0..REMOVE_TRIES {
+                removed = backend.run(&key, |c| {
+                    redis::cmd("HDEL").arg(&key).arg(&*self.owner).query(c)
+                });
+                if removed.is_ok() {
+                    break;
+                }
+            }
             if let Err(e) = removed {
                 log::debug!(
                     "removing the wait record of {} from `{key}` failed: {e}; it expires \
