@@ -7,12 +7,13 @@ use crate::backend::Backend;
 use crate::config::{Config, ServerAddress};
 use crate::error::Result;
 use crate::handover::HandOvers;
+use crate::history::{History, FLUSH_EVERY};
 use crate::keys;
 use crate::lock::RecordedOrders;
 use crate::metrics::{Metrics, Recorder};
 use crate::names::Named;
 use crate::pubsub::Dispatcher;
-use crate::watchdog::Watchdog;
+use crate::watchdog::{Chore, Watchdog};
 
 /// A connection to one Redis deployment, from which locks are made.
 ///
@@ -51,6 +52,8 @@ pub(crate) struct Inner {
     pub(crate) handovers: HandOvers,
     /// The lock-order pairs this client has recorded (`lock_order_checks`).
     pub(crate) orders: RecordedOrders,
+    /// This client's history recorder, when it records one (`history`).
+    pub(crate) history: Option<Arc<History>>,
 }
 
 impl Client {
@@ -94,12 +97,23 @@ impl Client {
         config.connection_name = Some(name.as_str().into());
         let metrics = Arc::new(Recorder::new().labelled_by_name(config.metrics_lock_names));
         let backend = Arc::new(Backend::open(&config)?);
+        let history = config
+            .history
+            .map(|max| Arc::new(History::new(&id, &config.client_name, max)));
+        let chore = history.as_ref().map(|history| {
+            let (history, backend) = (Arc::clone(history), Arc::clone(&backend));
+            Chore {
+                every: FLUSH_EVERY,
+                run: Box::new(move || history.flush(&backend)),
+            }
+        });
         let watchdog = Watchdog::start(
             Arc::clone(&backend),
             config.watchdog_timeout,
             config.renew_batch_size,
             config.replica_sync,
             Arc::clone(&metrics),
+            chore,
         )?;
         // A pub/sub connection back after a loss (a restart, a failover) has every hold
         // checked at once, not at its next renewal, on fresh command connections. So does
@@ -130,6 +144,7 @@ impl Client {
                 metrics,
                 handovers: HandOvers::default(),
                 orders: RecordedOrders::default(),
+                history,
             }),
         };
         if check {

@@ -46,6 +46,10 @@ pub(crate) const LOCK_WAITS: &str = "redlatch_waits";
 pub(crate) const CLIENT_WAITS: &str = "redlatch_waiting";
 /// Prefix of the order records of a pair of locks (ours): see [`lock_order`].
 pub(crate) const LOCK_ORDER: &str = "redlatch_order";
+/// Prefix of a client's history stream (ours): see [`history`].
+pub(crate) const HISTORY: &str = "redlatch_history";
+/// Prefix of a client's who's-who for its history (ours): see [`history_who`].
+pub(crate) const HISTORY_WHO: &str = "redlatch_history_who";
 /// What a force-unlock publishes on [`watch_channel`] before it deletes the lock.
 pub(crate) const FORCED_MESSAGE: &str = "forced";
 /// Suffix of a permit-expirable semaphore's permit expiries: `{name}:timeout`.
@@ -248,6 +252,12 @@ pub(crate) fn is_client_waits(key: &str) -> bool {
     after(key, CLIENT_WAITS).is_some()
 }
 
+/// Whether `key` is a client's history stream or its who's-who ([`history`],
+/// [`history_who`]): no object's key.
+pub(crate) fn is_history(key: &str) -> bool {
+    after(key, HISTORY).is_some() || after(key, HISTORY_WHO).is_some()
+}
+
 /// Whether `key` holds the order records of a pair of locks ([`lock_order`]): no object's
 /// key.
 pub(crate) fn is_lock_order(key: &str) -> bool {
@@ -419,6 +429,24 @@ pub(crate) fn lock_order(first: &str, second: &str) -> String {
     format!("{LOCK_ORDER}:{}:{first}:{second}", first.len())
 }
 
+/// A client's history, a capped STREAM of events (fields in `history/event.rs`):
+/// `redlatch_history:{<client uuid>}`.
+pub(crate) fn history(client_id: &str) -> String {
+    tagged(HISTORY, client_id)
+}
+
+/// The client id of the history stream `key` ([`history`]), if it is one.
+pub(crate) fn history_client(key: &str) -> Option<&str> {
+    after(key, HISTORY)?.strip_prefix('{')?.strip_suffix('}')
+}
+
+/// Who a client's history stream is from, the HASH `client`, `host`, `pid` and
+/// `thread:<owner>` -> the owner's thread name: `redlatch_history_who:{<client uuid>}`, in the
+/// stream's slot.
+pub(crate) fn history_who(client_id: &str) -> String {
+    tagged(HISTORY_WHO, client_id)
+}
+
 /// The keys and channels of the object `name`, in Redisson's layout: what `inspect` reads and
 /// `watch` subscribes.
 pub(crate) struct Layout {
@@ -496,6 +524,8 @@ mod tests {
             client_waits("<client uuid>"),
             // `<n>`: the first name's length, here that of `<first>`.
             lock_order("<first>", "<second>").replacen(":7:", ":<n>:", 1),
+            history("<client uuid>"),
+            history_who("<client uuid>"),
         ]);
         keys
     }

@@ -231,6 +231,8 @@
 //! | `redlatch_waits:{name}` | [deadlock detection](crate::_guide::deadlocks) (ours): HASH owner → `<expires> <since> <mode>` (ms, server clock; mode `x`, `f`, `r` or `w`) of each owner blocked on the lock longer than its client's `deadlock_check_after`; renewed while it waits, removed as the wait ends |
 //! | `redlatch_waiting:{<client uuid>}` | deadlock detection (ours): HASH owner → `<expires> <since> <lock>`, the lock each of the client's recorded waiters waits for |
 //! | `redlatch_order:<n>:<first>:<second>` | [lock-order warnings](crate::_guide::deadlocks) (ours, opt-in): HASH of the orders in which owners took two locks, `<d><held mode><taken mode>` → `<ms> <who and where>`, plus `first` and `second` (the names, `<n>` the first's length in bytes); a day's TTL, renewed while the pair recurs |
+//! | `redlatch_history:{<client uuid>}` | [history](crate::ConfigBuilder::history) (ours, opt-in): a client's capped STREAM of events (`k` kind, `l` lock, `o` owner, `m` lock kind, `t` server µs, `w` waited µs, `h` held µs); a day's TTL past its last write |
+//! | `redlatch_history_who:{<client uuid>}` | history (ours): HASH `client`, `host`, `pid`, and `thread:<owner>` → thread name, for the stream beside it |
 //!
 //! # Differences from `std::sync::Mutex`
 //!
@@ -281,6 +283,7 @@ mod election;
 mod error;
 mod fenced;
 mod handover;
+mod history;
 mod inspect;
 mod interrupt;
 mod keys;
@@ -301,10 +304,12 @@ mod ser;
 #[cfg(test)]
 mod testing;
 mod time;
+mod timeline;
 mod trace;
 mod waits;
 mod watch;
 mod watchdog;
+mod whoami;
 
 pub use backoff::Backoff;
 pub use check::{Finding, Risk};
@@ -313,6 +318,7 @@ pub use config::{Config, ConfigBuilder, ServerAddress, ShardedSubscriptionMode};
 pub use election::{Election, Leader, Leadership, Observer};
 pub use error::{DeadlockStep, Error, Result};
 pub use fenced::FencedResource;
+pub use history::{HistoryEvent, HistoryKind};
 pub use inspect::{
     ClientConnection, ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry,
 };

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::Inspection;
-use crate::keys::{helper_of, is_client_waits, is_lock_order, is_unlock_latch, unhashed};
+use crate::keys::{
+    helper_of, is_client_waits, is_history, is_lock_order, is_unlock_latch, unhashed,
+};
 
 impl Client {
     /// Finds the locks and synchronizers with a key matching the glob `pattern` (Redis's
@@ -129,7 +131,7 @@ impl Client {
         let rest: Vec<&String> = keys
             .iter()
             .filter(|k| !explained.contains(k.as_str()) && !is_unlock_latch(k))
-            .filter(|k| !is_client_waits(k) && !is_lock_order(k))
+            .filter(|k| !is_client_waits(k) && !is_lock_order(k) && !is_history(k))
             .filter(|k| !tried.contains(*k))
             .collect();
         for key in rest {

@@ -113,6 +113,7 @@ impl ConfigBuilder {
             check_on_connect: self.check_on_connect,
             deadlock_check_after: self.deadlock_check_after,
             lock_order_checks: self.lock_order_checks,
+            history: self.history,
         })
     }
 
@@ -126,6 +127,9 @@ impl ConfigBuilder {
         check_duration("response_timeout", self.response_timeout)?;
         check_duration("watchdog_timeout", self.watchdog_timeout)?;
         check_duration("fair_thread_wait", self.fair_thread_wait)?;
+        if self.history == Some(0) {
+            return Err(Error::invalid("history_max_len must be at least 1"));
+        }
         if let Some(after) = self.deadlock_check_after {
             check_duration("deadlock_check_after", after)?;
         }

@@ -8,6 +8,8 @@ use crate::backoff::Backoff;
 use crate::names::NameMapper;
 use crate::net::Certificates;
 
+/// The most events a client's history keeps, unless set.
+const HISTORY_MAX_LEN: usize = 10_000;
 /// How long a wait blocks before it looks for a deadlock, unless set.
 const DEADLOCK_CHECK_AFTER: Duration = Duration::from_secs(1);
 
@@ -113,6 +115,7 @@ impl ConfigBuilder {
             check_on_connect: false,
             deadlock_check_after: Some(DEADLOCK_CHECK_AFTER),
             lock_order_checks: false,
+            history: None,
         }
     }
 
@@ -676,6 +679,50 @@ impl ConfigBuilder {
     /// ```
     pub fn lock_order_checks(mut self, on: bool) -> Self {
         self.lock_order_checks = on;
+        self
+    }
+
+    /// Whether this client records the history of its locks on the server: every acquire
+    /// (and the start of every wait), release, loss, timed-out wait and deadlock of its
+    /// threads, with the owner, thread, process, host and the server's time, in a capped
+    /// stream of its own (`redlatch_history:{<client uuid>}`, a day's TTL past its last write),
+    /// written once a second by the watchdog thread in one pipelined call. What
+    /// [`Client::history`](crate::Client::history) and `redlatch history` read, and what
+    /// `redlatch top` computes rates and blame from.
+    ///
+    /// Defaults to off: nothing is recorded or sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").history(true).build().unwrap();
+    /// assert_eq!(config.history(), Some(10_000));
+    /// ```
+    pub fn history(mut self, on: bool) -> Self {
+        self.history = match (on, self.history) {
+            (false, _) => None,
+            (true, Some(max)) => Some(max),
+            (true, None) => Some(HISTORY_MAX_LEN),
+        };
+        self
+    }
+
+    /// The most events this client's history stream keeps (about: Redis trims whole nodes of
+    /// the stream), and turns the history on.
+    ///
+    /// Defaults to 10,000. Must be at least 1.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .history_max_len(500)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.history(), Some(500));
+    /// ```
+    pub fn history_max_len(mut self, max: usize) -> Self {
+        self.history = Some(max);
         self
     }
 }

@@ -62,6 +62,8 @@ pub struct Config {
     pub(crate) deadlock_check_after: Option<Duration>,
     /// Whether the order in which this client's threads take locks is recorded and checked.
     pub(crate) lock_order_checks: bool,
+    /// The most events the client's history stream keeps, when it records one.
+    pub(crate) history: Option<usize>,
 }
 
 /// Whether a client on a Redis Cluster uses sharded pub/sub (`SSUBSCRIBE`, `SPUBLISH`,
@@ -241,6 +243,19 @@ impl Config {
         self.lock_order_checks
     }
 
+    /// The most events this client's history keeps on the server, or `None` when it records
+    /// none ([`ConfigBuilder::history`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").history(true).build().unwrap();
+    /// assert_eq!(config.history(), Some(10_000));
+    /// ```
+    pub fn history(&self) -> Option<usize> {
+        self.history
+    }
+
     /// The most command connections a client opens.
     ///
     /// # Examples
@@ -370,4 +385,5 @@ pub struct ConfigBuilder {
     check_on_connect: bool,
     deadlock_check_after: Option<Duration>,
     lock_order_checks: bool,
+    history: Option<usize>,
 }

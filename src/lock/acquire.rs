@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crate::backoff::Pacer;
 use crate::error::{Error, Result};
 use crate::handover::Waiter;
+use crate::history::HistoryKind;
 use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
@@ -269,6 +270,13 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
             lock.leave_passing(&self.owner, &waiter, &mut outcome);
         }
         self.record(span, &outcome);
+        let waited = Some(self.started.elapsed());
+        match &outcome {
+            Ok(Some(_)) => self.history(HistoryKind::Acquire, waited),
+            Ok(None) if self.will_wait => self.history(HistoryKind::TimedOut, waited),
+            Err(Error::Deadlock { .. }) => self.history(HistoryKind::Deadlock, waited),
+            _ => {}
+        }
         if let (Ok(Some(_)), true) = (&outcome, O::ONE_THREAD && lock.raw.key.bound.is_none()) {
             let raw = &lock.raw;
             let read = raw.kind.wait_mode() == WaitMode::Read;
@@ -290,6 +298,7 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         if self.attempts == 2 {
             log::debug!("waiting for `{}` (owner {})", lock.key(), self.owner);
             lock.raw.before_wait(&self.owner);
+            self.history(HistoryKind::Wait, None);
             // Only the waits of a thread that holds a lock are recorded: one that holds none is
             // in nobody's way. Not a `LockOwner`'s (its other threads may release what it
             // holds, so its wait is no edge of a cycle), nor a RedLock member's (its calls are
@@ -394,6 +403,16 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         match &mut self.pacer {
             Some(pacer) => pacer.next_delay().min(ttl),
             None => ttl,
+        }
+    }
+
+    /// Records `kind` in the client's history, if it keeps one (not for a RedLock member,
+    /// whose lock lives elsewhere).
+    fn history(&self, kind: HistoryKind, waited: Option<Duration>) {
+        let raw = &self.lock.raw;
+        if let (Some(history), None) = (&raw.key.client.inner.history, &raw.key.bound) {
+            let (name, mode) = (&raw.key.name, raw.kind.label());
+            history.add(kind, name, &self.owner, mode, Instant::now(), waited, None);
         }
     }
 

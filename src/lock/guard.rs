@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::history::HistoryKind;
 use crate::lock::handle::Lock;
 use crate::lock::order;
 use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
@@ -429,6 +430,17 @@ impl<O: Ownership> LockGuard<O> {
         self.lease.expires()
     }
 
+    /// Records `kind`, which ends this hold at `at`, in the client's history, if it keeps one
+    /// (not for a RedLock member, whose lock lives elsewhere).
+    fn history(&self, kind: HistoryKind, at: Instant) {
+        let raw = &self.lock.raw;
+        if let (Some(history), None) = (&raw.key.client.inner.history, &raw.key.bound) {
+            let held = Some(at.saturating_duration_since(self.acquired_at));
+            let (name, mode) = (&raw.key.name, raw.kind.label());
+            history.add(kind, name, &self.owner, mode, at, None, held);
+        }
+    }
+
     fn release(&mut self) -> Result<()> {
         self.released = true;
         let inner = &self.lock.raw.key.client.inner;
@@ -455,6 +467,8 @@ impl<O: Ownership> LockGuard<O> {
             known = Some(inner.watchdog.count_explicit(&raw.key.name, field, false));
         }
         if let Some(reason) = lost {
+            // Ended by its lease's end at the latest, as far as this client knows.
+            self.history(HistoryKind::Lost, Instant::now().min(self.lease.expires()));
             // The unlock script could release a newer hold of this thread, taken after the
             // loss: leave the lock alone.
             log::warn!(
@@ -469,6 +483,7 @@ impl<O: Ownership> LockGuard<O> {
         }
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
         let lease = self.lock.lease_for(&self.owner, lease);
+        self.history(HistoryKind::Release, Instant::now());
         match self.lock.raw.unlock_knowing(&self.owner, lease, known)? {
             Unlocked::NotHeld => {
                 // Latched (and counted once) for the thread's other holds of this lock too:

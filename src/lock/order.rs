@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::Location;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -23,6 +23,7 @@ use crate::error::Result;
 use crate::keys;
 use crate::scripts;
 use crate::time::millis;
+use crate::whoami::process;
 
 /// How long a pair's records stay on the server unless recorded again.
 const TTL: Duration = Duration::from_secs(24 * 3600);
@@ -318,18 +319,6 @@ fn send(
             .arg(by)
             .arg(millis(TTL))
             .invoke(c)
-    })
-}
-
-/// This process as a record names it: `pid <pid> on <host>`.
-fn process() -> &'static str {
-    static PROCESS: OnceLock<String> = OnceLock::new();
-    PROCESS.get_or_init(|| {
-        format!(
-            "pid {} on {}",
-            std::process::id(),
-            gethostname::gethostname().to_string_lossy()
-        )
     })
 }
 

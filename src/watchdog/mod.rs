@@ -13,7 +13,8 @@
 //! signal gets a timer entry, due at its lease end, that only signals.
 //!
 //! It knows no lock kind and no semaphore: a hold is a name, a field and a [`BatchRenewal`]
-//! that its owner hands in ([`Renewal`]).
+//! that its owner hands in ([`Renewal`]). Beside renewals it runs the client's one periodic
+//! [`Chore`] (writing its history out), and runs it once more as it stops.
 //!
 //! - `mod.rs`: [`Watchdog`], the thread's start and stop.
 //! - `lease.rs`: a hold's [`LeaseState`] (loss latching), [`LostReason`], `on_lost`
@@ -86,6 +87,13 @@ struct Shared {
     /// Whether a renewal has found a lock's expiry cut below what this client set (warned
     /// once; later ones are logged at debug).
     cut_seen: AtomicBool,
+    chore: Option<Chore>,
+}
+
+/// Work the thread does every `every`, with its state unlocked, and once more as it stops.
+pub(crate) struct Chore {
+    pub(crate) every: Duration,
+    pub(crate) run: Box<dyn Fn() + Send + Sync>,
 }
 
 /// A weak handle on the watchdog for the pub/sub connection's reconnects (see
@@ -126,6 +134,7 @@ impl Watchdog {
         batch: usize,
         sync: Option<ReplicaSync>,
         metrics: Arc<Recorder>,
+        chore: Option<Chore>,
     ) -> Result<Watchdog> {
         let shared = Arc::new(Shared {
             backend,
@@ -140,6 +149,7 @@ impl Watchdog {
             unsettled: AtomicUsize::new(0),
             cut_seen: AtomicBool::new(false),
             settled: Condvar::new(),
+            chore,
         });
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()

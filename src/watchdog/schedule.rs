@@ -32,9 +32,20 @@ impl Shared {
         let mut st = self.state.lock();
         // A settle ran last turn: this one renews first.
         let mut settled = false;
+        let mut chore_at = self.chore.as_ref().map(|c| Instant::now() + c.every);
         loop {
             if st.is_shutdown() {
+                if let Some(chore) = &self.chore {
+                    MutexGuard::unlocked(&mut st, || (chore.run)());
+                }
                 return;
+            }
+            if let (Some(chore), Some(at)) = (&self.chore, chore_at) {
+                if at <= Instant::now() {
+                    MutexGuard::unlocked(&mut st, || (chore.run)());
+                    chore_at = Some(Instant::now() + chore.every);
+                    continue;
+                }
             }
             if st.has_to_fire() {
                 let fires = st.take_to_fire();
@@ -70,7 +81,7 @@ impl Shared {
                 // Sleep until the earliest entry is due; it and all due within `slack`
                 // after it are then renewed together.
                 let renewal = st.next_due();
-                match renewal.into_iter().chain(next_doubt).min() {
+                match renewal.into_iter().chain(next_doubt).chain(chore_at).min() {
                     Some(at) => {
                         self.changed.wait_until(&mut st, at);
                     }

@@ -1,0 +1,118 @@
+//! A history event as a reader gets it, and the fields a client's stream keeps.
+
+use std::fmt;
+
+/// The fields of a stream entry (one event).
+pub(crate) mod fields {
+    /// What happened: [`HistoryKind::word`](super::HistoryKind::word).
+    pub(crate) const KIND: &str = "k";
+    /// The lock's key.
+    pub(crate) const LOCK: &str = "l";
+    /// The owner id.
+    pub(crate) const OWNER: &str = "o";
+    /// The lock's kind, as metrics label it (`plain`, `fair`, `read`, ...).
+    pub(crate) const MODE: &str = "m";
+    /// When, in µs since the Unix epoch on the server's clock.
+    pub(crate) const AT: &str = "t";
+    /// How long the owner waited before it (acquire, deadlock, timeout), µs.
+    pub(crate) const WAITED: &str = "w";
+    /// How long the hold it ends lasted (release, loss), µs.
+    pub(crate) const HELD: &str = "h";
+}
+
+/// The who's-who field of the client's name.
+pub(crate) const WHO_CLIENT: &str = "client";
+/// The who's-who field of the client's host.
+pub(crate) const WHO_HOST: &str = "host";
+/// The who's-who field of the client's process id.
+pub(crate) const WHO_PID: &str = "pid";
+/// The prefix of the who's-who field of an owner's thread name: `thread:<owner>`.
+pub(crate) const WHO_THREAD: &str = "thread:";
+
+/// What a [`HistoryEvent`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum HistoryKind {
+    /// The owner found the lock busy and began to wait.
+    Wait,
+    /// The owner took the lock (at once, or after `waited`).
+    Acquire,
+    /// The owner released a hold that lasted `held`.
+    Release,
+    /// The owner learnt that its hold (of `held`) was lost: taken over, force-unlocked, or
+    /// its lease ran out while renewals failed.
+    Lost,
+    /// The owner's wait ended without the lock: its wait bound passed.
+    TimedOut,
+    /// The owner's wait ended with [`Error::Deadlock`](crate::Error::Deadlock).
+    Deadlock,
+}
+
+impl HistoryKind {
+    /// The word a stream keeps.
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            HistoryKind::Wait => "wait",
+            HistoryKind::Acquire => "acquire",
+            HistoryKind::Release => "release",
+            HistoryKind::Lost => "lost",
+            HistoryKind::TimedOut => "timed_out",
+            HistoryKind::Deadlock => "deadlock",
+        }
+    }
+
+    /// The kind a stream's word names.
+    pub(crate) fn from_word(word: &str) -> Option<HistoryKind> {
+        [
+            HistoryKind::Wait,
+            HistoryKind::Acquire,
+            HistoryKind::Release,
+            HistoryKind::Lost,
+            HistoryKind::TimedOut,
+            HistoryKind::Deadlock,
+        ]
+        .into_iter()
+        .find(|k| k.word() == word)
+    }
+}
+
+impl fmt::Display for HistoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+/// One event of a lock's history ([`Client::history`](crate::Client::history)), recorded by
+/// a client with [`history`](crate::ConfigBuilder::history) on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct HistoryEvent {
+    /// When it happened, in µs since the Unix epoch on the clock of the server that keeps the
+    /// recording client's stream. An acquire is stamped no earlier than it happened, a
+    /// release or loss no later, so a hold's span lies within the real hold.
+    pub at_us: u64,
+    /// What happened.
+    pub kind: HistoryKind,
+    /// The lock, as its name is given.
+    pub lock: String,
+    /// The lock's kind as the metrics label it: `plain` (reentrant), `non-reentrant`, `fair`,
+    /// `fenced`, `spin`, `read` or `write`.
+    pub mode: String,
+    /// The owner id (`<client id>:<thread number>`).
+    pub owner: String,
+    /// The recording client's name ([`ConfigBuilder::client_name`](crate::ConfigBuilder::client_name)).
+    pub client_name: String,
+    /// The recording process's host.
+    pub host: String,
+    /// The recording process's id.
+    pub pid: u32,
+    /// The owner's thread, by name (or its id when unnamed).
+    pub thread: String,
+    /// How long the owner waited before this event, µs (acquire, timed out, deadlock).
+    pub waited_us: Option<u64>,
+    /// How long the hold this event ends lasted, µs (release, lost).
+    pub held_us: Option<u64>,
+}

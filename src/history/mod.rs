@@ -1,0 +1,227 @@
+//! A client's history of holds and waits (opt-in, [`ConfigBuilder::history`]): events kept in
+//! memory as they happen, and written to the client's capped stream on the server once a
+//! second by the watchdog thread, in one pipelined call.
+//!
+//! Times are the server's: each flush reads the server's `TIME` and learns from the round
+//! trip around it the bounds of the server's clock against this process's monotonic clock
+//! (the server ran `TIME` between the send and the reply). An event that ends a hold
+//! (release, loss) takes the lower bound, one that begins it (acquire) the upper bound, so a
+//! hold's recorded span lies inside the real one: the spans of one exclusive lock never
+//! overlap, whichever clients recorded them (on one server; a cluster's nodes each have
+//! their clock).
+//!
+//! - `event.rs`: an event as a reader gets it ([`HistoryEvent`]), and the stream's fields.
+//!
+//! [`ConfigBuilder::history`]: crate::ConfigBuilder::history
+
+mod event;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::backend::{Backend, Policy};
+use crate::keys;
+use crate::time::millis;
+use crate::whoami::host;
+pub(crate) use event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
+pub use event::{HistoryEvent, HistoryKind};
+
+/// How often the watchdog thread writes the events out.
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How long a client's stream (and its who's-who) lives past its last write.
+const TTL: Duration = Duration::from_secs(24 * 3600);
+/// The most events kept while the server does not answer; older ones are dropped.
+const MAX_PENDING: usize = 100_000;
+
+/// One event, as recorded: its local time and which bound of the server's clock it takes.
+struct Pending {
+    kind: HistoryKind,
+    lock: Arc<str>,
+    owner: Arc<str>,
+    mode: &'static str,
+    at: Instant,
+    /// Whether the event takes the upper bound of the server's time (it begins a hold).
+    upper: bool,
+    waited: Option<Duration>,
+    held: Option<Duration>,
+}
+
+/// What the next flush writes.
+#[derive(Default)]
+struct Buffer {
+    events: Vec<Pending>,
+    /// Owners whose thread names are not written yet: owner -> name.
+    threads: Vec<(Arc<str>, String)>,
+    /// Owners whose thread names were taken.
+    named: HashSet<Arc<str>>,
+}
+
+/// The server's clock against this process's: server µs = local µs (since `base`) plus an
+/// offset within `lo..=hi`.
+#[derive(Clone, Copy)]
+struct Offset {
+    lo: i64,
+    hi: i64,
+}
+
+/// A client's history recorder.
+pub(crate) struct History {
+    base: Instant,
+    stream: String,
+    who: String,
+    client_name: String,
+    max_len: usize,
+    buffer: Mutex<Buffer>,
+    offset: Mutex<Option<Offset>>,
+}
+
+impl History {
+    /// The recorder of the client `client_id`, named `client_name`, keeping at most
+    /// `max_len` events (about: the stream is trimmed in whole nodes) on the server.
+    pub(crate) fn new(client_id: &str, client_name: &str, max_len: usize) -> History {
+        History {
+            base: Instant::now(),
+            stream: keys::history(client_id),
+            who: keys::history_who(client_id),
+            client_name: client_name.to_owned(),
+            max_len,
+            buffer: Mutex::new(Buffer::default()),
+            offset: Mutex::new(None),
+        }
+    }
+
+    /// Records an event of `owner` on `lock` (its key) that happened at `at`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add(
+        &self,
+        kind: HistoryKind,
+        lock: &Arc<str>,
+        owner: &Arc<str>,
+        mode: &'static str,
+        at: Instant,
+        waited: Option<Duration>,
+        held: Option<Duration>,
+    ) {
+        let mut b = self.buffer.lock();
+        if !b.named.contains(owner) {
+            let thread = std::thread::current();
+            let name = thread
+                .name()
+                .map_or_else(|| format!("{:?}", thread.id()), str::to_owned);
+            b.named.insert(Arc::clone(owner));
+            b.threads.push((Arc::clone(owner), name));
+        }
+        if b.events.len() >= MAX_PENDING {
+            b.events.remove(0);
+        }
+        b.events.push(Pending {
+            kind,
+            lock: Arc::clone(lock),
+            owner: Arc::clone(owner),
+            mode,
+            at,
+            upper: kind == HistoryKind::Acquire,
+            waited,
+            held,
+        });
+    }
+
+    /// Writes the events recorded since the last flush (and the server's time, for the next):
+    /// one pipelined call. Events the server did not take are kept for the next flush.
+    pub(crate) fn flush(&self, backend: &Backend) {
+        let known = *self.offset.lock();
+        let offset = match known {
+            Some(offset) => offset,
+            None => match self.measure(backend, redis::pipe().cmd("TIME")) {
+                Ok(offset) => offset,
+                Err(e) => {
+                    log::debug!("history: reading the server's time failed: {e}");
+                    return;
+                }
+            },
+        };
+        let (events, threads) = {
+            let mut b = self.buffer.lock();
+            (
+                std::mem::take(&mut b.events),
+                std::mem::take(&mut b.threads),
+            )
+        };
+        if events.is_empty() && threads.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("TIME");
+        for e in &events {
+            let local = e.at.saturating_duration_since(self.base).as_micros() as i64;
+            let at = local + if e.upper { offset.hi } else { offset.lo };
+            let cmd = pipe
+                .cmd("XADD")
+                .arg(&self.stream)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(self.max_len)
+                .arg("*")
+                .arg(fields::KIND)
+                .arg(e.kind.word())
+                .arg(fields::LOCK)
+                .arg(&*e.lock)
+                .arg(fields::OWNER)
+                .arg(&*e.owner)
+                .arg(fields::MODE)
+                .arg(e.mode)
+                .arg(fields::AT)
+                .arg(at.max(0));
+            if let Some(w) = e.waited {
+                cmd.arg(fields::WAITED).arg(w.as_micros() as u64);
+            }
+            if let Some(h) = e.held {
+                cmd.arg(fields::HELD).arg(h.as_micros() as u64);
+            }
+            cmd.ignore();
+        }
+        let hset = pipe.cmd("HSET").arg(&self.who);
+        hset.arg(WHO_CLIENT).arg(&self.client_name);
+        hset.arg(WHO_HOST).arg(host());
+        hset.arg(WHO_PID).arg(std::process::id());
+        for (owner, name) in &threads {
+            hset.arg(format!("{WHO_THREAD}{owner}")).arg(name);
+        }
+        hset.ignore();
+        for key in [&self.stream, &self.who] {
+            pipe.cmd("PEXPIRE").arg(key).arg(millis(TTL)).ignore();
+        }
+        if let Err(e) = self.measure(backend, &pipe) {
+            log::debug!(
+                "history: writing {} events failed: {e}; kept for the next flush",
+                events.len()
+            );
+            let mut b = self.buffer.lock();
+            let mut kept = events;
+            kept.append(&mut b.events);
+            let over = kept.len().saturating_sub(MAX_PENDING);
+            kept.drain(..over);
+            b.events = kept;
+            b.threads.extend(threads);
+        }
+    }
+
+    /// Runs `pipe` (whose first command is `TIME`, the others' replies ignored) and keeps the
+    /// bounds it gives of the server's clock.
+    fn measure(&self, backend: &Backend, pipe: &redis::Pipeline) -> crate::Result<Offset> {
+        let sent = self.base.elapsed().as_micros() as i64;
+        let ((secs, us),): ((i64, i64),) =
+            backend.run_with(&self.stream, Policy::Once, |c| pipe.query(c))?;
+        let replied = self.base.elapsed().as_micros() as i64;
+        let server = secs * 1_000_000 + us;
+        let offset = Offset {
+            lo: server - replied,
+            hi: server - sent,
+        };
+        *self.offset.lock() = Some(offset);
+        Ok(offset)
+    }
+}

@@ -1,0 +1,162 @@
+//! The recorded history of locks as an operator reads it: [`Client::history`] and
+//! [`Client::recent_history`], the events of every client of the deployment that records
+//! one (see [`ConfigBuilder::history`](crate::ConfigBuilder::history)), read from their
+//! streams and merged by time.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::history::{
+    fields, HistoryEvent, HistoryKind, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD,
+};
+use crate::keys::{self, HISTORY};
+
+/// A stream's entries as `XRANGE` replies: id, then field, value, field, value, ...
+type Entries = Vec<(String, Vec<String>)>;
+
+impl Client {
+    /// Every recorded event of the lock `name` still kept, from every client's history
+    /// stream, oldest first: what `redlatch history NAME` prints. Only clients with
+    /// [`history`](crate::ConfigBuilder::history) on record events; each stream keeps its
+    /// latest events (10,000 unless set) for a day past its last write.
+    ///
+    /// It costs one pass of `SCAN` over each master's keyspace, and per client that records,
+    /// one `XRANGE` of its stream and one read of who it is: a tool for operators.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name; connection errors and timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// for event in client.history("ledger")? {
+    ///     println!("{} {} {} ({})", event.at_us, event.kind, event.owner, event.thread);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn history(&self, name: &str) -> Result<Vec<HistoryEvent>> {
+        if name.is_empty() {
+            return Err(Error::invalid("name must not be empty"));
+        }
+        let key = self.inner.config.name_mapper.map(name);
+        self.read_history(Some(&key), 0)
+    }
+
+    /// Every recorded event of the last `window`, of every lock, oldest first (what
+    /// `redlatch top` computes rates and blame from). As [`history`](Self::history), for all
+    /// locks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for a window over a year; connection errors and timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let minute = client.recent_history(Duration::from_secs(60))?;
+    /// println!("{} events in the last minute", minute.len());
+    /// # Ok(()) }
+    /// ```
+    pub fn recent_history(&self, window: Duration) -> Result<Vec<HistoryEvent>> {
+        crate::time::check_duration("window", window)?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let since = now.saturating_sub(window).as_micros() as u64;
+        self.read_history(None, since)
+    }
+
+    /// The events of `lock` (a key; all when `None`) at `since_us` or later.
+    fn read_history(&self, lock: Option<&str>, since_us: u64) -> Result<Vec<HistoryEvent>> {
+        let mapper = &self.inner.config.name_mapper;
+        let mut out = Vec::new();
+        for stream in self.scan(&format!("{HISTORY}:*"))? {
+            let Some(client_id) = keys::history_client(&stream) else {
+                continue;
+            };
+            let start = if since_us == 0 {
+                "-".to_owned()
+            } else {
+                format!("{}-0", since_us / 1000)
+            };
+            let entries: Entries = self.inner.backend.run(&stream, |c| {
+                redis::cmd("XRANGE")
+                    .arg(&stream)
+                    .arg(&start)
+                    .arg("+")
+                    .query(c)
+            })?;
+            if entries.is_empty() {
+                continue;
+            }
+            let who_key = keys::history_who(client_id);
+            let who: HashMap<String, String> = self
+                .inner
+                .backend
+                .run(&who_key, |c| redis::cmd("HGETALL").arg(&who_key).query(c))?;
+            // A stream is in the order its client saw things: a hold shorter than the stamps'
+            // uncertainty (a round trip) ends no earlier than it began.
+            let mut began: HashMap<(String, String), u64> = HashMap::new();
+            for (_, values) in entries {
+                let Some(mut event) = parse(&values, &who) else {
+                    continue;
+                };
+                let hold = (event.owner.clone(), event.lock.clone());
+                match event.kind {
+                    HistoryKind::Acquire => {
+                        began.insert(hold, event.at_us);
+                    }
+                    HistoryKind::Release | HistoryKind::Lost => {
+                        if let Some(at) = began.remove(&hold) {
+                            event.at_us = event.at_us.max(at);
+                        }
+                    }
+                    _ => {}
+                }
+                if event.at_us < since_us || lock.is_some_and(|l| l != event.lock) {
+                    continue;
+                }
+                out.push(HistoryEvent {
+                    lock: mapper.name_of(&event.lock).unwrap_or(event.lock),
+                    ..event
+                });
+            }
+        }
+        out.sort_by_key(|e| (e.at_us, e.kind));
+        Ok(out)
+    }
+}
+
+/// A stream entry's fields as an event (its lock still the key), with who recorded it.
+fn parse(values: &[String], who: &HashMap<String, String>) -> Option<HistoryEvent> {
+    let field = |name: &str| {
+        values
+            .chunks_exact(2)
+            .find(|kv| kv[0] == name)
+            .map(|kv| kv[1].as_str())
+    };
+    let number = |name: &str| field(name).and_then(|v| v.parse::<u64>().ok());
+    let owner = field(fields::OWNER)?.to_owned();
+    let known = |f: &str| who.get(f).cloned().unwrap_or_default();
+    Some(HistoryEvent {
+        at_us: number(fields::AT)?,
+        kind: HistoryKind::from_word(field(fields::KIND)?)?,
+        lock: field(fields::LOCK)?.to_owned(),
+        mode: field(fields::MODE).unwrap_or_default().to_owned(),
+        client_name: known(WHO_CLIENT),
+        host: known(WHO_HOST),
+        pid: who.get(WHO_PID).and_then(|p| p.parse().ok()).unwrap_or(0),
+        thread: known(&format!("{WHO_THREAD}{owner}")),
+        owner,
+        waited_us: number(fields::WAITED),
+        held_us: number(fields::HELD),
+    })
+}

@@ -1,0 +1,138 @@
+//! A client's history (opt-in): events of holds and waits in its capped stream, stamped on
+//! the server's clock, read back merged across clients; nothing recorded or sent when off.
+
+mod support;
+
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redis::Commands;
+use redlatch::{Client, Config, HistoryEvent, HistoryKind};
+use support::{count_commands, wait_until, RedisServer};
+
+const GENEROUS: Duration = Duration::from_secs(20);
+
+fn recording(server: &RedisServer, name: &str) -> Client {
+    let config = Config::builder(server.url().as_str())
+        .client_name(name)
+        .history(true)
+        .build()
+        .unwrap();
+    Client::new(config).unwrap()
+}
+
+fn kinds(events: &[HistoryEvent], owner: &str) -> Vec<HistoryKind> {
+    events
+        .iter()
+        .filter(|e| e.owner == owner)
+        .map(|e| e.kind)
+        .collect()
+}
+
+#[test]
+fn holds_and_waits_are_recorded_with_who_and_server_time_and_never_overlap() {
+    let server = RedisServer::new();
+    let (a, b) = (recording(&server, "alpha"), recording(&server, "beta"));
+    let before = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    let held = a.lock("h:1").lock().unwrap();
+    let a_owner = a.owner_id();
+    let b2 = b.clone();
+    let waiter = thread::Builder::new()
+        .name("beta-worker".into())
+        .spawn(move || {
+            let guard = b2.lock("h:1").lock().unwrap();
+            let owner = b2.owner_id();
+            // Longer than the time stamps' uncertainty (a round trip), so that the order
+            // of its acquire and release is the server's.
+            thread::sleep(Duration::from_millis(20));
+            drop(guard);
+            owner
+        })
+        .unwrap();
+    assert!(wait_until(GENEROUS, || b.metrics().waiting == 1));
+    drop(held);
+    let b_owner = waiter.join().unwrap();
+    // Written within about a second (the watchdog's flush).
+    let mut events = Vec::new();
+    assert!(
+        wait_until(GENEROUS, || {
+            events = a.history("h:1").unwrap();
+            events.len() == 5
+        }),
+        "{events:#?}"
+    );
+    assert_eq!(
+        kinds(&events, &a_owner),
+        [HistoryKind::Acquire, HistoryKind::Release]
+    );
+    assert_eq!(
+        kinds(&events, &b_owner),
+        [
+            HistoryKind::Wait,
+            HistoryKind::Acquire,
+            HistoryKind::Release
+        ]
+    );
+    let after = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64;
+    for e in &events {
+        assert!(
+            e.at_us >= before - 1_000_000 && e.at_us <= after + 1_000_000,
+            "{e:?}"
+        );
+        assert_eq!(e.lock, "h:1");
+        assert_eq!(e.mode, "plain");
+        assert_eq!(e.pid, std::process::id());
+        assert!(!e.host.is_empty());
+    }
+    let b_acquire = events
+        .iter()
+        .find(|e| e.owner == b_owner && e.kind == HistoryKind::Acquire)
+        .unwrap();
+    assert_eq!(b_acquire.client_name, "beta");
+    assert_eq!(b_acquire.thread, "beta-worker");
+    assert!(b_acquire.waited_us.unwrap() > 0);
+    let a_release = events
+        .iter()
+        .find(|e| e.owner == a_owner && e.kind == HistoryKind::Release)
+        .unwrap();
+    assert!(a_release.held_us.is_some());
+    assert!(
+        a_release.at_us <= b_acquire.at_us,
+        "the holds' spans overlap: {a_release:?} {b_acquire:?}"
+    );
+    // Capped, and no object to `list`.
+    let streams: Vec<String> = server.conn().keys("redlatch_history:*").unwrap();
+    assert_eq!(streams.len(), 2);
+    let ttl: i64 = server.conn().pttl(&streams[0]).unwrap();
+    assert!(ttl > 0);
+    assert!(a.list("*").unwrap().is_empty());
+    assert_eq!(a.recent_history(Duration::from_secs(60)).unwrap().len(), 5);
+}
+
+#[test]
+fn a_client_without_history_sends_nothing_more() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url().as_str()).unwrap();
+    let mut conn = server.conn();
+    let before = count_commands(&mut conn);
+    for _ in 0..10 {
+        drop(client.lock("h:off").lock().unwrap());
+    }
+    thread::sleep(Duration::from_millis(1500)); // past a flush that must not come
+    assert!(count_commands(&mut conn) > before + 20);
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    for command in ["cmdstat_xadd:", "cmdstat_time:", "cmdstat_hset:"] {
+        assert!(!stats.contains(command), "{command} sent: {stats}");
+    }
+    let streams: Vec<String> = conn.keys("redlatch_history*").unwrap();
+    assert!(streams.is_empty(), "{streams:?}");
+}
