@@ -29,6 +29,7 @@ mod support;
 mod buffer_check;
 mod check;
 mod condition;
+mod deadlock_check;
 mod election;
 mod election_check;
 mod proxy;
