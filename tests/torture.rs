@@ -11,6 +11,9 @@ mod buffer_check;
 #[path = "../examples/torture/check.rs"]
 mod check;
 #[allow(dead_code)]
+#[path = "../examples/torture/deadlock_check.rs"]
+mod deadlock_check;
+#[allow(dead_code)]
 #[path = "../examples/torture/election_check.rs"]
 mod election_check;
 #[path = "../examples/torture/proxy.rs"]
@@ -377,6 +380,92 @@ fn checker_matches_timeouts_and_errors_with_faults_by_time() {
     assert!(r.violations[0].contains("no critical section"));
 }
 
+/// Kind `deadlock`: thread 0.0 takes `a` then `b`, thread 1.0 `b` then `a`; 0.0's wait for
+/// `b` (`break_ms` long) ends the cycle, and a later round of 0.0 completes.
+fn deadlock_run(order: &str, break_ms: u64) -> Run {
+    let ms = 1_000_000;
+    let (t0, t1) = (S, S + break_ms * ms);
+    let cycle = "deadlock: x:1 waits for `b` held by y:1; y:1 waits for `a` held by x:1";
+    let lines = [
+        "K\tdeadlock".to_owned(),
+        "P\t2000\t20000".to_owned(),
+        format!("H\t100\t{order}"),
+        "I\t0\tx".to_owned(),
+        "I\t1\ty".to_owned(),
+        format!("D\t1\t0\tb\t{t0}\t{}\tok\t-", t0 + ms),
+        format!("D\t0\t0\ta\t{t0}\t{}\tok\t-", t0 + ms),
+        format!("D\t0\t0\tb\t{}\t{t1}\tdeadlock\t{cycle}", t0 + 2 * ms),
+        format!("S\t0\t0\ta\t-\t{}\t{t1}\tok\tnone\t0\t0\tx", t0 + ms),
+        format!("U\t0\t0\ta,b\t{t0}\t{t1}\tdeadlock"),
+        format!("D\t1\t0\ta\t{}\t{}\tok\t-", t0 + 2 * ms, t1 + ms),
+        format!(
+            "S\t1\t0\ta\t-\t{}\t{}\tok\tnone\t0\t0\tx",
+            t1 + ms,
+            t1 + 2 * ms
+        ),
+        format!(
+            "S\t1\t0\tb\t-\t{}\t{}\tok\tnone\t0\t0\tx",
+            t0 + ms,
+            t1 + 2 * ms
+        ),
+        format!("U\t1\t0\tb,a\t{t0}\t{}\tdone", t1 + 2 * ms),
+        format!("D\t0\t0\ta\t{}\t{}\tok\t-", 5 * S, 5 * S + ms),
+        format!(
+            "S\t0\t0\ta\t-\t{}\t{}\tok\tnone\t0\t0\tx",
+            5 * S + ms,
+            5 * S + 2 * ms
+        ),
+        format!("U\t0\t0\ta\t{}\t{}\tdone", 5 * S, 5 * S + 2 * ms),
+    ];
+    let mut run = Run::default();
+    check::parse_into(&mut run, &(lines.join("\n") + "\n")).unwrap();
+    run
+}
+
+#[test]
+fn checker_bounds_deadlock_breaks_and_finds_false_or_double_victims() {
+    let r = check::check(&deadlock_run("unordered", 150));
+    assert!(r.passed(), "{r}");
+    let d = r.deadlock.clone().unwrap();
+    assert_eq!((d.deadlocks, d.rounds_done, d.rounds_broken), (1, 2, 1));
+    assert_eq!((d.longest_break_ns, d.cycle_lengths[&2]), (148_000_000, 1));
+
+    // Taken in one order, no cycle can form: the deadlock is a false positive.
+    let r = check::check(&deadlock_run("ordered", 150));
+    assert!(
+        r.violations.iter().any(|v| v.contains("false positives")),
+        "{r}"
+    );
+
+    // Broken after 3 s, over the 1.7 s bound of 100 ms checks; a fault then excuses it.
+    let mut run = deadlock_run("unordered", 3_000);
+    assert!(!check::check(&run).passed());
+    fault(&mut run, "pause-holder", 2, 3);
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.excused.len(), 1, "{r}");
+
+    // Both waits of the cycle ended with a deadlock (each naming it from its own wait): one
+    // victim too many.
+    let mut run = deadlock_run("unordered", 150);
+    let other = &mut run.deadlock.calls[3];
+    assert_eq!((other.process, other.lock.as_str()), (1, "a"));
+    other.ended = deadlock_check::CallEnd::Deadlock;
+    other.cycle = "deadlock: y:1 waits for `a` held by x:1; x:1 waits for `b` held by y:1".into();
+    let r = check::check(&run);
+    assert_eq!(r.deadlock.clone().unwrap().double_victims, 1, "{r}");
+    assert!(!r.passed());
+
+    // A worker process that completed no round made no progress.
+    let mut run = deadlock_run("unordered", 150);
+    run.deadlock.rounds.retain(|u| u.process != 1);
+    let r = check::check(&run);
+    assert!(
+        r.violations.iter().any(|v| v.contains("no progress")),
+        "{r}"
+    );
+}
+
 #[test]
 fn checker_reads_the_log_format_and_refuses_garbage() {
     let mut run = Run::default();
@@ -662,6 +751,49 @@ fn no_fault_runs_of_the_other_kinds() {
         "election",
     ] {
         no_fault_run(kind);
+    }
+}
+
+/// Kind `deadlock`, without faults: threads taking their locks in random orders close cycles
+/// of waits, which are broken (and the rounds go on); taken in one order (`--ordered`), none
+/// is reported. Not through `no_fault_run`: a round costs more than another kind's section
+/// (its waits last until a check breaks a cycle, 100 ms), so its section count would sit
+/// near that function's floor of 100.
+#[test]
+fn no_fault_runs_of_kind_deadlock() {
+    for ordered in [false, true] {
+        let mut args = vec![
+            "--kind",
+            "deadlock",
+            "--seconds",
+            "4",
+            "--processes",
+            "2",
+            "--threads",
+            "3",
+        ];
+        if ordered {
+            args.push("--ordered");
+        }
+        let r = torture(&args);
+        assert_eq!(r.code, 0, "{}", r.json);
+        assert!(r.num("fewest_rounds_done") > 0, "{}", r.json);
+        assert_eq!(r.num("deadlocks") > 0, !ordered, "{}", r.json);
+        for key in [
+            "silent_overlaps",
+            "reported_overlaps",
+            "lost_holds",
+            "lost_updates",
+            "calls_over_bound",
+            "stuck_calls",
+            "double_victims",
+            "rounds_failed",
+            "timeouts",
+            "errors",
+        ] {
+            assert_eq!(r.num(key), 0, "{key}: {}", r.json);
+        }
+        r.done();
     }
 }
 

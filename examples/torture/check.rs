@@ -17,6 +17,7 @@
 //! L proc thread latch role start_ns end_ns                                    kind latch: `c` a count-down sent at start; `a` an await that passed at end
 //! B, W, R                                                                     kind condition: see `buffer_check.rs`
 //! O                                                                           kind election: see `election_check.rs`
+//! D, U, H                                                                     kind deadlock: see `deadlock_check.rs`
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -40,6 +41,7 @@ use std::fmt;
 use std::path::Path;
 
 use crate::buffer_check::{self, BufferFindings, BufferLog};
+use crate::deadlock_check::{self, Call, CallEnd, DeadlockFindings, DeadlockLog, Round};
 use crate::election_check::{self, ObserverFindings};
 
 /// Faults are matched with findings by time; this much slack covers the gap between a lock
@@ -148,6 +150,8 @@ pub struct Run {
     pub runner_failures: Vec<String>,
     /// The worker processes that ran on Redisson (Java).
     pub java_processes: BTreeSet<u32>,
+    /// Every worker process that logged its client id (Rust or Java).
+    pub workers: BTreeSet<u32>,
     /// A semaphore kind's permits per semaphore.
     pub permits: Option<u32>,
     /// Each semaphore's available permits at the end.
@@ -159,6 +163,8 @@ pub struct Run {
     /// Kind `election`: per observer (process, election), the leaders it yielded (term,
     /// when).
     pub observed: BTreeMap<(u32, String), Vec<(u64, u64)>>,
+    /// Kind `deadlock`: the lock() calls and the rounds.
+    pub deadlock: DeadlockLog,
 }
 
 /// What happened on one latch (kind `latch`).
@@ -241,6 +247,8 @@ pub struct Report {
     pub buffers: Option<BufferFindings>,
     /// Kind `election`: what the observers' rules found.
     pub observers: Option<ObserverFindings>,
+    /// Kind `deadlock`: what the rules on lock() calls and rounds found.
+    pub deadlock: Option<DeadlockFindings>,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -329,9 +337,50 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
             }),
             ("T", 5) => run.timeouts.push(num(f[4])?),
             ("E", n) if n >= 6 => run.errors.push((f[5].to_owned(), num(f[4])?)),
-            ("I", 3) => {} // a worker's client id, for the runner
+            // A worker's client id, for the runner.
+            ("I", 3) => {
+                run.workers.insert(num(f[1])? as u32);
+            }
             ("I", 4) if f[3] == "java" => {
+                run.workers.insert(num(f[1])? as u32);
                 run.java_processes.insert(num(f[1])? as u32);
+            }
+            ("D", 8) => run.deadlock.calls.push(Call {
+                process: num(f[1])? as u32,
+                thread: num(f[2])? as u32,
+                lock: f[3].to_owned(),
+                start: num(f[4])?,
+                end: num(f[5])?,
+                ended: match f[6] {
+                    "ok" => CallEnd::Ok,
+                    "deadlock" => CallEnd::Deadlock,
+                    "err" => CallEnd::Err,
+                    "stuck" => CallEnd::Stuck,
+                    _ => return Err(bad()),
+                },
+                cycle: if f[7] == "-" {
+                    String::new()
+                } else {
+                    f[7].to_owned()
+                },
+            }),
+            ("U", 7) => run.deadlock.rounds.push(Round {
+                process: num(f[1])? as u32,
+                thread: num(f[2])? as u32,
+                start: num(f[4])?,
+                end: num(f[5])?,
+                outcome: match f[6] {
+                    "done" | "deadlock" | "err" => f[6].to_owned(),
+                    _ => return Err(bad()),
+                },
+            }),
+            ("H", 3) => {
+                run.deadlock.check_ms = num(f[1])?;
+                run.deadlock.ordered = match f[2] {
+                    "ordered" => true,
+                    "unordered" => false,
+                    _ => return Err(bad()),
+                };
             }
             ("K", 2) => run.kind = f[1].to_owned(),
             ("P", 3) => (run.lease_ms, run.wait_ms) = (num(f[1])?, num(f[2])?),
@@ -434,6 +483,8 @@ impl Tally {
 /// - a refused fenced write: its writer's hold lost, or a data loss before it;
 /// - a timeout: a fault during the wait; an error: a fault before it (a killed pooled
 ///   connection is found at its next use).
+///
+/// Kind `deadlock` adds its rules on lock() calls and rounds (see `deadlock_check.rs`).
 ///
 /// Never excused: a fenced write accepted with a token older than one accepted before it
 /// began, a counter above the completed writes, a crashed or hung worker, a run without
@@ -729,6 +780,9 @@ pub fn check(run: &Run) -> Report {
     if run.kind == "election" {
         election_check::check(run, &mut r);
     }
+    if run.kind == "deadlock" {
+        deadlock_check::check(run, &mut r);
+    }
     timeouts.file("waits timed out", "a fault during the wait", &mut r);
     errors.file("errors", "after a fault", &mut r);
     r
@@ -846,6 +900,47 @@ impl fmt::Display for Report {
                 o.yielded, o.out_of_order, o.unknown, o.missed
             )?;
         }
+        if let Some(d) = &self.deadlock {
+            let ms = |ns: u64| ns as f64 / 1e6;
+            let lengths: Vec<String> = d
+                .cycle_lengths
+                .iter()
+                .map(|(len, n)| format!("{n} of {len}"))
+                .collect();
+            writeln!(
+                f,
+                "deadlock ({}, checks after {} ms): {} rounds done (the fewest by a process: \
+                 {}), {} broken by a deadlock, {} failed; {} lock() calls, {} deadlocks broken \
+                 (cycles of waits: {})",
+                if d.ordered { "ordered" } else { "unordered" },
+                d.check_ms,
+                d.rounds_done,
+                d.fewest_rounds_done,
+                d.rounds_broken,
+                d.rounds_failed,
+                d.calls,
+                d.deadlocks,
+                if lengths.is_empty() {
+                    "none".to_owned()
+                } else {
+                    lengths.join(", ")
+                }
+            )?;
+            writeln!(
+                f,
+                "lock() calls: longest {:.0} ms ({:.0} ms where no fault met it; bound {} ms), \
+                 longest to break a cycle {:.0} ms (bound {} ms); {} over their bound, {} never \
+                 returned, {} cycles broken twice",
+                ms(d.longest_call_ns),
+                ms(d.longest_call_no_fault_ns),
+                d.bound_ms,
+                ms(d.longest_break_ns),
+                d.break_bound_ms,
+                d.over_bound,
+                d.stuck,
+                d.double_victims
+            )?;
+        }
         writeln!(f, "timeouts {}; errors {}", self.timeouts, self.errors)?;
         for e in &self.excused {
             writeln!(f, "excused: {e}")?;
@@ -923,10 +1018,29 @@ pub fn json(r: &Report) -> String {
         ("observed_unknown", o.unknown as i64),
         ("observed_missed", o.missed as i64),
     ];
+    let d = r.deadlock.clone().unwrap_or_default();
+    let deadlock = [
+        ("rounds_done", d.rounds_done as i64),
+        ("fewest_rounds_done", d.fewest_rounds_done as i64),
+        ("rounds_broken", d.rounds_broken as i64),
+        ("rounds_failed", d.rounds_failed as i64),
+        ("lock_calls", d.calls as i64),
+        ("deadlocks", d.deadlocks as i64),
+        ("longest_lock_ms", (d.longest_call_ns / 1_000_000) as i64),
+        (
+            "longest_lock_no_fault_ms",
+            (d.longest_call_no_fault_ns / 1_000_000) as i64,
+        ),
+        ("longest_break_ms", (d.longest_break_ns / 1_000_000) as i64),
+        ("calls_over_bound", d.over_bound as i64),
+        ("stuck_calls", d.stuck as i64),
+        ("double_victims", d.double_victims as i64),
+    ];
     let nums: Vec<String> = nums
         .iter()
         .chain(&buffers)
         .chain(&observers)
+        .chain(&deadlock)
         .map(|(k, v)| format!("\"{k}\":{v}"))
         .collect();
     format!(

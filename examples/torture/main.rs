@@ -22,6 +22,12 @@
 //! back plus one; for `fenced` the counter is a `FencedResource` written with the holder's
 //! token, so a stale holder's write is refused. At the end each counter must equal the writes
 //! that completed.
+//!
+//! Kind `deadlock` (see `deadlock.rs`) takes two or three locks a round, in random order,
+//! with `lock()` and no wait bound, so that threads of different processes close cycles of
+//! waits; the library must break each (one wait ends with `Error::Deadlock`, its thread
+//! releases and goes on) within a bound, and with `--ordered` (every thread takes its locks
+//! in one order) report none. Every hold is a section, checked for overlaps as above.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -29,6 +35,8 @@ mod support;
 mod buffer_check;
 mod check;
 mod condition;
+mod deadlock;
+mod deadlock_check;
 mod election;
 mod election_check;
 mod proxy;
@@ -64,11 +72,18 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       item sits unclaimed for two leases); election (each lock an election:
                       threads campaign, a leader writes the fenced probe with its term and
                       resigns; an observer per lock and process logs every leader it sees:
-                      the sequences must agree with the leaders and rise); and two broken
-                      locks that
-                      the checker must
-                      catch: broken (SET NX PX 10 and an unconditional DEL) and short-lease
-                      (a 10 ms lease, no watchdog)
+                      the sequences must agree with the leaders and rise); deadlock (each
+                      round a thread takes 2 or 3 of the locks, reentrant, in random order,
+                      with lock() and no wait bound, probing each, then releases them; a
+                      wait chosen to break a cycle of waits ends with Error::Deadlock, and
+                      its thread releases what it holds and goes on: every hold checked as
+                      reentrant's, every cycle broken within 7 x --check-ms + 1 s, every
+                      lock() call within --wait-ms, every process completing rounds); and
+                      two broken locks that the checker must catch: broken (SET NX PX 10
+                      and an unconditional DEL) and short-lease (a 10 ms lease, no watchdog)
+  --ordered           kind deadlock: every thread takes its locks in one order (by name), so
+                      no cycle can form: any deadlock reported is a violation
+  --check-ms N        kind deadlock: the clients' deadlock_check_after (default 100)
   --permits N         a semaphore kind's permits (default 2)
   --seconds S         how long the workers run (default 20)
   --processes P       worker processes (default 3)
@@ -81,10 +96,13 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
   --seed N            seeds the fault schedule and the workers' choices (default 1)
   --lease-ms N        the watchdog timeout (default 30000 without faults, 2000 with)
   --work-ms N         the probe pauses 0..=N ms between its read and its write (default 2)
-  --wait-ms N         a thread gives up waiting for a lock after N ms (default 20000)
+  --wait-ms N         a thread gives up waiting for a lock after N ms (default 20000); kind
+                      deadlock: a lock() call blocked longer is a violation, unless a fault
+                      met it and it ended within N + 2 leases + 2 s
   --slow on|off       thread 0 of each worker takes a lock of its own, torture:lock:slow,
                       and holds it for 1-3 leases, so that the watchdog renews inside
-                      sections (default on with faults and 2 threads or more)
+                      sections (default on with faults and 2 threads or more; never for
+                      kind deadlock, whose holds span waits)
   --java-workers N    also start N worker processes on real Redisson (Java, from
                       tests/java-peer, built with Maven if needed) on the same locks, for
                       kinds reentrant, fair and fenced (default 0)
@@ -109,6 +127,7 @@ const KINDS: &[&str] = &[
     "latch",
     "condition",
     "election",
+    "deadlock",
     "broken",
     "short-lease",
 ];
@@ -193,6 +212,10 @@ struct Opts {
     java_held_check: bool,
     /// A semaphore kind's permits.
     permits: u32,
+    /// Kind `deadlock`: every thread takes its locks in one order (`--ordered`).
+    ordered: bool,
+    /// Kind `deadlock`: the clients' `deadlock_check_after`, in ms.
+    check_ms: u64,
 }
 
 fn parse_opts(args: &[String]) -> Res<Opts> {
@@ -215,11 +238,17 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         java_redisson: "4.7.0".into(),
         java_held_check: true,
         permits: 2,
+        ordered: false,
+        check_ms: 100,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         if flag == "--json" {
             o.json = true;
+            continue;
+        }
+        if flag == "--ordered" {
+            o.ordered = true;
             continue;
         }
         let value = it
@@ -243,6 +272,7 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
             "--work-ms" => o.work_ms = num()?.min(600_000),
             "--wait-ms" => o.wait_ms = num()?.clamp(1, 3_600_000),
             "--permits" => o.permits = num()?.clamp(1, 1000) as u32,
+            "--check-ms" => o.check_ms = num()?.clamp(1, 600_000),
             "--slow" => {
                 o.slow = Some(match value.as_str() {
                     "on" => true,
@@ -279,6 +309,15 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         o.lease_ms = if o.faults.is_empty() { 30_000 } else { 2_000 };
     }
     o.lease_ms = o.lease_ms.max(100);
+    if o.kind == "deadlock" {
+        if o.slow == Some(true) {
+            let why = "its holds span its waits, renewed inside sections already";
+            return Err(format!("--slow on: kind deadlock has no slow thread ({why})").into());
+        }
+        o.slow = Some(false);
+    } else if o.ordered {
+        return Err(format!("--ordered is for kind deadlock, not `{}`", o.kind).into());
+    }
     if o.java_workers > 0 && !JAVA_KINDS.contains(&o.kind.as_str()) {
         return Err(format!(
             "--java-workers: Java workers run kinds {JAVA_KINDS:?}, not `{}`",
@@ -312,6 +351,15 @@ fn report(run: &check::Run, json: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// `--faults` as given to a worker: `none` or the list.
+fn faults_arg(faults: &[String]) -> String {
+    if faults.is_empty() {
+        "none".to_owned()
+    } else {
+        faults.join(",")
     }
 }
 
@@ -414,12 +462,17 @@ fn run(args: &[String]) -> Res<ExitCode> {
             .args(["--work-ms", &o.work_ms.to_string()])
             .args(["--wait-ms", &o.wait_ms.to_string()])
             .args(["--permits", &o.permits.to_string()])
+            .args(["--check-ms", &o.check_ms.to_string()])
+            .args(["--faults", &faults_arg(&o.faults)])
             .args(["--slow", if o.slow == Some(true) { "on" } else { "off" }])
             .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
             .args(["--resource", &resource.url()])
             .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()]);
         for u in &urls {
             cmd.args(["--url", u]);
+        }
+        if o.ordered {
+            cmd.arg("--ordered");
         }
         // A worker dies with the runner, even one killed without a chance to clean up.
         // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
@@ -444,6 +497,10 @@ fn run(args: &[String]) -> Res<ExitCode> {
     ];
     if SEMAPHORE_KINDS.contains(&o.kind.as_str()) || o.kind == "latch" || o.kind == "condition" {
         log.push(format!("Q\t{}", o.permits));
+    }
+    if o.kind == "deadlock" {
+        let order = if o.ordered { "ordered" } else { "unordered" };
+        log.push(format!("H\t{}\t{order}", o.check_ms));
     }
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let mut rng = Rng(o.seed);
@@ -493,9 +550,16 @@ fn run(args: &[String]) -> Res<ExitCode> {
         }
     }
 
-    // Workers finish the cycle they are in; one that outlives its time by far is hung.
+    // Workers finish the cycle they are in; one that outlives its time by far is hung. A
+    // deadlock worker finishes its round (up to 3 calls), or reports a call blocked 5 s past
+    // its bound and gives up (see `deadlock.rs`).
+    let wait = if o.kind == "deadlock" {
+        3 * deadlock::call_bound_ms(&o) + deadlock::stuck_after_ms(&o)
+    } else {
+        o.wait_ms
+    };
     let patience =
-        deadline + Duration::from_millis(o.wait_ms + 4 * o.lease_ms) + Duration::from_secs(30);
+        deadline + Duration::from_millis(wait + 4 * o.lease_ms) + Duration::from_secs(30);
     for (p, w) in workers.0.iter_mut().enumerate() {
         loop {
             match w.try_wait()? {
@@ -829,6 +893,10 @@ fn parse_worker(args: &[String]) -> Res<WorkerOpts> {
     let (mut process, mut resource, mut out) = (0, String::new(), PathBuf::new());
     let mut it = args.iter();
     while let Some(flag) = it.next() {
+        if flag == "--ordered" {
+            rest.push(flag.clone());
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--url" => urls.push(value.clone()),
@@ -857,23 +925,28 @@ fn worker(args: &[String]) -> Res<()> {
         .urls
         .iter()
         .map(|u| {
-            let config = Config::builder(u.as_str())
-                .watchdog_timeout(Duration::from_millis(w.run.lease_ms))
-                .build()?;
-            Client::new(config)
+            let mut config =
+                Config::builder(u.as_str()).watchdog_timeout(Duration::from_millis(w.run.lease_ms));
+            if w.run.kind == "deadlock" {
+                config = config.deadlock_check_after(Duration::from_millis(w.run.check_ms));
+            }
+            Client::new(config.build()?)
         })
         .collect::<redlatch::Result<_>>()?;
     let resource = Client::open(&w.resource)?;
     // Who this process is, for the runner's pause-holder fault.
     writeln!(out.lock(), "I\t{}\t{}", w.process, clients[0].id())?;
     let deadline = Instant::now() + Duration::from_secs(w.run.seconds);
+    let in_flight: Arc<deadlock::InFlight> =
+        Arc::new(parking_lot::Mutex::new(vec![None; w.run.threads as usize]));
     let threads: Vec<_> = (0..w.run.threads)
         .map(|t| {
-            let (w, out, clients, resource) = (
+            let (w, out, clients, resource, in_flight) = (
                 Arc::clone(&w),
                 Arc::clone(&out),
                 clients.clone(),
                 resource.clone(),
+                Arc::clone(&in_flight),
             );
             thread::spawn(move || -> Res<()> {
                 let mut rng = Rng(w.run.seed.wrapping_mul(1000).wrapping_add(u64::from(t)));
@@ -885,6 +958,7 @@ fn worker(args: &[String]) -> Res<()> {
                     probe: redis::Client::open(w.resource.as_str())?.get_connection()?,
                     raw_lock: None,
                     out: &out,
+                    in_flight: &in_flight,
                 };
                 let slow = t == 0
                     && w.run.slow == Some(true)
@@ -914,6 +988,11 @@ fn worker(args: &[String]) -> Res<()> {
                         th.cycle(SLOW_LOCK, Duration::from_millis(hold), false)?;
                         continue;
                     }
+                    if w.run.kind == "deadlock" {
+                        th.deadlock_round(&mut rng)?;
+                        thread::sleep(Duration::from_micros(rng.range(0, 1000)));
+                        continue;
+                    }
                     let lock = lock_name(rng.range(0, u64::from(w.run.locks) - 1) as u32);
                     let pause = Duration::from_millis(rng.range(0, w.run.work_ms));
                     // Kind `rw`: two readers to a writer.
@@ -935,6 +1014,9 @@ fn worker(args: &[String]) -> Res<()> {
     } else {
         Vec::new()
     };
+    if w.run.kind == "deadlock" {
+        deadlock::await_threads(&w, &threads, &in_flight, &out)?;
+    }
     for t in threads.into_iter().chain(observers) {
         t.join().map_err(|_| "a worker thread panicked")??;
     }
@@ -952,6 +1034,8 @@ struct Thread<'a> {
     /// Plain connection to the lock server, for the broken kind (made on first use).
     raw_lock: Option<redis::Connection>,
     out: &'a parking_lot::Mutex<LineWriter<File>>,
+    /// Kind `deadlock`: each thread's lock() call in flight.
+    in_flight: &'a deadlock::InFlight,
 }
 
 /// A hold of whatever kind the run tests.
