@@ -146,7 +146,8 @@ struct Ctx {
 
 impl Ctx {
     /// A client with default settings, but for `batch_lanes` when `BENCH_BATCH_LANES` is set,
-    /// and deadlock detection off when `BENCH_DEADLOCK=off`.
+    /// deadlock detection off when `BENCH_DEADLOCK=off`, and history on when
+    /// `BENCH_HISTORY=on`.
     fn client(&self) -> redlatch::Client {
         let mut config = redlatch::Config::builder(self.url.as_str());
         if let Ok(lanes) = std::env::var("BENCH_BATCH_LANES") {
@@ -155,6 +156,10 @@ impl Ctx {
         // `BENCH_DEADLOCK=off`: the clients do not look for deadlocks (on by default).
         if std::env::var("BENCH_DEADLOCK").is_ok_and(|v| v == "off") {
             config = config.deadlock_detection(false);
+        }
+        // `BENCH_HISTORY=on`: the clients record their history (off by default).
+        if std::env::var("BENCH_HISTORY").is_ok_and(|v| v == "on") {
+            config = config.history(true);
         }
         redlatch::Client::new(config.build().expect("config")).expect("redlatch client")
     }

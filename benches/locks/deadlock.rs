@@ -94,10 +94,13 @@ const COST_HOLD: Duration = Duration::from_millis(1);
 /// `deadlock_cost`: what detection costs a contended workload whose waiters hold a lock (the
 /// only waits it looks at). Four threads over two clients each take a lock of their own, then
 /// a shared one, hold it 1 ms, and release both, for 2 s; the settings of [`SETTINGS`] alternate, three
-/// rounds each. The figure is the server's CPU per cycle (`INFO cpu`) and cycles per second.
+/// rounds each. The figures are the server's CPU per cycle (`INFO cpu`), the commands it ran
+/// per cycle (`INFO stats`: the same with detection on, when no wait lasts a second), and
+/// cycles per second.
 pub(super) fn deadlock_cost(ctx: &mut Ctx) -> Json {
     let mut cpu = [0.0f64; SETTINGS.len()];
     let mut cycles = [0usize; SETTINGS.len()];
+    let mut commands = [0u64; SETTINGS.len()];
     for _ in 0..COST_ROUNDS {
         for (i, (_, after)) in SETTINGS.iter().enumerate() {
             let client = || {
@@ -110,6 +113,7 @@ pub(super) fn deadlock_cost(ctx: &mut Ctx) -> Json {
             };
             let clients = [client(), client()];
             let before = super::server_cpu_us(&mut ctx.raw);
+            let sent_before = super::commands_processed(&mut ctx.raw);
             let end = Instant::now() + COST_RUN;
             let done: usize = thread::scope(|s| {
                 let runs: Vec<_> = (0..COST_THREADS)
@@ -133,22 +137,29 @@ pub(super) fn deadlock_cost(ctx: &mut Ctx) -> Json {
                 runs.into_iter().map(|r| r.join().expect("thread")).sum()
             });
             cpu[i] += super::server_cpu_us(&mut ctx.raw) - before;
+            // Less the two INFO calls that count.
+            commands[i] += super::commands_processed(&mut ctx.raw) - sent_before - 2;
             cycles[i] += done;
         }
     }
     let per_cycle = |i: usize| cpu[i] / cycles[i].max(1) as f64;
+    let sent = |i: usize| commands[i] as f64 / cycles[i].max(1) as f64;
     let rate = |i: usize| cycles[i] as f64 / (COST_ROUNDS as f64 * COST_RUN.as_secs_f64());
     eprintln!(
         "deadlock_cost: {COST_THREADS} threads each holding a lock of their own while \
          contending for a shared one, {COST_ROUNDS} alternating rounds of {} s: server CPU per \
          cycle {:.1} us off, {:.1} us on (check after 1 s: ratio {:.3}), {:.1} us checking \
-         every wait past 2 ms (ratio {:.3}); cycles/s {:.0}, {:.0}, {:.0}",
+         every wait past 2 ms (ratio {:.3}); commands per cycle {:.2}, {:.2}, {:.2}; cycles/s \
+         {:.0}, {:.0}, {:.0}",
         COST_RUN.as_secs(),
         per_cycle(0),
         per_cycle(1),
         per_cycle(1) / per_cycle(0),
         per_cycle(2),
         per_cycle(2) / per_cycle(0),
+        sent(0),
+        sent(1),
+        sent(2),
         rate(0),
         rate(1),
         rate(2),
@@ -157,7 +168,8 @@ pub(super) fn deadlock_cost(ctx: &mut Ctx) -> Json {
     for (i, (name, _)) in SETTINGS.iter().enumerate() {
         json = json
             .num(&format!("server_cpu_us_per_cycle_{name}"), per_cycle(i))
-            .num(&format!("cycles_per_s_{name}"), rate(i));
+            .num(&format!("cycles_per_s_{name}"), rate(i))
+            .num2(&format!("commands_per_cycle_{name}"), sent(i));
     }
     json.num2("ratio_on", per_cycle(1) / per_cycle(0))
         .num2("ratio_on_2ms", per_cycle(2) / per_cycle(0))
