@@ -158,5 +158,6 @@ fn parse(values: &[String], who: &HashMap<String, String>) -> Option<HistoryEven
         owner,
         waited_us: number(fields::WAITED),
         held_us: number(fields::HELD),
+        contended: field(fields::CONTENDED) == Some("1"),
     })
 }

@@ -97,6 +97,12 @@ fn holds_and_waits_are_recorded_with_who_and_server_time_and_never_overlap() {
     assert_eq!(b_acquire.client_name, "beta");
     assert_eq!(b_acquire.thread, "beta-worker");
     assert!(b_acquire.waited_us.unwrap() > 0);
+    assert!(b_acquire.contended);
+    assert!(
+        !events[0].contended,
+        "a's acquire found it free: {:?}",
+        events[0]
+    );
     let a_release = events
         .iter()
         .find(|e| e.owner == a_owner && e.kind == HistoryKind::Release)

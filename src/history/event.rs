@@ -18,6 +18,8 @@ pub(crate) mod fields {
     pub(crate) const WAITED: &str = "w";
     /// How long the hold it ends lasted (release, loss), µs.
     pub(crate) const HELD: &str = "h";
+    /// `1` on an acquire that found the lock busy first (absent otherwise).
+    pub(crate) const CONTENDED: &str = "c";
 }
 
 /// The who's-who field of the client's name.
@@ -115,4 +117,6 @@ pub struct HistoryEvent {
     pub waited_us: Option<u64>,
     /// How long the hold this event ends lasted, µs (release, lost).
     pub held_us: Option<u64>,
+    /// Whether the acquire found the lock busy first and waited (an acquire only).
+    pub contended: bool,
 }

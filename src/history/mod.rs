@@ -47,6 +47,7 @@ struct Pending {
     upper: bool,
     waited: Option<Duration>,
     held: Option<Duration>,
+    contended: bool,
 }
 
 /// What the next flush writes.
@@ -93,7 +94,9 @@ impl History {
         }
     }
 
-    /// Records an event of `owner` on `lock` (its key) that happened at `at`.
+    /// Records an event of `owner` on `lock` (its key) that happened at `at`: how long the
+    /// owner waited before it, or how long the hold it ends lasted, and whether an acquire
+    /// was contended.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn add(
         &self,
@@ -104,6 +107,7 @@ impl History {
         at: Instant,
         waited: Option<Duration>,
         held: Option<Duration>,
+        contended: bool,
     ) {
         let mut b = self.buffer.lock();
         if !b.named.contains(owner) {
@@ -126,6 +130,7 @@ impl History {
             upper: kind == HistoryKind::Acquire,
             waited,
             held,
+            contended,
         });
     }
 
@@ -180,6 +185,9 @@ impl History {
             }
             if let Some(h) = e.held {
                 cmd.arg(fields::HELD).arg(h.as_micros() as u64);
+            }
+            if e.contended {
+                cmd.arg(fields::CONTENDED).arg(1);
             }
             cmd.ignore();
         }

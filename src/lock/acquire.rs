@@ -412,7 +412,9 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         let raw = &self.lock.raw;
         if let (Some(history), None) = (&raw.key.client.inner.history, &raw.key.bound) {
             let (name, mode) = (&raw.key.name, raw.kind.label());
-            history.add(kind, name, &self.owner, mode, Instant::now(), waited, None);
+            let contended = kind == HistoryKind::Acquire && self.attempts > 1;
+            let at = Instant::now();
+            history.add(kind, name, &self.owner, mode, at, waited, None, contended);
         }
     }
 

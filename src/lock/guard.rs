@@ -437,7 +437,7 @@ impl<O: Ownership> LockGuard<O> {
         if let (Some(history), None) = (&raw.key.client.inner.history, &raw.key.bound) {
             let held = Some(at.saturating_duration_since(self.acquired_at));
             let (name, mode) = (&raw.key.name, raw.kind.label());
-            history.add(kind, name, &self.owner, mode, at, None, held);
+            history.add(kind, name, &self.owner, mode, at, None, held, false);
         }
     }
 

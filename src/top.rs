@@ -1,0 +1,444 @@
+//! The fleet's contention at a glance: [`Client::top`], what `redlatch top` shows. Each lock
+//! and synchronizer's live state as the server holds it (holders, queue, subscribers: Java
+//! peers' too), joined with the last window of the history that clients record (opt-in:
+//! rates, time spent waiting, hold ages, and blame: which owners made others wait, and for
+//! how long, as Go's mutex profile charges the holder).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::history::{HistoryEvent, HistoryKind};
+use crate::inspect::{Inspection, Kind};
+
+/// One lock or synchronizer's contention over a window ([`Client::top`]).
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Activity {
+    /// Its name.
+    pub name: String,
+    /// Its kind, as [`Client::inspect`] tells it; `None` when only the history knows it (no
+    /// key now: free, or gone).
+    pub kind: Option<Kind>,
+    /// Who holds it now, with how long each has held it where a history tells.
+    pub holders: Vec<TopHolder>,
+    /// Threads (or, for clients that record no history, subscribed clients) waiting for it
+    /// now: the most of its fair queue, its recorded waits and its channel's subscribers.
+    pub waiters: usize,
+    /// The longest wait going on now, where a history tells.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "longest_wait_ms",
+            serialize_with = "crate::ser::opt_duration"
+        )
+    )]
+    pub longest_wait: Option<Duration>,
+    /// Acquisitions per second over the window (from histories).
+    pub acquisitions_per_s: f64,
+    /// Of those, acquisitions that found it busy and waited.
+    pub contended_per_s: f64,
+    /// Seconds spent waiting for it per second of the window, by all owners together: 2.0
+    /// is two threads waiting all the time.
+    pub waiting_per_s: f64,
+    /// The owners that made others wait, most first.
+    pub blame: Vec<Blame>,
+}
+
+/// A holder in [`Activity::holders`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct TopHolder {
+    /// The owner id.
+    pub owner: String,
+    /// How long it has held, where its client records a history.
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "held_ms", serialize_with = "crate::ser::opt_duration")
+    )]
+    pub held_for: Option<Duration>,
+    /// Who it is (client name, host, process, thread), where its client records a history.
+    pub who: Option<Who>,
+}
+
+/// Who an owner is, as its client's history says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Who {
+    /// The client's name.
+    pub client_name: String,
+    /// Its host.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// The owner's thread.
+    pub thread: String,
+}
+
+/// How long an owner made others wait for a lock over the window ([`Activity::blame`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Blame {
+    /// The owner id.
+    pub owner: String,
+    /// Who it is.
+    pub who: Who,
+    /// Others' time waiting while it held the lock, summed over the waiters (two threads
+    /// waiting one second for it count two seconds).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "caused_wait_ms", serialize_with = "crate::ser::duration")
+    )]
+    pub caused_wait: Duration,
+    /// How many waits it held up.
+    pub waits: usize,
+}
+
+impl Client {
+    /// The locks and synchronizers whose names match the glob `pattern` (every one with
+    /// `*`), each with its holders, waiters, and its activity over the last `window`, busiest
+    /// first (by time spent waiting, then acquisitions, then waiters): what `redlatch top`
+    /// shows. Live state comes from the server (every master of a cluster), so locks that
+    /// only Java peers use show their holders and queue too; rates, hold ages, the longest
+    /// wait and blame come from the histories that clients with
+    /// [`history`](crate::ConfigBuilder::history) on record, and are zero (or `None`)
+    /// without.
+    ///
+    /// It costs a [`list`](Self::list) and a [`recent_history`](Self::recent_history): a
+    /// tool for operators, not for hot paths.
+    ///
+    /// # Errors
+    ///
+    /// As [`list`](Self::list) and [`recent_history`](Self::recent_history).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// for a in client.top("*", Duration::from_secs(10))?.iter().take(5) {
+    ///     println!("{}: {} waiting, {:.1} acquisitions/s", a.name, a.waiters, a.acquisitions_per_s);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn top(&self, pattern: &str, window: Duration) -> Result<Vec<Activity>> {
+        let live = self.list(pattern)?;
+        let events = self.recent_history(window)?;
+        let now_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros() as u64;
+        let events: Vec<HistoryEvent> = if pattern == "*" {
+            events
+        } else {
+            let names: Vec<&str> = live.iter().map(|i| i.name.as_str()).collect();
+            events
+                .into_iter()
+                .filter(|e| names.contains(&e.lock.as_str()))
+                .collect()
+        };
+        Ok(activities(&live, &events, now_us, window))
+    }
+}
+
+/// A span of time, µs on the server's clock.
+#[derive(Clone, Copy)]
+struct Span {
+    start: u64,
+    end: u64,
+}
+
+impl Span {
+    fn overlap(self, other: Span) -> u64 {
+        self.end
+            .min(other.end)
+            .saturating_sub(self.start.max(other.start))
+    }
+}
+
+/// One owner's spans on one lock.
+struct Spans {
+    owner: String,
+    read: bool,
+    span: Span,
+    who: Who,
+}
+
+/// What a window of one lock's events says.
+#[derive(Default)]
+struct Seen {
+    acquisitions: usize,
+    contended: usize,
+    holds: Vec<Spans>,
+    waits: Vec<Spans>,
+    /// Holds and waits still open: owner -> (start, re-entries, a read) / (start, a read).
+    open_holds: HashMap<String, (u64, u32, bool)>,
+    open_waits: HashMap<String, (u64, bool)>,
+}
+
+fn who(e: &HistoryEvent) -> Who {
+    Who {
+        client_name: e.client_name.clone(),
+        host: e.host.clone(),
+        pid: e.pid,
+        thread: e.thread.clone(),
+    }
+}
+
+/// The activities of the locks of `live` and `events` (sorted by time), at `now_us`.
+pub(crate) fn activities(
+    live: &[Inspection],
+    events: &[HistoryEvent],
+    now_us: u64,
+    window: Duration,
+) -> Vec<Activity> {
+    let since = now_us.saturating_sub(window.as_micros() as u64);
+    let frame = Span {
+        start: since,
+        end: now_us,
+    };
+    let mut seen: BTreeMap<&str, Seen> = BTreeMap::new();
+    let mut whos: HashMap<&str, Who> = HashMap::new();
+    for e in events {
+        whos.entry(&e.owner).or_insert_with(|| who(e));
+        let s = seen.entry(&e.lock).or_default();
+        let read = e.mode == "read";
+        let spans = |start: u64, end: u64| Spans {
+            owner: e.owner.clone(),
+            read,
+            span: Span { start, end },
+            who: who(e),
+        };
+        match e.kind {
+            HistoryKind::Wait => {
+                s.open_waits.insert(e.owner.clone(), (e.at_us, read));
+            }
+            HistoryKind::Acquire | HistoryKind::TimedOut | HistoryKind::Deadlock => {
+                let began = s.open_waits.remove(&e.owner).map(|(at, _)| at);
+                if e.kind == HistoryKind::Acquire {
+                    s.acquisitions += 1;
+                    s.contended += usize::from(e.contended);
+                    let open = s
+                        .open_holds
+                        .entry(e.owner.clone())
+                        .or_insert((e.at_us, 0, read));
+                    open.1 += 1;
+                }
+                let waited = e.waited_us.unwrap_or(0);
+                if e.kind != HistoryKind::Acquire || e.contended {
+                    let start = began.unwrap_or(e.at_us.saturating_sub(waited));
+                    s.waits.push(spans(start, e.at_us));
+                }
+            }
+            HistoryKind::Release | HistoryKind::Lost => {
+                if let Some(open) = s.open_holds.get_mut(&e.owner) {
+                    open.1 -= 1;
+                    if open.1 == 0 || e.kind == HistoryKind::Lost {
+                        let start = open.0;
+                        s.open_holds.remove(&e.owner);
+                        s.holds.push(spans(start, e.at_us));
+                    }
+                } else {
+                    // Taken before the window's first event: held from its start at least.
+                    s.holds.push(spans(since, e.at_us));
+                }
+            }
+        }
+    }
+    let by_name: BTreeMap<&str, &Inspection> = live.iter().map(|i| (i.name.as_str(), i)).collect();
+    let mut names: Vec<&str> = by_name.keys().copied().collect();
+    names.extend(seen.keys().filter(|n| !by_name.contains_key(*n)));
+    let secs = window.as_secs_f64().max(1e-3);
+    let mut out: Vec<Activity> = names
+        .into_iter()
+        .map(|name| {
+            let inspection = by_name.get(name).copied();
+            let empty = Seen::default();
+            let s = seen.get(name).unwrap_or(&empty);
+            let holders: Vec<TopHolder> = inspection
+                .map(|i| {
+                    i.holders
+                        .iter()
+                        .chain(&i.readers)
+                        .map(|h| h.owner.to_string())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+                .into_iter()
+                .map(|owner| TopHolder {
+                    held_for: s
+                        .open_holds
+                        .get(&owner)
+                        .map(|(start, ..)| Duration::from_micros(now_us.saturating_sub(*start))),
+                    who: whos.get(owner.as_str()).cloned(),
+                    owner,
+                })
+                .collect();
+            // Holds still open count up to now, for blame.
+            let mut holds: Vec<(&str, bool, Span, &Who)> = s
+                .holds
+                .iter()
+                .map(|h| (h.owner.as_str(), h.read, h.span, &h.who))
+                .collect();
+            for (owner, (start, _, read)) in &s.open_holds {
+                if let Some(w) = whos.get(owner.as_str()) {
+                    let span = Span {
+                        start: *start,
+                        end: now_us,
+                    };
+                    holds.push((owner.as_str(), *read, span, w));
+                }
+            }
+            let mut waits: Vec<(&str, bool, Span)> = s
+                .waits
+                .iter()
+                .map(|w| (w.owner.as_str(), w.read, w.span))
+                .collect();
+            let ongoing: Vec<u64> = s.open_waits.values().map(|(at, _)| *at).collect();
+            for (owner, (start, read)) in &s.open_waits {
+                let span = Span {
+                    start: *start,
+                    end: now_us,
+                };
+                waits.push((owner.as_str(), *read, span));
+            }
+            let waiting_us: u64 = waits.iter().map(|(_, _, w)| w.overlap(frame)).sum();
+            let mut blame: BTreeMap<&str, Blame> = BTreeMap::new();
+            for (waiter, read, wait) in &waits {
+                for (holder, held_read, hold, who) in &holds {
+                    // A reader waits only for writers.
+                    if holder == waiter || (*read && *held_read) {
+                        continue;
+                    }
+                    let overlap = wait.overlap(*hold).min(wait.overlap(frame));
+                    if overlap == 0 {
+                        continue;
+                    }
+                    let b = blame.entry(holder).or_insert_with(|| Blame {
+                        owner: holder.to_string(),
+                        who: (*who).clone(),
+                        caused_wait: Duration::ZERO,
+                        waits: 0,
+                    });
+                    b.caused_wait += Duration::from_micros(overlap);
+                    b.waits += 1;
+                }
+            }
+            let mut blame: Vec<Blame> = blame.into_values().collect();
+            blame.sort_by_key(|b| std::cmp::Reverse(b.caused_wait));
+            let queued = inspection.map_or(0, |i| i.queue.len());
+            let subscribed = inspection.and_then(|i| i.subscribers).unwrap_or(0) as usize;
+            Activity {
+                name: name.to_owned(),
+                kind: inspection.map(|i| i.kind),
+                holders,
+                waiters: queued.max(ongoing.len()).max(subscribed),
+                longest_wait: ongoing
+                    .iter()
+                    .min()
+                    .map(|start| Duration::from_micros(now_us.saturating_sub(*start))),
+                acquisitions_per_s: s.acquisitions as f64 / secs,
+                contended_per_s: s.contended as f64 / secs,
+                waiting_per_s: waiting_us as f64 / 1e6 / secs,
+                blame,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.waiting_per_s
+            .total_cmp(&a.waiting_per_s)
+            .then(b.acquisitions_per_s.total_cmp(&a.acquisitions_per_s))
+            .then(b.waiters.cmp(&a.waiters))
+            .then(a.name.cmp(&b.name))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1000;
+
+    fn event(kind: HistoryKind, owner: &str, at_ms: u64) -> HistoryEvent {
+        HistoryEvent {
+            at_us: 1_000_000_000 + at_ms * MS,
+            kind,
+            lock: "l".into(),
+            mode: "plain".into(),
+            owner: owner.into(),
+            client_name: "app".into(),
+            host: "h".into(),
+            pid: 7,
+            thread: format!("t-{owner}"),
+            waited_us: None,
+            held_us: None,
+            contended: false,
+        }
+    }
+
+    #[test]
+    fn holders_are_charged_the_waits_they_caused_within_the_window() {
+        use HistoryKind::*;
+        let waited = |mut e: HistoryEvent, ms: u64| {
+            e.waited_us = Some(ms * MS);
+            e.contended = true;
+            e
+        };
+        // a holds 0..100 ms; b waits 10..100 then holds 100..; c waits from 50 on.
+        let events = [
+            event(Acquire, "a", 0),
+            event(Wait, "b", 10),
+            event(Wait, "c", 50),
+            event(Release, "a", 100),
+            waited(event(Acquire, "b", 100), 90),
+        ];
+        let now = 1_000_000_000 + 150 * MS;
+        let top = activities(&[], &events, now, Duration::from_secs(1));
+        assert_eq!(top.len(), 1);
+        let l = &top[0];
+        assert_eq!((l.acquisitions_per_s, l.contended_per_s), (2.0, 1.0));
+        // b waited 90 ms, c 100 ms so far.
+        assert!((l.waiting_per_s - 0.19).abs() < 1e-9, "{}", l.waiting_per_s);
+        assert_eq!(l.longest_wait, Some(Duration::from_millis(100)));
+        assert_eq!(l.waiters, 1);
+        let blamed: Vec<(&str, u64, usize)> = l
+            .blame
+            .iter()
+            .map(|b| (b.owner.as_str(), b.caused_wait.as_millis() as u64, b.waits))
+            .collect();
+        // a: b's 90 ms and c's 50 ms; b: c's 50 ms since it took the lock.
+        assert_eq!(blamed, [("a", 140, 2), ("b", 50, 1)]);
+        assert_eq!(l.blame[0].who.thread, "t-a");
+    }
+
+    #[test]
+    fn readers_are_not_charged_for_readers_and_the_window_cuts_old_waits() {
+        use HistoryKind::*;
+        let read = |mut e: HistoryEvent| {
+            e.mode = "read".into();
+            e
+        };
+        let events = [
+            read(event(Acquire, "r1", 0)),
+            read(event(Wait, "r2", 10)),
+            event(Wait, "w", 20),
+        ];
+        let now = 1_000_000_000 + 2_000 * MS;
+        let top = activities(&[], &events, now, Duration::from_secs(1));
+        let blamed: Vec<(&str, u64)> = top[0]
+            .blame
+            .iter()
+            .map(|b| (b.owner.as_str(), b.caused_wait.as_millis() as u64))
+            .collect();
+        // Only the writer's wait counts against the reader, and only its last second.
+        assert_eq!(blamed, [("r1", 1000)]);
+        assert_eq!(top[0].holders, []);
+    }
+}
