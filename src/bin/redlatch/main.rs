@@ -16,6 +16,7 @@ mod render;
 mod run;
 #[cfg(unix)]
 mod signals;
+mod timeline;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
