@@ -25,7 +25,7 @@ use std::time::Duration;
 use redlatch::{Client, Config, Inspection, Kind, Mode};
 use serde::Serialize;
 
-use args::{Args, Command, Parsed, Servers};
+use args::{Args, Command, Parsed, Servers, TopSort};
 use explain::failure;
 
 /// Exit status when the name does not exist.
@@ -93,6 +93,10 @@ fn main() -> ExitCode {
         Command::Waits { dot } => waits(&client, &args, *dot),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
+        Command::Top(top_args) => top(&client, &args, top_args),
+        Command::History { name, trace, svg } => {
+            history(&client, &args, name, trace.as_deref(), svg.as_deref())
+        }
         Command::Doctor => doctor::doctor(&client, &args),
         Command::Leader { name, watch } => leader(&client, &args, name, *watch),
         Command::Run(_) | Command::Lock(_) | Command::Elect(_) => {
@@ -276,6 +280,79 @@ fn waits(client: &Client, args: &Args, dot: bool) -> Outcome {
             out(&render::waits_text(&found))?;
         }
         out(&render::orders_text(&orders))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn top(client: &Client, args: &Args, top: &args::Top) -> Outcome {
+    let once = top.once || args.json;
+    loop {
+        let mut rows = client
+            .top(&top.pattern, top.window)
+            .map_err(|e| failure(e, args))?;
+        match top.sort {
+            TopSort::Waiting => {}
+            TopSort::Acquisitions => {
+                rows.sort_by(|a, b| b.acquisitions_per_s.total_cmp(&a.acquisitions_per_s))
+            }
+            TopSort::Contended => {
+                rows.sort_by(|a, b| b.contended_per_s.total_cmp(&a.contended_per_s))
+            }
+            TopSort::Waiters => rows.sort_by_key(|a| std::cmp::Reverse(a.waiters)),
+            TopSort::Name => rows.sort_by(|a, b| a.name.cmp(&b.name)),
+        }
+        if top.rows > 0 {
+            rows.truncate(top.rows);
+        }
+        if args.json {
+            out(&json_line(&rows)?)?;
+        } else {
+            let screen = render::top_text(&rows, top.window);
+            if once {
+                out(&screen)?;
+            } else {
+                // Home and clear, as top does, then the screen.
+                let at = render::timestamp(std::time::SystemTime::now());
+                out(&format!(
+                    "\x1b[H\x1b[2Jredlatch top  {at}  (Ctrl-C to stop)\n\n{screen}"
+                ))?;
+            }
+        }
+        if once {
+            return Ok(ExitCode::SUCCESS);
+        }
+        std::thread::sleep(top.interval);
+    }
+}
+
+fn history(
+    client: &Client,
+    args: &Args,
+    name: &str,
+    trace: Option<&std::path::Path>,
+    svg: Option<&std::path::Path>,
+) -> Outcome {
+    let events = client.history(name).map_err(|e| failure(e, args))?;
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros() as u64;
+    let write = |path: &std::path::Path, text: String| {
+        std::fs::write(path, text)
+            .map_err(|e| Failure(format!("cannot write {}: {e}", path.display())))
+    };
+    if let Some(path) = trace {
+        write(path, timeline::trace_json(&events, now_us).to_string())?;
+    }
+    if let Some(path) = svg {
+        write(path, timeline::svg(&events, now_us))?;
+    }
+    if args.json {
+        out(&json_line(&events)?)?;
+    } else if events.is_empty() {
+        eprintln!("redlatch: no event of {name} is recorded (clients record with history on)");
+    } else {
+        out(&render::history_text(&events))?;
     }
     Ok(ExitCode::SUCCESS)
 }

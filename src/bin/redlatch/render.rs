@@ -4,7 +4,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redlatch::{
-    ClientConnection, Event, Holder, Inspection, Kind, LockOrderWarning, Owner, WaitRecord,
+    Activity, ClientConnection, Event, HistoryEvent, Holder, Inspection, Kind, LockOrderWarning,
+    Owner, WaitRecord,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -421,6 +422,99 @@ pub fn waits_text(waits: &[WaitRecord]) -> String {
         &["", "LOCK", "WAITER", "MODE", "WAITED", "BLOCKED BY"],
         &rows,
     )
+}
+
+/// An owner id shortened for a table: the client id's first 8 characters and the thread.
+fn short_owner(owner: &str) -> String {
+    match owner.rsplit_once(':') {
+        Some((client, thread)) => format!("{}:{thread}", &client[..client.len().min(8)]),
+        None => owner.to_owned(),
+    }
+}
+
+/// `redlatch top`: the table, then the blame of the first locks that have any.
+pub fn top_text(rows: &[Activity], window: Duration) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|a| {
+            let holders = a
+                .holders
+                .iter()
+                .map(|h| match h.held_for {
+                    Some(d) => format!("{} ({})", short_owner(&h.owner), duration(d)),
+                    None => short_owner(&h.owner),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            vec![
+                a.name.clone(),
+                a.kind.map_or("-".to_owned(), |k| k.to_string()),
+                if holders.is_empty() {
+                    "-".to_owned()
+                } else {
+                    holders
+                },
+                a.waiters.to_string(),
+                a.longest_wait.map_or("-".to_owned(), duration),
+                format!("{:.1}", a.acquisitions_per_s),
+                format!("{:.1}", a.contended_per_s),
+                format!("{:.2}", a.waiting_per_s),
+            ]
+        })
+        .collect();
+    let mut out = table(
+        &[
+            "NAME", "KIND", "HELD BY", "WAITERS", "LONGEST", "ACQ/S", "CONT/S", "WAIT S/S",
+        ],
+        &cells,
+    );
+    for a in rows.iter().filter(|a| !a.blame.is_empty()).take(3) {
+        out.push_str(&format!(
+            "\n{}: who made others wait over the last {}\n",
+            a.name,
+            duration(window)
+        ));
+        for b in a.blame.iter().take(5) {
+            out.push_str(&format!(
+                "  {:>8}  {} waits  {} ({}, pid {} on {}, thread {})\n",
+                duration(b.caused_wait),
+                b.waits,
+                short_owner(&b.owner),
+                b.who.client_name,
+                b.who.pid,
+                b.who.host,
+                b.who.thread
+            ));
+        }
+    }
+    out
+}
+
+/// `redlatch history NAME`: one event a line.
+pub fn history_text(events: &[HistoryEvent]) -> String {
+    let mut out = String::new();
+    for e in events {
+        let at = UNIX_EPOCH + Duration::from_micros(e.at_us);
+        let mut line = format!(
+            "{}  {:<9} {}  ({}, pid {} on {}, thread {})",
+            timestamp(at),
+            e.kind.to_string(),
+            e.owner,
+            e.client_name,
+            e.pid,
+            e.host,
+            e.thread
+        );
+        if let Some(w) = e.waited_us.filter(|w| *w >= 1000) {
+            line.push_str(&format!(" waited {}", duration(Duration::from_micros(w))));
+        }
+        if let Some(h) = e.held_us {
+            line.push_str(&format!(" held {}", duration(Duration::from_micros(h))));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// `redlatch waits`, below the table: one paragraph per lock-order warning.

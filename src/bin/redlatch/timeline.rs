@@ -1,5 +1,5 @@
 //! A lock history as pictures: the events of [`redlatch::Client::history`] turned into spans
-//! of holds and waits ([`spans`]), and those into a Chrome trace that Perfetto and
+//! of holds and waits, and those into a Chrome trace that Perfetto and
 //! `chrome://tracing` open ([`trace_json`]) or a self-contained SVG timeline ([`svg`]).
 //!
 //! A hold runs from an acquire to the release or loss that ends it (re-entrant acquires nest:
@@ -10,10 +10,6 @@
 //! The pictures put each owner (a thread of a client) on a row of its own, in the order of
 //! their first events; an owner's spans that overlap (a wait for one lock while holding
 //! another, or holds of two locks) take further lanes of that row.
-
-// Used by the `history` subcommand, which is wired in separately; until then only the tests
-// call these.
-#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
@@ -60,15 +56,6 @@ pub struct Span {
     /// How it ended: a hold `released`, `lost` or still `held`; a wait `acquired`,
     /// `timed_out`, `deadlock` or still `waiting`.
     pub outcome: &'static str,
-}
-
-/// The spans of `events` (sorted by time, as [`redlatch::Client::history`] returns them),
-/// ordered by start; those still open end at `now_us`.
-///
-/// A hold of one (owner, lock) is counted per lock kind: an owner of a read-write lock that
-/// takes its read lock while it holds the write lock holds two.
-pub fn spans(events: &[HistoryEvent], now_us: u64) -> Vec<Span> {
-    build(&view(events), now_us).spans
 }
 
 /// The Chrome trace-event JSON (object format) of `events`: a process per recording process,

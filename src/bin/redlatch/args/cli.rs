@@ -74,6 +74,42 @@ milliseconds). With --dot: a Graphviz digraph, an edge from each waiter to each 
 way, labelled with the lock, cycles in red, and a dashed orange edge each way between two
 locks taken in opposite orders (`redlatch waits --dot | dot -Tsvg > waits.svg`).";
 
+/// `top --sort`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopSort {
+    /// Time spent waiting per second (the default)
+    Waiting,
+    /// Acquisitions per second
+    Acquisitions,
+    /// Contended acquisitions per second
+    Contended,
+    /// Threads waiting now
+    Waiters,
+    /// Name
+    Name,
+}
+
+const TOP_HELP: &str = "\
+Shows the busiest locks and synchronizers whose names match PATTERN, on every master: who
+holds each and for how long, how many wait and the longest wait, acquisitions and contended
+acquisitions per second, and seconds spent waiting per second (2.0: two threads waiting all
+the time) over --window; below the table, for the busiest locks, which owners made others
+wait and for how long (blame). Holders and queues come from the server, so locks that only
+Java peers use show them too; rates, hold ages and blame come from the histories of clients
+with history on (ConfigBuilder::history), and are 0 or - without.
+
+With --json (and --once): an array of objects, busiest first.";
+
+const HISTORY_HELP: &str = "\
+Prints the recorded events of the lock NAME, oldest first: waits, acquires, releases, losses,
+timed-out waits and deadlocks, each with its owner, client, process, host, thread and the
+server's time. Only clients with history on (ConfigBuilder::history) record them; each keeps
+its last 10,000 (unless set) for a day.
+
+With --trace FILE: the Chrome trace-event JSON, a track per owner and a slice per hold and per
+wait, which https://ui.perfetto.dev and chrome://tracing open. With --svg FILE: the same
+timeline as an SVG picture. With --json: an array of the events.";
+
 const FORCE_UNLOCK_HELP: &str = "\
 Breaks the lock NAME whoever holds it (reentrant, fair, fenced, or read-write in its current
 mode) and wakes its waiters, as Lock::force_unlock does. The evicted holders find out at their
@@ -252,6 +288,42 @@ pub enum CliCommand {
         /// A Graphviz digraph instead of a table
         #[arg(long, conflicts_with = "json")]
         dot: bool,
+    },
+    /// The busiest locks and synchronizers across every client: holders, waiters, rates,
+    /// time spent waiting, blame; refreshed until Ctrl-C
+    #[command(help_template = SUBCOMMAND_HELP, after_help = TOP_HELP)]
+    Top {
+        /// Print once and exit (with --json, one JSON array)
+        #[arg(long)]
+        once: bool,
+        /// The order of the rows
+        #[arg(long, value_enum, default_value_t = TopSort::Waiting)]
+        sort: TopSort,
+        /// The window the rates and blame cover (10s, 1m; a bare number is milliseconds)
+        /// [default: 10s]
+        #[arg(long, value_name = "DURATION", value_parser = positive_interval)]
+        window: Option<Duration>,
+        /// How often to refresh [default: 2s]
+        #[arg(long, value_name = "DURATION", value_parser = positive_interval)]
+        interval: Option<Duration>,
+        /// How many locks to show (0: all)
+        #[arg(long, default_value_t = 20)]
+        rows: usize,
+        #[arg(default_value = "*", value_parser = non_empty_pattern)]
+        pattern: String,
+    },
+    /// The recorded history of the lock NAME (from clients with history on), one event a
+    /// line; --trace and --svg write it as a timeline
+    #[command(help_template = SUBCOMMAND_HELP, after_help = HISTORY_HELP)]
+    History {
+        /// Write the Chrome trace-event JSON that Perfetto and chrome://tracing open
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Draw the timeline as an SVG picture
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
     },
     /// Break the lock NAME whoever holds it, and wake its waiters
     #[command(help_template = SUBCOMMAND_HELP, after_help = FORCE_UNLOCK_HELP)]

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use clap::{CommandFactory, Parser};
 
-pub use cli::OnLost;
 use cli::{Cli, CliCommand, ElectArgs, LockArgs, RunArgs, ServerArgs};
+pub use cli::{OnLost, TopSort};
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
@@ -44,6 +44,14 @@ pub enum Command {
         dot: bool,
     },
     ForceUnlock(String),
+    /// `top [PATTERN]` and its options.
+    Top(Top),
+    /// `history NAME [--trace FILE] [--svg FILE]`.
+    History {
+        name: String,
+        trace: Option<PathBuf>,
+        svg: Option<PathBuf>,
+    },
     Watch(String),
     Doctor,
     Run(Box<Run>),
@@ -56,6 +64,18 @@ pub enum Command {
         name: String,
         watch: bool,
     },
+}
+
+/// `top`'s options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Top {
+    pub pattern: String,
+    pub once: bool,
+    pub sort: TopSort,
+    pub window: Duration,
+    pub interval: Duration,
+    /// 0: all.
+    pub rows: usize,
 }
 
 /// What `run` holds while its command runs.
@@ -219,6 +239,22 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
         CliCommand::Inspect { name } => Command::Inspect(name),
         CliCommand::List { pattern } => Command::List(pattern),
         CliCommand::Waits { dot } => Command::Waits { dot },
+        CliCommand::Top {
+            once,
+            sort,
+            window,
+            interval,
+            rows,
+            pattern,
+        } => Command::Top(Top {
+            pattern,
+            once,
+            sort,
+            window: window.unwrap_or(Duration::from_secs(10)),
+            interval: interval.unwrap_or(Duration::from_secs(2)),
+            rows,
+        }),
+        CliCommand::History { trace, svg, name } => Command::History { name, trace, svg },
         CliCommand::ForceUnlock { yes: y, name } => {
             yes = y;
             Command::ForceUnlock(name)
