@@ -48,3 +48,66 @@ impl Client {
         Ok(keys)
     }
 }
+
+/// Whether `text` matches the glob `pattern` as `SCAN ... MATCH` matches keys: `*` any run,
+/// `?` any one character, `[abc]`, `[a-z]` and `[^a]` a class, `\` escapes the next.
+pub(crate) fn glob_matches(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    matches_at(&p, &t)
+}
+
+fn matches_at(p: &[char], t: &[char]) -> bool {
+    match p.first() {
+        None => t.is_empty(),
+        Some('*') => (0..=t.len()).any(|skip| matches_at(&p[1..], &t[skip..])),
+        Some('?') => !t.is_empty() && matches_at(&p[1..], &t[1..]),
+        Some('[') => {
+            let Some(&c) = t.first() else {
+                return false;
+            };
+            let mut i = 1;
+            let negate = p.get(1) == Some(&'^');
+            if negate {
+                i += 1;
+            }
+            let mut hit = false;
+            while i < p.len() && p[i] != ']' {
+                if p[i] == '\\' && i + 1 < p.len() {
+                    i += 1;
+                    hit |= p[i] == c;
+                } else if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
+                    let (lo, hi) = (p[i].min(p[i + 2]), p[i].max(p[i + 2]));
+                    hit |= (lo..=hi).contains(&c);
+                    i += 2;
+                } else {
+                    hit |= p[i] == c;
+                }
+                i += 1;
+            }
+            // An unclosed class ends the pattern, as Redis reads it.
+            let rest = if i < p.len() { &p[i + 1..] } else { &p[i..] };
+            hit != negate && matches_at(rest, &t[1..])
+        }
+        Some('\\') if p.len() > 1 => t.first() == Some(&p[1]) && matches_at(&p[2..], &t[1..]),
+        Some(&c) => t.first() == Some(&c) && matches_at(&p[1..], &t[1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_matches;
+
+    #[test]
+    fn globs_match_as_scan_does() {
+        assert!(glob_matches("*", "anything"));
+        assert!(glob_matches("orders:*", "orders:42"));
+        assert!(!glob_matches("orders:*", "order:42"));
+        assert!(glob_matches("h?llo", "hello"));
+        assert!(glob_matches("h[ae]llo", "hallo"));
+        assert!(!glob_matches("h[^e]llo", "hello"));
+        assert!(glob_matches("h[a-b]llo", "hbllo"));
+        assert!(glob_matches("a\\*b", "a*b"));
+        assert!(!glob_matches("a\\*b", "axb"));
+        assert!(glob_matches("cli:top", "cli:top"));
+    }
+}

@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::history::{HistoryEvent, HistoryKind};
 use crate::inspect::{Inspection, Kind};
+use crate::scan::glob_matches;
 
 /// One lock or synchronizer's contention over a window ([`Client::top`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -134,15 +135,11 @@ impl Client {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_micros() as u64;
-        let events: Vec<HistoryEvent> = if pattern == "*" {
-            events
-        } else {
-            let names: Vec<&str> = live.iter().map(|i| i.name.as_str()).collect();
-            events
-                .into_iter()
-                .filter(|e| names.contains(&e.lock.as_str()))
-                .collect()
-        };
+        // Locks free now match by their recorded name.
+        let events: Vec<HistoryEvent> = events
+            .into_iter()
+            .filter(|e| glob_matches(pattern, &e.lock))
+            .collect();
         Ok(activities(&live, &events, now_us, window))
     }
 }

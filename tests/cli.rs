@@ -1267,3 +1267,208 @@ fn doctor_reports_each_threat_with_what_to_do() {
         r.stderr
     );
 }
+
+/// One of `top_shows_holders_waiters_and_blame_of_three_processes`'s processes: a client named
+/// `REDLATCH_TOP_ROLE` with history on, which on `take` waits for the fair lock
+/// `REDLATCH_TOP_NAME` (saying `HELD <owner>` once it holds it) and on `release` releases it.
+#[test]
+#[ignore = "the child half of the top test"]
+fn top_worker_child() {
+    let Ok(url) = std::env::var("REDLATCH_TOP_URL") else {
+        return;
+    };
+    let name = std::env::var("REDLATCH_TOP_NAME").unwrap();
+    let role = std::env::var("REDLATCH_TOP_ROLE").unwrap();
+    let config = Config::builder(url.as_str())
+        .client_name(&role)
+        .history(true)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let lock = client.fair_lock(&name);
+    let mut held = None;
+    for line in std::io::stdin().lock().lines() {
+        match line.unwrap().as_str() {
+            "take" => {
+                held = Some(lock.lock().unwrap());
+                println!("HELD {}", client.owner_id());
+            }
+            _ => {
+                drop(held.take());
+                println!("RELEASED");
+            }
+        }
+    }
+}
+
+#[test]
+fn top_shows_holders_waiters_and_blame_of_three_processes_and_history_draws_them() {
+    use support::child::ChildTest;
+    let server = RedisServer::new();
+    let name = "cli:top";
+    let worker = |role: &str| {
+        ChildTest::start(
+            "top_worker_child",
+            &[
+                ("REDLATCH_TOP_URL", server.url()),
+                ("REDLATCH_TOP_NAME", name.to_owned()),
+                ("REDLATCH_TOP_ROLE", role.to_owned()),
+            ],
+        )
+    };
+    let say = |child: &mut ChildTest, word: &str| {
+        let stdin = child.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{word}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let generous = Duration::from_secs(20);
+    let row = |text: &str| {
+        let all = json::parse(text);
+        assert_eq!(all.len(), 1, "{text}");
+        all.at(0).clone()
+    };
+    let top = || {
+        row(&ok(
+            &server,
+            &["top", "--once", "--json", "--window", "60s", name],
+        ))
+    };
+    let (mut p1, mut p2, mut p3) = (worker("p1"), worker("p2"), worker("p3"));
+    say(&mut p1, "take");
+    let o1 = p1.next("HELD", generous);
+    let p2_asked = Instant::now();
+    say(&mut p2, "take");
+    assert!(wait_until(generous, || top().get("waiters").num() == 1.0));
+    let p3_asked = Instant::now();
+    say(&mut p3, "take");
+    // Both waits recorded (their clients write once a second), p1 holding all along.
+    assert!(wait_until(generous, || {
+        let t = top();
+        t.get("waiters").num() == 2.0 && t.get("longest_wait_ms").clone() != json::J::Null
+    }));
+    let t = top();
+    assert_eq!(t.get("kind").str(), "fair");
+    assert_eq!(t.get("holders").len(), 1);
+    assert_eq!(t.get("holders").at(0).get("owner").str(), o1);
+    assert_eq!(
+        t.get("holders").at(0).get("who").get("client_name").str(),
+        "p1"
+    );
+    assert!(t.get("holders").at(0).get("held_ms").num() > 0.0);
+    let released_1 = Instant::now();
+    say(&mut p1, "release");
+    let o2 = p2.next("HELD", generous);
+    // p2 holds, p3 waits on: until top sees p2's hold.
+    assert!(wait_until(generous, || {
+        let t = top();
+        t.get("holders").len() == 1
+            && t.get("holders").at(0).get("owner").str() == o2
+            && t.get("holders").at(0).get("held_ms").clone() != json::J::Null
+    }));
+    let released_2 = Instant::now();
+    say(&mut p2, "release");
+    let o3 = p3.next("HELD", generous);
+    say(&mut p3, "release");
+    p3.next("RELEASED", generous);
+    // Blame: p1 held up both waits, p2 the last one; within generous bounds of what this
+    // process saw (each stamp is off by a round trip at most, each write by a second).
+    let blamed = |t: &json::J| -> Vec<(String, f64, f64)> {
+        let b = t.get("blame");
+        (0..b.len())
+            .map(|i| {
+                let e = b.at(i);
+                (
+                    e.get("owner").str().to_owned(),
+                    e.get("caused_wait_ms").num(),
+                    e.get("waits").num(),
+                )
+            })
+            .collect()
+    };
+    let mut t = top();
+    assert!(
+        wait_until(generous, || {
+            t = top();
+            t.get("acquisitions_per_s").num() * 60.0 > 2.5
+        }),
+        "three acquisitions in the window"
+    );
+    let b = blamed(&t);
+    assert_eq!(b.len(), 2, "{b:?}");
+    let expect_1 = (released_1 - p2_asked + (released_1 - p3_asked)).as_secs_f64() * 1e3;
+    let expect_2 = (released_2 - released_1).as_secs_f64() * 1e3;
+    assert_eq!((b[0].0.as_str(), b[0].2), (o1.as_str(), 2.0), "{b:?}");
+    assert!(
+        (b[0].1 - expect_1).abs() < 500.0,
+        "{b:?}, expected {expect_1} ms"
+    );
+    assert_eq!((b[1].0.as_str(), b[1].2), (o2.as_str(), 1.0), "{b:?}");
+    assert!(
+        (b[1].1 - expect_2).abs() < 500.0,
+        "{b:?}, expected {expect_2} ms"
+    );
+    assert!(!o3.is_empty());
+    let text = ok(&server, &["top", "--once", name]);
+    assert!(text.contains("who made others wait"), "{text}");
+
+    // The timeline: three holds that never overlap, and two waits.
+    let dir = std::env::temp_dir().join(format!("redlatch-top-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (trace, svg) = (dir.join("t.json"), dir.join("t.svg"));
+    let listed = ok(
+        &server,
+        &[
+            "history",
+            name,
+            "--trace",
+            trace.to_str().unwrap(),
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        listed.lines().filter(|l| l.contains(" acquire ")).count(),
+        3,
+        "{listed}"
+    );
+    let trace = json::parse(&std::fs::read_to_string(&trace).unwrap());
+    let all = trace.get("traceEvents");
+    let mut holds: Vec<(f64, f64)> = (0..all.len())
+        .map(|i| all.at(i))
+        .filter(|e| {
+            matches!(e.get("ph"), json::J::Str(p) if p == "X")
+                && matches!(e.get("cat"), json::J::Str(c) if c == "hold")
+        })
+        .map(|e| (e.get("ts").num(), e.get("ts").num() + e.get("dur").num()))
+        .collect();
+    holds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(holds.len(), 3, "{holds:?}");
+    assert!(
+        holds.windows(2).all(|w| w[0].1 <= w[1].0),
+        "overlapping holds: {holds:?}"
+    );
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.starts_with("<svg") || picture.starts_with("<?xml"),
+        "{picture}"
+    );
+    match Command::new("rsvg-convert")
+        .arg("-o")
+        .arg(dir.join("t.png"))
+        .arg(&svg)
+        .output()
+    {
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(std::fs::metadata(dir.join("t.png")).unwrap().len() > 0);
+        }
+        Err(_) => eprintln!(
+            "skipped the SVG render: rsvg-convert not found (apt-get install librsvg2-bin)"
+        ),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
