@@ -114,7 +114,7 @@ impl Client {
                     HistoryKind::Acquire => {
                         began.insert(hold, event.at_us);
                     }
-                    HistoryKind::Release | HistoryKind::Lost => {
+                    HistoryKind::Release | HistoryKind::Lost | HistoryKind::Expired => {
                         if let Some(at) = began.remove(&hold) {
                             event.at_us = event.at_us.max(at);
                         }

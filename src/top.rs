@@ -233,10 +233,10 @@ pub(crate) fn activities(
                     s.waits.push(spans(start, e.at_us));
                 }
             }
-            HistoryKind::Release | HistoryKind::Lost => {
+            HistoryKind::Release | HistoryKind::Lost | HistoryKind::Expired => {
                 if let Some(open) = s.open_holds.get_mut(&e.owner) {
                     open.1 -= 1;
-                    if open.1 == 0 || e.kind == HistoryKind::Lost {
+                    if open.1 == 0 || e.kind != HistoryKind::Release {
                         let start = open.0;
                         s.open_holds.remove(&e.owner);
                         s.holds.push(spans(start, e.at_us));

@@ -142,3 +142,44 @@ fn a_client_without_history_sends_nothing_more() {
     let streams: Vec<String> = conn.keys("redlatch_history*").unwrap();
     assert!(streams.is_empty(), "{streams:?}");
 }
+
+#[test]
+fn an_expired_hold_is_told_apart_and_the_stream_stays_capped() {
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .history_max_len(50)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let lease = client
+        .lock("h:lease")
+        .with_lease(Duration::from_millis(100));
+    let guard = lease.lock().unwrap();
+    assert!(wait_until(GENEROUS, || guard.is_lost()));
+    assert!(guard.unlock().is_err());
+    let mut events = Vec::new();
+    assert!(
+        wait_until(GENEROUS, || {
+            events = client.history("h:lease").unwrap();
+            events.len() == 2
+        }),
+        "{events:?}"
+    );
+    assert_eq!(events[1].kind, HistoryKind::Expired);
+    assert!(events[1].held_us.unwrap() >= 90_000, "{:?}", events[1]);
+    for _ in 0..300 {
+        drop(client.lock("h:many").lock().unwrap());
+    }
+    let stream = format!("redlatch_history:{{{}}}", client.id());
+    assert!(wait_until(GENEROUS, || client
+        .history("h:many")
+        .unwrap()
+        .len()
+        > 40));
+    let len: usize = redis::cmd("XLEN")
+        .arg(&stream)
+        .query(&mut server.conn())
+        .unwrap();
+    // Trimmed in whole nodes of the stream (100 entries each by default).
+    assert!(len < 50 + 100, "{len} entries");
+}

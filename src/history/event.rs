@@ -43,9 +43,12 @@ pub enum HistoryKind {
     Acquire,
     /// The owner released a hold that lasted `held`.
     Release,
-    /// The owner learnt that its hold (of `held`) was lost: taken over, force-unlocked, or
-    /// its lease ran out while renewals failed.
+    /// The owner learnt that its hold (of `held`) was lost: taken over or force-unlocked
+    /// (found not held), or the client was closed.
     Lost,
+    /// The owner's hold (of `held`) ended with its lease: renewals failed for a whole lease,
+    /// an explicit lease ran out, or its maximum hold time was reached.
+    Expired,
     /// The owner's wait ended without the lock: its wait bound passed.
     TimedOut,
     /// The owner's wait ended with [`Error::Deadlock`](crate::Error::Deadlock).
@@ -60,6 +63,7 @@ impl HistoryKind {
             HistoryKind::Acquire => "acquire",
             HistoryKind::Release => "release",
             HistoryKind::Lost => "lost",
+            HistoryKind::Expired => "expired",
             HistoryKind::TimedOut => "timed_out",
             HistoryKind::Deadlock => "deadlock",
         }
@@ -72,6 +76,7 @@ impl HistoryKind {
             HistoryKind::Acquire,
             HistoryKind::Release,
             HistoryKind::Lost,
+            HistoryKind::Expired,
             HistoryKind::TimedOut,
             HistoryKind::Deadlock,
         ]

@@ -468,7 +468,11 @@ impl<O: Ownership> LockGuard<O> {
         }
         if let Some(reason) = lost {
             // Ended by its lease's end at the latest, as far as this client knows.
-            self.history(HistoryKind::Lost, Instant::now().min(self.lease.expires()));
+            let kind = match reason {
+                LostReason::LeaseExpired | LostReason::MaxHoldReached => HistoryKind::Expired,
+                LostReason::NotHeld | LostReason::ClientClosed => HistoryKind::Lost,
+            };
+            self.history(kind, Instant::now().min(self.lease.expires()));
             // The unlock script could release a newer hold of this thread, taken after the
             // loss: leave the lock alone.
             log::warn!(

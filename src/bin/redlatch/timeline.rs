@@ -167,7 +167,7 @@ fn build(events: &[Ev<'_>], now_us: u64) -> Timeline {
                 out.marks.push(mark(ev, "deadlock"));
             }
             HistoryKind::Release => out.end_hold(track, ev, "released"),
-            HistoryKind::Lost => out.end_hold(track, ev, "lost"),
+            HistoryKind::Lost | HistoryKind::Expired => out.end_hold(track, ev, "lost"),
             _ => {}
         }
     }
