@@ -569,7 +569,10 @@ fn list_with_a_pattern_on_one_server() {
 #[test]
 fn list_on_a_cluster_finds_each_name_once() {
     let cluster = RedisCluster::new(3, 0);
-    let config = Config::cluster(cluster.urls()).build().unwrap();
+    let config = Config::cluster(cluster.urls())
+        .history(true)
+        .build()
+        .unwrap();
     let client = Client::new(config).unwrap();
     let names: Vec<String> = (0..18).map(|i| format!("c:{i}")).collect();
     let _guards: Vec<_> = names
@@ -612,6 +615,23 @@ fn list_on_a_cluster_finds_each_name_once() {
     let r = run(&["--cluster", &seeds, "inspect", "c:5"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("kind:    fenced"), "{}", r.stdout);
+    // top: every name, on every master, with its holder and (once the client's history is
+    // written, on its own stream's node) its acquisition.
+    let top = || {
+        let r = run(&["--cluster", &seeds, "top", "--json", "--rows", "0", "c:*"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        json::parse(&r.stdout)
+    };
+    assert!(wait_until(Duration::from_secs(20), || {
+        let j = top();
+        j.len() == 18 && (0..18).all(|i| j.at(i).get("acquisitions_per_s").num() > 0.0)
+    }));
+    let j = top();
+    for i in 0..j.len() {
+        let holder = j.at(i).get("holders").at(0);
+        assert_eq!(holder.get("owner").str(), client.owner_id());
+        assert!(holder.get("held_ms").num() >= 0.0);
+    }
 }
 
 #[test]
@@ -776,6 +796,22 @@ fn sentinel_addresses_reach_the_master() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let j = json::parse(&r.stdout);
     assert_eq!(j.get("holders").at(0).get("owner").str(), client.owner_id());
+    let r = run(&[
+        "--sentinel",
+        &sentinels,
+        "--master",
+        group.master_name(),
+        "top",
+        "--once",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let j = json::parse(&r.stdout);
+    assert_eq!(j.at(0).get("name").str(), "cli:sentinel");
+    assert_eq!(
+        j.at(0).get("holders").at(0).get("owner").str(),
+        client.owner_id()
+    );
 }
 
 #[test]
