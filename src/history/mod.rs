@@ -148,13 +148,14 @@ impl History {
                 }
             },
         };
-        let (events, threads) = {
+        let (mut events, threads) = {
             let mut b = self.buffer.lock();
             (
                 std::mem::take(&mut b.events),
                 std::mem::take(&mut b.threads),
             )
         };
+        drop_ended_waits(&mut events);
         if events.is_empty() && threads.is_empty() {
             return;
         }
@@ -232,4 +233,24 @@ impl History {
         *self.offset.lock() = Some(offset);
         Ok(offset)
     }
+}
+
+/// Leaves out the wait events whose wait ended in the same batch: the event that ended it
+/// (an acquire, timeout or deadlock) says how long it was. A wait still going on at a write
+/// is written, so that readers see it.
+fn drop_ended_waits(events: &mut Vec<Pending>) {
+    let mut ended: HashSet<(*const u8, *const u8)> = HashSet::new();
+    let mut keep = vec![true; events.len()];
+    for (i, e) in events.iter().enumerate().rev() {
+        let who = (e.owner.as_ptr(), e.lock.as_ptr());
+        match e.kind {
+            HistoryKind::Acquire | HistoryKind::TimedOut | HistoryKind::Deadlock => {
+                ended.insert(who);
+            }
+            HistoryKind::Wait => keep[i] = !ended.remove(&who),
+            _ => {}
+        }
+    }
+    let mut kept = keep.into_iter();
+    events.retain(|_| kept.next().unwrap_or(true));
 }
