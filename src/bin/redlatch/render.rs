@@ -4,8 +4,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redlatch::{
-    Activity, ClientConnection, Event, HistoryEvent, Holder, Inspection, Kind, LockOrderWarning,
-    Owner, WaitRecord,
+    Activity, ClientConnection, Event, HistoryEvent, HistoryKind, Holder, Inspection, Kind,
+    LockOrderWarning, Owner, WaitRecord,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -505,7 +505,8 @@ pub fn history_text(events: &[HistoryEvent]) -> String {
             e.host,
             e.thread
         );
-        if let Some(w) = e.waited_us.filter(|w| *w >= 1000) {
+        let waited = e.contended || e.kind != HistoryKind::Acquire;
+        if let Some(w) = e.waited_us.filter(|_| waited) {
             line.push_str(&format!(" waited {}", duration(Duration::from_micros(w))));
         }
         if let Some(h) = e.held_us {
