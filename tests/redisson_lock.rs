@@ -213,6 +213,15 @@ fn hold_counts_and_queries_agree_on_both_sides() {
     assert_eq!(inspected.holders.len(), 1);
     assert_eq!(inspected.holders[0].owner.to_string(), java_owner);
     assert_eq!(inspected.holders[0].holds, 2);
+    // `top` shows a lock only Java uses: its holder, no history.
+    let top = p.client.top(name, Duration::from_secs(10)).unwrap();
+    assert_eq!(top.len(), 1);
+    assert_eq!(top[0].holders.len(), 1);
+    assert_eq!(top[0].holders[0].owner, java_owner);
+    assert_eq!(
+        (top[0].holders[0].held_for, top[0].acquisitions_per_s),
+        (None, 0.0)
+    );
 
     // redlatch's force unlock frees Java's hold; Java's own unlock then fails as Redisson's does.
     assert!(lock.force_unlock().unwrap());
