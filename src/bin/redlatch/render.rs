@@ -424,10 +424,16 @@ pub fn waits_text(waits: &[WaitRecord]) -> String {
     )
 }
 
-/// An owner id shortened for a table: the client id's first 8 characters and the thread.
-fn short_owner(owner: &str) -> String {
+/// An owner id shortened for a table or a picture: the client id's first 8 characters and
+/// the thread (an id of another shape: its first 15 characters and an ellipsis).
+pub fn short_owner(owner: &str) -> String {
     match owner.rsplit_once(':') {
-        Some((client, thread)) => format!("{}:{thread}", &client[..client.len().min(8)]),
+        Some((client, thread)) => {
+            format!("{}:{thread}", client.chars().take(8).collect::<String>())
+        }
+        None if owner.chars().count() > 16 => {
+            format!("{}…", owner.chars().take(15).collect::<String>())
+        }
         None => owner.to_owned(),
     }
 }
