@@ -47,9 +47,6 @@ fn holds_and_waits_are_recorded_with_who_and_server_time_and_never_overlap() {
         .spawn(move || {
             let guard = b2.lock("h:1").lock().unwrap();
             let owner = b2.owner_id();
-            // Longer than the time stamps' uncertainty (a round trip), so that the order
-            // of its acquire and release is the server's.
-            thread::sleep(Duration::from_millis(20));
             drop(guard);
             owner
         })
@@ -135,7 +132,16 @@ fn a_client_without_history_sends_nothing_more() {
     for _ in 0..10 {
         drop(client.lock("h:off").lock().unwrap());
     }
-    thread::sleep(Duration::from_millis(1500)); // past a flush that must not come
+    // A client that records, on a server of its own, started after: once its events are
+    // written, a write of the other client's would have been too.
+    let marker_server = RedisServer::new();
+    let marker = recording(&marker_server, "marker");
+    drop(marker.lock("h:marker").lock().unwrap());
+    assert!(wait_until(GENEROUS, || marker
+        .history("h:marker")
+        .unwrap()
+        .len()
+        == 2));
     assert!(count_commands(&mut conn) > before + 20);
     let stats: String = redis::cmd("INFO")
         .arg("commandstats")
