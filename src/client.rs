@@ -97,9 +97,10 @@ impl Client {
         config.connection_name = Some(name.as_str().into());
         let metrics = Arc::new(Recorder::new().labelled_by_name(config.metrics_lock_names));
         let backend = Arc::new(Backend::open(&config)?);
-        let history = config
-            .history
-            .map(|max| Arc::new(History::new(&id, &config.client_name, max)));
+        let history = config.history.map(|max| {
+            let lease = config.watchdog_timeout;
+            Arc::new(History::new(&id, &config.client_name, max, lease))
+        });
         let chore = history.as_ref().map(|history| {
             let (history, backend) = (Arc::clone(history), Arc::clone(&backend));
             Chore {
@@ -198,6 +199,10 @@ impl Client {
         let inner = &self.inner;
         // Waiters first, while they can still leave a fair queue; then the connections.
         inner.pubsub.close(inner.config.response_timeout);
+        // The history's last events, while the connections are still open.
+        if let Some(history) = &inner.history {
+            history.flush(&inner.backend);
+        }
         inner.backend.close();
         inner.watchdog.close();
         log::debug!("redlatch client {} closed", inner.id);

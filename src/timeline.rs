@@ -3,8 +3,8 @@
 //! one (see [`ConfigBuilder::history`](crate::ConfigBuilder::history)), read from their
 //! streams and merged by time.
 
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -67,15 +67,28 @@ impl Client {
     /// ```
     pub fn recent_history(&self, window: Duration) -> Result<Vec<HistoryEvent>> {
         crate::time::check_duration("window", window)?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let since = now.saturating_sub(window).as_micros() as u64;
+        let since = self
+            .server_time_us()?
+            .saturating_sub(window.as_micros() as u64);
         self.read_history(None, since)
     }
 
+    /// The server's time, µs since the Unix epoch (of a cluster's node that keeps
+    /// `redlatch`'s slot): what event stamps are read against.
+    pub(crate) fn server_time_us(&self) -> Result<u64> {
+        let (secs, us): (u64, u64) = self
+            .inner
+            .backend
+            .run(HISTORY, |c| redis::cmd("TIME").query(c))?;
+        Ok(secs * 1_000_000 + us)
+    }
+
     /// The events of `lock` (a key; all when `None`) at `since_us` or later.
-    fn read_history(&self, lock: Option<&str>, since_us: u64) -> Result<Vec<HistoryEvent>> {
+    pub(crate) fn read_history(
+        &self,
+        lock: Option<&str>,
+        since_us: u64,
+    ) -> Result<Vec<HistoryEvent>> {
         let mapper = &self.inner.config.name_mapper;
         let mut out = Vec::new();
         for stream in self.scan(&format!("{HISTORY}:*"))? {
@@ -105,7 +118,16 @@ impl Client {
             // A stream is in the order its client saw things: a hold shorter than the stamps'
             // uncertainty (a round trip) ends no earlier than it began.
             let mut began: HashMap<(String, String), u64> = HashMap::new();
+            // A write sent again (its reply lost) repeats events: each counts once.
+            let mut seen: HashSet<u64> = HashSet::new();
             for (_, values) in entries {
+                let seq = values
+                    .chunks_exact(2)
+                    .find(|kv| kv[0] == fields::SEQ)
+                    .and_then(|kv| kv[1].parse::<u64>().ok());
+                if seq.is_some_and(|s| !seen.insert(s)) {
+                    continue;
+                }
                 let Some(mut event) = parse(&values, &who) else {
                     continue;
                 };

@@ -5,7 +5,7 @@
 //! how long, as Go's mutex profile charges the holder).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
@@ -129,12 +129,10 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn top(&self, pattern: &str, window: Duration) -> Result<Vec<Activity>> {
+        crate::time::check_duration("window", window)?;
         let live = self.list(pattern)?;
-        let events = self.recent_history(window)?;
-        let now_us = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_micros() as u64;
+        let now_us = self.server_time_us()?;
+        let events = self.read_history(None, now_us.saturating_sub(window.as_micros() as u64))?;
         // Locks free now match by their recorded name.
         let events: Vec<HistoryEvent> = events
             .into_iter()
@@ -174,9 +172,13 @@ struct Seen {
     contended: usize,
     holds: Vec<Spans>,
     waits: Vec<Spans>,
-    /// Holds and waits still open: owner -> (start, re-entries, a read) / (start, a read).
-    open_holds: HashMap<String, (u64, u32, bool)>,
+    /// Holds still open: (owner, a read) -> (start, re-entries); waits: owner -> (start, a
+    /// read).
+    open_holds: HashMap<(String, bool), (u64, u32)>,
     open_waits: HashMap<String, (u64, bool)>,
+    /// When each (owner, a read)'s last hold ended: an end of a hold before then is one
+    /// already counted (the other guards of a lost re-entrant hold).
+    closed: HashMap<(String, bool), u64>,
 }
 
 fn who(e: &HistoryEvent) -> Who {
@@ -216,15 +218,15 @@ pub(crate) fn activities(
             HistoryKind::Wait => {
                 s.open_waits.insert(e.owner.clone(), (e.at_us, read));
             }
-            HistoryKind::Acquire | HistoryKind::TimedOut | HistoryKind::Deadlock => {
+            HistoryKind::Acquire | HistoryKind::GaveUp | HistoryKind::Deadlock => {
                 let began = s.open_waits.remove(&e.owner).map(|(at, _)| at);
                 if e.kind == HistoryKind::Acquire {
                     s.acquisitions += 1;
                     s.contended += usize::from(e.contended);
                     let open = s
                         .open_holds
-                        .entry(e.owner.clone())
-                        .or_insert((e.at_us, 0, read));
+                        .entry((e.owner.clone(), read))
+                        .or_insert((e.at_us, 0));
                     open.1 += 1;
                 }
                 let waited = e.waited_us.unwrap_or(0);
@@ -234,16 +236,23 @@ pub(crate) fn activities(
                 }
             }
             HistoryKind::Release | HistoryKind::Lost | HistoryKind::Expired => {
-                if let Some(open) = s.open_holds.get_mut(&e.owner) {
+                let hold = (e.owner.clone(), read);
+                if let Some(open) = s.open_holds.get_mut(&hold) {
                     open.1 -= 1;
                     if open.1 == 0 || e.kind != HistoryKind::Release {
                         let start = open.0;
-                        s.open_holds.remove(&e.owner);
+                        s.open_holds.remove(&hold);
+                        s.closed.insert(hold, e.at_us);
                         s.holds.push(spans(start, e.at_us));
                     }
-                } else {
-                    // Taken before the window's first event: held from its start at least.
-                    s.holds.push(spans(since, e.at_us));
+                } else if let Some(held) = e.held_us {
+                    // Taken before the window's first event: from its acquire on, unless a
+                    // hold already counted covers it.
+                    let start = e.at_us.saturating_sub(held);
+                    if s.closed.get(&hold).is_none_or(|end| *end <= start) {
+                        s.closed.insert(hold, e.at_us);
+                        s.holds.push(spans(start, e.at_us));
+                    }
                 }
             }
         }
@@ -271,8 +280,11 @@ pub(crate) fn activities(
                 .map(|owner| TopHolder {
                     held_for: s
                         .open_holds
-                        .get(&owner)
-                        .map(|(start, ..)| Duration::from_micros(now_us.saturating_sub(*start))),
+                        .iter()
+                        .filter(|((o, _), _)| *o == owner)
+                        .map(|(_, (start, _))| *start)
+                        .min()
+                        .map(|start| Duration::from_micros(now_us.saturating_sub(start))),
                     who: whos.get(owner.as_str()).cloned(),
                     owner,
                 })
@@ -283,7 +295,7 @@ pub(crate) fn activities(
                 .iter()
                 .map(|h| (h.owner.as_str(), h.read, h.span, &h.who))
                 .collect();
-            for (owner, (start, _, read)) in &s.open_holds {
+            for ((owner, read), (start, _)) in &s.open_holds {
                 if let Some(w) = whos.get(owner.as_str()) {
                     let span = Span {
                         start: *start,
@@ -308,6 +320,8 @@ pub(crate) fn activities(
             let waiting_us: u64 = waits.iter().map(|(_, _, w)| w.overlap(frame)).sum();
             let mut blame: BTreeMap<&str, Blame> = BTreeMap::new();
             for (waiter, read, wait) in &waits {
+                // A holder is charged each wait once, however many of its holds it met.
+                let mut charged: Vec<&str> = Vec::new();
                 for (holder, held_read, hold, who) in &holds {
                     // A reader waits only for writers.
                     if holder == waiter || (*read && *held_read) {
@@ -324,7 +338,10 @@ pub(crate) fn activities(
                         waits: 0,
                     });
                     b.caused_wait += Duration::from_micros(overlap);
-                    b.waits += 1;
+                    if !charged.contains(holder) {
+                        charged.push(holder);
+                        b.waits += 1;
+                    }
                 }
             }
             let mut blame: Vec<Blame> = blame.into_values().collect();

@@ -194,3 +194,31 @@ fn an_expired_hold_is_told_apart_and_the_stream_stays_capped() {
     // Trimmed in whole nodes of the stream (100 entries each by default).
     assert!(len < 50 + 100, "{len} entries");
 }
+
+#[test]
+fn a_condition_wait_ends_the_hold_and_taking_the_lock_back_begins_another() {
+    let server = RedisServer::new();
+    let client = recording(&server, "cond");
+    let lock = client.lock("h:cond");
+    let cond = lock.condition("ready");
+    let mut guard = lock.lock().unwrap();
+    let waited = cond
+        .wait_for(&mut guard, Duration::from_millis(50))
+        .unwrap();
+    assert!(waited.timed_out());
+    drop(guard);
+    let mut events = Vec::new();
+    assert!(
+        wait_until(GENEROUS, || {
+            events = client.history("h:cond").unwrap();
+            events.len() == 4
+        }),
+        "{events:?}"
+    );
+    let kinds: Vec<HistoryKind> = events.iter().map(|e| e.kind).collect();
+    use HistoryKind::{Acquire, Release};
+    assert_eq!(kinds, [Acquire, Release, Acquire, Release], "{events:?}");
+    // Two holds that do not overlap: released for the wait, about 50 ms, then taken back.
+    assert!(events[1].at_us <= events[2].at_us);
+    assert!(events[2].at_us - events[1].at_us >= 40_000, "{events:?}");
+}

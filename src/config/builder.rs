@@ -683,10 +683,11 @@ impl ConfigBuilder {
     }
 
     /// Whether this client records the history of its locks on the server: every acquire
-    /// (and the start of every wait), release, loss, timed-out wait and deadlock of its
-    /// threads, with the owner, thread, process, host and the server's time, in a capped
-    /// stream of its own (`redlatch_history:{<client uuid>}`, a day's TTL past its last write),
-    /// written once a second by the watchdog thread in one pipelined call. What
+    /// (and the start of every wait), release, loss, wait given up (timed out, interrupted or
+    /// failed) and deadlock of its threads, with the owner, thread, process, host and the
+    /// server's time, in a capped stream of its own (`redlatch_history:{<client uuid>}`, a
+    /// day's TTL past its last write), written once a second by the watchdog thread in one
+    /// pipelined call. What
     /// [`Client::history`](crate::Client::history) and `redlatch history` read, and what
     /// `redlatch top` computes rates and blame from.
     ///

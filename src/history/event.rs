@@ -4,6 +4,8 @@ use std::fmt;
 
 /// The fields of a stream entry (one event).
 pub(crate) mod fields {
+    /// The event's number in its client's history (copies of a write sent again share it).
+    pub(crate) const SEQ: &str = "s";
     /// What happened: [`HistoryKind::word`](super::HistoryKind::word).
     pub(crate) const KIND: &str = "k";
     /// The lock's key.
@@ -49,8 +51,9 @@ pub enum HistoryKind {
     /// The owner's hold (of `held`) ended with its lease: renewals failed for a whole lease,
     /// an explicit lease ran out, or its maximum hold time was reached.
     Expired,
-    /// The owner's wait ended without the lock: its wait bound passed.
-    TimedOut,
+    /// The owner's wait ended without the lock: its bound passed, it was interrupted, or it
+    /// failed (`waited`).
+    GaveUp,
     /// The owner's wait ended with [`Error::Deadlock`](crate::Error::Deadlock).
     Deadlock,
 }
@@ -64,7 +67,7 @@ impl HistoryKind {
             HistoryKind::Release => "release",
             HistoryKind::Lost => "lost",
             HistoryKind::Expired => "expired",
-            HistoryKind::TimedOut => "timed_out",
+            HistoryKind::GaveUp => "gave_up",
             HistoryKind::Deadlock => "deadlock",
         }
     }
@@ -77,7 +80,7 @@ impl HistoryKind {
             HistoryKind::Release,
             HistoryKind::Lost,
             HistoryKind::Expired,
-            HistoryKind::TimedOut,
+            HistoryKind::GaveUp,
             HistoryKind::Deadlock,
         ]
         .into_iter()

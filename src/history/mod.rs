@@ -16,7 +16,7 @@
 
 mod event;
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,9 +35,19 @@ pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
 const TTL: Duration = Duration::from_secs(24 * 3600);
 /// The most events kept while the server does not answer; older ones are dropped.
 const MAX_PENDING: usize = 100_000;
+/// The most events one write sends; the rest wait for the next.
+const MAX_PER_WRITE: usize = 5_000;
+/// The longest a write may take (less where a lease is short): the watchdog's thread makes
+/// it, and renewals wait meanwhile.
+const WRITE_BOUND: Duration = Duration::from_secs(1);
+/// The most owners whose thread names a client remembers having written.
+const MAX_NAMED: usize = 10_000;
 
 /// One event, as recorded: its local time and which bound of the server's clock it takes.
 struct Pending {
+    /// The event's number in this client's history: a write sent again (its reply lost) is
+    /// told from a new one by it.
+    seq: u64,
     kind: HistoryKind,
     lock: Arc<str>,
     owner: Arc<str>,
@@ -53,7 +63,9 @@ struct Pending {
 /// What the next flush writes.
 #[derive(Default)]
 struct Buffer {
-    events: Vec<Pending>,
+    events: VecDeque<Pending>,
+    /// The number of the next event.
+    next_seq: u64,
     /// Owners whose thread names are not written yet: owner -> name.
     threads: Vec<(Arc<str>, String)>,
     /// Owners whose thread names were taken.
@@ -75,20 +87,29 @@ pub(crate) struct History {
     who: String,
     client_name: String,
     max_len: usize,
+    /// How long a write may take.
+    bound: Duration,
     buffer: Mutex<Buffer>,
     offset: Mutex<Option<Offset>>,
 }
 
 impl History {
     /// The recorder of the client `client_id`, named `client_name`, keeping at most
-    /// `max_len` events (about: the stream is trimmed in whole nodes) on the server.
-    pub(crate) fn new(client_id: &str, client_name: &str, max_len: usize) -> History {
+    /// `max_len` events (about: the stream is trimmed in whole nodes) on the server; its
+    /// writes take at most an eighth of the `lease` (the watchdog's, whose thread writes).
+    pub(crate) fn new(
+        client_id: &str,
+        client_name: &str,
+        max_len: usize,
+        lease: Duration,
+    ) -> History {
         History {
             base: Instant::now(),
             stream: keys::history(client_id),
             who: keys::history_who(client_id),
             client_name: client_name.to_owned(),
             max_len,
+            bound: WRITE_BOUND.min(lease / 8).max(Duration::from_millis(10)),
             buffer: Mutex::new(Buffer::default()),
             offset: Mutex::new(None),
         }
@@ -110,6 +131,9 @@ impl History {
         contended: bool,
     ) {
         let mut b = self.buffer.lock();
+        if b.named.len() >= MAX_NAMED {
+            b.named.clear();
+        }
         if !b.named.contains(owner) {
             let thread = std::thread::current();
             let name = thread
@@ -119,9 +143,12 @@ impl History {
             b.threads.push((Arc::clone(owner), name));
         }
         if b.events.len() >= MAX_PENDING {
-            b.events.remove(0);
+            b.events.pop_front();
         }
-        b.events.push(Pending {
+        let seq = b.next_seq;
+        b.next_seq += 1;
+        b.events.push_back(Pending {
+            seq,
             kind,
             lock: Arc::clone(lock),
             owner: Arc::clone(owner),
@@ -150,10 +177,9 @@ impl History {
         };
         let (mut events, threads) = {
             let mut b = self.buffer.lock();
-            (
-                std::mem::take(&mut b.events),
-                std::mem::take(&mut b.threads),
-            )
+            let n = b.events.len().min(MAX_PER_WRITE);
+            let events: Vec<Pending> = b.events.drain(..n).collect();
+            (events, std::mem::take(&mut b.threads))
         };
         drop_ended_waits(&mut events);
         if events.is_empty() && threads.is_empty() {
@@ -171,6 +197,8 @@ impl History {
                 .arg("~")
                 .arg(self.max_len)
                 .arg("*")
+                .arg(fields::SEQ)
+                .arg(e.seq)
                 .arg(fields::KIND)
                 .arg(e.kind.word())
                 .arg(fields::LOCK)
@@ -208,12 +236,14 @@ impl History {
                 "history: writing {} events failed: {e}; kept for the next flush",
                 events.len()
             );
+            // Sent again at the next write, before the newer ones: readers drop the copies of
+            // events the server took after all (by their number).
             let mut b = self.buffer.lock();
-            let mut kept = events;
-            kept.append(&mut b.events);
-            let over = kept.len().saturating_sub(MAX_PENDING);
-            kept.drain(..over);
-            b.events = kept;
+            for e in events.into_iter().rev() {
+                b.events.push_front(e);
+            }
+            let over = b.events.len().saturating_sub(MAX_PENDING);
+            b.events.drain(..over);
             b.threads.extend(threads);
         }
     }
@@ -223,7 +253,7 @@ impl History {
     fn measure(&self, backend: &Backend, pipe: &redis::Pipeline) -> crate::Result<Offset> {
         let sent = self.base.elapsed().as_micros() as i64;
         let ((secs, us),): ((i64, i64),) =
-            backend.run_with(&self.stream, Policy::Once, |c| pipe.query(c))?;
+            backend.run_with(&self.stream, Policy::Bounded(self.bound), |c| pipe.query(c))?;
         let replied = self.base.elapsed().as_micros() as i64;
         let server = secs * 1_000_000 + us;
         let offset = Offset {
@@ -244,7 +274,7 @@ fn drop_ended_waits(events: &mut Vec<Pending>) {
     for (i, e) in events.iter().enumerate().rev() {
         let who = (e.owner.as_ptr(), e.lock.as_ptr());
         match e.kind {
-            HistoryKind::Acquire | HistoryKind::TimedOut | HistoryKind::Deadlock => {
+            HistoryKind::Acquire | HistoryKind::GaveUp | HistoryKind::Deadlock => {
                 ended.insert(who);
             }
             HistoryKind::Wait => keep[i] = !ended.remove(&who),

@@ -273,8 +273,10 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         let waited = Some(self.started.elapsed());
         match &outcome {
             Ok(Some(_)) => self.history(HistoryKind::Acquire, waited),
-            Ok(None) if self.will_wait => self.history(HistoryKind::TimedOut, waited),
+            Ok(None) if self.will_wait => self.history(HistoryKind::GaveUp, waited),
             Err(Error::Deadlock { .. }) => self.history(HistoryKind::Deadlock, waited),
+            // Interrupted or failed after its wait began: the wait ends here.
+            Err(_) if self.attempts > 1 => self.history(HistoryKind::GaveUp, waited),
             _ => {}
         }
         if let (Ok(Some(_)), true) = (&outcome, O::ONE_THREAD && lock.raw.key.bound.is_none()) {

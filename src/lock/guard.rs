@@ -467,12 +467,18 @@ impl<O: Ownership> LockGuard<O> {
             known = Some(inner.watchdog.count_explicit(&raw.key.name, field, false));
         }
         if let Some(reason) = lost {
-            // Ended by its lease's end at the latest, as far as this client knows.
-            let kind = match reason {
-                LostReason::LeaseExpired | LostReason::MaxHoldReached => HistoryKind::Expired,
-                LostReason::NotHeld | LostReason::ClientClosed => HistoryKind::Lost,
+            // Stamped no later than it ended: a lease's end as this client reckons it (or a
+            // closed client's, which holds until then), or, taken over or broken at a moment
+            // nobody saw, the last time it was found held.
+            let now = Instant::now();
+            let (kind, at) = match reason {
+                LostReason::LeaseExpired | LostReason::MaxHoldReached => {
+                    (HistoryKind::Expired, self.lease.expires())
+                }
+                LostReason::ClientClosed => (HistoryKind::Lost, self.lease.expires()),
+                LostReason::NotHeld => (HistoryKind::Lost, self.lease.confirmed()),
             };
-            self.history(kind, Instant::now().min(self.lease.expires()));
+            self.history(kind, at.min(now));
             // The unlock script could release a newer hold of this thread, taken after the
             // loss: leave the lock alone.
             log::warn!(
@@ -487,9 +493,10 @@ impl<O: Ownership> LockGuard<O> {
         }
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
         let lease = self.lock.lease_for(&self.owner, lease);
-        self.history(HistoryKind::Release, Instant::now());
+        let sent = Instant::now();
         match self.lock.raw.unlock_knowing(&self.owner, lease, known)? {
             Unlocked::NotHeld => {
+                self.history(HistoryKind::Lost, self.lease.confirmed().min(sent));
                 // Latched (and counted once) for the thread's other holds of this lock too:
                 // they share the lease, and need not try to unlock.
                 self.lease.mark_lost(LostReason::NotHeld);
@@ -503,6 +510,7 @@ impl<O: Ownership> LockGuard<O> {
                 })
             }
             Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed => {
+                self.history(HistoryKind::Release, sent);
                 log::debug!("released `{}` (owner {})", self.lock.key(), self.owner);
                 Ok(())
             }

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::history::HistoryKind;
 use crate::lock::kind::Kind;
+use crate::lock::order;
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{RawLock, Unlocked};
 use crate::names::Named;
@@ -289,6 +291,7 @@ impl<O: Ownership> Lock<O> {
                 .watchdog
                 .unwatch_key(&self.raw.key.name, &field);
         }
+        let sent = Instant::now();
         match self
             .raw
             .unlock(&owner, self.lease_for(&owner, self.lease_or_default()))?
@@ -296,7 +299,18 @@ impl<O: Ownership> Lock<O> {
             Unlocked::NotHeld => Err(Error::NotHeld {
                 name: self.key().to_owned(),
             }),
-            Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed => Ok(()),
+            Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed => {
+                // The end of a leaked guard's hold, as its guard's release would record it.
+                let (client, name) = (&self.raw.key.client, &self.raw.key.name);
+                if O::ONE_THREAD {
+                    order::released(client, name);
+                }
+                if let (Some(history), None) = (&client.inner.history, &self.raw.key.bound) {
+                    let (kind, mode) = (HistoryKind::Release, self.raw.kind.label());
+                    history.add(kind, name, &owner, mode, sent, None, None, false);
+                }
+                Ok(())
+            }
         }
     }
 

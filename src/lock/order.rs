@@ -13,11 +13,13 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys;
@@ -29,6 +31,8 @@ use crate::whoami::process;
 const TTL: Duration = Duration::from_secs(24 * 3600);
 /// How long a process goes without recording a pair again while it recurs.
 const AGAIN: Duration = Duration::from_secs(4 * 3600);
+/// How long a pair whose record failed waits before it is tried again.
+const RETRY_FAILED: Duration = Duration::from_secs(60);
 /// The most pairs a client remembers having recorded; past it, it forgets them all (and
 /// records each again once).
 const MAX_REMEMBERED: usize = 10_000;
@@ -40,8 +44,8 @@ thread_local! {
 
 /// One hold of this thread's.
 struct Held {
-    /// The client's identity (its shared state's address).
-    client: usize,
+    /// The client's number ([`Recorded`]).
+    client: u64,
     lock: Arc<str>,
     read: bool,
 }
@@ -50,9 +54,20 @@ struct Held {
 type Pair = (Arc<str>, Arc<str>, [u8; 3]);
 
 /// The pairs a client has recorded, and when.
-#[derive(Default)]
 pub(crate) struct Recorded {
+    /// The client's number in this process (a thread's holds name their client by it).
+    id: u64,
     pairs: Mutex<HashMap<Pair, Instant>>,
+}
+
+impl Default for Recorded {
+    fn default() -> Recorded {
+        static CLIENTS: AtomicU64 = AtomicU64::new(0);
+        Recorded {
+            id: CLIENTS.fetch_add(1, Ordering::Relaxed),
+            pairs: Mutex::new(HashMap::new()),
+        }
+    }
 }
 
 /// One order in which an owner took two locks: `held`, then `taken`.
@@ -227,8 +242,8 @@ pub(crate) fn released(client: &Client, lock: &Arc<str>) {
     });
 }
 
-fn identity(client: &Client) -> usize {
-    Arc::as_ptr(&client.inner) as usize
+fn identity(client: &Client) -> u64 {
+    client.inner.orders.id
 }
 
 /// Records "`before`, then `lock`" unless recorded lately, and reports the opposite orders
@@ -273,7 +288,11 @@ fn record(
         Ok(opposite) => opposite,
         Err(e) => {
             log::debug!("recording the lock order `{before}` then `{lock}` failed: {e}");
-            client.inner.orders.pairs.lock().remove(&remembered);
+            // Tried again in a minute, not at every acquire meanwhile.
+            let retry = Instant::now().checked_sub(AGAIN - RETRY_FAILED);
+            if let Some(at) = retry {
+                client.inner.orders.pairs.lock().insert(remembered, at);
+            }
             return;
         }
     };
@@ -310,7 +329,8 @@ fn send(
     by: &str,
 ) -> Result<Vec<(String, String)>> {
     let key = keys::lock_order(first, second);
-    client.inner.backend.run(&key, |c| {
+    // Once: the acquire that records it holds locks meanwhile.
+    client.inner.backend.run_with(&key, Policy::Once, |c| {
         scripts::LOCK_ORDER
             .key(&key)
             .arg(first)

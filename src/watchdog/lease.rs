@@ -173,6 +173,12 @@ impl LeaseState {
         self.lost().is_none()
     }
 
+    /// When the last acquire or renewal that found the hold alive was sent: a hold found gone
+    /// was still held then.
+    pub(crate) fn confirmed(&self) -> Instant {
+        self.base + Duration::from_micros(self.renewed_us.load(Ordering::Acquire))
+    }
+
     /// When the first acquire was sent.
     pub(crate) fn base(&self) -> Instant {
         self.base

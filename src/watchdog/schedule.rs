@@ -40,13 +40,6 @@ impl Shared {
                 }
                 return;
             }
-            if let (Some(chore), Some(at)) = (&self.chore, chore_at) {
-                if at <= Instant::now() {
-                    MutexGuard::unlocked(&mut st, || (chore.run)());
-                    chore_at = Some(Instant::now() + chore.every);
-                    continue;
-                }
-            }
             if st.has_to_fire() {
                 let fires = st.take_to_fire();
                 MutexGuard::unlocked(&mut st, || {
@@ -78,6 +71,14 @@ impl Shared {
                 ids.extend(st.take_due(now, now + self.period / 2, room));
             }
             if ids.is_empty() {
+                // Nothing to renew now: the chore, if it is due (renewals go first).
+                if let (Some(chore), Some(at)) = (&self.chore, chore_at) {
+                    if at <= now {
+                        MutexGuard::unlocked(&mut st, || (chore.run)());
+                        chore_at = Some(Instant::now() + chore.every);
+                        continue;
+                    }
+                }
                 // Sleep until the earliest entry is due; it and all due within `slack`
                 // after it are then renewed together.
                 let renewal = st.next_due();

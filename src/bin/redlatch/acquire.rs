@@ -29,7 +29,7 @@ pub enum Held {
 /// How the wait for the hold ended.
 pub enum Waited {
     Held(Held),
-    TimedOut,
+    GaveUp,
     /// Ended by this signal.
     Interrupted(i32),
 }
@@ -155,7 +155,7 @@ pub fn acquire(
     };
     match held {
         Ok(Some(held)) => Ok(Waited::Held(held)),
-        Ok(None) => Ok(Waited::TimedOut),
+        Ok(None) => Ok(Waited::GaveUp),
         Err(e) if e.is_interrupted() => {
             // The signal thread sends the signal before it interrupts.
             let signal = passed_on_signal(rx).unwrap_or(libc::SIGTERM);

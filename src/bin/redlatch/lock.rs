@@ -32,7 +32,7 @@ fn hold_until_signal(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
     let (_client, waited, events, rx) = start(args, run)?;
     let held = match waited {
         Waited::Held(held) => held,
-        Waited::TimedOut => {
+        Waited::GaveUp => {
             eprintln!(
                 "redlatch: {} not had within {}",
                 what(run),

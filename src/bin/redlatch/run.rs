@@ -72,7 +72,7 @@ fn one_round(
 ) -> Result<(ExitCode, bool), Failure> {
     let held = match waited {
         Waited::Held(held) => held,
-        Waited::TimedOut => {
+        Waited::GaveUp => {
             eprintln!(
                 "redlatch: {} not had within {}: `{}` not run",
                 what(run),

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::Condition;
 use crate::error::{Error, Result};
+use crate::history::HistoryKind;
 use crate::interrupt::Interruption;
 use crate::keys;
 use crate::lock::guard::LockGuard;
@@ -40,7 +41,7 @@ pub(super) enum Ended {
     Notified,
     /// The waiter's place was gone (its lease ran out).
     Dropped,
-    TimedOut,
+    GaveUp,
     /// The hold's maximum hold time came first.
     Capped,
 }
@@ -76,6 +77,8 @@ pub(super) struct Wait<'a, O: Ownership> {
     place: Option<(Watch, Arc<LeaseState>)>,
     /// A notification this waiter took and has not acted on.
     taken: bool,
+    /// When the queue call was sent: the release of the kinds whose release is that call.
+    queued_at: Option<Instant>,
     /// From the wait on: a close waits for it to end (up to a response timeout), so that
     /// what it does on the way out (hand a notification on) still has the connections.
     _active: Option<Active<'a>>,
@@ -122,6 +125,7 @@ impl<'a, O: Ownership> Wait<'a, O> {
             queued: false,
             place: None,
             taken: false,
+            queued_at: None,
             _active: None,
         }
     }
@@ -136,6 +140,7 @@ impl<'a, O: Ownership> Wait<'a, O> {
         let lease = raw.key.client.inner.config.watchdog_timeout;
         let release_here = raw.kind.released_by_wait();
         let queued_at = Instant::now();
+        self.queued_at = Some(queued_at);
         let (field, owner, id) = (&self.field, &self.owner, &self.id);
         let queued: Result<Option<i64>> = raw.run(|c| {
             scripts::CONDITION_WAIT
@@ -214,12 +219,26 @@ impl<'a, O: Ownership> Wait<'a, O> {
     ///    knows its hold. One that stayed ends with its lease, which nothing renews now.
     pub(super) fn release(&mut self) -> Result<()> {
         let raw = &self.cond.lock.raw;
-        let released = match raw.kind.released_by_wait() {
-            Some(_) => Ok(Unlocked::Released),
-            None => raw.unlock_knowing(&self.owner, self.guard.lock.lease_or_default(), Some(0)),
+        let sent = Instant::now();
+        let (released, at) = match raw.kind.released_by_wait() {
+            Some(_) => (Ok(Unlocked::Released), self.queued_at.unwrap_or(sent)),
+            None => (
+                raw.unlock_knowing(&self.owner, self.guard.lock.lease_or_default(), Some(0)),
+                sent,
+            ),
         };
         match released {
-            Ok(Unlocked::Released | Unlocked::Passed) => Ok(()),
+            Ok(Unlocked::Released | Unlocked::Passed) => {
+                // The hold ends here in the history; taking the lock back begins another.
+                let inner = &raw.key.client.inner;
+                if let (Some(history), None) = (&inner.history, &raw.key.bound) {
+                    let held = Some(at.saturating_duration_since(self.guard.acquired_at));
+                    let (name, mode) = (&raw.key.name, raw.kind.label());
+                    let kind = HistoryKind::Release;
+                    history.add(kind, name, &self.owner, mode, at, None, held, false);
+                }
+                Ok(())
+            }
             Err(Error::Closed) => {
                 self.lose = Some(LostReason::ClientClosed);
                 Err(Error::Closed)
@@ -309,7 +328,7 @@ impl<'a, O: Ownership> Wait<'a, O> {
             }
             Ok(false) => Ok(match cond.leave(id, false) {
                 Some(1) => Ended::Notified,
-                _ => Ended::TimedOut,
+                _ => Ended::GaveUp,
             }),
             Err(e) => {
                 // Gone after a look and a leave that both failed: a notification they may
@@ -378,7 +397,7 @@ impl<'a, O: Ownership> Wait<'a, O> {
         );
         match waited? {
             Ended::Notified | Ended::Dropped => Ok(true),
-            Ended::TimedOut | Ended::Capped => Ok(false),
+            Ended::GaveUp | Ended::Capped => Ok(false),
         }
     }
 

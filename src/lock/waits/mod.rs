@@ -35,9 +35,6 @@ use cycle::{Edge, Wait, BOUNDS};
 pub(crate) use cycle::{Graph, Mode};
 pub(crate) use graph::{parse_record, Server};
 
-/// How many times the removal of a record is sent when no reply comes.
-const REMOVE_TRIES: usize = 3;
-
 /// The most time between two checks of one wait.
 const MAX_INTERVAL: Duration = Duration::from_secs(30);
 
@@ -227,21 +224,21 @@ impl Checks {
     }
 
     /// Deletes the record and the index entry (each expires within a lease anyway). `HDEL`
-    /// is idempotent, so a call that may have run (a connection killed under it) is sent
-    /// again, up to [`REMOVE_TRIES`] times: a record left behind would be a false edge, one
-    /// that a later check of another wait could close a cycle with, until it expires.
+    /// is idempotent, so a call that may have run (a connection killed under it: no reply) is
+    /// sent once more: a record left behind would be a false edge, one that a later check of
+    /// another wait could close a cycle with, until it expires.
     fn remove(&self) {
         let backend = &self.client.inner.backend;
         for key in [self.waits_key(), self.index_key()] {
-            let mut removed: Result<i64> = Ok(0);
-            for _ in 0..REMOVE_TRIES {
-                removed = backend.run(&key, |c| {
+            let hdel = || -> Result<i64> {
+                backend.run(&key, |c| {
                     redis::cmd("HDEL").arg(&key).arg(&*self.owner).query(c)
-                });
-                if removed.is_ok() {
-                    break;
-                }
-            }
+                })
+            };
+            let removed = match hdel() {
+                Err(e) if e.is_connection() || e.is_timeout() => hdel(),
+                done => done,
+            };
             if let Err(e) = removed {
                 log::debug!(
                     "removing the wait record of {} from `{key}` failed: {e}; it expires \

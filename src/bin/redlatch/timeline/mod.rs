@@ -59,7 +59,7 @@ pub struct Span {
     /// When it ended (or `now_us`, when still open).
     pub end_us: u64,
     /// How it ended: a hold `released`, `lost` or still `held`; a wait `acquired`,
-    /// `timed_out`, `deadlock` or still `waiting`.
+    /// `gave_up`, `deadlock` or still `waiting`.
     pub outcome: &'static str,
 }
 
@@ -166,7 +166,7 @@ fn build(events: &[Ev<'_>], now_us: u64) -> Timeline {
                     None => track.hold = Some((*ev, 1)),
                 }
             }
-            HistoryKind::TimedOut => out.end_wait(track, ev, "timed_out"),
+            HistoryKind::GaveUp => out.end_wait(track, ev, "gave_up"),
             HistoryKind::Deadlock => {
                 out.end_wait(track, ev, "deadlock");
                 out.marks.push(mark(ev, "deadlock"));

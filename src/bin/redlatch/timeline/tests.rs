@@ -30,7 +30,7 @@ const ACCTS: &str = "accts & <co>";
 /// The events' times are µs after this.
 const T0: u64 = 1_800_000_000_000_000;
 
-use HistoryKind::{Acquire, Deadlock, Lost, Release, TimedOut, Wait};
+use HistoryKind::{Acquire, Deadlock, GaveUp, Lost, Release, Wait};
 
 /// An event of `who` at `at` µs after [`T0`].
 fn ev(
@@ -111,9 +111,9 @@ fn scenario() -> Vec<Ev<'static>> {
         ev(&B, 11_000, Wait, ledger, "plain"),
         ev(&A, 12_000, Wait, ACCTS, "fair"),
         ev(&A, 14_000, Deadlock, ACCTS, "fair").waited(2000),
-        ev(&B, 15_000, TimedOut, ledger, "plain").waited(4000),
+        ev(&B, 15_000, GaveUp, ledger, "plain").waited(4000),
         ev(&B, 16_000, Release, ACCTS, "fair").held(6000),
-        ev(&B, 16_500, TimedOut, "cache", "spin").waited(500),
+        ev(&B, 16_500, GaveUp, "cache", "spin").waited(500),
         ev(&B, 17_000, Wait, ledger, "plain"),
     ]
 }
@@ -133,7 +133,7 @@ fn timeline_spans_of_turns_waits_reentry_loss_and_deadlock() {
             expect(&A, Wait, ledger, (7500, 9500), "acquired"),
             expect(&A, Hold, ledger, (9500, 20_000), "held"),
             expect(&B, Hold, accts, (10_000, 16_000), "released"),
-            expect(&B, Wait, ledger, (11_000, 15_000), "timed_out"),
+            expect(&B, Wait, ledger, (11_000, 15_000), "gave_up"),
             expect(&A, Wait, accts, (12_000, 14_000), "deadlock"),
             expect(&B, Wait, ledger, (17_000, 20_000), "waiting"),
         ]
