@@ -1407,7 +1407,7 @@ fn top_shows_holders_waiters_and_blame_of_three_processes_and_history_draws_them
     say(&mut p3, "release");
     p3.next("RELEASED", generous);
     // Blame: p1 held up both waits, p2 the last one; within generous bounds of what this
-    // process saw (each stamp is off by a round trip at most, each write by a second).
+    // process saw (a loaded machine wakes a child late; each stamp is off by a round trip).
     let blamed = |t: &json::J| -> Vec<(String, f64, f64)> {
         let b = t.get("blame");
         (0..b.len())
@@ -1435,12 +1435,12 @@ fn top_shows_holders_waiters_and_blame_of_three_processes_and_history_draws_them
     let expect_2 = (released_2 - released_1).as_secs_f64() * 1e3;
     assert_eq!((b[0].0.as_str(), b[0].2), (o1.as_str(), 2.0), "{b:?}");
     assert!(
-        (b[0].1 - expect_1).abs() < 500.0,
+        (b[0].1 - expect_1).abs() < 1000.0,
         "{b:?}, expected {expect_1} ms"
     );
     assert_eq!((b[1].0.as_str(), b[1].2), (o2.as_str(), 1.0), "{b:?}");
     assert!(
-        (b[1].1 - expect_2).abs() < 500.0,
+        (b[1].1 - expect_2).abs() < 1000.0,
         "{b:?}, expected {expect_2} ms"
     );
     assert!(!o3.is_empty());
