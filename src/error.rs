@@ -73,6 +73,20 @@ pub enum Error {
         /// The permit id.
         id: String,
     },
+    /// A [`SemaphoreGuard`](crate::SemaphoreGuard)'s permits were not given back: the
+    /// semaphore is no longer the one they were taken from. The server lost its data (a
+    /// restart without persistence, a failover to a replica that lacked the write), or the
+    /// semaphore expired or was deleted, and it was set up again since. Giving them back would
+    /// raise it above the permits it was set to.
+    ///
+    /// Nothing was changed.
+    #[error("{permits} permit(s) of semaphore `{name}` were lost: it was made anew since they were taken")]
+    PermitsLost {
+        /// The semaphore's name.
+        name: String,
+        /// How many permits the guard held.
+        permits: u32,
+    },
     /// A [`FencedResource`](crate::FencedResource) refused a write: a newer fencing token
     /// (or the same token from another holder) has written there. Usually the writer's hold
     /// is stale: another holder took the lock after it. (A re-entry takes a new token too, so
@@ -285,6 +299,25 @@ impl Error {
     /// ```
     pub fn is_unknown_permit(&self) -> bool {
         matches!(self, Error::UnknownPermit { .. })
+    }
+
+    /// True for [`Error::PermitsLost`]: a semaphore guard's permits were taken from a
+    /// semaphore that has since been made anew (after a data loss), and were not given back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let permit = client.semaphore("slots").acquire(1)?;
+    /// // ... the server restarts without its data, and the semaphore is set up again ...
+    /// if let Err(e) = permit.release() {
+    ///     assert!(e.is_permits_lost());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_permits_lost(&self) -> bool {
+        matches!(self, Error::PermitsLost { .. })
     }
 
     /// True for [`Error::StaleToken`].

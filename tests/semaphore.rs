@@ -68,8 +68,9 @@ fn permits_are_set_once_added_taken_and_kept_in_one_string_key() {
     assert_eq!(a.add_permits(-4).unwrap(), -1);
     assert!(!a.try_acquire(1).forget_all().unwrap());
     assert_eq!(a.add_permits(6).unwrap(), 5);
-    // The raw layout: one STRING under the name, no expiry; beside it only the short-lived
-    // receipts of acquires (deleted 16 to a later write, else expiring).
+    // The raw layout: one STRING under the name, no expiry; beside it its generation (ours:
+    // a STRING, no expiry either) and the short-lived receipts of acquires (deleted 16 to a
+    // later write, else expiring).
     let value: String = raw.get("sem:basic").unwrap();
     assert_eq!(value, "5");
     let ttl: i64 = raw.pttl("sem:basic").unwrap();
@@ -83,7 +84,10 @@ fn permits_are_set_once_added_taken_and_kept_in_one_string_key() {
         );
         !receipt
     });
-    assert_eq!(keys, vec!["sem:basic".to_owned()]);
+    keys.sort();
+    assert_eq!(keys, ["redlatch_semaphore:{sem:basic}", "sem:basic"]);
+    let ttl: i64 = raw.pttl("redlatch_semaphore:{sem:basic}").unwrap();
+    assert_eq!(ttl, -1);
 }
 
 #[test]

@@ -139,14 +139,28 @@ impl Semaphore {
         let started = Instant::now();
         let span = trace::Span::acquire("semaphore", &self.raw.name, None);
         let _in_span = span.enter();
+        let mut taken = None;
+        let mut warned = false;
         let got = wait_for_permits(
             &self.raw.client,
             &self.raw.channel,
             permits,
             deadline,
-            &mut || self.raw.attempt(permits),
+            &mut || {
+                let sent_at = Instant::now();
+                let attempt = self.raw.attempt(permits)?;
+                if attempt.unset && deadline.is_none_or(|d| d > sent_at) && !warned {
+                    warned = true;
+                    self.raw.warn_unset();
+                }
+                taken = attempt.generation.map(|g| (g, attempt.request, sent_at));
+                Ok(attempt.tried)
+            },
         );
         trace_outcome(&span, &got, permits, deadline, started);
-        Ok(got?.then(|| SemaphoreGuard::new(self.clone(), permits)))
+        if !got? {
+            return Ok(None);
+        }
+        Ok(Some(SemaphoreGuard::new(self.clone(), permits, taken)))
     }
 }
