@@ -174,7 +174,10 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
     let set = client.semaphore("log:set");
     assert!(set.try_set_permits(0).unwrap());
     take();
-    assert!(set.try_acquire_for(1, Duration::from_millis(20)).unwrap().is_none());
+    assert!(set
+        .try_acquire_for(1, Duration::from_millis(20))
+        .unwrap()
+        .is_none());
     let logs = take();
     assert!(logs.iter().all(|(l, _)| *l > Level::Warn), "{logs:#?}");
     assert!(!logs.iter().any(|(_, m)| m.contains("set up")), "{logs:#?}");

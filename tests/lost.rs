@@ -483,7 +483,11 @@ fn a_restart_without_data_is_reported_within_a_second() {
         assert!(fair.unlock().unwrap_err().is_lock_lost());
         assert!(sem.try_set_permits(2).unwrap(), "made anew after the loss");
         assert!(permits.release().unwrap_err().is_permits_lost());
-        assert_eq!(sem.available_permits().unwrap(), 2, "nothing given back into it");
+        assert_eq!(
+            sem.available_permits().unwrap(),
+            2,
+            "nothing given back into it"
+        );
         assert!(permit.release().unwrap_err().is_unknown_permit());
     }
     println!("slowest report after a kill: {slowest:?}");

@@ -659,8 +659,16 @@ fn permits_taken_before_a_data_loss_never_go_back_into_the_semaphore_made_after_
     drop(b); // logged; nothing given back
     assert_eq!(sem.available_permits().unwrap(), 2);
     c.release().unwrap();
-    assert_eq!(sem.available_permits().unwrap(), 3, "what try_set_permits set");
-    assert_eq!(sem.release(1).unwrap(), 4, "an unowned release adds, as Redisson's");
+    assert_eq!(
+        sem.available_permits().unwrap(),
+        3,
+        "what try_set_permits set"
+    );
+    assert_eq!(
+        sem.release(1).unwrap(),
+        4,
+        "an unowned release adds, as Redisson's"
+    );
 
     let expiring = client.semaphore("sem:expiring");
     assert!(expiring
@@ -668,9 +676,13 @@ fn permits_taken_before_a_data_loss_never_go_back_into_the_semaphore_made_after_
         .unwrap());
     let held = expiring.acquire(1).unwrap();
     let gen_ttl: i64 = raw.pttl("redlatch_semaphore:{sem:expiring}").unwrap();
-    assert!(gen_ttl > 0 && gen_ttl <= 300, "expires with the count: {gen_ttl}");
+    assert!(
+        gen_ttl > 0 && gen_ttl <= 300,
+        "expires with the count: {gen_ttl}"
+    );
     assert!(wait_until(Duration::from_secs(5), || {
-        !raw.exists::<_, bool>("redlatch_semaphore:{sem:expiring}").unwrap()
+        !raw.exists::<_, bool>("redlatch_semaphore:{sem:expiring}")
+            .unwrap()
     }));
     assert!(expiring.try_set_permits(1).unwrap());
     assert!(held.release().unwrap_err().is_permits_lost());

@@ -168,6 +168,17 @@ impl RawSemaphore {
                     let settle = self.settler(Arc::clone(&receipt));
                     inner.watchdog.doubt(&self.name, &receipt, settle);
                 }
+                if e.is_interrupted_read() {
+                    // A stop and resume cut the reply's read: what the attempt took is
+                    // given back by that settle; the caller's wait tries again.
+                    log::debug!("acquire of `{}` lost its reply to a stop ({e})", self.name);
+                    return Ok(Attempt {
+                        tried: Tried::again(None),
+                        generation: None,
+                        request,
+                        unset: false,
+                    });
+                }
                 return Err(e);
             }
         };
@@ -225,7 +236,12 @@ impl RawSemaphore {
     }
 
     /// One try of `lua/semaphore_release.lua` with `latch`.
-    fn release_once(&self, latch: &str, permits: u32, generation: Option<&str>) -> Result<Released> {
+    fn release_once(
+        &self,
+        latch: &str,
+        permits: u32,
+        generation: Option<&str>,
+    ) -> Result<Released> {
         let (given, count): (i64, i64) = self.run(|c| {
             let mut call = scripts::SEMAPHORE_RELEASE.key(&self.name);
             call.key(&self.channel)
@@ -263,7 +279,11 @@ impl RawSemaphore {
     /// debug.
     pub(super) fn warn_unset(&self) {
         let first = !self.client.inner.unset_warned.swap(true, Ordering::Relaxed);
-        let level = if first { log::Level::Warn } else { log::Level::Debug };
+        let level = if first {
+            log::Level::Warn
+        } else {
+            log::Level::Debug
+        };
         log::log!(
             level,
             "waiting on semaphore `{}`, which nobody has set up: it has no permits until \
@@ -281,7 +301,9 @@ impl RawSemaphore {
                 return Ok(Settled::Done);
             };
             let raw = RawSemaphore::new(Client { inner }, name.clone()).bounded();
-            if let Released::Dropped(_) = raw.release_once(&latch, permits, generation.as_deref())? {
+            if let Released::Dropped(_) =
+                raw.release_once(&latch, permits, generation.as_deref())?
+            {
                 log::warn!(
                     "`{}`: {permits} permit(s) not given back: the semaphore was made anew \
                      since they were taken",
