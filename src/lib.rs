@@ -220,6 +220,7 @@
 //! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id (the 16 bytes its hex stands for) → expiry (ms, server clock) |
 //! | `name` | [count-down latch](CountDownLatch): STRING count; channel `redisson_countdownlatch__channel__{name}` |
 //! | `redisson_lock_token:{name}` | [fenced lock](Client::fenced_lock): STRING token counter, INCR on every acquire, no expiry; a missing one starts at the server's `TIME` in µs (Redisson's at 1) |
+//! | `redlatch_semaphore:{name}` | [semaphore](Semaphore) (ours): STRING, the generation its permits were taken in, with the count's expiry |
 //! | `redlatch_fence:{name}` | [`FencedResource`] (ours): HASH `token`, `holder` of the newest writer of the STRING `name` |
 //! | `redlatch_watch:<channel>` | channel (ours): subscribed by a [`watch`](Client::watch) beside each channel it hears, so that `inspect` does not count it as a waiter; `forced` published before a [`force_unlock`](Lock::force_unlock) deletes a lock |
 //! | `redlatch_condition:{name}:<condition>` | [condition](Condition) (ours): ZSET waiter id → deadline (ms, server clock; renewed while it waits), `-1` once a notification picked it |
