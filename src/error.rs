@@ -153,8 +153,8 @@ pub enum Error {
     /// The outcome of a command whose reply was lost is unknown.
     #[error("connection error: {0}")]
     Connection(#[source] redis::RedisError),
-    /// Redis answered with an error. An ACL refusal names the command refused (`NoPerm: User
-    /// app has no permissions to run the 'evalsha' command`). Credentials refused while
+    /// Redis answered with an error. An ACL refusal names the command refused (`NoPerm: this
+    /// user has no permissions to run the 'evalsha' command`). Credentials refused while
     /// connecting (a wrong password, `WRONGPASS`, or none given where one is needed,
     /// `NOAUTH`) are of the kind [`redis::ErrorKind::AuthenticationFailed`] and name the
     /// server ([`is_auth_failed`](Error::is_auth_failed)).
