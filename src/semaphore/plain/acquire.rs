@@ -23,10 +23,13 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for zero permits or an empty name, [`Error::WrongType`],
-    /// connection errors. After an [`Error::Connection`] or [`Error::Timeout`] the outcome is
-    /// unknown: the permits may have been taken, and nothing gives them back (permits have no
-    /// lease; a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) bounds such a
-    /// loss).
+    /// connection errors. After an [`Error::Connection`] or [`Error::Timeout`] the acquire may
+    /// have run: its receipt tells, and once the server answers, the permits it took are
+    /// given back (see the guide's [safety chapter](crate::_guide::safety)). They stay taken
+    /// only if the settle finds no receipt within about 4 s (the lost command arrives later)
+    /// or the server stays unreachable for about 7 minutes: plain permits have no lease. A
+    /// reply cut by a stop and resume of the process (`EINTR`) is no error: the acquire goes
+    /// on.
     ///
     /// # Examples
     ///
