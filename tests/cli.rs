@@ -678,7 +678,7 @@ fn force_unlock_without_a_terminal_or_yes_refuses() {
     let _guard = client.lock("cli:keep").lock().unwrap();
     let url = server.url();
     let r = run(&["--url", &url, "force-unlock", "cli:keep"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2, "usage: {}", r.stderr);
     assert!(
         r.stderr.contains("refusing") && r.stderr.contains("--yes"),
         "{}",
@@ -693,15 +693,15 @@ fn force_unlock_without_a_terminal_or_yes_refuses() {
     let mut child = cmd.spawn().unwrap();
     child.stdin.take().unwrap().write_all(b"y\n").unwrap();
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(client.lock("cli:keep").is_held_by_current_thread().unwrap());
 
     client.semaphore("cli:sem").try_set_permits(1).unwrap();
     let r = run(&["--url", &url, "force-unlock", "--yes", "cli:sem"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2, "usage: {}", r.stderr);
     assert!(r.stderr.contains("not a lock"), "{}", r.stderr);
     let r = run(&["--url", &url, "force-unlock", "--yes", "cli:none"]);
-    assert_eq!(r.code, 2);
+    assert_eq!(r.code, 1, "no: {}", r.stderr);
 }
 
 /// Reads `child`'s stdout lines on a thread.
@@ -817,7 +817,7 @@ fn sentinel_addresses_reach_the_master() {
 #[test]
 fn bad_url_unreachable_server_and_unknown_name_fail_clearly() {
     let r = run(&["--url", "notaurl", "inspect", "x"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2, "usage");
     assert!(
         r.stderr.starts_with("redlatch: bad URL `notaurl`"),
         "{}",
@@ -825,7 +825,7 @@ fn bad_url_unreachable_server_and_unknown_name_fail_clearly() {
     );
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     let r = run(&["--url", "redis://user:secret@127.0.0.1:1:2/", "list"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("bad URL") && !r.stderr.contains("secret"),
         "{}",
@@ -839,7 +839,7 @@ fn bad_url_unreachable_server_and_unknown_name_fail_clearly() {
         "inspect",
         "x",
     ]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 4, "no answer");
     assert!(
         r.stderr
             .contains(&format!("cannot reach redis at 127.0.0.1:{port}")),
@@ -852,7 +852,7 @@ fn bad_url_unreachable_server_and_unknown_name_fail_clearly() {
     let mut cmd = command(&["inspect", "no:such:lock"]);
     cmd.env("REDIS_URL", server.url()); // the URL from the environment
     let r = run_cmd(cmd);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.code, 1, "no: {}", r.stderr);
     assert_eq!(
         r.stderr.trim(),
         "redlatch: no lock or synchronizer named no:such:lock"
@@ -860,9 +860,9 @@ fn bad_url_unreachable_server_and_unknown_name_fail_clearly() {
     assert!(r.stdout.is_empty());
     let url = server.url();
     let r = run(&["--url", &url, "watch", ""]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     let r = run(&["--url", &url, "frobnicate"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(
         r.stderr.contains("unrecognized subcommand 'frobnicate'"),
         "{}",
@@ -1034,21 +1034,39 @@ fn the_password_comes_from_rediscli_auth() {
     let url = server.url();
     // Without it: refused, and said so.
     let r = run(&["--url", &url, "inspect", "cli:none"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr.contains("--askpass, $REDISCLI_AUTH"),
         "{}",
         r.stderr
     );
-    // From the environment: logged in (the name is not found, exit 2, not an error).
+    // From the environment: logged in (the name is not found, exit 1, not an error).
     let mut cmd = command(&["--url", &url, "inspect", "cli:none"]);
     cmd.env("REDISCLI_AUTH", "s3cret");
     let r = run_cmd(cmd);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.code, 1, "{}", r.stderr);
     // --password wins over it.
     let mut cmd = command(&["--url", &url, "--password", "wrong", "inspect", "cli:none"]);
     cmd.env("REDISCLI_AUTH", "s3cret");
-    assert_eq!(run_cmd(cmd).code, 1);
+    let r = run_cmd(cmd);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    // A wrong password: which server refused it, and how to give one.
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    for word in [
+        format!("redis at 127.0.0.1:{}", server.port()),
+        "refused the password".to_owned(),
+        "--askpass, $REDISCLI_AUTH, --password or the URL".to_owned(),
+    ] {
+        assert!(r.stderr.contains(&word), "{word}: {}", r.stderr);
+    }
+    let bad = format!("redis://:wrong@127.0.0.1:{}/", server.port());
+    let r = run(&["--url", &bad, "leader", "x"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("refused the password") && !r.stderr.contains("wrong@"),
+        "{}",
+        r.stderr
+    );
     // --help says that --password shows in `ps`.
     let help = run(&["inspect", "--help"]).stdout;
     assert!(
@@ -1078,11 +1096,11 @@ fn askpass_reads_the_password_on_the_terminal_without_echo() {
         !shown.contains("s3cret"),
         "the password was echoed: {shown:?}"
     );
-    assert_eq!(pty.finish(Duration::from_secs(10)), 2, "{shown:?}");
+    assert_eq!(pty.finish(Duration::from_secs(10)), 1, "{shown:?}");
 
-    // Without a terminal it refuses, and says why.
+    // Without a terminal it refuses, and says why (no login: no answer).
     let r = run(&args);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 4);
     assert!(
         r.stderr.contains("--askpass needs a terminal"),
         "{}",
@@ -1098,7 +1116,7 @@ fn a_bad_url_shows_what_a_url_looks_like() {
         "redis://127.0.0.1:notaport/",
     ] {
         let r = run(&["--url", url, "inspect", "x"]);
-        assert_eq!(r.code, 1, "{url}");
+        assert_eq!(r.code, 2, "{url}");
         assert!(
             r.stderr
                 .contains("expected redis://[[user]:password@]host[:port][/db], or rediss://"),
@@ -1127,7 +1145,7 @@ fn a_port_that_does_not_speak_resp_is_called_that() {
     });
     let url = format!("redis://127.0.0.1:{port}/");
     let r = run(&["--url", &url, "inspect", "x"]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr.contains(&format!(
             "redis at 127.0.0.1:{port} answered, but this port does not speak the Redis protocol"
@@ -1507,4 +1525,327 @@ fn top_shows_holders_waiters_and_blame_of_three_processes_and_history_draws_them
         ),
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether `text` (shown on a terminal) holds a character that moves the cursor, recolours
+/// the screen or starts a line: a control character other than the line ends it is made of.
+fn paints(text: &str) -> bool {
+    text.chars().any(|c| c.is_control() && c != '\n')
+}
+
+/// The character (not byte) index of `word` in `line`.
+fn char_at(line: &str, word: &str) -> usize {
+    line[..line.find(word).unwrap()].chars().count()
+}
+
+/// Names (and owners, values) that hold terminal escapes, newlines, 10 kB, or bytes that are
+/// not UTF-8 reach the terminal escaped in every human-readable output; tables cut long
+/// names with a mark and keep their columns; JSON keeps them exact.
+#[test]
+fn odd_names_reach_the_terminal_escaped_and_tables_cut_them() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let url = server.url();
+    let evil = "cli:evil\x1b[31mRED\x1b[0m\nforged: line";
+    let shown = "cli:evil\\u{1b}[31mRED\\u{1b}[0m\\nforged: line";
+    let long = format!("cli:{}", "n".repeat(10_000));
+    let _evil = client.lock(evil).lock().unwrap();
+    let _long = client.lock(&long).lock().unwrap();
+    let _plain = client.lock("cli:plain").lock().unwrap();
+    // Written as Redisson would: a lock hash whose name is not UTF-8, and one whose owner
+    // paints (anyone who may write a lock's keys may name an owner).
+    let mut conn = server.conn();
+    let owner = "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:1";
+    redis::cmd("HSET")
+        .arg(&b"cli:bad\xffname"[..])
+        .arg(owner)
+        .arg(1)
+        .exec(&mut conn)
+        .unwrap();
+    redis::cmd("HSET")
+        .arg("cli:painted")
+        .arg("own\x1b]0;title\x07er:1")
+        .arg(1)
+        .exec(&mut conn)
+        .unwrap();
+
+    // list: one line per name (the name that is not UTF-8 cannot be named: left out), the
+    // escapes shown, the 10 kB name cut, the columns kept.
+    let text = ok(&server, &["list", "cli:*"]);
+    assert!(!paints(&text), "{text:?}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "a header and a line per name:\n{text}");
+    assert!(lines[1].starts_with(shown), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("own\\u{1b}]0;title\\u{7}er:1")),
+        "{text}"
+    );
+    let cut = lines.iter().find(|l| l.starts_with("cli:nnn")).unwrap();
+    assert!(cut.contains("n… "), "a visible mark: {cut}");
+    let kind_at = char_at(lines[0], "KIND");
+    let state_at = char_at(lines[0], "STATE");
+    for line in &lines {
+        assert!(line.chars().count() < 300, "{line}");
+        let chars: Vec<char> = line.chars().collect();
+        for at in [kind_at, state_at] {
+            assert_ne!(chars[at], ' ', "columns kept:\n{text}");
+            assert_eq!(chars[at - 1], ' ', "columns kept:\n{text}");
+        }
+    }
+    // JSON: exact.
+    let j = json::parse(&ok(&server, &["list", "--json", "cli:*"]));
+    let names: Vec<&str> = (0..j.len()).map(|i| j.at(i).get("name").str()).collect();
+    assert!(
+        names.contains(&evil) && names.contains(&long.as_str()),
+        "{names:?}"
+    );
+
+    // inspect: the whole name, escaped, on one line.
+    let text = ok(&server, &["inspect", evil]);
+    assert!(!paints(&text), "{text:?}");
+    assert!(text.starts_with(&format!("name:    {shown}\n")), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("forged")), "{text}");
+    let text = ok(&server, &["inspect", &long]);
+    assert!(
+        text.contains(&format!("name:    {long}\n")),
+        "the whole name"
+    );
+    let text = ok(&server, &["inspect", "cli:painted"]);
+    assert!(
+        !paints(&text) && text.contains("own\\u{1b}]0;title\\u{7}er"),
+        "{text}"
+    );
+    let j = json::parse(&ok(&server, &["inspect", "--json", evil]));
+    assert_eq!(j.get("name").str(), evil);
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:painted"]));
+    assert_eq!(
+        j.get("holders").at(0).get("owner").str(),
+        "own\x1b]0;title\x07er:1"
+    );
+    // Not found, said escaped.
+    let r = run(&["--url", &url, "inspect", "cli:none\x1b[2J"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.trim(),
+        "redlatch: no lock or synchronizer named cli:none\\u{1b}[2J"
+    );
+    // A name that is not UTF-8 on the command line: a usage error that shows it.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let mut cmd = command(&["--url", &url, "inspect"]);
+        cmd.arg(std::ffi::OsStr::from_bytes(b"cli:bad\xffname"));
+        let r = run_cmd(cmd);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains("`cli:bad\\xffname` is not UTF-8")
+                && r.stderr.contains("redlatch help inspect"),
+            "{}",
+            r.stderr
+        );
+    }
+
+    // lock: its message on stderr.
+    let r = run(&["--url", &url, "lock", "--wait", "0", evil]);
+    assert_eq!(r.code, 124, "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(
+        !paints(&r.stderr) && r.stderr.contains(&format!("lock {shown} not had")),
+        "{}",
+        r.stderr
+    );
+    // top: cut and escaped.
+    let text = ok(&server, &["top", "--once", "cli:*"]);
+    assert!(!paints(&text), "{text:?}");
+    assert!(text.lines().all(|l| l.chars().count() < 300), "{text}");
+    assert!(text.contains(&shown[..20]), "{text}");
+    // leader: the name, the value (bytes that are not UTF-8 too) and the owner escaped.
+    let election = "cli:elect\nion";
+    let _leading = client
+        .election(election)
+        .campaign(b"v\x1b[1m\xff".as_slice())
+        .unwrap();
+    let text = ok(&server, &["leader", election]);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        !paints(&text)
+            && text.starts_with("cli:elect\\nion: term ")
+            && text.contains("value v\\u{1b}[1m\\xff, owner"),
+        "{text}"
+    );
+    // watch: its first line.
+    let mut watch = command(&["--url", &url, "watch", evil]).spawn().unwrap();
+    let first = lines_of(&mut watch)
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap();
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    assert!(
+        !paints(&first) && first.starts_with(&format!("watching {shown} (reentrant: held by ")),
+        "{first}"
+    );
+    // force-unlock: what it broke.
+    let text = ok(&server, &["force-unlock", "--yes", evil]);
+    assert!(
+        !paints(&text) && text.starts_with(&format!("broke lock {shown} (was held by ")),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+}
+
+/// One exit-status scheme across the commands that answer: 0 yes, 1 no, 2 usage (with the
+/// right help pointed to), 3 doctor's findings, 4 no answer; `run`, `lock` and `elect` keep
+/// theirs (125 for usage).
+#[test]
+fn exit_statuses_tell_yes_no_usage_and_no_answer_apart() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let url = server.url();
+    let status = |args: &[&str]| {
+        let mut all = vec!["--url", url.as_str()];
+        all.extend_from_slice(args);
+        let r = run(&all);
+        (r.code, r.stderr)
+    };
+    let _held = client.lock("cli:held").lock().unwrap();
+    // A free fenced lock: its token counter only.
+    drop(client.fenced_lock("cli:free").lock().unwrap());
+    // Yes, no.
+    assert_eq!(status(&["inspect", "cli:held"]).0, 0);
+    assert_eq!(status(&["inspect", "cli:none"]).0, 1);
+    assert_eq!(status(&["leader", "cli:election"]).0, 1);
+    let leading = client.election("cli:election").campaign("me").unwrap();
+    assert_eq!(status(&["leader", "cli:election"]).0, 0);
+    leading.resign().unwrap();
+    assert_eq!(status(&["force-unlock", "--yes", "cli:none"]).0, 1);
+    let (code, stderr) = status(&["force-unlock", "--yes", "cli:free"]);
+    assert_eq!(code, 1, "nothing to break: {stderr}");
+    // A listing is an answer, even an empty one.
+    assert_eq!(status(&["list", "cli:nothing:*"]).0, 0);
+    // Usage: 2, pointing to the command's help when one is named.
+    for (args, help) in [
+        (&["inspect"][..], "--help"),
+        (&["list", "--bogus"], "--help"),
+        (&["frobnicate"], "--help"),
+        (
+            &["inspect", "--master", "m", "x"],
+            "Try 'redlatch help inspect'.",
+        ),
+        (
+            &["leader", "--sentinel", "redis://s", "x"],
+            "Try 'redlatch help leader'.",
+        ),
+    ] {
+        let (code, stderr) = status(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(help), "{args:?}: {stderr}");
+    }
+    let r = run(&["--url", "notaurl", "leader", "x"]);
+    assert_eq!(r.code, 2, "a bad URL: {}", r.stderr);
+    // run, lock and elect: 125, and their own help.
+    for (args, help) in [
+        (&["run", "job"][..], "redlatch help run"),
+        (&["lock", "--wait", "soon", "job"], "redlatch help lock"),
+        (&["elect", "job"], "redlatch help elect"),
+        (
+            &["elect", "--wait", "soon", "job", "--", "true"],
+            "redlatch help elect",
+        ),
+    ] {
+        let (code, stderr) = status(args);
+        assert_eq!(code, 125, "{args:?}: {stderr}");
+        assert!(stderr.contains(help), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("help run") || help.ends_with("run"),
+            "{stderr}"
+        );
+    }
+    // No answer: 4, whatever the command.
+    let nowhere = format!("redis://127.0.0.1:{}/", free_port());
+    for args in [
+        &["inspect", "x"][..],
+        &["list"],
+        &["waits"],
+        &["top", "--once"],
+        &["history", "x"],
+        &["force-unlock", "--yes", "x"],
+        &["watch", "x"],
+        &["doctor"],
+        &["leader", "x"],
+        &["leader", "--watch", "x"],
+    ] {
+        let mut all = vec!["--url", nowhere.as_str()];
+        all.extend_from_slice(args);
+        let r = run(&all);
+        assert_eq!(r.code, 4, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("cannot reach"), "{args:?}: {}", r.stderr);
+    }
+    // The table, in --help.
+    let help = run(&["--help"]).stdout;
+    for row in ["0  yes", "1  no", "2  usage", "3  doctor", "4  no answer"] {
+        assert!(help.contains(row), "{row} missing from --help:\n{help}");
+    }
+}
+
+/// `list` leaves out the names that hold nothing but what fenced locks and elections keep
+/// for good (a token counter, an election's log and last leader), and says how many;
+/// `--all` shows them.
+#[test]
+fn list_leaves_out_names_with_only_a_token_or_an_election_log_unless_all() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    drop(client.fenced_lock("cli:was-fenced").lock().unwrap());
+    client
+        .election("cli:was-elected")
+        .campaign("v")
+        .unwrap()
+        .resign()
+        .unwrap();
+    let _held = client.fenced_lock("cli:held-fenced").lock().unwrap();
+    let _plain = client.lock("cli:plain").lock().unwrap();
+    let url = server.url();
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().next().unwrap().to_owned())
+            .collect()
+    };
+    let r = run(&["--url", &url, "list", "*cli:*"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(names(&r.stdout), ["cli:held-fenced", "cli:plain"]);
+    assert!(
+        r.stderr
+            .contains("2 names holding nothing but a fencing token")
+            && r.stderr.contains("--all"),
+        "{}",
+        r.stderr
+    );
+    let all = ok(&server, &["list", "--all", "*cli:*"]);
+    assert_eq!(
+        names(&all),
+        [
+            "cli:held-fenced",
+            "cli:plain",
+            "cli:was-elected",
+            "cli:was-fenced"
+        ]
+    );
+    assert!(all.contains("free, token "), "{all}");
+    assert_eq!(
+        json::parse(&ok(&server, &["list", "--json", "*cli:*"])).len(),
+        2
+    );
+    assert_eq!(
+        json::parse(&ok(&server, &["list", "--json", "--all", "*cli:*"])).len(),
+        4
+    );
+    // Only such names: nothing listed, and said.
+    let r = run(&["--url", &url, "list", "*cli:was-*"]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, ""), "{}", r.stderr);
+    assert!(r.stderr.contains("2 names"), "{}", r.stderr);
+    // inspect still shows one.
+    let text = ok(&server, &["inspect", "cli:was-fenced"]);
+    assert!(text.contains("kind:    fenced"), "{text}");
 }

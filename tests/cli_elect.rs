@@ -227,3 +227,63 @@ fn leader_prints_who_leads_and_watch_follows_every_new_leader() {
     let _ = watch.wait();
     assert!(terms[0] < terms[1]);
 }
+
+/// `leader --watch` rides out a Redis restart as `watch` does: it says so on stderr, tries
+/// again with a back-off, and prints the leader elected once the server is back, still
+/// running.
+#[test]
+fn leader_watch_rides_out_a_redis_restart() {
+    let mut server = RedisServer::new();
+    let mut watch = redlatch(&server, &["leader", "--watch", "r"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (tx, errors) = mpsc::channel();
+    let stderr = watch.stderr.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    assert_eq!(lines.recv_timeout(BOUND).unwrap(), "r: nobody leads");
+    assert!(wait_until(BOUND, || numsub(
+        &mut server.conn(),
+        "redlatch_election__channel:{r}"
+    ) == 1));
+    let before = Client::open(server.url()).unwrap();
+    let leadership = before.election("r").campaign("before").unwrap();
+    let line = lines.recv_timeout(BOUND).unwrap();
+    assert!(line.contains(", value before, "), "{line}");
+    leadership.resign().unwrap();
+    drop(before);
+
+    // Killed and started again on the port (without its data): the watcher says so.
+    server.restart();
+    let said = errors.recv_timeout(BOUND).unwrap();
+    assert!(
+        said.contains("cannot reach redis at") && said.contains("retrying in"),
+        "{said}"
+    );
+    let after = Client::open(server.url()).unwrap();
+    let leadership = after.election("r").campaign("after").unwrap();
+    let line = lines.recv_timeout(BOUND).unwrap();
+    assert!(
+        line.starts_with(&format!("r: term {}, value after, ", leadership.term())),
+        "{line}"
+    );
+    assert!(watch.try_wait().unwrap().is_none(), "it runs on");
+    let _ = watch.kill();
+    let _ = watch.wait();
+}

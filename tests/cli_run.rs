@@ -715,3 +715,48 @@ fn lock_in_a_terminal_releases_on_ctrl_c() {
     assert_eq!(pty.finish(BOUND), 0);
     assert!(!exists(&server, "job"));
 }
+
+/// `inspect` tells the semaphore `run --permits` makes from a latch while permits are out (its
+/// `{NAME}:timeout` key), and a plain semaphore with none free (no latch is at zero); one with
+/// every permit back is an integer alone, as a latch's count is: `semaphore-or-latch`.
+#[test]
+fn run_permits_shows_as_a_semaphore_in_inspect() {
+    let server = RedisServer::new();
+    let dir = Dir::new("permits-kind");
+    let inspect = |name: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_redlatch"))
+            .args(["--url", &server.url(), "inspect", name])
+            .env_remove("REDIS_URL")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let run = spawn(&mut sh(
+        &server,
+        &dir,
+        &["--permits", "2", "kind:slots"],
+        "touch $DIR/in; while [ ! -e $DIR/go ]; do sleep 0.05; done",
+    ));
+    dir.await_file("in");
+    let text = inspect("kind:slots");
+    assert!(text.contains("kind:    expirable-semaphore\n"), "{text}");
+    assert!(
+        text.contains("permits: 1\n") && text.contains("leased permits:"),
+        "{text}"
+    );
+    dir.touch("go");
+    assert_eq!(finish(run).code, 0);
+    let text = inspect("kind:slots");
+    assert!(
+        text.contains("kind:    semaphore-or-latch\n") && text.contains("permits: 2\n"),
+        "{text}"
+    );
+
+    let client = Client::open(server.url()).unwrap();
+    let sem = client.semaphore("kind:sem");
+    sem.try_set_permits(1).unwrap();
+    sem.try_acquire(1).unwrap().unwrap().forget();
+    let text = inspect("kind:sem");
+    assert!(text.contains("kind:    semaphore\n"), "{text}");
+}

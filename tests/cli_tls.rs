@@ -85,7 +85,7 @@ fn tls_with_a_client_certificate_and_an_acl_user() {
 
     // Without the client certificate, the server refuses the handshake.
     let (code, _, err) = redlatch(&["--url", &url, "--tls-ca", ca, "inspect", "tls:cli"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 4, "no answer: {err}");
     assert!(err.contains("cannot reach redis at 127.0.0.1:"), "{err}");
     // A wrong password, and a CA file that is not there: one clear line each.
     let (code, _, err) = redlatch(&with(&[
@@ -95,10 +95,14 @@ fn tls_with_a_client_certificate_and_an_acl_user() {
         "nope",
         "list",
     ]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 4, "a login refused: {err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("redis at 127.0.0.1:") && err.contains("--password"),
+        "the server, and how to give a password: {err}"
+    );
     let (code, _, err) = redlatch(&["--url", &url, "--tls-ca", "/no/such/ca.pem", "list"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "usage: {err}");
     assert!(
         err.starts_with("redlatch: cannot read /no/such/ca.pem"),
         "{err}"

@@ -37,7 +37,8 @@ pub enum Kind {
     /// A read-write lock ([`Client::read_write_lock`]): a HASH with a `mode` field.
     ReadWrite,
     /// A semaphore ([`Client::semaphore`]): told from a count-down latch by the channel its
-    /// waiters listen on (see [`SemaphoreOrLatch`](Kind::SemaphoreOrLatch)).
+    /// waiters listen on, or by a count of zero or less, which no latch has (see
+    /// [`SemaphoreOrLatch`](Kind::SemaphoreOrLatch)).
     Semaphore,
     /// A permit-expirable semaphore ([`Client::permit_expirable_semaphore`]): the permit
     /// count STRING with its `{name}:timeout` ZSET.
@@ -45,9 +46,12 @@ pub enum Kind {
     /// A count-down latch ([`Client::count_down_latch`]): told from a semaphore by the
     /// channel its waiters listen on.
     CountDownLatch,
-    /// An integer STRING and nothing else: a semaphore's available permits and a count-down
-    /// latch's count are laid out alike. When threads wait on it, the channel they listen
-    /// on tells which it is; otherwise it is reported as this.
+    /// A positive integer STRING and nothing else: a semaphore's available permits and a
+    /// count-down latch's count are laid out alike. When threads wait on it, the channel they
+    /// listen on tells which it is; otherwise it is reported as this. (Zero or less is a
+    /// [`Semaphore`](Kind::Semaphore): a latch's key is deleted when its count reaches zero.
+    /// A [permit-expirable semaphore](Kind::PermitExpirableSemaphore) with no permit out has
+    /// no other key either, and is reported as this.)
     SemaphoreOrLatch,
     /// A [`FencedResource`](crate::FencedResource): a value with a `redlatch_fence:{name}` HASH.
     FencedResource,

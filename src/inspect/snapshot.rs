@@ -282,6 +282,12 @@ impl Snapshot {
             found.kind = Kind::PermitExpirableSemaphore;
             return self.permit_leases(found);
         }
+        // A latch's key goes when its count reaches zero (Redisson's countDown deletes it at
+        // zero or below, and a count is set to 1 or more): zero or less is a semaphore's.
+        if n <= 0 {
+            found.kind = Kind::Semaphore;
+            return true;
+        }
         found.kind = Kind::SemaphoreOrLatch;
         found.count = Some(n);
         true
@@ -475,6 +481,13 @@ mod tests {
         let found = classify(&s).unwrap();
         assert_eq!(found.kind, Kind::SemaphoreOrLatch);
         assert_eq!((found.permits, found.count), (Some(3), Some(3)));
+        // No latch is at zero or below (its key goes at zero): a semaphore's permits.
+        for value in ["0", "-2"] {
+            s.main = Main::String(value.to_owned());
+            let found = classify(&s).unwrap();
+            assert_eq!(found.kind, Kind::Semaphore, "{value}");
+            assert_eq!(found.count, None);
+        }
 
         let mut s = snapshot(["string", NONE, NONE, NONE, "zset", NONE]);
         s.main = Main::String("1".to_owned());

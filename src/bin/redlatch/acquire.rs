@@ -9,6 +9,7 @@ use redlatch::{Client, Interrupter, Leadership, LockGuard, LostReason, PermitGua
 
 use crate::args::{Hold, Run};
 use crate::explain::failure;
+use crate::render::escaped;
 use crate::signals::{self, Blocked, Signal};
 use crate::{Args, Failure};
 use std::process::ExitCode;
@@ -51,7 +52,7 @@ pub fn listen(blocked: Blocked, events: Sender<Event>, main: Interrupter) -> Res
             }
         })
         .map(drop)
-        .map_err(|e| Failure(format!("cannot start the signal thread: {e}")))
+        .map_err(|e| Failure::new(format!("cannot start the signal thread: {e}")))
 }
 
 /// How `run` and `lock` begin: the signals blocked (before the client starts its threads, so
@@ -61,7 +62,8 @@ pub fn start(
     args: &Args,
     run: &Run,
 ) -> Result<(Client, Waited, Sender<Event>, Receiver<Event>), Failure> {
-    let blocked = Blocked::block().map_err(|e| Failure(format!("cannot block signals: {e}")))?;
+    let blocked =
+        Blocked::block().map_err(|e| Failure::new(format!("cannot block signals: {e}")))?;
     let (events, rx) = std::sync::mpsc::channel();
     listen(blocked, events.clone(), Interrupter::current())?;
     let client = crate::connect(args)?;
@@ -94,7 +96,7 @@ pub fn acquire(
             {
                 let has = semaphore.permits().map_err(|e| failure(e, args))?;
                 if has != i64::from(permits) {
-                    return Err(Failure(format!(
+                    return Err(Failure::new(format!(
                         "semaphore {} has {has} permits, not {permits}: run with --permits \
                          {has}, or change its number in Redis first",
                         run.name
@@ -177,7 +179,7 @@ pub fn announce_wait(client: &Client, run: &Run) {
             crate::render::busy_text(&found)
         }
         Ok(None) => "just released".to_owned(),
-        Err(e) => format!("cannot tell who holds it: {e}"),
+        Err(e) => format!("cannot tell who holds it: {}", escaped(&e.to_string())),
     };
     let until = match run.wait {
         Some(wait) => format!("up to {}", seconds(wait)),
@@ -219,7 +221,7 @@ pub fn report_release(released: redlatch::Result<()>, run: &Run, known_lost: boo
         Err(e) if e.is_lock_lost() || e.is_unknown_permit() => {
             if !known_lost {
                 let before = match run.command.first() {
-                    Some(program) => format!("`{program}` ended"),
+                    Some(program) => format!("`{}` ended", escaped(program)),
                     None => "the signal".to_owned(),
                 };
                 eprintln!(
@@ -231,20 +233,23 @@ pub fn report_release(released: redlatch::Result<()>, run: &Run, known_lost: boo
         }
         Err(e) => {
             eprintln!(
-                "redlatch: releasing {} failed: {e}; it expires with its lease",
-                what(run)
+                "redlatch: releasing {} failed: {}; it expires with its lease",
+                what(run),
+                escaped(&e.to_string())
             );
             false
         }
     }
 }
 
-/// `lock NAME`, or `a permit of semaphore NAME`.
+/// `lock NAME`, or `a permit of semaphore NAME`, the name [`escaped`] (for stdout and stderr;
+/// not for a [`Failure`], which is escaped as it is reported).
 pub fn what(run: &Run) -> String {
+    let name = escaped(&run.name);
     match run.hold {
-        Hold::Permits(_) => format!("a permit of semaphore {}", run.name),
-        Hold::Leader => format!("leadership of election {}", run.name),
-        _ => format!("lock {}", run.name),
+        Hold::Permits(_) => format!("a permit of semaphore {name}"),
+        Hold::Leader => format!("leadership of election {name}"),
+        _ => format!("lock {name}"),
     }
 }
 

@@ -5,11 +5,9 @@ use std::process::ExitCode;
 
 use redlatch::Client;
 
-use crate::args::Args;
+use crate::args::{Args, FOUND};
+use crate::render::escaped;
 use crate::{failure, json_line, out, Outcome};
-
-/// The exit status when something was found (0: nothing; 1: the check itself failed).
-pub const FOUND: u8 = 3;
 
 pub fn doctor(client: &Client, args: &Args) -> Outcome {
     let findings = client.check().map_err(|e| failure(e, args))?;
@@ -24,7 +22,10 @@ pub fn doctor(client: &Client, args: &Args) -> Outcome {
         } else {
             out(&format!(
                 "{}: {:?}: {}\n  what to do: {}\n",
-                f.server, f.risk, f.found, f.advice
+                escaped(&f.server),
+                f.risk,
+                escaped(&f.found),
+                f.advice
             ))?;
         }
     }

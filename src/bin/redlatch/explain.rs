@@ -28,6 +28,21 @@ fn address(url: &str) -> String {
     rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
 }
 
+/// The URLs of `servers`.
+fn urls(servers: &Servers) -> &[String] {
+    match servers {
+        Servers::Url(url) => std::slice::from_ref(url),
+        Servers::Cluster(urls) | Servers::Sentinel { urls, .. } => urls,
+    }
+}
+
+/// Whether `url` carries credentials (`scheme://user:password@...` or `scheme://user@...`).
+fn has_userinfo(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    authority.contains('@')
+}
+
 /// Which servers a connection error is about.
 fn servers_text(servers: &Servers) -> String {
     let list = |urls: &[String]| {
@@ -45,22 +60,22 @@ fn servers_text(servers: &Servers) -> String {
     }
 }
 
-/// The message about a URL the client refused (`detail`, the library's reason).
+/// The message about a URL the client refused (`detail`, the library's reason): a usage
+/// error.
 pub fn bad_url(url: &str, detail: &str) -> Failure {
     let detail = detail.strip_prefix("invalid argument: ").unwrap_or(detail);
-    Failure(format!(
+    Failure::usage(format!(
         "bad URL `{}`: {detail}; expected {URL_FORMS}",
         redact(url)
     ))
 }
 
-/// Whether `e` comes from a reply that is not in the Redis protocol (RESP): the port answers,
-/// but not as Redis does (an HTTP server's `HTTP/1.1 ...` is `Parse error ... Unexpected 84`).
-fn not_resp(e: &Error) -> bool {
+/// Whether `e` comes from a [`redis::RedisError`] of `kind`.
+fn redis_kind(e: &Error, kind: redis::ErrorKind) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
         if let Some(redis) = err.downcast_ref::<redis::RedisError>() {
-            if redis.kind() == redis::ErrorKind::Parse {
+            if redis.kind() == kind {
                 return true;
             }
         }
@@ -69,26 +84,49 @@ fn not_resp(e: &Error) -> bool {
     false
 }
 
+/// Whether `e` comes from a reply that is not in the Redis protocol (RESP): the port answers,
+/// but not as Redis does (an HTTP server's `HTTP/1.1 ...` is `Parse error ... Unexpected 84`).
+fn not_resp(e: &Error) -> bool {
+    redis_kind(e, redis::ErrorKind::Parse)
+}
+
+/// How to give the servers' password, for messages about a login refused.
+const PASSWORD_HINT: &str = "--askpass, $REDISCLI_AUTH, --password or the URL \
+     (redis://[user]:password@host), and an ACL user's name with --username";
+
 /// A library error as one line: connection trouble says which servers.
 pub fn failure(e: Error, args: &Args) -> Failure {
     if not_resp(&e) {
-        return Failure(format!(
+        return Failure::new(format!(
             "{} answered, but this port does not speak the Redis protocol (RESP): is it the \
              right address?",
             servers_text(&args.servers)
         ));
     }
     if e.is_connection() || e.is_timeout() {
-        return Failure(format!("cannot reach {}: {e}", servers_text(&args.servers)));
+        return Failure::new(format!("cannot reach {}: {e}", servers_text(&args.servers)));
+    }
+    // A password (or user) the server refused at AUTH: the client reports no server reply.
+    if redis_kind(&e, redis::ErrorKind::AuthenticationFailed) {
+        let given =
+            if args.password.is_some() || urls(&args.servers).iter().any(|u| has_userinfo(u)) {
+                "refused the password given (a wrong password, or user): give the right one"
+            } else {
+                "refused to log in: give a password"
+            };
+        return Failure::new(format!(
+            "{} {given} with {PASSWORD_HINT}",
+            servers_text(&args.servers)
+        ));
     }
     let text = e.to_string();
     // NOAUTH, or (a large command sent before AUTH) "unauthenticated multibulk length".
     let login = ["NOAUTH", "WRONGPASS", "unauthenticated", "invalid password"];
     if login.iter().any(|word| text.contains(word)) {
-        return Failure(format!(
-            "{}: {text} (give the password with --askpass, $REDISCLI_AUTH or --password)",
+        return Failure::new(format!(
+            "{} asks for a password ({text}): give it with {PASSWORD_HINT}",
             servers_text(&args.servers)
         ));
     }
-    Failure(text)
+    Failure::new(text)
 }

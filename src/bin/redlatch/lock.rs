@@ -21,8 +21,8 @@ use crate::Failure;
 pub fn lock(args: &Args, run: &Run) -> ExitCode {
     match hold_until_signal(args, run) {
         Ok(code) => code,
-        Err(Failure(msg)) => {
-            eprintln!("redlatch: {msg}");
+        Err(failure) => {
+            failure.report();
             ExitCode::from(RUN_FAILED)
         }
     }
@@ -77,7 +77,7 @@ fn hold_until_signal(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
                 return Ok(ExitCode::from(RUN_LOST));
             }
             // No signal thread any more: nothing can end the hold but this.
-            Err(_) => return Err(Failure("the signal thread ended".to_owned())),
+            Err(_) => return Err(Failure::new("the signal thread ended".to_owned())),
         }
     };
     if report_release(held.release(), run, false) {

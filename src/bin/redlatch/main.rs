@@ -25,39 +25,63 @@ use std::time::Duration;
 use redlatch::{Client, Config, Inspection, Kind, Mode};
 use serde::Serialize;
 
-use args::{Args, Command, Parsed, Servers, TopSort};
+use args::{Args, Command, Parsed, Servers, TopSort, FAILED, NO, USAGE};
 use explain::failure;
+use render::{escaped, escaped_bytes};
 
-/// Exit status when the name does not exist.
-const NOT_FOUND: u8 = 2;
-/// `watch`: the first wait after an error, doubled after each further one up to the most.
-const WATCH_RETRY: Duration = Duration::from_secs(1);
-const WATCH_RETRY_MAX: Duration = Duration::from_secs(10);
-/// `watch` gives up after this many errors in a row.
-const WATCH_MAX_ERRORS: u32 = 10;
+/// `watch` and `leader --watch`: the first wait after a lost connection, doubled after each
+/// further one up to the most ([`Retry`]).
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(10);
 
-/// What went wrong, as one line for stderr.
-struct Failure(String);
+/// What went wrong, as one line for stderr, and the exit status it gives the commands that
+/// answer (`run`, `lock` and `elect` exit with [`args::RUN_FAILED`] whatever it is).
+pub struct Failure {
+    /// As it is: [`report`](Self::report) escapes it.
+    pub msg: String,
+    /// [`FAILED`], or [`USAGE`].
+    pub status: u8,
+}
+
+impl Failure {
+    /// No answer could be had: Redis unreachable, a login refused, an error reply, output
+    /// that cannot be written ([`FAILED`]).
+    pub fn new(msg: impl Into<String>) -> Failure {
+        Failure {
+            msg: msg.into(),
+            status: FAILED,
+        }
+    }
+
+    /// The request makes no sense: a bad URL, a file that cannot be read, NAME not a lock
+    /// ([`USAGE`]).
+    pub fn usage(msg: impl Into<String>) -> Failure {
+        Failure {
+            msg: msg.into(),
+            status: USAGE,
+        }
+    }
+
+    /// Says it on stderr, [`escaped`] (it may quote names, values and servers' replies).
+    pub fn report(&self) {
+        eprintln!("redlatch: {}", escaped(&self.msg));
+    }
+}
 
 type Outcome = Result<ExitCode, Failure>;
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let mut args = match args::parse(&argv, std::env::var("REDIS_URL").ok()) {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut args = match args::parse_os(&argv, std::env::var("REDIS_URL").ok()) {
         Ok(Parsed::Help(text)) => {
             print!("{text}");
             return ExitCode::SUCCESS;
         }
         Ok(Parsed::Run(args)) => *args,
         Err(usage) => {
-            let help = match usage.status {
-                args::RUN_FAILED if argv.iter().any(|a| a == "lock") => "redlatch help lock",
-                args::RUN_FAILED => "redlatch help run",
-                _ => "redlatch --help",
-            };
             eprint!("{}", usage.message);
             if !usage.from_clap || usage.status == args::RUN_FAILED {
-                eprintln!("Try '{help}'.");
+                eprintln!("Try '{}'.", usage.help);
             }
             return ExitCode::from(usage.status);
         }
@@ -65,11 +89,11 @@ fn main() -> ExitCode {
     // Asked before `run` blocks the signals, so that Ctrl-C still ends the question.
     match password::password(&args, std::env::var(password::ENV).ok()) {
         Ok(password) => args.password = password,
-        Err(Failure(msg)) => {
-            eprintln!("redlatch: {msg}");
+        Err(failure) => {
+            failure.report();
             return ExitCode::from(match args.command {
                 Command::Run(_) | Command::Lock(_) | Command::Elect(_) => args::RUN_FAILED,
-                _ => 1,
+                _ => failure.status,
             });
         }
     }
@@ -89,7 +113,7 @@ fn main() -> ExitCode {
     }
     let outcome = connect(&args).and_then(|client| match &args.command {
         Command::Inspect(name) => inspect(&client, &args, name),
-        Command::List(pattern) => list(&client, &args, pattern),
+        Command::List { pattern, all } => list(&client, &args, pattern, *all),
         Command::Waits { dot } => waits(&client, &args, *dot),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
@@ -105,9 +129,9 @@ fn main() -> ExitCode {
     });
     match outcome {
         Ok(code) => code,
-        Err(Failure(msg)) => {
-            eprintln!("redlatch: {msg}");
-            ExitCode::FAILURE
+        Err(failure) => {
+            failure.report();
+            ExitCode::from(failure.status)
         }
     }
 }
@@ -159,7 +183,7 @@ fn connect(args: &Args) -> Result<Client, Failure> {
         .retry_attempts(1)
         .retry_delay(Duration::from_millis(200))
         .build()
-        .map_err(|e| Failure(e.to_string()))?;
+        .map_err(|e| Failure::usage(e.to_string()))?;
     Client::new(config).map_err(|e| failure(e, args))
 }
 
@@ -170,7 +194,8 @@ fn with_tls(
     tls: &args::TlsFiles,
 ) -> Result<redlatch::ConfigBuilder, Failure> {
     let read = |path: &std::path::Path| {
-        std::fs::read(path).map_err(|e| Failure(format!("cannot read {}: {e}", path.display())))
+        std::fs::read(path)
+            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))
     };
     let builder = match &tls.ca {
         Some(ca) => builder.tls_root_certificates(read(ca)?),
@@ -188,9 +213,8 @@ fn with_tls(
     tls: &args::TlsFiles,
 ) -> Result<redlatch::ConfigBuilder, Failure> {
     if tls.ca.is_some() || tls.client.is_some() {
-        return Err(Failure(
-            "--tls-ca, --tls-cert and --tls-key need redlatch built with its `tls` feature"
-                .to_owned(),
+        return Err(Failure::usage(
+            "--tls-ca, --tls-cert and --tls-key need redlatch built with its `tls` feature",
         ));
     }
     Ok(builder)
@@ -200,7 +224,7 @@ fn with_tls(
 fn json_line(value: &impl Serialize) -> Result<String, Failure> {
     serde_json::to_string(value)
         .map(|line| line + "\n")
-        .map_err(|e| Failure(format!("cannot write JSON: {e}")))
+        .map_err(|e| Failure::new(format!("cannot write JSON: {e}")))
 }
 
 /// Prints `text` to stdout; a closed pipe (`| head`) ends quietly.
@@ -211,13 +235,18 @@ fn out(text: &str) -> Result<(), Failure> {
         .and_then(|()| stdout.flush())
     {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
-        other => other.map_err(|e| Failure(format!("cannot write the output: {e}"))),
+        other => other.map_err(|e| Failure::new(format!("cannot write the output: {e}"))),
     }
 }
 
+/// "No" to a question about NAME: said on stderr ([`escaped`]), exit status [`NO`].
+fn no(msg: &str) -> Outcome {
+    eprintln!("redlatch: {}", escaped(msg));
+    Ok(ExitCode::from(NO))
+}
+
 fn not_found(name: &str) -> Outcome {
-    eprintln!("redlatch: no lock or synchronizer named {name}");
-    Ok(ExitCode::from(NOT_FOUND))
+    no(&format!("no lock or synchronizer named {name}"))
 }
 
 /// Traces `found`'s holders and waiters to their clients' connections (one `CLIENT LIST`
@@ -232,7 +261,8 @@ fn trace(client: &Client, found: &mut [Inspection]) {
     match client.connections() {
         Ok(connections) => found.iter_mut().for_each(|i| i.trace(&connections)),
         Err(e) => eprintln!(
-            "redlatch: cannot list the clients' connections ({e}): holders are not traced"
+            "redlatch: cannot list the clients' connections ({}): holders are not traced",
+            escaped(&e.to_string())
         ),
     }
 }
@@ -250,15 +280,52 @@ fn inspect(client: &Client, args: &Args, name: &str) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-fn list(client: &Client, args: &Args, pattern: &str) -> Outcome {
+/// The prefixes of the keys that fenced locks and elections keep for good (no TTL: a token
+/// counter must never go back), in the key layout (`src/keys.rs`): the token counter, an
+/// election's leader record and its log.
+const KEPT_FOR_GOOD: [&str; 3] = [
+    "redisson_lock_token:",
+    "redlatch_election:",
+    "redlatch_election_log:",
+];
+
+/// Whether `i` holds nothing but what a fenced lock or an election keeps for good once
+/// nobody holds it ([`KEPT_FOR_GOOD`]): no holder, waiter, lease or other key. `list` leaves
+/// such names out unless `--all`.
+fn only_kept_for_good(i: &Inspection) -> bool {
+    !i.keys.is_empty()
+        && i.keys
+            .iter()
+            .all(|k| KEPT_FOR_GOOD.iter().any(|p| k.starts_with(p)))
+        && i.holders.is_empty()
+        && i.readers.is_empty()
+        && i.queue.is_empty()
+        && i.subscribers.unwrap_or(0) == 0
+}
+
+fn list(client: &Client, args: &Args, pattern: &str, all: bool) -> Outcome {
     let mut found = client.list(pattern).map_err(|e| failure(e, args))?;
+    let before = found.len();
+    if !all {
+        found.retain(|i| !only_kept_for_good(i));
+    }
+    let hidden = before - found.len();
     trace(client, &mut found);
     if args.json {
         out(&json_line(&found)?)?;
-    } else if found.is_empty() {
-        eprintln!("redlatch: nothing matches {pattern}");
+    } else if found.is_empty() && hidden == 0 {
+        eprintln!("redlatch: nothing matches {}", escaped(pattern));
     } else {
-        out(&render::list_text(&found))?;
+        if !found.is_empty() {
+            out(&render::list_text(&found))?;
+        }
+        if hidden > 0 {
+            let names = if hidden == 1 { "name" } else { "names" };
+            eprintln!(
+                "redlatch: {hidden} {names} holding nothing but a fencing token or an \
+                 election's log not shown (--all shows them)"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -339,7 +406,7 @@ fn history(
         .as_micros() as u64;
     let write = |path: &std::path::Path, text: String| {
         std::fs::write(path, text)
-            .map_err(|e| Failure(format!("cannot write {}: {e}", path.display())))
+            .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))
     };
     if let Some(path) = trace {
         write(path, timeline::trace_json(&events, now_us).to_string())?;
@@ -350,7 +417,10 @@ fn history(
     if args.json {
         out(&json_line(&events)?)?;
     } else if events.is_empty() {
-        eprintln!("redlatch: no event of {name} is recorded (clients record with history on)");
+        eprintln!(
+            "redlatch: no event of {} is recorded (clients record with history on)",
+            escaped(name)
+        );
     } else {
         out(&render::history_text(&events))?;
     }
@@ -378,7 +448,7 @@ fn confirm(question: &str) -> Result<bool, Failure> {
     std::io::stdin()
         .lock()
         .read_line(&mut answer)
-        .map_err(|e| Failure(format!("cannot read the answer: {e}")))?;
+        .map_err(|e| Failure::new(format!("cannot read the answer: {e}")))?;
     Ok(matches!(
         answer.trim().to_ascii_lowercase().as_str(),
         "y" | "yes"
@@ -390,7 +460,7 @@ fn force_unlock(client: &Client, args: &Args, name: &str) -> Outcome {
         return not_found(name);
     };
     if !found.kind.is_lock() {
-        return Err(Failure(format!(
+        return Err(Failure::usage(format!(
             "{name} is a {}, not a lock: force-unlock breaks reentrant, fair, fenced and \
              read-write locks only",
             found.kind
@@ -406,11 +476,18 @@ fn force_unlock(client: &Client, args: &Args, name: &str) -> Outcome {
                 "holders": holders,
             }))?)?;
         } else if unlocked {
-            out(&format!("broke lock {name} (was held by {holders})\n"))?;
+            out(&format!(
+                "broke lock {} (was held by {})\n",
+                escaped(name),
+                escaped(holders)
+            ))?;
         } else {
-            out(&format!("lock {name} is not held: nothing to break\n"))?;
+            out(&format!(
+                "lock {} is not held: nothing to break\n",
+                escaped(name)
+            ))?;
         }
-        Ok(ExitCode::SUCCESS)
+        Ok(ExitCode::from(if unlocked { args::OK } else { NO }))
     };
     let holders = render::holders_text(&found);
     if holders.is_empty() {
@@ -418,23 +495,24 @@ fn force_unlock(client: &Client, args: &Args, name: &str) -> Outcome {
     }
     if !args.yes {
         if !std::io::stdin().is_terminal() {
-            return Err(Failure(format!(
+            return Err(Failure::usage(format!(
                 "refusing to break lock {name} without confirmation: stdin is not a terminal \
                  (use --yes)"
             )));
         }
-        if !confirm(&format!("Break lock {name} held by {holders}?"))? {
-            return Err(Failure("aborted: nothing changed".to_owned()));
+        let question = format!("Break lock {name} held by {holders}?");
+        if !confirm(&escaped(&question))? {
+            return no("aborted: nothing changed");
         }
         // It may have changed hands while the question waited: break only what was confirmed.
         let now = client.inspect(name).map_err(|e| failure(e, args))?;
         let state = now.as_ref().map(|i| (i.kind, render::holders_text(i)));
         let state = state.as_ref().map(|(k, h)| (*k, h.as_str()));
         if let Some(why) = changed(kind, &holders, state) {
-            return Err(Failure(format!(
+            return no(&format!(
                 "aborted: lock {name} {why} since the question; nothing changed (run again \
                  to break it as it is now)"
-            )));
+            ));
         }
         if let Some(now) = now {
             found = now;
@@ -453,6 +531,41 @@ fn changed(kind: Kind, holders: &str, now: Option<(Kind, &str)>) -> Option<Strin
         Some((k, _)) if k != kind => Some(format!("is now of kind {k}")),
         Some((_, h)) if h != holders => Some(format!("is now held by {h}")),
         Some(_) => None,
+    }
+}
+
+/// How `watch` and `leader --watch` ride out connection trouble (a Redis restart, a
+/// failover, a cut network): each error is said on stderr and waited out, [`RETRY_FIRST`]
+/// after the first, doubling up to [`RETRY_MAX`], for as long as it lasts (an observer may
+/// run for days: Ctrl-C ends it). Any other error ends them.
+struct Retry {
+    wait: Duration,
+}
+
+impl Retry {
+    fn new() -> Retry {
+        Retry { wait: RETRY_FIRST }
+    }
+
+    /// Waits `e` out if it is connection trouble (said on stderr first); else the failure
+    /// that ends the command.
+    fn ride_out(&mut self, e: redlatch::Error, args: &Args) -> Result<(), Failure> {
+        if !(e.is_connection() || e.is_timeout()) {
+            return Err(failure(e, args));
+        }
+        eprintln!(
+            "redlatch: {} (retrying in {} s)",
+            escaped(&failure(e, args).msg),
+            self.wait.as_secs()
+        );
+        std::thread::sleep(self.wait);
+        self.wait = (self.wait * 2).min(RETRY_MAX);
+        Ok(())
+    }
+
+    /// An answer came: the next trouble waits [`RETRY_FIRST`] again.
+    fn reset(&mut self) {
+        self.wait = RETRY_FIRST;
     }
 }
 
@@ -475,35 +588,54 @@ fn leader(client: &Client, args: &Args, name: &str, watch: bool) -> Outcome {
         }
         out(&match leader {
             Some(l) => format!(
-                "{name}: term {}, value {}, owner {}, since {}\n",
+                "{}: term {}, value {}, owner {}, since {}\n",
+                escaped(name),
                 l.term,
-                l.value_str(),
-                l.owner,
+                escaped_bytes(&l.value),
+                escaped(&l.owner),
                 render::timestamp(l.since)
             ),
-            None => format!("{name}: nobody leads\n"),
+            None => format!("{}: nobody leads\n", escaped(name)),
         })
     };
     if !watch {
         let leader = election.leader().map_err(|e| failure(e, args))?;
         show(leader.as_ref())?;
-        return Ok(if leader.is_some() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        });
+        return Ok(ExitCode::from(if leader.is_some() { args::OK } else { NO }));
     }
     let mut observer = election.observe();
-    // The first look (the leader now, if any) without waiting.
+    // The first look (the leader now, if any) without waiting: a failure there ends it.
     let now = observer
-        .next_timeout(std::time::Duration::ZERO)
+        .next_timeout(Duration::ZERO)
         .map_err(|e| failure(e, args))?;
     show(now.as_ref())?;
+    // The last leader shown, by term.
+    let mut shown = now.map(|l| l.term);
+    let mut retry = Retry::new();
     loop {
-        let leader = observer
-            .next()
-            .unwrap_or_else(|| Err(redlatch::Error::Closed))
-            .map_err(|e| failure(e, args))?;
+        let leader = match observer.next().unwrap_or(Err(redlatch::Error::Closed)) {
+            Ok(leader) => leader,
+            Err(e) => {
+                retry.ride_out(e, args)?;
+                // Back (or not yet: the observer's next look says), the observer reads on in
+                // the election's log: the leaders that came and went meanwhile come too. A
+                // leader below the last one shown means the servers lost their data and a
+                // token counter started over (Redisson's from 1; ours from the clock), which
+                // the observer, past those terms, would skip: a new observer then, whose
+                // first look is that leader.
+                if let Ok(Some(now)) = election.leader() {
+                    if shown.is_some_and(|term| now.term < term) {
+                        observer = election.observe();
+                    }
+                }
+                continue;
+            }
+        };
+        retry.reset();
+        if shown.is_some_and(|term| leader.term == term) {
+            continue;
+        }
+        shown = Some(leader.term);
         show(Some(&leader))?;
     }
 }
@@ -524,33 +656,26 @@ fn watch(client: &Client, args: &Args, name: &str) -> Outcome {
         }))?)?;
     } else {
         let now = match watch.current() {
-            Some(i) => format!("{}: {}", i.kind, render::state(i)),
+            Some(i) => format!("{}: {}", i.kind, escaped(&render::state(i))),
             None => "nothing of that name yet".to_owned(),
         };
-        out(&format!("watching {name} ({now}); Ctrl-C to stop\n"))?;
+        out(&format!(
+            "watching {} ({now}); Ctrl-C to stop\n",
+            escaped(name)
+        ))?;
     }
     // Connection trouble is reported and waited out (the watch resumes by itself); other
-    // errors, or too many in a row, end the watch.
-    let mut errors = 0;
-    let mut retry = WATCH_RETRY;
+    // errors end the watch.
+    let mut retry = Retry::new();
     for event in watch.by_ref() {
         let event = match event {
             Ok(event) => event,
-            Err(e) if (e.is_connection() || e.is_timeout()) && errors + 1 < WATCH_MAX_ERRORS => {
-                errors += 1;
-                eprintln!(
-                    "redlatch: {} (retrying in {} s)",
-                    failure(e, args).0,
-                    retry.as_secs()
-                );
-                std::thread::sleep(retry);
-                retry = (retry * 2).min(WATCH_RETRY_MAX);
+            Err(e) => {
+                retry.ride_out(e, args)?;
                 continue;
             }
-            Err(e) => return Err(failure(e, args)),
         };
-        errors = 0;
-        retry = WATCH_RETRY;
+        retry.reset();
         if args.json {
             /// An event as the library serializes it, and the name watched.
             #[derive(Serialize)]

@@ -47,13 +47,15 @@ fn ask(question: &str) -> Result<String, Failure> {
         .read(true)
         .write(true)
         .open("/dev/tty")
-        .map_err(|e| Failure(format!("--askpass needs a terminal to ask on: {e}")))?;
+        .map_err(|e| Failure::new(format!("--askpass needs a terminal to ask on: {e}")))?;
     let fd = tty.as_raw_fd();
     let mut saved = std::mem::MaybeUninit::<libc::termios>::uninit();
     // SAFETY: `fd` is open for the call; tcgetattr fills `saved` when it returns 0.
     if unsafe { libc::tcgetattr(fd, saved.as_mut_ptr()) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(Failure(format!("cannot read the terminal's settings: {e}")));
+        return Err(Failure::new(format!(
+            "cannot read the terminal's settings: {e}"
+        )));
     }
     // SAFETY: initialized by tcgetattr above.
     let saved = unsafe { saved.assume_init() };
@@ -63,7 +65,9 @@ fn ask(question: &str) -> Result<String, Failure> {
     // SAFETY: a valid fd and a valid termios.
     if unsafe { libc::tcsetattr(fd, libc::TCSAFLUSH, &quiet) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(Failure(format!("cannot turn the terminal's echo off: {e}")));
+        return Err(Failure::new(format!(
+            "cannot turn the terminal's echo off: {e}"
+        )));
     }
     let mut line = String::new();
     let read = (&tty)
@@ -73,15 +77,17 @@ fn ask(question: &str) -> Result<String, Failure> {
     // SAFETY: as above; the settings read first are put back whatever the read gave.
     unsafe { libc::tcsetattr(fd, libc::TCSANOW, &saved) };
     match read {
-        Ok(0) => Err(Failure("no password given (end of input)".to_owned())),
+        Ok(0) => Err(Failure::new("no password given (end of input)".to_owned())),
         Ok(_) => Ok(line.trim_end_matches(['\r', '\n']).to_owned()),
-        Err(e) => Err(Failure(format!("cannot read the password: {e}"))),
+        Err(e) => Err(Failure::new(format!("cannot read the password: {e}"))),
     }
 }
 
 #[cfg(not(unix))]
 fn ask(_: &str) -> Result<String, Failure> {
-    Err(Failure("--askpass is for Unix terminals only".to_owned()))
+    Err(Failure::new(
+        "--askpass is for Unix terminals only".to_owned(),
+    ))
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! Output: library values as aligned human-readable tables (JSON is their serde
 //! serialization: see `main.rs`).
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redlatch::{
     Activity, ClientConnection, Event, HistoryEvent, HistoryKind, Holder, Inspection, Kind,
-    LockOrderWarning, Owner, WaitRecord,
+    LockOrderWarning, WaitRecord,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -28,10 +29,90 @@ pub fn timestamp(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t.max(UNIX_EPOCH)).to_string()
 }
 
-/// Rows under a header, each column as wide as its widest cell (the last one unpadded).
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+/// `text` fit for a terminal: what anyone who may name a lock (or write a lock's keys) could
+/// put there to move the cursor, recolour the screen or forge a line (control characters,
+/// bidirectional overrides, zero-width and other unprintable characters) written as Rust's
+/// `escape_debug` writes it (`\n`, `\u{1b}`, `\u{202e}`), and a backslash doubled, so that
+/// what is shown names one string only; quotes are left as they are. The one escape of
+/// every human-readable output (JSON is exact: serde escapes it its own way).
+pub fn escaped(text: &str) -> Cow<'_, str> {
+    let needs = |c: char| c == '\\' || c.escape_debug().nth(1).is_some() && c != '"' && c != '\'';
+    if !text.chars().any(needs) {
+        return Cow::Borrowed(text);
+    }
+    // `str::escape_debug` (grapheme extenders escaped only at the start, as it does), with
+    // the escapes of quotes taken back out.
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.escape_debug();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(quote @ ('"' | '\'')) => out.push(quote),
+            Some(next) => {
+                out.push('\\');
+                out.push(next);
+            }
+            None => out.push('\\'),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Bytes (a value, a name from outside that may not be UTF-8) as [`escaped`] text: each
+/// byte that is not part of UTF-8 as `\xff`.
+pub fn escaped_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&escaped(chunk.valid()));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The widest a name (or an owner) is shown in a table: longer ones are cut, with [`CUT`].
+pub const NAME_WIDTH: usize = 48;
+
+/// What ends a cut cell.
+pub const CUT: char = '…';
+
+/// `text` at most `max` characters wide: a longer one cut to `max - 1` and [`CUT`].
+pub fn cut(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some(_) => {
+            let keep = max.saturating_sub(1);
+            let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+            Cow::Owned(format!("{}{CUT}", &text[..end]))
+        }
+    }
+}
+
+/// Rows under a header, each column as wide as its widest cell (the last one unpadded); every
+/// cell [`escaped`], then those of column `i` [`cut`] to `widest[i]` characters (`0`, or a
+/// column past `widest`: not cut), so that a 10 kB name does not make every row 10 kB wide.
+pub fn table(header: &[&str], rows: &[Vec<String>], widest: &[usize]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .map(|(i, cell)| {
+                    let cell = escaped(cell);
+                    match widest.get(i) {
+                        Some(&max) if max > 0 => cut(&cell, max).into_owned(),
+                        _ => cell.into_owned(),
+                    }
+                })
+                .collect()
+        })
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -50,7 +131,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         out
     };
     let mut out = line(header.to_vec());
-    for row in rows {
+    for row in &rows {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
@@ -120,7 +201,8 @@ fn whereabouts(i: &Inspection) -> String {
 }
 
 /// Why a lock or semaphore is busy, for `run`'s and `lock`'s wait: `held by <owner> (1 hold)
-/// from <where>, lease ends in 29.8s`, the fair queue ahead, or the permits taken.
+/// from <where>, lease ends in 29.8s`, the fair queue ahead, or the permits taken
+/// ([`escaped`]).
 pub fn busy_text(i: &Inspection) -> String {
     let mut parts = Vec::new();
     let holders = holders_text(i);
@@ -144,7 +226,7 @@ pub fn busy_text(i: &Inspection) -> String {
     if parts.is_empty() {
         return "just released".to_owned();
     }
-    parts.join(", ")
+    escaped(&parts.join(", ")).into_owned()
 }
 
 /// Where the holders' clients connect from (see [`whereabouts`]), holders only.
@@ -170,7 +252,8 @@ pub fn holders_text(i: &Inspection) -> String {
     all.join(", ")
 }
 
-/// A one-line state for `list`: who holds it, or its permits or count.
+/// A one-line state for `list`: who holds it (each owner cut to [`NAME_WIDTH`]), or its
+/// permits or count; not escaped yet.
 pub fn state(i: &Inspection) -> String {
     let mut parts = Vec::new();
     match i.kind {
@@ -183,7 +266,7 @@ pub fn state(i: &Inspection) -> String {
                 let who = i
                     .holders
                     .iter()
-                    .map(|h| h.owner.to_string())
+                    .map(|h| cut(&h.owner.to_string(), NAME_WIDTH).into_owned())
                     .collect::<Vec<_>>();
                 let by = if i.kind == Kind::ReadWrite {
                     "written"
@@ -230,7 +313,7 @@ pub fn state(i: &Inspection) -> String {
     parts.join(", ")
 }
 
-/// `list`'s table.
+/// `list`'s table, names cut to [`NAME_WIDTH`].
 pub fn list_text(found: &[Inspection]) -> String {
     let rows: Vec<Vec<String>> = found
         .iter()
@@ -244,10 +327,15 @@ pub fn list_text(found: &[Inspection]) -> String {
             ]
         })
         .collect();
-    table(&["NAME", "KIND", "LEASE", "STATE", "CLIENTS"], &rows)
+    table(
+        &["NAME", "KIND", "LEASE", "STATE", "CLIENTS"],
+        &rows,
+        &[NAME_WIDTH],
+    )
 }
 
-/// `inspect`'s text: a block of fields, then a table per list of holders, waiters, permits.
+/// `inspect`'s text: a block of fields (the whole name, escaped), then a table per list of
+/// holders, waiters, permits.
 pub fn inspection_text(i: &Inspection) -> String {
     let mut fields: Vec<Vec<String>> = vec![
         vec!["name".into(), i.name.clone()],
@@ -279,7 +367,11 @@ pub fn inspection_text(i: &Inspection) -> String {
     field("keys", i.keys.join(" "));
     let mut out = String::new();
     for row in &fields {
-        out.push_str(&format!("{:<9}{}\n", format!("{}:", row[0]), row[1]));
+        out.push_str(&format!(
+            "{:<9}{}\n",
+            format!("{}:", row[0]),
+            escaped(&row[1])
+        ));
     }
     if !i.holders.is_empty() {
         let title = if i.kind == Kind::ReadWrite {
@@ -291,6 +383,7 @@ pub fn inspection_text(i: &Inspection) -> String {
         out.push_str(&table(
             &["CLIENT ID", "THREAD", "HOLDS", "CONNECTIONS"],
             &holder_rows(i, &i.holders),
+            &[NAME_WIDTH],
         ));
     }
     if !i.readers.is_empty() {
@@ -298,6 +391,7 @@ pub fn inspection_text(i: &Inspection) -> String {
         out.push_str(&table(
             &["CLIENT ID", "THREAD", "HOLDS", "LEASES", "CONNECTIONS"],
             &holder_rows(i, &i.readers),
+            &[NAME_WIDTH],
         ));
     }
     if !i.queue.is_empty() {
@@ -319,6 +413,7 @@ pub fn inspection_text(i: &Inspection) -> String {
         out.push_str(&table(
             &["#", "CLIENT ID", "THREAD", "DEADLINE", "CONNECTIONS"],
             &rows,
+            &[0, NAME_WIDTH],
         ));
     }
     if !i.permit_leases.is_empty() {
@@ -333,7 +428,7 @@ pub fn inspection_text(i: &Inspection) -> String {
             })
             .collect();
         out.push_str("\nleased permits:\n");
-        out.push_str(&table(&["PERMIT", "EXPIRES IN"], &rows));
+        out.push_str(&table(&["PERMIT", "EXPIRES IN"], &rows, &[NAME_WIDTH]));
     }
     out
 }
@@ -365,7 +460,7 @@ fn holder_rows(i: &Inspection, hs: &[Holder]) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// A watch event as one line: time, event, owner, details.
+/// A watch event as one line: time, event, owner ([`escaped`]), details.
 pub fn event_text(e: &Event) -> String {
     let mut details = Vec::new();
     if let Some(m) = e.mode {
@@ -392,7 +487,7 @@ pub fn event_text(e: &Event) -> String {
     let owner = e
         .owner
         .as_ref()
-        .map_or_else(|| "-".to_owned(), Owner::to_string);
+        .map_or_else(|| "-".to_owned(), |o| escaped(&o.to_string()).into_owned());
     format!(
         "{}  {:<8}  {owner}  {}",
         timestamp(e.at),
@@ -421,6 +516,7 @@ pub fn waits_text(waits: &[WaitRecord]) -> String {
     table(
         &["", "LOCK", "WAITER", "MODE", "WAITED", "BLOCKED BY"],
         &rows,
+        &[0, NAME_WIDTH, NAME_WIDTH],
     )
 }
 
@@ -473,11 +569,12 @@ pub fn top_text(rows: &[Activity], window: Duration) -> String {
             "NAME", "KIND", "HELD BY", "WAITERS", "LONGEST", "ACQ/S", "CONT/S", "WAIT S/S",
         ],
         &cells,
+        &[NAME_WIDTH],
     );
     for a in rows.iter().filter(|a| !a.blame.is_empty()).take(3) {
         out.push_str(&format!(
             "\n{}: who made others wait over the last {}\n",
-            a.name,
+            escaped(&a.name),
             duration(window)
         ));
         for b in a.blame.iter().take(5) {
@@ -485,11 +582,11 @@ pub fn top_text(rows: &[Activity], window: Duration) -> String {
                 "  {:>8}  {} waits  {} ({}, pid {} on {}, thread {})\n",
                 duration(b.caused_wait),
                 b.waits,
-                short_owner(&b.owner),
-                b.who.client_name,
+                escaped(&short_owner(&b.owner)),
+                escaped(&b.who.client_name),
                 b.who.pid,
-                b.who.host,
-                b.who.thread
+                escaped(&b.who.host),
+                escaped(&b.who.thread)
             ));
         }
     }
@@ -505,11 +602,11 @@ pub fn history_text(events: &[HistoryEvent]) -> String {
             "{}  {:<9} {}  ({}, pid {} on {}, thread {})",
             timestamp(at),
             e.kind.to_string(),
-            e.owner,
-            e.client_name,
+            escaped(&e.owner),
+            escaped(&e.client_name),
             e.pid,
-            e.host,
-            e.thread
+            escaped(&e.host),
+            escaped(&e.thread)
         );
         let waited = e.contended || e.kind != HistoryKind::Acquire;
         if let Some(w) = e.waited_us.filter(|_| waited) {
@@ -533,7 +630,10 @@ pub fn orders_text(warnings: &[LockOrderWarning]) -> String {
   {}
   {}
 ",
-            w.one.held, w.one.taken, w.one, w.other
+            escaped(&w.one.held),
+            escaped(&w.one.taken),
+            escaped(&w.one.to_string()),
+            escaped(&w.other.to_string())
         ));
     }
     out
@@ -543,7 +643,10 @@ pub fn orders_text(warnings: &[LockOrderWarning]) -> String {
 /// lock; the edges of cycles red; a dashed orange edge each way between two locks taken in
 /// opposite orders.
 pub fn waits_dot(waits: &[WaitRecord], warnings: &[LockOrderWarning]) -> String {
-    let quote = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+    let quote = |s: &str| {
+        let s = escaped(s);
+        format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    };
     let mut out = String::from("digraph waits {\n  rankdir=LR;\n  node [shape=box];\n");
     for w in waits {
         for by in &w.blocked_by {
@@ -585,6 +688,55 @@ mod tests {
     }
 
     #[test]
+    fn escapes_what_paints_a_terminal_and_nothing_else() {
+        assert!(matches!(escaped("orders:1001"), Cow::Borrowed(_)));
+        assert_eq!(escaped("café, 東京 \"q\" 'q'"), "café, 東京 \"q\" 'q'");
+        assert_eq!(
+            escaped("evil\x1b[31mRED\x1b[0m\nforged\r\t\x07\x7f\u{9b}"),
+            "evil\\u{1b}[31mRED\\u{1b}[0m\\nforged\\r\\t\\u{7}\\u{7f}\\u{9b}"
+        );
+        // Bidirectional overrides and zero-width characters reorder or hide text.
+        assert_eq!(
+            escaped("a\u{202e}b\u{200b}c\u{feff}"),
+            "a\\u{202e}b\\u{200b}c\\u{feff}"
+        );
+        // A backslash is doubled: what is shown names one string only.
+        assert_eq!(escaped("a\\nb"), "a\\\\nb");
+        assert_ne!(escaped("a\\nb"), escaped("a\nb"));
+        // A combining mark after its letter is text (decomposed é).
+        assert_eq!(escaped("cafe\u{301}"), "cafe\u{301}");
+        assert_eq!(escaped_bytes(b"ok:\xff\xfe\x1b"), "ok:\\xff\\xfe\\u{1b}");
+        assert_eq!(escaped_bytes("é".as_bytes()), "é");
+    }
+
+    #[test]
+    fn long_cells_are_cut_with_a_mark() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("0123456789", 10), "0123456789");
+        assert_eq!(cut("0123456789x", 10), "012345678…");
+        assert_eq!(cut("ééééé", 3), "éé…");
+        let long = "n".repeat(10_000);
+        let t = table(
+            &["NAME", "KIND"],
+            &[
+                vec![long.clone(), "reentrant".into()],
+                vec!["a\nb".into(), "fair".into()],
+            ],
+            &[NAME_WIDTH],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        let kind_at = lines[0].find("KIND").unwrap();
+        assert_eq!(kind_at, NAME_WIDTH + 2);
+        assert!(lines[1].starts_with(&format!("{}…  reentrant", &long[..NAME_WIDTH - 1])));
+        assert!(lines[2].starts_with("a\\nb "), "{t}");
+        for line in &lines {
+            assert_eq!(line.chars().nth(kind_at - 1), Some(' '), "{t}");
+            assert_ne!(line.chars().nth(kind_at), Some(' '), "{t}");
+        }
+    }
+
+    #[test]
     fn tables_align_columns() {
         let t = table(
             &["A", "LONG HEADER", "C"],
@@ -592,6 +744,7 @@ mod tests {
                 vec!["wide cell".into(), "x".into(), "1".into()],
                 vec!["y".into(), "z".into(), "22".into()],
             ],
+            &[],
         );
         assert_eq!(
             t,

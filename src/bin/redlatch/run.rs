@@ -22,6 +22,7 @@ use crate::acquire::{
 use crate::args::{
     Args, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LOST, RUN_NOT_FOUND, RUN_TIMED_OUT,
 };
+use crate::render::escaped;
 use crate::signals::{self};
 use crate::Failure;
 
@@ -29,8 +30,8 @@ use crate::Failure;
 pub fn run(args: &Args, run: &Run) -> ExitCode {
     match run_under_hold(args, run) {
         Ok(code) => code,
-        Err(Failure(msg)) => {
-            eprintln!("redlatch: {msg}");
+        Err(failure) => {
+            failure.report();
             ExitCode::from(RUN_FAILED)
         }
     }
@@ -53,7 +54,7 @@ fn run_under_hold(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
             match acquire(&client, args, run, &rx) {
                 Ok(waited) => break waited,
                 // Redis away for a while: said, and tried again until a signal.
-                Err(Failure(msg)) => eprintln!("redlatch: {msg}; campaigning again"),
+                Err(failure) => eprintln!("redlatch: {}; campaigning again", escaped(&failure.msg)),
             }
         };
     }
@@ -77,7 +78,7 @@ fn one_round(
                 "redlatch: {} not had within {}: `{}` not run",
                 what(run),
                 seconds(run.wait.unwrap_or_default()),
-                run.command[0]
+                escaped(&run.command[0])
             );
             return Ok((ExitCode::from(RUN_TIMED_OUT), false));
         }
@@ -97,7 +98,7 @@ fn one_round(
         eprintln!(
             "redlatch: {}: `{}` not run",
             signals::name(signal),
-            run.command[0]
+            escaped(&run.command[0])
         );
         report_release(held.release(), run, false);
         return Ok((signal_status(signal), false));
@@ -109,7 +110,7 @@ fn one_round(
     let mut child = match command(run, &held).spawn() {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("redlatch: cannot run `{}`: {e}", run.command[0]);
+            eprintln!("redlatch: cannot run `{}`: {e}", escaped(&run.command[0]));
             report_release(held.release(), run, false);
             let code = match e.kind() {
                 std::io::ErrorKind::NotFound => RUN_NOT_FOUND,
@@ -122,7 +123,7 @@ fn one_round(
     let lost_at_release = report_release(held.release(), run, lost.is_some());
     let stop = run.on_lost == OnLost::Stop;
     if stop && (lost.is_some() || lost_at_release) {
-        eprintln!("redlatch: `{}` {}", run.command[0], ended(status));
+        eprintln!("redlatch: `{}` {}", escaped(&run.command[0]), ended(status));
         return Ok((ExitCode::from(RUN_LOST), !signalled));
     }
     Ok((exit_status(status), !signalled))
@@ -203,7 +204,9 @@ fn supervise(
     run: &Run,
 ) -> Result<(ExitStatus, Option<LostReason>, bool), Failure> {
     let pid = child.id();
-    let program = &run.command[0];
+    // For messages on stderr; failures (reported escaped) name it as it is.
+    let program = escaped(&run.command[0]);
+    let raw = &run.command[0];
     let mut lost = None;
     let mut signalled = false;
     let mut kill_at: Option<Instant> = None;
@@ -216,7 +219,7 @@ fn supervise(
             Ok(Event::Signal(signal)) if signal.number == libc::SIGCHLD => {
                 let exited = child
                     .try_wait()
-                    .map_err(|e| Failure(format!("cannot wait for `{program}`: {e}")))?;
+                    .map_err(|e| Failure::new(format!("cannot wait for `{raw}`: {e}")))?;
                 if let Some(status) = exited {
                     return Ok((status, lost, signalled));
                 }
@@ -260,7 +263,7 @@ fn supervise(
                 // No signal thread any more: nothing to pass on, wait.
                 let status = child
                     .wait()
-                    .map_err(|e| Failure(format!("cannot wait for `{program}`: {e}")))?;
+                    .map_err(|e| Failure::new(format!("cannot wait for `{raw}`: {e}")))?;
                 return Ok((status, lost, signalled));
             }
         }

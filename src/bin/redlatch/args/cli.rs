@@ -25,8 +25,22 @@ else $REDISCLI_AUTH (as redis-cli).
 DURATIONs are as humantime writes them (250ms, 30s, 1m30s, 2h), or a decimal number and one
 unit (1.5s).
 
-Exit status: 0 success, 1 error, 2 no lock or synchronizer of that name (run: see
-'redlatch help run').";
+Names and values are shown with control characters escaped (\\n, \\u{1b}, a backslash as
+\\\\; bytes that are not UTF-8 as \\xff), and cut in tables (…); --json shows them exactly.
+
+Exit status (all commands but run, lock and elect):
+  0  yes, or done: found, someone leads, broken; a listing (list, top, waits, history),
+     a watch ended, doctor found nothing
+  1  no: nothing named NAME (inspect, force-unlock), nobody leads (leader), nothing
+     broken (force-unlock of a free lock, or not confirmed)
+  2  usage: a bad command line or URL, a file that cannot be read, force-unlock of a
+     non-lock or without --yes and a terminal
+  3  doctor found something that threatens locks
+  4  no answer: Redis unreachable, the password or user refused, an error from the servers
+     or the output (watch and leader --watch wait out lost connections instead)
+run, lock and elect exit with their command's status, or 122 (lost), 124 (not had within
+--wait), 125 (redlatch failed, usage included), 126, 127 (CMD cannot run, not found), 128+N
+(signal N): see 'redlatch help run'.";
 
 const INSPECT_HELP: &str = "\
 Shows what NAME is, as told by its keys: its kind (reentrant, fair, fenced, read-write,
@@ -41,14 +55,20 @@ holder keeps the lock until its lease runs out; the time left is shown). Only re
 its connections with its client id: where some connections of the server are not named so
 (Redisson's), an owner that no connection names is shown as `untraced`, not gone.
 
-Some kinds look alike in Redis: a semaphore and a latch (unless threads wait on it, such a
-key is shown as semaphore-or-latch), and a fair lock nobody waits for and a reentrant lock
-(shown as reentrant: a fair lock's queue keys exist only while threads wait).
+Some kinds look alike in Redis: a semaphore and a latch (an integer and no other key; told
+apart when threads wait on one, or when it is zero or less, which a latch never is: else
+shown as semaphore-or-latch; a permit-expirable semaphore with permits out, as `run
+--permits` holds them, is told by its {NAME}:timeout key), and a fair lock nobody waits for
+and a reentrant lock (shown as reentrant: a fair lock's queue keys exist only while threads
+wait).
+
+The name, keys and values are shown escaped (\\n, \\u{1b}, \\\\), the name whole.
 
 With --json: one object; durations are in milliseconds (lease_ms is -1 for a key without
 expiry, null for none).
 
-Exit status: 0 found, 1 error, 2 nothing named NAME.";
+Exit status: 0 found, 1 nothing named NAME, 2 usage, 4 no answer (unreachable, login
+refused, ...).";
 
 const LIST_HELP: &str = "\
 Lists the locks and synchronizers with a key matching PATTERN (Redis glob syntax: *, ?,
@@ -58,7 +78,14 @@ with its kind, state and lease, and where each holder's client connects from. He
 not on their own. A free fenced lock exists only as redisson_lock_token:{NAME}: a pattern
 like *orders* finds it, orders* does not.
 
-With --json: an array of the objects `inspect --json` prints.";
+Names that hold nothing but what fenced locks and elections keep for good (their token
+counter, and an election's log and last leader: no holder, waiter or lease) are left out
+unless --all; how many were is said on stderr (not with --json). Names are escaped (\\n,
+\\u{1b}) and cut to 48 characters (…); `inspect NAME` shows one whole.
+
+With --json: an array of the objects `inspect --json` prints (the same names).
+
+Exit status: 0 (even when nothing matches), 2 usage, 4 no answer.";
 
 const WAITS_HELP: &str = "\
 Shows the wait-for graph of the deployment, found with SCAN on every master: each thread
@@ -118,7 +145,9 @@ next lease renewal. Semaphores and latches are not locks: they are refused.
 Asks \"Break lock NAME held by ...? [y/N]\" on the terminal first; with --yes it does not ask.
 Without a terminal on stdin and without --yes it refuses.
 
-Exit status: 0 broken (or not held), 1 error or refused, 2 nothing named NAME.";
+Exit status: 0 broken; 1 nothing broken: nothing named NAME, the lock is free, the answer
+was no, or it changed hands since the question; 2 usage: NAME is not a lock, or no --yes
+without a terminal; 4 no answer (unreachable, login refused, ...).";
 
 const WATCH_HELP: &str = "\
 Prints what happens to NAME until interrupted (Ctrl-C): acquired, released (with the owner
@@ -133,9 +162,17 @@ are seen by re-inspecting NAME every --interval (default 250ms; 1s, 1.5s, a bare
 milliseconds). A hold shorter
 than that may show only as its release (without owner).
 
+A lost connection (a Redis restart, a failover) is said on stderr and waited out, 1 s after
+the first error, doubling up to 10 s between tries, for as long as it lasts; the watch goes
+on when the servers answer again. Other errors end it (exit status 4).
+
 With --json: a first line {\"event\":\"watching\",...} once subscribed, then one object per
 event: {\"at\":\"<UTC time>\",\"at_ms\":<ms since 1970>,\"event\":\"acquired\",\"name\":...,
 \"owner\":\"<client id>:<thread>\" or null, ...}.";
+
+const DOCTOR_HELP: &str = "\
+Exit status: 0 nothing found, 3 something found (each finding printed with what to do), 4
+no answer (unreachable, login refused, ...).";
 
 const RUN_ABOUT: &str = "\
 Waits for the lock NAME, runs CMD with ARGS while it holds it, releases it when CMD has
@@ -210,8 +247,15 @@ redlatch failed; 126 CMD cannot be run; 127 CMD not found; 128+N signal N ended 
 
 const LEADER_HELP: &str = "\
 Prints who leads the election NAME: its term, value, owner and since when (one JSON object
-with --json), or that nobody does (exit status 1). With --watch, prints every new leader
-(once each, in term order) as it comes, woken by pub/sub, until Ctrl-C.";
+with --json), or that nobody does. With --watch, prints every new leader (once each, in term
+order) as it comes, woken by pub/sub, until Ctrl-C; a lost connection is waited out as
+`watch` waits it out (said on stderr; tries again after 1 s, doubling up to 10 s, for as long
+as it lasts); the leaders that came meanwhile are printed once it is back (read from the
+election's log; after servers that lost their data, the leader then).
+
+Exit status: 0 someone leads, 1 nobody leads, 2 usage, 4 no answer (unreachable, login
+refused, ...); with --watch it runs until Ctrl-C, or exits with 4 on an error that is not a
+lost connection (a refused login).";
 
 /// redlatch: inspect and operate Redisson-compatible locks and synchronizers in Redis
 #[derive(Parser, Debug)]
@@ -279,6 +323,9 @@ pub enum CliCommand {
     /// line each
     #[command(help_template = SUBCOMMAND_HELP, after_help = LIST_HELP)]
     List {
+        /// Also the names that hold nothing but a fencing token or an election's log
+        #[arg(long)]
+        all: bool,
         #[arg(default_value = "*", value_parser = non_empty_pattern)]
         pattern: String,
     },
@@ -337,7 +384,7 @@ pub enum CliCommand {
     /// Check what in the deployment threatens locks (eviction, no persistence, replicas
     /// without sync, clocks), each finding with what to do; exit status 3 when something is
     /// found
-    #[command(help_template = SUBCOMMAND_HELP)]
+    #[command(help_template = SUBCOMMAND_HELP, after_help = DOCTOR_HELP)]
     Doctor,
     /// Print events (acquired, released, waiting, ...) until Ctrl-C
     #[command(help_template = SUBCOMMAND_HELP, after_help = WATCH_HELP)]

@@ -14,6 +14,27 @@ pub use cli::{OnLost, TopSort};
 
 pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
+// The exit statuses of the commands that answer or report (all but `run`, `lock` and
+// `elect`, whose statuses are `timeout`'s and their command's: see `RUN_*` below), as grep's
+// are: 0 yes, 1 no, 2 usage; then doctor's findings and the failures to get an answer. Told in
+// `redlatch --help` (cli.rs's AFTER_HELP), the README and the guide's operating chapter.
+
+/// The answer is yes, or it is done.
+pub const OK: u8 = 0;
+/// The answer is no: nothing is named NAME (`inspect`, `force-unlock`), nobody leads
+/// (`leader`), nothing was broken (`force-unlock` of a free lock, or not confirmed).
+pub const NO: u8 = 1;
+/// The command line makes no sense (clap's status for what it refuses, and ours), nor does
+/// what it asks of NAME (`force-unlock` of a semaphore; without a terminal or `--yes`).
+pub const USAGE: u8 = 2;
+/// `doctor` found something that threatens locks.
+pub const FOUND: u8 = 3;
+/// No answer could be had: Redis unreachable, a login refused, the servers or redlatch
+/// failed (an error reply, output that cannot be written). A number of its own above the
+/// answers (and below `run`'s 122..127), so that `1` always means "no": a script never takes
+/// an unreachable server for a free lock or an empty election.
+pub const FAILED: u8 = 4;
+
 /// `run`'s exit status when the lock was lost while the command ran.
 pub const RUN_LOST: u8 = 122;
 /// `run`'s exit status when the lock was not had within `--wait`.
@@ -38,7 +59,11 @@ pub enum Servers {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Inspect(String),
-    List(String),
+    /// `list [--all] PATTERN`.
+    List {
+        pattern: String,
+        all: bool,
+    },
     /// `waits [--dot]`.
     Waits {
         dot: bool,
@@ -153,8 +178,12 @@ pub struct Usage {
     pub message: String,
     /// Clap's message, which ends by saying where help is.
     pub from_clap: bool,
-    /// 1, or [`RUN_FAILED`] for `run` (whose command's statuses are its own).
+    /// [`USAGE`], or [`RUN_FAILED`] for `run`, `lock` and `elect` (whose commands' statuses
+    /// are their own).
     pub status: u8,
+    /// Where help is: `redlatch help <command>` for the command the line names, else
+    /// `redlatch --help`.
+    pub help: String,
 }
 
 /// Splits `a,b,,c` into the non-empty parts.
@@ -184,51 +213,112 @@ fn help(command: Option<&str>) -> String {
 /// their own).
 const RUN_LIKE: [&str; 3] = ["run", "lock", "elect"];
 
-/// Whether the command line is `run`'s, `lock`'s or `elect`'s: their usage errors exit with
-/// [`RUN_FAILED`].
-fn is_run(argv: &[String]) -> bool {
+/// The command the command line names (its first word that is not an option nor an option's
+/// value), if it is one of the tool's.
+fn command_named(argv: &[String]) -> Option<String> {
     let cli = Cli::command();
     let takes_value = |flag: &str| {
         let long = flag.strip_prefix("--").filter(|f| !f.contains('='));
         cli.get_arguments()
             .any(|a| long.is_some() && a.get_long() == long && a.get_action().takes_values())
     };
+    let known = |word: &str| {
+        cli.get_subcommands()
+            .any(|c| c.get_name() == word)
+            .then(|| word.to_owned())
+    };
     let mut args = argv.iter();
     while let Some(arg) = args.next() {
         if arg == "--" {
-            return args.next().is_some_and(|a| RUN_LIKE.contains(&a.as_str()));
+            return args.next().and_then(|a| known(a));
         }
         if !arg.starts_with('-') || arg == "-" {
-            return RUN_LIKE.contains(&arg.as_str());
+            return known(arg);
         }
         if takes_value(arg) {
             args.next();
         }
     }
-    false
+    None
+}
+
+/// The status and the help to point to for a usage error in `argv`: [`RUN_FAILED`] for
+/// `run`'s, `lock`'s and `elect`'s, else [`USAGE`]; `redlatch help <command>` for the command
+/// named, else `redlatch --help`.
+fn usage_of(argv: &[String]) -> (u8, String) {
+    match command_named(argv) {
+        Some(command) => {
+            let status = if RUN_LIKE.contains(&command.as_str()) {
+                RUN_FAILED
+            } else {
+                USAGE
+            };
+            (status, format!("redlatch help {command}"))
+        }
+        None => (USAGE, "redlatch --help".to_owned()),
+    }
+}
+
+/// Parses the arguments as the OS gives them (without the program name); `env_url` is
+/// `$REDIS_URL`. An argument that is not UTF-8 is a usage error that shows it escaped
+/// (`\xff`): names, patterns, URLs and `run`'s command are text.
+pub fn parse_os(argv: &[OsString], env_url: Option<String>) -> Result<Parsed, Usage> {
+    let text: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(bad) = argv.iter().find(|a| a.to_str().is_none()) {
+        let (status, help) = usage_of(&text);
+        #[cfg(unix)]
+        let shown =
+            crate::render::escaped_bytes(std::os::unix::ffi::OsStrExt::as_bytes(bad.as_os_str()));
+        #[cfg(not(unix))]
+        let shown = crate::render::escaped(&bad.to_string_lossy()).into_owned();
+        return Err(Usage {
+            message: format!(
+                "redlatch: `{shown}` is not UTF-8: names, patterns, URLs and commands must be \
+                 text\n"
+            ),
+            from_clap: false,
+            status,
+            help,
+        });
+    }
+    parse(&text, env_url)
 }
 
 /// Parses the arguments (without the program name); `env_url` is `$REDIS_URL`.
 pub fn parse(argv: &[String], env_url: Option<String>) -> Result<Parsed, Usage> {
-    let status = if is_run(argv) { RUN_FAILED } else { 1 };
+    let (status, help) = usage_of(argv);
     let words = std::iter::once(OsString::from("redlatch")).chain(argv.iter().map(OsString::from));
     let cli = match Cli::try_parse_from(words) {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => return Ok(Parsed::Help(e.render().to_string())),
         Err(e) => {
+            // Clap's message quotes the arguments: escaped, line by line.
+            let message = e.render().to_string();
+            let message: String = message
+                .split_inclusive('\n')
+                .map(|line| match line.strip_suffix('\n') {
+                    Some(line) => format!("{}\n", crate::render::escaped(line)),
+                    None => crate::render::escaped(line).into_owned(),
+                })
+                .collect();
             return Err(Usage {
-                message: e.render().to_string(),
+                message,
                 status,
                 from_clap: true,
-            })
+                help,
+            });
         }
     };
     check(cli, argv, env_url)
         .map(|args| Parsed::Run(Box::new(args)))
         .map_err(|message| Usage {
-            message: format!("redlatch: {message}\n"),
+            message: format!("redlatch: {}\n", crate::render::escaped(&message)),
             status,
             from_clap: false,
+            help,
         })
 }
 
@@ -237,7 +327,7 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
     let (mut yes, mut interval) = (false, None);
     let command = match cli.command {
         CliCommand::Inspect { name } => Command::Inspect(name),
-        CliCommand::List { pattern } => Command::List(pattern),
+        CliCommand::List { all, pattern } => Command::List { pattern, all },
         CliCommand::Waits { dot } => Command::Waits { dot },
         CliCommand::Top {
             once,
@@ -471,7 +561,13 @@ mod tests {
         assert_eq!(a.servers, Servers::Url("redis://h:1/".into()));
         assert!(a.json);
         let a = run("--cluster=redis://a:1,redis://b:2 list");
-        assert_eq!(a.command, Command::List("*".into()));
+        assert_eq!(
+            a.command,
+            Command::List {
+                pattern: "*".into(),
+                all: false
+            }
+        );
         assert_eq!(
             a.servers,
             Servers::Cluster(vec!["redis://a:1".into(), "redis://b:2".into()])
@@ -575,9 +671,99 @@ mod tests {
             "watch x --permits 2",
         ] {
             match parse_line(line, None) {
-                Err(u) => assert_eq!(u.status, 1, "{line:?}: {}", u.message),
+                Err(u) => assert_eq!(u.status, USAGE, "{line:?}: {}", u.message),
                 Ok(p) => panic!("{line:?} was accepted: {p:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn usage_errors_point_to_the_help_of_the_command_named() {
+        let usage = |line: &str| match parse_line(line, None) {
+            Err(u) => (u.status, u.help),
+            Ok(p) => panic!("{line:?} was accepted: {p:?}"),
+        };
+        let at = |status, help: &str| (status, help.to_owned());
+        assert_eq!(usage("inspect"), at(USAGE, "redlatch help inspect"));
+        assert_eq!(
+            usage("--url redis://h/ leader --master m x"),
+            at(USAGE, "redlatch help leader")
+        );
+        assert_eq!(usage("frobnicate x"), at(USAGE, "redlatch --help"));
+        assert_eq!(usage(""), at(USAGE, "redlatch --help"));
+        assert_eq!(usage("run job"), at(RUN_FAILED, "redlatch help run"));
+        assert_eq!(
+            usage("lock --wait soon x"),
+            at(RUN_FAILED, "redlatch help lock")
+        );
+        assert_eq!(usage("elect job"), at(RUN_FAILED, "redlatch help elect"));
+        assert_eq!(
+            usage("--url redis://h/ elect --wait soon job -- true"),
+            at(RUN_FAILED, "redlatch help elect")
+        );
+        // A command's name as another command's argument is not that command.
+        assert_eq!(
+            usage("inspect lock extra"),
+            at(USAGE, "redlatch help inspect")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_argument_that_is_not_utf8_is_a_usage_error_shown_escaped() {
+        use std::os::unix::ffi::OsStringExt;
+        let argv = |words: &[&[u8]]| -> Vec<OsString> {
+            words
+                .iter()
+                .map(|w| OsString::from_vec(w.to_vec()))
+                .collect()
+        };
+        let Err(u) = parse_os(&argv(&[b"inspect", b"a\xff\x1b"]), None) else {
+            panic!("accepted");
+        };
+        assert_eq!(
+            (u.status, u.help.as_str()),
+            (USAGE, "redlatch help inspect")
+        );
+        assert!(
+            u.message.contains("`a\\xff\\u{1b}` is not UTF-8"),
+            "{}",
+            u.message
+        );
+        let Err(u) = parse_os(&argv(&[b"run", b"job", b"--", b"cat", b"\xff"]), None) else {
+            panic!("accepted");
+        };
+        assert_eq!(u.status, RUN_FAILED);
+        assert!(matches!(
+            parse_os(&argv(&[b"inspect", "é".as_bytes()]), None),
+            Ok(Parsed::Run(_))
+        ));
+    }
+
+    #[test]
+    fn list_all() {
+        let all = |line: &str| match run(line).command {
+            Command::List { all, .. } => all,
+            other => panic!("{other:?}"),
+        };
+        assert!(!all("list"));
+        assert!(all("list --all"));
+        assert!(all("list orders:* --all"));
+    }
+
+    #[test]
+    fn help_tells_the_exit_statuses() {
+        let text = help(None);
+        let statuses = text.split("Exit status").nth(1).unwrap();
+        for status in [OK, NO, USAGE, FOUND, FAILED] {
+            assert!(
+                statuses.contains(&format!("  {status}  ")),
+                "{status}: {text}"
+            );
+        }
+        for command in ["inspect", "force-unlock", "leader", "doctor", "list"] {
+            let text = help(Some(command));
+            assert!(text.contains("Exit status"), "{command}: {text}");
         }
     }
 
