@@ -7,16 +7,17 @@
 -- KEYS[4]  fencing token counter "redisson_lock_token:{name}" (STRING)
 -- KEYS[5]  permit timeouts "{name}:timeout" (ZSET permit id -> expiry ms)
 -- KEYS[6]  fence "redlatch_fence:{name}" (HASH token, holder) of a FencedResource `name`
+-- KEYS[7]  optional: a plain semaphore's generation "redlatch_semaphore:{name}" (STRING)
 -- ARGV[1]  read-hold key prefix "{name}": read hold n of owner o is
 --          "<prefix>:<o>:rwlock_timeout:<n>" (read without being in KEYS, as rw_common.lua
 --          does: they are in the name's cluster slot); "" when they are not (read holds
 --          are then not read)
 -- ARGV[2]  the most items read from one key (hash fields, list or sorted set entries), and
 --          the most read-hold PTTLs read in all; a hash with more fields is not read at all
--- ARGV[3]  five flags "0"/"1" for KEYS[2..6]: "0" marks a helper key in another cluster
---          slot than the name (it cannot exist next to it; the caller passes the name in
---          its place): it is reported as "none" and not read
--- Reply:   {now, types, main, pttl, queue, timeouts, token, permits, fence, reads}
+-- ARGV[3]  five flags "0"/"1" for KEYS[2..6] (a sixth for KEYS[7] when given): "0" marks
+--          a helper key in another cluster slot than the name (it cannot exist next to it;
+--          the caller passes the name in its place): it is reported as "none" and not read
+-- Reply:   {now, types, main, pttl, queue, timeouts, token, permits, fence, reads[, generation]}
 --          now       the server's clock in ms (TIME)
 --          types     {TYPE of KEYS[1], ..., TYPE of KEYS[6]}
 --          main      a hash: HGETALL (flat); a string of at most 64 bytes: its value;
@@ -31,6 +32,7 @@
 --                    {field, {PTTL of hold 1..n}} for each reader field (count n, not "mode"
 --                    nor "<owner>:write"), flat; at most ARGV[2] PTTLs in all (the fields
 --                    past that have fewer or none)
+--          generation  with KEYS[7]: 1 if it is a string (a plain semaphore's), else 0
 local max = tonumber(ARGV[2]);
 local types = {'none', 'none', 'none', 'none', 'none', 'none'};
 types[1] = redis.call('type', KEYS[1]).ok;
@@ -84,4 +86,8 @@ if types[6] == 'hash' then
     fence = redis.call('hget', KEYS[6], 'token');
 end;
 local pttl = redis.call('pttl', KEYS[1]);
-return {now, types, main, pttl, queue, zset(3), token, zset(5), fence, reads};
+local reply = {now, types, main, pttl, queue, zset(3), token, zset(5), fence, reads};
+if KEYS[7] and string.sub(ARGV[3], 6, 6) == '1' then
+    reply[11] = redis.call('type', KEYS[7]).ok == 'string' and 1 or 0;
+end;
+return reply;

@@ -144,9 +144,23 @@ fn read_write_lock_shows_its_mode_readers_and_writer() {
 fn semaphore_and_latch_are_told_apart_by_their_waiters() {
     let server = RedisServer::new();
     let client = client(&server);
+    // Ours: its generation beside the count says so.
+    let ours = client.semaphore("inspect:ours");
+    ours.try_set_permits(5).unwrap();
+    let found = inspect(&client, "inspect:ours");
+    assert_eq!(
+        (found.kind, found.permits, found.count),
+        (Kind::Semaphore, Some(5), None)
+    );
+    assert_eq!(found.keys, ["inspect:ours", "redlatch_semaphore:{inspect:ours}"]);
+    // Redisson's (a bare count): its waiters tell.
+    let _: () = redis::Commands::set(&mut server.conn(), "inspect:sem", 5).unwrap();
     let sem = client.semaphore("inspect:sem");
-    sem.try_set_permits(5).unwrap();
-    sem.acquire(2).forget_all().unwrap();
+    assert!(sem.try_acquire(2).unwrap().is_some_and(|g| {
+        g.forget();
+        true
+    }));
+    let _: () = redis::Commands::del(&mut server.conn(), "redlatch_semaphore:{inspect:sem}").unwrap();
     let found = inspect(&client, "inspect:sem");
     assert_eq!(found.kind, Kind::SemaphoreOrLatch);
     assert_eq!((found.permits, found.count), (Some(3), Some(3)));
@@ -316,7 +330,7 @@ fn list_matches_names_and_groups_helper_keys() {
             Kind::Fair,
             Kind::Fenced,
             Kind::ReadWrite,
-            Kind::SemaphoreOrLatch
+            Kind::Semaphore
         ]
     );
     let fair = &all[1];

@@ -81,6 +81,7 @@ impl Client {
             &layout.token,
             &layout.permits,
             &layout.fence,
+            &layout.generation,
         ]
         .map(|key| (backend.slot(key) == slot).then_some(key.as_str()));
         let flags: String = helpers

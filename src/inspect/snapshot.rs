@@ -29,6 +29,8 @@ pub(super) struct Snapshot {
     reads: Vec<(String, Vec<i64>)>,
     /// Some value was not UTF-8 (decoded lossily): the object is another application's.
     garbled: bool,
+    /// A plain semaphore's generation (ours) is beside the name.
+    generation: bool,
 }
 
 /// The value of the key `name`, when the script read it.
@@ -60,7 +62,11 @@ impl Snapshot {
     }
 
     fn try_decode(reply: &Value, text: fn(&Value) -> Option<String>) -> Option<Snapshot> {
-        let [now, types, main, pttl, queue, timeouts, token, permits, fence, reads] = items(reply)?
+        let (generation, fields) = match items(reply)? {
+            [rest @ .., Value::Int(g)] if rest.len() == 10 => (*g == 1, rest),
+            all => (false, all),
+        };
+        let [now, types, main, pttl, queue, timeouts, token, permits, fence, reads] = fields
         else {
             return None;
         };
@@ -95,6 +101,7 @@ impl Snapshot {
             permits: permit_leases(permits, text)?,
             fence: optional(fence)?,
             reads,
+            generation,
             garbled: false,
         })
     }
@@ -115,6 +122,9 @@ impl Snapshot {
         .filter(|&(i, _)| present(i))
         .map(|(_, k)| (*k).clone())
         .collect();
+        if self.generation {
+            keys.push(layout.generation.clone());
+        }
         if keys.is_empty() {
             return None;
         }
@@ -281,6 +291,11 @@ impl Snapshot {
         if expirable {
             found.kind = Kind::PermitExpirableSemaphore;
             return self.permit_leases(found);
+        }
+        // Our acquires and set-ups write a plain semaphore's generation beside its count.
+        if self.generation {
+            found.kind = Kind::Semaphore;
+            return true;
         }
         // A latch's key goes when its count reaches zero (Redisson's countDown deletes it at
         // zero or below, and a count is set to 1 or more): zero or less is a semaphore's.

@@ -282,11 +282,13 @@ fn inspect(client: &Client, args: &Args, name: &str) -> Outcome {
 
 /// The prefixes of the keys that fenced locks and elections keep for good (no TTL: a token
 /// counter must never go back), in the key layout (`src/keys.rs`): the token counter, an
-/// election's leader record and its log.
-const KEPT_FOR_GOOD: [&str; 3] = [
+/// election's leader record and its log; and a plain semaphore's generation, left alone
+/// when its count was deleted by hand.
+const KEPT_FOR_GOOD: [&str; 4] = [
     "redisson_lock_token:",
     "redlatch_election:",
     "redlatch_election_log:",
+    "redlatch_semaphore:",
 ];
 
 /// Whether `i` holds nothing but what a fenced lock or an election keeps for good once
