@@ -22,14 +22,15 @@ local done = redis.call('get', KEYS[3]);
 if done ~= false then
     return {1, tonumber(done)};
 end;
-local value = redis.call('get', KEYS[1]);
-if value ~= false and tonumber(value) == nil then
+if ARGV[4] and redis.call('get', KEYS[4]) ~= ARGV[4] then
+    local value = redis.pcall('get', KEYS[1]);
+    return {0, type(value) == 'string' and tonumber(value) or 0};
+end;
+-- INCRBY refuses a value that is no integer before it writes anything.
+local count = redis.pcall('incrby', KEYS[1], ARGV[1]);
+if type(count) ~= 'number' then
     return redis.error_reply('WRONGTYPE semaphore value is not an integer');
 end;
-if ARGV[4] and redis.call('get', KEYS[4]) ~= ARGV[4] then
-    return {0, tonumber(value or '0')};
-end;
-local count = redis.call('incrby', KEYS[1], ARGV[1]);
 redis.call(ARGV[2], KEYS[2], count);
 redis.call('set', KEYS[3], count, 'px', ARGV[3]);
 return {1, count};
