@@ -27,6 +27,8 @@
 //! `ok`; `lost` (the guard already said so at `exit`: the holder was told while inside);
 //! `late` (only the unlock said the hold was gone); `err` (the unlock failed, no verdict).
 //! `write` is how the probe's write went: `acc`, `rej` (refused by the fence), `err`, `none`.
+//! A fenced probe reads for update first; a read the fence refused is logged as `rej` too
+//! (with the read's times): the section then writes nothing.
 //! `mode` (absent: `x`) is how the section held: `x` alone (a lock), `r` a read hold and `w`
 //! a write hold of a read-write lock (readers may overlap each other, nobody a writer), `p`
 //! a semaphore's permit (at most `Q` sections at once). Only `x` and `w` sections write the
