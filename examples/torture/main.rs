@@ -70,9 +70,10 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       not_empty, even threads producing, odd ones consuming: no item lost
                       or taken twice, the buffer never over, no consumer waiting while an
                       item sits unclaimed for two leases); election (each lock an election:
-                      threads campaign, a leader writes the fenced probe with its term and
-                      resigns; an observer per lock and process logs every leader it sees:
-                      the sequences must agree with the leaders and rise); deadlock (each
+                      threads campaign, a leader updates the fenced probe with its term
+                      (read for update, write) and resigns; an observer per lock and
+                      process logs every leader it sees: the sequences must agree with
+                      the leaders and rise); deadlock (each
                       round a thread takes 2 or 3 of the locks, reentrant, in random order,
                       with lock() and no wait bound, probing each, then releases them; a
                       wait chosen to break a cycle of waits ends with Error::Deadlock, and
