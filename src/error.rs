@@ -87,13 +87,18 @@ pub enum Error {
         /// How many permits the guard held.
         permits: u32,
     },
-    /// A [`FencedResource`](crate::FencedResource) refused a write: a newer fencing token
-    /// (or the same token from another holder) has written there. Usually the writer's hold
-    /// is stale: another holder took the lock after it. (A re-entry takes a new token too, so
-    /// after an inner guard of the same thread has written, the outer guard's token is older.)
+    /// A [`FencedResource`](crate::FencedResource) refused a write or a
+    /// [read for update](crate::FencedResource::read_for_update): a newer fencing token (or
+    /// the same token from another holder) has written or read for update there. Usually the
+    /// caller's hold is stale: another holder took the lock after it. (A re-entry takes a new
+    /// token too, so after an inner guard of the same thread has written, the outer guard's
+    /// token is older.)
     ///
     /// Nothing was changed.
-    #[error("fencing token {token} for `{name}` is stale: token {newest} has written since")]
+    #[error(
+        "fencing token {token} for `{name}` is stale: token {newest} has written or read for \
+         update since"
+    )]
     StaleToken {
         /// The resource's name.
         name: String,

@@ -21,6 +21,12 @@ const MAX_TOKEN: u64 = (1 << 53) - 1;
 /// value has seen and writes only if it is not older. A stale holder's write is refused with
 /// [`Error::StaleToken`]; the newer holder's data stays intact.
 ///
+/// A write computed from the value (a counter, a balance) reads it with
+/// [`read_for_update`](Self::read_for_update), which is fenced too and claims the value for
+/// the reader's token: a stale holder's write can then no longer land between the read and
+/// the write. A plain [`read`](Self::read) (or a `GET`) claims nothing, and an update made
+/// from it can be lost.
+///
 /// A token can be handed out twice when a Redis failover loses the increment of the token
 /// counter (see the guide's [safety chapter](crate::_guide::safety)). The fence therefore remembers which holder
 /// wrote with the newest token and refuses the same token from anybody else: of two holders
@@ -155,7 +161,87 @@ impl FencedResource {
         self.fenced("del", token, guard.owner(), b"")
     }
 
-    /// The current value, `None` if there is none. Reading needs no token.
+    /// The current value (`None` if there is none), read under `guard`'s token, which claims
+    /// the value for it: from then on an older token can neither write nor read for update
+    /// here, as after a write. The first half of a fenced read-modify-write: read, compute,
+    /// [`write`](Self::write) with the same guard. A plain [`read`](Self::read) leaves a gap
+    /// there: a stale holder's write that lands between the read and the write is accepted
+    /// (no newer token has written yet) and then overwritten, an update lost. After this read
+    /// the stale write is refused, and the holder that did it learns so.
+    ///
+    /// The check is a write's: refused if a newer token, or the same token from another
+    /// holder, has written or read for update here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StaleToken`] if refused: nothing was read or changed, and a write with this
+    /// guard would be refused too. Otherwise as [`write`](Self::write) (a read whose reply was
+    /// lost may have claimed the value; a retry with the same guard is safe).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let balance = client.fenced_resource("account:7:balance");
+    /// let guard = client.fenced_lock("account:7").lock()?;
+    /// let now: i64 = match balance.read_for_update(&guard)? {
+    ///     Some(v) => String::from_utf8_lossy(&v).parse().unwrap_or(0),
+    ///     None => 0,
+    /// };
+    /// // A stale holder can no longer write here; ours goes through unless a newer one came.
+    /// balance.write(&guard, (now + 10).to_string())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_for_update<O: Ownership>(&self, guard: &LockGuard<O>) -> Result<Option<Vec<u8>>> {
+        let token = self.token_of(guard)?;
+        self.read_for_update_with_token(token, guard.owner())
+    }
+
+    /// As [`read_for_update`](Self::read_for_update), with a token obtained elsewhere
+    /// (another process, or a Java `RFencedLock`) and the id of its holder.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_for_update`](Self::read_for_update); [`Error::InvalidArgument`] as for
+    /// [`write_with_token`](Self::write_with_token).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let resource = client.fenced_resource("report:body");
+    /// let body = resource.read_for_update_with_token(42, "worker-3")?;
+    /// resource.write_with_token(42, "worker-3", "new body")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn read_for_update_with_token(&self, token: u64, holder: &str) -> Result<Option<Vec<u8>>> {
+        self.check_call(token, holder)?;
+        let reply: Vec<redis::Value> = self.client.inner.backend.run(&self.name, |c| {
+            scripts::FENCED_READ
+                .key(&self.name)
+                .key(&self.fence)
+                .arg(token)
+                .arg(holder)
+                .invoke(c)
+        })?;
+        match &reply[..] {
+            [redis::Value::Int(1)] | [redis::Value::Int(1), redis::Value::Nil] => Ok(None),
+            [redis::Value::Int(1), redis::Value::BulkString(v)] => Ok(Some(v.clone())),
+            [redis::Value::Int(0), redis::Value::Int(newest)] => {
+                Err(self.stale("read for update", token, holder, *newest))
+            }
+            _ => Err(Error::Protocol(format!(
+                "fenced read script replied {reply:?}"
+            ))),
+        }
+    }
+
+    /// The current value, `None` if there is none. Reading needs no token, and is not fenced:
+    /// a holder that computes its next write from this value can lose an update (a stale
+    /// holder's write can land after this read and be overwritten). Use
+    /// [`read_for_update`](Self::read_for_update) for a read-modify-write.
     ///
     /// # Errors
     ///
@@ -215,7 +301,8 @@ impl FencedResource {
         })
     }
 
-    fn fenced(&self, op: &str, token: u64, holder: &str, value: &[u8]) -> Result<()> {
+    /// Checks a fenced call's name, token and holder before anything is sent.
+    fn check_call(&self, token: u64, holder: &str) -> Result<()> {
         self.check_name()?;
         if token == 0 || token >= MAX_TOKEN {
             return Err(Error::invalid(format!(
@@ -225,6 +312,24 @@ impl FencedResource {
         if holder.is_empty() {
             return Err(Error::invalid("empty holder id"));
         }
+        Ok(())
+    }
+
+    /// The error of a fenced `op` the fence refused.
+    fn stale(&self, op: &str, token: u64, holder: &str, newest: i64) -> Error {
+        log::debug!(
+            "fenced {op} of `{}` refused: token {token} of {holder}, newest {newest}",
+            self.name
+        );
+        Error::StaleToken {
+            name: self.name.to_string(),
+            token,
+            newest: newest as u64,
+        }
+    }
+
+    fn fenced(&self, op: &str, token: u64, holder: &str, value: &[u8]) -> Result<()> {
+        self.check_call(token, holder)?;
         let reply: Vec<i64> = self.client.inner.backend.run(&self.name, |c| {
             scripts::FENCED_WRITE
                 .key(&self.name)
@@ -237,17 +342,7 @@ impl FencedResource {
         })?;
         match reply[..] {
             [1, _] => Ok(()),
-            [0, newest] => {
-                log::debug!(
-                    "fenced {op} of `{}` refused: token {token} of {holder}, newest {newest}",
-                    self.name
-                );
-                Err(Error::StaleToken {
-                    name: self.name.to_string(),
-                    token,
-                    newest: newest as u64,
-                })
-            }
+            [0, newest] => Err(self.stale(op, token, holder, newest)),
             _ => Err(Error::Protocol(format!(
                 "fenced write script replied {reply:?}"
             ))),

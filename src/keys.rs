@@ -68,7 +68,7 @@ pub(crate) const MODE_READ: &str = "read";
 /// A read-write lock's [`MODE_FIELD`] while a writer holds it (and maybe reads too).
 pub(crate) const MODE_WRITE: &str = "write";
 /// The hash field of a [`FencedResource`](crate::FencedResource)'s fence that holds the newest
-/// token (beside `holder`, who wrote with it).
+/// token (beside `holder`, who wrote or read for update with it).
 pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
@@ -366,7 +366,7 @@ pub(crate) fn watch_channel(channel: &str) -> String {
 }
 
 /// A [`FencedResource`](crate::FencedResource)'s fence: HASH `token`, `holder` of the
-/// newest writer.
+/// newest writer (or reader for update).
 pub(crate) fn resource_fence(name: &str) -> String {
     tagged(RESOURCE_FENCE, name)
 }

@@ -289,7 +289,8 @@ scripts! {
     CONDITION_RENEW: ["clock.lua", "condition_common.lua", "condition_renew.lua"];
     CONDITION_RESTORE: ["condition_restore.lua"];
 
-    FENCED_WRITE: ["fenced_write.lua"];
+    FENCED_WRITE: ["fence_common.lua", "fenced_write.lua"];
+    FENCED_READ: ["fence_common.lua", "fenced_read.lua"];
 
     ELECTION_PROCLAIM: ["clock.lua", "election_proclaim.lua"];
     ELECTION_RESIGN: ["election_resign.lua"];

@@ -358,6 +358,17 @@ fn fenced_resource_rejects_bad_input_and_wrong_types() {
         .read()
         .unwrap_err()
         .is_invalid_argument());
+    assert!(resource
+        .read_for_update(&plain)
+        .unwrap_err()
+        .is_invalid_argument());
+    for (token, holder) in [(0, "h"), (1 << 53, "h"), (1, "")] {
+        assert!(resource
+            .read_for_update_with_token(token, holder)
+            .unwrap_err()
+            .is_invalid_argument());
+    }
+    assert_eq!(dump(&mut server.conn(), "redlatch_fence:{res}"), None);
 
     let mut raw = server.conn();
     let _: () = redis::cmd("HSET")
@@ -372,6 +383,10 @@ fn fenced_resource_rejects_bad_input_and_wrong_types() {
         .unwrap_err()
         .is_wrong_type());
     assert_eq!(dump(&mut raw, "res"), before);
+    assert!(resource
+        .read_for_update_with_token(5, "h")
+        .unwrap_err()
+        .is_wrong_type());
     assert_eq!(dump(&mut raw, "redlatch_fence:{res}"), None);
 
     let _: () = redis::cmd("DEL").arg("res").query(&mut raw).unwrap();
@@ -384,7 +399,162 @@ fn fenced_resource_rejects_bad_input_and_wrong_types() {
         .write_with_token(9, "h", "x")
         .unwrap_err()
         .is_wrong_type());
+    assert!(resource
+        .read_for_update_with_token(9, "h")
+        .unwrap_err()
+        .is_wrong_type());
     assert_eq!(dump(&mut raw, "res"), None);
+}
+
+/// A guard of fenced lock `name` whose lease (300 ms, no watchdog) runs out while it is
+/// kept: a holder paused past its lease, as far as the server can tell.
+fn expiring_guard(client: &Client, name: &str) -> redlatch::LockGuard {
+    client
+        .fenced_lock(name)
+        .with_lease(Duration::from_millis(300))
+        .lock()
+        .unwrap()
+}
+
+/// The next holder of fenced lock `name`, once the lease of the one before has run out.
+fn next_holder(client: &Client, name: &str) -> redlatch::LockGuard {
+    client
+        .fenced_lock(name)
+        .try_lock_for(Duration::from_secs(20))
+        .unwrap()
+        .expect("the lock is free once the earlier lease runs out")
+}
+
+#[test]
+fn a_read_for_update_claims_the_value_against_older_tokens() {
+    let server = RedisServer::new();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
+    let stale_side = a.fenced_resource("rmw:balance");
+    let ga = expiring_guard(&a, "rmw");
+    let t = ga.token().unwrap();
+    stale_side.write(&ga, "100").unwrap();
+
+    let gb = next_holder(&b, "rmw");
+    assert_eq!(gb.token(), Some(t + 1));
+    let resource = b.fenced_resource("rmw:balance");
+    assert_eq!(
+        resource.read_for_update(&gb).unwrap().as_deref(),
+        Some(&b"100"[..])
+    );
+    // The read claimed the fence: token t + 1, holder B.
+    let fence: Vec<String> = redis::cmd("HMGET")
+        .arg("redlatch_fence:{rmw:balance}")
+        .arg("token")
+        .arg("holder")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(fence, vec![(t + 1).to_string(), gb.owner().to_owned()]);
+
+    // The staler holder can neither write, delete nor read for update any more.
+    match stale_side.write(&ga, "stale").unwrap_err() {
+        Error::StaleToken { token, newest, .. } => assert_eq!((token, newest), (t, t + 1)),
+        other => panic!("expected StaleToken, got {other:?}"),
+    }
+    assert!(stale_side.delete(&ga).unwrap_err().is_stale_token());
+    match stale_side.read_for_update(&ga).unwrap_err() {
+        Error::StaleToken { token, newest, .. } => assert_eq!((token, newest), (t, t + 1)),
+        other => panic!("expected StaleToken, got {other:?}"),
+    }
+    // Nor can the same token from another holder (a token handed out twice).
+    assert!(stale_side
+        .read_for_update_with_token(t + 1, "someone-else")
+        .unwrap_err()
+        .is_stale_token());
+    assert!(stale_side
+        .write_with_token(t + 1, "someone-else", "dup")
+        .unwrap_err()
+        .is_stale_token());
+    assert_eq!(resource.read().unwrap().as_deref(), Some(&b"100"[..]));
+
+    // The reader itself reads again and writes.
+    assert_eq!(
+        resource.read_for_update(&gb).unwrap().as_deref(),
+        Some(&b"100"[..])
+    );
+    resource.write(&gb, "110").unwrap();
+    assert_eq!(resource.read().unwrap().as_deref(), Some(&b"110"[..]));
+    assert_eq!(resource.newest_token().unwrap(), Some(t + 1));
+
+    // A value that does not exist reads as None, is not created, and is claimed all the same.
+    let empty = b.fenced_resource("rmw:empty");
+    assert_eq!(empty.read_for_update(&gb).unwrap(), None);
+    let exists: bool = redis::cmd("EXISTS")
+        .arg("rmw:empty")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(!exists);
+    assert_eq!(empty.newest_token().unwrap(), Some(t + 1));
+    assert!(a
+        .fenced_resource("rmw:empty")
+        .write(&ga, "late")
+        .unwrap_err()
+        .is_stale_token());
+    assert!(!gb.is_lost());
+    gb.unlock().unwrap();
+}
+
+#[test]
+fn a_stale_write_between_the_new_holders_read_and_write_loses_no_update() {
+    // Regression: the new holder read with a plain GET, so the paused holder's write that
+    // landed between that read and the new holder's write was accepted, then overwritten.
+    let server = RedisServer::new();
+    let a = Client::open(server.url()).unwrap();
+    let b = Client::open(server.url()).unwrap();
+    let increment = |value: Option<Vec<u8>>| -> String {
+        let n: u64 = value.map_or(0, |v| String::from_utf8(v).unwrap().parse().unwrap());
+        (n + 1).to_string()
+    };
+
+    // As it was: a plain read. A reads, pauses past its lease; B takes over and reads; A's
+    // write lands; B writes. Two accepted increments, the counter at 1: an update lost.
+    let ga = expiring_guard(&a, "lost");
+    let (old_a, old_b) = (a.fenced_resource("lost:n"), b.fenced_resource("lost:n"));
+    let read_a = old_a.read().unwrap();
+    let gb = next_holder(&b, "lost");
+    let read_b = old_b.read().unwrap();
+    old_a.write(&ga, increment(read_a)).unwrap();
+    old_b.write(&gb, increment(read_b)).unwrap();
+    assert_eq!(
+        old_b.read().unwrap().as_deref(),
+        Some(&b"1"[..]),
+        "one of two lost"
+    );
+    gb.unlock().unwrap();
+
+    // The same interleaving with reads for update: A's write is refused, nothing is lost.
+    let ga = expiring_guard(&a, "counter");
+    let (res_a, res_b) = (
+        a.fenced_resource("counter:n"),
+        b.fenced_resource("counter:n"),
+    );
+    let mut accepted = 0;
+    let read_a = res_a.read_for_update(&ga).unwrap();
+    assert_eq!(read_a, None);
+    let gb = next_holder(&b, "counter");
+    let read_b = res_b.read_for_update(&gb).unwrap();
+    match res_a.write(&ga, increment(read_a)) {
+        Ok(()) => accepted += 1,
+        Err(e) => assert!(e.is_stale_token(), "{e}"),
+    }
+    match res_b.write(&gb, increment(read_b)) {
+        Ok(()) => accepted += 1,
+        Err(e) => panic!("the newest holder's write was refused: {e}"),
+    }
+    assert_eq!(accepted, 1, "A's write is refused");
+    let counter = res_b.read().unwrap();
+    assert_eq!(counter.as_deref(), Some(&b"1"[..]));
+    assert_eq!(
+        increment(counter),
+        (accepted + 1).to_string(),
+        "no lost update"
+    );
+    gb.unlock().unwrap();
 }
 
 /// The paused holder, run as a child process by

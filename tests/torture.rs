@@ -362,6 +362,29 @@ fn checker_counts_lost_and_phantom_updates() {
 }
 
 #[test]
+fn checker_never_excuses_a_lost_update_of_a_fenced_probe() {
+    // A told overlap under a fault excuses a lost update of an unfenced probe; a fenced probe
+    // reads for update, so that the stale holder's write is refused, and loses none.
+    let told_overlap = |token: fn(u64) -> Option<u64>| {
+        let mut run = clean_run(0);
+        add(&mut run, section(token(1), 0, 20, Outcome::Lost));
+        add(&mut run, section(token(2), 10, 15, Outcome::Ok));
+        fault(&mut run, "pause-holder", 5, 18);
+        *run.counters.get_mut("a").unwrap() -= 1; // one of the two writes lost
+        check::check(&run)
+    };
+    let r = told_overlap(|_| None);
+    assert_eq!((r.lost_updates, r.reported_overlaps), (1, 1), "{r}");
+    assert!(
+        r.passed(),
+        "an unfenced probe: excused by the told overlap: {r}"
+    );
+    let r = told_overlap(Some);
+    assert_eq!(r.lost_updates, 1, "{r}");
+    assert!(!r.passed(), "a fenced probe: never excused: {r}");
+}
+
+#[test]
 fn checker_matches_timeouts_and_errors_with_faults_by_time() {
     let mut run = clean_run(3);
     run.timeouts.push(40 * S);
@@ -839,6 +862,8 @@ fn faulted_run_fenced_accepts_no_stale_write() {
     // not): `tests/fenced.rs` (`a_holder_paused_past_its_lease_is_fenced_off`) makes that
     // case happen and shows the refusal; here the count is only printed.
     let r = faulted_run("fenced", "12");
+    // The probe reads for update: a stale holder's write is refused, never lost.
+    assert_eq!(r.num("lost_updates"), 0, "{}", r.json);
     eprintln!("stale writes refused: {}", r.num("stale_writes_rejected"));
     r.done();
 }

@@ -1,5 +1,6 @@
 //! Kind `election`: each lock is an election. Every thread campaigns (`try_campaign_for` the
-//! wait bound), and as leader writes the fenced probe with its term, then resigns: the `S`
+//! wait bound), and as leader updates the fenced probe with its term (a read for update, then
+//! a write: `Leadership::guard` is the hold the term is the token of), then resigns: the `S`
 //! lines of the other kinds, with the term as the token, so the checker's token and fence
 //! rules apply. Beside them, each worker process runs one observer per election, logging
 //! every leader it yields (`O` lines); the checker (see `election_check.rs`) compares the

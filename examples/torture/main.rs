@@ -19,9 +19,9 @@
 //! found no violation, 1 when it did, 2 on bad arguments.
 //!
 //! Inside each critical section the probe reads the lock's counter, pauses, and writes it
-//! back plus one; for `fenced` the counter is a `FencedResource` written with the holder's
-//! token, so a stale holder's write is refused. At the end each counter must equal the writes
-//! that completed.
+//! back plus one; for `fenced` (and `election`) the counter is a `FencedResource` read for
+//! update and written with the holder's token, so a stale holder's read or write is refused.
+//! At the end each counter must equal the writes that completed.
 //!
 //! Kind `deadlock` (see `deadlock.rs`) takes two or three locks a round, in random order,
 //! with `lock()` and no wait bound, so that threads of different processes close cycles of
@@ -70,9 +70,10 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       not_empty, even threads producing, odd ones consuming: no item lost
                       or taken twice, the buffer never over, no consumer waiting while an
                       item sits unclaimed for two leases); election (each lock an election:
-                      threads campaign, a leader writes the fenced probe with its term and
-                      resigns; an observer per lock and process logs every leader it sees:
-                      the sequences must agree with the leaders and rise); deadlock (each
+                      threads campaign, a leader updates the fenced probe with its term
+                      (read for update, write) and resigns; an observer per lock and
+                      process logs every leader it sees: the sequences must agree with
+                      the leaders and rise); deadlock (each
                       round a thread takes 2 or 3 of the locks, reentrant, in random order,
                       with lock() and no wait bound, probing each, then releases them; a
                       wait chosen to break a cycle of waits ends with Error::Deadlock, and
@@ -636,7 +637,9 @@ fn start_java_workers(
     dir: &Path,
 ) -> Res<(Workers, Vec<std::process::ChildStdin>)> {
     let cp = java_class_path(&o.java_redisson)?;
-    let fence_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/fenced_write.lua");
+    // The fence scripts as `src/scripts.rs` makes them: the prelude, then the operation's own.
+    let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
+    let fence = |file: &str| lua.join(file).to_string_lossy().into_owned();
     let (mut workers, mut stdins) = (Workers(Vec::new()), Vec::new());
     let (tx, rx) = std::sync::mpsc::channel();
     for j in 0..o.java_workers {
@@ -657,7 +660,9 @@ fn start_java_workers(
             .args(["--url", urls[0]])
             .args(["--resource", resource])
             .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()])
-            .args(["--fence-script", &fence_script.to_string_lossy()])
+            .args(["--fence-prelude", &fence("fence_common.lua")])
+            .args(["--fence-script", &fence("fenced_write.lua")])
+            .args(["--fence-read-script", &fence("fenced_read.lua")])
             .args(["--held-check", if o.java_held_check { "on" } else { "off" }])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped());
@@ -1380,9 +1385,15 @@ impl Thread<'_> {
         if let Some(g) = guard {
             if g.token().is_some() {
                 let resource = self.resource.fenced_resource(&key);
-                let value = resource
-                    .read()?
-                    .map_or(Ok(0), |v| String::from_utf8_lossy(&v).parse::<i64>())?;
+                // Read for update: fenced as the write is, and it claims the counter for this
+                // token, so that no staler holder's write lands between the two.
+                let start = mono_ns();
+                let value = match resource.read_for_update(g) {
+                    Ok(value) => value,
+                    Err(e) if e.is_stale_token() => return Ok(("rej", start, mono_ns())),
+                    Err(e) => return Err(e.into()),
+                };
+                let value = value.map_or(Ok(0), |v| String::from_utf8_lossy(&v).parse::<i64>())?;
                 thread::sleep(pause);
                 let start = mono_ns();
                 let written = resource.write(g, (value + 1).to_string());

@@ -85,7 +85,8 @@ impl<O: Ownership> Leadership<O> {
     }
 
     /// The hold of the election's lock: for a [`FencedResource`](crate::FencedResource),
-    /// whose writes it fences with the term.
+    /// whose writes and [reads for update](crate::FencedResource::read_for_update) it fences
+    /// with the term.
     pub fn guard(&self) -> &LockGuard<O> {
         self.guard.as_ref().expect("held until resigned")
     }

@@ -31,7 +31,9 @@ import org.redisson.config.Config;
  *
  * <p>Arguments (the runner passes them): {@code --proc P --threads T --locks L --kind
  * reentrant|fair|fenced --lease-ms N --work-ms N --wait-ms N --seed N --url LOCK_SERVER
- * --resource RESOURCE_SERVER --out LOG --fence-script lua/fenced_write.lua --held-check on|off}.
+ * --resource RESOURCE_SERVER --out LOG --fence-prelude lua/fence_common.lua --fence-script
+ * lua/fenced_write.lua --fence-read-script lua/fenced_read.lua --held-check on|off}: each fence
+ * script is sent with the prelude before it, as {@code src/scripts.rs} makes them.
  *
  * <p>Protocol on stdin/stdout: once connected it logs {@code I P CLIENT_ID java} and prints
  * {@code ready}; it starts on a line {@code go UNTIL_NS} (CLOCK_MONOTONIC, which is
@@ -55,7 +57,9 @@ public final class TortureWorker {
     private static String url;
     private static String resourceUrl;
     private static String out;
+    private static String fencePrelude = "";
     private static String fenceScript;
+    private static String fenceReadScript;
     private static boolean heldCheck = true;
 
     private static RedissonClient client;
@@ -79,15 +83,21 @@ public final class TortureWorker {
                 case "--url": url = stripSlash(v); break;
                 case "--resource": resourceUrl = stripSlash(v); break;
                 case "--out": out = v; break;
-                case "--fence-script":
-                    fenceScript = new String(Files.readAllBytes(Paths.get(v)), StandardCharsets.UTF_8);
-                    break;
+                case "--fence-prelude": fencePrelude = readFile(v); break;
+                case "--fence-script": fenceScript = readFile(v); break;
+                case "--fence-read-script": fenceReadScript = readFile(v); break;
                 case "--held-check": heldCheck = v.equals("on"); break;
                 default: throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
         if (!kind.equals("reentrant") && !kind.equals("fair") && !kind.equals("fenced")) {
             throw new IllegalArgumentException("Java workers run reentrant, fair and fenced, not " + kind);
+        }
+        if (fenceScript != null && fenceReadScript != null) {
+            fenceScript = fencePrelude + fenceScript;
+            fenceReadScript = fencePrelude + fenceReadScript;
+        } else if (kind.equals("fenced")) {
+            throw new IllegalArgumentException("kind fenced needs --fence-script and --fence-read-script");
         }
         log = new BufferedWriter(new FileWriter(out, StandardCharsets.UTF_8));
         client = Redisson.create(config(url, leaseMs, threads + 4));
@@ -233,18 +243,29 @@ public final class TortureWorker {
         try {
             String key = name + ":counter";
             if (token != null) {
-                RBucket<String> bucket = resource.getBucket(key, StringCodec.INSTANCE);
-                String v = bucket.get();
-                long value = v == null ? 0 : Long.parseLong(v);
-                Thread.sleep(pauseMs);
+                // A read for update (FencedResource::read_for_update): fenced, and it claims
+                // the value for this token, so that no staler holder writes before ours.
                 String holder = clientId + ":" + Thread.currentThread().getId();
                 RScript script = resource.getScript(StringCodec.INSTANCE);
-                wstart = System.nanoTime();
-                List<Object> reply = script.eval(key, RScript.Mode.READ_WRITE, fenceScript,
-                    LIST, Arrays.<Object>asList(key, fence(key)),
-                    Long.toString(token), holder, "set", Long.toString(value + 1));
-                wend = System.nanoTime();
-                write = ((Number) reply.get(0)).longValue() == 1 ? "acc" : "rej";
+                long rstart = System.nanoTime();
+                List<Object> read = script.eval(key, RScript.Mode.READ_WRITE, fenceReadScript,
+                    LIST, Arrays.<Object>asList(key, fence(key)), Long.toString(token), holder);
+                if (((Number) read.get(0)).longValue() != 1) {
+                    // Refused: the read is the probe's fenced call that the fence turned away.
+                    write = "rej";
+                    wstart = rstart;
+                    wend = System.nanoTime();
+                } else {
+                    Object v = read.size() > 1 ? read.get(1) : null;
+                    long value = v == null ? 0 : Long.parseLong(v.toString());
+                    Thread.sleep(pauseMs);
+                    wstart = System.nanoTime();
+                    List<Object> reply = script.eval(key, RScript.Mode.READ_WRITE, fenceScript,
+                        LIST, Arrays.<Object>asList(key, fence(key)),
+                        Long.toString(token), holder, "set", Long.toString(value + 1));
+                    wend = System.nanoTime();
+                    write = ((Number) reply.get(0)).longValue() == 1 ? "acc" : "rej";
+                }
             } else {
                 RBucket<String> bucket = resource.getBucket(key, StringCodec.INSTANCE);
                 String v = bucket.get();
@@ -299,6 +320,10 @@ public final class TortureWorker {
             }
         }
         throw new IllegalStateException("no list reply type in this Redisson version");
+    }
+
+    private static String readFile(String path) throws java.io.IOException {
+        return new String(Files.readAllBytes(Paths.get(path)), StandardCharsets.UTF_8);
     }
 
     /** The fence of a fenced value, as redlatch's FencedResource names it. */
