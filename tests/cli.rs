@@ -391,6 +391,14 @@ fn inspect_read_write_semaphore_latch_and_fenced() {
     sem.acquire(1).forget_all().unwrap();
     let j = json::parse(&ok(&server, &["inspect", "--json", "cli:sem"]));
     assert_eq!(j.get("permits").num(), 3.0);
+    // Ours: told by the generation beside the count.
+    assert_eq!(j.get("kind").str(), "semaphore");
+    // Redisson's (the count alone): told by its waiters.
+    let _: () = redis::cmd("DEL")
+        .arg("redlatch_semaphore:{cli:sem}")
+        .query(&mut server.conn())
+        .unwrap();
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:sem"]));
     assert_eq!(j.get("kind").str(), "semaphore-or-latch");
     let waiter = {
         let a = a.clone();
