@@ -328,7 +328,7 @@ pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
     Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, MultiLock, MultiLockGuard,
-    Ownership, ReadWriteLock, RedLock, ThreadOwned, WaitTimeoutResult,
+    Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec, WaitTimeoutResult,
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;
