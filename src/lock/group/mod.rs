@@ -42,11 +42,6 @@ impl Group {
             fields,
         }
     }
-
-    /// The fields of the values, as the scripts take them.
-    pub(crate) fn fields(&self) -> &[String] {
-        &self.fields
-    }
 }
 
 /// Between the owner and the value fields in a hold's watchdog field (no field has a space:
@@ -180,7 +175,7 @@ mod tests {
         let group = Group::new("class_100", ["b", "a", "b"]);
         // Redisson's fields of StringCodec's "a" and "b".
         assert_eq!(
-            group.fields(),
+            group.fields,
             ["Q5CdP+xmkHdTGWYr64Lw6A", "qwvAS12pR0CgRitaypEjUw"]
         );
         assert_eq!(
