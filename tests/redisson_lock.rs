@@ -1060,3 +1060,44 @@ fn a_killed_java_group_holder_frees_its_values_within_a_lease() {
         killed.elapsed()
     );
 }
+
+/// The Rust holder of `a_killed_rust_group_holder_frees_its_values_within_a_lease`, in a
+/// process of its own: holds {a, b} with a 2 s watchdog timeout until killed.
+#[test]
+#[ignore = "run by a_killed_rust_group_holder_frees_its_values_within_a_lease"]
+fn group_holder_child() {
+    let url = std::env::var("REDLATCH_GROUP_URL").expect("run by its parent test");
+    let config = Config::builder(url.as_str())
+        .watchdog_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let _guard = group_of(&client, ValueCodec::Kryo5, &["a", "b"])
+        .lock()
+        .unwrap();
+    println!("HELD");
+    // Until the parent kills this process (or its stdin closes).
+    let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
+}
+
+#[test]
+fn a_killed_rust_group_holder_frees_its_values_within_a_lease() {
+    require_java!();
+    if !has_group_lock(NEWEST) {
+        return;
+    }
+    let mut p = pair(NEWEST);
+    let mut child = support::child::ChildTest::start(
+        "group_holder_child",
+        &[("REDLATCH_GROUP_URL", p.server.url())],
+    );
+    child.next("HELD", Duration::from_secs(60));
+    assert_eq!(p.java.call("a", "trylock group class_100=b,c 0").value(), "false");
+    let _ = child.child.kill();
+    let _ = child.child.wait();
+    let tried = p.java.call("a", "trylock group class_100=b,c 30000");
+    assert_eq!(tried.value(), "true", "the dead holder's values came free");
+    // Within one lease (2 s, from its last renewal), with slack for a loaded machine.
+    let waited = Duration::from_nanos(tried.t1 - tried.t0);
+    assert!(waited < Duration::from_secs(7), "took {waited:?}");
+}
