@@ -322,7 +322,8 @@ pub use error::{DeadlockStep, Error, Result};
 pub use fenced::FencedResource;
 pub use history::{HistoryEvent, HistoryKind};
 pub use inspect::{
-    ClientConnection, ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry,
+    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, Owner,
+    QueueEntry,
 };
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
