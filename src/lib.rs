@@ -213,6 +213,7 @@
 //! | `redisson_lock_queue:{name}` | [fair lock](Client::fair_lock): LIST of waiting owners, in arrival order |
 //! | `redisson_lock_timeout:{name}` | fair lock: ZSET owner → deadline (ms on the server's clock) |
 //! | `redisson_lock__channel:{name}:<owner>` | fair lock: each waiter's own channel, `0` when its turn comes |
+//! | `name` | [group lock](Client::group_lock): HASH `<value>` → owner, `<value>:<owner>:expire_time` → ms since the epoch, `<value>:<owner>:lock_count` → holds (`<value>`: HighwayHash-128 of the encoded value, base64 without `==`); released on `redisson_lock__channel:{name}` |
 //! | `name` | [read-write lock](ReadWriteLock): HASH `mode` → `read`/`write`, `<owner>` → read holds, `<owner>:write` → write holds |
 //! | `{name}:<owner>:rwlock_timeout:<n>` | read-write lock: STRING per read hold, PEXPIRE = its lease |
 //! | `redisson_rwlock:{name}` | read-write lock channel: `1` after a write unlock (wake all), `0` when a read unlock frees it |
