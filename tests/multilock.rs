@@ -291,10 +291,14 @@ fn group_values_shared_exclude_disjoint_ones_are_held_at_once() {
     assert_eq!(hget(&server, "class_100", FIELD_A), Some(owner.clone()));
     let count = format!("{FIELD_A}:{owner}:lock_count");
     assert_eq!(hget(&server, "class_100", &count).as_deref(), Some("1"));
-    let expire: i64 = hget(&server, "class_100", &format!("{FIELD_A}:{owner}:expire_time"))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let expire: i64 = hget(
+        &server,
+        "class_100",
+        &format!("{FIELD_A}:{owner}:expire_time"),
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
     assert!(expire > 1_700_000_000_000, "ms since the epoch: {expire}");
 
     assert!(group(&c2, &["b", "c"]).try_lock().unwrap().is_none());
@@ -322,7 +326,10 @@ fn group_values_shared_exclude_disjoint_ones_are_held_at_once() {
         at.duration_since(released) < Duration::from_secs(5),
         "woken by the release, not its lease"
     );
-    assert!(!exists(&server, "class_100"), "every value freed: the hash is gone");
+    assert!(
+        !exists(&server, "class_100"),
+        "every value freed: the hash is gone"
+    );
 }
 
 #[test]
@@ -365,8 +372,7 @@ fn a_group_lock_is_renewed_past_its_lease_and_lost_when_forced() {
     assert!(group(&other, &["b"]).try_lock().unwrap().is_none());
     // Forced free: the next renewal finds it gone and the guard says so.
     assert!(group(&other, &["b"]).force_unlock().unwrap());
-    assert!(support::wait_until(Duration::from_secs(10), || guard
-        .is_lost()));
+    assert!(support::wait_until(Duration::from_secs(10), || guard.is_lost()));
     assert!(group(&other, &["b"]).try_lock().unwrap().is_some());
 }
 

@@ -914,7 +914,10 @@ fn group_values_block_across_languages_and_disjoint_ones_are_held_at_once() {
         // Rust holds {b, c}: a Java acquirer of {a, b} waits, and gets them on our release.
         let guard = group_of(&p.client, kryo, &["b", "c"]).lock().unwrap();
         assert_eq!(p.java.call("b", "locked group class_100=c").value(), "true");
-        assert_eq!(p.java.call("b", "trylock group class_100=a,b 0").value(), "false");
+        assert_eq!(
+            p.java.call("b", "trylock group class_100=a,b 0").value(),
+            "false"
+        );
         java_waits(&p.server, channel, || {
             p.java.send("b", "lock group class_100=a,b")
         });
@@ -928,15 +931,27 @@ fn group_values_block_across_languages_and_disjoint_ones_are_held_at_once() {
         // Disjoint values of the group, held at once from both sides.
         let cd = group_of(&p.client, kryo, &["c", "d"]).try_lock().unwrap();
         assert!(cd.is_some(), "Redisson {version}: c and d are free");
-        assert!(group_of(&p.client, kryo, &["a"]).try_lock().unwrap().is_none());
-        assert_eq!(p.java.call("c", "trylock group class_100=d,e 0").value(), "false");
-        assert_eq!(p.java.call("c", "trylock group class_100=e 0").value(), "true");
+        assert!(group_of(&p.client, kryo, &["a"])
+            .try_lock()
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            p.java.call("c", "trylock group class_100=d,e 0").value(),
+            "false"
+        );
+        assert_eq!(
+            p.java.call("c", "trylock group class_100=e 0").value(),
+            "true"
+        );
         p.java.call("c", "unlock group class_100=e").value();
         p.java.call("b", "unlock group class_100=a,b").value();
         drop(cd);
         let mut raw = p.server.conn();
         let left: bool = raw.exists("class_100").unwrap();
-        assert!(!left, "Redisson {version}: every value freed, the hash is gone");
+        assert!(
+            !left,
+            "Redisson {version}: every value freed, the hash is gone"
+        );
     }
 }
 
@@ -949,7 +964,10 @@ fn group_values_written_by_string_codec_exclude_across_languages() {
     let mut java = JavaPeer::start(NEWEST, &args);
     java.call("a", "lock group class_100=001,002").value();
     let codec = ValueCodec::String;
-    assert!(group_of(&client, codec, &["002", "003"]).try_lock().unwrap().is_none());
+    assert!(group_of(&client, codec, &["002", "003"])
+        .try_lock()
+        .unwrap()
+        .is_none());
     let other = group_of(&client, codec, &["003"]).try_lock().unwrap();
     assert!(other.is_some());
     // Redisson's field of StringCodec's "001" names Java's owner.
@@ -958,14 +976,19 @@ fn group_values_written_by_string_codec_exclude_across_languages() {
     let owner = java.owner("a");
     assert!(fields.contains(&format!("{}:{owner}:lock_count", fields_of("001"))));
     java.call("a", "unlock group class_100=001,002").value();
-    assert!(group_of(&client, codec, &["002"]).try_lock().unwrap().is_some());
+    assert!(group_of(&client, codec, &["002"])
+        .try_lock()
+        .unwrap()
+        .is_some());
 }
 
 /// Redisson's field of StringCodec's `value`, read back from a hash a Rust lock wrote.
 fn fields_of(value: &str) -> String {
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();
-    let _guard = group_of(&client, ValueCodec::String, &[value]).lock().unwrap();
+    let _guard = group_of(&client, ValueCodec::String, &[value])
+        .lock()
+        .unwrap();
     let owner = client.owner_id();
     let fields: Vec<String> = server.conn().hkeys("class_100").unwrap();
     let field = fields.iter().find(|f| !f.contains(':')).unwrap().clone();
@@ -996,9 +1019,10 @@ fn group_watchdogs_on_both_sides_renew_past_the_lease() {
 
     // Rust holds {a, b}: ours renews; Redisson's acquirer of {a} waits in vain.
     let guard = group_of(&p.client, kryo, &["a", "b"]).lock().unwrap();
-    let tried = p
-        .java
-        .call("b", &format!("trylock group class_100=a {}", span.as_millis()));
+    let tried = p.java.call(
+        "b",
+        &format!("trylock group class_100=a {}", span.as_millis()),
+    );
     assert_eq!(tried.value(), "false");
     assert!(Duration::from_nanos(tried.t1 - tried.t0) >= span - Duration::from_millis(50));
     assert!(!guard.is_lost());
@@ -1092,7 +1116,10 @@ fn a_killed_rust_group_holder_frees_its_values_within_a_lease() {
         &[("REDLATCH_GROUP_URL", p.server.url())],
     );
     child.next("HELD", Duration::from_secs(60));
-    assert_eq!(p.java.call("a", "trylock group class_100=b,c 0").value(), "false");
+    assert_eq!(
+        p.java.call("a", "trylock group class_100=b,c 0").value(),
+        "false"
+    );
     let _ = child.child.kill();
     let _ = child.child.wait();
     let tried = p.java.call("a", "trylock group class_100=b,c 30000");

@@ -206,7 +206,12 @@ impl Snapshot {
         let count = |v: &str| v.parse::<u32>().ok().filter(|&n| n > 0);
         // Every field of the other locks but `mode` names an owner (`<client id>:<thread>`,
         // or ends in one); a group's value fields are base64, without a `:`.
-        if fields.iter().any(|(f, _)| !f.contains(':') && f != MODE_FIELD) && !fair && !fenced {
+        if fields
+            .iter()
+            .any(|(f, _)| !f.contains(':') && f != MODE_FIELD)
+            && !fair
+            && !fenced
+        {
             return self.group(fields, found);
         }
         let mode = fields.iter().find(|(f, _)| f == MODE_FIELD).map(|(_, v)| v);
@@ -300,7 +305,8 @@ impl Snapshot {
                 return false;
             };
             let holds = get(&group_count_field(field, holder)).and_then(|v| v.parse::<u32>().ok());
-            let expire = get(&group_expire_field(field, holder)).and_then(|v| v.parse::<i64>().ok());
+            let expire =
+                get(&group_expire_field(field, holder)).and_then(|v| v.parse::<i64>().ok());
             let (Some(holds), Some(expire)) = (holds, expire) else {
                 return false;
             };

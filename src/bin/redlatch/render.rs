@@ -270,8 +270,7 @@ pub fn inspection_text(i: &Inspection) -> String {
         field("mode", mode.to_string());
     }
     field("lease", i.lease.map_or_else(|| "-".to_owned(), duration));
-    if (i.kind.is_lock() || i.kind == Kind::Group) && i.holders.is_empty() && i.readers.is_empty()
-    {
+    if (i.kind.is_lock() || i.kind == Kind::Group) && i.holders.is_empty() && i.readers.is_empty() {
         field("holders", "none (free)".to_owned());
     }
     if let Some(p) = i.permits {
