@@ -393,3 +393,30 @@ fn a_group_lease_that_runs_out_frees_the_values() {
     assert!(at.elapsed() >= lease - Duration::from_millis(100));
     assert!(held.is_lost() || held.unlock().is_err());
 }
+
+#[test]
+fn a_group_waiter_returns_when_interrupted_and_when_its_client_closes() {
+    let server = RedisServer::new();
+    let (holder, waiter) = (
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+    );
+    let _held = group(&holder, &["a", "b"]).lock().unwrap();
+    let wait = |lock: redlatch::Lock| {
+        let (tx, rx) = mpsc::channel();
+        let handle = thread::spawn(move || {
+            tx.send(redlatch::Interrupter::current()).unwrap();
+            lock.lock().map(drop)
+        });
+        (rx.recv().unwrap(), handle)
+    };
+    let (interrupter, handle) = wait(group(&waiter, &["b", "c"]));
+    support::await_waiting(&waiter, 1);
+    interrupter.interrupt();
+    assert!(handle.join().unwrap().unwrap_err().is_interrupted());
+
+    let (_, handle) = wait(group(&waiter, &["a"]));
+    support::await_waiting(&waiter, 1);
+    waiter.close();
+    assert!(handle.join().unwrap().unwrap_err().is_closed());
+}
