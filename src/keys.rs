@@ -53,6 +53,13 @@ pub(crate) const LOCK_ORDER: &str = "redlatch_order";
 pub(crate) const HISTORY: &str = "redlatch_history";
 /// Prefix of a client's who's-who for its history (ours): see [`history_who`].
 pub(crate) const HISTORY_WHO: &str = "redlatch_history_who";
+/// Suffix of a group lock's field holding when an owner's hold of a value ends (ms since the
+/// epoch): `<value field>:<owner>:expire_time` (Redisson's `RedissonFasterMultiLock`, where
+/// `<value field>` names the value's owner).
+pub(crate) const GROUP_EXPIRE_TIME: &str = "expire_time";
+/// Suffix of a group lock's field holding an owner's holds of a value:
+/// `<value field>:<owner>:lock_count`.
+pub(crate) const GROUP_LOCK_COUNT: &str = "lock_count";
 /// What a force-unlock publishes on [`watch_channel`] before it deletes the lock.
 pub(crate) const FORCED_MESSAGE: &str = "forced";
 /// Suffix of a permit-expirable semaphore's permit expiries: `{name}:timeout`.
@@ -109,6 +116,16 @@ pub(crate) fn hashed(name: &str) -> String {
     } else {
         format!("{{{name}}}")
     }
+}
+
+/// A group lock's field of `owner`'s holds of the value whose field (hash) is `value`.
+pub(crate) fn group_count_field(value: &str, owner: &str) -> String {
+    format!("{value}:{owner}:{GROUP_LOCK_COUNT}")
+}
+
+/// A group lock's field of when `owner`'s hold of the value `value` ends (ms since the epoch).
+pub(crate) fn group_expire_field(value: &str, owner: &str) -> String {
+    format!("{value}:{owner}:{GROUP_EXPIRE_TIME}")
 }
 
 /// The channel on which a lock's (plain, fenced) release is published: `0` wakes one waiter.

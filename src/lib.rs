@@ -230,6 +230,7 @@
 //! | `redisson_lock_queue:{name}` | [fair lock](Client::fair_lock): LIST of waiting owners, in arrival order |
 //! | `redisson_lock_timeout:{name}` | fair lock: ZSET owner → deadline (ms on the server's clock) |
 //! | `redisson_lock__channel:{name}:<owner>` | fair lock: each waiter's own channel, `0` when its turn comes |
+//! | `name` | [group lock](Client::group_lock): HASH `<value>` → owner, `<value>:<owner>:expire_time` → ms since the epoch, `<value>:<owner>:lock_count` → holds (`<value>`: HighwayHash-128 of the encoded value, base64 without `==`); released on `redisson_lock__channel:{name}` |
 //! | `name` | [read-write lock](ReadWriteLock): HASH `mode` → `read`/`write`, `<owner>` → read holds, `<owner>:write` → write holds |
 //! | `{name}:<owner>:rwlock_timeout:<n>` | read-write lock: STRING per read hold, PEXPIRE = its lease |
 //! | `redisson_rwlock:{name}` | read-write lock channel: `1` after a write unlock (wake all), `0` when a read unlock frees it |
@@ -339,13 +340,14 @@ pub use error::{DeadlockStep, Error, Result};
 pub use fenced::FencedResource;
 pub use history::{HistoryEvent, HistoryKind};
 pub use inspect::{
-    ClientConnection, ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry,
+    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, Owner,
+    QueueEntry,
 };
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
     Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, MultiLock, MultiLockGuard,
-    Ownership, ReadWriteLock, RedLock, ThreadOwned, WaitTimeoutResult,
+    Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec, WaitTimeoutResult,
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;

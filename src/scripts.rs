@@ -246,6 +246,12 @@ scripts! {
     SPIN_UNLOCK: ["spin_unlock.lua"];
     SPIN_FORCE_UNLOCK: ["spin_force_unlock.lua"];
 
+    GROUP_ACQUIRE: ["clock.lua", "group_acquire.lua"];
+    GROUP_UNLOCK: ["clock.lua", "group_unlock.lua"];
+    GROUP_RENEW: ["clock.lua", "group_renew.lua"];
+    GROUP_FORCE_UNLOCK: ["group_force_unlock.lua"];
+    GROUP_LOCKED: ["clock.lua", "group_locked.lua"];
+
     FAIR_ACQUIRE: ["clock.lua", "fair_common.lua", "fair_acquire.lua"];
     FAIR_UNLOCK: ["clock.lua", "fair_common.lua", "fair_unlock.lua"];
     FAIR_LEAVE: ["clock.lua", "fair_common.lua", "fair_leave.lua"];

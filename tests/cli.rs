@@ -1857,3 +1857,42 @@ fn list_leaves_out_names_with_only_a_token_or_an_election_log_unless_all() {
     let text = ok(&server, &["inspect", "cli:was-fenced"]);
     assert!(text.contains("kind:    fenced"), "{text}");
 }
+
+#[test]
+fn inspect_and_list_show_a_groups_values_and_owners() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let values = ["a", "b"].map(|v| redlatch::ValueCodec::String.encode_str(v));
+    let _guard = client.group_lock("cli:group", values).lock().unwrap();
+    let (id, thread) = me(&client);
+    // Redisson's field of StringCodec's "a".
+    let field_a = "qwvAS12pR0CgRitaypEjUw";
+
+    let text = ok(&server, &["inspect", "cli:group"]);
+    assert!(text.contains("kind:    group"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(field_a))
+        .unwrap_or_else(|| panic!("no value row:\n{text}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        &cells[..4],
+        [field_a, id.as_str(), &thread.to_string(), "1"],
+        "{text}"
+    );
+
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:group"]));
+    assert_eq!(j.get("kind").str(), "group");
+    let values = j.get("values");
+    assert_eq!(values.len(), 2);
+    assert_eq!(values.at(0).get("owner").str(), client.owner_id());
+    let lease_ms = values.at(0).get("lease_ms").num();
+    assert!((20_000.0..=30_000.0).contains(&lease_ms), "{lease_ms}");
+    assert_eq!(j.get("holders").at(0).get("holds").num(), 2.0);
+
+    let listed = ok(&server, &["list", "cli:*"]);
+    assert!(
+        listed.contains("group") && listed.contains("2 value(s) held by"),
+        "{listed}"
+    );
+}

@@ -152,7 +152,10 @@ fn semaphore_and_latch_are_told_apart_by_their_waiters() {
         (found.kind, found.permits, found.count),
         (Kind::Semaphore, Some(5), None)
     );
-    assert_eq!(found.keys, ["inspect:ours", "redlatch_semaphore:{inspect:ours}"]);
+    assert_eq!(
+        found.keys,
+        ["inspect:ours", "redlatch_semaphore:{inspect:ours}"]
+    );
     // Redisson's (a bare count): its waiters tell.
     let _: () = redis::Commands::set(&mut server.conn(), "inspect:sem", 5).unwrap();
     let sem = client.semaphore("inspect:sem");
@@ -160,7 +163,8 @@ fn semaphore_and_latch_are_told_apart_by_their_waiters() {
         g.forget();
         true
     }));
-    let _: () = redis::Commands::del(&mut server.conn(), "redlatch_semaphore:{inspect:sem}").unwrap();
+    let _: () =
+        redis::Commands::del(&mut server.conn(), "redlatch_semaphore:{inspect:sem}").unwrap();
     let found = inspect(&client, "inspect:sem");
     assert_eq!(found.kind, Kind::SemaphoreOrLatch);
     assert_eq!((found.permits, found.count), (Some(3), Some(3)));
@@ -704,4 +708,38 @@ fn a_watch_counts_the_waiters_of_its_own_client() {
     );
     drop(guard);
     waiter.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_group_shows_each_locked_value_with_its_owner_and_list_finds_it() {
+    let server = RedisServer::new();
+    let (c1, c2) = (client(&server), client(&server));
+    let codec = redlatch::ValueCodec::String;
+    let values = |vs: &[&str]| vs.iter().map(|v| codec.encode_str(v)).collect::<Vec<_>>();
+    let ab = c1.group_lock("class_100", values(&["a", "b"]));
+    let (_g1, _g2) = (ab.lock().unwrap(), ab.lock().unwrap());
+    let _c = c2.group_lock("class_100", values(&["c"])).lock().unwrap();
+    let found = inspect(&c1, "class_100");
+    assert_eq!(found.kind, Kind::Group);
+    assert_eq!(found.values.len(), 3);
+    // Redisson's field of StringCodec's "a", held twice by this thread.
+    let a = found
+        .values
+        .iter()
+        .find(|v| v.field == "qwvAS12pR0CgRitaypEjUw")
+        .unwrap();
+    assert_eq!((&a.owner, a.holds), (&me(&c1), 2));
+    assert!(a.lease > Duration::from_secs(20) && a.lease <= Duration::from_secs(30));
+    let mut owners: Vec<(Owner, u32)> = found
+        .holders
+        .iter()
+        .map(|h| (h.owner.clone(), h.holds))
+        .collect();
+    owners.sort();
+    let mut want = vec![(me(&c1), 2), (me(&c2), 1)];
+    want.sort();
+    assert_eq!(owners, want, "each owner once, with its number of values");
+    let listed = c1.list("class_*").unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].kind, listed[0].values.len()), (Kind::Group, 3));
 }

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlatch::{Client, Config, Error, MultiLock};
+use redlatch::{Client, Config, Error, MultiLock, ValueCodec};
 use support::RedisServer;
 
 fn quick_client(server: &RedisServer) -> Client {
@@ -257,4 +257,166 @@ fn a_failed_member_attempt_leaves_the_threads_own_hold_alone() {
     assert_eq!(count, Some(1), "the thread's own hold is intact");
     assert!(!own.is_lost());
     own.unlock().unwrap();
+}
+
+// The group lock (`Client::group_lock`, Redisson's `RedissonFasterMultiLock`): values of one
+// hash, all taken at once.
+
+fn group(c: &Client, values: &[&str]) -> redlatch::Lock {
+    let values = values.iter().map(|v| ValueCodec::String.encode_str(v));
+    c.group_lock("class_100", values)
+}
+
+fn hget(server: &RedisServer, key: &str, field: &str) -> Option<String> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query(&mut server.conn())
+        .unwrap()
+}
+
+/// Redisson's field of StringCodec's "a" (`Hash.hash128toBase64`, computed by Redisson 4.7.0).
+const FIELD_A: &str = "qwvAS12pR0CgRitaypEjUw";
+
+#[test]
+fn group_values_shared_exclude_disjoint_ones_are_held_at_once() {
+    let server = RedisServer::new();
+    let (c1, c2) = (
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+    );
+    let ab = group(&c1, &["a", "b"]).lock().unwrap();
+    // Redisson's layout: the value names its owner, beside its expire_time and lock_count.
+    let owner = c1.owner_id();
+    assert_eq!(hget(&server, "class_100", FIELD_A), Some(owner.clone()));
+    let count = format!("{FIELD_A}:{owner}:lock_count");
+    assert_eq!(hget(&server, "class_100", &count).as_deref(), Some("1"));
+    let expire: i64 = hget(
+        &server,
+        "class_100",
+        &format!("{FIELD_A}:{owner}:expire_time"),
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    assert!(expire > 1_700_000_000_000, "ms since the epoch: {expire}");
+
+    assert!(group(&c2, &["b", "c"]).try_lock().unwrap().is_none());
+    let cd = group(&c2, &["c", "d"]).try_lock().unwrap();
+    assert!(cd.is_some(), "values no other holds");
+    assert!(group(&c2, &["a"]).is_locked().unwrap());
+    assert!(!group(&c2, &["e"]).is_locked().unwrap());
+
+    // A waiter for {b, c}... once {c, d} goes too: woken by the releases' message.
+    let waiter = {
+        let lock = group(&c2, &["b", "c"]);
+        thread::spawn(move || {
+            let guard = lock.try_lock_for(Duration::from_secs(30)).unwrap();
+            let at = Instant::now();
+            (guard.map(|g| g.unlock()).is_some(), at)
+        })
+    };
+    support::await_waiting(&c2, 1);
+    drop(cd);
+    let released = Instant::now();
+    ab.unlock().unwrap();
+    let (got, at) = waiter.join().unwrap();
+    assert!(got, "the waiter got b and c");
+    assert!(
+        at.duration_since(released) < Duration::from_secs(5),
+        "woken by the release, not its lease"
+    );
+    assert!(
+        !exists(&server, "class_100"),
+        "every value freed: the hash is gone"
+    );
+}
+
+#[test]
+fn a_group_lock_reenters_and_its_last_release_frees_the_values() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let lock = group(&client, &["a", "b"]);
+    let first = lock.lock().unwrap();
+    let second = lock.lock().unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    assert!(lock.is_held_by_current_thread().unwrap());
+    // A lock of some of the same values, by the same thread, re-enters those.
+    let a = group(&client, &["a"]).lock().unwrap();
+    assert_eq!(group(&client, &["a"]).hold_count().unwrap(), 3);
+    a.unlock().unwrap();
+    second.unlock().unwrap();
+    assert!(exists(&server, "class_100"));
+    first.unlock().unwrap();
+    assert!(!exists(&server, "class_100"));
+    assert_eq!(lock.hold_count().unwrap(), 0);
+    assert!(group(&client, &[])
+        .try_lock()
+        .unwrap_err()
+        .is_invalid_argument());
+}
+
+#[test]
+fn a_group_lock_is_renewed_past_its_lease_and_lost_when_forced() {
+    let server = RedisServer::new();
+    let watchdog = Duration::from_millis(900);
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(watchdog)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let other = Client::open(server.url()).unwrap();
+    let guard = group(&client, &["a", "b"]).lock().unwrap();
+    thread::sleep(watchdog * 3);
+    assert!(!guard.is_lost());
+    assert!(group(&other, &["b"]).try_lock().unwrap().is_none());
+    // Forced free: the next renewal finds it gone and the guard says so.
+    assert!(group(&other, &["b"]).force_unlock().unwrap());
+    assert!(support::wait_until(Duration::from_secs(10), || guard.is_lost()));
+    assert!(group(&other, &["b"]).try_lock().unwrap().is_some());
+}
+
+#[test]
+fn a_group_lease_that_runs_out_frees_the_values() {
+    let server = RedisServer::new();
+    let (c1, c2) = (
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+    );
+    let lease = Duration::from_millis(500);
+    let held = group(&c1, &["a", "b"]).with_lease(lease).lock().unwrap();
+    let at = Instant::now();
+    let got = group(&c2, &["b"])
+        .try_lock_for(Duration::from_secs(20))
+        .unwrap();
+    assert!(got.is_some());
+    assert!(at.elapsed() >= lease - Duration::from_millis(100));
+    assert!(held.is_lost() || held.unlock().is_err());
+}
+
+#[test]
+fn a_group_waiter_returns_when_interrupted_and_when_its_client_closes() {
+    let server = RedisServer::new();
+    let (holder, waiter) = (
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+    );
+    let _held = group(&holder, &["a", "b"]).lock().unwrap();
+    let wait = |lock: redlatch::Lock| {
+        let (tx, rx) = mpsc::channel();
+        let handle = thread::spawn(move || {
+            tx.send(redlatch::Interrupter::current()).unwrap();
+            lock.lock().map(drop)
+        });
+        (rx.recv().unwrap(), handle)
+    };
+    let (interrupter, handle) = wait(group(&waiter, &["b", "c"]));
+    support::await_waiting(&waiter, 1);
+    interrupter.interrupt();
+    assert!(handle.join().unwrap().unwrap_err().is_interrupted());
+
+    let (_, handle) = wait(group(&waiter, &["a"]));
+    support::await_waiting(&waiter, 1);
+    waiter.close();
+    assert!(handle.join().unwrap().unwrap_err().is_closed());
 }

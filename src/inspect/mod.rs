@@ -15,7 +15,8 @@ use crate::keys::{self, Layout};
 use crate::scripts;
 
 pub use report::{
-    ClientConnection, ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry,
+    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, Owner,
+    QueueEntry,
 };
 use snapshot::Snapshot;
 
@@ -226,6 +227,7 @@ pub(crate) mod tests {
             count: None,
             permit_leases: Vec::new(),
             token: None,
+            values: Vec::new(),
             subscribers: None,
         }
     }

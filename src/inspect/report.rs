@@ -55,6 +55,9 @@ pub enum Kind {
     SemaphoreOrLatch,
     /// A [`FencedResource`](crate::FencedResource): a value with a `redlatch_fence:{name}` HASH.
     FencedResource,
+    /// A group lock's group ([`Client::group_lock`]): a HASH naming each locked value's owner
+    /// (see [`Inspection::values`]).
+    Group,
     /// A key whose type or layout none of the above has (another application's key, or a
     /// damaged one): reported, never guessed.
     Unknown,
@@ -63,7 +66,7 @@ pub enum Kind {
 impl Kind {
     /// The kind's name as the `redlatch` tool prints it: `reentrant`, `fair`, `fenced`,
     /// `read-write`, `semaphore`, `expirable-semaphore`, `latch`, `semaphore-or-latch`,
-    /// `fenced-resource` or `unknown`.
+    /// `fenced-resource`, `group` or `unknown`.
     ///
     /// # Examples
     ///
@@ -81,6 +84,7 @@ impl Kind {
             Kind::CountDownLatch => "latch",
             Kind::SemaphoreOrLatch => "semaphore-or-latch",
             Kind::FencedResource => "fenced-resource",
+            Kind::Group => "group",
             Kind::Unknown => "unknown",
         }
     }
@@ -358,7 +362,8 @@ pub struct Inspection {
     )]
     pub lease: Option<Duration>,
     /// The owners holding a lock (reentrant, fair, fenced), or the writer of a read-write
-    /// lock in write mode, with their hold counts.
+    /// lock in write mode, with their hold counts. For a group, each owner of a value once,
+    /// its `holds` the number of values it holds.
     pub holders: Vec<Holder>,
     /// A read-write lock's mode; `None` for other kinds or when free.
     pub mode: Option<Mode>,
@@ -375,6 +380,9 @@ pub struct Inspection {
     /// A fenced lock's latest fencing token (taken by the current or the last holder), or
     /// the newest token that wrote a fenced resource.
     pub token: Option<u64>,
+    /// A group's locked values: each one's field (Redisson's hash of the value's encoded
+    /// bytes: the value itself is not stored), owner, holds and time left.
+    pub values: Vec<GroupValue>,
     /// How many connections are subscribed to the object's wake-up channel: clients with at
     /// least one thread waiting (one connection per client, whatever its number of waiting
     /// threads). `None` for a fair lock (see [`queue`](Self::queue)) and unknown keys.
@@ -389,6 +397,26 @@ impl Inspection {
         name.clone_into(&mut self.name);
         self
     }
+}
+
+/// One locked value of a group ([`Kind::Group`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct GroupValue {
+    /// The value's field: Redisson's hash of its encoded bytes.
+    pub field: String,
+    /// Who holds it (serialized as the fields `owner`, `client_id` and `thread`).
+    #[cfg_attr(feature = "serde", serde(flatten))]
+    pub owner: Owner,
+    /// How many holds (re-entries count).
+    pub holds: u32,
+    /// Time left on the hold (serialized as `lease_ms`).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "lease_ms", serialize_with = "crate::ser::duration")
+    )]
+    pub lease: Duration,
 }
 
 /// One connection to Redis, as `CLIENT LIST` shows it: where it comes from and what it is

@@ -5,9 +5,14 @@ use redis::Value;
 use super::decode::{
     int, integer, items, lease, lossy, pairs, permit_leases, quoted, scored, text, until,
 };
-use super::report::{ExpirablePermit, Holder, Inspection, Kind, Mode, Owner, QueueEntry};
+use super::report::{
+    ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, Owner, QueueEntry,
+};
 use crate::error::{Error, Result};
-use crate::keys::{read_hold, writer_of, Layout, MODE_FIELD, MODE_READ, MODE_WRITE};
+use crate::keys::{
+    group_count_field, group_expire_field, read_hold, writer_of, Layout, GROUP_EXPIRE_TIME,
+    GROUP_LOCK_COUNT, MODE_FIELD, MODE_READ, MODE_WRITE,
+};
 
 /// Fencing-token and permit-expiry scores at or above this never expire (Redisson's bound).
 const NEVER_MS: f64 = 922_337_203_685_477.0;
@@ -66,8 +71,7 @@ impl Snapshot {
             [rest @ .., Value::Int(g)] if rest.len() == 10 => (*g == 1, rest),
             all => (false, all),
         };
-        let [now, types, main, pttl, queue, timeouts, token, permits, fence, reads] = fields
-        else {
+        let [now, types, main, pttl, queue, timeouts, token, permits, fence, reads] = fields else {
             return None;
         };
         let types: Vec<String> = items(types)?.iter().map(text).collect::<Option<_>>()?;
@@ -143,6 +147,7 @@ impl Snapshot {
             count: None,
             permit_leases: Vec::new(),
             token: None,
+            values: Vec::new(),
             subscribers: None,
         };
         let mut found = blank.clone();
@@ -208,6 +213,16 @@ impl Snapshot {
         found: &mut Inspection,
     ) -> bool {
         let count = |v: &str| v.parse::<u32>().ok().filter(|&n| n > 0);
+        // Every field of the other locks but `mode` names an owner (`<client id>:<thread>`,
+        // or ends in one); a group's value fields are base64, without a `:`.
+        if fields
+            .iter()
+            .any(|(f, _)| !f.contains(':') && f != MODE_FIELD)
+            && !fair
+            && !fenced
+        {
+            return self.group(fields, found);
+        }
         let mode = fields.iter().find(|(f, _)| f == MODE_FIELD).map(|(_, v)| v);
         let Some(mode) = mode else {
             found.kind = match (fair, fenced) {
@@ -270,6 +285,61 @@ impl Snapshot {
         // A write mode has one writer; a read mode none.
         let writers = found.holders.len();
         (found.mode == Some(Mode::Write)) == (writers == 1) && writers <= 1
+    }
+
+    /// A group lock's HASH: each value field names its owner, beside that owner's
+    /// `expire_time` and `lock_count` of it. A value whose time has passed is free (its
+    /// fields stay until the group goes). False if a field does not fit.
+    fn group(&self, fields: &[(String, String)], found: &mut Inspection) -> bool {
+        found.kind = Kind::Group;
+        let get = |name: &str| {
+            fields
+                .iter()
+                .find(|(f, _)| f == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let suffixes = [GROUP_EXPIRE_TIME, GROUP_LOCK_COUNT];
+        let fits = |f: &str| {
+            f.rsplit_once(':')
+                .is_some_and(|(_, suffix)| suffixes.contains(&suffix))
+        };
+        for (field, holder) in fields {
+            if field.contains(':') {
+                if !fits(field) {
+                    return false;
+                }
+                continue;
+            }
+            let Some(owner) = Owner::parse(holder) else {
+                return false;
+            };
+            let holds = get(&group_count_field(field, holder)).and_then(|v| v.parse::<u32>().ok());
+            let expire =
+                get(&group_expire_field(field, holder)).and_then(|v| v.parse::<i64>().ok());
+            let (Some(holds), Some(expire)) = (holds, expire) else {
+                return false;
+            };
+            if expire < self.now || holds == 0 {
+                continue;
+            }
+            match found.holders.iter_mut().find(|h| h.owner == owner) {
+                Some(h) => h.holds += 1,
+                None => found.holders.push(Holder {
+                    owner: owner.clone(),
+                    holds: 1,
+                    read_leases: Vec::new(),
+                    connections: None,
+                }),
+            }
+            found.values.push(GroupValue {
+                field: field.clone(),
+                owner,
+                holds,
+                lease: std::time::Duration::from_millis((expire - self.now) as u64),
+            });
+        }
+        found.values.sort_by(|a, b| a.field.cmp(&b.field));
+        true
     }
 
     /// A STRING count: a semaphore's permits or a latch's count; or a fenced resource's value.

@@ -373,7 +373,7 @@ impl<O: Ownership> Lock<O> {
         self.raw.key.query(
             redis::cmd("HEXISTS")
                 .arg(self.key())
-                .arg(self.raw.field(&self.owner())),
+                .arg(self.raw.kind.count_field(&self.owner())),
         )
     }
 
@@ -396,7 +396,7 @@ impl<O: Ownership> Lock<O> {
             .query(
                 redis::cmd("HGET")
                     .arg(self.key())
-                    .arg(self.raw.field(&self.owner())),
+                    .arg(self.raw.kind.count_field(&self.owner())),
             )
             .map(|n: Option<u32>| n.unwrap_or(0))
     }

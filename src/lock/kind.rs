@@ -85,9 +85,22 @@ pub(crate) trait Kind: Send + Sync + 'static {
     /// How `owner` waits while the lock is taken: on a channel, or retrying.
     fn waiting(&self, lock: &LockKey, owner: &str) -> Waiting<'_>;
 
-    /// The hash field holding `owner`'s hold count. Defaults to the owner id.
+    /// What tells `owner`'s holds apart from others' (the watchdog's and the client's key of
+    /// a hold, with the lock name). Defaults to the owner id, the hash field holding its hold
+    /// count.
     fn field(&self, owner: &str) -> String {
         owner.to_owned()
+    }
+
+    /// The hash field holding `owner`'s hold count. Defaults to [`field`](Self::field).
+    fn count_field(&self, owner: &str) -> String {
+        self.field(owner)
+    }
+
+    /// Whether the lock is well made (checked with its name before each call). Defaults to
+    /// yes.
+    fn check(&self) -> Result<()> {
+        Ok(())
     }
 
     /// What the watchdog renews for `owner`'s holds. Defaults to the owner's field of the

@@ -11,7 +11,7 @@
 //! - `key.rs`: the lock as its kind sees it (client, mapped name, the bound on its calls).
 //! - `kind.rs`: the [`Kind`](kind::Kind) trait a kind implements, and how its waiters wait.
 //! - `plain.rs` (with its non-reentrant and fenced variants), `fair.rs` (and its
-//!   non-reentrant variant), `spin.rs`, `read.rs`, `write.rs` (what the last two share in
+//!   non-reentrant variant), `spin.rs`, `group/` (a group's values), `read.rs`, `write.rs` (what the last two share in
 //!   `side.rs`; `rw.rs` the read-write lock over them): one kind each, with its scripts, keys
 //!   and wait channel (or, for `spin.rs`, its back-off). `fenced.rs`: the stored token.
 //! - `quorum.rs`, `multi.rs`, `multi_guard.rs`: [`MultiLock`] and [`RedLock`] over member
@@ -25,6 +25,7 @@ mod acquire;
 mod condition;
 mod fair;
 mod fenced;
+mod group;
 mod guard;
 mod handle;
 mod key;
@@ -49,6 +50,8 @@ mod write;
 pub use condition::{Condition, WaitTimeoutResult};
 pub(crate) use fair::Fair;
 pub(crate) use fenced::parse_token;
+pub(crate) use group::Group;
+pub use group::ValueCodec;
 pub use guard::LockGuard;
 pub use handle::Lock;
 pub use multi::{MultiLock, RedLock};

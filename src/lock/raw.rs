@@ -147,7 +147,8 @@ impl RawLock {
     }
 
     pub(crate) fn check_name(&self) -> Result<()> {
-        self.key.check_name()
+        self.key.check_name()?;
+        self.kind.check()
     }
 
     /// One acquire attempt. `queueing`: whether the caller waits if it fails (a fair lock
@@ -227,7 +228,7 @@ impl RawLock {
         {
             return None;
         }
-        let field = kind.field(owner);
+        let field = kind.count_field(owner);
         let read = || {
             self.run(|c| {
                 redis::pipe()

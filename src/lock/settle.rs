@@ -96,7 +96,7 @@ impl InDoubt {
 
     /// The owner's hold count on the server.
     fn count(&self, raw: &RawLock) -> Result<u32> {
-        let field = raw.field(&self.owner);
+        let field = raw.kind.count_field(&self.owner);
         let count: Option<i64> =
             raw.run(|c| redis::cmd("HGET").arg(&*self.name.key).arg(&field).query(c))?;
         Ok(u32::try_from(count.unwrap_or(0)).unwrap_or(0))

@@ -305,6 +305,15 @@ pub fn state(i: &Inspection) -> String {
         Kind::CountDownLatch => parts.push(format!("count {}", i.count.unwrap_or(0))),
         Kind::SemaphoreOrLatch => parts.push(format!("value {}", i.permits.unwrap_or(0))),
         Kind::FencedResource => parts.push(format!("token {}", i.token.unwrap_or(0))),
+        Kind::Group if i.values.is_empty() => parts.push("free".to_owned()),
+        Kind::Group => {
+            let who: Vec<String> = i.holders.iter().map(|h| h.owner.to_string()).collect();
+            parts.push(format!(
+                "{} value(s) held by {}",
+                i.values.len(),
+                who.join(", ")
+            ));
+        }
         _ => parts.push(format!("a {} key", i.key_type)),
     }
     if let Some(n) = i.subscribers.filter(|&n| n > 0) {
@@ -349,7 +358,7 @@ pub fn inspection_text(i: &Inspection) -> String {
         field("mode", mode.to_string());
     }
     field("lease", i.lease.map_or_else(|| "-".to_owned(), duration));
-    if i.kind.is_lock() && i.holders.is_empty() && i.readers.is_empty() {
+    if (i.kind.is_lock() || i.kind == Kind::Group) && i.holders.is_empty() && i.readers.is_empty() {
         field("holders", "none (free)".to_owned());
     }
     if let Some(p) = i.permits {
@@ -371,6 +380,27 @@ pub fn inspection_text(i: &Inspection) -> String {
             "{:<9}{}\n",
             format!("{}:", row[0]),
             escaped(&row[1])
+        ));
+    }
+    if !i.values.is_empty() {
+        let rows: Vec<Vec<String>> = i
+            .values
+            .iter()
+            .map(|v| {
+                vec![
+                    v.field.clone(),
+                    v.owner.client_id.clone(),
+                    v.owner.thread.to_string(),
+                    v.holds.to_string(),
+                    duration(v.lease),
+                ]
+            })
+            .collect();
+        out.push_str("\nvalues:\n");
+        out.push_str(&table(
+            &["VALUE FIELD", "CLIENT ID", "THREAD", "HOLDS", "LEASE"],
+            &rows,
+            &[NAME_WIDTH, NAME_WIDTH],
         ));
     }
     if !i.holders.is_empty() {

@@ -6,6 +6,7 @@ import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -42,13 +43,15 @@ public final class Peer {
      * {@code --single URL} (repeatable: one client per server, for MultiLock and RedLock),
      * {@code --cluster URL...}, {@code --sentinel MASTER URL...}; {@code --watchdog MS},
      * {@code --prefix P} (a NameMapper), {@code --sharded auto|on|off}, {@code --fair-wait MS}
-     * (a fair lock's thread wait).
+     * (a fair lock's thread wait), {@code --codec string} (StringCodec instead of the default
+     * Kryo5Codec: what a group lock hashes its values with).
      */
     public static void main(String[] args) throws Exception {
         long watchdog = 0;
         long fairWait = 0;
         String prefix = null;
         String sharded = null;
+        boolean stringCodec = false;
         List<Config> configs = new ArrayList<>();
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
@@ -93,6 +96,9 @@ public final class Peer {
                 case "--sharded":
                     sharded = args[++i];
                     break;
+                case "--codec":
+                    stringCodec = "string".equals(args[++i]);
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown argument " + args[i]);
             }
@@ -100,6 +106,9 @@ public final class Peer {
         for (Config c : configs) {
             if (watchdog > 0) {
                 c.setLockWatchdogTimeout(watchdog);
+            }
+            if (stringCodec) {
+                c.setCodec(StringCodec.INSTANCE);
             }
             if (fairWait > 0) {
                 Versions.setFairWait(c, fairWait);
@@ -240,7 +249,11 @@ public final class Peer {
         }
     }
 
-    /** The lock of a kind: lock, fair, read, write, fenced, nrlock, nrfair, spin, multi, red. */
+    /**
+     * The lock of a kind: lock, fair, read, write, fenced, nrlock, nrfair, spin, multi, red, or
+     * group (named {@code GROUP=V1,V2...}: {@code getMultiLock(GROUP, [V1, V2...])}, the values
+     * Strings written by the client's codec; Redisson 3.38.0 and later).
+     */
     private static RLock lock(String kind, String name) throws Exception {
         RedissonClient c = client();
         switch (kind) {
@@ -264,6 +277,11 @@ public final class Peer {
                 return c.getMultiLock(perServer(name));
             case "red":
                 return c.getRedLock(perServer(name));
+            case "group": {
+                int at = name.indexOf('=');
+                List<Object> values = new ArrayList<>(Arrays.asList(name.substring(at + 1).split(",")));
+                return (RLock) Versions.invoke(c, "getMultiLock", name.substring(0, at), values);
+            }
             default:
                 throw new IllegalArgumentException("unknown lock kind " + kind);
         }
