@@ -1,7 +1,7 @@
 -- Count a count-down latch down by one (RedissonCountDownLatch.countDownAsync).
 -- KEYS[1]  latch name (STRING: the count, decimal)
 -- KEYS[2]  latch channel "redisson_countdownlatch__channel__{name}"
--- KEYS[3]  the call's receipt (see lua/latch_common.lua)
+-- KEYS[3]  the call's receipt (see lua/latch_receipt.lua)
 -- ARGV[1]  message to publish when the count reaches zero ("0")
 -- ARGV[2]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[3]  the receipt's time to live in ms

@@ -1,7 +1,7 @@
 -- Set a count-down latch's count if it is open (RedissonCountDownLatch.trySetCountAsync).
 -- KEYS[1]  latch name (STRING: the count, decimal)
 -- KEYS[2]  latch channel "redisson_countdownlatch__channel__{name}"
--- KEYS[3]  the call's receipt (see lua/latch_common.lua)
+-- KEYS[3]  the call's receipt (see lua/latch_receipt.lua)
 -- ARGV[1]  message to publish when the count is set ("1": new count)
 -- ARGV[2]  the count (decimal, 1..2^63-1)
 -- ARGV[3]  publish command (PUBLISH or SPUBLISH)

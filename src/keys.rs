@@ -143,7 +143,7 @@ pub(crate) fn unlock_latch(name: &str, client: &str, request: impl std::fmt::Dis
 
 /// The [`unlock_latch`] keys of one lock and client, made without formatting per unlock; a
 /// semaphore's acquire receipts (`lua/semaphore_acquire.lua`) and a latch's receipts
-/// (`lua/latch_common.lua`) are such keys too.
+/// (`lua/latch_receipt.lua`) are such keys too.
 #[derive(Clone)]
 pub(crate) struct UnlockLatches {
     /// Everything up to the request number.

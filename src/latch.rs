@@ -55,7 +55,7 @@ pub struct CountDownLatch {
     given: Arc<str>,
     channel: Arc<str>,
     /// The keys of this client's receipts for this latch's changes (see
-    /// `lua/latch_common.lua`).
+    /// `lua/latch_receipt.lua`).
     receipts: keys::UnlockLatches,
 }
 
@@ -191,13 +191,13 @@ impl CountDownLatch {
     /// ```
     pub fn count(&self) -> Result<u64> {
         self.check_name()?;
-        let raw: Option<String> = self
-            .client
-            .inner
-            .backend
-            .run_repeatable(&self.name, Policy::Retried, |c| {
-                redis::cmd("GET").arg(&*self.name).query(c)
-            })?;
+        let raw: Option<String> =
+            self.client
+                .inner
+                .backend
+                .run_repeatable(&self.name, Policy::Retried, |c| {
+                    redis::cmd("GET").arg(&*self.name).query(c)
+                })?;
         match raw {
             None => Ok(0),
             // A count <= 0 (never left by Redisson or redlatch) reads as open, as in Redisson's

@@ -240,7 +240,8 @@ const STOPPED_KINDS: [&str; 12] = [
 fn a_process_stopped_and_resumed_again_and_again_sees_no_error() {
     use std::io::Write;
     let server = RedisServer::new();
-    let mut child = support::child::ChildTest::start("stopped_child", &[(STOPPED_ENV, server.url())]);
+    let mut child =
+        support::child::ChildTest::start("stopped_child", &[(STOPPED_ENV, server.url())]);
     child.next("STARTED", Duration::from_secs(30));
     let pid = child.pid() as i32;
     // Stops of 2 to 100 ms, 2 to 30 ms apart, at points no test could pick: some land
@@ -305,7 +306,8 @@ fn stopped_child() {
     assert!(expirable.try_set_permits(1).unwrap());
     let mut counts = std::collections::BTreeMap::new();
     println!("STARTED");
-    let locks: [(&str, fn(&Client) -> redlatch::Lock); 7] = [
+    type Make = fn(&Client) -> redlatch::Lock;
+    let locks: [(&str, Make); 7] = [
         ("lock", |c| c.lock("stopped:lock")),
         ("fair", |c| c.fair_lock("stopped:fair")),
         ("non-reentrant", |c| c.non_reentrant_lock("stopped:nr")),
@@ -393,7 +395,9 @@ fn stopped_child() {
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                Err(redlatch::Error::Timeout("nobody waited on the condition".into()))
+                Err(redlatch::Error::Timeout(
+                    "nobody waited on the condition".into(),
+                ))
             },
             || {
                 let lock = a.lock("stopped:condition");

@@ -282,12 +282,21 @@ impl<'a, O: Ownership> Wait<'a, O> {
                 };
                 return Ok(Tried::done());
             }
-            let seen: Result<i64> = raw.run(|c| {
-                scripts::CONDITION_CHECK
-                    .key(&cond.waiters)
-                    .arg(&**id)
-                    .invoke(c)
-            });
+            // A look whose reply's read was interrupted ran: looked at again, a place found
+            // gone was taken by it (or ran out: a wake-up either way).
+            let mut lost = false;
+            let seen: Result<i64> = raw
+                .again_if_interrupted(|| {
+                    let sent = raw.run(|c| {
+                        scripts::CONDITION_CHECK
+                            .key(&cond.waiters)
+                            .arg(&**id)
+                            .invoke(c)
+                    });
+                    lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
+                    sent
+                })
+                .map(|seen| if lost && seen == -1 { 1 } else { seen });
             let seen = match seen {
                 Ok(seen) => seen,
                 // The look failed, perhaps after it ran and took a notification (its reply

@@ -211,16 +211,16 @@ impl RawExpirable {
                 Err(e) if e.is_interrupted_read() && again > 0 => {
                     again -= 1;
                     let first = ids[0].member();
-                    let score = self.client.inner.backend.run_repeatable(
-                        &self.name,
-                        self.policy(),
-                        |c| {
-                            redis::cmd("ZSCORE")
-                                .arg(&*self.timeouts)
-                                .arg(&first)
-                                .query::<Option<f64>>(c)
-                        },
-                    );
+                    let score =
+                        self.client
+                            .inner
+                            .backend
+                            .run_repeatable(&self.name, self.policy(), |c| {
+                                redis::cmd("ZSCORE")
+                                    .arg(&*self.timeouts)
+                                    .arg(&first)
+                                    .query::<Option<f64>>(c)
+                            });
                     match score {
                         Ok(Some(_)) => return Ok(vec![1, 0]),
                         Ok(None) => {}
