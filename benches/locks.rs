@@ -9,7 +9,7 @@
 //! client threads 10 nice levels below the server, which then runs whenever it has work (on one
 //! machine, the nearest to a server on a host of its own).
 //! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput,
-//! condition, election, deadlock, deadlock_cost. To add one: a
+//! condition, election, deadlock, deadlock_cost, semaphore. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 #[path = "locks/condition.rs"]
@@ -22,6 +22,8 @@ mod election;
 mod memory;
 #[path = "locks/pair.rs"]
 mod pair;
+#[path = "locks/semaphore.rs"]
+mod semaphore;
 #[path = "locks/throughput.rs"]
 mod throughput;
 #[path = "locks/watchdog.rs"]
@@ -53,6 +55,7 @@ const WORKLOADS: &[&str] = &[
     "election",
     "deadlock",
     "deadlock_cost",
+    "semaphore",
 ];
 
 fn main() {
@@ -113,6 +116,7 @@ fn main() {
             "election" => election::election(&mut ctx),
             "deadlock" => deadlock::deadlock(&mut ctx),
             "deadlock_cost" => deadlock::deadlock_cost(&mut ctx),
+            "semaphore" => semaphore::semaphore(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());

@@ -1,14 +1,21 @@
 -- Take permits if enough are available. Redisson's RedissonSemaphore.tryAcquireAsync, with the
--- count in the reply so that a waiter can wake the others those permits may serve, and a
--- receipt of what was taken so that an acquire whose reply is lost can be settled.
+-- count in the reply so that a waiter can wake the others those permits may serve, a receipt
+-- of what was taken so that an acquire whose reply is lost can be settled, and the
+-- semaphore's generation, so that permits taken now are never given back into a semaphore
+-- made again after a data loss.
 -- KEYS[1]  semaphore name (STRING: available permits; absent = 0)
 -- KEYS[2]  receipt "redisson_unlock_latch:{name}:<client uuid>-<n>" (a request's short-lived
---          key): set to the permits taken, for ARGV[2] ms; see lua/semaphore_settle.lua
+--          key): set to "<permits taken>:<generation>", for ARGV[2] ms; see
+--          lua/semaphore_settle.lua
+-- KEYS[3]  generation "redlatch_semaphore:{name}" (STRING): who made this count; absent
+--          until an acquire or a set of ours
 -- ARGV[1]  permits wanted (>= 1)
 -- ARGV[2]  the receipt's time to live in ms
--- Reply:   {1, left}            taken; `left` permits remain available; receipt written
---          {0, available}       not enough: nothing changed
---          error WRONGTYPE      the key is not a string holding an integer (nothing changed)
+-- ARGV[3]  a new generation, written to KEYS[3] if it has none (with KEYS[1]'s time to live)
+-- Reply:   {1, left, generation}  taken; `left` permits remain available; receipt written
+--          {0, available, exists} not enough: nothing changed; `exists` 1 if KEYS[1] exists,
+--                                 0 if nobody set the semaphore up (it has no permits at all)
+--          error WRONGTYPE        the key is not a string holding an integer (nothing changed)
 local value = redis.call('get', KEYS[1]);
 local available = 0;
 if value ~= false then
@@ -20,7 +27,20 @@ end;
 local wanted = tonumber(ARGV[1]);
 if available >= wanted then
     local left = redis.call('decrby', KEYS[1], wanted);
-    redis.call('set', KEYS[2], wanted, 'px', ARGV[2]);
-    return {1, left};
+    local generation = redis.call('get', KEYS[3]);
+    if generation == false then
+        generation = ARGV[3];
+        local ttl = redis.call('pttl', KEYS[1]);
+        if ttl > 0 then
+            redis.call('set', KEYS[3], generation, 'px', ttl);
+        else
+            redis.call('set', KEYS[3], generation);
+        end;
+    end;
+    redis.call('set', KEYS[2], wanted .. ':' .. generation, 'px', ARGV[2]);
+    return {1, left, generation};
 end;
-return {0, available};
+if value == false then
+    return {0, 0, 0};
+end;
+return {0, available, 1};

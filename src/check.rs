@@ -1,6 +1,7 @@
 //! [`Client::check`]: what in a deployment threatens the locks on it, each finding with what
 //! to do. The facts are read from every master (`CONFIG GET`, `INFO`, `TIME`); judging them
-//! is a pure function of those facts and the client's configuration ([`assess`]).
+//! is a pure function of those facts and the client's configuration ([`assess`]). And
+//! [`Client::ping`]: whether the deployment answers at all.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -212,6 +213,45 @@ fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 }
 
 impl Client {
+    /// Checks that the deployment answers: connects to every master (the one server, the
+    /// master Sentinel names, or each master of a cluster, in its slot map read afresh) if
+    /// no connection is open, authenticates, and sends `PING`, once each, with no retry.
+    /// Returns the slowest round trip, connecting included.
+    ///
+    /// A client connects lazily ([`Client::open`] sends nothing), so this is the call to
+    /// make at start-up, to fail there, naming the server, rather than at the first lock.
+    /// The pub/sub connection is not checked: its thread connects in the background and
+    /// keeps retrying.
+    ///
+    /// # Errors
+    ///
+    /// Each names the server's address: [`Error::Connection`](crate::Error::Connection) (`cannot
+    /// connect to 127.0.0.1:6390: Connection refused (os error 111)`),
+    /// [`Error::Timeout`](crate::Error::Timeout), credentials refused
+    /// ([`Error::is_auth_failed`](crate::Error::is_auth_failed)), an ACL without `PING`
+    /// ([`Error::Redis`](crate::Error::Redis), `NOPERM`); [`Error::Closed`](crate::Error::Closed).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let round_trip = client.ping()?; // fails here if the server is down or refuses us
+    /// log::info!("redis answers in {round_trip:?}");
+    /// # Ok(()) }
+    /// ```
+    pub fn ping(&self) -> Result<Duration> {
+        let mut slowest = Duration::ZERO;
+        self.inner.backend.for_each_master(|pool| {
+            let started = std::time::Instant::now();
+            pool.run("", Policy::Once, |c| redis::cmd("PING").query::<String>(c))
+                .map_err(|e| e.calling(&pool.endpoint().describe()))?;
+            slowest = slowest.max(started.elapsed());
+            Ok(())
+        })?;
+        Ok(slowest)
+    }
+
     /// Runs the check for [`check_on_connect`](crate::ConfigBuilder::check_on_connect): each
     /// finding a warning, a check that fails one too.
     pub(crate) fn log_findings(&self) {

@@ -1,6 +1,6 @@
 //! The client: configuration, command pool, pub/sub dispatcher and watchdog, shared by clones.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use crate::backend::Backend;
@@ -54,6 +54,9 @@ pub(crate) struct Inner {
     pub(crate) orders: RecordedOrders,
     /// This client's history recorder, when it records one (`history`).
     pub(crate) history: Option<Arc<History>>,
+    /// Whether a wait on a semaphore nobody set up was warned of (once per client; later
+    /// ones are logged at debug).
+    pub(crate) unset_warned: AtomicBool,
 }
 
 impl Client {
@@ -146,6 +149,7 @@ impl Client {
                 handovers: HandOvers::default(),
                 orders: RecordedOrders::default(),
                 history,
+                unset_warned: AtomicBool::new(false),
             }),
         };
         if check {

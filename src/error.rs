@@ -74,6 +74,20 @@ pub enum Error {
         /// The permit id.
         id: String,
     },
+    /// A [`SemaphoreGuard`](crate::SemaphoreGuard)'s permits were not given back: the
+    /// semaphore is no longer the one they were taken from. The server lost its data (a
+    /// restart without persistence, a failover to a replica that lacked the write), or the
+    /// semaphore expired or was deleted, and it was set up again since. Giving them back would
+    /// raise it above the permits it was set to.
+    ///
+    /// Nothing was changed.
+    #[error("{permits} permit(s) of semaphore `{name}` were lost: it was made anew since they were taken")]
+    PermitsLost {
+        /// The semaphore's name.
+        name: String,
+        /// How many permits the guard held.
+        permits: u32,
+    },
     /// A [`FencedResource`](crate::FencedResource) refused a write: a newer fencing token
     /// (or the same token from another holder) has written there. Usually the writer's hold
     /// is stale: another holder took the lock after it. (A re-entry takes a new token too, so
@@ -147,13 +161,19 @@ pub enum Error {
     /// An argument was rejected before anything was sent to Redis.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// The connection to Redis could not be made or broke during the call.
+    /// The connection to Redis could not be made or broke during the call. A connection that
+    /// could not be made names the server's address (`host:port`, or a socket's path):
+    /// `cannot connect to 127.0.0.1:6390: Connection refused (os error 111)`.
     ///
     /// The outcome of a command whose reply was lost is unknown.
     #[error("connection error: {0}")]
     Connection(#[source] redis::RedisError),
-    /// Redis answered with an error.
-    #[error("redis error: {0}")]
+    /// Redis answered with an error. An ACL refusal names the command refused (`NoPerm: this
+    /// user has no permissions to run the 'evalsha' command`). Credentials refused while
+    /// connecting (a wrong password, `WRONGPASS`, or none given where one is needed,
+    /// `NOAUTH`) are of the kind [`redis::ErrorKind::AuthenticationFailed`] and name the
+    /// server ([`is_auth_failed`](Error::is_auth_failed)).
+    #[error("redis error: {}", redis_text(.0))]
     Redis(#[source] redis::RedisError),
     /// Redis answered with a reply this crate does not understand.
     #[error("unexpected reply from redis: {0}")]
@@ -217,6 +237,17 @@ fn steps(cycle: &[DeadlockStep]) -> String {
         })
         .collect();
     items.join("; ")
+}
+
+/// A Redis error in words: an authentication failure as `authentication failed on <address>:
+/// <why>` (the `redis` crate's own form repeats its kind).
+fn redis_text(e: &redis::RedisError) -> String {
+    match (e.kind(), e.detail()) {
+        (redis::ErrorKind::AuthenticationFailed, Some(detail)) => {
+            format!("authentication failed {detail}")
+        }
+        _ => e.to_string(),
+    }
 }
 
 /// `label: error; label: error` for the member failures of a multi-lock error.
@@ -288,6 +319,25 @@ impl Error {
         matches!(self, Error::UnknownPermit { .. })
     }
 
+    /// True for [`Error::PermitsLost`]: a semaphore guard's permits were taken from a
+    /// semaphore that has since been made anew (after a data loss), and were not given back.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let permit = client.semaphore("slots").acquire(1)?;
+    /// // ... the server restarts without its data, and the semaphore is set up again ...
+    /// if let Err(e) = permit.release() {
+    ///     assert!(e.is_permits_lost());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_permits_lost(&self) -> bool {
+        matches!(self, Error::PermitsLost { .. })
+    }
+
     /// True for [`Error::StaleToken`].
     ///
     /// # Examples
@@ -295,7 +345,7 @@ impl Error {
     /// ```no_run
     /// # let client = redlatch::Client::open("redis://127.0.0.1/").unwrap();
     /// let guard = client.fenced_lock("ledger").lock().unwrap();
-    /// let ledger = client.fenced_resource("ledger");
+    /// let ledger = client.fenced_resource("ledger:balance");
     /// match ledger.write(&guard, "balance=10") {
     ///     Err(e) if e.is_stale_token() => log::warn!("a newer holder wrote first"),
     ///     other => other.unwrap(),
@@ -433,6 +483,25 @@ impl Error {
         matches!(self, Error::Connection(_))
     }
 
+    /// True when a server refused the credentials while connecting: a wrong username or
+    /// password (`WRONGPASS`), or none given to a server that requires one (`NOAUTH`). The
+    /// error names the server. Trying again does not help: fix the configuration.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .password("not the password")
+    ///     .build()
+    ///     .unwrap();
+    /// let client = redlatch::Client::new(config).unwrap();
+    /// let err = client.ping().unwrap_err();
+    /// assert!(err.is_auth_failed(), "{err}"); // redis error: authentication failed on 127.0.0.1:6379: ...
+    /// ```
+    pub fn is_auth_failed(&self) -> bool {
+        matches!(self, Error::Redis(e) if e.kind() == redis::ErrorKind::AuthenticationFailed)
+    }
+
     /// True for [`Error::WrongType`].
     ///
     /// # Examples
@@ -479,6 +548,47 @@ impl Error {
         Error::Redis(err)
     }
 
+    /// This error, met while connecting to `address` (`host:port`, or a socket's path), with
+    /// the address in its text: a connection refused or broken (`cannot connect to
+    /// <address>: ...`), a timeout, or credentials refused (`NOAUTH`, `WRONGPASS`, or the
+    /// `redis` crate's own authentication failure), which becomes of the kind
+    /// [`redis::ErrorKind::AuthenticationFailed`]. Any other error is returned as it is.
+    pub(crate) fn connecting_to(self, address: &str) -> Error {
+        if self.to_string().contains(address) {
+            return self;
+        }
+        match self {
+            Error::Connection(e) => Error::Connection(located("cannot connect to", address, e)),
+            Error::Timeout(msg) => Error::Timeout(format!("connecting to {address}: {msg}")),
+            Error::Redis(e) if refuses_credentials(&e) => Error::Redis(auth_failed(&e, address)),
+            other => other,
+        }
+    }
+
+    /// This error, met in a call to `address` (`host:port`) after it connected, with the
+    /// address in its text where it had none: a broken connection or a timeout.
+    pub(crate) fn calling(self, address: &str) -> Error {
+        if self.to_string().contains(address) {
+            return self;
+        }
+        match self {
+            Error::Connection(e) => Error::Connection(located("connection to", address, e)),
+            Error::Timeout(msg) => Error::Timeout(format!("{address}: {msg}")),
+            other => other,
+        }
+    }
+
+    /// This error's text for a list of failures by server: after `<address>: `, unless it
+    /// names the address already.
+    pub(crate) fn text_at(&self, address: &str) -> String {
+        let text = self.to_string();
+        if text.contains(address) {
+            text
+        } else {
+            format!("{address}: {text}")
+        }
+    }
+
     /// True when the connection that produced this error must not be reused.
     pub(crate) fn breaks_connection(&self) -> bool {
         matches!(self, Error::Connection(_) | Error::Timeout(_))
@@ -490,14 +600,7 @@ impl Error {
     /// sent after it): only its reply is lost.
     pub(crate) fn is_interrupted_read(&self) -> bool {
         match self {
-            // The `redis` error keeps its I/O error behind an `Arc`.
-            Error::Connection(e) => std::error::Error::source(e).is_some_and(|s| {
-                let io = s.downcast_ref::<std::io::Error>().or_else(|| {
-                    s.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>()
-                        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
-                });
-                io.is_some_and(|io| io.kind() == std::io::ErrorKind::Interrupted)
-            }),
+            Error::Connection(e) => io_kind(e) == Some(std::io::ErrorKind::Interrupted),
             _ => false,
         }
     }
@@ -524,6 +627,73 @@ pub(crate) fn retry_interrupted<T>(
             }
             outcome => return outcome,
         }
+    }
+}
+
+/// Whether `e` says that a server refused the credentials: the `redis` crate's
+/// authentication failure, `NOAUTH` (none given, one needed) or `WRONGPASS`.
+fn refuses_credentials(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS"))
+}
+
+/// An authentication failure on `address`, with the server's words when it gave any.
+pub(crate) fn auth_failed(e: &redis::RedisError, address: &str) -> redis::RedisError {
+    let why = match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        // The `redis` crate keeps no words of the server's.
+        _ => "the server refused the username or password".to_owned(),
+    };
+    let detail = format!("on {address}: {why}");
+    redis::RedisError::from((
+        redis::ErrorKind::AuthenticationFailed,
+        "authentication failed",
+        detail,
+    ))
+}
+
+/// `e` with `<what> <address>: ` before its text, as an I/O error of the same kind (so that
+/// it is classified as before), with `e` as its source.
+fn located(what: &'static str, address: &str, e: redis::RedisError) -> redis::RedisError {
+    let kind = io_kind(&e).unwrap_or(std::io::ErrorKind::Other);
+    let at = Located {
+        what,
+        address: address.to_owned(),
+        source: e,
+    };
+    std::io::Error::new(kind, at).into()
+}
+
+/// The kind of the I/O error inside `e`, if it has one. (The `redis` crate keeps its I/O
+/// error behind an `Arc`.)
+fn io_kind(e: &redis::RedisError) -> Option<std::io::ErrorKind> {
+    let source = std::error::Error::source(e)?;
+    let io = source.downcast_ref::<std::io::Error>().or_else(|| {
+        source
+            .downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>()
+            .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+    });
+    io.map(std::io::Error::kind)
+}
+
+/// An error and where it happened: `cannot connect to 127.0.0.1:6390: Connection refused`.
+#[derive(Debug)]
+struct Located {
+    what: &'static str,
+    address: String,
+    source: redis::RedisError,
+}
+
+impl fmt::Display for Located {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.what, self.address, self.source)
+    }
+}
+
+impl std::error::Error for Located {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
     }
 }
 

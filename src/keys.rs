@@ -23,6 +23,9 @@ pub(crate) const UNLOCK_LATCH: &str = "redisson_unlock_latch";
 pub(crate) const RW_CHANNEL: &str = "redisson_rwlock";
 /// Prefix of a semaphore's channel (both kinds).
 pub(crate) const SEMAPHORE_CHANNEL: &str = "redisson_sc";
+/// Prefix of a plain semaphore's generation (ours, not Redisson's): see
+/// [`semaphore_generation`].
+pub(crate) const SEMAPHORE_GENERATION: &str = "redlatch_semaphore";
 /// Prefix of a [`FencedResource`](crate::FencedResource)'s fence (ours, not Redisson's).
 pub(crate) const RESOURCE_FENCE: &str = "redlatch_fence";
 /// Prefix of the channel a [`Watch`](crate::Watch) subscribes beside each channel it
@@ -71,8 +74,9 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 7] = [
+pub(crate) const TAGGED_HELPERS: [&str; 8] = [
     FAIR_QUEUE,
+    SEMAPHORE_GENERATION,
     FAIR_TIMEOUTS,
     FENCE_TOKEN,
     RESOURCE_FENCE,
@@ -315,6 +319,14 @@ pub(crate) fn semaphore_channel(name: &str) -> String {
     tagged(SEMAPHORE_CHANNEL, name)
 }
 
+/// A plain semaphore's generation: a STRING naming who made its count (an acquire of ours
+/// writes one where there is none, a set of ours that makes the count writes a new one), with
+/// the count's expiry. A guard's permits go back only into the generation they came from, so
+/// that permits taken before a data loss never swell the semaphore made after it.
+pub(crate) fn semaphore_generation(name: &str) -> String {
+    tagged(SEMAPHORE_GENERATION, name)
+}
+
 /// A permit-expirable semaphore's ZSET permit id (its bytes: [`permit_member`]) → expiry (ms,
 /// server clock).
 pub(crate) fn permit_timeouts(name: &str) -> String {
@@ -457,6 +469,7 @@ pub(crate) struct Layout {
     pub(crate) token: String,
     pub(crate) permits: String,
     pub(crate) fence: String,
+    pub(crate) generation: String,
     /// `{name}`: what every read-hold lease key starts with.
     pub(crate) read_prefix: String,
     pub(crate) lock_channel: String,
@@ -474,6 +487,7 @@ impl Layout {
             token: fence_token(name),
             permits: permit_timeouts(name),
             fence: resource_fence(name),
+            generation: semaphore_generation(name),
             read_prefix: hashed(name),
             lock_channel: lock_channel(name),
             rw_channel: rw_channel(name),
@@ -511,6 +525,7 @@ mod tests {
             layout.token,
             layout.permits,
             layout.fence,
+            layout.generation,
             unlock_latch("name", "<client uuid>", "<n>"),
             fair_waiter_channel("name", "<owner>"),
             read_hold("name", "<owner>", "<n>"),

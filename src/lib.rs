@@ -110,6 +110,12 @@
 //! A permit taken with [`PermitExpirableSemaphore::acquire_renewed`] has no lease of
 //! its own: the watchdog renews it, as it renews locks, for as long as its guard lives.
 //!
+//! **Set them up first.** As in Redisson, a semaphore nobody set has 0 permits, so its
+//! `acquire` waits until somebody adds some (for ever, if nobody does); and a latch nobody
+//! set is open, so its [`await_zero`](CountDownLatch::await_zero) returns at once. Run the
+//! setter ([`Semaphore::try_set_permits`], [`PermitExpirableSemaphore::try_set_permits`],
+//! [`CountDownLatch::try_set_count`]) before the first acquire or await.
+//!
 //! # Naming: blocking, trying, waiting
 //!
 //! Every primitive names its calls the same way (parking_lot's and crossbeam's habit):
@@ -122,14 +128,25 @@
 //! | `try_x_until(what, deadline: Instant)` | until `deadline` | `Ok(false)` / `Ok(None)` |
 //!
 //! `what` is what the call takes, first (a semaphore's permits, a lease), then the wait or
-//! the deadline, last: [`Semaphore::try_acquire_for`]`(permits, wait)`. A call that hands back
-//! a guard adds `_guard` before the suffix ([`Semaphore::try_acquire_until`]);
-//! [`Lock`] always does, so its calls are plain `lock`, `try_lock`, `try_lock_for`,
-//! `try_lock_until`. A guard whose lease the watchdog renews instead of one given adds
-//! `_renewed` after `_guard`, and takes no lease
-//! ([`PermitExpirableSemaphore::try_acquire_renewed_for`]`(wait)`). `_for` computes a deadline and calls `_until`; a zero `wait` is refused
-//! (use `try_x`), a deadline already past makes one attempt, and a wait or deadline over a
-//! year is an [`Error::InvalidArgument`]. Running out of time is not an error.
+//! the deadline, last: [`Semaphore::try_acquire_for`]`(permits, wait)`,
+//! [`PermitExpirableSemaphore::try_acquire_many_for`]`(permits, lease, wait)`. A call that
+//! succeeds hands back a guard where there is something to give back ([`LockGuard`],
+//! [`SemaphoreGuard`], [`PermitGuard`]): the names do not say so. [`Lock`]'s calls are plain
+//! `lock`, `try_lock`, `try_lock_for`, `try_lock_until`. A permit whose lease the watchdog
+//! renews, instead of one given, adds `_renewed` to the verb and takes no lease
+//! ([`PermitExpirableSemaphore::try_acquire_renewed_for`]`(wait)`). `_for` computes a
+//! deadline and calls `_until`. A zero `wait` makes one attempt, as `try_x` does, and so does
+//! a deadline already past; a wait or deadline over a year away is an
+//! [`Error::InvalidArgument`], before anything is sent. Running out of time is not an error.
+//!
+//! ```
+//! use std::time::Duration;
+//! let client = redlatch::Client::open("redis://127.0.0.1/")?; // connects lazily
+//! let over_a_year = redlatch::MAX_DURATION + Duration::from_secs(1);
+//! let err = client.lock("orders").try_lock_for(over_a_year).unwrap_err();
+//! assert!(err.is_invalid_argument());
+//! # Ok::<(), redlatch::Error>(())
+//! ```
 //!
 //! A wait that takes nothing, [`CountDownLatch::await_zero`], drops the `try_` prefix as
 //! parking_lot's `Condvar::wait_for` does: `await_for(wait)` and `await_until(deadline)`
@@ -220,6 +237,7 @@
 //! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id (the 16 bytes its hex stands for) → expiry (ms, server clock) |
 //! | `name` | [count-down latch](CountDownLatch): STRING count; channel `redisson_countdownlatch__channel__{name}` |
 //! | `redisson_lock_token:{name}` | [fenced lock](Client::fenced_lock): STRING token counter, INCR on every acquire, no expiry; a missing one starts at the server's `TIME` in µs (Redisson's at 1) |
+//! | `redlatch_semaphore:{name}` | [semaphore](Semaphore) (ours): STRING, the generation its permits were taken in, with the count's expiry |
 //! | `redlatch_fence:{name}` | [`FencedResource`] (ours): HASH `token`, `holder` of the newest writer of the STRING `name` |
 //! | `redlatch_watch:<channel>` | channel (ours): subscribed by a [`watch`](Client::watch) beside each channel it hears, so that `inspect` does not count it as a waiter; `forced` published before a [`force_unlock`](Lock::force_unlock) deletes a lock |
 //! | `redlatch_condition:{name}:<condition>` | [condition](Condition) (ours): ZSET waiter id → deadline (ms, server clock; renewed while it waits), `-1` once a notification picked it |

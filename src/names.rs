@@ -49,6 +49,16 @@ enum Mapping {
 }
 
 impl NameMapper {
+    /// What every mapped name starts with: `""` for the identity, the prefix for
+    /// [`prefix`](Self::prefix); `None` for a custom mapping, which may map a name to anything.
+    pub(crate) fn common_prefix(&self) -> Option<&str> {
+        match &self.0 {
+            Mapping::Identity => Some(""),
+            Mapping::Prefix(prefix) => Some(prefix),
+            Mapping::Custom { .. } => None,
+        }
+    }
+
     /// Names are used as given (Redisson's `NameMapper.direct()`, `DefaultNameMapper`).
     ///
     /// # Examples

@@ -278,13 +278,17 @@ impl Client {
     /// A semaphore named `name` (Redisson's `RSemaphore`): a count of permits in Redis.
     /// Nothing is sent yet.
     ///
+    /// Set its permits first ([`try_set_permits`](Semaphore::try_set_permits)): a semaphore
+    /// nobody set has 0 permits, and [`acquire`](Semaphore::acquire) waits until somebody
+    /// adds some, for ever if nobody does.
+    ///
     /// # Examples
     ///
     /// ```no_run
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.semaphore("encoder-slots");
-    /// slots.try_set_permits(4)?;
+    /// slots.try_set_permits(4)?; // first: unset, it has no permits
     /// let _permit = slots.acquire(1)?;
     /// # Ok(()) }
     /// ```
@@ -294,12 +298,16 @@ impl Client {
 
     /// A count-down latch named `name` (Redisson's `RCountDownLatch`). Nothing is sent yet.
     ///
+    /// Set its count first ([`try_set_count`](CountDownLatch::try_set_count)): a latch nobody
+    /// set is open, and [`await_zero`](CountDownLatch::await_zero) returns at once.
+    ///
     /// # Examples
     ///
     /// ```no_run
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let latch = client.count_down_latch("workers-ready");
+    /// latch.try_set_count(3)?; // first: unset, it is open
     /// # Ok(()) }
     /// ```
     pub fn count_down_latch(&self, name: impl AsRef<str>) -> CountDownLatch {
@@ -309,12 +317,17 @@ impl Client {
     /// A permit-expirable semaphore named `name` (Redisson's `RPermitExpirableSemaphore`):
     /// each permit has an id and a lease. Nothing is sent yet.
     ///
+    /// Set its permits first
+    /// ([`try_set_permits`](PermitExpirableSemaphore::try_set_permits)): one nobody set has
+    /// 0 permits, and an acquire waits until somebody adds some.
+    ///
     /// # Examples
     ///
     /// ```no_run
     /// # fn main() -> redlatch::Result<()> {
     /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// slots.try_set_permits(4)?; // first: unset, it has no permits
     /// # Ok(()) }
     /// ```
     pub fn permit_expirable_semaphore(&self, name: impl AsRef<str>) -> PermitExpirableSemaphore {

@@ -265,6 +265,7 @@ scripts! {
     SEMAPHORE_RELEASE: ["semaphore_release.lua"];
     SEMAPHORE_DRAIN: ["semaphore_drain.lua"];
     SEMAPHORE_SET: ["semaphore_set.lua"];
+    SEMAPHORE_CHECK: ["semaphore_check.lua"];
 
     PES_TRY_SET_PERMITS: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_try_set_permits.lua"];
     PES_ADD_PERMITS: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_add_permits.lua"];

@@ -1,10 +1,10 @@
 //! `Client::check`: what threatens locks in a deployment, found on real servers configured
-//! each way, and logged at connect when asked.
+//! each way, and logged at connect when asked; `Client::ping`, and errors that name the server.
 
 mod support;
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::{Level, Log, Metadata, Record};
 use redlatch::{Client, Config, Risk};
@@ -130,4 +130,77 @@ fn check_on_connect_logs_each_finding_as_a_warning() {
     // Off by default.
     let _quiet = Client::open(server.url()).unwrap();
     assert!(LOGS.0.lock().unwrap().is_empty());
+}
+
+#[test]
+fn ping_answers_with_the_round_trip_on_a_live_server() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let round_trip = client.ping().unwrap();
+    assert!(round_trip < Duration::from_secs(10), "{round_trip:?}");
+}
+
+#[test]
+fn an_unreachable_server_is_named_at_once() {
+    let port = support::free_port();
+    let client = Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let address = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let err = client.ping().unwrap_err();
+    assert!(err.is_connection(), "{err:?}");
+    // connection error: cannot connect to 127.0.0.1:<port>: Connection refused (os error 111)
+    assert!(err.to_string().contains(&address), "{err}");
+    assert!(err.to_string().contains("cannot connect to"), "{err}");
+    // Once, not retried.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // A lock's call (retried, as a restarting server may come back) names it too.
+    let err = client.lock("orders").lock().unwrap_err();
+    assert!(
+        err.is_connection() && err.to_string().contains(&address),
+        "{err}"
+    );
+}
+
+#[test]
+fn refused_credentials_name_the_server_and_are_not_retried() {
+    // Set after the start: the harness PINGs the server first.
+    let server = RedisServer::new();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("right")
+        .query(&mut server.conn())
+        .unwrap();
+    let address = format!("127.0.0.1:{}", server.port());
+    let url = format!("redis://127.0.0.1:{}/", server.port());
+    // Retried, these would take 3 x 5 s.
+    let slow_retries =
+        |b: redlatch::ConfigBuilder| b.retry_attempts(3).retry_delay(Duration::from_secs(5));
+    let wrong = slow_retries(Config::builder(url.as_str()).password("wrong"));
+    let none = slow_retries(Config::builder(url.as_str()));
+    for (config, said) in [(wrong, "refused"), (none, "NOAUTH")] {
+        let client = Client::new(config.build().unwrap()).unwrap();
+        let started = Instant::now();
+        for err in [
+            client.ping().unwrap_err(),
+            client.lock("orders").lock().unwrap_err(),
+        ] {
+            // redis error: authentication failed on 127.0.0.1:<port>: NOAUTH Authentication required.
+            assert!(err.is_auth_failed(), "{err:?}");
+            let text = err.to_string();
+            assert!(text.contains("authentication failed on"), "{text}");
+            assert!(text.contains(&address), "{text}");
+            assert!(text.contains(said), "{text}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "not retried");
+    }
+    let right = Config::builder(url.as_str())
+        .password("right")
+        .build()
+        .unwrap();
+    Client::new(right).unwrap().ping().unwrap();
 }

@@ -875,3 +875,48 @@ fn a_cycle_of_waits_across_nodes_ends_one_wait() {
     assert!(got.expect("no error"), "a gets the lock b released");
     assert!(err.to_string().contains(&owner), "{err}");
 }
+
+/// How many times `PING` ran on `node`, from `INFO commandstats`.
+fn pings(node: &RedisServer) -> u64 {
+    support::command_calls(&mut node.conn(), "ping")
+}
+
+#[test]
+fn the_documented_acl_runs_every_primitive_and_ping_reaches_every_master() {
+    if let Some(why) = support::acl::lacks_channel_rules() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let cluster = RedisCluster::new(3, 0);
+    // Sharded pub/sub where the servers have it (its commands are in the rules then).
+    let sharded = support::binary::binary()
+        .lacks(Need::ShardedPubSub)
+        .is_none();
+    let mode = if sharded {
+        ShardedSubscriptionMode::Auto
+    } else {
+        ShardedSubscriptionMode::Off
+    };
+    let config = Config::cluster(cluster.urls())
+        .sharded_subscription_mode(mode)
+        .name_prefix("app:");
+    let rules = config.clone().build().unwrap().acl_rules();
+    for node in cluster.nodes() {
+        support::acl::set_user(node, "app", &rules);
+    }
+    let client = Client::new(support::acl::as_user(config, "app").build().unwrap()).unwrap();
+    let before: Vec<u64> = cluster.masters().into_iter().map(pings).collect();
+    client.ping().expect("ping as the ACL user");
+    let after: Vec<u64> = cluster.masters().into_iter().map(pings).collect();
+    for (b, a) in before.iter().zip(&after) {
+        assert!(a > b, "every master was pinged: {before:?} -> {after:?}");
+    }
+    support::acl::every_primitive(&client, "");
+    for node in cluster.nodes() {
+        let refused: Vec<redis::Value> = redis::cmd("ACL")
+            .arg("LOG")
+            .query(&mut node.conn())
+            .unwrap();
+        assert!(refused.is_empty(), "{}: {refused:?}", node.port());
+    }
+}

@@ -151,4 +151,34 @@ fn routine_at_debug_and_a_lost_lock_at_warn_with_name_and_owner() {
     let pttl: i64 = redis::cmd("PTTL").arg("log:rw").query(&mut raw).unwrap();
     assert!(pttl > 2_000, "renewed to the lease again: {pttl}");
     read.unlock().unwrap();
+
+    // A wait on a semaphore nobody set up: warned of once per client (then at debug), naming
+    // the semaphore and what sets it up; a try that does not wait, or a wait on a semaphore
+    // that was set up, is not warned of.
+    let sem = client.semaphore("log:unset");
+    take();
+    assert!(sem.try_acquire(1).unwrap().is_none());
+    let unset = |logs: &[(Level, String)], level| {
+        logs.iter()
+            .filter(|(l, m)| *l == level && m.contains("`log:unset`") && m.contains("set up"))
+            .count()
+    };
+    assert_eq!(unset(&take(), Level::Warn), 0, "a try waits for nothing");
+    for level in [Level::Warn, Level::Debug] {
+        let got = sem.try_acquire_for(1, Duration::from_millis(20)).unwrap();
+        assert!(got.is_none());
+        let logs = take();
+        assert_eq!(unset(&logs, level), 1, "{level}: {logs:#?}");
+        assert!(logs.iter().all(|(l, _)| *l != Level::Error), "{logs:#?}");
+    }
+    let set = client.semaphore("log:set");
+    assert!(set.try_set_permits(0).unwrap());
+    take();
+    assert!(set
+        .try_acquire_for(1, Duration::from_millis(20))
+        .unwrap()
+        .is_none());
+    let logs = take();
+    assert!(logs.iter().all(|(l, _)| *l > Level::Warn), "{logs:#?}");
+    assert!(!logs.iter().any(|(_, m)| m.contains("set up")), "{logs:#?}");
 }

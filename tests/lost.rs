@@ -437,9 +437,11 @@ fn a_reentry_that_finds_the_lock_gone_marks_the_outer_guard_lost_at_once() {
 }
 
 /// A server restarted without its data is noticed at once, not at the next renewal: the
-/// client's pub/sub connection breaks with it and, back, has every hold renewed now, which
-/// finds them gone. 20 rounds of SIGKILL and restart; each time the holder (30 s watchdog:
-/// its next renewal would be 10 s away) is told within a second of the kill.
+/// client's pub/sub connection breaks with it and, back, has every hold renewed (or, for a
+/// plain semaphore's permits, checked) now, which finds them gone. 20 rounds of SIGKILL and
+/// restart; each time the holder (30 s watchdog: its next renewal would be 10 s away) is told
+/// within a second of the kill. The semaphore set up again after the loss keeps its permits:
+/// the lost guards' releases give nothing back into it.
 #[test]
 fn a_restart_without_data_is_reported_within_a_second() {
     let mut server = RedisServer::new();
@@ -449,25 +451,44 @@ fn a_restart_without_data_is_reported_within_a_second() {
         let name = format!("restart:{round}");
         let guard = client.lock(&name).lock().unwrap();
         let fair = client.fair_lock(format!("{name}:fair")).lock().unwrap();
+        let sem = client.semaphore(format!("{name}:sem"));
+        assert!(sem.try_set_permits(2).unwrap());
+        let permits = sem.acquire(2).unwrap();
+        let pes = client.permit_expirable_semaphore(format!("{name}:pes"));
+        assert!(pes.try_set_permits(1).unwrap());
+        let permit = pes.acquire_renewed().unwrap();
         let (tx, rx) = mpsc::channel();
-        for g in [&guard, &fair] {
+        let report = |tx: &mpsc::Sender<_>| {
             let tx = tx.clone();
-            g.on_lost(move |why| {
+            move |why| {
                 let _ = tx.send((why, Instant::now()));
-            });
+            }
+        };
+        for g in [&guard, &fair] {
+            g.on_lost(report(&tx));
         }
+        permits.on_lost(report(&tx));
+        permit.on_lost(report(&tx));
         let killed = Instant::now();
         server.restart();
-        for _ in 0..2 {
+        for _ in 0..4 {
             let (why, at) = rx
                 .recv_timeout(Duration::from_secs(10))
                 .expect("the lost hold is reported");
             assert_eq!(why, LostReason::NotHeld);
             slowest = slowest.max(at - killed);
         }
-        assert!(guard.is_lost() && fair.is_lost());
+        assert!(guard.is_lost() && fair.is_lost() && permits.is_lost() && permit.is_lost());
         assert!(guard.unlock().unwrap_err().is_lock_lost());
         assert!(fair.unlock().unwrap_err().is_lock_lost());
+        assert!(sem.try_set_permits(2).unwrap(), "made anew after the loss");
+        assert!(permits.release().unwrap_err().is_permits_lost());
+        assert_eq!(
+            sem.available_permits().unwrap(),
+            2,
+            "nothing given back into it"
+        );
+        assert!(permit.release().unwrap_err().is_unknown_permit());
     }
     println!("slowest report after a kill: {slowest:?}");
     assert!(slowest < Duration::from_secs(1), "{slowest:?}");

@@ -68,8 +68,9 @@ fn permits_are_set_once_added_taken_and_kept_in_one_string_key() {
     assert_eq!(a.add_permits(-4).unwrap(), -1);
     assert!(!a.try_acquire(1).forget_all().unwrap());
     assert_eq!(a.add_permits(6).unwrap(), 5);
-    // The raw layout: one STRING under the name, no expiry; beside it only the short-lived
-    // receipts of acquires (deleted 16 to a later write, else expiring).
+    // The raw layout: one STRING under the name, no expiry; beside it its generation (ours:
+    // a STRING, no expiry either) and the short-lived receipts of acquires (deleted 16 to a
+    // later write, else expiring).
     let value: String = raw.get("sem:basic").unwrap();
     assert_eq!(value, "5");
     let ttl: i64 = raw.pttl("sem:basic").unwrap();
@@ -83,7 +84,10 @@ fn permits_are_set_once_added_taken_and_kept_in_one_string_key() {
         );
         !receipt
     });
-    assert_eq!(keys, vec!["sem:basic".to_owned()]);
+    keys.sort();
+    assert_eq!(keys, ["redlatch_semaphore:{sem:basic}", "sem:basic"]);
+    let ttl: i64 = raw.pttl("redlatch_semaphore:{sem:basic}").unwrap();
+    assert_eq!(ttl, -1);
 }
 
 #[test]
@@ -621,4 +625,66 @@ fn drain_and_set_refuse_a_value_decrby_would_not_take() {
     assert!(matches!(err, redlatch::Error::WrongType { .. }), "{err:?}");
     let kept: String = raw.get("s:odd").unwrap();
     assert_eq!(kept, "9007199254740993");
+}
+
+/// Permits taken before a data loss (here `FLUSHALL`, which no connection notices) are found
+/// lost by the watchdog's check within a third of its timeout, and never go back into the
+/// semaphore set up after it; a guard of the new generation is not lost and gives back. A
+/// release of permits no guard here took (as Redisson's) names no generation and still adds.
+/// A semaphore that expired and was set up again is a new generation too.
+#[test]
+fn permits_taken_before_a_data_loss_never_go_back_into_the_semaphore_made_after_it() {
+    let server = RedisServer::new();
+    let config = redlatch::Config::builder(server.url().as_str())
+        .watchdog_timeout(Duration::from_millis(900))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let sem = client.semaphore("sem:loss");
+    assert!(sem.try_set_permits(3).unwrap());
+    let a = sem.acquire(2).unwrap();
+    let b = sem.acquire(1).unwrap();
+    let (tx, rx) = unbounded();
+    a.on_lost(move |why| tx.send(why).unwrap());
+    let mut raw = server.conn();
+    let _: () = redis::cmd("FLUSHALL").query(&mut raw).unwrap();
+    assert!(sem.try_set_permits(3).unwrap(), "made anew");
+    let c = sem.acquire(1).unwrap();
+    let why = rx.recv_timeout(Duration::from_secs(5)).expect("told");
+    assert_eq!(why, redlatch::LostReason::NotHeld);
+    assert!(a.is_lost());
+    assert!(wait_until(Duration::from_secs(5), || b.is_lost()));
+    assert!(!c.is_lost(), "of the new generation");
+    assert!(a.release().unwrap_err().is_permits_lost());
+    drop(b); // logged; nothing given back
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    c.release().unwrap();
+    assert_eq!(
+        sem.available_permits().unwrap(),
+        3,
+        "what try_set_permits set"
+    );
+    assert_eq!(
+        sem.release(1).unwrap(),
+        4,
+        "an unowned release adds, as Redisson's"
+    );
+
+    let expiring = client.semaphore("sem:expiring");
+    assert!(expiring
+        .try_set_permits_with_expiry(1, Duration::from_millis(300))
+        .unwrap());
+    let held = expiring.acquire(1).unwrap();
+    let gen_ttl: i64 = raw.pttl("redlatch_semaphore:{sem:expiring}").unwrap();
+    assert!(
+        gen_ttl > 0 && gen_ttl <= 300,
+        "expires with the count: {gen_ttl}"
+    );
+    assert!(wait_until(Duration::from_secs(5), || {
+        !raw.exists::<_, bool>("redlatch_semaphore:{sem:expiring}")
+            .unwrap()
+    }));
+    assert!(expiring.try_set_permits(1).unwrap());
+    assert!(held.release().unwrap_err().is_permits_lost());
+    assert_eq!(expiring.available_permits().unwrap(), 1);
 }

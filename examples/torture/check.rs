@@ -6,6 +6,7 @@
 //! ```text
 //! S proc thread lock token enter_ns exit_ns outcome write wstart_ns wend_ns [mode]   a critical section
 //! T proc thread lock at_ns                                                    a wait that timed out
+//! G proc thread lock at_ns                                                    a semaphore kind's permit taken (for the runner)
 //! E proc thread lock at_ns phase message                                      an error (phase: lock, unlock, probe)
 //! I proc client_id [java]                                                     a worker's client id (java: a Redisson worker)
 //! K kind                                                                      run.tsv: the lock kind
@@ -336,6 +337,8 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                 },
             }),
             ("T", 5) => run.timeouts.push(num(f[4])?),
+            // A permit taken (for the runner's pause fault; the section's line says the rest).
+            ("G", 5) => {}
             ("E", n) if n >= 6 => run.errors.push((f[5].to_owned(), num(f[4])?)),
             // A worker's client id, for the runner.
             ("I", 3) => {

@@ -517,6 +517,9 @@ fn run(args: &[String]) -> Res<ExitCode> {
             locks: lock_names(&o),
             ids: Default::default(),
             inspector: None,
+            permits: SEMAPHORE_KINDS
+                .contains(&o.kind.as_str())
+                .then(PermitHolders::default),
         };
         loop {
             let gap = rng.range(o.fault_every_ms / 2, o.fault_every_ms * 3 / 2);
@@ -732,6 +735,55 @@ struct FaultEnv<'a> {
     ids: std::collections::HashMap<String, usize>,
     /// A client on the first lock server (direct), to find holders.
     inspector: Option<Client>,
+    /// For the semaphore kinds, whose permits name no owner: who holds one, from the
+    /// workers' logs.
+    permits: Option<PermitHolders>,
+}
+
+/// The threads holding a permit now, as the workers' logs say: a `G` line (taken) not yet
+/// followed by that thread's `S` line (the section over). Each log is read on from where the
+/// last look stopped.
+#[derive(Default)]
+struct PermitHolders {
+    /// Per worker: bytes of its log read, and its threads that hold a permit.
+    logs: std::collections::HashMap<usize, (u64, std::collections::HashSet<String>)>,
+}
+
+impl PermitHolders {
+    /// The workers (of `count`, logging in `dir`) with a thread that holds a permit.
+    fn holders(&mut self, dir: &Path, count: usize) -> Vec<usize> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let mut found = Vec::new();
+        for p in 0..count {
+            let (read, holding) = self.logs.entry(p).or_default();
+            if let Ok(mut file) = File::open(dir.join(format!("w{p}.tsv"))) {
+                let mut text = String::new();
+                if file.seek(SeekFrom::Start(*read)).is_ok()
+                    && file.read_to_string(&mut text).is_ok()
+                {
+                    // Only whole lines: a line being written is read next time.
+                    let whole = text.rfind('\n').map_or(0, |i| i + 1);
+                    for line in text[..whole].lines() {
+                        let f: Vec<&str> = line.split('\t').collect();
+                        match f.first() {
+                            Some(&"G") if f.len() > 2 => {
+                                holding.insert(f[2].to_owned());
+                            }
+                            Some(&"S") if f.len() > 2 => {
+                                holding.remove(f[2]);
+                            }
+                            _ => {}
+                        }
+                    }
+                    *read += whole as u64;
+                }
+            }
+            if !holding.is_empty() {
+                found.push(p);
+            }
+        }
+        found
+    }
 }
 
 impl FaultEnv<'_> {
@@ -830,6 +882,9 @@ impl FaultEnv<'_> {
     /// lock server and matching holders' client ids with the ids the workers logged (`I`
     /// lines, read once).
     fn holder_set(&mut self) -> Vec<usize> {
+        if let Some(permits) = &mut self.permits {
+            return permits.holders(self.dir, self.workers.len());
+        }
         if self.ids.len() < self.workers.len() {
             self.ids.clear();
             for p in 0..self.workers.len() {
@@ -1150,14 +1205,16 @@ impl Thread<'_> {
             Held::Leader(l) => l.is_lost(),
             Held::Multi(g) => g.is_lost(),
             Held::Expirable(g) => g.is_lost(),
-            Held::Permit(_) | Held::Broken => false,
+            Held::Permit(g) => g.is_lost(),
+            Held::Broken => false,
         }
     }
 
     /// Releases a hold: `ok`, `late` (the unlock said the hold was gone) or `err`.
     fn release(&mut self, lock: &str, held: Held) -> Res<&'static str> {
-        let lost =
-            |e: &redlatch::Error| e.is_lock_lost() || e.is_not_held() || e.is_unknown_permit();
+        let lost = |e: &redlatch::Error| {
+            e.is_lock_lost() || e.is_not_held() || e.is_unknown_permit() || e.is_permits_lost()
+        };
         let (result, held_members) = match held {
             Held::Guard(g) => (g.unlock(), 1),
             Held::Leader(l) => (l.resign(), 1),
@@ -1269,6 +1326,12 @@ impl Thread<'_> {
             }
         };
         let enter = mono_ns();
+        if matches!(held, Held::Permit(_) | Held::Expirable(_)) {
+            // Permits name no owner the runner could find: a holder says it holds, so that
+            // the pause fault can catch it (the section's line, later, says it let go).
+            let (p, t) = (self.w.process, self.thread);
+            self.log(format!("G\t{p}\t{t}\t{lock}\t{enter}"))?;
+        }
         let token = match &held {
             Held::Guard(g) => g.token(),
             Held::Leader(l) => Some(l.term()),

@@ -53,28 +53,37 @@ impl Address for Fixed {
 
 /// Names `conn` (`CLIENT SETNAME`), for `CLIENT LIST` and `redlatch inspect`. A refusal (an
 /// ACL without `CLIENT`) is logged, not an error: the connection works as well unnamed.
-pub(super) fn name_connection(conn: &mut redis::Connection, name: &str) {
+/// `NOAUTH` is an error: the server wants credentials and none were given, so the connection
+/// is of no use (`address`: where it goes, for the error).
+pub(super) fn name_connection(
+    conn: &mut redis::Connection,
+    name: &str,
+    address: &str,
+) -> Result<()> {
     let named: redis::RedisResult<()> = redis::cmd("CLIENT").arg("SETNAME").arg(name).query(conn);
-    if let Err(e) = named {
-        log::debug!("connection not named {name}: {e}");
+    match named {
+        Err(e) if e.code() == Some("NOAUTH") => Err(Error::Redis(e).connecting_to(address)),
+        Err(e) => {
+            log::debug!("connection not named {name}: {e}");
+            Ok(())
+        }
+        Ok(()) => Ok(()),
     }
 }
 
-/// Opens a connection with both timeouts set.
+/// Opens a connection with both timeouts set. Its errors name the address.
 pub(crate) fn open(
     info: &ConnectionInfo,
     connect: Duration,
     response: Duration,
 ) -> Result<redis::Connection> {
     let client = redis::Client::open(info.clone()).map_err(|e| Error::invalid(e.to_string()))?;
+    let address = info.addr().to_string();
     let conn = client
         .get_connection_with_timeout(connect)
-        .map_err(|e| match Error::from_redis(e, "") {
-            Error::Timeout(msg) => Error::Timeout(format!("connecting to {}: {msg}", info.addr())),
-            other => other,
-        })?;
+        .map_err(|e| Error::from_redis(e, "").connecting_to(&address))?;
     conn.set_read_timeout(Some(response))
         .and_then(|()| conn.set_write_timeout(Some(response)))
-        .map_err(Error::Connection)?;
+        .map_err(|e| Error::Connection(e).connecting_to(&address))?;
     Ok(conn)
 }

@@ -227,8 +227,8 @@ impl Pool {
         self.checkout(None)
     }
 
-    /// A pooled or new connection. A failed connect is retryable (nothing was sent); pool
-    /// exhaustion is reported as not retryable.
+    /// A pooled or new connection. A failed connect is retryable (nothing was sent), unless
+    /// the server refused the credentials; pool exhaustion is reported as not retryable.
     fn checkout(&self, cap: Option<Duration>) -> std::result::Result<Held, (Error, bool)> {
         let connect_timeout = cap.map_or(self.connect_timeout, |t| t.min(self.connect_timeout));
         let deadline = Instant::now() + connect_timeout;
@@ -265,7 +265,9 @@ impl Pool {
                     }),
                     Err(e) => {
                         counted.give_back();
-                        Err((e, false))
+                        // Refused credentials stay refused: not retried.
+                        let refused = e.is_auth_failed();
+                        Err((e, refused))
                     }
                 };
             }
@@ -296,7 +298,7 @@ impl Pool {
             .endpoint
             .connect(connect_timeout, self.response_timeout)?;
         if let Some(name) = &self.name {
-            name_connection(&mut conn, name);
+            name_connection(&mut conn, name, &self.endpoint.describe())?;
         }
         Ok(conn)
     }

@@ -75,7 +75,7 @@ impl Endpoint for Sentinel {
         let mut conn = open(&info, connect, response)?;
         let role: Vec<redis::Value> = redis::cmd("ROLE")
             .query(&mut conn)
-            .map_err(|e| Error::from_redis(e, ""))?;
+            .map_err(|e| Error::from_redis(e, "").connecting_to(&info.addr().to_string()))?;
         match role.first() {
             Some(redis::Value::BulkString(r)) if r == b"master" => Ok(conn),
             _ => Err(not_yet(format!(
@@ -132,7 +132,7 @@ impl Sentinel {
                     return self.tls.address(host, port, self.node.clone());
                 }
                 Ok(None) => failures.push(format!("{}: unknown master", sentinel.addr())),
-                Err(e) => failures.push(format!("{}: {e}", sentinel.addr())),
+                Err(e) => failures.push(e.text_at(&sentinel.addr().to_string())),
             }
         }
         Err(not_yet(format!(

@@ -3,6 +3,7 @@
 
 mod address;
 pub use address::ServerAddress;
+mod acl;
 mod build;
 mod builder;
 

@@ -221,6 +221,7 @@ pub(crate) static RENEW_FIELD: BatchRenewal = BatchRenewal {
         call.key(name).arg(field);
     },
     holds: true,
+    leased: true,
 };
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ static RENEW_READ: BatchRenewal = BatchRenewal {
         call.key(name).key(keys::read_holds(name, owner)).arg(owner);
     },
     holds: true,
+    leased: true,
 };
 
 impl Kind for Read {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{auth_failed, Error, Result};
 use crate::metrics::Recorder;
 mod certificates;
 #[cfg(feature = "tls")]
@@ -62,8 +62,14 @@ impl Dial {
     }
 
     /// Connects to `info` (TLS handshake included, for a `rediss://` address) and
-    /// authenticates with its credentials; both bounded by the timeouts.
+    /// authenticates with its credentials; both bounded by the timeouts. Its errors name the
+    /// address.
     pub(crate) fn open(&self, info: &ConnectionInfo) -> Result<Stream> {
+        self.connect(info)
+            .map_err(|e| e.connecting_to(&info.addr().to_string()))
+    }
+
+    fn connect(&self, info: &ConnectionInfo) -> Result<Stream> {
         let io = |e: io::Error| Error::Connection(e.into());
         let (host, port) = match info.addr() {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
@@ -132,6 +138,15 @@ impl Dial {
             let reply = parser.parse_value(&stream);
             match reply {
                 Ok(Value::Okay) | Ok(Value::SimpleString(_)) => {}
+                // WRONGPASS (or any refusal) to AUTH.
+                Ok(Value::ServerError(e)) if i < authenticated => {
+                    let address = info.addr().to_string();
+                    return Err(Error::Redis(auth_failed(&e.into(), &address)));
+                }
+                // NOAUTH to the first command, without AUTH.
+                Ok(Value::ServerError(e)) if e.code() == "NOAUTH" => {
+                    return Err(Error::Redis(e.into()));
+                }
                 Ok(other) if i < authenticated => {
                     return Err(Error::Protocol(format!("AUTH replied {other:?}")))
                 }

@@ -11,6 +11,10 @@ use super::renewal::Renewal;
 use super::state::{Held, State};
 use super::Watchdog;
 
+/// The lease of a hold that has none (a plain semaphore's permits), for the bookkeeping that
+/// every hold shares: a century, so that failing checks never make it run out.
+const NO_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 impl Watchdog {
     /// Starts (or, for a reentrant hold, joins) the renewal of `name` held as `renewal` says.
     /// `acquired_at` is when the acquire was sent: the lease runs from no earlier than that.
@@ -27,6 +31,11 @@ impl Watchdog {
         let mut st = self.shared.state.lock();
         // A waiter's bookkeeping is not a hold: its loss is not counted as a lost lock.
         let metrics = renewal.batch.holds.then_some(&self.shared.metrics);
+        // A hold without a lease is only checked: it never runs out on this clock.
+        let lease = match renewal.batch.leased {
+            true => self.shared.lease,
+            false => NO_LEASE,
+        };
         let (watch, lease, new) = st.join(
             name,
             renewal,
@@ -35,7 +44,7 @@ impl Watchdog {
                 count,
                 max_hold,
             },
-            self.shared.lease,
+            lease,
             metrics,
         );
         if st.is_shutdown() {

@@ -26,4 +26,8 @@ pub(crate) struct BatchRenewal {
     /// counted as one; false for a waiter's bookkeeping (a condition waiter's place, a wait
     /// record), which ends with its wait.
     pub(crate) holds: bool,
+    /// Whether what it renews has a lease, which runs out on the client's clock while the
+    /// calls fail; false for a hold with none, which the script only checks (a plain
+    /// semaphore's permits: failing calls are retried for as long as it takes).
+    pub(crate) leased: bool,
 }

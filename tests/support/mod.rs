@@ -5,6 +5,7 @@
 //! [`stop`](RedisServer::stop) and [`cont`](RedisServer::cont) their own servers only.
 #![allow(dead_code)]
 
+pub mod acl;
 pub mod binary;
 pub mod child;
 pub mod cluster;

@@ -230,7 +230,7 @@ impl Router {
                 Ok(ranges) if !ranges.is_empty() => ranges,
                 outcome => {
                     failures.push(match outcome {
-                        Err(e) => format!("{addr}: {e}"),
+                        Err(e) => e.text_at(&addr.to_string()),
                         Ok(_) => format!("{addr}: no slots assigned"),
                     });
                     self.failed.lock().insert(addr.clone());

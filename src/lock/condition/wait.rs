@@ -30,6 +30,7 @@ static RENEW_WAITER: BatchRenewal = BatchRenewal {
             .arg(id);
     },
     holds: false,
+    leased: true,
 };
 
 /// Makes each wait's waiter id unique in the process (an owner may wait again, or wait on

@@ -45,6 +45,7 @@ static RENEW_WAIT: BatchRenewal = BatchRenewal {
         call.key(key).arg(owner);
     },
     holds: false,
+    leased: true,
 };
 
 /// The deadlock checks of one blocked acquire: when the next is due, the wait's record once

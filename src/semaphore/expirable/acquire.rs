@@ -28,8 +28,9 @@ impl PermitExpirableSemaphore {
     ///
     /// [`Error::InvalidArgument`] (empty name, a zero lease or one over a year),
     /// [`Error::WrongType`] (a key is not a semaphore's), [`Error::Connection`] or
-    /// [`Error::Timeout`] (Redis unreachable; if the reply to a successful attempt was lost,
-    /// the permit stays taken until its lease runs out).
+    /// [`Error::Timeout`] (Redis unreachable; a permit taken by an attempt whose reply was
+    /// lost is released by its id once the server answers, see the guide's
+    /// [safety chapter](crate::_guide::safety), or else when its lease runs out).
     ///
     /// # Examples
     ///

@@ -308,6 +308,7 @@ pub(super) static RENEW_PERMIT: BatchRenewal = BatchRenewal {
             .arg(keys::permit_member(id));
     },
     holds: true,
+    leased: true,
 };
 
 #[cfg(test)]

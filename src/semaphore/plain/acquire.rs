@@ -23,10 +23,13 @@ impl Semaphore {
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] for zero permits or an empty name, [`Error::WrongType`],
-    /// connection errors. After an [`Error::Connection`] or [`Error::Timeout`] the outcome is
-    /// unknown: the permits may have been taken, and nothing gives them back (permits have no
-    /// lease; a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) bounds such a
-    /// loss).
+    /// connection errors. After an [`Error::Connection`] or [`Error::Timeout`] the acquire may
+    /// have run: its receipt tells, and once the server answers, the permits it took are
+    /// given back (see the guide's [safety chapter](crate::_guide::safety)). They stay taken
+    /// only if the settle finds no receipt within about 4 s (the lost command arrives later)
+    /// or the server stays unreachable for about 7 minutes: plain permits have no lease. A
+    /// reply cut by a stop and resume of the process (`EINTR`) is no error: the acquire goes
+    /// on.
     ///
     /// # Examples
     ///
@@ -139,14 +142,28 @@ impl Semaphore {
         let started = Instant::now();
         let span = trace::Span::acquire("semaphore", &self.raw.name, None);
         let _in_span = span.enter();
+        let mut taken = None;
+        let mut warned = false;
         let got = wait_for_permits(
             &self.raw.client,
             &self.raw.channel,
             permits,
             deadline,
-            &mut || self.raw.attempt(permits),
+            &mut || {
+                let sent_at = Instant::now();
+                let attempt = self.raw.attempt(permits)?;
+                if attempt.unset && deadline.is_none_or(|d| d > sent_at) && !warned {
+                    warned = true;
+                    self.raw.warn_unset();
+                }
+                taken = attempt.generation.map(|g| (g, attempt.request, sent_at));
+                Ok(attempt.tried)
+            },
         );
         trace_outcome(&span, &got, permits, deadline, started);
-        Ok(got?.then(|| SemaphoreGuard::new(self.clone(), permits)))
+        if !got? {
+            return Ok(None);
+        }
+        Ok(Some(SemaphoreGuard::new(self.clone(), permits, taken)))
     }
 }

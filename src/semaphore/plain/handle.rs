@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::raw::RawSemaphore;
+use super::raw::{RawSemaphore, Released};
 use crate::client::Client;
 use crate::error::Result;
 use crate::names::Named;
@@ -236,7 +236,9 @@ impl Semaphore {
     /// ```
     pub fn release(&self, permits: u32) -> Result<i64> {
         check_permits(permits as usize)?;
-        self.raw.release(permits)
+        match self.raw.release(permits, None)? {
+            Released::Given(count) | Released::Dropped(count) => Ok(count),
+        }
     }
 }
 

@@ -5,6 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use redis::Value;
+
 use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -13,7 +15,7 @@ use crate::names::Named;
 use crate::pubsub::Tried;
 use crate::scripts;
 use crate::time::millis;
-use crate::watchdog::{Settle, Settled};
+use crate::watchdog::{BatchRenewal, Settle, Settled};
 
 /// One plain semaphore's keys, and the client its calls run on.
 #[derive(Clone)]
@@ -25,6 +27,8 @@ pub(super) struct RawSemaphore {
     pub(super) given: Arc<str>,
     /// `redisson_sc:{name}`, on which the new count is published.
     pub(super) channel: Arc<str>,
+    /// `redlatch_semaphore:{name}`: which generation of the semaphore this is.
+    pub(super) generation: Arc<str>,
     /// The keys of this client's acquire receipts for this semaphore.
     receipts: keys::UnlockLatches,
     /// A bound on each call's times (a settle's, on the watchdog thread); the pool's own
@@ -42,10 +46,31 @@ const RECEIPT_TTL: Duration = Duration::from_secs(20);
 /// while the server does not answer.
 const SETTLE_BOUND: Duration = Duration::from_secs(1);
 
+/// One acquire attempt: what it tells the waiters, and for one that took the permits, the
+/// semaphore's generation and the request's number (which names the guard to the watchdog).
+pub(super) struct Attempt {
+    pub(super) tried: Tried,
+    pub(super) generation: Option<Arc<str>>,
+    pub(super) request: u64,
+    /// Nothing was taken because nobody set the semaphore up: it has no count at all.
+    pub(super) unset: bool,
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Released {
+    /// Given back: the count after.
+    Given(i64),
+    /// Dropped, the semaphore being no longer the generation the permits came from: the
+    /// count as it is.
+    Dropped(i64),
+}
+
 impl RawSemaphore {
     pub(super) fn new(client: Client, name: Named) -> RawSemaphore {
         RawSemaphore {
             channel: keys::semaphore_channel(&name.key).into(),
+            generation: keys::semaphore_generation(&name.key).into(),
             receipts: keys::UnlockLatches::new(&name.key, client.id()),
             name: name.key,
             given: name.given,
@@ -57,11 +82,14 @@ impl RawSemaphore {
     /// Sets the count to `permits` if the semaphore does not exist, with `expiry` if given;
     /// returns whether it did.
     pub(super) fn try_set(&self, permits: u32, expiry: Option<Duration>) -> Result<bool> {
+        let generation = self.new_generation();
         self.run(|c| {
             let mut call = scripts::SEMAPHORE_TRY_SET_PERMITS.key(&self.name);
             call.key(&self.channel)
+                .key(&self.generation)
                 .arg(permits)
-                .arg(self.client.publish());
+                .arg(self.client.publish())
+                .arg(&generation);
             if let Some(expiry) = expiry {
                 call.arg(millis(expiry));
             }
@@ -71,12 +99,15 @@ impl RawSemaphore {
 
     /// Sets the count to `permits` and publishes it.
     pub(super) fn set(&self, permits: u32) -> Result<()> {
+        let generation = self.new_generation();
         self.run(|c| {
             scripts::SEMAPHORE_SET
                 .key(&self.name)
                 .key(&self.channel)
+                .key(&self.generation)
                 .arg(permits)
                 .arg(self.client.publish())
+                .arg(&generation)
                 .invoke(c)
         })
     }
@@ -115,26 +146,38 @@ impl RawSemaphore {
     /// An attempt whose reply never came may have taken the permits (or take them when the
     /// server answers again): its receipt tells, and it is settled then (see the watchdog's
     /// `doubt.rs`).
-    pub(super) fn attempt(&self, permits: u32) -> Result<Tried> {
+    pub(super) fn attempt(&self, permits: u32) -> Result<Attempt> {
         let inner = &self.client.inner;
-        let receipt = self
-            .receipts
-            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let request = inner.requests.fetch_add(1, Ordering::Relaxed);
+        let receipt = self.receipts.key(request);
         let outcome = self.run(|c| {
             scripts::SEMAPHORE_ACQUIRE
                 .key(&self.name)
                 .key(&receipt)
+                .key(&self.generation)
                 .arg(permits)
                 .arg(millis(RECEIPT_TTL))
+                .arg(self.generation_of(request))
                 .invoke(c)
         });
-        let (taken, count): (i64, i64) = match outcome {
+        let (taken, count, found): (i64, i64, Option<Value>) = match outcome {
             Ok(reply) => reply,
             Err(e) => {
                 if e.breaks_connection() {
                     let receipt: Arc<str> = receipt.into();
                     let settle = self.settler(Arc::clone(&receipt));
                     inner.watchdog.doubt(&self.name, &receipt, settle);
+                }
+                if e.is_interrupted_read() {
+                    // A stop and resume cut the reply's read: what the attempt took is
+                    // given back by that settle; the caller's wait tries again.
+                    log::debug!("acquire of `{}` lost its reply to a stop ({e})", self.name);
+                    return Ok(Attempt {
+                        tried: Tried::again(None),
+                        generation: None,
+                        request,
+                        unset: false,
+                    });
                 }
                 return Err(e);
             }
@@ -145,7 +188,17 @@ impl RawSemaphore {
         } else {
             Tried::again(None)
         };
-        Ok(tried.seeing(count))
+        let (generation, unset) = match found {
+            Some(Value::BulkString(g)) => (Some(String::from_utf8_lossy(&g).into()), false),
+            Some(Value::Int(0)) => (None, true),
+            _ => (None, false),
+        };
+        Ok(Attempt {
+            tried: tried.seeing(count),
+            generation,
+            request,
+            unset,
+        })
     }
 
     /// Gives `permits` back once, and returns the count after: a call whose reply is lost
@@ -153,7 +206,7 @@ impl RawSemaphore {
     /// that ran change nothing. One still without a reply is tried again when the server
     /// answers (see the watchdog's `doubt.rs`), so a permit is neither lost nor given twice
     /// (as long as the server answers within [`RECEIPT_TTL`]).
-    pub(super) fn release(&self, permits: u32) -> Result<i64> {
+    pub(super) fn release(&self, permits: u32, generation: Option<&str>) -> Result<Released> {
         let inner = &self.client.inner;
         let latch = self
             .receipts
@@ -161,41 +214,86 @@ impl RawSemaphore {
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.release_once(&latch, permits) {
+            match self.release_once(&latch, permits, generation) {
                 Err(e) if e.breaks_connection() && tries < 3 => {
                     log::debug!("release of `{}` lost its reply ({e}); retrying", self.name);
                 }
                 Err(e) if e.breaks_connection() => {
                     let latch: Arc<str> = latch.into();
-                    let settle = self.release_later(Arc::clone(&latch), permits);
+                    let generation = generation.map(Arc::from);
+                    let settle = self.release_later(Arc::clone(&latch), permits, generation);
                     inner.watchdog.doubt(&self.name, &latch, settle);
                     return Err(e);
                 }
                 Err(e) => return Err(e),
-                Ok(count) => {
+                Ok(Released::Dropped(count)) => return Ok(Released::Dropped(count)),
+                Ok(released) => {
                     inner.backend.delete_later(latch);
-                    return Ok(count);
+                    return Ok(released);
                 }
             }
         }
     }
 
     /// One try of `lua/semaphore_release.lua` with `latch`.
-    fn release_once(&self, latch: &str, permits: u32) -> Result<i64> {
-        self.run(|c| {
-            scripts::SEMAPHORE_RELEASE
-                .key(&self.name)
-                .key(&self.channel)
+    fn release_once(
+        &self,
+        latch: &str,
+        permits: u32,
+        generation: Option<&str>,
+    ) -> Result<Released> {
+        let (given, count): (i64, i64) = self.run(|c| {
+            let mut call = scripts::SEMAPHORE_RELEASE.key(&self.name);
+            call.key(&self.channel)
                 .key(latch)
+                .key(&self.generation)
                 .arg(permits)
                 .arg(self.client.publish())
-                .arg(millis(RECEIPT_TTL))
-                .invoke(c)
+                .arg(millis(RECEIPT_TTL));
+            if let Some(generation) = generation {
+                call.arg(generation);
+            }
+            call.invoke(c)
+        })?;
+        Ok(match given {
+            1 => Released::Given(count),
+            _ => Released::Dropped(count),
         })
     }
 
+    /// A generation for a semaphore this client makes (or finds without one): its id and a
+    /// request number, unique across clients.
+    fn new_generation(&self) -> String {
+        let request = self.client.inner.requests.fetch_add(1, Ordering::Relaxed);
+        self.generation_of(request)
+    }
+
+    /// The generation an acquire numbered `request` writes where there is none.
+    fn generation_of(&self, request: u64) -> String {
+        format!("{}-{request}", self.client.id())
+    }
+
+    /// Logs that a thread is about to wait on a semaphore that has no count: nobody set it
+    /// up, and it has no permits until somebody does (Redisson's semantics, and a trap when
+    /// the setter runs after the waiters). A warning the first time in this client, then at
+    /// debug.
+    pub(super) fn warn_unset(&self) {
+        let first = !self.client.inner.unset_warned.swap(true, Ordering::Relaxed);
+        let level = if first {
+            log::Level::Warn
+        } else {
+            log::Level::Debug
+        };
+        log::log!(
+            level,
+            "waiting on semaphore `{}`, which nobody has set up: it has no permits until \
+             somebody calls try_set_permits, set_permits or add_permits (or releases some)",
+            self.given
+        );
+    }
+
     /// The release of `permits` with `latch`, tried again once the server answers.
-    fn release_later(&self, latch: Arc<str>, permits: u32) -> Settle {
+    fn release_later(&self, latch: Arc<str>, permits: u32, generation: Option<Arc<str>>) -> Settle {
         let client = Arc::downgrade(&self.client.inner);
         let name = self.named();
         Box::new(move |_| {
@@ -203,7 +301,15 @@ impl RawSemaphore {
                 return Ok(Settled::Done);
             };
             let raw = RawSemaphore::new(Client { inner }, name.clone()).bounded();
-            raw.release_once(&latch, permits)?;
+            if let Released::Dropped(_) =
+                raw.release_once(&latch, permits, generation.as_deref())?
+            {
+                log::warn!(
+                    "`{}`: {permits} permit(s) not given back: the semaphore was made anew \
+                     since they were taken",
+                    raw.name
+                );
+            }
             Ok(Settled::Done)
         })
     }
@@ -238,12 +344,22 @@ impl RawSemaphore {
                     .key(&raw.name)
                     .key(&receipt)
                     .key(&raw.channel)
+                    .key(&raw.generation)
                     .arg(raw.client.publish())
                     .invoke(c)
             })?;
             if given_back == 0 {
                 // No receipt: it took nothing, or has not arrived yet (delayed on the way).
                 return Ok(Settled::LookAgain);
+            }
+            if given_back < 0 {
+                log::warn!(
+                    "`{}`: {} permit(s) taken by an acquire whose reply was lost not given \
+                     back: the semaphore was made anew since",
+                    raw.name,
+                    -given_back
+                );
+                return Ok(Settled::Done);
             }
             log::warn!(
                 "`{}`: released {given_back} permit(s) taken by an acquire whose reply was lost",
@@ -260,4 +376,23 @@ impl RawSemaphore {
         let policy = self.bound.map_or(Policy::Retried, Policy::Bounded);
         self.client.inner.backend.run_with(&self.name, policy, f)
     }
+}
+
+/// The watchdog's batch for plain semaphore guards: each is checked, not renewed (permits
+/// have no lease), to be still of the generation its permits came from. A guard's hold field
+/// is [`guard_field`].
+pub(super) static CHECK_GENERATION: BatchRenewal = BatchRenewal {
+    script: &scripts::SEMAPHORE_CHECK,
+    add: |call, name, field| {
+        let generation = field.split_once('/').map_or(field, |(g, _)| g);
+        call.key(keys::semaphore_generation(name)).arg(generation);
+    },
+    holds: true,
+    leased: false,
+};
+
+/// A guard's hold field for the watchdog: `<generation>/<request>` (the request number keeps
+/// the guards of one generation apart: each is its own hold).
+pub(super) fn guard_field(generation: &str, request: u64) -> Arc<str> {
+    format!("{generation}/{request}").into()
 }

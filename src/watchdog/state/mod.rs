@@ -315,6 +315,7 @@ mod tests {
             call.key(name).arg(field);
         },
         holds: true,
+        leased: true,
     };
 
     fn held(at: Instant, count: u32) -> Held {
