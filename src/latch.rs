@@ -13,10 +13,6 @@ use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 use crate::time::{check_deadline, check_wait, millis};
 
-/// How long the receipt of a change of the latch lives: long enough for the call to be sent
-/// again after its reply was lost.
-const RECEIPT_TTL: Duration = Duration::from_secs(20);
-
 /// Published on the channel when a count is set (Redisson's `newCountMessage`).
 const NEW_COUNT_MESSAGE: &str = "1";
 /// Published on the channel when the latch opens (Redisson's `zeroCountMessage`).
@@ -341,7 +337,7 @@ impl CountDownLatch {
         let receipt = self
             .receipts
             .key(inner.requests.fetch_add(1, Ordering::Relaxed));
-        let ttl = millis(RECEIPT_TTL);
+        let ttl = millis(keys::RECEIPT_TTL);
         let reply = inner
             .backend
             .run_repeatable(&self.name, Policy::Retried, |c| f(c, &receipt, ttl))?;

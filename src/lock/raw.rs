@@ -485,6 +485,12 @@ impl RawLock {
         if !self.kind.latched_unlock() {
             return String::new();
         }
+        self.new_receipt()
+    }
+
+    /// A new receipt key for a call of this lock's (an unlock latch, a condition's notify):
+    /// unique without a random number per call, from this client's uuid and a counter.
+    pub(crate) fn new_receipt(&self) -> String {
         let requests = &self.key.client.inner.requests;
         self.latches.key(requests.fetch_add(1, Ordering::Relaxed))
     }

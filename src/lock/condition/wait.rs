@@ -143,18 +143,38 @@ impl<'a, O: Ownership> Wait<'a, O> {
         let queued_at = Instant::now();
         self.queued_at = Some(queued_at);
         let (field, owner, id) = (&self.field, &self.owner, &self.id);
-        let queued: Result<Option<i64>> = raw.run(|c| {
-            scripts::CONDITION_WAIT
-                .key(&raw.key.name)
-                .key(&cond.waiters)
-                .key(&cond.queue)
-                .key(release_here.unwrap_or(&cond.queue))
-                .arg(field)
-                .arg(&**id)
-                .arg(millis(lease))
-                .arg(if *field == **owner { "" } else { &**owner })
-                .arg(release_here.map_or("", |_| raw.key.client.publish()))
-                .invoke(c)
+        // A call whose reply's read was interrupted ran: a place found in the queue is its
+        // (the hold count it found was the owner's, as the watchdog counts them); none, and
+        // it is sent again.
+        let mut lost = false;
+        let holds = self.holds;
+        let queued: Result<Option<i64>> = raw.again_if_interrupted(|| {
+            if lost {
+                let place: Option<f64> = raw.run(|c| {
+                    redis::cmd("ZSCORE")
+                        .arg(&*cond.waiters)
+                        .arg(&**id)
+                        .query(c)
+                })?;
+                if place.is_some() {
+                    return Ok(Some(i64::from(holds)));
+                }
+            }
+            let sent = raw.run(|c| {
+                scripts::CONDITION_WAIT
+                    .key(&raw.key.name)
+                    .key(&cond.waiters)
+                    .key(&cond.queue)
+                    .key(release_here.unwrap_or(&cond.queue))
+                    .arg(field)
+                    .arg(&**id)
+                    .arg(millis(lease))
+                    .arg(if *field == **owner { "" } else { &**owner })
+                    .arg(release_here.map_or("", |_| raw.key.client.publish()))
+                    .invoke(c)
+            });
+            lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
+            sent
         });
         match queued {
             Ok(Some(count)) if count > 0 => {

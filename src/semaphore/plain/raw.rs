@@ -36,11 +36,6 @@ pub(super) struct RawSemaphore {
     bound: Option<Duration>,
 }
 
-/// How long an acquire's receipt (or a release's latch) lives, from when the script ran: a
-/// settle, tried within a few seconds of the server answering, must read it before it
-/// expires. Those of calls whose reply came are deleted sooner, with a later write (16 to a
-/// `DEL`), where the pool batches.
-const RECEIPT_TTL: Duration = Duration::from_secs(20);
 
 /// The most a settle's call waits for its reply: on the watchdog thread, it holds up renewals
 /// while the server does not answer.
@@ -156,7 +151,7 @@ impl RawSemaphore {
                 .key(&receipt)
                 .key(&self.generation)
                 .arg(permits)
-                .arg(millis(RECEIPT_TTL))
+                .arg(millis(keys::RECEIPT_TTL))
                 .arg(self.generation_of(request))
                 .invoke(c)
         });
@@ -205,7 +200,7 @@ impl RawSemaphore {
     /// is tried again with the same latch (3 tries in all), which makes a retry of a release
     /// that ran change nothing. One still without a reply is tried again when the server
     /// answers (see the watchdog's `doubt.rs`), so a permit is neither lost nor given twice
-    /// (as long as the server answers within [`RECEIPT_TTL`]).
+    /// (as long as the server answers within [`RECEIPT_TTL`](keys::RECEIPT_TTL)).
     pub(super) fn release(&self, permits: u32, generation: Option<&str>) -> Result<Released> {
         let inner = &self.client.inner;
         let latch = self
@@ -249,7 +244,7 @@ impl RawSemaphore {
                 .key(&self.generation)
                 .arg(permits)
                 .arg(self.client.publish())
-                .arg(millis(RECEIPT_TTL));
+                .arg(millis(keys::RECEIPT_TTL));
             if let Some(generation) = generation {
                 call.arg(generation);
             }
