@@ -592,8 +592,13 @@ fn a_redisson_style_ttl_semaphore_is_read_and_a_set_wakes_a_redisson_style_waite
         next_message(&mut sub, Duration::from_secs(2)),
         Some("2".to_owned())
     );
+    // The drain's receipt goes with a later write, or expires.
     let keys: Vec<String> = raw.keys("*").unwrap();
-    assert_eq!(keys, vec!["sem:java".to_owned()]);
+    let left: Vec<&String> = keys
+        .iter()
+        .filter(|k| !k.starts_with("redisson_unlock_latch:"))
+        .collect();
+    assert_eq!(left, vec!["sem:java"], "{keys:?}");
 }
 
 #[test]
