@@ -1,6 +1,7 @@
 //! The permit-expirable semaphore's protocol: the `lua/pes_*.lua` calls with the semaphore's
 //! keys, their replies decoded, and the acquire attempt. Knows nothing of waiting or guards.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,8 @@ pub(super) struct RawExpirable {
     timeouts: Arc<str>,
     /// `redisson_sc:{name}`.
     pub(super) channel: Arc<str>,
+    /// The keys of this client's receipts for this semaphore's changes.
+    receipts: keys::UnlockLatches,
     /// A bound on each call's times (a settle's, on the watchdog thread); the pool's own
     /// settings when `None`.
     bound: Option<Duration>,
@@ -46,11 +49,12 @@ pub(super) struct RawExpirable {
 impl RawExpirable {
     pub(super) fn new(client: Client, name: Named) -> RawExpirable {
         RawExpirable {
-            client,
             timeouts: keys::permit_timeouts(&name.key).into(),
             channel: keys::semaphore_channel(&name.key).into(),
+            receipts: keys::UnlockLatches::new(&name.key, client.id()),
             name: name.key,
             given: name.given,
+            client,
             bound: None,
         }
     }
@@ -86,16 +90,34 @@ impl RawExpirable {
 
     /// `lua/pes_try_set_permits.lua`: sets the count if none is set; whether it did.
     pub(super) fn try_set(&self, permits: u32) -> Result<bool> {
-        self.run(
-            &scripts::PES_TRY_SET_PERMITS,
-            &[permits.to_string().as_bytes()],
-        )
-        .map(|set: i64| set == 1)
+        self.run_receipted(&scripts::PES_TRY_SET_PERMITS, &permits.to_string())
+            .map(|set: i64| set == 1)
     }
 
     /// `lua/pes_add_permits.lua`: adds `delta` to the count; the new count.
     pub(super) fn add(&self, delta: i64) -> Result<i64> {
-        self.run(&scripts::PES_ADD_PERMITS, &[delta.to_string().as_bytes()])
+        self.run_receipted(&scripts::PES_ADD_PERMITS, &delta.to_string())
+    }
+
+    /// A change with one argument `arg` and a new receipt (the script's `KEYS[4]`, its time
+    /// to live the last argument), which makes the call sent again after an interrupted read
+    /// return the first call's reply and change nothing more; the receipt is deleted later
+    /// once the reply came.
+    fn run_receipted<T: redis::FromRedisValue>(
+        &self,
+        script: &scripts::Lua,
+        arg: &str,
+    ) -> Result<T> {
+        let inner = &self.client.inner;
+        let receipt = self
+            .receipts
+            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let ttl = millis(keys::RECEIPT_TTL).to_string();
+        let args: [&[u8]; 2] = [arg.as_bytes(), ttl.as_bytes()];
+        let reply =
+            self.again_if_interrupted(|| self.run_with_keys(script, Some(&receipt), &args))?;
+        inner.backend.delete_later(receipt);
+        Ok(reply)
     }
 
     /// `lua/pes_available.lua`: the count, expired permits counted back in.
@@ -255,10 +277,22 @@ impl RawExpirable {
     /// Runs one `lua/pes_*.lua` script with the semaphore's keys, the publish command and
     /// `args`. A wrong-type reply names the key the script found wrong.
     fn run<T: redis::FromRedisValue>(&self, script: &scripts::Lua, args: &[&[u8]]) -> Result<T> {
+        self.run_with_keys(script, None, args)
+    }
+
+    /// As [`run`](Self::run), with a fourth key, `extra`, where the script takes one.
+    fn run_with_keys<T: redis::FromRedisValue>(
+        &self,
+        script: &scripts::Lua,
+        extra: Option<&str>,
+        args: &[&[u8]],
+    ) -> Result<T> {
         let mut call = script.key(&self.name);
-        call.key(&self.timeouts)
-            .key(&self.channel)
-            .arg(self.client.publish());
+        call.key(&self.timeouts).key(&self.channel);
+        if let Some(extra) = extra {
+            call.key(extra);
+        }
+        call.arg(self.client.publish());
         for arg in args {
             call.arg(*arg);
         }
