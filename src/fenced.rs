@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -174,7 +175,9 @@ impl FencedResource {
         self.client
             .inner
             .backend
-            .run(&self.name, |c| redis::cmd("GET").arg(&*self.name).query(c))
+            .run_repeatable(&self.name, Policy::Retried, |c| {
+                redis::cmd("GET").arg(&*self.name).query(c)
+            })
     }
 
     /// The newest token that has written here, `None` if none has.
@@ -193,7 +196,8 @@ impl FencedResource {
     /// ```
     pub fn newest_token(&self) -> Result<Option<u64>> {
         self.check_name()?;
-        let seen: Option<String> = self.client.inner.backend.run(&self.fence, |c| {
+        let backend = &self.client.inner.backend;
+        let seen: Option<String> = backend.run_repeatable(&self.fence, Policy::Retried, |c| {
             redis::cmd("HGET")
                 .arg(&*self.fence)
                 .arg(keys::RESOURCE_TOKEN_FIELD)
@@ -225,7 +229,10 @@ impl FencedResource {
         if holder.is_empty() {
             return Err(Error::invalid("empty holder id"));
         }
-        let reply: Vec<i64> = self.client.inner.backend.run(&self.name, |c| {
+        // Sent again after an interrupted read: the script takes a token already used from the
+        // holder that used it, so the write made again is accepted and changes nothing more.
+        let backend = &self.client.inner.backend;
+        let reply: Vec<i64> = backend.run_repeatable(&self.name, Policy::Retried, |c| {
             scripts::FENCED_WRITE
                 .key(&self.name)
                 .key(&self.fence)
