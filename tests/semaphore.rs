@@ -707,7 +707,7 @@ fn a_change_sent_again_after_its_reply_was_lost_changes_the_semaphore_once() {
         "redlatch_semaphore:{sem:again}",
     );
     let try_set = redis::Script::new(include_str!("../lua/semaphore_try_set_permits.lua"));
-    let mut set = |raw: &mut redis::Connection, of: &str| -> i64 {
+    let set = |raw: &mut redis::Connection, of: &str| -> i64 {
         try_set
             .key(name)
             .key(channel)
@@ -722,7 +722,7 @@ fn a_change_sent_again_after_its_reply_was_lost_changes_the_semaphore_once() {
     assert_eq!(set(&mut raw, "c-1"), 1, "the same call, sent again");
     assert_eq!(set(&mut raw, "c-2"), 0, "another call");
     let add = redis::Script::new(include_str!("../lua/semaphore_add_permits.lua"));
-    let mut added = |raw: &mut redis::Connection, receipt: &str| -> i64 {
+    let added = |raw: &mut redis::Connection, receipt: &str| -> i64 {
         add.key(name)
             .key(channel)
             .key(receipt)
@@ -737,8 +737,13 @@ fn a_change_sent_again_after_its_reply_was_lost_changes_the_semaphore_once() {
     assert_eq!(added(&mut raw, receipt), 5, "the same call, sent again");
     assert_eq!(raw.get::<_, i64>(name).unwrap(), 5);
     let drain = redis::Script::new(include_str!("../lua/semaphore_drain.lua"));
-    let mut drained = |raw: &mut redis::Connection, receipt: &str| -> i64 {
-        drain.key(name).key(receipt).arg(20_000).invoke(raw).unwrap()
+    let drained = |raw: &mut redis::Connection, receipt: &str| -> i64 {
+        drain
+            .key(name)
+            .key(receipt)
+            .arg(20_000)
+            .invoke(raw)
+            .unwrap()
     };
     let receipt = "redisson_unlock_latch:{sem:again}:c-4";
     assert_eq!(drained(&mut raw, receipt), 5);

@@ -150,12 +150,8 @@ impl<'a, O: Ownership> Wait<'a, O> {
         let holds = self.holds;
         let queued: Result<Option<i64>> = raw.again_if_interrupted(|| {
             if lost {
-                let place: Option<f64> = raw.run(|c| {
-                    redis::cmd("ZSCORE")
-                        .arg(&*cond.waiters)
-                        .arg(&**id)
-                        .query(c)
-                })?;
+                let place: Option<f64> =
+                    raw.run(|c| redis::cmd("ZSCORE").arg(&*cond.waiters).arg(&**id).query(c))?;
                 if place.is_some() {
                     return Ok(Some(i64::from(holds)));
                 }

@@ -36,7 +36,6 @@ pub(super) struct RawSemaphore {
     bound: Option<Duration>,
 }
 
-
 /// The most a settle's call waits for its reply: on the watchdog thread, it holds up renewals
 /// while the server does not answer.
 const SETTLE_BOUND: Duration = Duration::from_secs(1);
@@ -397,7 +396,10 @@ impl RawSemaphore {
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        self.client.inner.backend.run_with(&self.name, self.policy(), f)
+        self.client
+            .inner
+            .backend
+            .run_with(&self.name, self.policy(), f)
     }
 
     /// As [`run`](Self::run), for a call that may run twice: sent again after an
@@ -407,7 +409,10 @@ impl RawSemaphore {
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         let policy = self.policy();
-        self.client.inner.backend.run_repeatable(&self.name, policy, f)
+        self.client
+            .inner
+            .backend
+            .run_repeatable(&self.name, policy, f)
     }
 
     fn policy(&self) -> Policy {
