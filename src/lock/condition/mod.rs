@@ -39,7 +39,7 @@ use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::owner::{Ownership, ThreadOwned};
 use crate::scripts;
-use crate::time::{check_deadline, check_wait, millis};
+use crate::time::{check_deadline, check_wait};
 use wait::Wait;
 
 /// A condition of a lock: threads holding the lock, in any process, wait on it until another
@@ -251,22 +251,17 @@ impl<O: Ownership> Condition<O> {
         let field = raw.field(&self.lock.owner());
         // Sent again if its reply is lost to an interrupted read: the receipt answers with
         // what the first call picked.
-        let receipt = raw.new_receipt();
-        let ttl = millis(keys::RECEIPT_TTL);
-        let picked: i64 = raw.again_if_interrupted(|| {
-            raw.run(|c| {
-                scripts::CONDITION_NOTIFY
-                    .key(&raw.key.name)
-                    .key(&self.waiters)
-                    .key(&self.queue)
-                    .key(&receipt)
-                    .arg(&field)
-                    .arg(want)
-                    .arg(ttl)
-                    .invoke(c)
-            })
+        let picked: i64 = self.receipted(|c, receipt, ttl| {
+            scripts::CONDITION_NOTIFY
+                .key(&raw.key.name)
+                .key(&self.waiters)
+                .key(&self.queue)
+                .key(receipt)
+                .arg(&field)
+                .arg(want)
+                .arg(ttl)
+                .invoke(c)
         })?;
-        raw.key.client.inner.backend.delete_later(receipt);
         log::debug!(
             "notified `{}` of `{}`: {picked} waiter(s) picked",
             self.name,
