@@ -9,10 +9,15 @@
 -- ARGV[2]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
 -- ARGV[3]  the new generation
 -- ARGV[4]  optional: time to live in ms (>= 1); absent = no expiry
--- Reply:   1                   set; ARGV[1] published on KEYS[2] (waiters re-check)
+-- Reply:   1                   set; ARGV[1] published on KEYS[2] (waiters re-check); or
+--                              KEYS[3] is ARGV[3] already: this call was made before (its
+--                              reply was lost), nothing changed
 --          0                   the semaphore exists already: nothing changed
 --          error WRONGTYPE     the key exists and is not a string
 if redis.call('get', KEYS[1]) ~= false then
+    if redis.call('get', KEYS[3]) == ARGV[3] then
+        return 1;
+    end;
     return 0;
 end;
 if ARGV[4] then

@@ -1,6 +1,7 @@
 //! The crate's error type.
 
 use std::fmt;
+use std::time::Instant;
 
 /// A specialized `Result` for redlatch operations.
 ///
@@ -606,6 +607,30 @@ impl Error {
         match self {
             Error::Connection(e) => io_kind(e) == Some(std::io::ErrorKind::Interrupted),
             _ => false,
+        }
+    }
+}
+
+/// Makes `call` again while its reply's read is interrupted (see
+/// [`Error::is_interrupted_read`]): `retries` more times at most, or for as long as
+/// `deadline` is ahead. Only for a call that may run twice, or one that first learns what
+/// its lost call did (an acquire settled or read back).
+pub(crate) fn retry_interrupted<T>(
+    retries: u32,
+    deadline: Option<Instant>,
+    mut call: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    let mut made = 0;
+    loop {
+        match call() {
+            Err(e)
+                if e.is_interrupted_read()
+                    && (made < retries || deadline.is_some_and(|d| Instant::now() < d)) =>
+            {
+                made += 1;
+                log::debug!("a reply's read was interrupted ({e}): the call is made again");
+            }
+            outcome => return outcome,
         }
     }
 }

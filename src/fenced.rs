@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -218,14 +219,17 @@ impl FencedResource {
     /// ```
     pub fn read_for_update_with_token(&self, token: u64, holder: &str) -> Result<Option<Vec<u8>>> {
         self.check_call(token, holder)?;
-        let reply: Vec<redis::Value> = self.client.inner.backend.run(&self.name, |c| {
-            scripts::FENCED_READ
-                .key(&self.name)
-                .key(&self.fence)
-                .arg(token)
-                .arg(holder)
-                .invoke(c)
-        })?;
+        // Sent again after an interrupted read, as a write is: the same holder's token passes.
+        let backend = &self.client.inner.backend;
+        let reply: Vec<redis::Value> =
+            backend.run_repeatable(&self.name, Policy::Retried, |c| {
+                scripts::FENCED_READ
+                    .key(&self.name)
+                    .key(&self.fence)
+                    .arg(token)
+                    .arg(holder)
+                    .invoke(c)
+            })?;
         match &reply[..] {
             [redis::Value::Int(1)] | [redis::Value::Int(1), redis::Value::Nil] => Ok(None),
             [redis::Value::Int(1), redis::Value::BulkString(v)] => Ok(Some(v.clone())),
@@ -260,7 +264,9 @@ impl FencedResource {
         self.client
             .inner
             .backend
-            .run(&self.name, |c| redis::cmd("GET").arg(&*self.name).query(c))
+            .run_repeatable(&self.name, Policy::Retried, |c| {
+                redis::cmd("GET").arg(&*self.name).query(c)
+            })
     }
 
     /// The newest token that has written here, `None` if none has.
@@ -279,7 +285,8 @@ impl FencedResource {
     /// ```
     pub fn newest_token(&self) -> Result<Option<u64>> {
         self.check_name()?;
-        let seen: Option<String> = self.client.inner.backend.run(&self.fence, |c| {
+        let backend = &self.client.inner.backend;
+        let seen: Option<String> = backend.run_repeatable(&self.fence, Policy::Retried, |c| {
             redis::cmd("HGET")
                 .arg(&*self.fence)
                 .arg(keys::RESOURCE_TOKEN_FIELD)
@@ -330,7 +337,10 @@ impl FencedResource {
 
     fn fenced(&self, op: &str, token: u64, holder: &str, value: &[u8]) -> Result<()> {
         self.check_call(token, holder)?;
-        let reply: Vec<i64> = self.client.inner.backend.run(&self.name, |c| {
+        // Sent again after an interrupted read: the script takes a token already used from the
+        // holder that used it, so the write made again is accepted and changes nothing more.
+        let backend = &self.client.inner.backend;
+        let reply: Vec<i64> = backend.run_repeatable(&self.name, Policy::Retried, |c| {
             scripts::FENCED_WRITE
                 .key(&self.name)
                 .key(&self.fence)

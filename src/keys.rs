@@ -162,8 +162,16 @@ pub(crate) fn unlock_latch(name: &str, client: &str, request: impl std::fmt::Dis
     format!("{}-{request}", UnlockLatches::new(name, client).prefix)
 }
 
+/// How long a receipt (an [`unlock_latch`] key holding a call's reply) lives, from when its
+/// script ran: long enough for the call to be sent again after its reply was lost, or for a
+/// settle, tried within a few seconds of the server answering, to read it. Those of calls
+/// whose reply came are deleted sooner, with a later write, where the pool batches.
+pub(crate) const RECEIPT_TTL: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// The [`unlock_latch`] keys of one lock and client, made without formatting per unlock; a
-/// semaphore's acquire receipts (`lua/semaphore_acquire.lua`) are such keys too.
+/// semaphore's acquire receipts (`lua/semaphore_acquire.lua`), a latch's receipts
+/// (`lua/latch_receipt.lua`) and a condition's notify receipts (`lua/condition_notify.lua`)
+/// are such keys too.
 #[derive(Clone)]
 pub(crate) struct UnlockLatches {
     /// Everything up to the request number.

@@ -1,15 +1,17 @@
 //! The count-down latch (Redisson's `RCountDownLatch`).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backend::Policy;
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::{retry_interrupted, Error, Result};
 use crate::keys;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
-use crate::time::{check_deadline, check_wait};
+use crate::time::{check_deadline, check_wait, millis};
 
 /// Published on the channel when a count is set (Redisson's `newCountMessage`).
 const NEW_COUNT_MESSAGE: &str = "1";
@@ -48,15 +50,19 @@ pub struct CountDownLatch {
     /// The name as the caller gave it.
     given: Arc<str>,
     channel: Arc<str>,
+    /// The keys of this client's receipts for this latch's changes (see
+    /// `lua/latch_receipt.lua`).
+    receipts: keys::UnlockLatches,
 }
 
 impl CountDownLatch {
     pub(crate) fn new(client: Client, name: Named) -> CountDownLatch {
         CountDownLatch {
-            client,
             channel: keys::latch_channel(&name.key).into(),
+            receipts: keys::UnlockLatches::new(&name.key, client.id()),
             name: name.key,
             given: name.given,
+            client,
         }
     }
 
@@ -107,13 +113,15 @@ impl CountDownLatch {
                 "latch count {count} does not fit in a signed 64-bit integer"
             )));
         }
-        let set: i64 = self.client.inner.backend.run(&self.name, |c| {
+        let set: i64 = self.receipted(|c, receipt, ttl| {
             scripts::LATCH_TRY_SET_COUNT
                 .key(&self.name)
                 .key(&self.channel)
+                .key(receipt)
                 .arg(NEW_COUNT_MESSAGE)
                 .arg(count)
                 .arg(self.client.publish())
+                .arg(ttl)
                 .invoke(c)
         })?;
         Ok(set == 1)
@@ -141,7 +149,16 @@ impl CountDownLatch {
     /// ```
     pub fn count_down(&self) -> Result<u64> {
         self.check_name()?;
-        let left: String = self.opening(&scripts::LATCH_COUNT_DOWN)?;
+        let left: String = self.receipted(|c, receipt, ttl| {
+            scripts::LATCH_COUNT_DOWN
+                .key(&self.name)
+                .key(&self.channel)
+                .key(receipt)
+                .arg(ZERO_COUNT_MESSAGE)
+                .arg(self.client.publish())
+                .arg(ttl)
+                .invoke(c)
+        })?;
         let left = parse_count(&left)
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(|| Error::Protocol(format!("count-down script replied {left:?}")))?;
@@ -170,11 +187,13 @@ impl CountDownLatch {
     /// ```
     pub fn count(&self) -> Result<u64> {
         self.check_name()?;
-        let raw: Option<String> = self
-            .client
-            .inner
-            .backend
-            .run(&self.name, |c| redis::cmd("GET").arg(&*self.name).query(c))?;
+        let raw: Option<String> =
+            self.client
+                .inner
+                .backend
+                .run_repeatable(&self.name, Policy::Retried, |c| {
+                    redis::cmd("GET").arg(&*self.name).query(c)
+                })?;
         match raw {
             None => Ok(0),
             // A count <= 0 (never left by Redisson or redlatch) reads as open, as in Redisson's
@@ -282,8 +301,15 @@ impl CountDownLatch {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.check_name()?;
-        let deleted: i64 = self.opening(&scripts::LATCH_DELETE)?;
-        Ok(deleted == 1)
+        // Sent again if its reply is lost to an interrupted read: a latch found gone then
+        // was deleted by the first call.
+        let mut lost = false;
+        let deleted: i64 = retry_interrupted(self.client.inner.backend.retries(), None, || {
+            let sent = self.opening(&scripts::LATCH_DELETE);
+            lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
+            sent
+        })?;
+        Ok(deleted == 1 || lost)
     }
 
     /// Runs a script that may open the latch (KEYS: count, channel; ARGV: the zero message,
@@ -297,6 +323,26 @@ impl CountDownLatch {
                 .arg(self.client.publish())
                 .invoke(c)
         })
+    }
+
+    /// Runs a script that changes the latch, `f` given its receipt key and the receipt's TTL
+    /// in ms: sent again with the same receipt when its reply's read is interrupted (the
+    /// script then returns the first call's reply). The receipt is deleted with a later
+    /// write once the reply came.
+    fn receipted<T>(
+        &self,
+        mut f: impl FnMut(&mut dyn redis::ConnectionLike, &str, u64) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let inner = &self.client.inner;
+        let receipt = self
+            .receipts
+            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let ttl = millis(keys::RECEIPT_TTL);
+        let reply = inner
+            .backend
+            .run_repeatable(&self.name, Policy::Retried, |c| f(c, &receipt, ttl))?;
+        inner.backend.delete_later(receipt);
+        Ok(reply)
     }
 
     fn check_name(&self) -> Result<()> {

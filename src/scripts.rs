@@ -283,8 +283,8 @@ scripts! {
     PES_LEASE: ["clock.lua", "pes_check.lua", "pes_lease.lua"];
     PES_RENEW: ["clock.lua", "pes_renew.lua"];
 
-    LATCH_TRY_SET_COUNT: ["latch_common.lua", "latch_try_set_count.lua"];
-    LATCH_COUNT_DOWN: ["latch_common.lua", "latch_count_down.lua"];
+    LATCH_TRY_SET_COUNT: ["latch_common.lua", "latch_receipt.lua", "latch_try_set_count.lua"];
+    LATCH_COUNT_DOWN: ["latch_common.lua", "latch_receipt.lua", "latch_count_down.lua"];
     LATCH_DELETE: ["latch_common.lua", "latch_delete.lua"];
 
     CONDITION_WAIT: ["clock.lua", "condition_common.lua", "condition_wait.lua"];

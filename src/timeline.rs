@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::history::{
@@ -100,13 +101,16 @@ impl Client {
             } else {
                 format!("{}-0", since_us / 1000)
             };
-            let entries: Entries = self.inner.backend.run(&stream, |c| {
-                redis::cmd("XRANGE")
-                    .arg(&stream)
-                    .arg(&start)
-                    .arg("+")
-                    .query(c)
-            })?;
+            let entries: Entries =
+                self.inner
+                    .backend
+                    .run_repeatable(&stream, Policy::Retried, |c| {
+                        redis::cmd("XRANGE")
+                            .arg(&stream)
+                            .arg(&start)
+                            .arg("+")
+                            .query(c)
+                    })?;
             if entries.is_empty() {
                 continue;
             }

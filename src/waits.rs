@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{helper_of, unhashed, LOCK_WAITS};
@@ -103,8 +104,10 @@ impl Client {
 
     /// The live records of `key` (the wait records of `lock`), with their blockers.
     fn records(&self, graph: &mut WaitGraph<'_>, key: &str, lock: &str) -> Result<Vec<WaitRecord>> {
-        let (time, fields): ((u64, u64), Vec<(String, String)>) =
-            self.inner.backend.run(key, |c| {
+        let (time, fields): ((u64, u64), Vec<(String, String)>) = self
+            .inner
+            .backend
+            .run_repeatable(key, Policy::Retried, |c| {
                 redis::pipe().cmd("TIME").cmd("HGETALL").arg(key).query(c)
             })?;
         let now = time.0 * 1000 + time.1 / 1000;

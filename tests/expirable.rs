@@ -115,7 +115,9 @@ fn counts_ids_and_key_layout_are_redissons() {
     }
     assert_ne!(ids[0], ids[1]);
     assert_eq!(raw.get::<_, String>(name).unwrap(), "0");
+    // The receipts of the count's changes go with later writes, or expire.
     let mut keys: Vec<String> = raw.keys("*").unwrap();
+    keys.retain(|k| !k.starts_with("redisson_unlock_latch:"));
     keys.sort();
     assert_eq!(keys, ["pes:layout", "{pes:layout}:timeout"]);
     assert_eq!(s.try_acquire(LONG).forget_all().unwrap(), None);

@@ -213,3 +213,251 @@ fn without_retries_a_dead_server_fails_at_once_and_readonly_is_retried_then_repo
     );
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
+
+const STOPPED_ENV: &str = "REDLATCH_STOPPED_URL";
+
+/// Every kind the stopped child cycles through, as its `COUNT` lines name them.
+const STOPPED_KINDS: [&str; 12] = [
+    "lock",
+    "fair",
+    "non-reentrant",
+    "spin",
+    "fenced",
+    "read",
+    "write",
+    "semaphore",
+    "expirable",
+    "latch",
+    "condition",
+    "election",
+];
+
+/// A process stopped and resumed (SIGSTOP/SIGCONT: a debugger, `kill -STOP`, a frozen
+/// container) gets `EINTR` from a socket read with a timeout; that once reached the caller as
+/// "Interrupted system call". A child cycles through every kind, each taken by one client
+/// while the other waits for it, and is stopped 100 times: no call may fail.
+#[test]
+fn a_process_stopped_and_resumed_again_and_again_sees_no_error() {
+    use std::io::Write;
+    let server = RedisServer::new();
+    let mut child =
+        support::child::ChildTest::start("stopped_child", &[(STOPPED_ENV, server.url())]);
+    child.next("STARTED", Duration::from_secs(30));
+    let pid = child.pid() as i32;
+    // Stops of 2 to 100 ms, 2 to 30 ms apart, at points no test could pick: some land
+    // while a reply is read, some while a call waits, some while the other side releases.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    for _ in 0..100 {
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        std::thread::sleep(Duration::from_millis(2 + next(99)));
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+        std::thread::sleep(Duration::from_millis(2 + next(29)));
+    }
+    let stdin = child.child.stdin.as_mut().unwrap();
+    stdin.write_all(b"stop\n").unwrap();
+    stdin.flush().unwrap();
+    let lines = child.until("DONE", Duration::from_secs(60));
+    let errors: Vec<&String> = lines.iter().filter(|l| l.contains("ERROR")).collect();
+    assert!(errors.is_empty(), "{} errors: {errors:#?}", errors.len());
+    for kind in STOPPED_KINDS {
+        let done = lines
+            .iter()
+            .find_map(|l| l.split_once(&format!("COUNT {kind} ")))
+            .map(|(_, n)| n.trim().parse::<u64>().unwrap());
+        assert!(done.unwrap_or(0) > 0, "no {kind} done: {lines:#?}");
+    }
+}
+
+/// Not a test by itself: the body of the child of
+/// `a_process_stopped_and_resumed_again_and_again_sees_no_error`. Until a line comes on its
+/// stdin, takes each kind with one client while a thread of another waits for it; prints a
+/// line per error, `COUNT kind n` per kind (the waits that ended holding it), then `DONE`.
+#[test]
+#[ignore = "run as a child process by the stop-and-resume test"]
+fn stopped_child() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Ok(url) = std::env::var(STOPPED_ENV) else {
+        return;
+    };
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stopping = std::sync::Arc::clone(&stop);
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_line(&mut String::new());
+        stopping.store(true, Ordering::SeqCst);
+    });
+    let config = |url: &str| {
+        Config::builder(url)
+            .watchdog_timeout(Duration::from_secs(3))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (
+        Client::new(config(&url)).unwrap(),
+        Client::new(config(&url)).unwrap(),
+    );
+    assert!(b.semaphore("stopped:semaphore").try_set_permits(1).unwrap());
+    let expirable = b.permit_expirable_semaphore("stopped:expirable");
+    assert!(expirable.try_set_permits(1).unwrap());
+    let mut counts = std::collections::BTreeMap::new();
+    println!("STARTED");
+    type Make = fn(&Client) -> redlatch::Lock;
+    let locks: [(&str, Make); 7] = [
+        ("lock", |c| c.lock("stopped:lock")),
+        ("fair", |c| c.fair_lock("stopped:fair")),
+        ("non-reentrant", |c| c.non_reentrant_lock("stopped:nr")),
+        ("spin", |c| c.spin_lock("stopped:spin")),
+        ("fenced", |c| c.fenced_lock("stopped:fenced")),
+        ("read", |c| c.read_write_lock("stopped:rw").read()),
+        ("write", |c| c.read_write_lock("stopped:rw").write()),
+    ];
+    const WAIT: Duration = Duration::from_secs(5);
+    const LEASE: Duration = Duration::from_secs(10);
+    while !stop.load(Ordering::SeqCst) {
+        for (kind, make) in locks {
+            // The other side of a read-write lock: a reader waits for a writer, and back.
+            let holder = match kind {
+                "read" => b.read_write_lock("stopped:rw").write(),
+                "write" => b.read_write_lock("stopped:rw").read(),
+                _ => make(&b),
+            };
+            contend(
+                kind,
+                &mut counts,
+                || holder.lock().map(Some),
+                |g| g.unlock(),
+                || make(&a).try_lock_for(WAIT),
+                |g| g.unlock(),
+            );
+        }
+        contend(
+            "semaphore",
+            &mut counts,
+            || b.semaphore("stopped:semaphore").acquire(1).map(Some),
+            |g| g.release(),
+            || a.semaphore("stopped:semaphore").try_acquire_for(1, WAIT),
+            |g| g.release(),
+        );
+        contend(
+            "expirable",
+            &mut counts,
+            || expirable.acquire(LEASE).map(Some),
+            |g| g.release(),
+            || {
+                a.permit_expirable_semaphore("stopped:expirable")
+                    .try_acquire_for(LEASE, WAIT)
+            },
+            |g| g.release(),
+        );
+        contend(
+            "latch",
+            &mut counts,
+            || {
+                let latch = b.count_down_latch("stopped:latch");
+                latch.try_set_count(1).map(|set| set.then_some(()))
+            },
+            |_| b.count_down_latch("stopped:latch").count_down().map(drop),
+            || {
+                let zero = a.count_down_latch("stopped:latch").await_for(WAIT)?;
+                Ok(zero.then_some(()))
+            },
+            |()| Ok(()),
+        );
+        contend(
+            "election",
+            &mut counts,
+            || b.election("stopped:election").campaign("b").map(Some),
+            |l| l.resign(),
+            || a.election("stopped:election").try_campaign_for(WAIT, "a"),
+            |l| l.resign(),
+        );
+        // A condition: a thread of `a` waits on it, `b` notifies it once it waits.
+        let waiting = AtomicBool::new(false);
+        contend(
+            "condition",
+            &mut counts,
+            || Ok(Some(())),
+            |()| {
+                let lock = b.lock("stopped:condition");
+                let condition = lock.condition("ready");
+                let until = Instant::now() + WAIT;
+                while Instant::now() < until {
+                    let guard = lock.lock()?;
+                    let woke = waiting.load(Ordering::SeqCst) && condition.notify_one()?;
+                    guard.unlock()?;
+                    if woke {
+                        return Ok(());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(redlatch::Error::Timeout(
+                    "nobody waited on the condition".into(),
+                ))
+            },
+            || {
+                let lock = a.lock("stopped:condition");
+                let mut guard = lock.lock()?;
+                waiting.store(true, Ordering::SeqCst);
+                let timed_out = lock.condition("ready").wait_for(&mut guard, WAIT)?;
+                guard.unlock()?;
+                Ok((!timed_out.timed_out()).then_some(()))
+            },
+            |()| Ok(()),
+        );
+    }
+    for (kind, n) in &counts {
+        println!("COUNT {kind} {n}");
+    }
+    println!("DONE");
+}
+
+/// One contention: `hold` takes a kind (or does nothing, `None` being an error), a thread
+/// then `take`s it (waiting), `release` gives the held one back, and the thread `give`s back
+/// what it took. Errors are printed; a take that ended holding counts for `kind`.
+fn contend<H, G>(
+    kind: &'static str,
+    counts: &mut std::collections::BTreeMap<&'static str, u64>,
+    hold: impl FnOnce() -> redlatch::Result<Option<H>>,
+    release: impl FnOnce(H) -> redlatch::Result<()>,
+    take: impl FnOnce() -> redlatch::Result<Option<G>> + Send,
+    give: impl FnOnce(G) -> redlatch::Result<()> + Send,
+) {
+    let held = match hold() {
+        Ok(Some(held)) => held,
+        Ok(None) => return println!("ERROR {kind} hold: refused"),
+        Err(e) => return println!("ERROR {kind} hold: {e}"),
+    };
+    let took = std::thread::scope(|s| {
+        let taker = s.spawn(move || match take() {
+            Ok(Some(got)) => match give(got) {
+                Ok(()) => true,
+                Err(e) => {
+                    println!("ERROR {kind} give back: {e}");
+                    true
+                }
+            },
+            Ok(None) => {
+                println!("ERROR {kind} take: timed out");
+                false
+            }
+            Err(e) => {
+                println!("ERROR {kind} take: {e}");
+                false
+            }
+        });
+        // Let the taker find it held and wait.
+        std::thread::sleep(Duration::from_millis(3));
+        if let Err(e) = release(held) {
+            println!("ERROR {kind} release: {e}");
+        }
+        taker.join().unwrap()
+    });
+    if took {
+        *counts.entry(kind).or_insert(0) += 1;
+    }
+}

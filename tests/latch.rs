@@ -135,8 +135,13 @@ fn count_down_from_threads_of_two_clients_takes_each_step_once_and_deletes_the_k
     // Counting down an open latch changes nothing (Redisson would DECR to -1 and delete).
     assert_eq!(latches[1].count_down().unwrap(), 0);
     assert!(!raw.exists::<_, bool>("latch:count").unwrap());
+    // The count-downs' receipts go with later writes, or expire.
     let keys: Vec<String> = raw.keys("*").unwrap();
-    assert!(keys.is_empty(), "{keys:?}");
+    let left: Vec<&String> = keys
+        .iter()
+        .filter(|k| !k.starts_with("redisson_unlock_latch:"))
+        .collect();
+    assert!(left.is_empty(), "{keys:?}");
 }
 
 #[test]

@@ -30,7 +30,7 @@ use std::time::Duration;
 use redis::ConnectionLike;
 
 use crate::config::{Config, Topology};
-use crate::error::{Error, Result};
+use crate::error::{retry_interrupted, Error, Result};
 use crate::net::Dial;
 use crate::pubsub::{Address, Dispatcher, Mode, PubSub, Subscriptions};
 
@@ -44,6 +44,8 @@ pub(crate) struct Backend {
     deployment: Box<dyn Deployment>,
     /// Set by [`close`](Backend::close): every call fails with [`Error::Closed`].
     closed: AtomicBool,
+    /// How many times a call is made again (the configured retry attempts).
+    retries: u32,
 }
 
 /// A call erased to what every deployment can run: the reply goes wherever the closure keeps it.
@@ -128,6 +130,7 @@ impl Backend {
         Ok(Backend {
             deployment,
             closed: AtomicBool::new(false),
+            retries: config.retry_attempts,
         })
     }
 
@@ -152,6 +155,24 @@ impl Backend {
         f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.call(key, policy, None, f)
+    }
+
+    /// As [`run_with`](Self::run_with), for a call that may run twice (a read, a renewal, a
+    /// release with its latch, `HDEL`...): one whose reply's read was interrupted (a process
+    /// stopped and resumed gets `EINTR`) is sent again, up to the configured retry attempts.
+    pub(crate) fn run_repeatable<T>(
+        &self,
+        key: &str,
+        policy: Policy,
+        mut f: impl FnMut(&mut dyn ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        retry_interrupted(self.retries, None, || self.call(key, policy, None, &mut f))
+    }
+
+    /// The retry attempts configured: how many times a call interrupted this way is made again
+    /// by a caller without a deadline.
+    pub(crate) fn retries(&self) -> u32 {
+        self.retries
     }
 
     /// As [`run_with`](Self::run_with), running `written` once: as soon as a command of the

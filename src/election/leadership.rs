@@ -193,7 +193,8 @@ impl<O: Ownership> Leadership<O> {
         let raw = &self.election.lock.raw;
         let keys = &self.election.keys;
         if !guard.is_lost() {
-            let cleared: Result<i64> = raw.run(|c| {
+            // Clears the record of this term only: sent again if its reply is lost.
+            let cleared: Result<i64> = raw.key.run_repeatable(|c| {
                 scripts::ELECTION_RESIGN
                     .key(&keys.record)
                     .key(&keys.channel)

@@ -210,7 +210,7 @@ impl<O: Ownership> Election<O> {
     pub(crate) fn leader_and_lease(&self) -> Result<Option<(Leader, Option<Duration>)>> {
         let raw = &self.lock.raw;
         type Row = Option<(String, Vec<u8>, String, String, i64)>;
-        let row: Row = raw.run(|c| {
+        let row: Row = raw.key.run_repeatable(|c| {
             scripts::ELECTION_LEADER
                 .key(&raw.key.name)
                 .key(&self.keys.record)

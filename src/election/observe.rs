@@ -121,7 +121,7 @@ impl<O: Ownership> Observer<O> {
     fn newest(&self) -> Result<Option<String>> {
         let raw = &self.election.lock.raw;
         let log = &self.election.keys.log;
-        let newest: Vec<Entry> = raw.run(|c| {
+        let newest: Vec<Entry> = raw.key.run_repeatable(|c| {
             redis::cmd("XREVRANGE")
                 .arg(log)
                 .arg("+")
@@ -139,7 +139,7 @@ impl<O: Ownership> Observer<O> {
         let raw = &self.election.lock.raw;
         let log = &self.election.keys.log;
         let after = self.after.as_deref().unwrap_or("0-0");
-        let read: Option<Vec<(String, Vec<Entry>)>> = raw.run(|c| {
+        let read: Option<Vec<(String, Vec<Entry>)>> = raw.key.run_repeatable(|c| {
             redis::cmd("XREAD")
                 .arg("COUNT")
                 .arg(1)

@@ -9,6 +9,7 @@ mod snapshot;
 
 use redis::Value;
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{self, Layout};
@@ -97,7 +98,7 @@ impl Client {
         } else {
             ""
         };
-        let reply: Value = backend.run(name, |c| {
+        let reply: Value = backend.run_repeatable(name, Policy::Retried, |c| {
             let mut call = scripts::INSPECT.key(name);
             for key in helpers {
                 call.key(key.unwrap_or(name));
@@ -146,13 +147,14 @@ impl Client {
         let backend = &self.inner.backend;
         let which = backend.pubsub_mode().numsub();
         let watch = keys::watch_channel(channel);
-        let reply: (String, u64, String, u64) = backend.run(channel, |c| {
-            redis::cmd("PUBSUB")
-                .arg(which)
-                .arg(channel)
-                .arg(&watch)
-                .query(c)
-        })?;
+        let reply: (String, u64, String, u64) =
+            backend.run_repeatable(channel, Policy::Retried, |c| {
+                redis::cmd("PUBSUB")
+                    .arg(which)
+                    .arg(channel)
+                    .arg(&watch)
+                    .query(c)
+            })?;
         Ok((reply.1, reply.3))
     }
 }

@@ -155,7 +155,8 @@ impl Kind for Fair {
     }
 
     fn leave(&self, lock: &LockKey, owner: &str) -> Result<bool> {
-        lock.run(|c| {
+        // Sent again after an interrupted read: a second leave finds nothing to take out.
+        lock.run_repeatable(|c| {
             scripts::FAIR_LEAVE
                 .key(&lock.name)
                 .key(&self.queue)

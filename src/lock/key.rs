@@ -35,6 +35,19 @@ impl LockKey {
         )
     }
 
+    /// As [`run`](Self::run), for a call that may run twice: sent again when its reply's
+    /// read is interrupted (see `Backend::run_repeatable`).
+    pub(crate) fn run_repeatable<T>(
+        &self,
+        f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        self.client.inner.backend.run_repeatable(
+            &self.name,
+            self.bound.map_or(Policy::Retried, Policy::Bounded),
+            f,
+        )
+    }
+
     /// As [`run`](Self::run), with `written` run once the command is written, while its
     /// reply is still to come (or else as the call returns: see `Backend::run_written`).
     pub(crate) fn run_written<T>(
@@ -49,9 +62,9 @@ impl LockKey {
             .run_written(&self.name, policy, written, f)
     }
 
-    /// Sends `cmd` (about this lock) to the node of its slot.
+    /// Sends `cmd` (about this lock, one that may run twice: a read) to the node of its slot.
     pub(crate) fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
         self.check_name()?;
-        self.run(|c| cmd.query(c))
+        self.run_repeatable(|c| cmd.query(c))
     }
 }

@@ -12,7 +12,7 @@ use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
 use crate::lock::kind::{Pass, Release};
 use crate::lock::owner::Ownership;
-use crate::lock::raw::{retry_interrupted, Ran, RawLock, Unlocked};
+use crate::lock::raw::{Ran, RawLock, Unlocked};
 
 impl RawLock {
     /// The last hold this client knows of `owner` to have (`known` other holds: none): a
@@ -57,7 +57,7 @@ impl RawLock {
         if let Some(pass) = &mut release.pass_to {
             pass.again = true;
         }
-        match retry_interrupted(|| self.unlock_script(&release)) {
+        match self.again_if_interrupted(|| self.unlock_script(&release)) {
             Ok(Ran::Did(Unlocked::Passed)) => {
                 self.pass_given(claim, release.owner, sent_at);
                 Unlocked::Passed

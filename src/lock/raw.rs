@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::config::wait_replicas;
-use crate::error::{Error, Result};
+use crate::error::{retry_interrupted, Error, Result};
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
@@ -157,12 +157,33 @@ impl RawLock {
     /// With [`sync_replicas`](crate::ConfigBuilder::sync_replicas), a successful attempt is
     /// followed by `WAIT` on the same connection; one that too few replicas confirmed (or
     /// whose confirmation failed) is undone before the error is returned.
+    ///
+    /// An attempt whose reply's read was interrupted (a process stopped and resumed) is read
+    /// back from the lock where the kind allows it; otherwise it is settled (what it took is
+    /// given back) and made again, up to the configured retry attempts. Not for a RedLock
+    /// member, whose lost acquire is undone by its round.
     pub(crate) fn acquire(
         &self,
         owner: &str,
         lease: Duration,
         queueing: Queueing,
     ) -> Result<Attempt> {
+        if self.key.bound.is_some() {
+            return self.acquire_once(owner, lease, queueing);
+        }
+        let mut again = false;
+        self.again_if_interrupted(|| {
+            if std::mem::replace(&mut again, true) {
+                // The lost attempt was doubted: what it took is given back first.
+                self.settle_first(owner)?;
+            }
+            self.acquire_once(owner, lease, queueing)
+        })
+    }
+
+    /// One acquire attempt, as [`acquire`](Self::acquire) but for a lost reply: read back,
+    /// or doubted and returned as an error.
+    fn acquire_once(&self, owner: &str, lease: Duration, queueing: Queueing) -> Result<Attempt> {
         let mut wrote = false;
         let outcome = self.run(|c| {
             let reply = self
@@ -229,16 +250,13 @@ impl RawLock {
             return None;
         }
         let field = kind.count_field(owner);
-        let read = || {
-            self.run(|c| {
-                redis::pipe()
-                    .hget(&*self.key.name, &field)
-                    .pttl(&*self.key.name)
-                    .query::<(Option<i64>, i64)>(c)
-            })
-        };
-        // A read only: tried again if a stop interrupts it too.
-        let read = retry_interrupted(read);
+        // A read only: sent again if a stop interrupts it too.
+        let read = self.key.run_repeatable(|c| {
+            redis::pipe()
+                .hget(&*self.key.name, &field)
+                .pttl(&*self.key.name)
+                .query::<(Option<i64>, i64)>(c)
+        });
         let attempt = match read {
             Ok((Some(count), _)) if count > 0 && count <= i64::from(u32::MAX) => {
                 Attempt::Acquired {
@@ -437,7 +455,7 @@ impl RawLock {
                     pass.again = true;
                 }
                 // The latch makes every retry return the first call's outcome.
-                retry_interrupted(|| self.unlock_script(&release).and_then(Ran::unlocked))
+                self.again_if_interrupted(|| self.unlock_script(&release).and_then(Ran::unlocked))
             }
             other => other,
         };
@@ -468,6 +486,12 @@ impl RawLock {
         if !self.kind.latched_unlock() {
             return String::new();
         }
+        self.new_receipt()
+    }
+
+    /// A new receipt key for a call of this lock's (an unlock latch, a condition's notify):
+    /// unique without a random number per call, from this client's uuid and a counter.
+    pub(crate) fn new_receipt(&self) -> String {
         let requests = &self.key.client.inner.requests;
         self.latches.key(requests.fetch_add(1, Ordering::Relaxed))
     }
@@ -549,24 +573,18 @@ impl RawLock {
         self.run(|c| self.kind.force_unlock(&self.key, c))
     }
 
+    /// Makes `call` again while its reply's read is interrupted by a stop and resume, up to
+    /// the configured retry attempts: for a call that may run more than once.
+    pub(super) fn again_if_interrupted<T>(&self, call: impl FnMut() -> Result<T>) -> Result<T> {
+        retry_interrupted(self.key.client.inner.backend.retries(), None, call)
+    }
+
     /// Runs `f` on a connection to the lock's node (retried as the pool retries).
     pub(crate) fn run<T>(
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
         self.key.run(f)
-    }
-}
-
-/// Runs `call`, again while its reply's read is interrupted by a stop and resume (at most
-/// 3 times in all): for a call that may run more than once.
-pub(super) fn retry_interrupted<T>(mut call: impl FnMut() -> Result<T>) -> Result<T> {
-    let mut tries = 1;
-    loop {
-        match call() {
-            Err(e) if e.is_interrupted_read() && tries < 3 => tries += 1,
-            outcome => return outcome,
-        }
     }
 }
 

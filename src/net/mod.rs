@@ -223,11 +223,23 @@ impl Stream {
 }
 
 impl Read for &Stream {
+    /// Reads, made again when interrupted: a socket with a read timeout (the setup's) returns
+    /// `EINTR` after its process was stopped and resumed, with no signal handler, and
+    /// `std`'s `read` does not retry it (its `read_exact` and `write_all` do). That is no
+    /// broken connection: a reconnect would wake every waiter and recheck every hold.
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Plain(s) => (&*s).read(buf),
-            #[cfg(feature = "tls")]
-            Stream::Tls(t) => t.read(buf),
+        loop {
+            let read = match self {
+                Stream::Plain(s) => (&*s).read(buf),
+                #[cfg(feature = "tls")]
+                Stream::Tls(t) => t.read(buf),
+            };
+            match read {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    log::debug!("a pub/sub read was interrupted ({e}): read again");
+                }
+                other => return other,
+            }
         }
     }
 }

@@ -58,6 +58,22 @@ impl ChildTest {
         }
     }
 
+    /// Every line up to the first that has `tag` (that one included), within `within` each.
+    pub fn until(&self, tag: &str, within: Duration) -> Vec<String> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(within)
+                .unwrap_or_else(|_| panic!("the child said nothing with {tag}: {lines:?}"));
+            let last = line.contains(tag);
+            lines.push(line);
+            if last {
+                return lines;
+            }
+        }
+    }
+
     /// The child's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -1,10 +1,13 @@
 //! The one-script calls a condition wait makes beside its four steps: leaving the queue,
-//! handing a notification on, restoring a hold count. Each logs its own failure.
+//! handing a notification on, restoring a hold count. Each logs its own failure, and each is
+//! sent again after an interrupted read (a receipt, or the script itself, makes that safe).
 
 use super::Condition;
 use crate::error::Result;
+use crate::keys;
 use crate::lock::owner::Ownership;
 use crate::scripts;
+use crate::time::millis;
 
 impl<O: Ownership> Condition<O> {
     /// Takes waiter `id` out of the condition (`pass`: handing a notification that picked
@@ -12,12 +15,14 @@ impl<O: Ownership> Condition<O> {
     /// its lease, unrenewed).
     pub(super) fn leave(&self, id: &str, pass: bool) -> Option<i64> {
         let raw = &self.lock.raw;
-        let left = raw.run(|c| {
+        let left = self.receipted(|c, receipt, ttl| {
             scripts::CONDITION_LEAVE
                 .key(&self.waiters)
                 .key(&self.queue)
+                .key(receipt)
                 .arg(id)
                 .arg(if pass { "pass" } else { "take" })
+                .arg(ttl)
                 .invoke(c)
         });
         match left {
@@ -39,10 +44,12 @@ impl<O: Ownership> Condition<O> {
     /// fails, the notification goes no further (logged).
     pub(super) fn hand_on(&self, id: &str) {
         let raw = &self.lock.raw;
-        let passed: Result<i64> = raw.run(|c| {
+        let passed: Result<i64> = self.receipted(|c, receipt, ttl| {
             scripts::CONDITION_PASS
                 .key(&self.waiters)
                 .key(&self.queue)
+                .key(receipt)
+                .arg(ttl)
                 .invoke(c)
         });
         match passed {
@@ -72,12 +79,14 @@ impl<O: Ownership> Condition<O> {
             return true;
         }
         let raw = &self.lock.raw;
-        let restored: Result<i64> = raw.run(|c| {
-            scripts::CONDITION_RESTORE
-                .key(&raw.key.name)
-                .arg(field)
-                .arg(count)
-                .invoke(c)
+        let restored: Result<i64> = raw.again_if_interrupted(|| {
+            raw.run(|c| {
+                scripts::CONDITION_RESTORE
+                    .key(&raw.key.name)
+                    .arg(field)
+                    .arg(count)
+                    .invoke(c)
+            })
         });
         if !matches!(restored, Ok(1)) {
             log::warn!(
@@ -88,5 +97,20 @@ impl<O: Ownership> Condition<O> {
             return false;
         }
         true
+    }
+
+    /// A call with a new receipt (`RawLock::new_receipt`), given with its time to live in ms:
+    /// sent again while its reply's read is interrupted, it returns the first call's reply;
+    /// the receipt is deleted later once a reply came.
+    pub(super) fn receipted<T>(
+        &self,
+        mut f: impl FnMut(&mut dyn redis::ConnectionLike, &str, u64) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let raw = &self.lock.raw;
+        let receipt = raw.new_receipt();
+        let ttl = millis(keys::RECEIPT_TTL);
+        let reply = raw.again_if_interrupted(|| raw.run(|c| f(c, &receipt, ttl)))?;
+        raw.key.client.inner.backend.delete_later(receipt);
+        Ok(reply)
     }
 }

@@ -249,13 +249,17 @@ impl<O: Ownership> Condition<O> {
         self.check()?;
         let raw = &self.lock.raw;
         let field = raw.field(&self.lock.owner());
-        let picked: i64 = raw.run(|c| {
+        // Sent again if its reply is lost to an interrupted read: the receipt answers with
+        // what the first call picked.
+        let picked: i64 = self.receipted(|c, receipt, ttl| {
             scripts::CONDITION_NOTIFY
                 .key(&raw.key.name)
                 .key(&self.waiters)
                 .key(&self.queue)
+                .key(receipt)
                 .arg(&field)
                 .arg(want)
+                .arg(ttl)
                 .invoke(c)
         })?;
         log::debug!(

@@ -143,18 +143,34 @@ impl<'a, O: Ownership> Wait<'a, O> {
         let queued_at = Instant::now();
         self.queued_at = Some(queued_at);
         let (field, owner, id) = (&self.field, &self.owner, &self.id);
-        let queued: Result<Option<i64>> = raw.run(|c| {
-            scripts::CONDITION_WAIT
-                .key(&raw.key.name)
-                .key(&cond.waiters)
-                .key(&cond.queue)
-                .key(release_here.unwrap_or(&cond.queue))
-                .arg(field)
-                .arg(&**id)
-                .arg(millis(lease))
-                .arg(if *field == **owner { "" } else { &**owner })
-                .arg(release_here.map_or("", |_| raw.key.client.publish()))
-                .invoke(c)
+        // A call whose reply's read was interrupted ran: a place found in the queue is its
+        // (the hold count it found was the owner's, as the watchdog counts them); none, and
+        // it is sent again.
+        let mut lost = false;
+        let holds = self.holds;
+        let queued: Result<Option<i64>> = raw.again_if_interrupted(|| {
+            if lost {
+                let place: Option<f64> =
+                    raw.run(|c| redis::cmd("ZSCORE").arg(&*cond.waiters).arg(&**id).query(c))?;
+                if place.is_some() {
+                    return Ok(Some(i64::from(holds)));
+                }
+            }
+            let sent = raw.run(|c| {
+                scripts::CONDITION_WAIT
+                    .key(&raw.key.name)
+                    .key(&cond.waiters)
+                    .key(&cond.queue)
+                    .key(release_here.unwrap_or(&cond.queue))
+                    .arg(field)
+                    .arg(&**id)
+                    .arg(millis(lease))
+                    .arg(if *field == **owner { "" } else { &**owner })
+                    .arg(release_here.map_or("", |_| raw.key.client.publish()))
+                    .invoke(c)
+            });
+            lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
+            sent
         });
         match queued {
             Ok(Some(count)) if count > 0 => {
@@ -283,12 +299,21 @@ impl<'a, O: Ownership> Wait<'a, O> {
                 };
                 return Ok(Tried::done());
             }
-            let seen: Result<i64> = raw.run(|c| {
-                scripts::CONDITION_CHECK
-                    .key(&cond.waiters)
-                    .arg(&**id)
-                    .invoke(c)
-            });
+            // A look whose reply's read was interrupted ran: looked at again, a place found
+            // gone was taken by it (or ran out: a wake-up either way).
+            let mut lost = false;
+            let seen: Result<i64> = raw
+                .again_if_interrupted(|| {
+                    let sent = raw.run(|c| {
+                        scripts::CONDITION_CHECK
+                            .key(&cond.waiters)
+                            .arg(&**id)
+                            .invoke(c)
+                    });
+                    lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
+                    sent
+                })
+                .map(|seen| if lost && seen == -1 { 1 } else { seen });
             let seen = match seen {
                 Ok(seen) => seen,
                 // The look failed, perhaps after it ran and took a notification (its reply

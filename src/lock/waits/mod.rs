@@ -25,6 +25,7 @@ mod graph;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{DeadlockStep, Error, Result};
 use crate::keys;
@@ -205,7 +206,9 @@ impl Checks {
     fn write_in(&self, key: &str, what: &str) -> Result<u64> {
         let lease = millis(self.client.inner.config.watchdog_timeout);
         let waited = millis(self.started.elapsed());
-        self.client.inner.backend.run(key, |c| {
+        // Sent again after an interrupted read: a record that exists keeps its since.
+        let backend = &self.client.inner.backend;
+        backend.run_repeatable(key, Policy::Retried, |c| {
             scripts::WAIT_RECORD
                 .key(key)
                 .arg(&*self.owner)

@@ -1,13 +1,14 @@
 //! The permit-expirable semaphore's protocol: the `lua/pes_*.lua` calls with the semaphore's
 //! keys, their replies decoded, and the acquire attempt. Knows nothing of waiting or guards.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::id::PermitId;
 use crate::backend::Policy;
 use crate::client::Client;
-use crate::error::{Error, Result};
+use crate::error::{retry_interrupted, Error, Result};
 use crate::keys;
 use crate::names::Named;
 use crate::pubsub::Tried;
@@ -38,6 +39,8 @@ pub(super) struct RawExpirable {
     timeouts: Arc<str>,
     /// `redisson_sc:{name}`.
     pub(super) channel: Arc<str>,
+    /// The keys of this client's receipts for this semaphore's changes.
+    receipts: keys::UnlockLatches,
     /// A bound on each call's times (a settle's, on the watchdog thread); the pool's own
     /// settings when `None`.
     bound: Option<Duration>,
@@ -46,11 +49,12 @@ pub(super) struct RawExpirable {
 impl RawExpirable {
     pub(super) fn new(client: Client, name: Named) -> RawExpirable {
         RawExpirable {
-            client,
             timeouts: keys::permit_timeouts(&name.key).into(),
             channel: keys::semaphore_channel(&name.key).into(),
+            receipts: keys::UnlockLatches::new(&name.key, client.id()),
             name: name.key,
             given: name.given,
+            client,
             bound: None,
         }
     }
@@ -86,26 +90,44 @@ impl RawExpirable {
 
     /// `lua/pes_try_set_permits.lua`: sets the count if none is set; whether it did.
     pub(super) fn try_set(&self, permits: u32) -> Result<bool> {
-        self.run(
-            &scripts::PES_TRY_SET_PERMITS,
-            &[permits.to_string().as_bytes()],
-        )
-        .map(|set: i64| set == 1)
+        self.run_receipted(&scripts::PES_TRY_SET_PERMITS, &permits.to_string())
+            .map(|set: i64| set == 1)
     }
 
     /// `lua/pes_add_permits.lua`: adds `delta` to the count; the new count.
     pub(super) fn add(&self, delta: i64) -> Result<i64> {
-        self.run(&scripts::PES_ADD_PERMITS, &[delta.to_string().as_bytes()])
+        self.run_receipted(&scripts::PES_ADD_PERMITS, &delta.to_string())
+    }
+
+    /// A change with one argument `arg` and a new receipt (the script's `KEYS[4]`, its time
+    /// to live the last argument), which makes the call sent again after an interrupted read
+    /// return the first call's reply and change nothing more; the receipt is deleted later
+    /// once the reply came.
+    fn run_receipted<T: redis::FromRedisValue>(
+        &self,
+        script: &scripts::Lua,
+        arg: &str,
+    ) -> Result<T> {
+        let inner = &self.client.inner;
+        let receipt = self
+            .receipts
+            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let ttl = millis(keys::RECEIPT_TTL).to_string();
+        let args: [&[u8]; 2] = [arg.as_bytes(), ttl.as_bytes()];
+        let reply =
+            self.again_if_interrupted(|| self.run_with_keys(script, Some(&receipt), &args))?;
+        inner.backend.delete_later(receipt);
+        Ok(reply)
     }
 
     /// `lua/pes_available.lua`: the count, expired permits counted back in.
     pub(super) fn available(&self) -> Result<i64> {
-        self.run(&scripts::PES_AVAILABLE, &[])
+        self.run_repeatable(&scripts::PES_AVAILABLE, &[])
     }
 
     /// The counts as `lua/pes_counts.lua` reads them, without writing.
     pub(super) fn counts(&self) -> Result<Counts> {
-        let reply: Vec<i64> = self.run(&scripts::PES_COUNTS, &[])?;
+        let reply: Vec<i64> = self.run_repeatable(&scripts::PES_COUNTS, &[])?;
         match reply[..] {
             [available, acquired, exists @ (0 | 1)] if acquired >= 0 => Ok(Counts {
                 available,
@@ -119,7 +141,7 @@ impl RawExpirable {
     /// `lua/pes_lease.lua`: how long permit `id` has left; `None` if it is no permit,
     /// `Duration::MAX` if it never expires.
     pub(super) fn lease(&self, id: &PermitId) -> Result<Option<Duration>> {
-        let ms: i64 = self.run(&scripts::PES_LEASE, &[&id.member()])?;
+        let ms: i64 = self.run_repeatable(&scripts::PES_LEASE, &[&id.member()])?;
         match ms {
             -2 => Ok(None),
             -1 => Ok(Some(Duration::MAX)),
@@ -130,16 +152,24 @@ impl RawExpirable {
 
     /// `lua/pes_release.lua` for one permit: whether it was taken (and is now released).
     pub(super) fn release(&self, id: &PermitId) -> Result<bool> {
-        self.run(&scripts::PES_RELEASE, &[&id.member()])
-            .map(|released: i64| released == 1)
+        self.release_many(std::slice::from_ref(id))
+            .map(|released| released == 1)
     }
 
     /// `lua/pes_release.lua` for every permit of `ids`: how many were taken (and are now
-    /// released).
+    /// released). A call whose reply's read was interrupted ran: it is sent again, and the
+    /// ids it finds gone count as released by the first (a lease that ran out just before
+    /// is not told apart).
     pub(super) fn release_many(&self, ids: &[PermitId]) -> Result<u32> {
         let members: Vec<Vec<u8>> = ids.iter().map(PermitId::member).collect();
         let args: Vec<&[u8]> = members.iter().map(Vec::as_slice).collect();
-        let released: i64 = self.run(&scripts::PES_RELEASE, &args)?;
+        let mut lost = false;
+        let released: i64 = self.again_if_interrupted(|| {
+            let sent = self.run(&scripts::PES_RELEASE, &args);
+            lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
+            sent
+        })?;
+        let released = if lost { ids.len() as i64 } else { released };
         u32::try_from(released)
             .map_err(|_| Error::Protocol(format!("release script replied {released}")))
     }
@@ -148,7 +178,7 @@ impl RawExpirable {
     /// it is no permit.
     pub(super) fn update_lease(&self, id: &PermitId, lease: Duration) -> Result<bool> {
         let lease_ms = millis(lease).to_string();
-        match self.run(
+        match self.run_repeatable(
             &scripts::PES_UPDATE_LEASE,
             &[&id.member(), lease_ms.as_bytes()],
         )? {
@@ -168,7 +198,7 @@ impl RawExpirable {
         let mut args = Vec::with_capacity(ids.len() + 1);
         args.push(lease_ms.as_bytes());
         args.extend(members.iter().map(Vec::as_slice));
-        let reply: Vec<i64> = self.run(&scripts::PES_ACQUIRE, &args)?;
+        let reply: Vec<i64> = self.acquire_learning(ids, &args)?;
         match reply[..] {
             [1, left] => {
                 let tried = Tried::done().seeing(left);
@@ -191,17 +221,82 @@ impl RawExpirable {
         }
     }
 
+    /// `lua/pes_acquire.lua` with `args`, for `ids`. A call whose reply's read was
+    /// interrupted ran: the ids are this acquire's own, so whether it took them is read back
+    /// (all or none are taken); taken, the reply is made up (`{1, 0}`: no count seen, and one
+    /// other waiter told as this one leaves), else the call is made again, up to the
+    /// configured retry attempts. A read that fails returns the acquire's error.
+    fn acquire_learning(&self, ids: &[PermitId], args: &[&[u8]]) -> Result<Vec<i64>> {
+        let mut again = self.client.inner.backend.retries();
+        loop {
+            match self.run(&scripts::PES_ACQUIRE, args) {
+                Err(e) if e.is_interrupted_read() && again > 0 => {
+                    again -= 1;
+                    let first = ids[0].member();
+                    let score =
+                        self.client
+                            .inner
+                            .backend
+                            .run_repeatable(&self.name, self.policy(), |c| {
+                                redis::cmd("ZSCORE")
+                                    .arg(&*self.timeouts)
+                                    .arg(&first)
+                                    .query::<Option<f64>>(c)
+                            });
+                    match score {
+                        Ok(Some(_)) => return Ok(vec![1, 0]),
+                        Ok(None) => {}
+                        Err(_) => return Err(e),
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Makes `call` again while its reply's read is interrupted, up to the configured retry
+    /// attempts: for a call that may run twice.
+    fn again_if_interrupted<T>(&self, call: impl FnMut() -> Result<T>) -> Result<T> {
+        retry_interrupted(self.client.inner.backend.retries(), None, call)
+    }
+
+    /// As [`run`](Self::run), for a script that may run twice (a read, a lease set from
+    /// now): sent again when its reply's read is interrupted.
+    fn run_repeatable<T: redis::FromRedisValue>(
+        &self,
+        script: &scripts::Lua,
+        args: &[&[u8]],
+    ) -> Result<T> {
+        self.again_if_interrupted(|| self.run(script, args))
+    }
+
+    fn policy(&self) -> Policy {
+        self.bound.map_or(Policy::Retried, Policy::Bounded)
+    }
+
     /// Runs one `lua/pes_*.lua` script with the semaphore's keys, the publish command and
     /// `args`. A wrong-type reply names the key the script found wrong.
     fn run<T: redis::FromRedisValue>(&self, script: &scripts::Lua, args: &[&[u8]]) -> Result<T> {
+        self.run_with_keys(script, None, args)
+    }
+
+    /// As [`run`](Self::run), with a fourth key, `extra`, where the script takes one.
+    fn run_with_keys<T: redis::FromRedisValue>(
+        &self,
+        script: &scripts::Lua,
+        extra: Option<&str>,
+        args: &[&[u8]],
+    ) -> Result<T> {
         let mut call = script.key(&self.name);
-        call.key(&self.timeouts)
-            .key(&self.channel)
-            .arg(self.client.publish());
+        call.key(&self.timeouts).key(&self.channel);
+        if let Some(extra) = extra {
+            call.key(extra);
+        }
+        call.arg(self.client.publish());
         for arg in args {
             call.arg(*arg);
         }
-        let policy = self.bound.map_or(Policy::Retried, Policy::Bounded);
+        let policy = self.policy();
         let reply = self
             .client
             .inner

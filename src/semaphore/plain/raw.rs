@@ -36,12 +36,6 @@ pub(super) struct RawSemaphore {
     bound: Option<Duration>,
 }
 
-/// How long an acquire's receipt (or a release's latch) lives, from when the script ran: a
-/// settle, tried within a few seconds of the server answering, must read it before it
-/// expires. Those of calls whose reply came are deleted sooner, with a later write (16 to a
-/// `DEL`), where the pool batches.
-const RECEIPT_TTL: Duration = Duration::from_secs(20);
-
 /// The most a settle's call waits for its reply: on the watchdog thread, it holds up renewals
 /// while the server does not answer.
 const SETTLE_BOUND: Duration = Duration::from_secs(1);
@@ -80,10 +74,11 @@ impl RawSemaphore {
     }
 
     /// Sets the count to `permits` if the semaphore does not exist, with `expiry` if given;
-    /// returns whether it did.
+    /// returns whether it did. Sent again after an interrupted read: the generation it wrote
+    /// (unique to this call) tells that the first call set it.
     pub(super) fn try_set(&self, permits: u32, expiry: Option<Duration>) -> Result<bool> {
         let generation = self.new_generation();
-        self.run(|c| {
+        self.run_repeatable(|c| {
             let mut call = scripts::SEMAPHORE_TRY_SET_PERMITS.key(&self.name);
             call.key(&self.channel)
                 .key(&self.generation)
@@ -97,10 +92,11 @@ impl RawSemaphore {
         })
     }
 
-    /// Sets the count to `permits` and publishes it.
+    /// Sets the count to `permits` and publishes it. Sent again after an interrupted read, as
+    /// the same set made a moment later.
     pub(super) fn set(&self, permits: u32) -> Result<()> {
         let generation = self.new_generation();
-        self.run(|c| {
+        self.run_repeatable(|c| {
             scripts::SEMAPHORE_SET
                 .key(&self.name)
                 .key(&self.channel)
@@ -114,24 +110,50 @@ impl RawSemaphore {
 
     /// Takes every available permit; returns how many.
     pub(super) fn drain(&self) -> Result<i64> {
-        self.run(|c| scripts::SEMAPHORE_DRAIN.key(&self.name).invoke(c))
-    }
-
-    /// Adds `delta` to the count and publishes it; returns the new count.
-    pub(super) fn add(&self, delta: i64) -> Result<i64> {
-        self.run(|c| {
-            scripts::SEMAPHORE_ADD_PERMITS
+        self.receipted(|c, receipt, ttl| {
+            scripts::SEMAPHORE_DRAIN
                 .key(&self.name)
-                .key(&self.channel)
-                .arg(delta)
-                .arg(self.client.publish())
+                .key(receipt)
+                .arg(ttl)
                 .invoke(c)
         })
     }
 
+    /// Adds `delta` to the count and publishes it; returns the new count.
+    pub(super) fn add(&self, delta: i64) -> Result<i64> {
+        self.receipted(|c, receipt, ttl| {
+            scripts::SEMAPHORE_ADD_PERMITS
+                .key(&self.name)
+                .key(&self.channel)
+                .key(receipt)
+                .arg(delta)
+                .arg(self.client.publish())
+                .arg(ttl)
+                .invoke(c)
+        })
+    }
+
+    /// A call with a new receipt (a key of this call's, which makes a call sent again after
+    /// an interrupted read return the first call's reply and change nothing more), and the
+    /// receipt's time to live in ms; the receipt is deleted later once the reply came.
+    fn receipted<T>(
+        &self,
+        mut f: impl FnMut(&mut dyn redis::ConnectionLike, &str, u64) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let inner = &self.client.inner;
+        let receipt = self
+            .receipts
+            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let ttl = millis(keys::RECEIPT_TTL);
+        let reply = self.run_repeatable(|c| f(c, &receipt, ttl))?;
+        inner.backend.delete_later(receipt);
+        Ok(reply)
+    }
+
     /// The count: 0 for no key, [`Error::WrongType`] for a value that is no number.
     pub(super) fn available(&self) -> Result<i64> {
-        let value: Option<String> = self.run(|c| redis::cmd("GET").arg(&*self.name).query(c))?;
+        let value: Option<String> =
+            self.run_repeatable(|c| redis::cmd("GET").arg(&*self.name).query(c))?;
         match value {
             None => Ok(0),
             Some(v) => v.parse().map_err(|_| Error::WrongType {
@@ -156,7 +178,7 @@ impl RawSemaphore {
                 .key(&receipt)
                 .key(&self.generation)
                 .arg(permits)
-                .arg(millis(RECEIPT_TTL))
+                .arg(millis(keys::RECEIPT_TTL))
                 .arg(self.generation_of(request))
                 .invoke(c)
         });
@@ -202,20 +224,21 @@ impl RawSemaphore {
     }
 
     /// Gives `permits` back once, and returns the count after: a call whose reply is lost
-    /// is tried again with the same latch (3 tries in all), which makes a retry of a release
-    /// that ran change nothing. One still without a reply is tried again when the server
+    /// is tried again with the same latch (as many more times as the configured retry
+    /// attempts, at least twice), which makes a retry of a release that ran change nothing. One still without a reply is tried again when the server
     /// answers (see the watchdog's `doubt.rs`), so a permit is neither lost nor given twice
-    /// (as long as the server answers within [`RECEIPT_TTL`]).
+    /// (as long as the server answers within [`RECEIPT_TTL`](keys::RECEIPT_TTL)).
     pub(super) fn release(&self, permits: u32, generation: Option<&str>) -> Result<Released> {
         let inner = &self.client.inner;
         let latch = self
             .receipts
             .key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        let retries = inner.backend.retries().max(2);
         let mut tries = 0;
         loop {
             tries += 1;
             match self.release_once(&latch, permits, generation) {
-                Err(e) if e.breaks_connection() && tries < 3 => {
+                Err(e) if e.breaks_connection() && tries <= retries => {
                     log::debug!("release of `{}` lost its reply ({e}); retrying", self.name);
                 }
                 Err(e) if e.breaks_connection() => {
@@ -249,7 +272,7 @@ impl RawSemaphore {
                 .key(&self.generation)
                 .arg(permits)
                 .arg(self.client.publish())
-                .arg(millis(RECEIPT_TTL));
+                .arg(millis(keys::RECEIPT_TTL));
             if let Some(generation) = generation {
                 call.arg(generation);
             }
@@ -373,8 +396,27 @@ impl RawSemaphore {
         &self,
         f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let policy = self.bound.map_or(Policy::Retried, Policy::Bounded);
-        self.client.inner.backend.run_with(&self.name, policy, f)
+        self.client
+            .inner
+            .backend
+            .run_with(&self.name, self.policy(), f)
+    }
+
+    /// As [`run`](Self::run), for a call that may run twice: sent again after an
+    /// interrupted read.
+    fn run_repeatable<T>(
+        &self,
+        f: impl FnMut(&mut dyn redis::ConnectionLike) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let policy = self.policy();
+        self.client
+            .inner
+            .backend
+            .run_repeatable(&self.name, policy, f)
+    }
+
+    fn policy(&self) -> Policy {
+        self.bound.map_or(Policy::Retried, Policy::Bounded)
     }
 }
 
