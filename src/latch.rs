@@ -11,7 +11,7 @@ use crate::keys;
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
-use crate::time::{check_deadline, check_wait, millis};
+use crate::time::{check_deadline, check_wait};
 
 /// Published on the channel when a count is set (Redisson's `newCountMessage`).
 const NEW_COUNT_MESSAGE: &str = "1";
@@ -337,12 +337,9 @@ impl CountDownLatch {
         let receipt = self
             .receipts
             .key(inner.requests.fetch_add(1, Ordering::Relaxed));
-        let ttl = millis(keys::RECEIPT_TTL);
-        let reply = inner
+        inner
             .backend
-            .run_repeatable(&self.name, Policy::Retried, |c| f(c, &receipt, ttl))?;
-        inner.backend.delete_later(receipt);
-        Ok(reply)
+            .run_receipted(&self.name, Policy::Retried, receipt, &mut f)
     }
 
     fn check_name(&self) -> Result<()> {

@@ -169,6 +169,23 @@ impl Backend {
         retry_interrupted(self.retries, None, || self.call(key, policy, None, &mut f))
     }
 
+    /// As [`run_repeatable`](Self::run_repeatable), for a call made repeatable by `receipt`, a
+    /// key of its own that its script writes its reply to (given to `f` with its time to live
+    /// in ms, [`keys::RECEIPT_TTL`](crate::keys::RECEIPT_TTL)): sent again, it returns the first
+    /// call's reply and changes nothing more. The receipt is deleted later once a reply came.
+    pub(crate) fn run_receipted<T>(
+        &self,
+        key: &str,
+        policy: Policy,
+        receipt: String,
+        mut f: impl FnMut(&mut dyn ConnectionLike, &str, u64) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let ttl = crate::time::millis(crate::keys::RECEIPT_TTL);
+        let reply = self.run_repeatable(key, policy, |c| f(c, &receipt, ttl))?;
+        self.delete_later(receipt);
+        Ok(reply)
+    }
+
     /// The retry attempts configured: how many times a call interrupted this way is made again
     /// by a caller without a deadline.
     pub(crate) fn retries(&self) -> u32 {

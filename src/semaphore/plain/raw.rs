@@ -144,10 +144,10 @@ impl RawSemaphore {
         let receipt = self
             .receipts
             .key(inner.requests.fetch_add(1, Ordering::Relaxed));
-        let ttl = millis(keys::RECEIPT_TTL);
-        let reply = self.run_repeatable(|c| f(c, &receipt, ttl))?;
-        inner.backend.delete_later(receipt);
-        Ok(reply)
+        let policy = self.policy();
+        inner
+            .backend
+            .run_receipted(&self.name, policy, receipt, &mut f)
     }
 
     /// The count: 0 for no key, [`Error::WrongType`] for a value that is no number.
