@@ -134,6 +134,7 @@ fn run() -> Res<bool> {
         started.elapsed(),
         lines.len()
     );
+    encoders.delete()?; // the count and what the library keeps beside it
     let keys: Vec<String> = redis.keys(format!("{prefix}:*"))?;
     if !keys.is_empty() {
         let _: i64 = redis.del(keys)?;

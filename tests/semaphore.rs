@@ -692,6 +692,19 @@ fn permits_taken_before_a_data_loss_never_go_back_into_the_semaphore_made_after_
     assert!(expiring.try_set_permits(1).unwrap());
     assert!(held.release().unwrap_err().is_permits_lost());
     assert_eq!(expiring.available_permits().unwrap(), 1);
+
+    // Deleted: count and generation go; a guard still out is lost to the one set up again.
+    let held = sem.acquire(1).unwrap();
+    assert!(sem.delete().unwrap());
+    assert!(!sem.delete().unwrap(), "gone already");
+    let left: Vec<String> = raw.keys("*{sem:loss}*").unwrap();
+    assert!(
+        left.iter().all(|k| k.starts_with("redisson_unlock_latch:")),
+        "{left:?}"
+    );
+    assert!(sem.try_set_permits(3).unwrap());
+    assert!(held.release().unwrap_err().is_permits_lost());
+    assert_eq!(sem.available_permits().unwrap(), 3);
 }
 
 #[test]

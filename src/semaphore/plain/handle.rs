@@ -147,6 +147,33 @@ impl Semaphore {
         self.raw.set(permits)
     }
 
+    /// Deletes the semaphore: its count and its generation (`redlatch_semaphore:{name}`), in
+    /// one `DEL`; returns whether it existed. Guards still out are then lost: their releases
+    /// give nothing back into a semaphore set up again. Redisson's `RSemaphore.delete` deletes
+    /// the count only (its peers know no generation): delete a shared semaphore from here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; connection
+    /// errors.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let sem = client.semaphore("nightly:slots");
+    /// sem.try_set_permits(4)?;
+    /// // ... the night's work ...
+    /// assert!(sem.delete()?);
+    /// assert_eq!(sem.available_permits()?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        check_name(&self.raw.name)?;
+        self.raw.delete()
+    }
+
     /// Takes every available permit and returns how many it took, leaving 0; as
     /// `java.util.concurrent.Semaphore::drainPermits`, a negative count (after
     /// [`add_permits`](Self::add_permits) took more than were free) is raised to 0 and

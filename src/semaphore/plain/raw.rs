@@ -150,6 +150,18 @@ impl RawSemaphore {
             .run_receipted(&self.name, policy, receipt, &mut f)
     }
 
+    /// Deletes the count and the generation; whether the count existed. Sent again after an
+    /// interrupted read (a `DEL` again changes nothing; the answer is then "did not exist").
+    pub(super) fn delete(&self) -> Result<bool> {
+        let deleted: Vec<i64> = self.run_repeatable(|c| {
+            redis::pipe()
+                .del(&*self.name)
+                .del(&*self.generation)
+                .query(c)
+        })?;
+        Ok(deleted.first().is_some_and(|&n| n > 0))
+    }
+
     /// The count: 0 for no key, [`Error::WrongType`] for a value that is no number.
     pub(super) fn available(&self) -> Result<i64> {
         let value: Option<String> =
