@@ -346,8 +346,9 @@ pub use inspect::{
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
-    Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, MultiLock, MultiLockGuard,
-    Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec, WaitTimeoutResult,
+    Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, LockSet, LockSetGuard,
+    MultiLock, MultiLockGuard, Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec,
+    WaitTimeoutResult,
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;
