@@ -84,7 +84,7 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 8] = [
+pub(crate) const TAGGED_HELPERS: [&str; 9] = [
     FAIR_QUEUE,
     SEMAPHORE_GENERATION,
     FAIR_TIMEOUTS,
@@ -93,6 +93,7 @@ pub(crate) const TAGGED_HELPERS: [&str; 8] = [
     ELECTION,
     ELECTION_LOG,
     LOCK_WAITS,
+    LOCK_SET_YIELD,
 ];
 
 /// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag (Redisson's
@@ -570,6 +571,7 @@ mod tests {
             election_log("name"),
             election_channel("name"),
             lock_waits("name"),
+            lock_set_yield("name"),
             client_waits("<client uuid>"),
             // `<n>`: the first name's length, here that of `<first>`.
             lock_order("<first>", "<second>").replacen(":7:", ":<n>:", 1),
