@@ -336,7 +336,7 @@ impl LockSet {
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) => {
-                if e.breaks_connection() {
+                if e.breaks_connection() || e.is_interrupted_read() {
                     // The call may have run, or may run when the server answers again: what
                     // it took is given back then, name by name.
                     for &i in group {
