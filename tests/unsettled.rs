@@ -306,7 +306,12 @@ fn a_lock_set_whose_acquire_reply_was_lost_leaves_no_hold_once_the_server_answer
     let client = client(&server);
     let names: Vec<String> = (0..200).map(|i| format!("set-job:{i}")).collect();
     // The scripts loaded: the lost call runs when the server resumes.
-    client.lock_set(["set-warm"]).lock().unwrap().unlock().unwrap();
+    client
+        .lock_set(["set-warm"])
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
     // One of them held by this thread already: its own hold stays.
     let held = client.lock(&names[9]).lock().unwrap();
     lost_reply(&server, &client, || client.lock_set(&names).lock());

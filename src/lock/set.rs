@@ -74,6 +74,14 @@ pub struct LockSet {
     locks: Vec<Lock>,
 }
 
+impl std::fmt::Debug for LockSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockSet")
+            .field("locks", &self.locks.len())
+            .finish()
+    }
+}
+
 /// What one attempt over every group found.
 enum Attempted {
     Taken(LockSetGuard),
