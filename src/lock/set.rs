@@ -245,6 +245,9 @@ impl LockSet {
             Attempted::Taken(guard) => return taken(guard, false),
             Attempted::Busy { index, .. } => (None, index),
         };
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
         loop {
             let channel = keys::lock_channel(&self.locks[busy].raw.key.name);
             let mut next = None;
