@@ -11,6 +11,9 @@
 
 /// Prefix of a lock's channel: `redisson_lock__channel:{name}`.
 pub(crate) const LOCK_CHANNEL: &str = "redisson_lock__channel";
+/// Prefix of the key by which a lock set's owner leaves a freed lock to its waiter (ours, not
+/// Redisson's): see [`lock_set_yield`].
+pub(crate) const LOCK_SET_YIELD: &str = "redlatch_lockset_yield";
 /// Prefix of a fair lock's queue of waiting owners.
 pub(crate) const FAIR_QUEUE: &str = "redisson_lock_queue";
 /// Prefix of a fair lock's waiter deadlines.
@@ -81,7 +84,7 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 8] = [
+pub(crate) const TAGGED_HELPERS: [&str; 9] = [
     FAIR_QUEUE,
     SEMAPHORE_GENERATION,
     FAIR_TIMEOUTS,
@@ -90,6 +93,7 @@ pub(crate) const TAGGED_HELPERS: [&str; 8] = [
     ELECTION,
     ELECTION_LOG,
     LOCK_WAITS,
+    LOCK_SET_YIELD,
 ];
 
 /// `prefix:{name}`, or `prefix:name` when the name carries its own hash tag (Redisson's
@@ -131,6 +135,12 @@ pub(crate) fn group_expire_field(value: &str, owner: &str) -> String {
 /// The channel on which a lock's (plain, fenced) release is published: `0` wakes one waiter.
 pub(crate) fn lock_channel(name: &str) -> String {
     tagged(LOCK_CHANNEL, name)
+}
+
+/// The owner of a lock set that just released `name` while somebody waited for it, for a
+/// moment (`lua/lock_set_unlock.lua`): that owner's set leaves `name` to the waiter meanwhile.
+pub(crate) fn lock_set_yield(name: &str) -> String {
+    tagged(LOCK_SET_YIELD, name)
 }
 
 /// A fair lock's waiter `owner`'s own channel: `0` when its turn comes.
@@ -561,6 +571,7 @@ mod tests {
             election_log("name"),
             election_channel("name"),
             lock_waits("name"),
+            lock_set_yield("name"),
             client_waits("<client uuid>"),
             // `<n>`: the first name's length, here that of `<first>`.
             lock_order("<first>", "<second>").replacen(":7:", ":<n>:", 1),

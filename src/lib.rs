@@ -247,6 +247,7 @@
 //! | `redlatch_election:{name}` | [election](Election) (ours): HASH of the leader, `term` (its fencing token from the fenced lock `name`), `value`, `owner`, `since` (ms, server clock) |
 //! | `redlatch_election_log:{name}` | election (ours): STREAM of every leader (`term`, `value`, `owner`, `since`), about the last 1,000 |
 //! | `redlatch_election__channel:{name}` | election (ours): channel, a new leader's (or value's) term, `0` when a leader resigns |
+//! | `redlatch_lockset_yield:{name}` | [lock set](LockSet) (ours): STRING, the owner whose set released the lock while somebody listened for it; its set leaves the lock to that waiter for 100 ms (PX) |
 //! | `redlatch_waits:{name}` | [deadlock detection](crate::_guide::deadlocks) (ours): HASH owner → `<expires> <since> <mode>` (ms, server clock; mode `x`, `f`, `r` or `w`) of each owner blocked on the lock longer than its client's `deadlock_check_after`; renewed while it waits, removed as the wait ends |
 //! | `redlatch_waiting:{<client uuid>}` | deadlock detection (ours): HASH owner → `<expires> <since> <lock>`, the lock each of the client's recorded waiters waits for |
 //! | `redlatch_order:<n>:<first>:<second>` | [lock-order warnings](crate::_guide::deadlocks) (ours, opt-in): HASH of the orders in which owners took two locks, `<d><held mode><taken mode>` → `<ms> <who and where>`, plus `first` and `second` (the names, `<n>` the first's length in bytes); a day's TTL, renewed while the pair recurs |
@@ -346,8 +347,9 @@ pub use inspect::{
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
-    Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, MultiLock, MultiLockGuard,
-    Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec, WaitTimeoutResult,
+    Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, LockSet, LockSetGuard,
+    MultiLock, MultiLockGuard, Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec,
+    WaitTimeoutResult,
 };
 pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;

@@ -8,7 +8,9 @@ use crate::election::Election;
 use crate::fenced::FencedResource;
 use crate::keys;
 use crate::latch::CountDownLatch;
-use crate::lock::{thread_number, Fair, Group, Lock, LockOwner, Plain, ReadWriteLock, Spin};
+use crate::lock::{
+    thread_number, Fair, Group, Lock, LockOwner, LockSet, Plain, ReadWriteLock, Spin,
+};
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 
 impl Client {
@@ -29,6 +31,21 @@ impl Client {
     pub fn lock(&self, name: impl AsRef<str>) -> Lock {
         let name = self.named(name.as_ref());
         Lock::new(self.clone(), &name, Plain::new(&name.key))
+    }
+
+    /// Many plain locks, one per name in `names`, taken all or none under one deadline by
+    /// one script call per server and hash slot (see [`LockSet`]). Nothing is sent yet.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let guard = client.lock_set(["sku:1", "sku:2", "sku:3"]).lock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_set(&self, names: impl IntoIterator<Item = impl AsRef<str>>) -> LockSet {
+        LockSet::new(self, names)
     }
 
     /// A fair lock named `name` (Redisson's `RFairLock`): threads, in this process or any

@@ -242,6 +242,8 @@ scripts! {
     LOCK_UNLOCK: ["lock_unlock.lua"];
     LOCK_RENEW: ["lock_renew.lua"];
     LOCK_FORCE_UNLOCK: ["lock_force_unlock.lua"];
+    LOCK_SET_ACQUIRE: ["lock_set_acquire.lua"];
+    LOCK_SET_UNLOCK: ["lock_set_unlock.lua"];
     FENCED_ACQUIRE: ["clock.lua", "fenced_acquire.lua"];
     SPIN_UNLOCK: ["spin_unlock.lua"];
     SPIN_FORCE_UNLOCK: ["spin_force_unlock.lua"];

@@ -420,3 +420,305 @@ fn a_group_waiter_returns_when_interrupted_and_when_its_client_closes() {
     waiter.close();
     assert!(handle.join().unwrap().unwrap_err().is_closed());
 }
+
+// Lock sets: many plain locks, all or none, one script per slot group.
+
+fn set_names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}:{i}")).collect()
+}
+
+fn keys_like(server: &RedisServer, pattern: &str) -> usize {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query(&mut server.conn())
+        .unwrap();
+    keys.len()
+}
+
+#[test]
+fn a_lock_set_takes_nothing_while_one_name_is_held_elsewhere() {
+    let server = RedisServer::new();
+    let (client, other) = (quick_client(&server), quick_client(&server));
+    let names = set_names("ls-none", 50);
+    let (release, holder) = hold_elsewhere(other.lock(&names[37]));
+    assert!(client.lock_set(&names).try_lock().unwrap().is_none());
+    // Only the name held elsewhere exists: no hash of ours was left behind.
+    assert_eq!(keys_like(&server, "ls-none:*"), 1);
+    let owner = client.owner_id();
+    let ours: Option<u32> = redis::cmd("HGET")
+        .arg(&names[37])
+        .arg(&owner)
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(ours, None);
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    let guard = client
+        .lock_set(&names)
+        .try_lock()
+        .unwrap()
+        .expect("free now");
+    assert_eq!(guard.held(), 50);
+    guard.unlock().unwrap();
+    assert_eq!(keys_like(&server, "ls-none:*"), 0);
+}
+
+#[test]
+fn a_lock_set_holds_each_name_as_an_ordinary_lock_a_peer_sees() {
+    let server = RedisServer::new();
+    let (client, other) = (quick_client(&server), quick_client(&server));
+    let names = set_names("ls-java", 20);
+    // A name this thread holds already is re-entered, and keeps its own hold after.
+    let before = client.lock(&names[3]).lock().unwrap();
+    let guard = client.lock_set(&names).lock().unwrap();
+    let owner = client.owner_id();
+    let mut conn = server.conn();
+    for (i, name) in names.iter().enumerate() {
+        let kind: String = redis::cmd("TYPE").arg(name).query(&mut conn).unwrap();
+        assert_eq!(kind, "hash", "{name}");
+        let count: u32 = redis::cmd("HGET")
+            .arg(name)
+            .arg(&owner)
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(count, if i == 3 { 2 } else { 1 }, "{name}");
+        let pttl: i64 = redis::cmd("PTTL").arg(name).query(&mut conn).unwrap();
+        assert!(pttl > 0, "{name} has a lease: {pttl}");
+        assert!(other.lock(name).is_locked().unwrap());
+    }
+    guard.unlock().unwrap();
+    assert_eq!(keys_like(&server, "ls-java:*"), 1);
+    let count: u32 = redis::cmd("HGET")
+        .arg(&names[3])
+        .arg(&owner)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(count, 1);
+    before.unlock().unwrap();
+    assert_eq!(keys_like(&server, "ls-java:*"), 0);
+}
+
+#[test]
+fn a_lock_set_gives_up_at_its_deadline_holding_nothing() {
+    let server = RedisServer::new();
+    let (client, other) = (quick_client(&server), quick_client(&server));
+    let names = set_names("ls-deadline", 30);
+    let (release, holder) = hold_elsewhere(other.lock(&names[0]));
+    let wait = Duration::from_millis(400);
+    let start = Instant::now();
+    assert!(client
+        .lock_set(&names)
+        .try_lock_for(wait)
+        .unwrap()
+        .is_none());
+    let took = start.elapsed();
+    assert!(took >= wait, "returned before its deadline: {took:?}");
+    assert!(
+        took < wait + Duration::from_secs(3),
+        "long past it: {took:?}"
+    );
+    assert_eq!(keys_like(&server, "ls-deadline:*"), 1);
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    assert!(client
+        .lock_set(&names)
+        .try_lock_for(wait)
+        .unwrap()
+        .is_some());
+    assert!(client
+        .lock_set(Vec::<String>::new())
+        .lock()
+        .unwrap_err()
+        .is_invalid_argument());
+}
+
+#[test]
+fn a_lock_set_is_renewed_past_its_lease_and_reports_a_lost_member() {
+    let server = RedisServer::new();
+    let watchdog = Duration::from_millis(900);
+    let config = Config::builder(server.url().as_str())
+        .watchdog_timeout(watchdog)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let names = set_names("ls-renew", 100);
+    let guard = client.lock_set(&names).lock().unwrap();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&lost);
+    guard.on_lost(move |_| {
+        seen.fetch_add(1, Ordering::SeqCst);
+    });
+    thread::sleep(watchdog * 3);
+    assert!(!guard.is_lost());
+    assert_eq!(keys_like(&server, "ls-renew:*"), 100);
+    let _: () = redis::cmd("DEL")
+        .arg(&names[50])
+        .arg(&names[60])
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(support::wait_until(Duration::from_secs(10), || guard.is_lost()));
+    assert!(support::wait_until(Duration::from_secs(5), || lost
+        .load(Ordering::SeqCst)
+        > 0));
+    let err = guard.unlock().unwrap_err();
+    assert!(err.is_partial_unlock(), "{err}");
+    assert_eq!(lost.load(Ordering::SeqCst), 1, "called once for the set");
+    assert_eq!(keys_like(&server, "ls-renew:*"), 0);
+}
+
+#[test]
+fn a_lock_set_release_wakes_a_lone_waiter() {
+    let server = RedisServer::new();
+    let (client, other) = (quick_client(&server), Client::open(server.url()).unwrap());
+    let names = set_names("ls-wake", 10);
+    let guard = client.lock_set(&names).lock().unwrap();
+    let lone = other.lock(&names[4]);
+    let waiter = thread::spawn(move || {
+        let start = Instant::now();
+        let g = lone.lock().unwrap();
+        drop(g);
+        start.elapsed()
+    });
+    support::await_waiting(&other, 1);
+    // The lease is 30 s: only the release's message can wake the waiter this soon.
+    guard.unlock().unwrap();
+    let waited = waiter.join().unwrap();
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+}
+
+#[test]
+fn a_lock_set_looping_does_not_starve_a_lone_waiter() {
+    let server = RedisServer::new();
+    let (client, other) = (
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+    );
+    let names = set_names("ls-fair", 100);
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let looping = {
+        let (stop, rounds, names) = (Arc::clone(&stop), Arc::clone(&rounds), names.clone());
+        thread::spawn(move || {
+            let set = client.lock_set(&names);
+            while !stop.load(Ordering::SeqCst) {
+                let guard = set.lock().unwrap();
+                thread::sleep(Duration::from_millis(1));
+                guard.unlock().unwrap();
+                rounds.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    assert!(support::wait_until(Duration::from_secs(10), || rounds
+        .load(Ordering::SeqCst)
+        > 5));
+    let lone = other.lock(&names[42]);
+    for round in 0..20 {
+        // Each try begins while the set loops again (not in the gap its wait for us left).
+        let seen = rounds.load(Ordering::SeqCst);
+        assert!(support::wait_until(Duration::from_secs(10), || {
+            rounds.load(Ordering::SeqCst) >= seen + 3
+        }));
+        let start = Instant::now();
+        let guard = lone.try_lock_for(Duration::from_secs(5)).unwrap();
+        assert!(
+            guard.is_some(),
+            "round {round}: starved for {:?}",
+            start.elapsed()
+        );
+        drop(guard);
+    }
+    stop.store(true, Ordering::SeqCst);
+    looping.join().unwrap();
+}
+
+#[test]
+fn a_lock_set_of_10000_names_is_taken_and_released_quickly() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let names = set_names("ls-big", 10_000);
+    let start = Instant::now();
+    let guard = client.lock_set(&names).lock().unwrap();
+    assert_eq!(guard.held(), 10_000);
+    assert_eq!(keys_like(&server, "ls-big:*"), 10_000);
+    guard.unlock().unwrap();
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_eq!(keys_like(&server, "ls-big:*"), 0);
+}
+
+#[test]
+fn a_lock_set_on_a_cluster_takes_names_of_every_slot_and_shared_tags() {
+    use support::cluster::RedisCluster;
+    let cluster = RedisCluster::new(3, 0);
+    let config = Config::cluster(cluster.urls())
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let other = Client::new(
+        Config::cluster(cluster.urls())
+            .response_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut names = set_names("ls-cl", 200);
+    names.extend((0..50).map(|i| format!("{{ls-tag}}:{i}")));
+    let guard = client.lock_set(&names).lock().unwrap();
+    for name in &names {
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(name)
+            .query(&mut cluster.node_for_key(name).conn())
+            .unwrap();
+        assert_eq!(n, 1, "{name} on its slot's master");
+    }
+    // Held elsewhere in a later slot group: nothing of the set is taken.
+    assert!(other.lock_set(&names).try_lock().unwrap().is_none());
+    guard.unlock().unwrap();
+    let (release, holder) = hold_elsewhere(other.lock("{ls-tag}:7"));
+    assert!(client.lock_set(&names).try_lock().unwrap().is_none());
+    for name in &names[..200] {
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(name)
+            .query(&mut cluster.node_for_key(name).conn())
+            .unwrap();
+        assert_eq!(n, 0, "{name} left behind");
+    }
+    release.send(()).unwrap();
+    holder.join().unwrap();
+    client.lock_set(&names).lock().unwrap().unlock().unwrap();
+}
+
+#[test]
+fn a_lock_set_leaves_a_name_it_freed_to_a_listening_waiter_for_a_moment() {
+    let server = RedisServer::new();
+    let (client, other) = (quick_client(&server), quick_client(&server));
+    let names = set_names("ls-yield", 5);
+    // A waiter of some other process, as the server sees it: a subscriber of the channel.
+    let mut listener = server.conn();
+    let mut pubsub = listener.as_pubsub();
+    pubsub
+        .subscribe("redisson_lock__channel:{ls-yield:2}")
+        .unwrap();
+    let set = client.lock_set(&names);
+    set.lock().unwrap().unlock().unwrap();
+    let owner: String = redis::cmd("GET")
+        .arg("redlatch_lockset_yield:{ls-yield:2}")
+        .query(&mut server.conn())
+        .unwrap();
+    assert_eq!(owner, client.owner_id());
+    // This owner's set leaves it alone meanwhile; anybody else may take it.
+    assert!(set.try_lock().unwrap().is_none());
+    assert_eq!(keys_like(&server, "ls-yield:*"), 0);
+    other
+        .lock_set(&names)
+        .try_lock()
+        .unwrap()
+        .expect("free to others")
+        .unlock()
+        .unwrap();
+    // Its turn is short: the set takes it after it.
+    let guard = set.try_lock_for(Duration::from_secs(5)).unwrap();
+    assert!(guard.is_some());
+}

@@ -299,3 +299,31 @@ fn a_settle_the_owner_could_not_finish_is_finished_by_the_watchdog() {
         keys(&server)
     );
 }
+
+#[test]
+fn a_lock_set_whose_acquire_reply_was_lost_leaves_no_hold_once_the_server_answers() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let names: Vec<String> = (0..200).map(|i| format!("set-job:{i}")).collect();
+    // The scripts loaded: the lost call runs when the server resumes.
+    client
+        .lock_set(["set-warm"])
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    // One of them held by this thread already: its own hold stays.
+    let held = client.lock(&names[9]).lock().unwrap();
+    lost_reply(&server, &client, || client.lock_set(&names).lock());
+    assert!(
+        wait_until(SETTLED, || keys(&server)
+            .iter()
+            .all(|k| !k.contains("set-job") || k == "set-job:9")),
+        "left behind {:?}",
+        keys(&server)
+    );
+    assert!(wait_until(SETTLED, || hold_counts(&server, "set-job:9") == [1]));
+    held.unlock().unwrap();
+    let other = Client::open(server.url()).unwrap();
+    assert!(other.lock_set(&names).try_lock().unwrap().is_some());
+}

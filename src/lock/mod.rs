@@ -16,6 +16,8 @@
 //!   and wait channel (or, for `spin.rs`, its back-off). `fenced.rs`: the stored token.
 //! - `quorum.rs`, `multi.rs`, `multi_guard.rs`: [`MultiLock`] and [`RedLock`] over member
 //!   locks: the rounds they share, the two public types, their guard.
+//! - `set.rs`, `set_guard.rs`: [`LockSet`], many plain locks taken all or none by one script
+//!   per slot group, and its guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
 //! - `settle.rs`: what settles an owner's calls whose reply never came.
@@ -40,6 +42,8 @@ mod quorum;
 mod raw;
 mod read;
 mod rw;
+mod set;
+mod set_guard;
 mod settle;
 mod side;
 mod spin;
@@ -62,5 +66,7 @@ pub(crate) use owner::thread_number;
 pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
 pub use rw::ReadWriteLock;
+pub use set::LockSet;
+pub use set_guard::LockSetGuard;
 pub(crate) use spin::Spin;
 pub(crate) use waits::{parse_record, Graph, Mode as WaitMode, Server as WaitGraph};

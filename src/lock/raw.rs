@@ -209,10 +209,7 @@ impl RawLock {
                 if e.breaks_connection() && self.key.bound.is_none() {
                     // The acquire may have run, or may run when the server answers again:
                     // what it took is given back then.
-                    let field: Arc<str> = self.field(owner).into();
-                    let settle = self.settler(owner, lease, queueing.will_wait());
-                    let watchdog = &self.key.client.inner.watchdog;
-                    watchdog.doubt(&self.key.name, &field, settle);
+                    self.doubt_acquire(owner, lease, queueing.will_wait());
                 }
                 return Err(e);
             }
@@ -234,6 +231,16 @@ impl RawLock {
             }
         }
         Ok(attempt)
+    }
+
+    /// Records an acquire of `owner` whose reply never came: the watchdog gives back what it
+    /// may have taken once the server answers (see its `doubt.rs`); `queued` if it may have
+    /// left a place in a queue too.
+    pub(super) fn doubt_acquire(&self, owner: &str, lease: Duration, queued: bool) {
+        let field: Arc<str> = self.field(owner).into();
+        let settle = self.settler(owner, lease, queued);
+        let watchdog = &self.key.client.inner.watchdog;
+        watchdog.doubt(&self.key.name, &field, settle);
     }
 
     /// What an attempt whose reply was lost to an interrupted read did, read back from the
