@@ -50,8 +50,11 @@ for i = 3, #ARGV do
     end;
 end;
 if exists then
+    -- PTTL reads the live clock, EXISTS the script's start: a key expiring as this script
+    -- runs exists here with a PTTL of 0, and must be given the lease too, or it goes with
+    -- the hold just taken.
     local ttl = redis.call('pttl', KEYS[1]);
-    if ttl > 0 and lease > ttl then
+    if ttl >= 0 and lease > ttl then
         redis.call('pexpire', KEYS[1], lease);
     end;
 else

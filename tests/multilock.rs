@@ -394,6 +394,38 @@ fn a_group_lease_that_runs_out_frees_the_values() {
     assert!(held.is_lost() || held.unlock().is_err());
 }
 
+/// Regression: an acquire in the very millisecond the group's key expired (the last hold's
+/// lease out, the key still there for the script, its PTTL already 0) left the key's expiry
+/// as it was, so the key, with the new hold in it, was gone right after.
+#[test]
+fn a_group_taken_as_the_last_lease_runs_out_keeps_its_key() {
+    let server = RedisServer::new();
+    let (c1, c2) = (
+        Client::open(server.url()).unwrap(),
+        Client::open(server.url()).unwrap(),
+    );
+    for round in 0..10 {
+        let _old = group(&c1, &["a"])
+            .with_lease(Duration::from_millis(30))
+            .lock()
+            .unwrap();
+        // A waiter tries again as the lease ends: in the millisecond the key expires.
+        let guard = group(&c2, &["a"])
+            .try_lock_for(Duration::from_secs(20))
+            .unwrap()
+            .expect("the lease ran out");
+        let pttl: i64 = redis::cmd("PTTL")
+            .arg("class_100")
+            .query(&mut server.conn())
+            .unwrap();
+        assert!(
+            pttl > 0,
+            "round {round}: the new hold's key expires at once ({pttl})"
+        );
+        guard.unlock().unwrap();
+    }
+}
+
 #[test]
 fn a_group_waiter_returns_when_interrupted_and_when_its_client_closes() {
     let server = RedisServer::new();

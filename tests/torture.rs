@@ -772,6 +772,7 @@ fn no_fault_runs_of_the_other_kinds() {
         "latch",
         "condition",
         "election",
+        "group",
     ] {
         no_fault_run(kind);
     }

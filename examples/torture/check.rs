@@ -34,6 +34,8 @@
 //! a write hold of a read-write lock (readers may overlap each other, nobody a writer), `p`
 //! a semaphore's permit (at most `Q` sections at once). Only `x` and `w` sections write the
 //! probe; at the end every permit must be back (`A`).
+//! Kind `group` logs one `S` line per value a section held, its `lock` field
+//! `<group>/<value>`: each value is checked as a lock of its own (see `group.rs`).
 //!
 //! A Java worker (`--java-workers`, Redisson) logs the same lines; its `I` line ends in `java`.
 //! Redisson has no lost-lease callback: its `lost` means that `isHeldByCurrentThread()`, asked

@@ -28,6 +28,9 @@
 //! waits; the library must break each (one wait ends with `Error::Deadlock`, its thread
 //! releases and goes on) within a bound, and with `--ordered` (every thread takes its locks
 //! in one order) report none. Every hold is a section, checked for overlaps as above.
+//!
+//! Kind `group` (see `group.rs`) takes a subset of a group's values with `group_lock`, and
+//! logs a section per value, so that each value is checked as a lock of its own.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -39,6 +42,7 @@ mod deadlock;
 mod deadlock_check;
 mod election;
 mod election_check;
+mod group;
 mod proxy;
 
 use std::fs::File;
@@ -79,7 +83,10 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       wait chosen to break a cycle of waits ends with Error::Deadlock, and
                       its thread releases what it holds and goes on: every hold checked as
                       reentrant's, every cycle broken within 7 x --check-ms + 1 s, every
-                      lock() call within --wait-ms, every process completing rounds); and
+                      lock() call within --wait-ms, every process completing rounds);
+                      group (each lock a group of 6 values, group_lock: a section takes
+                      1 to 3 of one group's values with the wait bound and probes each,
+                      one counter per value: every value checked as a lock of its own); and
                       two broken locks that the checker must catch: broken (SET NX PX 10
                       and an unconditional DEL) and short-lease (a 10 ms lease, no watchdog)
   --ordered           kind deadlock: every thread takes its locks in one order (by name), so
@@ -129,6 +136,7 @@ const KINDS: &[&str] = &[
     "condition",
     "election",
     "deadlock",
+    "group",
     "broken",
     "short-lease",
 ];
@@ -609,7 +617,13 @@ fn run(args: &[String]) -> Res<ExitCode> {
             log.extend(left.iter().map(|item| format!("R\t{name}\t{item}")));
         }
     }
-    for name in lock_names(&o) {
+    // Kind `group`: a counter per value, named as the log names the value.
+    let probed = if o.kind == "group" {
+        group::value_locks(&lock_names(&o))
+    } else {
+        lock_names(&o)
+    };
+    for name in probed {
         let value: Option<String> = redis::cmd("GET")
             .arg(counter_name(&name))
             .query(&mut conn)?;
@@ -1041,6 +1055,13 @@ fn worker(args: &[String]) -> Res<()> {
                     if w.run.kind == "latch" {
                         let lock = lock_name(rng.range(0, u64::from(w.run.locks) - 1) as u32);
                         th.latch_cycle(&lock, rng.range(0, 1) == 0)?;
+                        continue;
+                    }
+                    if w.run.kind == "group" {
+                        let hold =
+                            slow.then(|| Duration::from_millis(w.run.lease_ms * rng.range(1, 3)));
+                        th.group_cycle(&mut rng, hold)?;
+                        thread::sleep(Duration::from_micros(rng.range(0, 1000)));
                         continue;
                     }
                     if slow {
