@@ -14,6 +14,9 @@ const COMMANDS: &[&str] = &[
     "+script|load",
     "+ping",
     "+client|setname",
+    // Announcing the library (Redis 7.2+; refused and ignored before). Redis 7.0 and 7.1 know
+    // no such subcommand and refuse the rule: drop it there.
+    "+client|setinfo",
     // Strings, counters and expiry.
     "+get",
     "+set",
