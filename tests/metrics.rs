@@ -133,7 +133,10 @@ fn renewals_and_a_lock_lost_to_force_unlock_are_counted() {
 #[test]
 fn failed_renewals_then_the_lost_lease_are_counted() {
     let server = RedisServer::new();
-    let client = client_with(&server, Duration::from_millis(600));
+    // A lease of 1.5 s: the first renewal (at 0.5 s) fails after its 300 ms response timeout
+    // well before the lease ends, even on a loaded machine (with 600 ms, one renewal late by
+    // a loaded scheduler failed only after the lease had run out: counted lost, not failed).
+    let client = client_with(&server, Duration::from_millis(1500));
     let guard = client.lock("m:paused").lock().unwrap();
     let (lost_tx, lost_rx) = bounded(1);
     guard.on_lost(move |why| lost_tx.send(why).unwrap());
