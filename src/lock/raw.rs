@@ -297,7 +297,10 @@ impl RawLock {
         if !watchdog.any_unsettled() {
             return Ok(());
         }
-        watchdog.settle_first(&self.key.name, &self.field(owner).into())
+        match self.kind.overlapping(owner) {
+            Some(prefix) => watchdog.settle_first_like(&self.key.name, &prefix),
+            None => watchdog.settle_first(&self.key.name, &self.field(owner).into()),
+        }
     }
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and

@@ -64,6 +64,9 @@ impl InDoubt {
         let Some(raw) = self.lock(told.by_owner) else {
             return Ok(Settled::Done);
         };
+        if let Some(prefix) = self.kind.overlapping(&self.owner) {
+            return self.settle_overlapping(&raw, &prefix, told.acquires);
+        }
         let count = self.count(&raw)?;
         let extra = count.saturating_sub(told.known_holds).min(told.acquires);
         self.give_back(&raw, count, extra)?;
@@ -79,6 +82,35 @@ impl InDoubt {
         }
         // Not looked at again even if nothing was found: a later look could count a hold
         // an acquire of the owner's is taking as it runs.
+        Ok(Settled::Done)
+    }
+
+    /// Settles a kind whose holds of one owner share counts (a group lock's sets): each of
+    /// up to `acquires` holds is given back only where the server counts it beyond the
+    /// holds of every one of the owner's guards of the lock, so that a hold of an
+    /// overlapping set is never taken for one of this set's.
+    fn settle_overlapping(&self, raw: &RawLock, prefix: &str, acquires: u32) -> Result<Settled> {
+        let watchdog = &raw.key.client.inner.watchdog;
+        let mut released = 0;
+        while released < acquires {
+            let known = watchdog.known_holds_like(&self.name.key, prefix);
+            let lease_ms = crate::time::millis(self.lease);
+            let gave = raw.run(|c| {
+                raw.kind
+                    .settle_overlapping(&raw.key, c, &self.owner, lease_ms, &known)
+            })?;
+            if !gave {
+                break;
+            }
+            released += 1;
+        }
+        if released > 0 {
+            log::warn!(
+                "`{}` (owner {}): released {released} hold(s) taken by acquires whose reply was lost",
+                self.name.key,
+                self.owner
+            );
+        }
         Ok(Settled::Done)
     }
 

@@ -1,6 +1,6 @@
-//! A TCP proxy in front of a test server that can lose a reply: the server's bytes are
+//! A TCP proxy in front of a test server that can lose a reply (the server's bytes are
 //! dropped and both sockets closed, as a connection that dies after the server ran the
-//! commands.
+//! commands) or a request (the client's bytes dropped likewise: the server never runs it).
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
@@ -17,6 +17,8 @@ enum Lose {
     Next,
     /// The next read from the server that is exactly these bytes (one whole reply).
     EqualTo(Vec<u8>),
+    /// The next read (from a client: a request) that contains these bytes.
+    Containing(Vec<u8>),
 }
 
 /// The replies to lose, in order: each is armed once the one before it was lost.
@@ -25,6 +27,7 @@ type Losses = Arc<Mutex<VecDeque<Lose>>>;
 pub struct Proxy {
     port: u16,
     lose: Losses,
+    lose_request: Losses,
     cuts: Arc<AtomicUsize>,
 }
 
@@ -34,8 +37,10 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let lose = Arc::new(Mutex::new(VecDeque::new()));
+        let lose_request = Arc::new(Mutex::new(VecDeque::new()));
         let cuts = Arc::new(AtomicUsize::new(0));
         let (armed, cut) = (Arc::clone(&lose), Arc::clone(&cuts));
+        let requests = Arc::clone(&lose_request);
         thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
@@ -43,12 +48,18 @@ impl Proxy {
                     continue;
                 };
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                thread::spawn(move || pump(c2, s2, None));
+                let lost = (Arc::clone(&requests), Arc::clone(&cut));
+                thread::spawn(move || pump(c2, s2, Some(lost)));
                 let (armed, cut) = (Arc::clone(&armed), Arc::clone(&cut));
                 thread::spawn(move || pump(server, client, Some((armed, cut))));
             }
         });
-        Proxy { port, lose, cuts }
+        Proxy {
+            port,
+            lose,
+            lose_request,
+            cuts,
+        }
     }
 
     /// `redis://127.0.0.1:<proxy port>/`
@@ -67,7 +78,15 @@ impl Proxy {
         self.lose.lock().push_back(Lose::EqualTo(reply.to_vec()));
     }
 
-    /// How many replies were lost.
+    /// The next request that contains `bytes`, on any connection, is lost (and its connection
+    /// cut) before it reaches the server.
+    pub fn lose_next_request_containing(&self, bytes: &[u8]) {
+        self.lose_request
+            .lock()
+            .push_back(Lose::Containing(bytes.to_vec()));
+    }
+
+    /// How many replies and requests were lost.
     pub fn cuts(&self) -> usize {
         self.cuts.load(Ordering::SeqCst)
     }
@@ -88,6 +107,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, lose: Option<(Losses, Arc<Atomic
                 None => false,
                 Some(Lose::Next) => true,
                 Some(Lose::EqualTo(reply)) => reply[..] == buf[..n],
+                Some(Lose::Containing(part)) => buf[..n].windows(part.len()).any(|w| w == part),
             };
             if hit {
                 armed.pop_front();
