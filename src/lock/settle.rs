@@ -37,6 +37,9 @@ pub(super) struct InDoubt {
     lease: Duration,
     /// The acquire joined a fair queue: its place is left too.
     queued: bool,
+    /// The bound of the lock's own calls (a RedLock member's node timeout): a settle's
+    /// calls are bounded by it too.
+    bound: Option<Duration>,
 }
 
 impl InDoubt {
@@ -52,6 +55,7 @@ impl InDoubt {
             owner: owner.into(),
             lease,
             queued,
+            bound: raw.key.bound,
         }
     }
 
@@ -115,12 +119,18 @@ impl InDoubt {
     }
 
     /// The lock, if its client is still there: on the owner's thread, as patient as its own
-    /// calls (retried through a failover); on the watchdog thread, short.
+    /// calls (retried through a failover, or bounded as a RedLock member's); on the watchdog
+    /// thread, short.
     fn lock(&self, by_owner: bool) -> Option<RawLock> {
         let client = Client {
             inner: self.client.upgrade()?,
         };
-        let bound = (!by_owner).then(|| client.inner.config.response_timeout.min(SETTLE_BOUND));
+        let short = client.inner.config.response_timeout.min(SETTLE_BOUND);
+        let bound = match self.bound {
+            Some(own) if by_owner => Some(own),
+            Some(own) => Some(own.min(short)),
+            None => (!by_owner).then_some(short),
+        };
         let mut raw = RawLock::of(client, &self.name, Arc::clone(&self.kind));
         raw.key.bound = bound;
         Some(raw)
