@@ -162,11 +162,15 @@ fn checker_fails_a_latch_passed_before_its_count_downs_were_sent() {
     };
     let latch = run.latches.entry("l:0".into()).or_default();
     latch.count_downs = vec![S, 3 * S];
-    latch.passes = vec![4 * S];
+    latch.passes = vec![(4 * S - S / 5, 4 * S)];
     let r = check::check(&run);
     assert!(r.passed(), "{r}");
     assert_eq!((r.sections, r.latch_passes), (3, 1));
-    run.latches.get_mut("l:0").unwrap().passes.push(2 * S);
+    run.latches
+        .get_mut("l:0")
+        .unwrap()
+        .passes
+        .push((2 * S - S / 5, 2 * S));
     let r = check::check(&run);
     assert_eq!(r.early_passes, 1, "{r}");
     assert!(!r.passed());
@@ -175,6 +179,35 @@ fn checker_fails_a_latch_passed_before_its_count_downs_were_sent() {
         check::check(&run).passed(),
         "the latch was lost with the server's data"
     );
+}
+
+#[test]
+fn checker_excuses_an_early_latch_pass_only_near_a_data_loss() {
+    let mut run = Run {
+        kind: "latch".into(),
+        permits: Some(2),
+        ..Run::default()
+    };
+    // One count-down sent, and an await that began at 59.8 s and passed at 60 s: early.
+    let latch = run.latches.entry("l:0".into()).or_default();
+    latch.count_downs = vec![50 * S];
+    latch.passes = vec![(60 * S - S / 5, 60 * S)];
+    // A kill long before (and one long after) excuses nothing.
+    fault(&mut run, "kill", 10, 11);
+    fault(&mut run, "kill", 90, 91);
+    let r = check::check(&run);
+    assert_eq!(r.early_passes, 1, "{r}");
+    assert!(!r.passed(), "a pass far from any kill: {r}");
+    assert!(r.violations[0].contains("latch awaits passed"), "{r}");
+    // Another fault class near it excuses nothing either: only a data loss takes a latch.
+    fault(&mut run, "pause-server", 59, 60);
+    assert!(!check::check(&run).passed());
+    // A kill that ended within the slack before the await began (the latch gone as it
+    // looked) excuses it.
+    fault(&mut run, "kill", 58, 59);
+    let r = check::check(&run);
+    assert!(r.passed(), "a pass near a kill: {r}");
+    assert!(r.excused[0].contains("near the await"), "{r}");
 }
 
 #[test]

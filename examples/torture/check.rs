@@ -15,7 +15,7 @@
 //! C lock value                                                                run.tsv: the probe counter at the end
 //! Q permits                                                                   run.tsv: a semaphore kind's permits
 //! A lock available                                                            run.tsv: a semaphore's permits at the end
-//! L proc thread latch role start_ns end_ns                                    kind latch: `c` a count-down sent at start; `a` an await that passed at end
+//! L proc thread latch role start_ns end_ns                                    kind latch: `c` a count-down sent at start; `a` an await begun at start that passed at end
 //! B, W, R                                                                     kind condition: see `buffer_check.rs`
 //! O                                                                           kind election: see `election_check.rs`
 //! D, U, H                                                                     kind deadlock: see `deadlock_check.rs`
@@ -176,7 +176,8 @@ pub struct Run {
 #[derive(Clone, Debug, Default)]
 pub struct LatchLog {
     pub count_downs: Vec<u64>,
-    pub passes: Vec<u64>,
+    /// Each await that passed: when it began and when it passed.
+    pub passes: Vec<(u64, u64)>,
 }
 
 impl Run {
@@ -187,14 +188,16 @@ impl Run {
             .any(|f| of(&f.class) && f.start <= hi && f.end >= lo)
     }
 
+    /// A fault of a class `of` accepts near `[lo, hi]`: its window meets that span widened by
+    /// [`SLACK_NS`] on either side.
+    pub(crate) fn fault_near(&self, of: impl Fn(&str) -> bool, lo: u64, hi: u64) -> bool {
+        self.fault_in(of, lo.saturating_sub(SLACK_NS), hi.saturating_add(SLACK_NS))
+    }
+
     /// Whether a hold lost in `s` is excused: a fault met the section, or its unlock (just
     /// after `exit`: a `late` loss is found by the unlock).
     fn loss_excused(&self, s: &Section) -> bool {
-        self.fault_in(
-            |_| true,
-            s.enter.saturating_sub(SLACK_NS),
-            s.exit.saturating_add(SLACK_NS),
-        )
+        self.fault_near(|_| true, s.enter, s.exit)
     }
 
     /// Whether the server lost its data between `lo` and `hi`.
@@ -407,7 +410,7 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                 let latch = run.latches.entry(f[3].to_owned()).or_default();
                 match f[4] {
                     "c" => latch.count_downs.push(num(f[5])?),
-                    "a" => latch.passes.push(num(f[6])?),
+                    "a" => latch.passes.push((num(f[5])?, num(f[6])?)),
                     _ => return Err(bad()),
                 }
             }
@@ -490,6 +493,9 @@ impl Tally {
 ///   so that a stale holder's write is refused);
 ///   updates above the completed writes: no more than its writes whose reply was lost;
 /// - a refused fenced write: its writer's hold lost, or a data loss before it;
+/// - a latch await that passed before its count of count-downs was sent: a data loss near
+///   the await (as near as a lost hold's fault: [`Run::fault_near`]), which takes the latch
+///   away, and an await on a missing latch passes;
 /// - a timeout: a fault during the wait; an error: a fault before it (a killed pooled
 ///   connection is found at its next use).
 ///
@@ -668,18 +674,18 @@ pub fn check(run: &Run) -> Report {
     }
     // Every permit back at the end: a data loss resets a semaphore, and a release whose
     // outcome is unknown (`err`) may not have run.
-    // Nobody passes a latch before its count of count-downs were sent; a data loss (the
-    // latch gone) lets awaits through.
+    // Nobody passes a latch before its count of count-downs were sent; a data loss near the
+    // await (the latch gone while it looked) lets it through.
     let mut early = Tally::default();
     let needed = run.permits.unwrap_or(1) as usize;
     for log in run.latches.values() {
         let mut sent = log.count_downs.clone();
         sent.sort_unstable();
-        for &passed in &log.passes {
+        for &(began, passed) in &log.passes {
             r.latch_passes += 1;
             if sent.partition_point(|&at| at < passed) < needed {
                 r.early_passes += 1;
-                early.add(run.data_lost(0, passed));
+                early.add(run.fault_near(|c| DATA_LOSS.contains(&c), began, passed));
             }
         }
     }
@@ -777,7 +783,7 @@ pub fn check(run: &Run) -> Report {
     );
     early.file(
         "latch awaits passed before the latch's count of count-downs was sent",
-        "a data loss took the latch away",
+        "a data loss near the await took the latch away",
         &mut r,
     );
     if permits.excused > 0 {
