@@ -729,6 +729,53 @@ fn torture(args: &[&str]) -> RunResult {
     RunResult { code, json, dir }
 }
 
+#[test]
+fn help_and_report_into_a_closed_pipe_exit_quietly() {
+    // Stdout a pipe whose reader is gone, as `torture --help | head -1` once `head` exits:
+    // every write fails (EPIPE). Neither the usage nor a report may panic on it.
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    let out = Command::new(torture_bin())
+        .arg("--help")
+        .stdout(closed())
+        .output()
+        .expect("run the torture example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(stderr.is_empty(), "{stderr}");
+
+    // `check` of a one-section run: the report is lost, the verdict (exit 0) is not.
+    let dir = std::env::temp_dir().join(format!(
+        "redlatch-torture-test-{}-closed-pipe",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("run.tsv"),
+        "K\treentrant\nP\t2000\t20000\nC\ta\t1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("w0.tsv"),
+        "S\t0\t0\ta\t-\t1\t9\tok\tacc\t2\t3\tx\n",
+    )
+    .unwrap();
+    let out = Command::new(torture_bin())
+        .arg("check")
+        .arg(&dir)
+        .arg("--json")
+        .stdout(closed())
+        .output()
+        .expect("run the torture example");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 fn no_fault_run(kind: &str) {
     let r = torture(&[
         "--kind",

@@ -152,7 +152,7 @@ type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
+        say(USAGE);
         return ExitCode::SUCCESS;
     }
     let result = match args.first().map(String::as_str) {
@@ -165,6 +165,14 @@ fn main() -> ExitCode {
         eprintln!("torture: {e}");
         ExitCode::from(2)
     })
+}
+
+/// Prints `text` and a newline on stdout. A reader that went away (`torture --help | head
+/// -1`: a closed pipe) or any other failure to write ends nothing: what is left is not
+/// printed, and the exit status stays what the run or the check says.
+fn say(text: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}").and_then(|()| out.flush());
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process of the machine.
@@ -352,9 +360,9 @@ fn check_cmd(args: &[String]) -> Res<ExitCode> {
 /// Checks a run, prints the report, and turns it into the exit status.
 fn report(run: &check::Run, json: bool) -> ExitCode {
     let r = check::check(run);
-    println!("{r}");
+    say(&r);
     if json {
-        println!("{}", check::json(&r));
+        say(check::json(&r));
     }
     if r.passed() {
         ExitCode::SUCCESS
