@@ -4,6 +4,8 @@
 
 mod support;
 
+#[path = "../examples/torture/acquires.rs"]
+mod acquires;
 #[allow(dead_code)]
 #[path = "../examples/torture/buffer_check.rs"]
 mod buffer_check;
@@ -648,6 +650,65 @@ fn proxy_reset_ends_every_connection_with_rst() {
         .get_connection()
         .unwrap();
     assert_eq!(ping(&mut again).unwrap(), "PONG");
+}
+
+#[test]
+fn proxy_loses_the_request_or_the_reply_of_an_acquire() {
+    let server = RedisServer::new();
+    let p = proxy::Proxy::start(server.addr()).unwrap();
+    let client = redlatch::Client::open(format!("redis://{}/", p.addr())).unwrap();
+    let acquires = || {
+        acquires::acquire_hashes()
+            .into_iter()
+            .map(String::into_bytes)
+            .collect()
+    };
+    let exists = |key: &str| -> bool {
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut server.conn())
+            .unwrap();
+        n == 1
+    };
+    let values = ["a", "b"].map(|v| redlatch::ValueCodec::String.encode_str(v));
+    let group = client.group_lock("g", values);
+    let lock = client.lock("l");
+    let wait = Duration::from_secs(2);
+    // The scripts loaded first: a first call's reply is NOSCRIPT, and it runs nothing.
+    group
+        .try_lock_for(wait)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+    lock.try_lock_for(wait)
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .unwrap();
+
+    // A group acquire's request lost: the call fails, and the server never ran it.
+    p.lose_requests_containing(acquires(), vec![proxy::Lose::Request]);
+    let err = group.try_lock_for(wait).unwrap_err();
+    assert_eq!(p.disarm(), (1, 0), "{err}");
+    assert!(!exists("g"));
+    // Its reply lost: the call fails, the server ran it (the doubt is settled later).
+    p.lose_requests_containing(acquires(), vec![proxy::Lose::Reply]);
+    let err = group.try_lock_for(wait).unwrap_err();
+    assert_eq!(p.disarm(), (0, 1), "{err}");
+    assert!(exists("g"), "the acquire ran");
+    assert!(
+        support::wait_until(Duration::from_secs(10), || !exists("g")),
+        "the settle gave the hold back"
+    );
+
+    // A plain lock's acquire is found too; disarmed, nothing is lost.
+    p.lose_requests_containing(acquires(), vec![proxy::Lose::Request]);
+    let err = lock.try_lock_for(wait).unwrap_err();
+    assert_eq!(p.disarm(), (1, 0), "{err}");
+    let guard = lock.try_lock_for(wait).unwrap().expect("free");
+    guard.unlock().unwrap();
+    assert_eq!(p.disarm(), (0, 0));
 }
 
 // ---- runs of the built example ----

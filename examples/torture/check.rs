@@ -64,6 +64,16 @@ pub const FAULTS: &[&str] = &[
     "proxy-delay",
     "proxy-blackhole",
     "proxy-reset",
+    "drop-acquire",
+];
+
+/// The fault classes the proxy injects: with any of them, the workers reach the (first)
+/// lock server through it.
+pub const PROXY_FAULTS: &[&str] = &[
+    "proxy-delay",
+    "proxy-blackhole",
+    "proxy-reset",
+    "drop-acquire",
 ];
 
 /// Fault classes that lose the lock server's data (restart without persistence): exclusion

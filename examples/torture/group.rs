@@ -4,6 +4,14 @@
 //! bound, probes each value of it (the lost-update probe, one counter per value), and
 //! releases them together.
 //!
+//! After an acquire that failed with an error (its request or reply lost: the acquire is in
+//! doubt, and the watchdog settles it 250 ms or more later), the thread's next section takes
+//! an overlapping set on purpose: the failed values and one more (one fewer, if it named all
+//! six), in the same group, the first value probed after a quarter of the lease, so that the
+//! hold is alive when the doubt is settled. A settle that gave back what the live hold holds
+//! lets another thread take a value under it: a silent overlap (the `drop-acquire` fault aims
+//! at that).
+//!
 //! Logged: one `S` line per value of a section, its lock field `<group>/<value>`, with the
 //! section's times and outcome and that value's probe write; so each value is checked as a
 //! lock of its own (two sections holding a value at once, neither told its hold was lost, is
@@ -36,12 +44,24 @@ pub(crate) fn value_locks(groups: &[String]) -> Vec<String> {
 
 impl Thread<'_> {
     /// One section of kind `group`: a subset of one to three values of `group`, each probed
-    /// (pausing 0..=`--work-ms` between read and write), then released. The slow thread
+    /// (pausing 0..=`--work-ms` between read and write), then released; after an acquire
+    /// that failed with an error, the overlapping set the module's doc says. The slow thread
     /// (`slow`: how long it holds) takes value 0 of the slow group alone.
     pub(crate) fn group_cycle(&mut self, rng: &mut Rng, slow: Option<Duration>) -> Res<()> {
-        let (group, values) = match slow {
-            Some(_) => (SLOW_LOCK.to_owned(), vec![0]),
-            None => {
+        let doubted = self.doubted.take().filter(|_| slow.is_none());
+        let overlapping = doubted.is_some();
+        let (group, values) = match (slow, doubted) {
+            (Some(_), _) => (SLOW_LOCK.to_owned(), vec![0]),
+            (None, Some((group, mut failed))) => {
+                let others: Vec<u32> = (0..VALUES).filter(|v| !failed.contains(v)).collect();
+                if others.is_empty() {
+                    failed.pop();
+                } else {
+                    failed.push(others[rng.range(0, others.len() as u64 - 1) as usize]);
+                }
+                (group, failed)
+            }
+            (None, None) => {
                 let group = super::lock_name(rng.range(0, u64::from(self.w.run.locks) - 1) as u32);
                 let n = rng.range(1, 3) as usize;
                 // The first n of a seeded shuffle.
@@ -54,12 +74,15 @@ impl Thread<'_> {
                 (group, all)
             }
         };
-        let pauses: Vec<Duration> = values
+        let mut pauses: Vec<Duration> = values
             .iter()
             .map(|_| {
                 slow.unwrap_or_else(|| Duration::from_millis(rng.range(0, self.w.run.work_ms)))
             })
             .collect();
+        if overlapping {
+            pauses[0] = Duration::from_millis(self.w.run.lease_ms / 4);
+        }
         let encoded = values
             .iter()
             .map(|v| ValueCodec::String.encode_str(&format!("v{v}")));
@@ -72,6 +95,9 @@ impl Thread<'_> {
             Ok(Some(guard)) => Held::Guard(guard),
             Ok(None) => return self.log(format!("T\t{p}\t{t}\t{group}\t{}", mono_ns())),
             Err(e) => {
+                if slow.is_none() {
+                    self.doubted = Some((group.clone(), values));
+                }
                 self.error(&group, "lock", &e)?;
                 // A dead server fails at once: do not spin.
                 thread::sleep(Duration::from_millis(20));

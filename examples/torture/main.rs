@@ -35,6 +35,7 @@
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
+mod acquires;
 mod buffer_check;
 mod check;
 mod condition;
@@ -54,7 +55,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use check::FAULTS;
+use check::{FAULTS, PROXY_FAULTS};
 use redlatch::{Client, Config, RedLock};
 use support::RedisServer;
 
@@ -99,7 +100,11 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
   --locks L           shared locks (default 3)
   --faults F          none (default), all, or a comma list of: kill, pause-holder,
                       pause-server, client-kill-pubsub, client-kill-normal, script-flush,
-                      proxy-delay, proxy-blackhole, proxy-reset
+                      proxy-delay, proxy-blackhole, proxy-reset, drop-acquire (for 0.5-2 s
+                      the proxy loses the request or, at random, the reply of up to 3
+                      acquire script calls, resetting each one's connection: the acquire is
+                      in doubt, settled later; kind group: the thread's next section takes
+                      the failed values and one more, held for a quarter of a lease)
   --fault-every-ms N  mean time between faults (default 2000)
   --seed N            seeds the fault schedule and the workers' choices (default 1)
   --lease-ms N        the watchdog timeout (default 30000 without faults, 2000 with)
@@ -431,7 +436,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
         .map(|_| RedisServer::with_args(&["--appendonly", "no"]))
         .collect();
     let resource = RedisServer::new();
-    let proxy = if o.faults.iter().any(|f| f.starts_with("proxy-")) {
+    let proxy = if o.faults.iter().any(|f| PROXY_FAULTS.contains(&f.as_str())) {
         Some(proxy::Proxy::start(servers[0].addr())?)
     } else {
         None
@@ -869,6 +874,30 @@ impl FaultEnv<'_> {
                 let n = self.proxy?.reset();
                 Some(format!("proxy reset {n} connections"))
             }
+            "drop-acquire" => {
+                // Up to 3 acquires, each losing its request or its reply by a bit of `pick`.
+                let n = 1 + (pick % 3) as usize;
+                let plan = (0..n)
+                    .map(|i| match (pick >> (8 + i)) & 1 {
+                        0 => proxy::Lose::Request,
+                        _ => proxy::Lose::Reply,
+                    })
+                    .collect();
+                let p = self.proxy?;
+                let hashes = acquires::acquire_hashes();
+                p.lose_requests_containing(
+                    hashes.into_iter().map(String::into_bytes).collect(),
+                    plan,
+                );
+                thread::sleep(long);
+                match p.disarm() {
+                    (0, 0) => None,
+                    (requests, replies) => Some(format!(
+                        "proxy lost {requests} acquire requests and {replies} acquire replies \
+                         (of up to {n}) in {long:?}, each resetting its connection"
+                    )),
+                }
+            }
             other => unreachable!("fault classes are checked at parse: {other}"),
         }
     }
@@ -1041,6 +1070,7 @@ fn worker(args: &[String]) -> Res<()> {
                     raw_lock: None,
                     out: &out,
                     in_flight: &in_flight,
+                    doubted: None,
                 };
                 let slow = t == 0
                     && w.run.slow == Some(true)
@@ -1125,6 +1155,9 @@ struct Thread<'a> {
     out: &'a parking_lot::Mutex<LineWriter<File>>,
     /// Kind `deadlock`: each thread's lock() call in flight.
     in_flight: &'a deadlock::InFlight,
+    /// Kind `group`: the group and values of this thread's last acquire, if it failed with
+    /// an error (it may be in doubt): the next section overlaps it (see `group.rs`).
+    doubted: Option<(String, Vec<u32>)>,
 }
 
 /// A hold of whatever kind the run tests.

@@ -1,11 +1,13 @@
 //! A TCP fault proxy on plain threads: it forwards every connection to one upstream address
 //! and, on command, delays every chunk, blackholes (holds every byte, keeping the connections
-//! open), or resets every live connection (RST to both sides).
+//! open), resets every live connection (RST to both sides), or loses the request or the reply
+//! of the next few requests that contain given bytes (a script's hash: see `acquires.rs`),
+//! resetting that connection, as one that dies with the command in flight.
 //!
 //! One accept thread, and two pump threads per connection (one per direction). No async
 //! runtime: the pumps block in `read`, and a mode change wakes the ones held in a blackhole.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -26,6 +28,15 @@ pub enum Mode {
     Blackhole,
 }
 
+/// What a matching request loses (see [`Proxy::lose_requests_containing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lose {
+    /// The request itself: the server never sees it.
+    Request,
+    /// Its reply: the server runs it, the client never hears.
+    Reply,
+}
+
 /// A running proxy; dropping it closes the listener and resets every connection.
 pub struct Proxy {
     addr: SocketAddr,
@@ -42,6 +53,18 @@ struct Shared {
     shutdown: AtomicBool,
     /// Connections reset so far.
     resets: AtomicUsize,
+    losses: Mutex<Losses>,
+}
+
+/// What the proxy is armed to lose, and what it lost since it was armed.
+#[derive(Default)]
+struct Losses {
+    /// A request (one chunk read from a client) containing any of these matches.
+    patterns: Vec<Vec<u8>>,
+    /// What each next match loses, in order; disarmed when empty.
+    plan: VecDeque<Lose>,
+    requests: usize,
+    replies: usize,
 }
 
 /// One proxied connection: both sockets, shared by its two pumps and the registry.
@@ -52,6 +75,9 @@ struct Conn {
     reset: AtomicBool,
     /// Pumps still running; the last one to exit unregisters the connection.
     pumps: AtomicUsize,
+    /// The server's next bytes on this connection are lost (with the connection): a request
+    /// whose reply is to be lost went through.
+    lose_reply: AtomicBool,
 }
 
 impl Proxy {
@@ -67,6 +93,7 @@ impl Proxy {
             next_id: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             resets: AtomicUsize::new(0),
+            losses: Mutex::new(Losses::default()),
         });
         let accept_shared = Arc::clone(&shared);
         let accept = thread::Builder::new()
@@ -102,17 +129,33 @@ impl Proxy {
             .cloned()
             .collect();
         for c in &conns {
-            c.reset.store(true, Ordering::SeqCst);
-            set_linger_zero(&c.down);
-            set_linger_zero(&c.up);
-            // Wakes both pumps' reads (Linux returns 0 from a read after SHUT_RD) without
-            // sending anything; the pumps then drop the sockets, and linger 0 makes that RST.
-            let _ = c.down.shutdown(Shutdown::Read);
-            let _ = c.up.shutdown(Shutdown::Read);
+            c.cut();
         }
         self.shared.changed.notify_all();
         self.shared.resets.fetch_add(conns.len(), Ordering::Relaxed);
         conns.len()
+    }
+
+    /// Arms the proxy: each next request (a chunk read from a client, on any connection) that
+    /// contains one of `patterns` loses what `plan` says in turn, and its connection is reset
+    /// (RST to both sides): the request before it reaches the server, or the server's reply
+    /// (the next bytes the server sends on that connection). Disarmed once the plan is spent,
+    /// or by [`disarm`](Self::disarm).
+    pub fn lose_requests_containing(&self, patterns: Vec<Vec<u8>>, plan: Vec<Lose>) {
+        *self.shared.losses.lock().unwrap() = Losses {
+            patterns,
+            plan: plan.into(),
+            requests: 0,
+            replies: 0,
+        };
+    }
+
+    /// Disarms the proxy; returns how many requests and replies it lost since it was armed.
+    pub fn disarm(&self) -> (usize, usize) {
+        let mut losses = self.shared.losses.lock().unwrap();
+        let lost = (losses.requests, losses.replies);
+        *losses = Losses::default();
+        lost
     }
 
     /// Connections currently proxied.
@@ -176,6 +219,7 @@ impl Shared {
             up,
             reset: AtomicBool::new(false),
             pumps: AtomicUsize::new(2),
+            lose_reply: AtomicBool::new(false),
         });
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.conns.lock().unwrap().insert(id, Arc::clone(&conn));
@@ -222,6 +266,27 @@ impl Shared {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            let lose = if to_upstream {
+                self.lose(&buf[..n])
+            } else if conn.lose_reply.swap(false, Ordering::SeqCst) {
+                Some(Lose::Reply)
+            } else {
+                None
+            };
+            match lose {
+                Some(Lose::Request) => {
+                    conn.cut();
+                    break;
+                }
+                // The request goes on: the reply, once it comes, is lost (flagged before the
+                // request is forwarded, so before the reply can come).
+                Some(Lose::Reply) if to_upstream => conn.lose_reply.store(true, Ordering::SeqCst),
+                Some(Lose::Reply) => {
+                    conn.cut();
+                    break;
+                }
+                None => {}
+            }
             if !self.hold(conn) || !write_all(to, &buf[..n], &conn.reset) {
                 break;
             }
@@ -234,6 +299,28 @@ impl Shared {
             // An orderly end: pass the half-close on.
             let _ = to.shutdown(Shutdown::Write);
         }
+    }
+
+    /// What a request (a chunk from a client) loses, if the proxy is armed and it matches;
+    /// counted as lost.
+    fn lose(&self, request: &[u8]) -> Option<Lose> {
+        let mut losses = self.losses.lock().unwrap();
+        if losses.plan.is_empty() {
+            return None;
+        }
+        let matches = losses
+            .patterns
+            .iter()
+            .any(|p| !p.is_empty() && request.windows(p.len()).any(|w| w == &p[..]));
+        if !matches {
+            return None;
+        }
+        let lose = losses.plan.pop_front()?;
+        match lose {
+            Lose::Request => losses.requests += 1,
+            Lose::Reply => losses.replies += 1,
+        }
+        Some(lose)
     }
 
     /// Applies the mode to one chunk: waits out a blackhole, sleeps a delay. False when the
@@ -260,6 +347,19 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+impl Conn {
+    /// Resets the connection: both the client and the server see it end with RST.
+    fn cut(&self) {
+        self.reset.store(true, Ordering::SeqCst);
+        set_linger_zero(&self.down);
+        set_linger_zero(&self.up);
+        // Wakes both pumps' reads (Linux returns 0 from a read after SHUT_RD) without
+        // sending anything; the pumps then drop the sockets, and linger 0 makes that RST.
+        let _ = self.down.shutdown(Shutdown::Read);
+        let _ = self.up.shutdown(Shutdown::Read);
     }
 }
 
