@@ -22,7 +22,8 @@ const MIN_WAIT: Duration = Duration::from_millis(1);
 pub(super) struct Liveness {
     interval: Duration,
     /// The next `PING` is due one interval after this: when the last one was sent, the
-    /// connection made, or the connection last seen with nothing registered.
+    /// connection made, the first thing registered on it after nothing was, or the reader
+    /// last saw nothing registered.
     since: Instant,
     /// When the `PING` that awaits its answer was sent.
     unanswered: Option<Instant>,
@@ -56,6 +57,14 @@ impl Liveness {
     pub(super) fn restart(&mut self, now: Instant) {
         self.since = now;
         self.unanswered = None;
+    }
+
+    /// Something registered on a connection that had nothing registered: the next `PING` is
+    /// due an interval from now (a wait shorter than that sends none).
+    pub(super) fn busy(&mut self, now: Instant) {
+        if self.unanswered.is_none() {
+            self.since = now;
+        }
     }
 
     /// The answer to the `PING` (or any reply that can only come after it) arrived.
@@ -170,6 +179,23 @@ mod tests {
             l.check(t0 + I * 12, true),
             Due::Wait(Duration::from_secs(1))
         );
+    }
+
+    #[test]
+    fn the_first_ping_of_a_wait_is_an_interval_after_its_registration() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(I, t0);
+        assert_eq!(l.check(t0 + I, false), Due::Wait(I));
+        // Registered just before the reader's next look: that look is not the start.
+        let registered = t0 + I * 2 - Duration::from_millis(1);
+        l.busy(registered);
+        assert_eq!(
+            l.check(t0 + I * 2, true),
+            Due::Wait(I - Duration::from_millis(1))
+        );
+        assert_eq!(l.check(registered + I, true), Due::Ping);
+        l.busy(registered + I); // owed: nothing changes
+        assert_eq!(l.check(registered + I * 2, true), Due::Silent(I));
     }
 
     #[test]
