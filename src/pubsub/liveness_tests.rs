@@ -60,9 +60,23 @@ fn a_due_ping_is_written_and_answered_in_either_form() {
     assert_eq!(peer.command(), ["PING"]);
     ps.shared.route(Value::SimpleString("PONG".into())); // no subscription, or RESP3
     assert!(!owed());
+    // An ACL without PING: the refusal shows the server reads and answers.
+    assert_eq!(
+        tend(t0 + interval * 3 + interval / 2, true),
+        Ok(interval / 2)
+    );
+    ps.shared
+        .route(redis::parse_redis_value(b"-NOPERM no PING for you\r\n").unwrap());
+    assert!(!owed(), "nothing was owed: nothing changes");
     assert_eq!(tend(t0 + interval * 4, true), Ok(interval));
     assert_eq!(peer.command(), ["PING"]);
-    assert_eq!(tend(t0 + interval * 5, true), Err(interval), "silent");
+    ps.shared
+        .route(redis::parse_redis_value(b"-NOPERM no PING for you\r\n").unwrap());
+    assert!(!owed(), "a refusal answers");
+    assert!(ps.shared.registry.lock().wire.writer.is_some());
+    assert_eq!(tend(t0 + interval * 5, true), Ok(interval));
+    assert_eq!(peer.command(), ["PING"]);
+    assert_eq!(tend(t0 + interval * 6, true), Err(interval), "silent");
     drop(w);
     assert_eq!(peer.command(), ["UNSUBSCRIBE", "c"]);
 }
@@ -199,4 +213,50 @@ fn pings_are_sent_only_while_something_is_registered() {
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "the connection stayed up");
     ps.shut();
+}
+
+/// Against a real server, in both modes: PINGs go out while a waiter waits, their answers
+/// keep the connection up (no reconnect), and a release still wakes the waiter.
+#[test]
+fn a_real_server_answers_the_pings_of_both_modes_and_the_connection_stays_up() {
+    let Some(server) = crate::testing::Server::start_sharded() else {
+        return;
+    };
+    let interval = Duration::from_millis(100);
+    for (mode, publish) in [(Mode::Plain, "PUBLISH"), (Mode::Sharded, "SPUBLISH")] {
+        let mut dial = Dial::plain(PATIENCE);
+        dial.ping_interval = interval;
+        let metrics = Arc::clone(&dial.metrics);
+        let ps = PubSub::start(Arc::new(server.info()), dial, mode).unwrap();
+        let channel = "redisson_lock__channel:{liveness}";
+        let mut w = ps.register(channel);
+        let woken = w.wait_until(Instant::now() + PATIENCE, &Alarms::none());
+        assert_eq!(woken, Wakeup::Woken, "{mode:?}: confirmed");
+        w.attempted();
+        let mut conn = server.conn();
+        let pings = |conn: &mut redis::Connection| {
+            let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_ping:calls="))
+                .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let before = pings(&mut conn);
+        std::thread::sleep(interval * 10);
+        let sent = pings(&mut conn) - before;
+        assert!(sent >= 3, "{mode:?}: {sent} PINGs in 10 intervals");
+        assert_eq!(metrics.snapshot().pubsub_reconnects, 0, "{mode:?}");
+        let heard: i64 = redis::cmd(publish)
+            .arg(channel)
+            .arg("0")
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(heard, 1, "{mode:?}");
+        let woken = w.wait_until(Instant::now() + PATIENCE, &Alarms::none());
+        assert_eq!(woken, Wakeup::Woken, "{mode:?}: the release");
+        w.attempted();
+        w.succeeded();
+        drop(w);
+        ps.shut();
+    }
 }
