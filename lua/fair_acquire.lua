@@ -6,6 +6,7 @@
 -- KEYS[2]  queue "redisson_lock_queue:{name}" (LIST of waiting owners)
 -- KEYS[3]  timeouts "redisson_lock_timeout:{name}" (ZSET owner -> deadline ms)
 -- KEYS[4]  channel prefix "redisson_lock__channel:{name}" (a waiter listens on "<prefix>:<owner>")
+-- KEYS[5]  turn "redlatch_fair_turn:{name}" (HASH: the head whose turn runs, see fair_common.lua)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<client uuid>:<thread number>"
 -- ARGV[3]  thread wait in milliseconds (how long a head may stay silent before it is skipped)
@@ -43,7 +44,7 @@ if not free and redis.call('hexists', KEYS[1], owner) == 1 then
         pttl = tonumber(ARGV[1]);
     end;
     if changed then
-        fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, false, ARGV[5], owner);
+        fair_turn(head, KEYS[3], KEYS[5], KEYS[4], now, pttl, wait, false, ARGV[5], owner);
     end;
     return reply;
 end;
@@ -55,6 +56,7 @@ if free and (head == false or head == owner) then
         -- thread wait, and its deadline is at least one thread wait beyond that.
         redis.call('lpop', KEYS[2]);
         redis.call('zrem', KEYS[3], owner);
+        redis.call('del', KEYS[5]);
     end;
     return {1};
 end;
@@ -62,17 +64,17 @@ end;
 local pos = redis.call('lpos', KEYS[2], owner);
 if free and pos == false and rejoin then
     -- Popped while alive, and the lock is free: the head's place was ours, so is the lock.
+    -- The head's turn, if it had begun, ends: it waits for this hold, with its chain back.
     redis.call('hset', KEYS[1], owner, 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
-    if changed then
-        fair_turn(head, KEYS[3], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
-    end;
+    fair_turn(head, KEYS[3], KEYS[5], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
     return {1};
 end;
 local pttl = fair_pttl(KEYS[1], wait);
-if changed then
-    -- Dead heads were popped: the new head's turn starts (woken if the lock is free).
-    fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
+if changed or free then
+    -- Dead heads were popped, or the lock is free (freed by a Redisson release, or its lease
+    -- ran out): the head's turn starts, unless it runs already (woken if the lock is free).
+    fair_turn(head, KEYS[3], KEYS[5], KEYS[4], now, pttl, wait, free, ARGV[5], owner);
 end;
 if pos == false then
     if ARGV[4] == '0' then
@@ -86,28 +88,33 @@ if pos == false then
     end;
 end;
 -- Joined or checked in: alive, so the deadline moves on (never back). At least what Redisson
--- gives a newcomer in this place: the deadline of the waiter ahead plus one thread wait.
+-- gives a newcomer in this place: the deadline of the waiter ahead plus one thread wait (the
+-- head's chain while its turn runs).
 local deadline = now + pttl + (pos + 1) * wait;
 if pos > 0 then
-    local ahead = tonumber(redis.call('zscore', KEYS[3], redis.call('lindex', KEYS[2], pos - 1)));
+    local ahead = fair_ahead(KEYS[2], KEYS[3], KEYS[5], pos - 1);
     if ahead ~= nil and ahead + wait > deadline then
         deadline = ahead + wait;
     end;
 end;
 fair_raise(KEYS[3], owner, deadline);
 
--- When to check in again without a message: the head when the lease may run out (its holder
--- may have died: one thread wait before its own deadline); the second as well, and when the
--- head may be presumed dead; the others every half thread wait, well before their deadlines.
+-- When to check in again without a message: every half thread wait at most, well before
+-- the deadline; the head also when the lease may run out (its holder may have died: one
+-- thread wait before its own deadline); the second as well, and, like everybody while the
+-- lock is free, when the head may be presumed dead (a dead head's turn lasts one thread
+-- wait: the first check-in after it pops the head and wakes the next).
 local t = math.floor(wait / 2);
 if pos == 0 then
-    t = pttl;
-elseif pos == 1 then
+    if pttl < t then
+        t = pttl;
+    end;
+else
     local head_deadline = tonumber(redis.call('zscore', KEYS[3], head));
-    if head_deadline ~= nil and head_deadline - now < t then
+    if (pos == 1 or free) and head_deadline ~= nil and head_deadline - now < t then
         t = head_deadline - now;
     end;
-    if not free and pttl < t then
+    if pos == 1 and not free and pttl < t then
         t = pttl;
     end;
 end;

@@ -21,8 +21,20 @@
 --   came after it. Only an owner that took the lock meanwhile comes first, and several
 --   waiters popped together come back in the order they check in. (The client sends "2" only
 --   for an owner that is one thread, and not on its last attempt before it leaves.)
--- - Our scripts never lower a deadline except by a leaver's thread wait, as Redisson's
---   acquireFailedAsync does: a head's turn raises its deadline, never lowers it.
+-- - Our scripts lower a deadline in two cases only: by a leaver's thread wait, as Redisson's
+--   acquireFailedAsync does, and the head's when its turn starts with the lock free (a release,
+--   a force-unlock, the heads ahead of it popped or gone, or a script of ours finding the lock
+--   freed by a Redisson release or an expired lease): it then has one thread wait from now to
+--   take the lock (a live head takes it within milliseconds of its message), so that a dead
+--   head costs one thread wait after the release, not its lease. The deadline it had (its
+--   chain) is kept in the turn key (HASH `owner`, `chain`, `until`: the head, the deadline it
+--   had, its turn's deadline), and our joiners chain on it, not on the turn's: behind a Redisson
+--   head's tryLock(1 hour) they still carry the hour that its acquire takes off. A turn is
+--   started once (a script that finds it running leaves it), and when the lock is taken while
+--   it runs (by a popped waiter of ours taking back its place) the head gets its chain back.
+--   The turn key is valid while it names the head and the head's deadline is still `until`
+--   (Redisson never moves the head's deadline: it only lowers those behind a leaver, and all
+--   but its acquirer's); it expires with the turn.
 
 -- The lock's remaining lease for deadline arithmetic: 0 if free, `wait` if it never expires.
 local function fair_pttl(lock, wait)
@@ -65,16 +77,65 @@ local function fair_raise(timeouts, owner, deadline)
     return deadline;
 end;
 
--- Starts the turn of `head` (false: nobody queued): its deadline becomes at least now +
--- `pttl` (the lock's remaining lease as fair_pttl gives it) + wait (a later one, such as a
--- Redisson waiter's long tryLock wait, is kept), and when the lock is `free` '0' is published
--- on the head's own channel `<channel>:<owner>`, unless the head is `caller`.
-local function fair_turn(head, timeouts, channel, now, pttl, wait, free, publish, caller)
+-- The chain of `head`: the deadline it had before its running turn started, or nil when no
+-- turn of `head` runs (the turn key names another owner, or the head's deadline moved).
+local function fair_chain(turn, timeouts, head)
+    local t = redis.call('hmget', turn, 'owner', 'chain', 'until');
+    if t[1] ~= head or tonumber(redis.call('zscore', timeouts, head)) ~= tonumber(t[3]) then
+        return nil;
+    end;
+    return tonumber(t[2]);
+end;
+
+-- The deadline a newcomer chains on, of the waiter at `pos` (false if none): the head's
+-- chain while its turn runs, else its deadline.
+local function fair_ahead(queue, timeouts, turn, pos)
+    local ahead = redis.call('lindex', queue, pos);
+    if ahead == false then
+        return nil;
+    end;
+    local deadline = tonumber(redis.call('zscore', timeouts, ahead));
+    if pos == 0 then
+        local chain = fair_chain(turn, timeouts, ahead);
+        if chain ~= nil and (deadline == nil or chain > deadline) then
+            return chain;
+        end;
+    end;
+    return deadline;
+end;
+
+-- Starts the turn of `head` (false: nobody queued).
+-- With the lock `free`: unless a turn of `head` runs already, '0' is published on the head's
+-- own channel `<channel>:<owner>` (but to the `caller`), and its deadline becomes now + wait,
+-- its chain kept in the turn key.
+-- With the lock held: the head's deadline becomes at least now + `pttl` (the lock's remaining
+-- lease as fair_pttl gives it) + wait, and at least its chain if a turn of it ran (a later one,
+-- such as a Redisson waiter's long tryLock wait, is kept).
+local function fair_turn(head, timeouts, turn, channel, now, pttl, wait, free, publish, caller)
     if head == false then
         return;
     end;
-    if free and head ~= caller then
-        redis.call(publish, channel .. ':' .. head, '0');
+    local chain = fair_chain(turn, timeouts, head);
+    if free then
+        if chain ~= nil then
+            return;
+        end;
+        if head ~= caller then
+            redis.call(publish, channel .. ':' .. head, '0');
+        end;
+        local had = tonumber(redis.call('zscore', timeouts, head)) or 0;
+        local ends = now + wait;
+        redis.call('zadd', timeouts, ends, head);
+        redis.call('del', turn);
+        redis.call('hset', turn, 'owner', head, 'chain', math.max(had, ends), 'until', ends);
+        redis.call('pexpire', turn, wait + 1000);
+        return;
     end;
-    fair_raise(timeouts, head, now + pttl + wait);
+    local deadline = now + pttl + wait;
+    if chain ~= nil then
+        redis.call('del', turn);
+        redis.call('zadd', timeouts, math.max(chain, deadline), head);
+        return;
+    end;
+    fair_raise(timeouts, head, deadline);
 end;

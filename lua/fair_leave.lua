@@ -1,10 +1,12 @@
 -- A waiter gives up: remove it from the queue and the timeout set, and shift the deadlines of
 -- those behind it by one thread wait (RedissonFairLock's acquireFailedAsync). If it was the
--- head, the next waiter's turn starts (woken at once when the lock is free).
+-- head, or the lock is free, the next waiter's turn starts (woken at once when the lock is
+-- free, with one thread wait to take it), unless it runs already.
 -- KEYS[1]  lock name
 -- KEYS[2]  queue "redisson_lock_queue:{name}"
 -- KEYS[3]  timeouts "redisson_lock_timeout:{name}"
 -- KEYS[4]  channel prefix "redisson_lock__channel:{name}"
+-- KEYS[5]  turn "redlatch_fair_turn:{name}" (HASH: the head whose turn runs, see fair_common.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  thread wait in milliseconds
 -- ARGV[3]  publish command (PUBLISH or SPUBLISH)
@@ -25,11 +27,13 @@ if pos ~= false then
     if pos == 0 then
         head = behind[1] or false;
         changed = true;
+        redis.call('del', KEYS[5]);
     end;
 end;
-if changed then
-    local pttl = fair_pttl(KEYS[1], wait);
-    fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, redis.call('exists', KEYS[1]) == 0, ARGV[3], ARGV[1]);
+local pttl = fair_pttl(KEYS[1], wait);
+local free = redis.call('exists', KEYS[1]) == 0;
+if changed or free then
+    fair_turn(head, KEYS[3], KEYS[5], KEYS[4], now, pttl, wait, free, ARGV[3], ARGV[1]);
 end;
 if pos == false then
     return 0;

@@ -5,6 +5,7 @@
 -- KEYS[3]  timeouts "redisson_lock_timeout:{name}"
 -- KEYS[4]  channel prefix "redisson_lock__channel:{name}"
 -- KEYS[5]  unlock latch "redisson_unlock_latch:{name}:<request id>": makes a retried call idempotent
+-- KEYS[6]  turn "redlatch_fair_turn:{name}" (HASH: the head whose turn runs, see fair_common.lua)
 -- ARGV[1]  lease in milliseconds, applied again when holds remain
 -- ARGV[2]  owner id
 -- ARGV[3]  publish command (PUBLISH or SPUBLISH)
@@ -16,7 +17,8 @@
 -- Reply:   the latch value when this request already ran (a retry): 0, 1 or 3 as below
 --          nil                 the owner holds no hold of this lock (nothing changed)
 --          0                   one hold released, the owner still holds the lock
---          1                   last hold released: key deleted, '0' published on the head's channel
+--          1                   last hold released: key deleted, '0' published on the head's channel,
+--                              whose turn starts: one thread wait from now to take the lock
 --          3                   last hold passed to ARGV[6], the head: it leaves the queue and
 --                              holds the lock (count 1, lease ARGV[7]), as if it had acquired;
 --                              nothing published. Also when a call sent "again" after its
@@ -48,12 +50,12 @@ end;
 if count ~= false and tonumber(count) <= 1 then
     redis.call('del', KEYS[1]);
     redis.call('set', KEYS[5], 1, 'px', ARGV[4]);
-    fair_turn(head, KEYS[3], KEYS[4], now, 0, wait, true, ARGV[3], ARGV[2]);
+    fair_turn(head, KEYS[3], KEYS[6], KEYS[4], now, 0, wait, true, ARGV[3], ARGV[2]);
     return 1;
 end;
 if changed then
     local pttl = fair_pttl(KEYS[1], wait);
-    fair_turn(head, KEYS[3], KEYS[4], now, pttl, wait, pttl == 0, ARGV[3], ARGV[2]);
+    fair_turn(head, KEYS[3], KEYS[6], KEYS[4], now, pttl, wait, pttl == 0, ARGV[3], ARGV[2]);
 end;
 if count == false then
     return nil;

@@ -242,7 +242,9 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn metrics(&self) -> Metrics {
-        self.inner.metrics.snapshot()
+        let mut metrics = self.inner.metrics.snapshot();
+        metrics.unsettled = self.inner.watchdog.unsettled();
+        metrics
     }
 
     /// This client's random id: the `<uuid>` in owner ids `"<uuid>:<thread number>"`.

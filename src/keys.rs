@@ -18,6 +18,8 @@ pub(crate) const LOCK_SET_YIELD: &str = "redlatch_lockset_yield";
 pub(crate) const FAIR_QUEUE: &str = "redisson_lock_queue";
 /// Prefix of a fair lock's waiter deadlines.
 pub(crate) const FAIR_TIMEOUTS: &str = "redisson_lock_timeout";
+/// Prefix of a fair lock's running turn (ours, not Redisson's): see [`fair_turn`].
+pub(crate) const FAIR_TURN: &str = "redlatch_fair_turn";
 /// Prefix of a fenced lock's token counter.
 pub(crate) const FENCE_TOKEN: &str = "redisson_lock_token";
 /// Prefix of an unlock's short-lived idempotency key.
@@ -84,10 +86,11 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 9] = [
+pub(crate) const TAGGED_HELPERS: [&str; 10] = [
     FAIR_QUEUE,
     SEMAPHORE_GENERATION,
     FAIR_TIMEOUTS,
+    FAIR_TURN,
     FENCE_TOKEN,
     RESOURCE_FENCE,
     ELECTION,
@@ -156,6 +159,14 @@ pub(crate) fn fair_queue(name: &str) -> String {
 /// A fair lock's ZSET owner → deadline (ms on the server's clock).
 pub(crate) fn fair_timeouts(name: &str) -> String {
     tagged(FAIR_TIMEOUTS, name)
+}
+
+/// A fair lock's running turn, the HASH `owner` (the head woken with the lock free), `chain`
+/// (the deadline it had before, on which our newcomers chain) and `until` (its deadline now:
+/// one thread wait after its turn started), expiring a second after `until`. Valid while the
+/// head is `owner` and its deadline `until` (`lua/fair_common.lua`).
+pub(crate) fn fair_turn(name: &str) -> String {
+    tagged(FAIR_TURN, name)
 }
 
 /// A fenced lock's token counter (INCR on every acquire, never expires).
@@ -560,6 +571,7 @@ mod tests {
             layout.permits,
             layout.fence,
             layout.generation,
+            fair_turn("name"),
             unlock_latch("name", "<client uuid>", "<n>"),
             fair_waiter_channel("name", "<owner>"),
             read_hold("name", "<owner>", "<n>"),
@@ -674,6 +686,7 @@ mod tests {
             let helpers = [
                 fair_queue(name),
                 fair_timeouts(name),
+                fair_turn(name),
                 fence_token(name),
                 resource_fence(name),
                 unlock_latch(name, "00ff", 1),

@@ -231,6 +231,7 @@
 //! | `redisson_unlock_latch:{name}:<client uuid>-<n>` | STRING, short-lived: makes a retried unlock of a fair, spin or read-write lock idempotent (a plain, fenced or non-reentrant lock's unlock writes none); for a [semaphore](Semaphore), the receipt of an acquire (the permits taken), by which one whose reply was lost is settled; deleted after the reply (16 to a `DEL`) |
 //! | `redisson_lock_queue:{name}` | [fair lock](Client::fair_lock): LIST of waiting owners, in arrival order |
 //! | `redisson_lock_timeout:{name}` | fair lock: ZSET owner → deadline (ms on the server's clock) |
+//! | `redlatch_fair_turn:{name}` | fair lock (ours): HASH `owner`, `chain`, `until`: the head woken with the lock free, whose deadline became one thread wait from then (`until`), and the deadline it had (`chain`), on which our newcomers chain; expires a second after `until` |
 //! | `redisson_lock__channel:{name}:<owner>` | fair lock: each waiter's own channel, `0` when its turn comes |
 //! | `name` | [group lock](Client::group_lock): HASH `<value>` → owner, `<value>:<owner>:expire_time` → ms since the epoch, `<value>:<owner>:lock_count` → holds (`<value>`: HighwayHash-128 of the encoded value, base64 without `==`); released on `redisson_lock__channel:{name}` |
 //! | `name` | [read-write lock](ReadWriteLock): HASH `mode` → `read`/`write`, `<owner>` → read holds, `<owner>:write` → write holds |

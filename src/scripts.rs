@@ -252,6 +252,7 @@ scripts! {
     GROUP_UNLOCK: ["clock.lua", "group_unlock.lua"];
     GROUP_RENEW: ["clock.lua", "group_renew.lua"];
     GROUP_FORCE_UNLOCK: ["group_force_unlock.lua"];
+    GROUP_SETTLE: ["clock.lua", "group_settle.lua"];
     GROUP_LOCKED: ["clock.lua", "group_locked.lua"];
 
     FAIR_ACQUIRE: ["clock.lua", "fair_common.lua", "fair_acquire.lua"];

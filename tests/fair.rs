@@ -1061,14 +1061,18 @@ fn a_check_in_chains_on_the_waiter_ahead_and_never_lowers_its_deadline() {
     assert_nothing_left(&mut raw, name);
 }
 
+fn turn_key(name: &str) -> String {
+    format!("redlatch_fair_turn:{{{name}}}")
+}
+
 #[test]
-fn a_release_keeps_the_longer_deadline_of_the_head_it_wakes() {
+fn a_release_gives_the_head_one_thread_wait_and_newcomers_still_chain_on_its_longer_deadline() {
+    // The head's turn lasts one thread wait, so that a dead head costs no more; a newcomer
+    // queued meanwhile chains on the deadline the head had (a Redisson tryLock(1 hour)'s),
+    // which that head's acquire lowers by the hour.
     let server = RedisServer::new();
-    let client = client_with(
-        &server.url(),
-        Duration::from_secs(1),
-        Duration::from_secs(30),
-    );
+    let wait = Duration::from_secs(20);
+    let client = client_with(&server.url(), wait, Duration::from_secs(30));
     let name = "fair:turn";
     let java = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d:12";
     let mut raw = server.conn();
@@ -1076,8 +1080,128 @@ fn a_release_keeps_the_longer_deadline_of_the_head_it_wakes() {
     let hour = server_ms(&mut raw) + 3_600_000;
     let _: () = raw.rpush(queue_key(name), java).unwrap();
     let _: () = raw.zadd(timeout_key(name), java, hour).unwrap();
+    let before = server_ms(&mut raw);
     guard.unlock().unwrap();
-    assert_eq!(deadline(&mut raw, name, java), Some(hour));
+    let after = server_ms(&mut raw);
+    let turn = deadline(&mut raw, name, java).unwrap();
+    assert!(
+        (before + 20_000..=after + 20_000).contains(&turn),
+        "the head's turn ends one thread wait after the release: {turn} ({before}..{after})"
+    );
+    let kept: (String, i64, i64) = redis::cmd("HMGET")
+        .arg(turn_key(name))
+        .arg(&["owner", "chain", "until"])
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(kept, (java.to_owned(), hour, turn));
+    let (tx, events) = mpsc::channel();
+    let handle = waiter(&client, name, 0, tx, None);
+    let ours = recv_owner(&events);
+    await_queued(&mut raw, name, 2);
+    assert!(deadline(&mut raw, name, &ours).unwrap() >= hour + 20_000);
+    // The Redisson head takes the lock, lowering every deadline by its hour: ours is ahead.
+    let taken: i64 = redis::Script::new(REDISSON_ACQUIRE)
+        .key(&[name.to_owned(), queue_key(name), timeout_key(name)][..])
+        .arg(30_000)
+        .arg(java)
+        .arg(3_600_000)
+        .arg(server_ms(&mut raw))
+        .invoke(&mut raw)
+        .unwrap();
+    assert_eq!(taken, 1);
+    assert_no_deadline_passed(&mut raw, name);
+    assert_eq!(queue(&mut raw, name), std::slice::from_ref(&ours));
+    let _: () = raw.del(name).unwrap();
+    let _: () = raw
+        .publish(format!("redisson_lock__channel:{{{name}}}:{ours}"), "0")
+        .unwrap();
+    assert_eq!(recv_grant(&events).0, 0);
+    handle.join().unwrap();
+    assert_nothing_left(&mut raw, name);
+    assert!(!raw.exists::<_, bool>(turn_key(name)).unwrap());
+}
+
+#[test]
+fn a_dead_head_costs_one_thread_wait_after_a_release_not_its_lease() {
+    // The dead head queued behind a 30 s lease: its deadline was that lease plus a thread wait.
+    let server = RedisServer::new();
+    let wait = Duration::from_secs(1);
+    let client = client_with(&server.url(), wait, Duration::from_secs(30));
+    let name = "fair:dead-lease";
+    let mut raw = server.conn();
+    let guard = client.fair_lock(name).lock().unwrap();
+    let (mut child, child_owner, _lines) = spawn_child(&server.url(), name, 1000);
+    assert!(wait_until(Duration::from_secs(10), || queue(
+        &mut raw, name
+    ) == [
+        child_owner.clone()
+    ]));
+    let (tx, events) = mpsc::channel();
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        handles.push(waiter(&client, name, i, tx.clone(), None));
+        recv_owner(&events);
+        await_queued(&mut raw, name, i + 2);
+    }
+    signal(&child, "-KILL");
+    child.wait().unwrap();
+    let released_at = Instant::now();
+    drop(guard); // wakes the dead head: nobody answers
+    let (first, at) = recv_grant(&events);
+    assert_eq!(first, 0);
+    let took = at - released_at;
+    assert!(
+        took >= Duration::from_millis(900) && took < wait + Duration::from_secs(1),
+        "the dead head cost one thread wait after the release: {took:?}"
+    );
+    assert_eq!(recv_grant(&events).0, 1);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_nothing_left(&mut raw, name);
+}
+
+#[test]
+fn a_dead_head_woken_by_a_redisson_release_costs_one_thread_wait_from_our_next_check_in() {
+    // Redisson's release moves no deadline: the first check-in of ours that finds the lock free
+    // starts the head's turn.
+    let server = RedisServer::new();
+    let wait = Duration::from_secs(1);
+    let client = client_with(&server.url(), wait, Duration::from_secs(30));
+    let name = "fair:dead-java";
+    let java = "3c2d1e0f-5a4b-4a9b-8c7d-6e5f4a3b2c1d:77"; // a JVM that died while it waited
+    let keys = [name.to_owned(), queue_key(name), timeout_key(name)];
+    let mut raw = server.conn();
+    hold_raw(&mut raw, name, 60_000);
+    let now = server_ms(&mut raw);
+    let _: () = raw.rpush(queue_key(name), java).unwrap();
+    let _: () = raw.zadd(timeout_key(name), java, now + 61_000).unwrap();
+    let (tx, events) = mpsc::channel();
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        handles.push(waiter(&client, name, i, tx.clone(), None));
+        recv_owner(&events);
+        await_queued(&mut raw, name, i + 2);
+    }
+    let released_at = Instant::now();
+    let _: () = redis::Script::new(REDISSON_RELEASE)
+        .key(&keys[..])
+        .key(format!("redisson_lock__channel:{{{name}}}"))
+        .arg(server_ms(&mut raw))
+        .invoke(&mut raw)
+        .unwrap();
+    let (first, at) = recv_grant(&events);
+    assert_eq!(first, 0);
+    let took = at - released_at;
+    assert!(
+        took < wait * 3 / 2 + Duration::from_secs(1),
+        "the dead head cost one thread wait after a check-in: {took:?}"
+    );
+    assert_eq!(recv_grant(&events).0, 1);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_nothing_left(&mut raw, name);
 }
 
 #[test]

@@ -640,6 +640,132 @@ fn fair_rust_waiter_popped_by_a_java_leavers_decrement_takes_back_the_head() {
     }
 }
 
+/// The fair waiter of `fair_dead_heads`, in a process of its own (killed there while it
+/// waits): takes the fair lock `name` with a thread wait of `wait_ms` and prints its owner id.
+#[test]
+#[ignore = "run by fair_lock_dead_heads_cost_one_thread_wait_after_a_release"]
+fn fair_waiter_child() {
+    let spec = std::env::var("REDLATCH_FAIR_WAITER").expect("run by its parent test");
+    let mut parts = spec.split(' ');
+    let (url, name, wait_ms) = (
+        parts.next().unwrap(),
+        parts.next().unwrap().to_owned(),
+        parts.next().unwrap().parse().unwrap(),
+    );
+    let config = Config::builder(url)
+        .fair_thread_wait(Duration::from_millis(wait_ms))
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    println!("OWNER {}", client.owner_id());
+    let _guard = client.fair_lock(&name).lock().unwrap();
+    println!("ACQUIRED");
+}
+
+/// A fair queue J1 R1 C J2 R2 behind a Rust holder (J: Java waiters, J1 in a JVM of its own;
+/// R: Rust waiters; C: a Rust waiter in a process of its own), thread wait 2 s on both sides
+/// and 30 s leases. J1's JVM and C's process are killed; each dead head costs the live waiter
+/// behind it one thread wait after the release that woke it (plus a second), not its lease,
+/// and the live waiters keep their places.
+fn fair_dead_heads(version: &str) {
+    let wait = Duration::from_secs(2);
+    let mut p = fair_pair(version, Some(wait), Duration::from_secs(30));
+    let url = p.server.url();
+    let mut dying = JavaPeer::start(
+        version,
+        &[
+            "--single".to_owned(),
+            url.clone(),
+            "--fair-wait".to_owned(),
+            wait.as_millis().to_string(),
+        ],
+    );
+    let name = "interop:fair:dead-heads";
+    let mut raw = p.server.conn();
+    let holder = p.client.fair_lock(name).lock().unwrap();
+    dying.send("j1", &format!("lock fair {name}"));
+    queued(&mut raw, name, 1);
+    let (r1_got, r1_release, r1) = rust_holder(p.client.fair_lock(name));
+    queued(&mut raw, name, 2);
+    let mut child = support::child::ChildTest::start(
+        "fair_waiter_child",
+        &[(
+            "REDLATCH_FAIR_WAITER",
+            format!("{url} {name} {}", wait.as_millis()),
+        )],
+    );
+    let child_owner = child.next("OWNER", Duration::from_secs(60));
+    queued(&mut raw, name, 3);
+    p.java.send("j2", &format!("lock fair {name}"));
+    queued(&mut raw, name, 4);
+    let (r2_got, r2_release, r2) = rust_holder(p.client.fair_lock(name));
+    let all = queued(&mut raw, name, 5);
+    assert!(
+        all[0].starts_with(&dying.id)
+            && all[1].starts_with(p.client.id())
+            && all[2] == child_owner
+            && all[3].starts_with(&p.java.id)
+            && all[4].starts_with(p.client.id()),
+        "{all:?}"
+    );
+    dying.kill();
+    let _ = child.child.kill();
+    let _ = child.child.wait();
+
+    // The holder wakes the dead J1: R1 gets the lock once J1's thread wait is over.
+    let released = monotonic_ns();
+    holder.unlock().unwrap();
+    let got = r1_got
+        .recv_timeout(Duration::from_secs(90))
+        .expect("R1 was served behind the dead JVM");
+    let behind_java = Duration::from_nanos(got.saturating_sub(released));
+    assert_eq!(
+        queued(&mut raw, name, 3)[1..],
+        all[3..],
+        "Redisson {version}: a live waiter lost its place"
+    );
+    // R1 wakes the dead C: J2 gets the lock once C's thread wait is over.
+    let released = monotonic_ns();
+    r1_release.send(()).unwrap();
+    r1.join().unwrap();
+    let j2 = p
+        .java
+        .reply_within("j2", Duration::from_secs(90))
+        .expect("J2 was served behind the dead Rust process");
+    j2.value();
+    let behind_rust = Duration::from_nanos(j2.t1.saturating_sub(released));
+    assert_eq!(queued(&mut raw, name, 1), all[4..]);
+    eprintln!(
+        "Redisson {version}: served {behind_java:?} after the release behind a dead JVM, \
+         {behind_rust:?} behind a dead Rust process"
+    );
+    // And J2's release serves R2 at once.
+    let released = p.java.call("j2", &format!("unlock fair {name}"));
+    let got = r2_got
+        .recv_timeout(Duration::from_secs(20))
+        .expect("R2 was served after J2");
+    assert!(Duration::from_nanos(got.saturating_sub(released.t0)) < Duration::from_secs(2));
+    r2_release.send(()).unwrap();
+    r2.join().unwrap();
+    for (what, took) in [
+        ("a dead JVM", behind_java),
+        ("a dead Rust process", behind_rust),
+    ] {
+        assert!(
+            took < wait + Duration::from_secs(1),
+            "Redisson {version}: the waiter behind {what} was served {took:?} after the release"
+        );
+    }
+}
+
+#[test]
+fn fair_lock_dead_heads_cost_one_thread_wait_after_a_release() {
+    require_java!();
+    for version in versions() {
+        fair_dead_heads(&version);
+    }
+}
+
 /// Readers share across languages; a writer on either side excludes readers on both; a
 /// write-to-read downgrade on either side is seen by the other.
 fn read_write(version: &str) {

@@ -258,3 +258,117 @@ fn validity_follows_the_formula_and_a_too_short_lease_is_an_error() {
         assert_eq!(nodes.keys_on(i), 0, "node {i}");
     }
 }
+
+// With 2 of 3 nodes paused for 350 ms, the acquires they ran on resuming (their replies came
+// after the node timeout) left holds that nothing undid, which the owner re-entered and whose
+// lease each unlock renewed; and a round that fell short waited on that one busy node for
+// the caller's whole deadline: waits timed out with every node up.
+#[test]
+fn two_of_three_nodes_paused_for_350_ms_time_no_wait_out() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::new()).collect();
+    let nodes = Nodes { servers };
+    let done = Arc::new(AtomicBool::new(false));
+    let sections = Arc::new(AtomicUsize::new(0));
+    let timeouts = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let clients = nodes.clients();
+            let (done, sections, timeouts) = (
+                Arc::clone(&done),
+                Arc::clone(&sections),
+                Arc::clone(&timeouts),
+            );
+            thread::spawn(move || {
+                let lock = redlock(&clients, "rl:paused2");
+                while !done.load(Ordering::SeqCst) {
+                    match lock.try_lock_for(Duration::from_secs(20)) {
+                        Ok(Some(guard)) => {
+                            sections.fetch_add(1, Ordering::SeqCst);
+                            // A release while nodes are paused may fail on them: their
+                            // holds are settled or run out.
+                            let _ = guard.unlock();
+                        }
+                        Ok(None) => {
+                            timeouts.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // No quorum while two nodes are paused.
+                        Err(e) => assert!(e.is_no_quorum() || e.is_timeout(), "{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let progress = |n: usize| {
+        support::wait_until(Duration::from_secs(30), || {
+            sections.load(Ordering::SeqCst) >= n
+        })
+    };
+    assert!(progress(20), "no progress before the pause");
+    for round in 0..3 {
+        nodes.servers[0].stop();
+        nodes.servers[1].stop();
+        thread::sleep(Duration::from_millis(350));
+        nodes.servers[0].cont();
+        nodes.servers[1].cont();
+        let resumed = sections.load(Ordering::SeqCst);
+        assert!(
+            progress(resumed + 30),
+            "round {round}: {} sections since the nodes came back, {} waits timed out",
+            sections.load(Ordering::SeqCst) - resumed,
+            timeouts.load(Ordering::SeqCst)
+        );
+    }
+    done.store(true, Ordering::SeqCst);
+    support::join_within(handles, Duration::from_secs(60), "RedLock waiters stalled");
+    assert_eq!(timeouts.load(Ordering::SeqCst), 0, "waits timed out");
+    // What the late replies took was given back.
+    for i in 0..3 {
+        assert!(
+            support::wait_until(Duration::from_secs(15), || nodes.keys_on(i) == 0),
+            "node {i} keeps {} keys",
+            nodes.keys_on(i)
+        );
+    }
+}
+
+// A node whose reply came after the node timeout is settled as any lost reply, and only what
+// its own acquire took: the thread's own hold of the same lock on that node stays.
+#[test]
+fn a_late_member_is_given_back_but_not_the_threads_own_hold_there() {
+    let nodes = Nodes {
+        servers: (0..3).map(|_| RedisServer::new()).collect(),
+    };
+    let clients = nodes.clients();
+    let own = clients[0].lock("rl:own").lock().unwrap();
+    let count = || -> Option<i64> {
+        redis::cmd("HGET")
+            .arg("rl:own")
+            .arg(clients[0].owner_id())
+            .query(&mut nodes.servers[0].conn())
+            .unwrap()
+    };
+    nodes.servers[0].stop();
+    let guard = redlock(&clients, "rl:own").lock().unwrap();
+    assert_eq!(guard.held(), 2);
+    // Nothing settles while the node is paused.
+    assert_eq!(
+        clients[0].metrics().unsettled,
+        1,
+        "the late member is in doubt"
+    );
+    nodes.servers[0].cont();
+    assert!(
+        support::wait_until(Duration::from_secs(15), || clients[0].metrics().unsettled
+            == 0),
+        "the late member is settled"
+    );
+    assert_eq!(count(), Some(1), "the thread's own hold stays, alone");
+    assert!(!own.is_lost());
+    let other = nodes.clients();
+    assert!(other[0].lock("rl:own").try_lock().unwrap().is_none());
+    guard.unlock().unwrap();
+    own.unlock().unwrap();
+    for i in 0..3 {
+        assert_eq!(nodes.keys_on(i), 0, "node {i}");
+    }
+}

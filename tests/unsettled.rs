@@ -6,7 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use redlatch::{Client, Config, Lock};
+use redlatch::{Client, Config, Lock, MultiLock, ValueCodec};
+use support::proxy::Proxy;
 use support::{wait_until, RedisServer};
 
 const REPLY: Duration = Duration::from_millis(300);
@@ -326,4 +327,161 @@ fn a_lock_set_whose_acquire_reply_was_lost_leaves_no_hold_once_the_server_answer
     held.unlock().unwrap();
     let other = Client::open(server.url()).unwrap();
     assert!(other.lock_set(&names).try_lock().unwrap().is_some());
+}
+
+/// A client through `proxy`, which can lose a request on the way.
+fn proxied_client(proxy: &Proxy) -> Client {
+    let config = Config::builder(proxy.url())
+        .response_timeout(REPLY)
+        .connect_timeout(REPLY)
+        .retry_attempts(0)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    drop(client.lock("warm-up").lock().unwrap());
+    client
+}
+
+/// `acquire` loses its request on the way (the first that contains `marker`): it fails, the
+/// server never runs it, and its doubt is settled (on the watchdog thread: the owner makes no
+/// call on that hold meanwhile).
+fn never_ran<T: std::fmt::Debug>(
+    proxy: &Proxy,
+    client: &Client,
+    marker: &str,
+    acquire: impl FnOnce() -> redlatch::Result<T>,
+) {
+    let cuts = proxy.cuts();
+    proxy.lose_next_request_containing(marker.as_bytes());
+    acquire().expect_err("its request was lost");
+    assert_eq!(proxy.cuts(), cuts + 1, "the request was lost");
+    assert!(
+        wait_until(SETTLED, || client.metrics().unsettled == 0),
+        "the lost acquire is settled"
+    );
+}
+
+/// Raw fields and values of hash `key`.
+fn hash(server: &RedisServer, key: &str) -> Vec<(String, String)> {
+    let mut fields: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(key)
+        .query(&mut server.conn())
+        .unwrap();
+    fields.sort();
+    fields
+}
+
+/// A group lock of StringCodec `values`.
+fn group(c: &Client, values: &[&str]) -> Lock {
+    let values = values.iter().map(|v| ValueCodec::String.encode_str(v));
+    c.group_lock("class", values)
+}
+
+/// Redisson's field of group value `value` (as another client's hold of it shows it).
+fn group_field(server: &RedisServer, value: &str) -> String {
+    let other = Client::open(server.url()).unwrap();
+    let guard = group(&other, &[value]).lock().unwrap();
+    let owner = format!("{}:", other.id());
+    let field = hash(server, "class")
+        .into_iter()
+        .find(|(f, v)| v.starts_with(&owner) && !f.contains(':'))
+        .map(|(f, _)| f)
+        .expect("the value's field");
+    guard.unlock().unwrap();
+    field
+}
+
+/// The owner's lock counts in group `class`, by value field.
+fn group_counts(server: &RedisServer) -> Vec<(String, String)> {
+    hash(server, "class")
+        .into_iter()
+        .filter(|(f, _)| f.ends_with(":lock_count"))
+        .collect()
+}
+
+// A settle gives back only what its own acquire could have taken: never what the same owner
+// holds elsewhere. A group acquire of {v0, v3, v5} whose request was lost was settled by the
+// first value's count, which counted the thread's live hold of {v0, v2, v5}, and the unlock
+// freed v0 and v5 of it behind its guard.
+#[test]
+fn a_settle_never_gives_back_a_hold_the_owner_has_elsewhere() {
+    let server = RedisServer::new();
+    let proxy = Proxy::start(server.port());
+    let client = proxied_client(&proxy);
+    let other = Client::open(server.url()).unwrap();
+    let v3 = group_field(&server, "v3");
+
+    // A group: an acquire of an overlapping set that never ran.
+    let live = group(&client, &["v0", "v2", "v5"]).lock().unwrap();
+    never_ran(&proxy, &client, &v3, || {
+        group(&client, &["v0", "v3", "v5"]).try_lock()
+    });
+    assert!(!live.is_lost());
+    let counts = group_counts(&server);
+    assert_eq!(counts.len(), 3, "{counts:?}");
+    assert!(counts.iter().all(|(_, n)| n == "1"), "{counts:?}");
+    assert!(group(&other, &["v5"]).try_lock().unwrap().is_none());
+    assert!(group(&other, &["v0"]).try_lock().unwrap().is_none());
+    // ...and one that ran: it alone is given back.
+    lost_reply(&server, &client, || {
+        group(&client, &["v0", "v3", "v5"]).try_lock()
+    });
+    assert!(
+        wait_until(SETTLED, || client.metrics().unsettled == 0
+            && group_counts(&server).len() == 3),
+        "{:?}",
+        hash(&server, "class")
+    );
+    assert!(group_counts(&server).iter().all(|(_, n)| n == "1"));
+    assert!(group(&other, &["v5"]).try_lock().unwrap().is_none());
+    assert!(group(&other, &["v3"]).try_lock().unwrap().is_some());
+    assert!(!live.is_lost());
+    live.unlock().unwrap();
+    assert!(hash(&server, "class").is_empty());
+
+    // A lock set over a lock the thread holds.
+    let held = client.lock("ls:3").lock().unwrap();
+    never_ran(&proxy, &client, "ls:1", || {
+        client.lock_set(["ls:1", "ls:2", "ls:3"]).try_lock()
+    });
+    assert_eq!(hold_counts(&server, "ls:3"), [1]);
+    assert!(other.lock("ls:3").try_lock().unwrap().is_none());
+    held.unlock().unwrap();
+
+    // A MultiLock whose first member the thread holds.
+    let held = client.lock("ml:a").lock().unwrap();
+    let multi = MultiLock::new([client.lock("ml:a"), client.lock("ml:b")]).unwrap();
+    never_ran(&proxy, &client, "ml:a", || multi.try_lock());
+    assert_eq!(hold_counts(&server, "ml:a"), [1]);
+    assert!(other.lock("ml:a").try_lock().unwrap().is_none());
+    held.unlock().unwrap();
+
+    // A read lock taken by the thread that holds the write lock.
+    let rw = client.read_write_lock("rw");
+    let write = rw.write().lock().unwrap();
+    let read = rw.read().lock().unwrap();
+    never_ran(&proxy, &client, "rw", || rw.read().try_lock());
+    assert!(!read.is_lost() && !write.is_lost());
+    let owner = client.owner_id();
+    let fields = hash(&server, "rw");
+    assert!(fields.contains(&(owner.clone(), "1".into())), "{fields:?}");
+    assert!(
+        fields.contains(&(format!("{owner}:write"), "1".into())),
+        "{fields:?}"
+    );
+    assert!(other
+        .read_write_lock("rw")
+        .read()
+        .try_lock()
+        .unwrap()
+        .is_none());
+    read.unlock().unwrap();
+    write.unlock().unwrap();
+    assert!(
+        keys(&server)
+            .iter()
+            .all(|k| !k.contains("ls:") && !k.contains("ml:") && !k.contains("rw")),
+        "{:?}",
+        keys(&server)
+    );
 }

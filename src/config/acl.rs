@@ -211,6 +211,7 @@ mod tests {
                 name.to_owned(),
                 keys::fair_queue(name),
                 keys::fair_timeouts(name),
+                keys::fair_turn(name),
                 keys::fence_token(name),
                 keys::unlock_latch(name, "client", 7),
                 keys::read_hold(name, "client:1", 1),

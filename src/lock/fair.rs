@@ -21,6 +21,8 @@ use crate::time::millis;
 pub(crate) struct Fair {
     queue: String,
     timeouts: String,
+    /// The head's running turn (ours): see `keys::fair_turn`.
+    turn: String,
     /// The prefix of the waiters' channels, as the scripts take it.
     channel: String,
     /// Thread wait in ms: how long a head of the queue may stay silent before it is skipped.
@@ -35,6 +37,7 @@ impl Fair {
         Fair {
             queue: keys::fair_queue(name),
             timeouts: keys::fair_timeouts(name),
+            turn: keys::fair_turn(name),
             channel: keys::lock_channel(name),
             wait_ms: millis(thread_wait),
             reentrant: true,
@@ -65,6 +68,7 @@ impl Fair {
             .key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
+            .key(&self.turn)
             .arg(lease_ms)
             .arg(owner)
             .arg(self.wait_ms)
@@ -119,6 +123,7 @@ impl Kind for Fair {
             .key(&self.timeouts)
             .key(&self.channel)
             .key(release.latch)
+            .key(&self.turn)
             .arg(release.lease_ms)
             .arg(release.owner)
             .arg(lock.client.publish())
@@ -141,6 +146,7 @@ impl Kind for Fair {
             .key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
+            .key(&self.turn)
             .arg(lock.client.publish())
             .arg(self.wait_ms)
             .invoke(c)
@@ -162,6 +168,7 @@ impl Kind for Fair {
                 .key(&self.queue)
                 .key(&self.timeouts)
                 .key(&self.channel)
+                .key(&self.turn)
                 .arg(owner)
                 .arg(self.wait_ms)
                 .arg(lock.client.publish())

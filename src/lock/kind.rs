@@ -183,6 +183,32 @@ pub(crate) trait Kind: Send + Sync + 'static {
     fn token_key(&self) -> Option<&str> {
         None
     }
+
+    /// For a kind whose holds of one owner share counts on the server (a group lock's value
+    /// sets, which count each value once for every set that names it): the start of the
+    /// watchdog field of each of `owner`'s holds of this lock. A settle then counts all of
+    /// them, and a call on one of them settles the others' doubts first. `None` (the
+    /// default): a hold's count is its field's alone.
+    fn overlapping(&self, owner: &str) -> Option<String> {
+        let _ = owner;
+        None
+    }
+
+    /// For a kind with [`overlapping`](Self::overlapping) holds: gives back one hold of
+    /// `owner` that an acquire in doubt took, if the server shows one beyond what the
+    /// client's guards hold (`known`: each hold's watchdog field and count, this kind's
+    /// only); true if it gave one back. Defaults to giving back nothing.
+    fn settle_overlapping(
+        &self,
+        lock: &LockKey,
+        c: &mut dyn ConnectionLike,
+        owner: &str,
+        lease_ms: u64,
+        known: &[(Arc<str>, u32)],
+    ) -> RedisResult<bool> {
+        let _ = (lock, c, owner, lease_ms, known);
+        Ok(false)
+    }
 }
 
 /// One release request, as every kind's unlock script takes it.

@@ -79,9 +79,13 @@ impl MultiLock {
 /// bounded by the node timeout (so a dead or paused node costs at most that); the lock is held
 /// when a majority granted it and its validity, `lease - elapsed - (lease / 100 + 2 ms)`
 /// measured on the monotonic clock from each node's acquire, is still positive. A round that
-/// falls short releases every hold it took (one whose reply was lost expires with its lease,
-/// unrenewed: an unlock without a guard could release another hold of this thread), then waits on one busy
-/// node before the next round. Too many failed nodes give [`Error::NoQuorum`].
+/// falls short releases every hold it took, then waits on one busy node for a slice of the
+/// time left (the time left over the number of nodes, as Redisson's RedLock; 1.5 s for
+/// [`lock`](Self::lock)) before the next round. A node whose reply was lost or came after the
+/// node timeout may have granted it: that hold is settled as any lost reply is (read back
+/// once the node answers, and released if no guard of this thread holds it), on the
+/// watchdog thread or before this thread's next call on that node. Too many failed nodes
+/// give [`Error::NoQuorum`].
 ///
 /// With the default lease the watchdog renews every node's hold; the guard counts as lost
 /// once fewer than a majority of holds are live.

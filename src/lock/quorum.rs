@@ -2,7 +2,7 @@
 //! members, how many must be held, and the rounds that take them. Each round tries every
 //! member without waiting; a round that falls short releases what it took and then waits on
 //! one busy member only, so two multi-locks over the same locks in different orders cannot
-//! deadlock.
+//! deadlock: a MultiLock until its deadline, a RedLock a slice of it before the next round.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,10 @@ struct Round {
 /// How many rounds in a row may reach the quorum too late (validity gone) before a wait
 /// without deadline gives up: the lease is then too short for the nodes' latency.
 const STALE_ROUNDS: u32 = 3;
+
+/// How long a RedLock's round waits on a busy member when its caller has no deadline
+/// (Redisson's `lockInterruptibly`: 1.5 s per lock, over as many locks).
+const NO_DEADLINE_SLICE: Duration = Duration::from_millis(1500);
 
 impl Members {
     pub(super) fn new(locks: Vec<Lock>, quorum: impl Fn(usize) -> usize) -> Result<Members> {
@@ -91,12 +95,15 @@ impl Members {
             };
             if let Some(i) = wait_on.take() {
                 let lock = &self.locks[i];
-                let waited = match deadline {
+                let waited = match self.wait_until(deadline) {
                     None => lock.lock().map(Some),
-                    Some(d) => lock.try_lock_until(d),
+                    Some(until) => lock.try_lock_until(until),
                 };
                 match waited {
                     Ok(Some(guard)) => round.holds[i] = Some(guard),
+                    Ok(None) if deadline.is_none_or(|d| Instant::now() < d) => {
+                        // The slice is over: another round, over every member.
+                    }
                     Ok(None) => return Ok(None),
                     // Not a node's failure: the caller asked to stop, or the wait was chosen to
                     // end a deadlock (nothing of this multi-lock is held yet).
@@ -160,10 +167,30 @@ impl Members {
         }
     }
 
-    /// Releases what a round that fell short took. A member whose attempt failed is left
-    /// alone: if its acquire ran before the reply was lost, that hold expires with its lease
-    /// (nothing renews it), and an unlock without a guard could release another hold of this
-    /// thread instead.
+    /// How long a round that fell short waits on one busy member. A MultiLock needs every
+    /// member: the caller's deadline (`None`: for ever). A RedLock needs only a majority, and
+    /// the busy member may stay busy while others are free: a slice of the time left, after
+    /// which another round tries every member, as Redisson's `RedissonRedLock` waits
+    /// (`calcLockWaitTime`: the time left over the number of locks, at least 1 ms; without a
+    /// deadline, 1.5 s).
+    fn wait_until(&self, deadline: Option<Instant>) -> Option<Instant> {
+        if self.quorum == self.locks.len() {
+            return deadline;
+        }
+        let now = Instant::now();
+        let slice = deadline.map_or(NO_DEADLINE_SLICE, |d| {
+            (d.saturating_duration_since(now) / self.locks.len() as u32)
+                .max(Duration::from_millis(1))
+        });
+        let until = now + slice;
+        Some(deadline.map_or(until, |d| until.min(d)))
+    }
+
+    /// Releases what a round that fell short took. A member whose attempt failed is not
+    /// released here (an unlock without a guard could release another hold of this
+    /// thread's): if its acquire ran before its reply was lost, the raw lock's settle gives
+    /// that hold back (see `settle.rs`), before this thread's next call on the member or on
+    /// the watchdog thread.
     fn release_round(&self, round: &mut Round) {
         for (i, hold) in round.holds.iter_mut().enumerate() {
             if let Some(guard) = hold.take() {

@@ -160,8 +160,9 @@ impl RawLock {
     ///
     /// An attempt whose reply's read was interrupted (a process stopped and resumed) is read
     /// back from the lock where the kind allows it; otherwise it is settled (what it took is
-    /// given back) and made again, up to the configured retry attempts. Not for a RedLock
-    /// member, whose lost acquire is undone by its round.
+    /// given back) and made again, up to the configured retry attempts. A bounded lock (a
+    /// RedLock member) makes one attempt: one whose reply is lost or late is settled all the
+    /// same, on the watchdog thread or before the owner's next call on that member.
     pub(crate) fn acquire(
         &self,
         owner: &str,
@@ -206,7 +207,7 @@ impl RawLock {
                         return Ok(attempt);
                     }
                 }
-                if e.breaks_connection() && self.key.bound.is_none() {
+                if e.breaks_connection() {
                     // The acquire may have run, or may run when the server answers again:
                     // what it took is given back then.
                     self.doubt_acquire(owner, lease, queueing.will_wait());
@@ -297,7 +298,10 @@ impl RawLock {
         if !watchdog.any_unsettled() {
             return Ok(());
         }
-        watchdog.settle_first(&self.key.name, &self.field(owner).into())
+        match self.kind.overlapping(owner) {
+            Some(prefix) => watchdog.settle_first_like(&self.key.name, &prefix),
+            None => watchdog.settle_first(&self.key.name, &self.field(owner).into()),
+        }
     }
 
     /// After a lock write on `c`: `WAIT replicas timeout` when the client syncs replicas and

@@ -37,6 +37,9 @@ pub(super) struct InDoubt {
     lease: Duration,
     /// The acquire joined a fair queue: its place is left too.
     queued: bool,
+    /// The bound of the lock's own calls (a RedLock member's node timeout): a settle's
+    /// calls are bounded by it too.
+    bound: Option<Duration>,
 }
 
 impl InDoubt {
@@ -52,6 +55,7 @@ impl InDoubt {
             owner: owner.into(),
             lease,
             queued,
+            bound: raw.key.bound,
         }
     }
 
@@ -64,6 +68,9 @@ impl InDoubt {
         let Some(raw) = self.lock(told.by_owner) else {
             return Ok(Settled::Done);
         };
+        if let Some(prefix) = self.kind.overlapping(&self.owner) {
+            return self.settle_overlapping(&raw, &prefix, told.acquires);
+        }
         let count = self.count(&raw)?;
         let extra = count.saturating_sub(told.known_holds).min(told.acquires);
         self.give_back(&raw, count, extra)?;
@@ -82,13 +89,48 @@ impl InDoubt {
         Ok(Settled::Done)
     }
 
+    /// Settles a kind whose holds of one owner share counts (a group lock's sets): each of
+    /// up to `acquires` holds is given back only where the server counts it beyond the
+    /// holds of every one of the owner's guards of the lock, so that a hold of an
+    /// overlapping set is never taken for one of this set's.
+    fn settle_overlapping(&self, raw: &RawLock, prefix: &str, acquires: u32) -> Result<Settled> {
+        let watchdog = &raw.key.client.inner.watchdog;
+        let mut released = 0;
+        while released < acquires {
+            let known = watchdog.known_holds_like(&self.name.key, prefix);
+            let lease_ms = crate::time::millis(self.lease);
+            let gave = raw.run(|c| {
+                raw.kind
+                    .settle_overlapping(&raw.key, c, &self.owner, lease_ms, &known)
+            })?;
+            if !gave {
+                break;
+            }
+            released += 1;
+        }
+        if released > 0 {
+            log::warn!(
+                "`{}` (owner {}): released {released} hold(s) taken by acquires whose reply was lost",
+                self.name.key,
+                self.owner
+            );
+        }
+        Ok(Settled::Done)
+    }
+
     /// The lock, if its client is still there: on the owner's thread, as patient as its own
-    /// calls (retried through a failover); on the watchdog thread, short.
+    /// calls (retried through a failover, or bounded as a RedLock member's); on the watchdog
+    /// thread, short.
     fn lock(&self, by_owner: bool) -> Option<RawLock> {
         let client = Client {
             inner: self.client.upgrade()?,
         };
-        let bound = (!by_owner).then(|| client.inner.config.response_timeout.min(SETTLE_BOUND));
+        let short = client.inner.config.response_timeout.min(SETTLE_BOUND);
+        let bound = match self.bound {
+            Some(own) if by_owner => Some(own),
+            Some(own) => Some(own.min(short)),
+            None => (!by_owner).then_some(short),
+        };
         let mut raw = RawLock::of(client, &self.name, Arc::clone(&self.kind));
         raw.key.bound = bound;
         Some(raw)

@@ -147,6 +147,7 @@ impl Recorder {
             deadlocks: self.deadlocks.load(Relaxed),
             lock_order_inversions: self.order_inversions.load(Relaxed),
             waiting: self.waiting.load(Relaxed),
+            unsettled: 0,
             wait_time: self.wait.snapshot(),
             hold_time: self.hold.snapshot(),
         }
@@ -213,6 +214,11 @@ pub struct Metrics {
     /// [spin lock](crate::Client::spin_lock)'s waiter, which subscribes to nothing, counts
     /// from its first retry on, and sees a release at its next retry.
     pub waiting: u64,
+    /// A gauge: holds of this client with a call whose reply never came (an acquire that
+    /// may have run, an unlock made good so) not settled yet. A settle reads what the
+    /// server has and gives back what no guard holds, at the owner's next call on the hold
+    /// or on the watchdog thread once the server answers; 0 when nothing is in doubt.
+    pub unsettled: u64,
     /// From the start of an acquire call to holding the lock, for every acquisition
     /// (an uncontended one takes about a round trip).
     pub wait_time: Histogram,

@@ -87,10 +87,49 @@ impl Watchdog {
         }
     }
 
+    /// The holds of `name` the client's guards have (renewed, or with an explicit lease),
+    /// for each field that starts with `prefix`: a hold of one set of values of a group lock
+    /// among the owner's others.
+    pub(crate) fn known_holds_like(&self, name: &Arc<str>, prefix: &str) -> Vec<(Arc<str>, u32)> {
+        self.shared.state.lock().known_holds_like(name, prefix)
+    }
+
+    /// [`settle_first`](Self::settle_first) for every field of `name` that starts with
+    /// `prefix`: before a call of the owner's on one set of a group lock's values, the
+    /// doubts of all its sets are settled, since they count the same values.
+    ///
+    /// # Errors
+    ///
+    /// The first settle's that fails (the server does not answer yet); its doubt stays.
+    pub(crate) fn settle_first_like(&self, name: &Arc<str>, prefix: &str) -> Result<()> {
+        if !self.any_unsettled() {
+            return Ok(());
+        }
+        let mut st = self.shared.state.lock();
+        // Each doubt is run once here: one that looks again later stays behind.
+        let mut ran: Vec<Key> = Vec::new();
+        while let Some(key) = st.doubt_like(name, prefix, &ran) {
+            match st.take_settle(&key) {
+                Some(settle) => {
+                    ran.push(key.clone());
+                    self.shared.settle(&mut st, key, settle, true)?;
+                }
+                // Being run by the watchdog thread.
+                None => self.shared.settled.wait(&mut st),
+            }
+        }
+        Ok(())
+    }
+
     /// Counts a hold of `name` by `field` with an explicit lease (`held`), or its release.
     /// Returns the holds the client's guards have then (see [`known_holds`](Self::known_holds)).
     pub(crate) fn count_explicit(&self, name: &Arc<str>, field: Arc<str>, held: bool) -> u32 {
         self.shared.state.lock().count_explicit(name, field, held)
+    }
+
+    /// How many holds have calls in doubt (`Metrics::unsettled`).
+    pub(crate) fn unsettled(&self) -> u64 {
+        self.shared.unsettled.load(Ordering::Acquire) as u64
     }
 
     /// Whether any acquire is in doubt: the owners' calls look no further when none is.

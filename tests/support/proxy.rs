@@ -1,6 +1,7 @@
 //! A TCP proxy in front of a test server that can lose a reply (the server's bytes are
 //! dropped and both sockets closed, as a connection that dies after the server ran the
-//! commands), or stall the pub/sub connection: its bytes are held, in both directions, and
+//! commands) or a request (the client's bytes dropped likewise: the server never runs it),
+//! or stall the pub/sub connection: its bytes are held, in both directions, and
 //! the connection is left open, as a NAT or firewall that forgot it, or a stalled proxy,
 //! would; every other connection flows.
 
@@ -20,6 +21,8 @@ enum Lose {
     Next,
     /// The next read from the server that is exactly these bytes (one whole reply).
     EqualTo(Vec<u8>),
+    /// The next read (from a client: a request) that contains these bytes.
+    Containing(Vec<u8>),
 }
 
 /// The replies to lose, in order: each is armed once the one before it was lost.
@@ -40,6 +43,7 @@ type Conns = Arc<Mutex<Vec<Arc<Conn>>>>;
 pub struct Proxy {
     port: u16,
     lose: Losses,
+    lose_request: Losses,
     cuts: Arc<AtomicUsize>,
     conns: Conns,
     /// Set on drop: stalled pumps close their sockets and end.
@@ -52,6 +56,8 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let lose = Arc::new(Mutex::new(VecDeque::new()));
+        let lose_request = Arc::new(Mutex::new(VecDeque::new()));
+        let requests = Arc::clone(&lose_request);
         let cuts = Arc::new(AtomicUsize::new(0));
         let conns: Conns = Arc::default();
         let dropped = Arc::new(AtomicBool::new(false));
@@ -69,7 +75,7 @@ impl Proxy {
                 let up = Pump {
                     conn: Arc::clone(&conn),
                     dropped: Arc::clone(&gone),
-                    lose: None,
+                    lose: Some((Arc::clone(&requests), Arc::clone(&cut))),
                     upstream: true,
                 };
                 thread::spawn(move || up.run(c2, s2));
@@ -85,6 +91,7 @@ impl Proxy {
         Proxy {
             port,
             lose,
+            lose_request,
             cuts,
             conns,
             dropped,
@@ -107,7 +114,15 @@ impl Proxy {
         self.lose.lock().push_back(Lose::EqualTo(reply.to_vec()));
     }
 
-    /// How many replies were lost.
+    /// The next request that contains `bytes`, on any connection, is lost (and its connection
+    /// cut) before it reaches the server.
+    pub fn lose_next_request_containing(&self, bytes: &[u8]) {
+        self.lose_request
+            .lock()
+            .push_back(Lose::Containing(bytes.to_vec()));
+    }
+
+    /// How many replies and requests were lost.
     pub fn cuts(&self) -> usize {
         self.cuts.load(Ordering::SeqCst)
     }
@@ -148,7 +163,7 @@ fn subscribes(bytes: &[u8]) -> bool {
 struct Pump {
     conn: Arc<Conn>,
     dropped: Arc<AtomicBool>,
-    /// Server to client only: the replies to lose.
+    /// The replies (server to client) or requests (client to server) to lose.
     lose: Option<(Losses, Arc<AtomicUsize>)>,
     /// Client to server: where `SUBSCRIBE` is seen.
     upstream: bool,
@@ -180,6 +195,7 @@ impl Pump {
                     None => false,
                     Some(Lose::Next) => true,
                     Some(Lose::EqualTo(reply)) => reply[..] == buf[..n],
+                    Some(Lose::Containing(part)) => buf[..n].windows(part.len()).any(|w| w == part),
                 };
                 if hit {
                     armed.pop_front();

@@ -145,10 +145,51 @@ impl Kind for Group {
         .map(|n| n == 1)
     }
 
+    /// The owner's holds of other sets of the group share the values' counts.
+    fn overlapping(&self, owner: &str) -> Option<String> {
+        Some(format!("{owner}{SEPARATOR}"))
+    }
+
+    /// Counts, for each value of this set, the holds of every set of the owner's that names
+    /// it, and gives back one hold of the set only where each value has more than those
+    /// (`lua/group_settle.lua`).
+    fn settle_overlapping(
+        &self,
+        lock: &LockKey,
+        c: &mut dyn ConnectionLike,
+        owner: &str,
+        lease_ms: u64,
+        known: &[(Arc<str>, u32)],
+    ) -> RedisResult<bool> {
+        let mut call = scripts::GROUP_SETTLE.key(&lock.name);
+        call.key(&self.channel)
+            .arg(lease_ms)
+            .arg(owner)
+            .arg(lock.client.publish());
+        for value in &self.fields {
+            let holds: u32 = known
+                .iter()
+                .filter(|(field, _)| names_value(field, owner, value))
+                .map(|(_, holds)| holds)
+                .sum();
+            call.arg(value).arg(holds);
+        }
+        call.invoke::<i64>(c).map(|released| released == 1)
+    }
+
     /// A condition's wait releases a lock by its kind's own script; this one has none.
     fn has_conditions(&self) -> bool {
         false
     }
+}
+
+/// Whether the watchdog field `field` (see [`Group::field`]) is a hold of `owner`'s that names
+/// `value`.
+fn names_value(field: &str, owner: &str, value: &str) -> bool {
+    field
+        .strip_prefix(owner)
+        .and_then(|rest| rest.strip_prefix(SEPARATOR))
+        .is_some_and(|values| values.split(',').any(|v| v == value))
 }
 
 /// `lua/group_renew.lua`: each hold adds its group, owner, and value fields.
@@ -188,5 +229,15 @@ mod tests {
         );
         assert_eq!(group.channel, "redisson_lock__channel:{class_100}");
         assert!(Group::new("g", Vec::<&[u8]>::new()).check().is_err());
+    }
+
+    #[test]
+    fn a_hold_names_a_value_only_of_its_own_owner() {
+        let field = Group::new("g", ["a", "b"]).field("u:1");
+        let [a, b] = [&field[4..26], &field[27..]];
+        assert!(names_value(&field, "u:1", a) && names_value(&field, "u:1", b));
+        assert!(!names_value(&field, "u:1", "c"));
+        assert!(!names_value(&field, "u:", a), "another owner's prefix");
+        assert!(!names_value(&field, "u:10", a));
     }
 }

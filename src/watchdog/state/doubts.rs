@@ -170,6 +170,55 @@ impl State {
         renewed + explicit
     }
 
+    /// The holds the client's guards have of every field of `name` that starts with
+    /// `prefix` (renewed, or with an explicit lease), field by field.
+    pub(in crate::watchdog) fn known_holds_like(
+        &self,
+        name: &Arc<str>,
+        prefix: &str,
+    ) -> Vec<(Arc<str>, u32)> {
+        let mut known: Vec<(Arc<str>, u32)> = Vec::new();
+        let mut add = |field: &Arc<str>, holds: u32| {
+            if !field.starts_with(prefix) || holds == 0 {
+                return;
+            }
+            match known.iter_mut().find(|(f, _)| f == field) {
+                Some((_, n)) => *n += holds,
+                None => known.push((Arc::clone(field), holds)),
+            }
+        };
+        let first = self.by_name.get(name).into_iter();
+        let more = self
+            .more_fields
+            .iter()
+            .filter(|((n, _), _)| n == name)
+            .map(|(_, id)| id);
+        for entry in first.chain(more).filter_map(|id| self.entries.get(id)) {
+            if let Some(field) = &entry.field {
+                add(field, entry.holds);
+            }
+        }
+        for ((n, field), &holds) in &self.explicit {
+            if n == name {
+                add(field, holds);
+            }
+        }
+        known
+    }
+
+    /// A doubt of `name` whose field starts with `prefix`, other than those in `skip`.
+    pub(in crate::watchdog) fn doubt_like(
+        &self,
+        name: &Arc<str>,
+        prefix: &str,
+        skip: &[Key],
+    ) -> Option<Key> {
+        self.doubts
+            .keys()
+            .find(|key| &key.0 == name && key.1.starts_with(prefix) && !skip.contains(key))
+            .cloned()
+    }
+
     /// The holds of `name` by `field` that the watchdog renews.
     fn renewed_holds(&self, name: &Arc<str>, field: &Arc<str>) -> u32 {
         self.find(name, field)
