@@ -24,7 +24,9 @@
 //! Each [`Client`] has a pool of command connections, one pub/sub thread (one connection) that
 //! wakes blocked threads when a lock is released, and one watchdog thread that renews the
 //! leases of all held locks in batches. Waiting threads send nothing to Redis while they wait
-//! (except a spin lock's, which polls: see below).
+//! (except a spin lock's, which polls: see below); while any does, the pub/sub connection is
+//! checked with a `PING` every
+//! [`pubsub_ping_interval`](ConfigBuilder::pubsub_ping_interval), whatever their number.
 //!
 //! # Topologies
 //!

@@ -1,11 +1,18 @@
-//! Faults: script cache flushed, pub/sub connection killed, server down or paused.
+//! Faults: script cache flushed, pub/sub connection killed or gone silent, server down or
+//! paused.
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config};
-use support::{kill_pubsub_connections, numsub, wait_until, RedisServer};
+use support::proxy::Proxy;
+use support::{
+    await_waiting, command_calls, join_within, kill_pubsub_connections, numsub, wait_until,
+    RedisServer,
+};
 
 fn quick_client(server: &RedisServer) -> Client {
     let config = Config::builder(server.url().as_str())
@@ -60,6 +67,109 @@ fn killed_pubsub_connection_reconnects_resubscribes_and_waiter_still_wakes() {
         latency < Duration::from_secs(1),
         "woken {latency:?} after unlock"
     );
+}
+
+/// Regression (issue 57): a pub/sub connection that fell silent without an error (a stalled
+/// proxy, a NAT that forgot it) left its waiters deaf while other holders kept the lock busy.
+#[test]
+fn waiters_on_a_pub_sub_connection_gone_silent_get_the_lock_within_the_ping_bound() {
+    let server = RedisServer::new();
+    let proxy = Proxy::start(server.port());
+    let interval = Duration::from_millis(500);
+    let hold = Duration::from_millis(500);
+    let config = Config::builder(proxy.url().as_str())
+        .pubsub_ping_interval(interval)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let name = "fault:silent";
+    // Another process's threads keep taking the lock, a short pause after each release: a
+    // waiter that hears the release gets it, one that does not almost never finds it free.
+    let (held_tx, held) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (stop, lock) = (Arc::clone(&stop), holder.lock(name));
+        std::thread::spawn(move || {
+            let first = lock.lock().unwrap(); // 30 s lease, renewed: no TTL rescue
+            held_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            drop(first);
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                let guard = lock.lock().unwrap();
+                std::thread::sleep(hold);
+                drop(guard);
+            }
+        })
+    };
+    held.recv().unwrap();
+    let waiters = (0..2)
+        .map(|_| {
+            let lock = client.lock(name);
+            std::thread::spawn(move || {
+                let guard = lock.lock().unwrap();
+                let at = Instant::now();
+                std::thread::sleep(hold);
+                drop(guard);
+                at
+            })
+        })
+        .collect();
+    await_waiting(&client, 2);
+    assert!(proxy.stall_subscriber(), "the pub/sub connection is found");
+    let stalled = Instant::now();
+    go.send(()).unwrap();
+    // Dropped within two intervals, then a hold each at most; and room for a loaded machine
+    // (without the check they wait for the holder's 30 s lease and more).
+    let bound = interval * 2 + hold * 3 + Duration::from_secs(4);
+    let got = join_within(waiters, bound + Duration::from_secs(10), "the waiters");
+    stop.store(true, Ordering::SeqCst);
+    for at in got {
+        let took = at - stalled;
+        eprintln!("a waiter got the lock {took:?} after its pub/sub connection stalled");
+        assert!(took < bound, "{took:?}");
+    }
+    assert!(client.metrics().pubsub_reconnects >= 1);
+    churn.join().unwrap();
+}
+
+/// The pub/sub connection is checked only while a thread waits on it: no PING when idle.
+#[test]
+fn no_ping_is_sent_while_nothing_waits() {
+    let server = RedisServer::new();
+    let interval = Duration::from_millis(100);
+    let config = Config::builder(server.url().as_str())
+        .pubsub_ping_interval(interval)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let holder = Client::open(server.url()).unwrap();
+    let name = "fault:idle";
+    let channel = "redisson_lock__channel:{fault:idle}";
+    let guard = holder.lock(name).lock().unwrap();
+    let lock = client.lock(name);
+    let waiter = std::thread::spawn(move || drop(lock.lock().unwrap()));
+    await_waiting(&client, 1);
+    let mut raw = server.conn();
+    let pings = |raw: &mut redis::Connection| command_calls(raw, "ping");
+    let before = pings(&mut raw);
+    std::thread::sleep(interval * 10);
+    let waiting = pings(&mut raw) - before;
+    drop(guard);
+    join_within(vec![waiter], Duration::from_secs(10), "the waiter");
+    assert!(wait_until(Duration::from_secs(5), || numsub(
+        &mut raw, channel
+    ) == 0));
+    // A PING written just before the unsubscribe's reply was read is answered after it.
+    std::thread::sleep(interval * 2);
+    let idle_from = pings(&mut raw);
+    std::thread::sleep(interval * 20);
+    let idle = pings(&mut raw) - idle_from;
+    eprintln!("{waiting} PINGs in 10 intervals of waiting, {idle} in 20 idle ones");
+    assert!(waiting >= 3, "{waiting} PINGs while a thread waited");
+    assert_eq!(idle, 0, "PINGs while nothing waited");
 }
 
 #[test]

@@ -11,7 +11,10 @@ use redlatch::{Client, Config, LockGuard};
 use support::binary::Need;
 use support::tls::{ClientAuth, Pki, TlsCluster, TlsServer};
 use support::wait_until;
-use support::{auto_is_sharded, client_list, kill_pubsub_connections, numsub, subscribers};
+use support::{
+    auto_is_sharded, await_waiting, client_list, command_calls, kill_pubsub_connections, numsub,
+    subscribers,
+};
 
 fn tls_client(server: &TlsServer) -> Client {
     let config = Config::builder(server.url("127.0.0.1").as_str())
@@ -129,6 +132,40 @@ fn a_killed_tls_pubsub_connection_reconnects_and_the_waiter_still_wakes() {
                 .iter()
                 .any(|l| l.contains(" sub=1 "))
     }));
+    let released = Instant::now();
+    drop(guard);
+    let latency = waiter.join().unwrap() - released;
+    assert!(latency < Duration::from_secs(1), "{latency:?}");
+}
+
+/// The pub/sub connection's check works through TLS: PINGs go out while a thread waits, the
+/// reads that time out between them leave the session whole (no reconnect), and a release
+/// still wakes the waiter.
+#[test]
+fn a_tls_pubsub_connection_is_pinged_while_a_thread_waits_and_stays_up() {
+    require!(Need::Tls);
+    let server = TlsServer::new(ClientAuth::No);
+    let interval = Duration::from_millis(100);
+    let config = Config::builder(server.url("127.0.0.1").as_str())
+        .tls_root_certificates(Pki::get().pem("ca.crt"))
+        .pubsub_ping_interval(interval)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let holder = tls_client(&server);
+    let guard = holder.lock("tls:ping").lock().unwrap();
+    let lock = client.lock("tls:ping");
+    let waiter = std::thread::spawn(move || {
+        drop(lock.lock().unwrap());
+        Instant::now()
+    });
+    await_waiting(&client, 1);
+    let mut raw = server.server.conn();
+    let before = command_calls(&mut raw, "ping");
+    std::thread::sleep(interval * 10);
+    let sent = command_calls(&mut raw, "ping") - before;
+    assert!(sent >= 3, "{sent} PINGs in 10 intervals");
+    assert_eq!(client.metrics().pubsub_reconnects, 0);
     let released = Instant::now();
     drop(guard);
     let latency = waiter.join().unwrap() - released;

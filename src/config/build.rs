@@ -9,13 +9,17 @@ use crate::time::check_duration;
 
 use super::{Config, ConfigBuilder, Topology};
 
+/// The shortest `pubsub_ping_interval`: a `PING` must have time to be answered.
+const MIN_PING_INTERVAL: Duration = Duration::from_millis(100);
+
 impl ConfigBuilder {
     /// Checks the settings and builds the [`Config`].
     ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an unparsable URL, a zero
-    /// pool size, a zero or absurd (over one year) timeout, a batch size out of range, a
+    /// pool size, a zero or absurd (over one year) timeout, a `pubsub_ping_interval` under
+    /// 100 ms, a batch size out of range, a
     /// replica setting of 0 replicas or a timeout not shorter than the response timeout, or
     /// bad spin back-off bounds.
     ///
@@ -98,6 +102,7 @@ impl ConfigBuilder {
             batch_lanes: self.batch_lanes.min(self.pool_size),
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
+            pubsub_ping_interval: self.pubsub_ping_interval,
             watchdog_timeout: self.watchdog_timeout,
             max_hold: self.max_hold,
             renew_batch_size: self.renew_batch_size,
@@ -125,6 +130,12 @@ impl ConfigBuilder {
         }
         check_duration("connect_timeout", self.connect_timeout)?;
         check_duration("response_timeout", self.response_timeout)?;
+        check_duration("pubsub_ping_interval", self.pubsub_ping_interval)?;
+        if self.pubsub_ping_interval < MIN_PING_INTERVAL {
+            return Err(Error::invalid(format!(
+                "pubsub_ping_interval must be at least {MIN_PING_INTERVAL:?}"
+            )));
+        }
         check_duration("watchdog_timeout", self.watchdog_timeout)?;
         check_duration("fair_thread_wait", self.fair_thread_wait)?;
         if self.history == Some(0) {
@@ -177,6 +188,7 @@ fn check_client_name(prefix: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::MAX_DURATION;
 
     #[test]
     fn rejects_bad_settings() {
@@ -193,6 +205,19 @@ mod tests {
             .unwrap_err()
             .is_invalid_argument());
         assert!(b().renew_batch_size(0).build().is_err());
+        for bad in [Duration::ZERO, Duration::from_millis(99), MAX_DURATION * 2] {
+            let err = b().pubsub_ping_interval(bad).build().unwrap_err();
+            assert!(err.is_invalid_argument(), "{bad:?}: {err}");
+        }
+        let ping = |d| {
+            b().pubsub_ping_interval(d)
+                .build()
+                .unwrap()
+                .pubsub_ping_interval()
+        };
+        assert_eq!(ping(Duration::from_millis(100)), Duration::from_millis(100));
+        // A silent connection is dropped within two intervals: within 5 s by default.
+        assert!(b().build().unwrap().pubsub_ping_interval() * 2 <= Duration::from_secs(5));
         assert!(b()
             .max_hold(Duration::ZERO)
             .build()

@@ -12,6 +12,8 @@ use crate::net::Certificates;
 const HISTORY_MAX_LEN: usize = 10_000;
 /// How long a wait blocks before it looks for a deadlock, unless set.
 const DEADLOCK_CHECK_AFTER: Duration = Duration::from_secs(1);
+/// How often a pub/sub connection with waiters is sent a `PING`, unless set.
+const PUBSUB_PING_INTERVAL: Duration = Duration::from_secs(2);
 
 impl Config {
     /// Starts a builder for a single server at `url`
@@ -101,6 +103,7 @@ impl ConfigBuilder {
             batch_lanes: 4,
             connect_timeout: Duration::from_secs(3),
             response_timeout: Duration::from_secs(3),
+            pubsub_ping_interval: PUBSUB_PING_INTERVAL,
             watchdog_timeout: Duration::from_secs(30),
             max_hold: None,
             renew_batch_size: 100,
@@ -320,6 +323,36 @@ impl ConfigBuilder {
     /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
+        self
+    }
+
+    /// How often the pub/sub connection (on a cluster, each node's) is checked while a thread
+    /// waits on it: it is sent a `PING` every `interval` (as Redisson's
+    /// `pingConnectionInterval`), and one whose `PING` is not answered within the next
+    /// `interval` is dropped and made anew, after which every thread waiting on it re-checks
+    /// what it waits for. So a connection that falls silent without an error (a NAT or
+    /// firewall that forgot it, a half-open socket, a proxy that stalls) is found within two
+    /// intervals of its last answer; its waiters would otherwise hear no release until the
+    /// bound of their wait (a lock's remaining lease) ran out.
+    ///
+    /// Nothing is sent while no thread waits on the connection. Its socket also has TCP
+    /// keepalive, with a probe after an interval of silence (at least a second).
+    ///
+    /// Defaults to 2 seconds: a silent connection is dropped within 4 seconds. Must be at
+    /// least 100 ms and at most a year.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/")
+    ///     .pubsub_ping_interval(Duration::from_secs(1))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.pubsub_ping_interval(), Duration::from_secs(1));
+    /// ```
+    pub fn pubsub_ping_interval(mut self, interval: Duration) -> Self {
+        self.pubsub_ping_interval = interval;
         self
     }
 

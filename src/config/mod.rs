@@ -39,6 +39,7 @@ pub struct Config {
     pub(crate) batch_lanes: usize,
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
+    pub(crate) pubsub_ping_interval: Duration,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) renew_batch_size: usize,
@@ -282,6 +283,19 @@ impl Config {
         self.batch_lanes
     }
 
+    /// How often a pub/sub connection with waiters is sent a `PING`; one unanswered for as
+    /// long is dropped and made anew ([`ConfigBuilder::pubsub_ping_interval`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config = redlatch::Config::builder("redis://127.0.0.1/").build().unwrap();
+    /// assert_eq!(config.pubsub_ping_interval().as_secs(), 2);
+    /// ```
+    pub fn pubsub_ping_interval(&self) -> Duration {
+        self.pubsub_ping_interval
+    }
+
     /// How long the head of a fair lock's queue may stay silent before it is presumed dead
     /// and skipped (Redisson's `threadWaitTime`).
     ///
@@ -339,6 +353,7 @@ impl Config {
         Dial {
             connect_timeout: self.connect_timeout,
             response_timeout: self.response_timeout,
+            ping_interval: self.pubsub_ping_interval,
             tls: self.tls.clone(),
             metrics: Arc::clone(metrics),
             name: self.connection_name.clone(),
@@ -372,6 +387,7 @@ pub struct ConfigBuilder {
     batch_lanes: usize,
     connect_timeout: Duration,
     response_timeout: Duration,
+    pubsub_ping_interval: Duration,
     watchdog_timeout: Duration,
     max_hold: Option<Duration>,
     renew_batch_size: usize,

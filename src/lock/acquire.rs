@@ -27,7 +27,11 @@ impl<O: Ownership> Lock<O> {
     /// Acquires the lock, blocking the calling thread until it is held.
     ///
     /// The thread waits for the unlock message on the lock's channel (no polling); each wait
-    /// is bounded by the lock's remaining lease, so even a lost message costs one lease at most.
+    /// is bounded by the lock's remaining lease. A message lost with the client's pub/sub
+    /// connection costs at most the time to notice the loss: a connection that breaks, or
+    /// that stays silent past its check
+    /// ([`pubsub_ping_interval`](crate::ConfigBuilder::pubsub_ping_interval): within 4 s
+    /// by default), is made anew and every waiter on it tries again.
     ///
     /// # Errors
     ///

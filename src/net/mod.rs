@@ -27,12 +27,15 @@ pub(crate) use tls::Tls;
 /// The library name connections announce (`CLIENT SETINFO LIB-NAME`).
 pub(crate) const LIB_NAME: &str = "redlatch";
 
-/// How to open a pub/sub connection (timeouts and TLS), where to count reconnects, and whom
-/// to tell of one.
+/// How to open a pub/sub connection (timeouts and TLS), how often to check it, where to count
+/// reconnects, and whom to tell of one.
 #[derive(Clone)]
 pub(crate) struct Dial {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
+    /// How often a connection anything waits on is sent a `PING` (and how long one may go
+    /// unanswered); also the TCP keepalive's idle time and probe interval.
+    pub(crate) ping_interval: Duration,
     pub(crate) tls: Tls,
     pub(crate) metrics: Arc<Recorder>,
     /// The connection name (`CLIENT SETNAME`): `<prefix>:<client id>`.
@@ -54,6 +57,7 @@ impl Dial {
         Dial {
             connect_timeout: timeout,
             response_timeout: timeout,
+            ping_interval: Duration::from_secs(2),
             tls: Tls::default(),
             metrics: Arc::new(Recorder::new()),
             name: None,
@@ -93,6 +97,7 @@ impl Dial {
             None => Error::invalid(format!("cannot resolve {host}")),
         })?;
         socket.set_nodelay(true).map_err(io)?;
+        keep_alive(&socket, self.ping_interval);
         let stream = match info.addr() {
             ConnectionAddr::TcpTls { .. } => self.secure(socket, host)?,
             _ => Stream::Plain(socket),
@@ -183,6 +188,31 @@ impl Dial {
     }
 }
 
+/// Turns TCP keepalive on for `socket` (under TLS too: it is the socket's), with probes after
+/// `interval` of silence, one per `interval` (at least a second: the kernel counts seconds),
+/// and the connection dropped after 3 unanswered: a peer that is gone, or a NAT or firewall
+/// that forgot the connection, is found even while nothing is sent on it. (While anything
+/// waits on the connection, its `PING`s find that sooner, and also a peer that still
+/// acknowledges packets but no longer answers, as a stalled proxy.) Where it cannot be set,
+/// it is logged and the connection goes on without.
+fn keep_alive(socket: &TcpStream, interval: Duration) {
+    let every = interval.max(Duration::from_secs(1));
+    let keepalive = socket2::TcpKeepalive::new().with_time(every);
+    #[cfg(any(
+        target_os = "android",
+        target_os = "freebsd",
+        target_os = "ios",
+        target_os = "linux",
+        target_os = "macos",
+        target_os = "netbsd",
+        target_os = "windows",
+    ))]
+    let keepalive = keepalive.with_interval(every).with_retries(3);
+    if let Err(e) = socket2::SockRef::from(socket).set_tcp_keepalive(&keepalive) {
+        log::debug!("pub/sub connection: cannot set TCP keepalive ({e})");
+    }
+}
+
 /// A pub/sub connection: its clones (the reader's, the writer's) share the socket and, for
 /// TLS, the session.
 pub(crate) enum Stream {
@@ -258,6 +288,49 @@ impl Write for &Stream {
             Stream::Plain(s) => (&*s).flush(),
             #[cfg(feature = "tls")]
             Stream::Tls(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::net::TcpListener;
+
+    use redis::IntoConnectionInfo;
+
+    use super::*;
+
+    /// A pub/sub connection's socket has TCP keepalive, probing after one ping interval of
+    /// silence (a whole second at least). A TLS connection's socket is this one too.
+    #[test]
+    fn a_pub_sub_socket_has_tcp_keepalive_at_the_ping_interval() {
+        for (interval, probe) in [(2_000, 2), (200, 1)] {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let address = format!("redis://{}/", listener.local_addr().unwrap());
+            let server = std::thread::spawn(move || {
+                let (stream, _) = listener.accept().unwrap();
+                let mut parser = redis::Parser::new();
+                for _ in 0..2 {
+                    parser.parse_value(&stream).unwrap(); // CLIENT SETINFO
+                }
+                (&stream).write_all(b"+OK\r\n+OK\r\n").unwrap();
+                stream
+            });
+            let mut dial = Dial::plain(Duration::from_secs(10));
+            dial.ping_interval = Duration::from_millis(interval);
+            let stream = dial.open(&address.into_connection_info().unwrap()).unwrap();
+            let socket = socket2::SockRef::from(stream.socket());
+            assert!(socket.keepalive().unwrap(), "{interval} ms");
+            #[cfg(target_os = "linux")]
+            {
+                let secs = Duration::from_secs(probe);
+                assert_eq!(socket.tcp_keepalive_time().unwrap(), secs);
+                assert_eq!(socket.tcp_keepalive_interval().unwrap(), secs);
+                assert_eq!(socket.tcp_keepalive_retries().unwrap(), 3);
+            }
+            let _ = probe;
+            drop(server.join().unwrap());
         }
     }
 }

@@ -1,6 +1,8 @@
 //! One pub/sub connection ([`PubSub`]) and its reader thread: connecting (and reconnecting,
-//! resubscribing and waking every waiter), reading, and routing each message to the waiters
-//! of its channel through the registry.
+//! resubscribing and waking every waiter), reading, checking between reads that the
+//! connection is alive while anything is registered on it (a `PING` per interval: see
+//! [`liveness`](super::liveness); a silent connection is dropped as a broken one), and
+//! routing each message to the waiters of its channel through the registry.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -14,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::net::{Dial, Stream};
 
 use super::dispatcher;
+use super::liveness::Tended;
 use super::node_waiter::NodeWaiter;
 use super::registry::{mark_moved, wake_all, wake_one, wake_permits, Command, Registry};
 use super::vocabulary::{Address, Heard, Interest, Mode, Wake};
@@ -147,12 +150,13 @@ impl Shared {
         placed: bool,
     ) -> Arc<Shared> {
         let (stop_tx, stop_rx) = bounded(1);
+        let registry = Registry::new(mode, dial.ping_interval);
         Arc::new(Shared {
             target,
             mode,
             placed,
             dial,
-            registry: Arc::new(Mutex::new(Registry::new(mode))),
+            registry: Arc::new(Mutex::new(registry)),
             stop_tx,
             stop_rx,
         })
@@ -305,6 +309,7 @@ impl Shared {
                 .is_ok()
         });
         reg.wire.inflight.clear();
+        reg.wire.liveness.restart(Instant::now());
         let Registry { wire, channels, .. } = &mut *reg;
         for (name, chan) in channels.iter_mut() {
             if !chan.waiters.is_empty() {
@@ -314,10 +319,15 @@ impl Shared {
         Some(reader)
     }
 
+    /// Reads and routes until the connection breaks or falls silent (see [`tend`](Self::tend)).
     pub(super) fn read_loop(&self, reader: Stream) {
         let mut parser = redis::Parser::new();
+        let mut tended = Tended {
+            stream: &reader,
+            tend: || self.tend(),
+        };
         loop {
-            match parser.parse_value(&reader) {
+            match parser.parse_value(&mut tended) {
                 Ok(value) => self.route(value),
                 Err(e) => {
                     log::debug!("pub/sub read ended: {e}");
@@ -325,6 +335,26 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Between reads: sends a `PING` when one is due (only while anything is registered), and
+    /// says how long the next read may block. A connection whose `PING` went unanswered for
+    /// an interval is silent: the read fails, and the reader drops the connection, makes it
+    /// anew and wakes every waiter, as after any break.
+    pub(super) fn tend(&self) -> std::io::Result<Duration> {
+        let mut reg = self.registry.lock();
+        let active = !reg.channels.is_empty();
+        reg.wire.tend(Instant::now(), active).map_err(|silent| {
+            log::warn!(
+                "pub/sub connection to {} silent: PING unanswered after {silent:?}; \
+                 dropping it",
+                self.target.describe()
+            );
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("PING unanswered after {silent:?}"),
+            )
+        })
     }
 
     /// Forgets the dead connection and wakes every waiter to re-check. On a cluster node
@@ -358,6 +388,20 @@ impl Shared {
             Value::Push { data, .. } => data,
             Value::ServerError(error) if self.mode == Mode::Sharded => {
                 return self.registry.lock().refused(&error);
+            }
+            // A PING's answer on a connection with no subscription (or in RESP3).
+            Value::SimpleString(s) if s.eq_ignore_ascii_case("PONG") => {
+                return self.registry.lock().ponged();
+            }
+            // Plain mode remembers no command: an error (a PING refused by an ACL) at least
+            // shows that the server reads and answers.
+            Value::ServerError(error) => {
+                let mut reg = self.registry.lock();
+                if reg.wire.liveness.is_owed() {
+                    log::debug!("pub/sub: error reply `{error}` taken as the PING's answer");
+                    reg.wire.liveness.answered();
+                }
+                return;
             }
             other => {
                 log::debug!("pub/sub: ignoring {other:?}");
@@ -404,6 +448,8 @@ impl Shared {
             "subscribe" | "unsubscribe" | "ssubscribe" | "sunsubscribe" => {
                 reg.reply(&kind, &channel);
             }
+            // A PING's answer on a subscribed RESP2 connection: `["pong", ""]`.
+            "pong" => reg.ponged(),
             _ => {}
         }
     }

@@ -26,11 +26,16 @@
 //! - `dispatcher.rs`: the client's handle, over the [`Subscriptions`] the topology picked.
 //! - `connection.rs`, `registry.rs`, `node_waiter.rs`: one connection and its reader thread,
 //!   its channels and waiters, and a thread registered on it.
+//! - `liveness.rs`: the check that a connection anything is registered on is alive (a
+//!   `PING` per interval; one unanswered for an interval drops the connection).
 //! - `sharded.rs`, `sharded_waiter.rs`: the cluster dispatcher and a waiter that follows its
 //!   channel.
 
 mod connection;
 mod dispatcher;
+mod liveness;
+#[cfg(test)]
+mod liveness_tests;
 mod node_waiter;
 mod registry;
 mod sharded;

@@ -50,6 +50,10 @@ impl NodeWaiter {
         let id = reg.next_id;
         reg.next_id += 1;
         let Registry { wire, channels, .. } = &mut *reg;
+        if channels.is_empty() {
+            // The connection's check starts with the first registration.
+            wire.liveness.busy(Instant::now());
+        }
         let chan = channels.entry(channel.to_owned()).or_insert_with(|| Chan {
             wake,
             ..Chan::default()

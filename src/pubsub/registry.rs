@@ -14,6 +14,7 @@ use crossbeam_channel::Sender;
 
 use crate::net::Stream;
 
+use super::liveness::{Due, Liveness};
 use super::vocabulary::{Heard, Mode, Wake};
 
 /// One pub/sub command, as remembered until its reply arrives.
@@ -21,6 +22,8 @@ use super::vocabulary::{Heard, Mode, Wake};
 pub(super) enum Command {
     Subscribe,
     Unsubscribe,
+    /// The connection's check (see [`Liveness`]); remembered with no channel.
+    Ping,
 }
 
 impl Command {
@@ -31,6 +34,7 @@ impl Command {
             (Command::Unsubscribe, Mode::Plain) => "UNSUBSCRIBE",
             (Command::Subscribe, Mode::Sharded) => "SSUBSCRIBE",
             (Command::Unsubscribe, Mode::Sharded) => "SUNSUBSCRIBE",
+            (Command::Ping, _) => "PING",
         }
     }
 }
@@ -57,6 +61,8 @@ pub(super) struct Wire {
     /// how a solicited `sunsubscribe` is told from an unsolicited one. Each channel's
     /// `Chan::pending` counts its entries here.
     pub(super) inflight: VecDeque<(Command, String)>,
+    /// The live connection's check: its `PING`s while anything is registered.
+    pub(super) liveness: Liveness,
 }
 
 /// One registered waiter, as the reader sees it.
@@ -163,6 +169,40 @@ impl Wire {
         }
     }
 
+    /// Sends what the connection's check says is due at `now` (a `PING`, while `active`: while
+    /// anything is registered), and says how long the reader may block before it looks
+    /// again; `Err` with how long the last `PING` has gone unanswered once the connection
+    /// counts as silent.
+    pub(super) fn tend(&mut self, now: Instant, active: bool) -> Result<Duration, Duration> {
+        match self.liveness.check(now, active) {
+            Due::Wait(wait) => Ok(wait),
+            Due::Silent(silent) => Err(silent),
+            Due::Ping => {
+                self.ping();
+                Ok(self.liveness.interval())
+            }
+        }
+    }
+
+    /// Writes a `PING` (in sharded mode, remembered for its reply). A write that fails
+    /// closes the connection, as in [`send`](Self::send).
+    pub(super) fn ping(&mut self) {
+        let Some(w) = &mut self.writer else { return };
+        let bytes = redis::cmd(Command::Ping.name(self.mode)).get_packed_command();
+        match (&*w).write_all(&bytes) {
+            Ok(()) => {
+                if self.mode == Mode::Sharded {
+                    self.inflight.push_back((Command::Ping, String::new()));
+                }
+            }
+            Err(e) => {
+                log::debug!("pub/sub PING failed ({e}); the reader will reconnect");
+                w.shutdown();
+                self.writer = None;
+            }
+        }
+    }
+
     /// Closes the live connection: the reader sees its read fail, then reconnects, subscribes
     /// every channel with waiters and wakes them all. For when the replies no longer match
     /// what was written: starting over is the only state both sides agree on.
@@ -231,12 +271,13 @@ pub(super) fn mark_moved(chan: &mut Chan) {
 }
 
 impl Registry {
-    pub(super) fn new(mode: Mode) -> Registry {
+    pub(super) fn new(mode: Mode, ping_interval: Duration) -> Registry {
         Registry {
             wire: Wire {
                 mode,
                 writer: None,
                 inflight: VecDeque::new(),
+                liveness: Liveness::new(ping_interval, Instant::now()),
             },
             channels: HashMap::new(),
             next_id: 0,
@@ -298,6 +339,26 @@ impl Registry {
         }
     }
 
+    /// The answer to a `PING` (`pong`, or `PONG` on a connection with no subscription). In
+    /// sharded mode it must answer the oldest command written, or the connection starts over.
+    pub(super) fn ponged(&mut self) {
+        if self.wire.mode == Mode::Sharded {
+            match self.wire.inflight.front() {
+                Some((Command::Ping, _)) => {
+                    self.wire.inflight.pop_front();
+                }
+                other => {
+                    log::warn!(
+                        "sharded pub/sub: a PING's answer does not answer the oldest command \
+                         written ({other:?}); resyncing"
+                    );
+                    return self.wire.resync();
+                }
+            }
+        }
+        self.wire.liveness.answered();
+    }
+
     /// Sharded mode: an unsolicited `sunsubscribe`, sent by Redis 7 for every shard channel of
     /// a slot that migrates away or whose node is demoted to replica.
     pub(super) fn unsubscribed_by_server(&mut self, channel: &str) {
@@ -327,6 +388,11 @@ impl Registry {
             log::warn!("sharded pub/sub: error reply `{error}` answers no command; resyncing");
             return self.wire.resync();
         };
+        if command == Command::Ping {
+            // The server answered: the connection is alive, whatever it thinks of PING.
+            log::warn!("pub/sub: PING refused ({error}); the connection counts as alive");
+            return self.wire.liveness.answered();
+        }
         let Some(chan) = self.channels.get_mut(&channel) else {
             return;
         };

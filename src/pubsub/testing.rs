@@ -21,6 +21,36 @@ pub(super) struct Peer {
 }
 
 impl Peer {
+    /// The far end of a connection the test accepted, playing the server.
+    pub(super) fn new(stream: TcpStream) -> Peer {
+        Peer {
+            stream,
+            parser: redis::Parser::new(),
+        }
+    }
+
+    /// The next command written within `timeout`; `None` if none came (or the handle closed
+    /// its write side).
+    pub(super) fn command_within(&mut self, timeout: Duration) -> Option<Vec<String>> {
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+        let value = self.parser.parse_value(&self.stream);
+        self.stream.set_read_timeout(Some(PATIENCE)).unwrap();
+        match value {
+            Ok(value) => Some(as_command(value).unwrap_or_else(|v| panic!("not a command: {v:?}"))),
+            Err(_) => {
+                // Nothing came: no command is half read.
+                self.parser = redis::Parser::new();
+                None
+            }
+        }
+    }
+
+    /// Writes `bytes` as the server's reply.
+    pub(super) fn answer(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        (&self.stream).write_all(bytes).unwrap();
+    }
+
     /// The next command written, as text.
     pub(super) fn command(&mut self) -> Vec<String> {
         let value = self.parser.parse_value(&self.stream).unwrap();
@@ -104,4 +134,17 @@ pub(super) fn moved_error() -> Value {
     let value = redis::parse_redis_value(b"-MOVED 3999 127.0.0.1:7002\r\n").unwrap();
     assert!(matches!(value, Value::ServerError(_)), "{value:?}");
     value
+}
+
+/// Accepts the next connection and answers its setup (the two `CLIENT SETINFO` of a dial
+/// without a name) as a server would; the connection is then up.
+pub(super) fn accept_set_up(listener: &TcpListener) -> TcpStream {
+    use std::io::Write;
+    let (stream, _) = listener.accept().unwrap();
+    let mut parser = redis::Parser::new();
+    for _ in 0..2 {
+        parser.parse_value(&stream).unwrap();
+    }
+    (&stream).write_all(b"+OK\r\n+OK\r\n").unwrap();
+    stream
 }

@@ -10,6 +10,7 @@ use redis::Value;
 use super::connection::PubSub;
 use super::node_waiter::NodeWaiter;
 use super::registry::{wake_all, wake_one, wake_permits, Chan, Entry, Moved};
+use super::testing::accept_set_up;
 use super::vocabulary::{Alarms, Mode, Wake, Wakeup};
 use crate::interrupt::Interrupter;
 use crate::net::Dial;
@@ -430,19 +431,6 @@ fn reporting(listener: &std::net::TcpListener, placed: bool) -> (PubSub, Receive
     let target = Arc::new(redis::IntoConnectionInfo::into_connection_info(address).unwrap());
     let shared = super::connection::Shared::new(target, dial, Mode::Plain, placed);
     (PubSub::spawn(shared).unwrap(), rx)
-}
-
-/// Accepts the next connection and answers its setup (the two `CLIENT SETINFO` of a dial
-/// without a name) as a server would; the connection is then up.
-fn accept_set_up(listener: &std::net::TcpListener) -> std::net::TcpStream {
-    use std::io::Write;
-    let (stream, _) = listener.accept().unwrap();
-    let mut parser = redis::Parser::new();
-    for _ in 0..2 {
-        parser.parse_value(&stream).unwrap();
-    }
-    (&stream).write_all(b"+OK\r\n+OK\r\n").unwrap();
-    stream
 }
 
 #[test]

@@ -8,8 +8,11 @@
 //! 3. block until woken: the first wake-up is the subscription's confirmation, so the
 //!    re-check that follows sees every release published before it, and a release published
 //!    after it wakes the waiter (no lost wake-up); the block is bounded by what the attempt
-//!    said (a lock's remaining lease, a permit's expiry), so even a lost message costs one
-//!    bound at most;
+//!    said (a lock's remaining lease, a permit's expiry). A message lost with its connection
+//!    is made up for by the connection's check: a connection that breaks or falls silent
+//!    (see `liveness.rs`) is made anew and wakes every waiter on it; the bound alone does not
+//!    make up for it, since the re-check at its end finds the lock free only if nobody took
+//!    it meanwhile;
 //! 4. re-check, and report it: the wake-up was used (`attempted`), permits seen are passed to
 //!    the waiters they may serve (`observed`), and on success nothing is handed on; a waiter
 //!    that blocks again after its first re-check counts in the `waiting` gauge (a release

@@ -373,15 +373,15 @@ fn answers(addr: SocketAddr, pid: u32) -> bool {
     attempt().unwrap_or(false)
 }
 
-/// `total_commands_processed` from `INFO stats` (counts the `INFO` itself too).
+/// `total_commands_processed`, less the `PING`s (a client's check of its pub/sub connection
+/// while a thread waits: one per `pubsub_ping_interval`, whatever the number of waiters),
+/// from one `INFO all` (which counts itself too).
 pub fn count_commands(conn: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("stats")
-        .query(conn)
-        .expect("INFO stats");
-    info_field(&info, "total_commands_processed:")
+    let info: String = redis::cmd("INFO").arg("all").query(conn).expect("INFO all");
+    let total: u64 = info_field(&info, "total_commands_processed:")
         .and_then(|v| v.parse().ok())
-        .expect("total_commands_processed in INFO stats")
+        .expect("total_commands_processed in INFO all");
+    total - command_stat(&info, "ping", "calls")
 }
 
 /// Lines of `CLIENT LIST`, one per connected client.
