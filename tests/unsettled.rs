@@ -15,7 +15,12 @@ const REPLY: Duration = Duration::from_millis(300);
 const SETTLED: Duration = Duration::from_secs(15);
 
 fn client(server: &RedisServer) -> Client {
-    let config = Config::builder(server.url())
+    client_at(server.url())
+}
+
+/// A client of the server at `url` (a proxy's, say) that gives up on a reply soon.
+fn client_at(url: String) -> Client {
+    let config = Config::builder(url)
         .response_timeout(REPLY)
         .connect_timeout(REPLY)
         .retry_attempts(0)
@@ -329,19 +334,6 @@ fn a_lock_set_whose_acquire_reply_was_lost_leaves_no_hold_once_the_server_answer
     assert!(other.lock_set(&names).try_lock().unwrap().is_some());
 }
 
-/// A client through `proxy`, which can lose a request on the way.
-fn proxied_client(proxy: &Proxy) -> Client {
-    let config = Config::builder(proxy.url())
-        .response_timeout(REPLY)
-        .connect_timeout(REPLY)
-        .retry_attempts(0)
-        .build()
-        .unwrap();
-    let client = Client::new(config).unwrap();
-    drop(client.lock("warm-up").lock().unwrap());
-    client
-}
-
 /// `acquire` loses its request on the way (the first that contains `marker`): it fails, the
 /// server never runs it, and its doubt is settled (on the watchdog thread: the owner makes no
 /// call on that hold meanwhile).
@@ -407,7 +399,7 @@ fn group_counts(server: &RedisServer) -> Vec<(String, String)> {
 fn a_settle_never_gives_back_a_hold_the_owner_has_elsewhere() {
     let server = RedisServer::new();
     let proxy = Proxy::start(server.port());
-    let client = proxied_client(&proxy);
+    let client = client_at(proxy.url());
     let other = Client::open(server.url()).unwrap();
     let v3 = group_field(&server, "v3");
 
