@@ -39,13 +39,20 @@ impl Nodes {
 
     /// Keys on node `i`, not counting the short-lived unlock latches an unlock leaves.
     fn keys_on(&self, i: usize) -> usize {
-        let keys: Vec<String> = redis::cmd("KEYS")
-            .arg("*")
-            .query(&mut self.servers[i].conn())
-            .unwrap();
-        keys.iter()
+        self.keys_named_on(i).len()
+    }
+
+    /// [`keys_on`](Self::keys_on)'s keys, each with its PTTL, for a failure's message.
+    fn keys_named_on(&self, i: usize) -> Vec<(String, i64)> {
+        let mut conn = self.servers[i].conn();
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        keys.into_iter()
             .filter(|k| !k.starts_with("redisson_unlock_latch:"))
-            .count()
+            .map(|k| {
+                let pttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut conn).unwrap();
+                (k, pttl)
+            })
+            .collect()
     }
 }
 
@@ -255,7 +262,12 @@ fn validity_follows_the_formula_and_a_too_short_lease_is_an_error() {
     assert!(err.is_timeout(), "{err}");
     assert!(err.to_string().contains("lease is too short"), "{err}");
     for i in 0..5 {
-        assert_eq!(nodes.keys_on(i), 0, "node {i}");
+        assert_eq!(
+            nodes.keys_on(i),
+            0,
+            "node {i}: {:?}",
+            nodes.keys_named_on(i)
+        );
     }
 }
 
