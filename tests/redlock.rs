@@ -237,9 +237,8 @@ fn contending_redlocks_are_exclusive_and_wake_on_release() {
 fn validity_follows_the_formula_and_a_too_short_lease_is_an_error() {
     let nodes = Nodes::start();
     let clients = nodes.clients();
-    // The node timeout is the clients' response timeout, not the default 200 ms: a reply
-    // that a loaded machine delays past the node timeout is given up on, and its hold stays
-    // for the lease, which the count of keys below would see.
+    // The node timeout is the clients' response timeout, not the default 200 ms, so that
+    // every node answers in time even on a loaded machine.
     let lock = redlock(&clients, "rl:validity")
         .with_lease(Duration::from_secs(10))
         .with_node_timeout(Duration::from_secs(2))
@@ -261,10 +260,11 @@ fn validity_follows_the_formula_and_a_too_short_lease_is_an_error() {
     let err = short.lock().unwrap_err();
     assert!(err.is_timeout(), "{err}");
     assert!(err.to_string().contains("lease is too short"), "{err}");
+    // A node whose reply came after the node timeout (a loaded machine) may hold what its
+    // acquire took until the settle gives it back, once the node answers.
     for i in 0..5 {
-        assert_eq!(
-            nodes.keys_on(i),
-            0,
+        assert!(
+            support::wait_until(Duration::from_secs(15), || nodes.keys_on(i) == 0),
             "node {i}: {:?}",
             nodes.keys_named_on(i)
         );
