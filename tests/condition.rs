@@ -567,8 +567,11 @@ fn a_notification_held_by_a_waiter_that_died_goes_to_a_live_one_within_a_lease()
     let mut dead = child_waiter(&server);
     dead.next("OWNER", GENEROUS);
     await_queued(&server, 1);
+    // The live waiter's lease is longer than the dead one's (900 ms): a loaded machine that
+    // renews it late must not drop it from the queue too. Its renewals, every second, pass
+    // the notification on.
     let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(900))
+        .watchdog_timeout(Duration::from_secs(3))
         .build()
         .unwrap();
     let client = Client::new(config).unwrap();
