@@ -104,6 +104,38 @@ fn recv_grants(events: &mpsc::Receiver<Event>, n: usize) -> Vec<usize> {
     (0..n).map(|_| recv_grant(events).0).collect()
 }
 
+/// Two waiters of `client` queued on `name` behind the one waiter queued already, each
+/// once it is in the queue: their events and threads.
+fn two_waiters_behind_one(
+    client: &Client,
+    name: &'static str,
+    raw: &mut redis::Connection,
+) -> (mpsc::Receiver<Event>, Vec<std::thread::JoinHandle<()>>) {
+    let (tx, events) = mpsc::channel();
+    let mut handles = Vec::new();
+    for i in 0..2 {
+        handles.push(waiter(client, name, i, tx.clone(), None));
+        recv_owner(&events);
+        await_queued(raw, name, i + 2);
+    }
+    (events, handles)
+}
+
+/// After the first of [`two_waiters_behind_one`] got the lock: the second gets it next, and
+/// nothing of the lock is left once both are done.
+fn second_gets_it_and_nothing_is_left(
+    events: &mpsc::Receiver<Event>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+    raw: &mut redis::Connection,
+    name: &str,
+) {
+    assert_eq!(recv_grant(events).0, 1);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_nothing_left(raw, name);
+}
+
 /// Asserts that the lock, its queue and its timeout set are all gone from Redis.
 fn assert_nothing_left(raw: &mut redis::Connection, name: &str) {
     for key in [name.to_owned(), queue_key(name), timeout_key(name)] {
@@ -1136,13 +1168,7 @@ fn a_dead_head_costs_one_thread_wait_after_a_release_not_its_lease() {
     ) == [
         child_owner.clone()
     ]));
-    let (tx, events) = mpsc::channel();
-    let mut handles = Vec::new();
-    for i in 0..2 {
-        handles.push(waiter(&client, name, i, tx.clone(), None));
-        recv_owner(&events);
-        await_queued(&mut raw, name, i + 2);
-    }
+    let (events, handles) = two_waiters_behind_one(&client, name, &mut raw);
     signal(&child, "-KILL");
     child.wait().unwrap();
     let released_at = Instant::now();
@@ -1154,11 +1180,7 @@ fn a_dead_head_costs_one_thread_wait_after_a_release_not_its_lease() {
         took >= Duration::from_millis(900) && took < wait + Duration::from_secs(1),
         "the dead head cost one thread wait after the release: {took:?}"
     );
-    assert_eq!(recv_grant(&events).0, 1);
-    for h in handles {
-        h.join().unwrap();
-    }
-    assert_nothing_left(&mut raw, name);
+    second_gets_it_and_nothing_is_left(&events, handles, &mut raw, name);
 }
 
 #[test]
@@ -1176,13 +1198,7 @@ fn a_dead_head_woken_by_a_redisson_release_costs_one_thread_wait_from_our_next_c
     let now = server_ms(&mut raw);
     let _: () = raw.rpush(queue_key(name), java).unwrap();
     let _: () = raw.zadd(timeout_key(name), java, now + 61_000).unwrap();
-    let (tx, events) = mpsc::channel();
-    let mut handles = Vec::new();
-    for i in 0..2 {
-        handles.push(waiter(&client, name, i, tx.clone(), None));
-        recv_owner(&events);
-        await_queued(&mut raw, name, i + 2);
-    }
+    let (events, handles) = two_waiters_behind_one(&client, name, &mut raw);
     let released_at = Instant::now();
     let _: () = redis::Script::new(REDISSON_RELEASE)
         .key(&keys[..])
@@ -1197,11 +1213,7 @@ fn a_dead_head_woken_by_a_redisson_release_costs_one_thread_wait_from_our_next_c
         took < wait * 3 / 2 + Duration::from_secs(1),
         "the dead head cost one thread wait after a check-in: {took:?}"
     );
-    assert_eq!(recv_grant(&events).0, 1);
-    for h in handles {
-        h.join().unwrap();
-    }
-    assert_nothing_left(&mut raw, name);
+    second_gets_it_and_nothing_is_left(&events, handles, &mut raw, name);
 }
 
 #[test]
