@@ -23,6 +23,8 @@
 --                              NON_REENTRANT_REACQUIRE)
 --          integer >= 1        not acquired: ms to wait at most before checking in again (the
 --                              caller also wakes on its channel)
+--          {ms, head}          not acquired, second in the queue: as above, and the caller also
+--                              wakes on the head's channel "<prefix>:<head>"
 --          error WRONGTYPE     a key holds another type (checked before anything is written)
 local owner = ARGV[2];
 local wait = tonumber(ARGV[3]);
@@ -117,5 +119,10 @@ else
     if pos == 1 and not free and pttl < t then
         t = pttl;
     end;
+end;
+if pos == 1 then
+    -- The head's channel too: a Redisson release wakes the head alone, and moves no deadline.
+    -- If the head is dead, the second's check-in on that message starts its turn.
+    return {math.max(t, 1), head};
 end;
 return math.max(t, 1);

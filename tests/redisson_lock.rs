@@ -662,11 +662,12 @@ fn fair_waiter_child() {
     println!("ACQUIRED");
 }
 
-/// A fair queue J1 R1 C J2 R2 behind a Rust holder (J: Java waiters, J1 in a JVM of its own;
+/// A fair queue J1 R1 C J2 R2 behind a Java holder (J: Java waiters, J1 in a JVM of its own;
 /// R: Rust waiters; C: a Rust waiter in a process of its own), thread wait 2 s on both sides
 /// and 30 s leases. J1's JVM and C's process are killed; each dead head costs the live waiter
 /// behind it one thread wait after the release that woke it (plus a second), not its lease,
-/// and the live waiters keep their places.
+/// whether the release was Redisson's (which wakes the head alone and moves no deadline) or
+/// ours, and the live waiters keep their places.
 fn fair_dead_heads(version: &str) {
     let wait = Duration::from_secs(2);
     let mut p = fair_pair(version, Some(wait), Duration::from_secs(30));
@@ -682,7 +683,7 @@ fn fair_dead_heads(version: &str) {
     );
     let name = "interop:fair:dead-heads";
     let mut raw = p.server.conn();
-    let holder = p.client.fair_lock(name).lock().unwrap();
+    p.java.call("h", &format!("lock fair {name}")).value();
     dying.send("j1", &format!("lock fair {name}"));
     queued(&mut raw, name, 1);
     let (r1_got, r1_release, r1) = rust_holder(p.client.fair_lock(name));
@@ -712,9 +713,11 @@ fn fair_dead_heads(version: &str) {
     let _ = child.child.kill();
     let _ = child.child.wait();
 
-    // The holder wakes the dead J1: R1 gets the lock once J1's thread wait is over.
-    let released = monotonic_ns();
-    holder.unlock().unwrap();
+    // The Java holder wakes the dead J1: R1 hears it on J1's channel, and gets the lock once
+    // J1's thread wait is over.
+    let unlocked = p.java.call("h", &format!("unlock fair {name}"));
+    unlocked.value();
+    let released = unlocked.t0;
     let got = r1_got
         .recv_timeout(Duration::from_secs(90))
         .expect("R1 was served behind the dead JVM");

@@ -355,6 +355,18 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
                 self.paced(lock.raw.key.client.inner.config.watchdog_timeout),
             )),
             Attempt::Busy(ms) => Tried::again(Some(self.paced(Duration::from_millis(ms as u64)))),
+            Attempt::Second { within, head } => {
+                let tried = Tried::again(Some(self.paced(Duration::from_millis(within as u64))));
+                // A head of this client is alive: its wake-up needs no second ear.
+                let key = &lock.raw.key;
+                let ours = head
+                    .strip_prefix(key.client.id())
+                    .is_some_and(|thread| thread.starts_with(':'));
+                match lock.raw.kind.waiting(key, &head) {
+                    Waiting::Channel(channel) if !ours => tried.overhearing(channel.into_owned()),
+                    _ => tried,
+                }
+            }
             Attempt::AlreadyHeld => {
                 return Err(Error::AlreadyHeld {
                     name: lock.key().to_owned(),

@@ -64,7 +64,7 @@ impl Ran {
 }
 
 /// What one acquire attempt found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Attempt {
     /// Acquired (or re-entered): the owner's hold count is now `count` (1: a new hold, even
     /// if the client believed it held the lock already). A fenced lock's attempt carries its
@@ -73,6 +73,10 @@ pub(crate) enum Attempt {
     /// Held elsewhere: the lock's PTTL in ms, after which to try again even without a
     /// message (-1 for a key without expiry).
     Busy(i64),
+    /// Second in a fair queue: try again after `within` ms even without a message, and wake
+    /// on a message to the owner at the `head` too (a Redisson release wakes only the head,
+    /// which may be dead: the second's check-in then starts the head's turn).
+    Second { within: i64, head: String },
     /// Refused by a non-reentrant kind: the owner holds the lock already. Nothing changed
     /// (no count bumped, no place in a queue).
     AlreadyHeld,
@@ -600,7 +604,8 @@ impl RawLock {
 }
 
 /// Decodes an acquire script's reply: `{count}` or `{count, token}` when acquired, the
-/// lock's PTTL when not, `{0}` when a non-reentrant kind refused the owner's second acquire.
+/// lock's PTTL when not (a fair queue's second: `{ms, head}`), `{0}` when a non-reentrant kind
+/// refused the owner's second acquire.
 fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
     use redis::Value;
     let positive = |n: i64| (n > 0 && n <= i64::from(u32::MAX)).then_some(n);
@@ -613,6 +618,14 @@ fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
                     count: *count as u32,
                     token: None,
                 })
+            }
+            [Value::Int(within), Value::BulkString(head)] if *within > 0 => {
+                if let Ok(head) = std::str::from_utf8(head) {
+                    return Ok(Attempt::Second {
+                        within: *within,
+                        head: head.to_owned(),
+                    });
+                }
             }
             [Value::Int(count), Value::Int(token)] if positive(*count).is_some() && *token > 0 => {
                 return Ok(Attempt::Acquired {
@@ -657,7 +670,19 @@ mod tests {
             decode_attempt(&Value::Array(vec![Value::Int(0)])).unwrap(),
             Attempt::AlreadyHeld
         );
+        assert_eq!(
+            decode_attempt(&Value::Array(vec![
+                Value::Int(700),
+                Value::BulkString(b"c:1".to_vec())
+            ]))
+            .unwrap(),
+            Attempt::Second {
+                within: 700,
+                head: "c:1".to_owned()
+            }
+        );
         for bad in [
+            Value::Array(vec![Value::Int(0), Value::BulkString(b"c:1".to_vec())]),
             Value::Nil,
             Value::Array(vec![]),
             Value::Array(vec![Value::Int(-1)]),

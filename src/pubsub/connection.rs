@@ -19,7 +19,7 @@ use super::dispatcher;
 use super::liveness::Tended;
 use super::node_waiter::NodeWaiter;
 use super::registry::{mark_moved, wake_all, wake_one, wake_permits, Command, Registry};
-use super::vocabulary::{Address, Heard, Interest, Mode, Wake};
+use super::vocabulary::{Address, Interest, Mode, Wake};
 
 /// Handle on one pub/sub connection and its reader thread; dropping it stops the thread and
 /// closes the connection.
@@ -425,11 +425,8 @@ impl Shared {
                     return;
                 };
                 for w in &chan.waiters {
-                    if let Some(heard) = &w.heard {
-                        // Full: the observer has messages to read, and re-reads state then.
-                        let _ = heard.try_send(Heard {
-                            channel: channel.clone(),
-                        });
+                    if let Some(ear) = &w.heard {
+                        ear.hear(&channel);
                     }
                 }
                 let payload = parts.get(2).and_then(text);

@@ -11,7 +11,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::node_waiter::NodeWaiter;
-use super::vocabulary::{Alarms, Heard, Interest, Wake, Wakeup};
+use super::vocabulary::{Alarms, Ear, Heard, Interest, Overheard, Wake, Wakeup};
 use crate::metrics::Recorder;
 
 /// How a client hears of releases: [`PubSub`](super::PubSub), one plain connection (a single
@@ -144,13 +144,31 @@ impl Dispatcher {
         wake: Wake,
         heard: Sender<Heard>,
     ) -> Option<Observer> {
+        self.observer(channel, wake, Ear::Feed(heard))
+    }
+
+    /// Registers an observer on `channel` (whose waiters wake as `wake` says) for the calling
+    /// thread's wait on another channel: each message of `channel` marks `overheard` and
+    /// nudges the thread (its block returns [`Wakeup::Nudged`], at once if it is not
+    /// blocked), taking no wake-up from the channel's waiters. A sharded observer follows a
+    /// move at [`Observer::follow`]. `None` once closed.
+    pub(crate) fn overhear(
+        &self,
+        channel: &str,
+        wake: Wake,
+        overheard: Arc<Overheard>,
+    ) -> Option<Observer> {
+        self.observer(channel, wake, Ear::Thread(overheard))
+    }
+
+    fn observer(&self, channel: &str, wake: Wake, ear: Ear) -> Option<Observer> {
         if self.is_closed() {
             return None;
         }
         let interest = Interest {
             wake,
             need: 1,
-            heard: Some(heard),
+            heard: Some(ear),
         };
         let registration = Arc::clone(&self.subscriptions).register(channel, interest)?;
         Some(Observer { registration })
@@ -282,6 +300,16 @@ impl Observer {
     /// in the past polls: it follows a move the observer was told of, without blocking.
     pub(crate) fn block_until(&mut self, deadline: Instant, alarms: &Alarms) -> Wakeup {
         self.registration.block_until(deadline, alarms)
+    }
+
+    /// Follows a move the observer was told of (sharded), without blocking and without
+    /// taking the calling thread's interrupt or nudge (alarms of its own, but `closed`).
+    pub(crate) fn follow(&mut self, closed: &Arc<AtomicBool>) {
+        let alarms = Alarms {
+            interruption: Arc::default(),
+            closed: Arc::clone(closed),
+        };
+        self.registration.block_until(Instant::now(), &alarms);
     }
 }
 

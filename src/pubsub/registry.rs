@@ -15,7 +15,7 @@ use crossbeam_channel::Sender;
 use crate::net::Stream;
 
 use super::liveness::{Due, Liveness};
-use super::vocabulary::{Heard, Mode, Wake};
+use super::vocabulary::{Ear, Mode, Wake};
 
 /// One pub/sub command, as remembered until its reply arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +73,7 @@ pub(super) struct Entry {
     pub(super) need: u32,
     /// An observer's ear (see
     /// [`Interest::heard`](super::vocabulary::Interest::heard)); `None` for a waiter.
-    pub(super) heard: Option<Sender<Heard>>,
+    pub(super) heard: Option<Ear>,
     /// Sharded mode: reported (before the wake-up) when the node says the channel is not
     /// served here or the connection fails; cleared when a subscription of the channel is
     /// confirmed.

@@ -208,7 +208,7 @@ fn a_nudge_does_not_end_the_block_of_an_observer_that_cannot_be_located() {
     let interest = Interest {
         wake: Wake::All,
         need: 1,
-        heard: Some(heard),
+        heard: Some(crate::pubsub::vocabulary::Ear::Feed(heard)),
     };
     let mut observer = dispatcher.register_with("c", interest);
     let alarms = Alarms::none();

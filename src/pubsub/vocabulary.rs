@@ -222,10 +222,60 @@ pub(crate) struct Interest {
     pub(crate) wake: Wake,
     /// Permits the waiter needs (1 unless `wake` is [`Wake::Permits`]).
     pub(crate) need: u32,
-    /// An observer's ear: it hears every message of the channel here, and takes no part in
+    /// An observer's ear: it hears every message of the channel, and takes no part in
     /// handing wake-ups out (a waiter of the same client never loses one to it). Its slot
     /// still tells it of confirmations, reconnects and moves.
-    pub(crate) heard: Option<Sender<Heard>>,
+    pub(crate) heard: Option<Ear>,
+}
+
+/// Where an observer hears the messages of its channel.
+#[derive(Clone)]
+pub(crate) enum Ear {
+    /// Each message is sent here, named by its channel (a [`Watch`](crate::Watch)'s feed).
+    Feed(Sender<Heard>),
+    /// Each message is marked here and nudges the thread's wait (see [`Overheard`]).
+    Thread(Arc<Overheard>),
+}
+
+/// What a waiter that listens on a channel besides its own (the second of a fair queue, on
+/// the head's) hears there: a mark, and a nudge of its thread's wait (see
+/// [`Interruption::nudge`]), which tells it from its own wake-ups by the mark.
+pub(crate) struct Overheard {
+    thread: Arc<Interruption>,
+    heard: AtomicBool,
+}
+
+impl Overheard {
+    /// For the calling thread's wait.
+    pub(crate) fn for_this_thread() -> Overheard {
+        Overheard {
+            thread: Interruption::current(),
+            heard: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes the mark: true if a message came since the last take.
+    pub(crate) fn take(&self) -> bool {
+        self.heard.swap(false, Ordering::SeqCst)
+    }
+}
+
+impl Ear {
+    /// Tells of a message on `channel`. Never blocks: a full feed has messages to read, and
+    /// its reader re-reads the state then.
+    pub(crate) fn hear(&self, channel: &str) {
+        match self {
+            Ear::Feed(feed) => {
+                let _ = feed.try_send(Heard {
+                    channel: channel.to_owned(),
+                });
+            }
+            Ear::Thread(overheard) => {
+                overheard.heard.store(true, Ordering::SeqCst);
+                overheard.thread.nudge();
+            }
+        }
+    }
 }
 
 impl Interest {

@@ -22,6 +22,13 @@
 //!    of a channel, and, where the attempt asked for it, wakes one other waiter to learn what
 //!    this one knew.
 //!
+//! An attempt may also name a second channel to overhear (a fair queue's second, the head's
+//! channel, on which a Redisson release wakes the head alone): a message there makes this
+//! waiter re-check within [`OVERHEARD_GRACE`], taking nothing from that channel's own
+//! waiters. The ear follows what the last attempt named, and goes with the wait. A message
+//! published before its subscription is confirmed is not overheard: the attempt's bound
+//! covers it, as it does without an ear.
+//!
 //! Interruption and close are handled here once: the block also listens to the thread's
 //! interrupt ([`Interrupter`](crate::Interrupter)) and the client's close alarm.
 //!
@@ -31,10 +38,11 @@
 //! interrupt and the close still cut short. It counts in the `waiting` gauge from its first
 //! re-check on, as any waiter; a release is then seen at its next attempt, not at once.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::dispatcher::Dispatcher;
-use super::vocabulary::{Wake, Wakeup};
+use super::dispatcher::{Dispatcher, Observer};
+use super::vocabulary::{Overheard, Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::time::MAX_DURATION;
 use crate::trace;
@@ -104,6 +112,8 @@ pub(crate) struct Tried {
     /// The attempt learned something the other waiters' bounds may lack: when this waiter
     /// leaves after it, one other waiter is woken to re-check.
     tell_one: bool,
+    /// A channel whose messages wake this waiter too, until an attempt names another or none.
+    overhear: Option<String>,
 }
 
 impl Tried {
@@ -114,6 +124,7 @@ impl Tried {
             within: None,
             seen: None,
             tell_one: false,
+            overhear: None,
         }
     }
 
@@ -125,6 +136,7 @@ impl Tried {
             within,
             seen: None,
             tell_one: false,
+            overhear: None,
         }
     }
 
@@ -137,6 +149,12 @@ impl Tried {
     /// The attempt saw `permits` left: they may serve other waiters of the channel.
     pub(crate) fn seeing(mut self, permits: i64) -> Tried {
         self.seen = Some(permits);
+        self
+    }
+
+    /// Until the next attempt, wake on messages of `channel` too (see the module's doc).
+    pub(crate) fn overhearing(mut self, channel: String) -> Tried {
+        self.overhear = Some(channel);
         self
     }
 
@@ -205,11 +223,26 @@ fn block(
     let Some(mut waiter) = registered else {
         return Err(Error::Closed);
     };
+    let mut ear = Ear::default();
     loop {
+        ear.follow(dispatcher, channel.wake, last.overhear.take());
         let now = Instant::now();
         let bound = now + last.within.unwrap_or(MAX_DURATION);
-        let until = deadline.map_or(bound, |d| d.min(bound));
-        match waiter.block_until(until, &alarms) {
+        let mut until = deadline.map_or(bound, |d| d.min(bound));
+        let mut graced = false;
+        let woke = loop {
+            match waiter.block_until(until, &alarms) {
+                // Overheard: re-check after the grace (sooner if woken on the own channel).
+                Wakeup::Nudged if ear.heard() => {
+                    if !graced {
+                        graced = true;
+                        until = until.min(Instant::now() + OVERHEARD_GRACE);
+                    }
+                }
+                woke => break woke,
+            }
+        };
+        match woke {
             Wakeup::Woken | Wakeup::Nudged | Wakeup::Deadline => {}
             Wakeup::Closed => return Err(Error::Closed),
             Wakeup::Interrupt => {
@@ -241,5 +274,52 @@ fn block(
         }
         waiter.blocking();
         last = tried;
+    }
+}
+
+/// How long after a message it overheard a waiter re-checks (unless woken sooner): a live
+/// receiver (a fair queue's head, woken by a release) acts within milliseconds, and then the
+/// re-check is one the waiter would have made anyway. A waiter re-checks at once when woken
+/// on its own channel in the meantime: behind a head that takes the lock and holds it for
+/// less than this, overhearing costs no call.
+const OVERHEARD_GRACE: Duration = Duration::from_millis(500);
+
+/// The observer on the channel the last attempt asked to overhear, if any, and its mark.
+struct Ear {
+    on: Option<(String, Observer)>,
+    overheard: Arc<Overheard>,
+}
+
+impl Default for Ear {
+    fn default() -> Ear {
+        Ear {
+            on: None,
+            overheard: Arc::new(Overheard::for_this_thread()),
+        }
+    }
+}
+
+impl Ear {
+    /// Whether a message was overheard since the last call.
+    fn heard(&self) -> bool {
+        self.on.is_some() && self.overheard.take()
+    }
+
+    /// Listens on `channel` (whose waiters wake as `wake` says), or on nothing: the observer
+    /// on another channel goes first; the one on this channel stays (following a move).
+    fn follow(&mut self, dispatcher: &Dispatcher, wake: Wake, channel: Option<String>) {
+        match (&mut self.on, channel) {
+            (Some((on, observer)), Some(channel)) if *on == channel => {
+                observer.follow(&dispatcher.closed_flag());
+            }
+            (_, None) => self.on = None,
+            (_, Some(channel)) => {
+                self.on = None;
+                let overheard = Arc::clone(&self.overheard);
+                self.on = dispatcher
+                    .overhear(&channel, wake, overheard)
+                    .map(|o| (channel, o));
+            }
+        }
     }
 }
