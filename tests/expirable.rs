@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Error, PermitExpirableSemaphore, PermitId};
-use support::{await_waiting, count_commands, numsub, wait_until, RedisServer};
+use support::{assert_quiet_for, await_waiting, count_commands, numsub, wait_until, RedisServer};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -164,13 +164,7 @@ fn waiter_of_another_client_gets_a_released_permit_within_50ms_and_sends_nothing
         await_waiting(&waiter_client, 1); // it tried, then re-checked once subscribed
         if round == 0 {
             // Blocked with both permits held for 30 s: nothing but our own INFO may arrive.
-            let before = count_commands(&mut raw);
-            thread::sleep(Duration::from_millis(300));
-            assert_eq!(
-                count_commands(&mut raw) - before,
-                1,
-                "commands while waiting"
-            );
+            assert_quiet_for(&mut raw, Duration::from_millis(300), "while waiting");
         }
         let released_at = Instant::now();
         s.release(&held[0]).unwrap();
@@ -321,13 +315,7 @@ fn added_permits_wake_exactly_that_many_waiters_and_releases_the_rest() {
     // expire: the waiters send nothing.
     await_waiting(&clients[0], WAITERS as u64 / 2);
     await_waiting(&clients[1], WAITERS as u64 / 2);
-    let before = count_commands(&mut raw);
-    thread::sleep(Duration::from_millis(200));
-    assert_eq!(
-        count_commands(&mut raw) - before,
-        1,
-        "commands while waiting"
-    );
+    assert_quiet_for(&mut raw, Duration::from_millis(200), "while waiting");
 
     let added_at = Instant::now();
     assert_eq!(s.add_permits(PERMITS).unwrap(), PERMITS);

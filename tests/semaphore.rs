@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{unbounded, Receiver};
 use redis::Commands;
 use redlatch::Client;
-use support::{await_waiting, count_commands, numsub, wait_until, RedisServer};
+use support::{assert_quiet_for, await_waiting, numsub, wait_until, RedisServer};
 
 fn clients(server: &RedisServer, n: usize) -> Vec<Client> {
     (0..n)
@@ -105,13 +105,7 @@ fn a_release_wakes_as_many_waiters_as_its_permits_allow_and_no_more() {
     // reaches the server.
     await_waiting(&c[0], 3);
     await_waiting(&c[1], 3);
-    let before = count_commands(&mut raw);
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        count_commands(&mut raw) - before,
-        1,
-        "commands while waiting"
-    );
+    assert_quiet_for(&mut raw, Duration::from_millis(500), "while waiting");
 
     let released = Instant::now();
     assert_eq!(c[0].semaphore("sem:wake").release(3).unwrap(), 3);

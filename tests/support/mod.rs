@@ -384,6 +384,52 @@ pub fn count_commands(conn: &mut redis::Connection) -> u64 {
     total - command_stat(&info, "ping", "calls")
 }
 
+/// Asserts that for `window` the server runs no command but our own `INFO` calls (and the
+/// `PING`s of pub/sub connections, see [`count_commands`]); on failure names the commands
+/// that ran, with the clients connected.
+pub fn assert_quiet_for(conn: &mut redis::Connection, window: Duration, what: &str) {
+    let info = |conn: &mut redis::Connection| -> String {
+        redis::cmd("INFO").arg("all").query(conn).expect("INFO all")
+    };
+    let before = info(conn);
+    std::thread::sleep(window);
+    let after = info(conn);
+    let total = |info: &str| -> u64 {
+        let all: u64 = info_field(info, "total_commands_processed:")
+            .and_then(|v| v.parse().ok())
+            .expect("total_commands_processed in INFO all");
+        all - command_stat(info, "ping", "calls")
+    };
+    // The second INFO reads a total that counts the first and nothing else.
+    if total(&after) - total(&before) == 1 {
+        return;
+    }
+    let calls = |info: &str| -> std::collections::BTreeMap<String, u64> {
+        info.lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_"))
+            .filter_map(|l| {
+                let (name, stats) = l.split_once(':')?;
+                let calls = stats.split(',').find_map(|kv| kv.strip_prefix("calls="))?;
+                Some((name.to_owned(), calls.trim().parse().ok()?))
+            })
+            .collect()
+    };
+    let was = calls(&before);
+    let ran: Vec<String> = calls(&after)
+        .into_iter()
+        .filter_map(|(name, n)| {
+            let more = n - was.get(&name).copied().unwrap_or(0);
+            (more > 0).then(|| format!("{name} x{more}"))
+        })
+        .collect();
+    panic!(
+        "{what}: {} commands in {window:?} besides our INFO: {}\nclients:\n{}",
+        total(&after) - total(&before) - 1,
+        ran.join(", "),
+        client_list(conn).join("\n")
+    );
+}
+
 /// Lines of `CLIENT LIST`, one per connected client.
 pub fn client_list(conn: &mut redis::Connection) -> Vec<String> {
     let list: String = redis::cmd("CLIENT")
