@@ -222,3 +222,60 @@ fn a_condition_wait_ends_the_hold_and_taking_the_lock_back_begins_another() {
     assert!(events[1].at_us <= events[2].at_us);
     assert!(events[2].at_us - events[1].at_us >= 40_000, "{events:?}");
 }
+
+#[test]
+fn a_lock_set_is_recorded_counted_and_ordered_like_every_lock() {
+    let server = RedisServer::new();
+    let config = Config::builder(server.url().as_str())
+        .history(true)
+        .lock_order_checks(true)
+        .build()
+        .unwrap();
+    let client = Client::new(config).unwrap();
+    let other = Client::open(server.url().as_str()).unwrap();
+    let set = client.lock_set(["s:a", "s:b"]);
+
+    // A wait for a member held elsewhere that runs out.
+    let held = other.lock("s:b").lock().unwrap();
+    assert!(set
+        .try_lock_for(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    drop(held);
+    assert_eq!(client.metrics().timeouts, 1);
+
+    // Taken while the thread holds another lock, then released.
+    let x = client.lock("s:x").lock().unwrap();
+    let guard = set.lock().unwrap();
+    assert_eq!(client.metrics().acquisitions, 3);
+    guard.unlock().unwrap();
+    drop(x);
+
+    let mut b = Vec::new();
+    assert!(
+        wait_until(GENEROUS, || {
+            b = client.history("s:b").unwrap();
+            b.len() == 3
+        }),
+        "{b:?}"
+    );
+    // (The wait's start is left out: the event that ended it, in the same write, says how
+    // long it was.)
+    let kinds: Vec<HistoryKind> = b.iter().map(|e| e.kind).collect();
+    use HistoryKind::{Acquire, GaveUp, Release};
+    assert_eq!(kinds, [GaveUp, Acquire, Release], "{b:?}");
+    assert!(b.iter().all(|e| e.mode == "lock set"), "{b:?}");
+    assert!(b[0].waited_us.unwrap() >= 190_000, "{:?}", b[0]);
+    assert!(b[2].held_us.is_some(), "{:?}", b[2]);
+    let a = client.history("s:a").unwrap();
+    let kinds: Vec<HistoryKind> = a.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [Acquire, Release], "{a:?}");
+
+    // The lock held before the set is recorded before each member; the members, taken at
+    // once, are no order of each other.
+    let mut conn = server.conn();
+    let mut orders: Vec<String> = conn.keys("redlatch_order:*").unwrap();
+    orders.sort();
+    assert_eq!(orders.len(), 2, "{orders:?}");
+    assert!(orders.iter().all(|k| k.contains("s:x")), "{orders:?}");
+}

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 use crate::backoff::Pacer;
 use crate::error::{Error, Result};
 use crate::handover::Waiter;
-use crate::history::HistoryKind;
+use crate::lock::events::{HoldEvent, Ordered};
 use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
-use crate::lock::order;
 use crate::lock::owner::Ownership;
 use crate::lock::raw::Attempt;
 use crate::lock::waits::Checks;
@@ -274,20 +273,31 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
             lock.leave_passing(&self.owner, &waiter, &mut outcome);
         }
         self.record(span, &outcome);
-        let waited = Some(self.started.elapsed());
-        match &outcome {
-            Ok(Some(_)) => self.history(HistoryKind::Acquire, waited),
-            Ok(None) if self.will_wait => self.history(HistoryKind::GaveUp, waited),
-            Err(Error::Deadlock { .. }) => self.history(HistoryKind::Deadlock, waited),
+        let waited = self.started.elapsed();
+        let event = match &outcome {
+            Ok(Some(_)) => Some(HoldEvent::Acquired {
+                waited,
+                contended: self.attempts > 1,
+                order: O::ONE_THREAD.then(|| Ordered {
+                    read: lock.raw.kind.wait_mode() == WaitMode::Read,
+                    waits: self.will_wait,
+                    at: self.at,
+                }),
+            }),
+            Ok(None) if self.will_wait => Some(HoldEvent::GaveUp {
+                waited,
+                timed_out: true,
+            }),
+            Err(Error::Deadlock { .. }) => Some(HoldEvent::Deadlock { waited }),
             // Interrupted or failed after its wait began: the wait ends here.
-            Err(_) if self.attempts > 1 => self.history(HistoryKind::GaveUp, waited),
-            _ => {}
-        }
-        if let (Ok(Some(_)), true) = (&outcome, O::ONE_THREAD && lock.raw.key.bound.is_none()) {
-            let raw = &lock.raw;
-            let read = raw.kind.wait_mode() == WaitMode::Read;
-            let (client, name) = (&raw.key.client, &raw.key.name);
-            order::took(client, &self.owner, name, read, self.will_wait, self.at);
+            Err(_) if self.attempts > 1 => Some(HoldEvent::GaveUp {
+                waited,
+                timed_out: false,
+            }),
+            _ => None,
+        };
+        if let Some(event) = event {
+            lock.raw.emit(&self.owner, Instant::now(), event);
         }
         // Taken: no place is left. Refused (a non-reentrant kind that the owner holds): it
         // has none (taking the lock took it out, and the refusing script checks first).
@@ -304,7 +314,8 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         if self.attempts == 2 {
             log::debug!("waiting for `{}` (owner {})", lock.key(), self.owner);
             lock.raw.before_wait(&self.owner);
-            self.history(HistoryKind::Wait, None);
+            lock.raw
+                .emit(&self.owner, Instant::now(), HoldEvent::Waiting);
             // Only the waits of a thread that holds a lock are recorded: one that holds none is
             // in nobody's way. Not a `LockOwner`'s (its other threads may release what it
             // holds, so its wait is no edge of a cycle), nor a RedLock member's (its calls are
@@ -424,35 +435,14 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
         }
     }
 
-    /// Records `kind` in the client's history, if it keeps one (not for a RedLock member,
-    /// whose lock lives elsewhere).
-    fn history(&self, kind: HistoryKind, waited: Option<Duration>) {
-        let raw = &self.lock.raw;
-        if let (Some(history), None) = (&raw.key.client.inner.history, &raw.key.bound) {
-            let (name, mode) = (&raw.key.name, raw.kind.label());
-            let contended = kind == HistoryKind::Acquire && self.attempts > 1;
-            let at = Instant::now();
-            history.add(kind, name, &self.owner, mode, at, waited, None, contended);
-        }
-    }
-
-    /// The outcome in the acquire's span and the client's metrics.
+    /// The outcome in the acquire's span.
     fn record(&self, span: &trace::Span, outcome: &Result<Option<LockGuard<O>>>) {
-        let lock = self.lock;
-        let (kind, name) = (lock.raw.kind.label(), &lock.raw.key.name);
         let elapsed = self.started.elapsed();
         match outcome {
             Ok(Some(_)) => span.acquired(self.held, elapsed),
             Ok(None) if self.will_wait => span.gave_up("timed_out", elapsed),
             Ok(None) => span.gave_up("busy", elapsed),
             Err(_) => span.gave_up("error", elapsed),
-        }
-        let metrics = &lock.raw.key.client.inner.metrics;
-        match outcome {
-            Ok(Some(_)) => metrics.acquired(kind, name, elapsed, self.attempts > 1),
-            // A wait that ran out (a `try_lock` that found it busy did not wait).
-            Ok(None) if self.will_wait => metrics.timed_out(kind, name),
-            _ => {}
         }
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::history::HistoryKind;
+use crate::lock::events::HoldEvent;
 use crate::lock::handle::Lock;
 use crate::lock::order;
 use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
@@ -89,6 +89,18 @@ fn count_thread_guard(more: bool) {
             n.get().saturating_sub(1)
         })
     });
+}
+
+/// How a hold ended, as its guard reports it (see `events.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Released by its owner.
+    Released,
+    /// Found lost: its lease ran out (`expired`), or it was taken or broken.
+    Lost { expired: bool },
+    /// Not known: the hold goes on under another guard, or its release failed and it ends
+    /// with its lease.
+    Unknown,
 }
 
 impl<O: Ownership> LockGuard<O> {
@@ -382,14 +394,49 @@ impl<O: Ownership> LockGuard<O> {
 
     /// Forgets this guard without releasing its hold or keeping it renewed: for a hold that
     /// joins another guard's (the acquire that ends a condition wait).
-    pub(super) fn dissolve(mut self) {
+    pub(super) fn dissolve(self) {
+        let label = self.lock.raw.kind.label();
+        self.dissolve_ended(label, Instant::now(), End::Unknown);
+    }
+
+    /// Forgets this guard whose hold its caller released (or found lost) with others in one
+    /// call (a lock set's, whose holds are reported as `label`): it ended at `at` as `end`
+    /// says.
+    pub(super) fn dissolve_ended(self, label: &'static str, at: Instant, end: End) {
+        let end = self.end(at, end);
+        self.dissolve_as(label, at, end);
+    }
+
+    /// Forgets this guard whose hold was found lost before its caller released it with
+    /// others (a lock set's, reported as `label`); the guard back if it was not lost.
+    pub(super) fn dissolve_if_lost(self, label: &'static str) -> Option<LockGuard<O>> {
+        let Some(reason) = self.lost() else {
+            return Some(self);
+        };
+        let (at, expired) = self.loss(reason);
+        self.dissolve_ended(label, at, End::Lost { expired });
+        None
+    }
+
+    /// When a hold lost for `reason` ended, and whether its lease ran out: stamped no later
+    /// than it ended, a lease's end as this client reckons it (or a closed client's, which
+    /// holds until then), or, taken over or broken at a moment nobody saw, the last time it
+    /// was found held.
+    fn loss(&self, reason: LostReason) -> (Instant, bool) {
+        let (at, expired) = match reason {
+            LostReason::LeaseExpired | LostReason::MaxHoldReached => (self.lease.expires(), true),
+            LostReason::ClientClosed => (self.lease.expires(), false),
+            LostReason::NotHeld => (self.lease.confirmed(), false),
+        };
+        (at.min(Instant::now()), expired)
+    }
+
+    /// Forgets this guard, its hold's end reported as `end` (its acquire was counted: so is
+    /// its end, and the held-locks gauge stays right).
+    fn dissolve_as(mut self, label: &'static str, at: Instant, end: HoldEvent) {
         self.released = true;
         let inner = &self.lock.raw.key.client.inner;
-        // Its acquire was counted: so is its end (the held-locks gauge stays right).
-        let raw = &self.lock.raw;
-        inner
-            .metrics
-            .released(raw.kind.label(), &raw.key.name, self.acquired_at.elapsed());
+        self.lock.raw.emit_as(label, &self.owner, at, end);
         let watchdog = &inner.watchdog;
         if let Some(w) = self.watch.take() {
             watchdog.unwatch(w);
@@ -430,14 +477,19 @@ impl<O: Ownership> LockGuard<O> {
         self.lease.expires()
     }
 
-    /// Records `kind`, which ends this hold at `at`, in the client's history, if it keeps one
-    /// (not for a RedLock member, whose lock lives elsewhere).
-    fn history(&self, kind: HistoryKind, at: Instant) {
-        let raw = &self.lock.raw;
-        if let (Some(history), None) = (&raw.key.client.inner.history, &raw.key.bound) {
-            let held = Some(at.saturating_duration_since(self.acquired_at));
-            let (name, mode) = (&raw.key.name, raw.kind.label());
-            history.add(kind, name, &self.owner, mode, at, None, held, false);
+    /// Reports the end of this hold at `at`: released (`lost` is `None`), or lost (`true`
+    /// if its lease ran out).
+    fn ended(&self, at: Instant, end: End) {
+        self.lock.raw.emit(&self.owner, at, self.end(at, end));
+    }
+
+    /// This hold's `end` at `at`, as an event.
+    fn end(&self, at: Instant, end: End) -> HoldEvent {
+        let held = at.saturating_duration_since(self.acquired_at);
+        match end {
+            End::Released => HoldEvent::Released { held: Some(held) },
+            End::Lost { expired } => HoldEvent::Lost { held, expired },
+            End::Unknown => HoldEvent::Forgotten { held },
         }
     }
 
@@ -445,9 +497,6 @@ impl<O: Ownership> LockGuard<O> {
         self.released = true;
         let inner = &self.lock.raw.key.client.inner;
         let raw = &self.lock.raw;
-        inner
-            .metrics
-            .released(raw.kind.label(), &raw.key.name, self.acquired_at.elapsed());
         // An acquire of this hold's owner whose reply was lost is settled while this hold is
         // still counted; if the server does not answer, the unlock below fails as well.
         if let Err(e) = raw.settle_first(&self.owner) {
@@ -467,18 +516,8 @@ impl<O: Ownership> LockGuard<O> {
             known = Some(inner.watchdog.count_explicit(&raw.key.name, field, false));
         }
         if let Some(reason) = lost {
-            // Stamped no later than it ended: a lease's end as this client reckons it (or a
-            // closed client's, which holds until then), or, taken over or broken at a moment
-            // nobody saw, the last time it was found held.
-            let now = Instant::now();
-            let (kind, at) = match reason {
-                LostReason::LeaseExpired | LostReason::MaxHoldReached => {
-                    (HistoryKind::Expired, self.lease.expires())
-                }
-                LostReason::ClientClosed => (HistoryKind::Lost, self.lease.expires()),
-                LostReason::NotHeld => (HistoryKind::Lost, self.lease.confirmed()),
-            };
-            self.history(kind, at.min(now));
+            let (at, expired) = self.loss(reason);
+            self.ended(at, End::Lost { expired });
             // The unlock script could release a newer hold of this thread, taken after the
             // loss: leave the lock alone.
             log::warn!(
@@ -494,9 +533,16 @@ impl<O: Ownership> LockGuard<O> {
         let lease = self.lock.lease.unwrap_or(inner.config.watchdog_timeout);
         let lease = self.lock.lease_for(&self.owner, lease);
         let sent = Instant::now();
-        match self.lock.raw.unlock_knowing(&self.owner, lease, known)? {
+        let unlocked = self.lock.raw.unlock_knowing(&self.owner, lease, known);
+        if unlocked.is_err() {
+            self.ended(sent, End::Unknown);
+        }
+        match unlocked? {
             Unlocked::NotHeld => {
-                self.history(HistoryKind::Lost, self.lease.confirmed().min(sent));
+                self.ended(
+                    self.lease.confirmed().min(sent),
+                    End::Lost { expired: false },
+                );
                 // Latched (and counted once) for the thread's other holds of this lock too:
                 // they share the lease, and need not try to unlock.
                 self.lease.mark_lost(LostReason::NotHeld);
@@ -510,7 +556,7 @@ impl<O: Ownership> LockGuard<O> {
                 })
             }
             Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed => {
-                self.history(HistoryKind::Release, sent);
+                self.ended(sent, End::Released);
                 log::debug!("released `{}` (owner {})", self.lock.key(), self.owner);
                 Ok(())
             }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::history::HistoryKind;
+use crate::lock::events::HoldEvent;
 use crate::lock::kind::Kind;
 use crate::lock::order;
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
@@ -305,10 +305,8 @@ impl<O: Ownership> Lock<O> {
                 if O::ONE_THREAD {
                     order::released(client, name);
                 }
-                if let (Some(history), None) = (&client.inner.history, &self.raw.key.bound) {
-                    let (kind, mode) = (HistoryKind::Release, self.raw.kind.label());
-                    history.add(kind, name, &owner, mode, sent, None, None, false);
-                }
+                self.raw
+                    .emit(&owner, sent, HoldEvent::Released { held: None });
                 Ok(())
             }
         }

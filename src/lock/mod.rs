@@ -20,11 +20,14 @@
 //!   per slot group, and its guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
+//! - `events.rs`: the one stream of hold events (acquire, wait, release, loss), which feeds
+//!   metrics, history and lock-order records.
 //! - `settle.rs`: what settles an owner's calls whose reply never came.
 //! - `condition/`: [`Condition`], wait and notify on a held lock across processes.
 //! - `waits/`: deadlocks across processes: a long wait's record, and the walk for a cycle.
 mod acquire;
 mod condition;
+mod events;
 mod fair;
 mod fenced;
 mod group;

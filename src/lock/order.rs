@@ -177,13 +177,15 @@ pub(crate) fn conflicts(first: &str, orders: &[LockOrder]) -> Vec<LockOrderWarni
     out
 }
 
-/// The thread took `lock` (its key; `read` for a read hold): counted among its holds, and,
-/// when the call may have waited (`waits`), each pair with a lock it held already recorded.
-/// Nothing unless the client checks lock order.
+/// The thread took `locks` (their keys; `read` for read holds) in one call (one lock, or a
+/// lock set's, taken all at once): counted among its holds, and, when the call may have
+/// waited (`waits`), each pair of a lock it held already with each of them recorded (none
+/// between the locks of one call, which never waits holding some of them). Nothing unless
+/// the client checks lock order.
 pub(crate) fn took(
     client: &Client,
     owner: &str,
-    lock: &Arc<str>,
+    locks: &[Arc<str>],
     read: bool,
     waits: bool,
     at: &'static Location<'static>,
@@ -195,20 +197,25 @@ pub(crate) fn took(
     let mut held: Vec<(Arc<str>, bool)> = Vec::new();
     let _ = HELD.try_with(|h| {
         let mut h = h.borrow_mut();
-        for e in h.iter().filter(|e| e.client == me && e.lock != *lock) {
+        for e in h
+            .iter()
+            .filter(|e| e.client == me && !locks.contains(&e.lock))
+        {
             if !held.iter().any(|(l, r)| *l == e.lock && *r == e.read) {
                 held.push((Arc::clone(&e.lock), e.read));
             }
         }
-        h.push(Held {
+        h.extend(locks.iter().map(|lock| Held {
             client: me,
             lock: Arc::clone(lock),
             read,
-        });
+        }));
     });
     if waits {
         for (before, before_read) in held {
-            record(client, owner, &before, before_read, lock, read, at);
+            for lock in locks {
+                record(client, owner, &before, before_read, lock, read, at);
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! [`LockSet`]: many independent plain locks taken all or none under one deadline, by one
 //! script call per hash slot (and chunk), released the same way by its guard (`set_guard.rs`).
 
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,10 +10,12 @@ use redis::Value;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::lock::events::HoldEvent;
 use crate::lock::guard::LockGuard;
 use crate::lock::handle::Lock;
+use crate::lock::order;
 use crate::lock::owner::Ownership;
-use crate::lock::set_guard::{LockSetGuard, SetGroup};
+use crate::lock::set_guard::{unlock_group, LockSetGuard, SetGroup, LABEL};
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 use crate::time::check_wait;
@@ -20,10 +23,6 @@ use crate::time::check_wait;
 /// Names per script call: a huge slot group is taken in chunks of this many (each name is 2
 /// keys of the acquire and 3 of the release), so that no call blocks the server long.
 const CHUNK: usize = 3_000;
-
-/// How long a set that freed a name a waiter listens on leaves it to that waiter (see
-/// [`LockSet`]'s fairness).
-pub(crate) const YIELD: Duration = Duration::from_millis(100);
 
 /// Many independent locks, taken all or none: [`Client::lock_set`](crate::Client::lock_set).
 ///
@@ -157,6 +156,7 @@ impl LockSet {
     /// let guard = client.lock_set(["a", "b", "c"]).lock()?;
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn lock(&self) -> Result<LockSetGuard> {
         self.acquire(None)
             .map(|g| g.expect("a wait without a deadline ends taken"))
@@ -177,6 +177,7 @@ impl LockSet {
     /// if let Some(guard) = client.lock_set(["a", "b"]).try_lock()? { drop(guard) }
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_lock(&self) -> Result<Option<LockSetGuard>> {
         self.acquire(Some(Instant::now()))
     }
@@ -197,6 +198,7 @@ impl LockSet {
     /// let guard = client.lock_set(["a", "b"]).try_lock_for(Duration::from_secs(2))?;
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockSetGuard>> {
         check_wait(wait)?;
         self.acquire(Some(Instant::now() + wait))
@@ -219,10 +221,12 @@ impl LockSet {
     /// let guard = client.lock_set(["a", "b"]).try_lock_until(deadline)?;
     /// # Ok(()) }
     /// ```
+    #[track_caller]
     pub fn try_lock_until(&self, deadline: Instant) -> Result<Option<LockSetGuard>> {
         self.acquire(Some(deadline))
     }
 
+    #[track_caller]
     fn acquire(&self, deadline: Option<Instant>) -> Result<Option<LockSetGuard>> {
         if self.locks.is_empty() {
             return Err(Error::invalid("a lock set needs at least one name"));
@@ -233,21 +237,45 @@ impl LockSet {
         let owner = crate::lock::ThreadOwned.owner_id(&self.client);
         let groups = self.groups();
         let started = Instant::now();
+        let at = Location::caller();
         let dispatcher = &self.client.inner.pubsub;
+        let waits = deadline.is_none_or(|d| d > started);
         let taken = |guard: LockSetGuard, contended: bool| {
-            let metrics = &self.client.inner.metrics;
+            let (now, waited) = (Instant::now(), started.elapsed());
             for lock in &self.locks {
-                metrics.acquired("plain", &lock.raw.key.name, started.elapsed(), contended);
+                let event = HoldEvent::Acquired {
+                    waited,
+                    contended,
+                    order: None,
+                };
+                lock.raw.emit_as(LABEL, &owner, now, event);
             }
+            // One record for the set: it never waits holding some of its locks.
+            let names: Vec<Arc<str>> = self.locks.iter().map(|l| l.raw.key.name.clone()).collect();
+            order::took(&self.client, &owner, &names, false, waits, at);
             Ok(Some(guard))
         };
         let (mut got, mut busy) = match self.attempt(&groups, &owner)? {
             Attempted::Taken(guard) => return taken(guard, false),
             Attempted::Busy { index, .. } => (None, index),
         };
+        // The wait for the lock found busy last ends without the set.
+        let gave_up = |busy: usize, timed_out: bool| {
+            let waited = started.elapsed();
+            let event = HoldEvent::GaveUp { waited, timed_out };
+            self.locks[busy]
+                .raw
+                .emit_as(LABEL, &owner, Instant::now(), event);
+        };
         if deadline.is_some_and(|d| Instant::now() >= d) {
+            if waits {
+                gave_up(busy, true);
+            }
             return Ok(None);
         }
+        self.locks[busy]
+            .raw
+            .emit_as(LABEL, &owner, Instant::now(), HoldEvent::Waiting);
         loop {
             let channel = keys::lock_channel(&self.locks[busy].raw.key.name);
             let mut next = None;
@@ -263,11 +291,15 @@ impl LockSet {
                     }
                     Attempted::Busy { pttl, .. } => Tried::again(bound(pttl)),
                 })
-            })?;
+            })
+            .inspect_err(|_| gave_up(busy, false))?;
             match (got.take(), next) {
                 (Some(guard), _) => return taken(guard, true),
                 (None, Some(index)) if done => busy = index,
-                _ => return Ok(None),
+                _ => {
+                    gave_up(busy, true);
+                    return Ok(None);
+                }
             }
         }
     }
@@ -427,37 +459,6 @@ fn decode(reply: &Value, group: &[usize]) -> Result<Taken> {
         }),
         _ => Err(bad()),
     }
-}
-
-/// Releases one hold of each of `names` (one slot) held by `owner`: one call of
-/// `lua/lock_set_unlock.lua`. Returns the positions in `names` of those this owner did not
-/// hold.
-pub(super) fn unlock_group(
-    client: &Client,
-    names: &[Arc<str>],
-    owner: &str,
-    lease: Duration,
-) -> Result<Vec<usize>> {
-    let Some(first) = names.first() else {
-        return Ok(Vec::new());
-    };
-    let mut call = scripts::LOCK_SET_UNLOCK.prepare_invoke();
-    for name in names {
-        call.key(&**name)
-            .key(keys::lock_channel(name))
-            .key(keys::lock_set_yield(name));
-    }
-    call.arg(lease.as_millis() as u64)
-        .arg(owner)
-        .arg(client.publish())
-        .arg(YIELD.as_millis() as u64);
-    let replies: Vec<i64> = client.inner.backend.run(first, |c| call.invoke(c))?;
-    Ok(replies
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| **r == 0)
-        .map(|(at, _)| at)
-        .collect())
 }
 
 #[cfg(test)]

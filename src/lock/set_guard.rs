@@ -3,14 +3,24 @@
 //! call per group they were taken in.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::guard::LockGuard;
-use crate::lock::set::unlock_group;
+use crate::keys;
+use crate::lock::guard::{End, LockGuard};
+use crate::scripts;
 use crate::watchdog::LostReason;
+
+/// The kind a lock set's members are reported as (in metrics and history): each is a plain
+/// lock, taken as part of a set.
+pub(crate) const LABEL: &str = "lock set";
+
+/// How long a set that freed a name a waiter listens on leaves it to that waiter (see
+/// [`LockSet`](crate::LockSet)'s fairness).
+pub(crate) const YIELD: Duration = Duration::from_millis(100);
 
 /// One script call's locks: each lock's index in the set, and the hold count it took.
 pub(crate) struct SetGroup {
@@ -184,46 +194,48 @@ impl LockSetGuard {
             .map(Some)
             .collect();
         let mut failures = Vec::new();
+        let lost = |i: usize, name: &str| {
+            let error = Error::LockLost {
+                name: name.to_owned(),
+            };
+            (format!("#{i} `{name}`"), error)
+        };
         for group in std::mem::take(&mut self.groups) {
             let mut names = Vec::with_capacity(group.members.len());
+            let mut kept = Vec::with_capacity(group.members.len());
             let (mut client, mut owner, mut lease) = (None, None, Duration::ZERO);
             for (i, _) in group.members {
                 let Some(hold) = holds[i].take() else {
                     continue;
                 };
                 let name = Arc::clone(&hold.lock().raw.key.name);
-                if hold.is_lost() {
-                    // Its unlock could release a newer hold of this thread: left alone.
-                    failures.push((
-                        format!("#{i} `{name}`"),
-                        Error::LockLost {
-                            name: name.to_string(),
-                        },
-                    ));
-                    hold.dissolve();
+                // Its unlock could release a newer hold of this thread: left alone.
+                let Some(hold) = hold.dissolve_if_lost(LABEL) else {
+                    failures.push(lost(i, &name));
                     continue;
-                }
+                };
                 let lock = hold.lock();
                 lease = lock.lease_or_default();
                 client.get_or_insert_with(|| lock.raw.key.client.clone());
                 owner.get_or_insert_with(|| Arc::clone(&hold.owner));
                 names.push((i, name));
-                hold.dissolve();
+                kept.push(hold);
             }
             let (Some(client), Some(owner)) = (client, owner) else {
                 continue;
             };
             let keys: Vec<Arc<str>> = names.iter().map(|(_, n)| Arc::clone(n)).collect();
-            match unlock_group(&client, &keys, &owner, lease) {
+            let sent = Instant::now();
+            let unlocked = unlock_group(&client, &keys, &owner, lease);
+            // Each hold ends as the call says: released, found lost, or unknown (its release
+            // failed: it ends with its lease).
+            let mut ends = vec![End::Released; kept.len()];
+            match unlocked {
                 Ok(not_held) => {
                     for at in not_held {
                         let (i, name) = &names[at];
-                        failures.push((
-                            format!("#{i} `{name}`"),
-                            Error::LockLost {
-                                name: name.to_string(),
-                            },
-                        ));
+                        failures.push(lost(*i, name));
+                        ends[at] = End::Lost { expired: false };
                     }
                 }
                 Err(e) => {
@@ -234,7 +246,11 @@ impl LockSetGuard {
                     for (i, name) in names {
                         failures.push((format!("#{i} `{name}`"), e.clone()));
                     }
+                    ends.fill(End::Unknown);
                 }
+            }
+            for (hold, end) in kept.into_iter().zip(ends) {
+                hold.dissolve_ended(LABEL, sent, end);
             }
         }
         if failures.is_empty() {
@@ -266,4 +282,35 @@ impl std::fmt::Debug for LockSetGuard {
             .field("lost", &self.is_lost())
             .finish()
     }
+}
+
+/// Releases one hold of each of `names` (one slot) held by `owner`: one call of
+/// `lua/lock_set_unlock.lua`. Returns the positions in `names` of those this owner did not
+/// hold.
+pub(super) fn unlock_group(
+    client: &Client,
+    names: &[Arc<str>],
+    owner: &str,
+    lease: Duration,
+) -> Result<Vec<usize>> {
+    let Some(first) = names.first() else {
+        return Ok(Vec::new());
+    };
+    let mut call = scripts::LOCK_SET_UNLOCK.prepare_invoke();
+    for name in names {
+        call.key(&**name)
+            .key(keys::lock_channel(name))
+            .key(keys::lock_set_yield(name));
+    }
+    call.arg(lease.as_millis() as u64)
+        .arg(owner)
+        .arg(client.publish())
+        .arg(YIELD.as_millis() as u64);
+    let replies: Vec<i64> = client.inner.backend.run(first, |c| call.invoke(c))?;
+    Ok(replies
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| **r == 0)
+        .map(|(at, _)| at)
+        .collect())
 }

@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use super::Condition;
 use crate::error::{Error, Result};
-use crate::history::HistoryKind;
 use crate::interrupt::Interruption;
 use crate::keys;
+use crate::lock::events::HoldEvent;
 use crate::lock::guard::LockGuard;
 use crate::lock::owner::Ownership;
 use crate::lock::raw::Unlocked;
@@ -247,13 +247,8 @@ impl<'a, O: Ownership> Wait<'a, O> {
         match released {
             Ok(Unlocked::Released | Unlocked::Passed) => {
                 // The hold ends here in the history; taking the lock back begins another.
-                let inner = &raw.key.client.inner;
-                if let (Some(history), None) = (&inner.history, &raw.key.bound) {
-                    let held = Some(at.saturating_duration_since(self.guard.acquired_at));
-                    let (name, mode) = (&raw.key.name, raw.kind.label());
-                    let kind = HistoryKind::Release;
-                    history.add(kind, name, &self.owner, mode, at, None, held, false);
-                }
+                let held = Some(at.saturating_duration_since(self.guard.acquired_at));
+                raw.emit(&self.owner, at, HoldEvent::Released { held });
                 Ok(())
             }
             Err(Error::Closed) => {
