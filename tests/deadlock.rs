@@ -112,6 +112,47 @@ fn a_cycle_between_two_threads_ends_the_younger_wait_and_the_other_gets_its_lock
 }
 
 #[test]
+fn a_cycle_through_a_lock_set_ends_the_sets_wait_with_the_deadlock_error() {
+    let server = RedisServer::new();
+    let client = client(&server.url());
+    let (b, go_b, out_b) = member(&client, "t:s3", "t:s1");
+    let (set_tx, set_rx) = mpsc::channel();
+    let (go_a, go_rx) = mpsc::channel::<()>();
+    let c = client.clone();
+    std::thread::spawn(move || {
+        let _held = c.lock("t:s1").lock().unwrap();
+        set_tx.send(Ok(c.owner_id())).unwrap();
+        go_rx.recv().unwrap();
+        let got = c.lock_set(["t:s2", "t:s3"]).try_lock_for(GENEROUS);
+        set_tx.send(got.map(|g| format!("{g:?}"))).unwrap();
+    });
+    let a = set_rx.recv().unwrap().unwrap();
+    go_b.send(()).unwrap();
+    await_record(&server, "t:s1", &b);
+    go_a.send(()).unwrap();
+    // The set's wait for t:s3 (held by b, which waits for a's t:s1) is the younger.
+    let err = set_rx
+        .recv_timeout(GENEROUS)
+        .expect("the set's wait ended")
+        .expect_err("the set's wait is the victim");
+    let Error::Deadlock { cycle } = &err else {
+        panic!("{err}")
+    };
+    let steps: Vec<(&str, &str)> = cycle
+        .iter()
+        .map(|s| (s.owner.as_str(), s.lock.as_str()))
+        .collect();
+    assert_eq!(steps, [(&*a, "t:s3"), (&*b, "t:s1")], "{err}");
+    assert!(record(&server, "t:s3", &a).is_none(), "its record is gone");
+    // a's thread ended, releasing t:s1: b gets it, and the set took nothing.
+    let (outcome, _) = out_b.recv_timeout(GENEROUS).expect("b's wait ended");
+    outcome.expect("b gets t:s1");
+    let exists: bool = server.conn().exists("t:s2").unwrap();
+    assert!(!exists, "the set holds nothing after its wait failed");
+    go_b.send(()).unwrap();
+}
+
+#[test]
 fn a_cycle_through_a_multi_lock_ends_with_the_deadlock_error_itself() {
     let server = RedisServer::new();
     let client = client(&server.url());

@@ -11,11 +11,12 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::events::HoldEvent;
-use crate::lock::guard::LockGuard;
+use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
 use crate::lock::order;
 use crate::lock::owner::Ownership;
 use crate::lock::set_guard::{unlock_group, LockSetGuard, SetGroup, LABEL};
+use crate::lock::waits::{Checks, Mode};
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 use crate::time::check_wait;
@@ -259,17 +260,21 @@ impl LockSet {
             Attempted::Taken(guard) => return taken(guard, false),
             Attempted::Busy { index, .. } => (None, index),
         };
-        // The wait for the lock found busy last ends without the set.
-        let gave_up = |busy: usize, timed_out: bool| {
+        // The wait for the lock found busy last ends without the set: it ran out
+        // (`timed_out`), or failed with `error`.
+        let gave_up = |busy: usize, timed_out: bool, error: Option<&Error>| {
             let waited = started.elapsed();
-            let event = HoldEvent::GaveUp { waited, timed_out };
+            let event = match error {
+                Some(Error::Deadlock { .. }) => HoldEvent::Deadlock { waited },
+                _ => HoldEvent::GaveUp { waited, timed_out },
+            };
             self.locks[busy]
                 .raw
                 .emit_as(LABEL, &owner, Instant::now(), event);
         };
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if waits {
-                gave_up(busy, true);
+                gave_up(busy, true, None);
             }
             return Ok(None);
         }
@@ -277,27 +282,41 @@ impl LockSet {
             .raw
             .emit_as(LABEL, &owner, Instant::now(), HoldEvent::Waiting);
         loop {
-            let channel = keys::lock_channel(&self.locks[busy].raw.key.name);
+            let name = &self.locks[busy].raw.key.name;
+            let channel = keys::lock_channel(name);
+            // A thread that holds other locks while it waits for the set's busy one may be
+            // in a cycle: its wait is checked as any lock's (the set itself holds nothing
+            // while it waits).
+            let mut checks = thread_holds_any()
+                .then(|| Checks::new(&self.client, name, &owner, Mode::Exclusive, started));
             let mut next = None;
             let done = wait(dispatcher, Channel::lock(&channel), deadline, &mut || {
-                Ok(match self.attempt(&groups, &owner)? {
+                if let Some(checks) = &mut checks {
+                    checks.check()?;
+                }
+                let tried = match self.attempt(&groups, &owner)? {
                     Attempted::Taken(guard) => {
                         got = Some(guard);
-                        Tried::done()
+                        return Ok(Tried::done());
                     }
                     Attempted::Busy { index, .. } if index != busy => {
                         next = Some(index);
-                        Tried::done()
+                        return Ok(Tried::done());
                     }
                     Attempted::Busy { pttl, .. } => Tried::again(bound(pttl)),
+                };
+                Ok(match checks.as_ref().and_then(Checks::until_next) {
+                    Some(next) => tried.within_at_most(next),
+                    None => tried,
                 })
             })
-            .inspect_err(|_| gave_up(busy, false))?;
+            .inspect_err(|e| gave_up(busy, false, Some(e)))?;
+            drop(checks);
             match (got.take(), next) {
                 (Some(guard), _) => return taken(guard, true),
                 (None, Some(index)) if done => busy = index,
                 _ => {
-                    gave_up(busy, true);
+                    gave_up(busy, true, None);
                     return Ok(None);
                 }
             }
