@@ -306,7 +306,7 @@ mod election;
 mod error;
 mod fenced;
 mod handover;
-mod history;
+pub mod history;
 mod inspect;
 mod interrupt;
 mod keys;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::history::{HistoryEvent, HistoryKind};
+use crate::history::{self, HistoryEvent, HistoryKind, Span, SpanKind};
 use crate::inspect::{Inspection, Kind};
 use crate::scan::glob_matches;
 
@@ -144,41 +144,24 @@ impl Client {
 
 /// A span of time, µs on the server's clock.
 #[derive(Clone, Copy)]
-struct Span {
+struct Interval {
     start: u64,
     end: u64,
 }
 
-impl Span {
-    fn overlap(self, other: Span) -> u64 {
+impl Interval {
+    fn of(span: &Span) -> Interval {
+        Interval {
+            start: span.start_us,
+            end: span.end_us,
+        }
+    }
+
+    fn overlap(self, other: Interval) -> u64 {
         self.end
             .min(other.end)
             .saturating_sub(self.start.max(other.start))
     }
-}
-
-/// One owner's spans on one lock.
-struct Spans {
-    owner: String,
-    read: bool,
-    span: Span,
-    who: Who,
-}
-
-/// What a window of one lock's events says.
-#[derive(Default)]
-struct Seen {
-    acquisitions: usize,
-    contended: usize,
-    holds: Vec<Spans>,
-    waits: Vec<Spans>,
-    /// Holds still open: (owner, a read) -> (start, re-entries); waits: owner -> (start, a
-    /// read).
-    open_holds: HashMap<(String, bool), (u64, u32)>,
-    open_waits: HashMap<String, (u64, bool)>,
-    /// When each (owner, a read)'s last hold ended: an end of a hold before then is one
-    /// already counted (the other guards of a lost re-entrant hold).
-    closed: HashMap<(String, bool), u64>,
 }
 
 fn who(e: &HistoryEvent) -> Who {
@@ -190,6 +173,25 @@ fn who(e: &HistoryEvent) -> Who {
     }
 }
 
+fn who_of(s: &Span) -> Who {
+    Who {
+        client_name: s.client_name.clone(),
+        host: s.host.clone(),
+        pid: s.pid,
+        thread: s.thread.clone(),
+    }
+}
+
+/// What a window of one lock's events says: its acquisitions, and its holds and waits as
+/// the span builder reads them (those still open end at the window's end).
+#[derive(Default)]
+struct Seen<'a> {
+    acquisitions: usize,
+    contended: usize,
+    holds: Vec<&'a Span>,
+    waits: Vec<&'a Span>,
+}
+
 /// The activities of the locks of `live` and `events` (sorted by time), at `now_us`.
 pub(crate) fn activities(
     live: &[Inspection],
@@ -197,171 +199,37 @@ pub(crate) fn activities(
     now_us: u64,
     window: Duration,
 ) -> Vec<Activity> {
-    let since = now_us.saturating_sub(window.as_micros() as u64);
-    let frame = Span {
-        start: since,
+    let frame = Interval {
+        start: now_us.saturating_sub(window.as_micros() as u64),
         end: now_us,
     };
-    let mut seen: BTreeMap<&str, Seen> = BTreeMap::new();
+    let timeline = history::timeline(events, now_us);
+    let mut seen: BTreeMap<&str, Seen<'_>> = BTreeMap::new();
     let mut whos: HashMap<&str, Who> = HashMap::new();
     for e in events {
         whos.entry(&e.owner).or_insert_with(|| who(e));
         let s = seen.entry(&e.lock).or_default();
-        let read = e.mode == "read";
-        let spans = |start: u64, end: u64| Spans {
-            owner: e.owner.clone(),
-            read,
-            span: Span { start, end },
-            who: who(e),
-        };
-        match e.kind {
-            HistoryKind::Wait => {
-                s.open_waits.insert(e.owner.clone(), (e.at_us, read));
-            }
-            HistoryKind::Acquire | HistoryKind::GaveUp | HistoryKind::Deadlock => {
-                let began = s.open_waits.remove(&e.owner).map(|(at, _)| at);
-                if e.kind == HistoryKind::Acquire {
-                    s.acquisitions += 1;
-                    s.contended += usize::from(e.contended);
-                    let open = s
-                        .open_holds
-                        .entry((e.owner.clone(), read))
-                        .or_insert((e.at_us, 0));
-                    open.1 += 1;
-                }
-                let waited = e.waited_us.unwrap_or(0);
-                if e.kind != HistoryKind::Acquire || e.contended {
-                    let start = began.unwrap_or(e.at_us.saturating_sub(waited));
-                    s.waits.push(spans(start, e.at_us));
-                }
-            }
-            HistoryKind::Release | HistoryKind::Lost | HistoryKind::Expired => {
-                let hold = (e.owner.clone(), read);
-                if let Some(open) = s.open_holds.get_mut(&hold) {
-                    open.1 -= 1;
-                    if open.1 == 0 || e.kind != HistoryKind::Release {
-                        let start = open.0;
-                        s.open_holds.remove(&hold);
-                        s.closed.insert(hold, e.at_us);
-                        s.holds.push(spans(start, e.at_us));
-                    }
-                } else if let Some(held) = e.held_us {
-                    // Taken before the window's first event: from its acquire on, unless a
-                    // hold already counted covers it.
-                    let start = e.at_us.saturating_sub(held);
-                    if s.closed.get(&hold).is_none_or(|end| *end <= start) {
-                        s.closed.insert(hold, e.at_us);
-                        s.holds.push(spans(start, e.at_us));
-                    }
-                }
-            }
+        if e.kind == HistoryKind::Acquire {
+            s.acquisitions += 1;
+            s.contended += usize::from(e.contended);
+        }
+    }
+    for span in &timeline.spans {
+        let s = seen.entry(&span.lock).or_default();
+        match span.kind {
+            SpanKind::Hold => s.holds.push(span),
+            SpanKind::Wait => s.waits.push(span),
         }
     }
     let by_name: BTreeMap<&str, &Inspection> = live.iter().map(|i| (i.name.as_str(), i)).collect();
     let mut names: Vec<&str> = by_name.keys().copied().collect();
     names.extend(seen.keys().filter(|n| !by_name.contains_key(*n)));
-    let secs = window.as_secs_f64().max(1e-3);
+    let empty = Seen::default();
     let mut out: Vec<Activity> = names
         .into_iter()
         .map(|name| {
-            let inspection = by_name.get(name).copied();
-            let empty = Seen::default();
             let s = seen.get(name).unwrap_or(&empty);
-            let holders: Vec<TopHolder> = inspection
-                .map(|i| {
-                    i.holders
-                        .iter()
-                        .chain(&i.readers)
-                        .map(|h| h.owner.to_string())
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-                .into_iter()
-                .map(|owner| TopHolder {
-                    held_for: s
-                        .open_holds
-                        .iter()
-                        .filter(|((o, _), _)| *o == owner)
-                        .map(|(_, (start, _))| *start)
-                        .min()
-                        .map(|start| Duration::from_micros(now_us.saturating_sub(start))),
-                    who: whos.get(owner.as_str()).cloned(),
-                    owner,
-                })
-                .collect();
-            // Holds still open count up to now, for blame.
-            let mut holds: Vec<(&str, bool, Span, &Who)> = s
-                .holds
-                .iter()
-                .map(|h| (h.owner.as_str(), h.read, h.span, &h.who))
-                .collect();
-            for ((owner, read), (start, _)) in &s.open_holds {
-                if let Some(w) = whos.get(owner.as_str()) {
-                    let span = Span {
-                        start: *start,
-                        end: now_us,
-                    };
-                    holds.push((owner.as_str(), *read, span, w));
-                }
-            }
-            let mut waits: Vec<(&str, bool, Span)> = s
-                .waits
-                .iter()
-                .map(|w| (w.owner.as_str(), w.read, w.span))
-                .collect();
-            let ongoing: Vec<u64> = s.open_waits.values().map(|(at, _)| *at).collect();
-            for (owner, (start, read)) in &s.open_waits {
-                let span = Span {
-                    start: *start,
-                    end: now_us,
-                };
-                waits.push((owner.as_str(), *read, span));
-            }
-            let waiting_us: u64 = waits.iter().map(|(_, _, w)| w.overlap(frame)).sum();
-            let mut blame: BTreeMap<&str, Blame> = BTreeMap::new();
-            for (waiter, read, wait) in &waits {
-                // A holder is charged each wait once, however many of its holds it met.
-                let mut charged: Vec<&str> = Vec::new();
-                for (holder, held_read, hold, who) in &holds {
-                    // A reader waits only for writers.
-                    if holder == waiter || (*read && *held_read) {
-                        continue;
-                    }
-                    let overlap = wait.overlap(*hold).min(wait.overlap(frame));
-                    if overlap == 0 {
-                        continue;
-                    }
-                    let b = blame.entry(holder).or_insert_with(|| Blame {
-                        owner: holder.to_string(),
-                        who: (*who).clone(),
-                        caused_wait: Duration::ZERO,
-                        waits: 0,
-                    });
-                    b.caused_wait += Duration::from_micros(overlap);
-                    if !charged.contains(holder) {
-                        charged.push(holder);
-                        b.waits += 1;
-                    }
-                }
-            }
-            let mut blame: Vec<Blame> = blame.into_values().collect();
-            blame.sort_by_key(|b| std::cmp::Reverse(b.caused_wait));
-            let queued = inspection.map_or(0, |i| i.queue.len());
-            let subscribed = inspection.and_then(|i| i.subscribers).unwrap_or(0) as usize;
-            Activity {
-                name: name.to_owned(),
-                kind: inspection.map(|i| i.kind),
-                holders,
-                waiters: queued.max(ongoing.len()).max(subscribed),
-                longest_wait: ongoing
-                    .iter()
-                    .min()
-                    .map(|start| Duration::from_micros(now_us.saturating_sub(*start))),
-                acquisitions_per_s: s.acquisitions as f64 / secs,
-                contended_per_s: s.contended as f64 / secs,
-                waiting_per_s: waiting_us as f64 / 1e6 / secs,
-                blame,
-            }
+            activity(name, by_name.get(name).copied(), s, &whos, frame, window)
         })
         .collect();
     out.sort_by(|a, b| {
@@ -372,6 +240,98 @@ pub(crate) fn activities(
             .then(a.name.cmp(&b.name))
     });
     out
+}
+
+/// The activity of the lock `name`: its live state (`inspection`, if it has a key now) and
+/// what the window (`frame`) of its history says (`s`).
+fn activity(
+    name: &str,
+    inspection: Option<&Inspection>,
+    s: &Seen<'_>,
+    whos: &HashMap<&str, Who>,
+    frame: Interval,
+    window: Duration,
+) -> Activity {
+    let now_us = frame.end;
+    let since = |start: u64| Duration::from_micros(now_us.saturating_sub(start));
+    let holders: Vec<TopHolder> = inspection
+        .map(|i| {
+            i.holders
+                .iter()
+                .chain(&i.readers)
+                .map(|h| h.owner.to_string())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .map(|owner| TopHolder {
+            held_for: s
+                .holds
+                .iter()
+                .filter(|h| h.is_open() && h.owner == owner)
+                .map(|h| h.start_us)
+                .min()
+                .map(since),
+            who: whos.get(owner.as_str()).cloned(),
+            owner,
+        })
+        .collect();
+    let ongoing: Vec<u64> = s
+        .waits
+        .iter()
+        .filter(|w| w.is_open())
+        .map(|w| w.start_us)
+        .collect();
+    let waiting_us: u64 = s.waits.iter().map(|w| Interval::of(w).overlap(frame)).sum();
+    let secs = window.as_secs_f64().max(1e-3);
+    let queued = inspection.map_or(0, |i| i.queue.len());
+    let subscribed = inspection.and_then(|i| i.subscribers).unwrap_or(0) as usize;
+    Activity {
+        name: name.to_owned(),
+        kind: inspection.map(|i| i.kind),
+        holders,
+        waiters: queued.max(ongoing.len()).max(subscribed),
+        longest_wait: ongoing.iter().min().map(|start| since(*start)),
+        acquisitions_per_s: s.acquisitions as f64 / secs,
+        contended_per_s: s.contended as f64 / secs,
+        waiting_per_s: waiting_us as f64 / 1e6 / secs,
+        blame: blame(s, frame),
+    }
+}
+
+/// The owners that made others wait for one lock within `frame`, most first: each charged
+/// the overlap of every wait with its holds (a reader waits only for writers), and each
+/// wait counted once per holder.
+fn blame(s: &Seen<'_>, frame: Interval) -> Vec<Blame> {
+    let read = |span: &Span| span.mode == "read";
+    let mut blame: BTreeMap<&str, Blame> = BTreeMap::new();
+    for wait in &s.waits {
+        let mut charged: Vec<&str> = Vec::new();
+        for hold in &s.holds {
+            if hold.owner == wait.owner || (read(wait) && read(hold)) {
+                continue;
+            }
+            let within = Interval::of(wait).overlap(frame);
+            let overlap = Interval::of(wait).overlap(Interval::of(hold)).min(within);
+            if overlap == 0 {
+                continue;
+            }
+            let b = blame.entry(&hold.owner).or_insert_with(|| Blame {
+                owner: hold.owner.clone(),
+                who: who_of(hold),
+                caused_wait: Duration::ZERO,
+                waits: 0,
+            });
+            b.caused_wait += Duration::from_micros(overlap);
+            if !charged.contains(&hold.owner.as_str()) {
+                charged.push(&hold.owner);
+                b.waits += 1;
+            }
+        }
+    }
+    let mut blame: Vec<Blame> = blame.into_values().collect();
+    blame.sort_by_key(|b| std::cmp::Reverse(b.caused_wait));
+    blame
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub(crate) const WHO_THREAD: &str = "thread:";
 
 /// What a [`HistoryEvent`] records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum HistoryKind {
@@ -97,7 +97,7 @@ impl fmt::Display for HistoryKind {
 /// One event of a lock's history ([`Client::history`](crate::Client::history)), recorded by
 /// a client with [`history`](crate::ConfigBuilder::history) on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[non_exhaustive]
 pub struct HistoryEvent {
     /// When it happened, in µs since the Unix epoch on the clock of the server that keeps the

@@ -1,20 +1,22 @@
-//! A client's history of holds and waits (opt-in, [`ConfigBuilder::history`]): events kept in
-//! memory as they happen, and written to the client's capped stream on the server once a
-//! second by the watchdog thread, in one pipelined call.
+//! Lock histories: the events that clients with
+//! [`ConfigBuilder::history`](crate::ConfigBuilder::history) on record ([`HistoryEvent`],
+//! read with [`Client::history`](crate::Client::history) and
+//! [`Client::recent_history`](crate::Client::recent_history)), and the holds and waits they
+//! make ([`timeline`]), which `redlatch top` and `redlatch history` read them with.
 //!
-//! Times are the server's: each flush reads the server's `TIME` and learns from the round
-//! trip around it the bounds of the server's clock against this process's monotonic clock
-//! (the server ran `TIME` between the send and the reply). An event that ends a hold
-//! (release, loss) takes the lower bound, one that begins it (acquire) the upper bound, so a
-//! hold's recorded span lies inside the real one: the spans of one exclusive lock never
-//! overlap, whichever clients recorded them (on one server; a cluster's nodes each have
-//! their clock).
-//!
-//! - `event.rs`: an event as a reader gets it ([`HistoryEvent`]), and the stream's fields.
-//!
-//! [`ConfigBuilder::history`]: crate::ConfigBuilder::history
+//! How a client records (internal): events are kept in memory as they happen, and written to
+//! the client's capped stream on the server once a second by the watchdog thread, in one
+//! pipelined call. Times are the server's: each flush reads the server's `TIME` and learns
+//! from the round trip around it the bounds of the server's clock against this process's
+//! monotonic clock (the server ran `TIME` between the send and the reply). An event that ends
+//! a hold (release, loss) takes the lower bound, one that begins it (acquire) the upper
+//! bound, so a hold's recorded span lies inside the real one: the spans of one exclusive lock
+//! never overlap, whichever clients recorded them (on one server; a cluster's nodes each have
+//! their clock). `event.rs` holds an event and the stream's fields, `spans.rs` the span
+//! builder.
 
 mod event;
+mod spans;
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -28,6 +30,7 @@ use crate::time::millis;
 use crate::whoami::host;
 pub(crate) use event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
 pub use event::{HistoryEvent, HistoryKind};
+pub use spans::{timeline, Mark, Span, SpanKind, Timeline};
 
 /// How often the watchdog thread writes the events out.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);

@@ -21,10 +21,9 @@ const PALETTE: [&str; 10] = [
 const LEGEND_COLUMNS: usize = 4;
 const LEGEND_WIDTH: f64 = 290.0;
 
-/// [`svg`] of the timeline's view of the events.
-pub(super) fn svg_of(events: &[Ev<'_>], now_us: u64) -> String {
-    let timeline = build(events, now_us);
-    let layout = layout(events, &timeline);
+/// [`svg`] of `events`, whose spans and marks are `timeline`.
+pub(super) fn svg_of(events: &[HistoryEvent], timeline: &Timeline) -> String {
+    let layout = layout(events, timeline);
     // Each owner's first lane's row (the rows' lanes one under another).
     let mut first_row = Vec::new();
     let mut rows = 0;
@@ -69,7 +68,7 @@ pub(super) fn svg_of(events: &[Ev<'_>], now_us: u64) -> String {
         out.push_str(&bar(s, x(s.start_us), x(s.end_us), y, colour));
     }
     for m in &timeline.marks {
-        if let Some((owner, lane)) = layout.mark_place(&timeline, m) {
+        if let Some((owner, lane)) = layout.mark_place(timeline, m) {
             let y = TOP + (first_row[owner] + lane) as f64 * LANE + LANE / 2.0;
             out.push_str(&marker(m, x(m.at_us), y));
         }
@@ -138,7 +137,7 @@ pub(super) fn tick_label(t_us: u64, step_us: u64) -> String {
 
 /// An owner's row: a band (every other one shaded) over its lanes, and its label (its thread
 /// and short owner id; the whole as a tooltip).
-fn row(owner: &Ev<'_>, first: usize, lanes: usize, index: usize) -> String {
+fn row(owner: &HistoryEvent, first: usize, lanes: usize, index: usize) -> String {
     let y = TOP + first as f64 * LANE;
     let h = lanes as f64 * LANE;
     let fill = if index.is_multiple_of(2) {
@@ -146,7 +145,11 @@ fn row(owner: &Ev<'_>, first: usize, lanes: usize, index: usize) -> String {
     } else {
         "#ffffff"
     };
-    let label = format!("{} ({})", clip(owner.thread, 22), short_owner(owner.owner));
+    let label = format!(
+        "{} ({})",
+        clip(&owner.thread, 22),
+        short_owner(&owner.owner)
+    );
     let full = format!(
         "{} ({}) of {} pid {} on {}",
         owner.thread, owner.owner, owner.client_name, owner.pid, owner.host
@@ -200,7 +203,13 @@ fn bar(s: &Span, x0: f64, x1: f64, y: f64, colour: &str) -> String {
 /// A mark centred at (`x`, `y`): a cross for a hold lost, a diamond for a deadlock.
 fn marker(m: &Mark, x: f64, y: f64) -> String {
     let tip = escape(&format!("{} {} ({})", m.what, m.lock, m.owner));
-    if m.what == "lost" {
+    shape(m.what, &tip, x, y)
+}
+
+/// The shape of a mark of `what` (`lost` or `deadlock`) centred at (`x`, `y`), with the
+/// (escaped) tooltip `tip`.
+fn shape(what: &str, tip: &str, x: f64, y: f64) -> String {
+    if what == "lost" {
         format!(
             "<path d=\"M{:.1} {:.1}L{:.1} {:.1}M{:.1} {:.1}L{:.1} {:.1}\" stroke=\"#111\" \
              stroke-width=\"2.5\"><title>{tip}</title></path>\n",
@@ -242,8 +251,8 @@ fn legend(layout: &Layout<'_>, y: f64) -> String {
         ));
     }
     let ly = y + layout.locks.len().div_ceil(LEGEND_COLUMNS) as f64 * 20.0;
-    let cross = marker(&key_mark("lost"), 186.0, ly - 4.0);
-    let diamond = marker(&key_mark("deadlock"), 246.0, ly - 4.0);
+    let cross = shape("lost", "lost", 186.0, ly - 4.0);
+    let diamond = shape("deadlock", "deadlock", 246.0, ly - 4.0);
     out.push_str(&format!(
         "<rect x=\"10\" y=\"{:.1}\" width=\"24\" height=\"12\" fill=\"#888\"/>\n\
          <text x=\"40\" y=\"{ly}\">hold</text>\n\
@@ -256,17 +265,6 @@ fn legend(layout: &Layout<'_>, y: f64) -> String {
         ly - 8.0
     ));
     out
-}
-
-/// The mark the legend shows for `what`.
-fn key_mark(what: &'static str) -> Mark {
-    Mark {
-        at_us: 0,
-        what,
-        lock: String::new(),
-        mode: String::new(),
-        owner: String::new(),
-    }
 }
 
 /// The colour of `lock`: the palette's, in the order of the locks' first events.

@@ -1,4 +1,4 @@
-//! The timeline's tests: hand-made events, their spans, trace and picture.
+//! The timeline's tests: hand-made events, their trace and picture.
 
 use super::svg::*;
 use super::trace::*;
@@ -30,32 +30,46 @@ const ACCTS: &str = "accts & <co>";
 /// The events' times are µs after this.
 const T0: u64 = 1_800_000_000_000_000;
 
-use HistoryKind::{Acquire, Deadlock, GaveUp, Lost, Release, Wait};
+const ACQUIRE: &str = "acquire";
+const WAIT: &str = "wait";
+const RELEASE: &str = "release";
+const LOST: &str = "lost";
+const GAVE_UP: &str = "gave_up";
+const DEADLOCK: &str = "deadlock";
 
-/// An event of `who` at `at` µs after [`T0`].
+/// An event of `who` at `at` µs after [`T0`] (made as a reader of `redlatch history --json`
+/// would read one back).
 fn ev(
     who: &Who,
     at: u64,
-    kind: HistoryKind,
+    kind: &'static str,
     lock: &'static str,
     mode: &'static str,
-) -> Ev<'static> {
-    Ev {
-        at_us: T0 + at,
-        kind,
-        lock,
-        mode,
-        owner: who.owner,
-        client_name: "billing & co",
-        host: who.host,
-        pid: 100,
-        thread: who.thread,
-        waited_us: None,
-        held_us: None,
-    }
+) -> HistoryEvent {
+    serde_json::from_value(json!({
+        "at_us": T0 + at,
+        "kind": kind,
+        "lock": lock,
+        "mode": mode,
+        "owner": who.owner,
+        "client_name": "billing & co",
+        "host": who.host,
+        "pid": 100,
+        "thread": who.thread,
+        "waited_us": null,
+        "held_us": null,
+        "contended": false,
+    }))
+    .unwrap()
 }
 
-impl Ev<'_> {
+/// What its call waited, or its hold lasted.
+trait Lasted {
+    fn waited(self, us: u64) -> Self;
+    fn held(self, us: u64) -> Self;
+}
+
+impl Lasted for HistoryEvent {
     fn waited(mut self, us: u64) -> Self {
         self.waited_us = Some(us);
         self
@@ -67,126 +81,38 @@ impl Ev<'_> {
     }
 }
 
-/// The span expected of `who`, from `start` to `end` µs after [`T0`].
-fn expect(
-    who: &Who,
-    kind: SpanKind,
-    (lock, mode): (&str, &str),
-    (start, end): (u64, u64),
-    outcome: &'static str,
-) -> Span {
-    Span {
-        lock: lock.to_owned(),
-        mode: mode.to_owned(),
-        owner: who.owner.to_owned(),
-        client_name: "billing & co".to_owned(),
-        host: who.host.to_owned(),
-        pid: 100,
-        thread: who.thread.to_owned(),
-        kind,
-        start_us: T0 + start,
-        end_us: T0 + end,
-        outcome,
-    }
-}
-
 /// When the pictures are drawn, µs after [`T0`].
 const NOW: u64 = T0 + 20_000;
 
 /// Two owners take `ledger` in turn (B waits, A re-enters, B's hold is lost, A waited
 /// without a wait event), then a deadlock over `accts`, a timeout, a wait too short to
 /// draw, and a hold and a wait still open.
-fn scenario() -> Vec<Ev<'static>> {
+fn scenario() -> Vec<HistoryEvent> {
     let ledger = "ledger";
     vec![
-        ev(&A, 0, Acquire, ledger, "plain").waited(0),
-        ev(&B, 1000, Wait, ledger, "plain"),
-        ev(&A, 2000, Acquire, ledger, "plain").waited(0),
-        ev(&A, 3000, Release, ledger, "plain").held(1000),
-        ev(&A, 5000, Release, ledger, "plain").held(5000),
-        ev(&B, 5200, Acquire, ledger, "plain").waited(4200),
-        ev(&B, 9000, Lost, ledger, "plain").held(3800),
-        ev(&A, 9500, Acquire, ledger, "plain").waited(2000),
-        ev(&B, 10_000, Acquire, ACCTS, "fair").waited(0),
-        ev(&B, 11_000, Wait, ledger, "plain"),
-        ev(&A, 12_000, Wait, ACCTS, "fair"),
-        ev(&A, 14_000, Deadlock, ACCTS, "fair").waited(2000),
-        ev(&B, 15_000, GaveUp, ledger, "plain").waited(4000),
-        ev(&B, 16_000, Release, ACCTS, "fair").held(6000),
-        ev(&B, 16_500, GaveUp, "cache", "spin").waited(500),
-        ev(&B, 17_000, Wait, ledger, "plain"),
+        ev(&A, 0, ACQUIRE, ledger, "plain").waited(0),
+        ev(&B, 1000, WAIT, ledger, "plain"),
+        ev(&A, 2000, ACQUIRE, ledger, "plain").waited(0),
+        ev(&A, 3000, RELEASE, ledger, "plain").held(1000),
+        ev(&A, 5000, RELEASE, ledger, "plain").held(5000),
+        ev(&B, 5200, ACQUIRE, ledger, "plain").waited(4200),
+        ev(&B, 9000, LOST, ledger, "plain").held(3800),
+        ev(&A, 9500, ACQUIRE, ledger, "plain").waited(2000),
+        ev(&B, 10_000, ACQUIRE, ACCTS, "fair").waited(0),
+        ev(&B, 11_000, WAIT, ledger, "plain"),
+        ev(&A, 12_000, WAIT, ACCTS, "fair"),
+        ev(&A, 14_000, DEADLOCK, ACCTS, "fair").waited(2000),
+        ev(&B, 15_000, GAVE_UP, ledger, "plain").waited(4000),
+        ev(&B, 16_000, RELEASE, ACCTS, "fair").held(6000),
+        ev(&B, 16_500, GAVE_UP, "cache", "spin").waited(500),
+        ev(&B, 17_000, WAIT, ledger, "plain"),
     ]
 }
 
 #[test]
-fn timeline_spans_of_turns_waits_reentry_loss_and_deadlock() {
-    use SpanKind::{Hold, Wait};
-    let ledger = ("ledger", "plain");
-    let accts = (ACCTS, "fair");
-    let built = build(&scenario(), NOW);
-    assert_eq!(
-        built.spans,
-        vec![
-            expect(&A, Hold, ledger, (0, 5000), "released"),
-            expect(&B, Wait, ledger, (1000, 5200), "acquired"),
-            expect(&B, Hold, ledger, (5200, 9000), "lost"),
-            expect(&A, Wait, ledger, (7500, 9500), "acquired"),
-            expect(&A, Hold, ledger, (9500, 20_000), "held"),
-            expect(&B, Hold, accts, (10_000, 16_000), "released"),
-            expect(&B, Wait, ledger, (11_000, 15_000), "gave_up"),
-            expect(&A, Wait, accts, (12_000, 14_000), "deadlock"),
-            expect(&B, Wait, ledger, (17_000, 20_000), "waiting"),
-        ]
-    );
-    let marks: Vec<_> = built
-        .marks
-        .iter()
-        .map(|m| (m.at_us - T0, m.what, m.owner.as_str(), m.lock.as_str()))
-        .collect();
-    assert_eq!(
-        marks,
-        vec![
-            (9000, "lost", B.owner, "ledger"),
-            (14_000, "deadlock", A.owner, ACCTS),
-        ]
-    );
-}
-
-#[test]
-fn timeline_spans_of_holds_begun_before_the_events_and_lost_reentrant_holds() {
-    use SpanKind::Hold;
-    let events = vec![
-        // A nested hold whose acquires are older than the events: one hold.
-        ev(&A, 4000, Release, "ledger", "plain").held(3000),
-        ev(&A, 5000, Release, "ledger", "plain").held(5000),
-        // A re-entrant hold lost: both guards learn it, one loss.
-        ev(&A, 6000, Acquire, "x", "plain").waited(0),
-        ev(&A, 7000, Acquire, "x", "plain").waited(0),
-        ev(&A, 8000, Lost, "x", "plain").held(1000),
-        ev(&A, 8001, Lost, "x", "plain").held(2001),
-        // Read holds are shared.
-        ev(&A, 9000, Acquire, "y", "read").waited(0),
-        ev(&B, 9100, Acquire, "y", "read").waited(0),
-        ev(&A, 9500, Release, "y", "read").held(500),
-        ev(&B, 9700, Release, "y", "read").held(600),
-    ];
-    let built = build(&events, NOW);
-    assert_eq!(
-        built.spans,
-        vec![
-            expect(&A, Hold, ("ledger", "plain"), (0, 5000), "released"),
-            expect(&A, Hold, ("x", "plain"), (6000, 8000), "lost"),
-            expect(&A, Hold, ("y", "read"), (9000, 9500), "released"),
-            expect(&B, Hold, ("y", "read"), (9100, 9700), "released"),
-        ]
-    );
-    assert_eq!(built.marks.len(), 1);
-    assert_eq!(built.marks[0].at_us, T0 + 8000);
-}
-
-#[test]
 fn timeline_trace_json_parses_back_with_processes_threads_and_spans() {
-    let text = serde_json::to_string(&trace_of(&scenario(), NOW)).unwrap();
+    let events = scenario();
+    let text = serde_json::to_string(&trace_of(&events, &timeline(&events, NOW))).unwrap();
     let trace: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(trace["displayTimeUnit"], "ms");
     let events = trace["traceEvents"].as_array().unwrap();
@@ -261,7 +187,7 @@ fn timeline_trace_json_parses_back_with_processes_threads_and_spans() {
 
 #[test]
 fn timeline_svg_escapes_names_and_renders() {
-    let picture = svg_of(&scenario(), NOW);
+    let picture = svg(&scenario(), NOW);
     assert!(picture.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert!(picture.ends_with("</svg>\n"));
     assert!(picture.contains("accts &amp; &lt;co&gt;"));
@@ -270,7 +196,7 @@ fn timeline_svg_escapes_names_and_renders() {
     // Tick labels: 20 ms in steps of 2 ms.
     assert!(picture.contains(">0 ms</text>") && picture.contains(">20 ms</text>"));
     render(&picture, "scenario");
-    render(&svg_of(&[], NOW), "empty");
+    render(&svg(&[], NOW), "empty");
 }
 
 #[test]

@@ -2,17 +2,16 @@
 
 use super::*;
 
-/// [`trace_json`] of the timeline's view of the events.
-pub(super) fn trace_of(events: &[Ev<'_>], now_us: u64) -> Value {
-    let timeline = build(events, now_us);
-    let layout = layout(events, &timeline);
+/// [`trace_json`] of `events`, whose spans and marks are `timeline`.
+pub(super) fn trace_of(events: &[HistoryEvent], timeline: &Timeline) -> Value {
+    let layout = layout(events, timeline);
     let origin = layout.from_us;
     let mut out = Vec::new();
     // Processes: (host, pid) to 1, 2, ... (two hosts may have the same pid).
     let mut processes: Vec<(&str, u32)> = Vec::new();
     let mut owner_pid = Vec::new();
     for o in &layout.owners {
-        let key = (o.host, o.pid);
+        let key = (o.host.as_str(), o.pid);
         let pid = match processes.iter().position(|&p| p == key) {
             Some(i) => i + 1,
             None => {
@@ -70,7 +69,7 @@ pub(super) fn trace_of(events: &[Ev<'_>], now_us: u64) -> Value {
         }));
     }
     for m in &timeline.marks {
-        let Some((owner, lane)) = layout.mark_place(&timeline, m) else {
+        let Some((owner, lane)) = layout.mark_place(timeline, m) else {
             continue;
         };
         out.push(json!({
