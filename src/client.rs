@@ -1,9 +1,9 @@
 //! The client: configuration, command pool, pub/sub dispatcher and watchdog, shared by clones.
 
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Policy};
 use crate::config::{Config, ServerAddress};
 use crate::error::Result;
 use crate::handover::HandOvers;
@@ -290,5 +290,19 @@ impl Client {
     /// every constructor (`objects.rs`) makes its object from this, once.
     pub(crate) fn named(&self, name: &str) -> Named {
         Named::new(&self.inner.config.name_mapper, name)
+    }
+
+    /// Runs `f` on the connection for `key` with a new receipt of `receipts` and its time to
+    /// live in ms: a call made repeatable by its receipt (see [`Backend::run_receipted`]).
+    pub(crate) fn receipted<T>(
+        &self,
+        key: &str,
+        policy: Policy,
+        receipts: &keys::UnlockLatches,
+        f: impl FnMut(&mut dyn redis::ConnectionLike, &str, u64) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let inner = &self.inner;
+        let receipt = receipts.key(inner.requests.fetch_add(1, Ordering::Relaxed));
+        inner.backend.run_receipted(key, policy, receipt, f)
     }
 }

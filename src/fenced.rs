@@ -64,13 +64,16 @@ pub struct FencedResource {
     /// The name as the caller gave it.
     given: Arc<str>,
     fence: Arc<str>,
+    /// The keys of this client's receipts for writes (see `lua/fenced_write.lua`).
+    receipts: keys::UnlockLatches,
 }
 
 impl FencedResource {
     pub(crate) fn new(client: Client, name: Named) -> FencedResource {
         FencedResource {
-            client,
             fence: keys::resource_fence(&name.key).into(),
+            receipts: keys::UnlockLatches::new(&name.key, client.id()),
+            client,
             name: name.key,
             given: name.given,
         }
@@ -337,19 +340,22 @@ impl FencedResource {
 
     fn fenced(&self, op: &str, token: u64, holder: &str, value: &[u8]) -> Result<()> {
         self.check_call(token, holder)?;
-        // Sent again after an interrupted read: the script takes a token already used from the
-        // holder that used it, so the write made again is accepted and changes nothing more.
-        let backend = &self.client.inner.backend;
-        let reply: Vec<i64> = backend.run_repeatable(&self.name, Policy::Retried, |c| {
-            scripts::FENCED_WRITE
-                .key(&self.name)
-                .key(&self.fence)
-                .arg(token)
-                .arg(holder)
-                .arg(op)
-                .arg(value)
-                .invoke(c)
-        })?;
+        // Sent again after an interrupted read, with the same receipt: the first call's
+        // verdict, even if a newer token was used since it was written.
+        let receipts = &self.receipts;
+        let reply: Vec<i64> =
+            (self.client).receipted(&self.name, Policy::Retried, receipts, |c, receipt, ttl| {
+                scripts::FENCED_WRITE
+                    .key(&self.name)
+                    .key(&self.fence)
+                    .key(receipt)
+                    .arg(token)
+                    .arg(holder)
+                    .arg(op)
+                    .arg(value)
+                    .arg(ttl)
+                    .invoke(c)
+            })?;
         match reply[..] {
             [1, _] => Ok(()),
             [0, newest] => Err(self.stale(op, token, holder, newest)),

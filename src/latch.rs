@@ -1,6 +1,5 @@
 //! The count-down latch (Redisson's `RCountDownLatch`).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -333,13 +332,7 @@ impl CountDownLatch {
         &self,
         mut f: impl FnMut(&mut dyn redis::ConnectionLike, &str, u64) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let inner = &self.client.inner;
-        let receipt = self
-            .receipts
-            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
-        inner
-            .backend
-            .run_receipted(&self.name, Policy::Retried, receipt, &mut f)
+        (self.client).receipted(&self.name, Policy::Retried, &self.receipts, &mut f)
     }
 
     fn check_name(&self) -> Result<()> {

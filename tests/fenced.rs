@@ -692,3 +692,40 @@ fn a_holder_paused_past_its_lease_is_fenced_off() {
     eprintln!("paused holder: token A {token_a}, token B {token_b}, B waited {waited:?}");
     guard_b.unlock().unwrap();
 }
+
+#[test]
+fn a_write_sent_again_gets_its_first_verdict_though_a_newer_token_wrote_since() {
+    // What the library does after an interrupted read (a process stopped and resumed): the
+    // same call, with the same receipt. A newer holder may have written in between.
+    let server = RedisServer::new();
+    let mut raw = server.conn();
+    let script = redis::Script::new(concat!(
+        include_str!("../lua/fence_common.lua"),
+        include_str!("../lua/fenced_write.lua")
+    ));
+    let mut write = |token: u64, holder: &str, value: &str, receipt: &str| -> Vec<i64> {
+        script
+            .key("res")
+            .key("redlatch_fence:{res}")
+            .key(receipt)
+            .arg(token)
+            .arg(holder)
+            .arg("set")
+            .arg(value)
+            .arg(20_000)
+            .invoke(&mut raw)
+            .unwrap()
+    };
+    assert_eq!(write(5, "a", "1", "r:a-1"), [1, 0]);
+    assert_eq!(write(6, "b", "2", "r:b-1"), [1, 5]);
+    // a's first call again: written, as it was; nothing changes.
+    assert_eq!(write(5, "a", "1", "r:a-1"), [1, 0]);
+    // A new call of a's with its old token is refused.
+    assert_eq!(write(5, "a", "1", "r:a-2"), [0, 6]);
+    assert_eq!(token_of(&mut server.conn(), "res").as_deref(), Some("2"));
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("r:a-1")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(ttl > 0 && ttl <= 20_000, "{ttl}");
+}

@@ -140,14 +140,7 @@ impl RawSemaphore {
         &self,
         mut f: impl FnMut(&mut dyn redis::ConnectionLike, &str, u64) -> redis::RedisResult<T>,
     ) -> Result<T> {
-        let inner = &self.client.inner;
-        let receipt = self
-            .receipts
-            .key(inner.requests.fetch_add(1, Ordering::Relaxed));
-        let policy = self.policy();
-        inner
-            .backend
-            .run_receipted(&self.name, policy, receipt, &mut f)
+        (self.client).receipted(&self.name, self.policy(), &self.receipts, &mut f)
     }
 
     /// Deletes the count and the generation; whether the count existed. Sent again after an
