@@ -147,6 +147,20 @@ fn counters_histograms_and_gauges_by_kind_and_by_name_only_when_asked() {
     read(&snapshotter, &mut all);
     assert_eq!(all.counter("redlatch_timeouts_total", &plain_kind), 1);
 
+    // A condition wait lets the lock go and takes it back under the same guard: one hold in
+    // the gauge throughout, none after.
+    let mut guard = plain.lock().unwrap();
+    let timed_out = plain
+        .condition("fac:never")
+        .wait_for(&mut guard, Duration::from_millis(50))
+        .unwrap();
+    assert!(timed_out.timed_out());
+    read(&snapshotter, &mut all);
+    assert_eq!(all.gauge("redlatch_locks_held", &plain_kind), 1.0);
+    drop(guard);
+    read(&snapshotter, &mut all);
+    assert_eq!(all.gauge("redlatch_locks_held", &plain_kind), 0.0);
+
     // Opted in: the name too.
     let config = Config::builder(server.url().as_str())
         .metrics_lock_names(true)

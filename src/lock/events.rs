@@ -39,6 +39,10 @@ pub(crate) enum HoldEvent {
     /// A hold, taken `held` before, was found lost: its lease ran out (`expired`), or it was
     /// taken or broken behind its owner's back.
     Lost { held: Duration, expired: bool },
+    /// A condition wait released the lock its guard holds, held for `held`: the hold ends in
+    /// the history (taking the lock back begins another), while the guard, and its count in
+    /// the metrics, lives on.
+    Yielded { held: Duration },
     /// A guard let go of a hold it had for `held` with no known end: the hold goes on under
     /// another guard (a condition wait's re-acquire), or its release failed and it ends with
     /// its lease. It no longer counts as held in the metrics; the history records nothing.
@@ -115,6 +119,7 @@ impl RawLock {
                     (HistoryKind::Deadlock, Some(waited), None, false)
                 }
                 HoldEvent::Released { held } => (HistoryKind::Release, None, held, false),
+                HoldEvent::Yielded { held } => (HistoryKind::Release, None, Some(held), false),
                 HoldEvent::Lost { held, expired } => {
                     let what = if expired {
                         HistoryKind::Expired

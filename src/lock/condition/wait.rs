@@ -247,8 +247,8 @@ impl<'a, O: Ownership> Wait<'a, O> {
         match released {
             Ok(Unlocked::Released | Unlocked::Passed) => {
                 // The hold ends here in the history; taking the lock back begins another.
-                let held = Some(at.saturating_duration_since(self.guard.acquired_at));
-                raw.emit(&self.owner, at, HoldEvent::Released { held });
+                let held = at.saturating_duration_since(self.guard.acquired_at);
+                raw.emit(&self.owner, at, HoldEvent::Yielded { held });
                 Ok(())
             }
             Err(Error::Closed) => {
