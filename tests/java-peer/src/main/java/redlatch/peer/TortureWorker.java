@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 
 import org.redisson.Redisson;
@@ -261,8 +262,9 @@ public final class TortureWorker {
                     Thread.sleep(pauseMs);
                     wstart = System.nanoTime();
                     List<Object> reply = script.eval(key, RScript.Mode.READ_WRITE, fenceScript,
-                        LIST, Arrays.<Object>asList(key, fence(key)),
-                        Long.toString(token), holder, "set", Long.toString(value + 1));
+                        LIST, Arrays.<Object>asList(key, fence(key), receipt(key)),
+                        Long.toString(token), holder, "set", Long.toString(value + 1),
+                        RECEIPT_TTL_MS);
                     wend = System.nanoTime();
                     write = ((Number) reply.get(0)).longValue() == 1 ? "acc" : "rej";
                 }
@@ -324,6 +326,16 @@ public final class TortureWorker {
 
     private static String readFile(String path) throws java.io.IOException {
         return new String(Files.readAllBytes(Paths.get(path)), StandardCharsets.UTF_8);
+    }
+
+    /** How long a fenced write's receipt is kept, ms (as redlatch's RECEIPT_TTL). */
+    private static final String RECEIPT_TTL_MS = "20000";
+    private static final AtomicLong RECEIPTS = new AtomicLong();
+
+    /** A new receipt of a fenced write of {@code key}, as redlatch's FencedResource names them. */
+    private static String receipt(String key) {
+        String tagged = key.contains("{") ? key : "{" + key + "}";
+        return "redisson_unlock_latch:" + tagged + ":" + clientId + "-" + RECEIPTS.incrementAndGet();
     }
 
     /** The fence of a fenced value, as redlatch's FencedResource names it. */
