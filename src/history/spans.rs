@@ -6,7 +6,7 @@
 //! other guards report later are the same loss). A wait runs from a wait event to the
 //! acquire, timeout or deadlock that ends it; without a wait event (its start fell outside
 //! the events read, or was left out of the stream because its end was written with it), from
-//! its call when the call took 1 ms or more. An end whose acquire came before the events is a
+//! its call when the call took 1 ms or more (and, for an acquire, found the lock busy). An end whose acquire came before the events is a
 //! hold of its recorded length, merged with the last hold of its track where they overlap
 //! (nested guards). Spans still open after the last event end at `now_us`. A track is one
 //! owner's events on one lock in one mode (a read-write lock's read and write holds are two).
@@ -183,11 +183,14 @@ fn order(s: &Span) -> (u64, u64, &str, &str, bool) {
 
 impl Timeline {
     /// `ev` (acquire, timeout, deadlock) ends the track's wait, if any: from its wait event,
-    /// or without one, from its call when that took [`MIN_WAIT_US`] or more.
+    /// or without one, from its call when that took [`MIN_WAIT_US`] or more (and, for an
+    /// acquire, found the lock busy).
     fn end_wait(&mut self, track: &mut Track<'_>, ev: &HistoryEvent, outcome: &'static str) {
+        // An acquire waited only if it found the lock busy (a slow call is no wait).
+        let waited = ev.contended || ev.kind != HistoryKind::Acquire;
         let start = match (track.wait.take(), ev.waited_us) {
             (Some(w), _) => w.at_us,
-            (None, Some(waited)) if waited >= MIN_WAIT_US => ev.at_us.saturating_sub(waited),
+            (None, Some(us)) if waited && us >= MIN_WAIT_US => ev.at_us.saturating_sub(us),
             _ => return,
         };
         let start = start.min(ev.at_us);

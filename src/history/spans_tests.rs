@@ -55,6 +55,11 @@ impl HistoryEvent {
         self.held_us = Some(us);
         self
     }
+
+    fn contended(mut self) -> Self {
+        self.contended = true;
+        self
+    }
 }
 
 /// The span expected of `who`, from `start` to `end` µs after [`T0`].
@@ -85,7 +90,10 @@ fn spans_of_turns_waits_reentry_loss_and_deadlock() {
         ev(&A, 5000, Release, ledger).held(5000),
         ev(&B, 5200, Acquire, ledger).waited(4200),
         ev(&B, 9000, Lost, ledger).held(3800),
-        ev(&A, 9500, Acquire, ledger).waited(2000),
+        ev(&A, 9500, Acquire, ledger).waited(2000).contended(),
+        // A slow call that found the lock free is no wait.
+        ev(&B, 9600, Acquire, ("slow", "plain")).waited(3000),
+        ev(&B, 9700, Release, ("slow", "plain")).held(100),
         ev(&B, 10_000, Acquire, accts).waited(0),
         ev(&B, 11_000, Wait, ledger),
         ev(&A, 12_000, Wait, accts),
@@ -104,6 +112,7 @@ fn spans_of_turns_waits_reentry_loss_and_deadlock() {
             expect(&B, Hold, ledger, (5200, 9000), "lost"),
             expect(&A, SpanKind::Wait, ledger, (7500, 9500), "acquired"),
             expect(&A, Hold, ledger, (9500, 20_000), "held"),
+            expect(&B, Hold, ("slow", "plain"), (9600, 9700), "released"),
             expect(&B, Hold, accts, (10_000, 16_000), "released"),
             expect(&B, SpanKind::Wait, ledger, (11_000, 15_000), "gave_up"),
             expect(&A, SpanKind::Wait, accts, (12_000, 14_000), "deadlock"),

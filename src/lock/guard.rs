@@ -103,6 +103,42 @@ pub(crate) enum End {
     Unknown,
 }
 
+impl End {
+    /// The end at `at` of a hold taken at `acquired_at`, as an event.
+    fn event(self, acquired_at: Instant, at: Instant) -> HoldEvent {
+        let held = at.saturating_duration_since(acquired_at);
+        match self {
+            End::Released => HoldEvent::Released { held: Some(held) },
+            End::Lost { expired } => HoldEvent::Lost { held, expired },
+            End::Unknown => HoldEvent::Forgotten { held },
+        }
+    }
+}
+
+/// A hold whose guard let go of it ([`LockGuard::let_go`]): no longer renewed nor counted as
+/// a guard's, its end still to report.
+pub(crate) struct LetGo<O: Ownership> {
+    lock: Lock<O>,
+    owner: Arc<str>,
+    acquired_at: Instant,
+    /// When it was last known held.
+    confirmed: Instant,
+}
+
+impl<O: Ownership> LetGo<O> {
+    /// Reports its end at `at`, as `end` says, labelled `label`.
+    pub(super) fn ended(self, label: &'static str, at: Instant, end: End) {
+        let event = end.event(self.acquired_at, at);
+        self.lock.raw.emit_as(label, &self.owner, at, event);
+    }
+
+    /// When a release sent at `sent` that found it gone says it was lost: the last time it
+    /// was known held (as a guard's release stamps it).
+    pub(super) fn lost_by(&self, sent: Instant) -> Instant {
+        self.confirmed.min(sent)
+    }
+}
+
 impl<O: Ownership> LockGuard<O> {
     /// The one guard constructor: every acquire path ends here. `sent_at` is when the
     /// successful acquire was sent, so the lease started no earlier.
@@ -396,15 +432,27 @@ impl<O: Ownership> LockGuard<O> {
     /// joins another guard's (the acquire that ends a condition wait).
     pub(super) fn dissolve(self) {
         let label = self.lock.raw.kind.label();
-        self.dissolve_ended(label, Instant::now(), End::Unknown);
+        self.let_go().ended(label, Instant::now(), End::Unknown);
     }
 
-    /// Forgets this guard whose hold its caller released (or found lost) with others in one
-    /// call (a lock set's, whose holds are reported as `label`): it ended at `at` as `end`
-    /// says.
-    pub(super) fn dissolve_ended(self, label: &'static str, at: Instant, end: End) {
-        let end = self.end(at, end);
-        self.dissolve_as(label, at, end);
+    /// Forgets this guard without releasing its hold or keeping it renewed, for a caller that
+    /// releases it with others in one call (a lock set's) and reports its end then.
+    pub(super) fn let_go(mut self) -> LetGo<O> {
+        self.released = true;
+        let watchdog = &self.lock.raw.key.client.inner.watchdog;
+        if let Some(w) = self.watch.take() {
+            watchdog.unwatch(w);
+        }
+        if self.lock.lease.is_some() {
+            let field = self.lock.raw.field(&self.owner).into();
+            watchdog.count_explicit(&self.lock.raw.key.name, field, false);
+        }
+        LetGo {
+            lock: self.lock.clone(),
+            owner: Arc::clone(&self.owner),
+            acquired_at: self.acquired_at,
+            confirmed: self.lease.confirmed(),
+        }
     }
 
     /// Forgets this guard whose hold was found lost before its caller released it with
@@ -414,7 +462,7 @@ impl<O: Ownership> LockGuard<O> {
             return Some(self);
         };
         let (at, expired) = self.loss(reason);
-        self.dissolve_ended(label, at, End::Lost { expired });
+        self.let_go().ended(label, at, End::Lost { expired });
         None
     }
 
@@ -429,22 +477,6 @@ impl<O: Ownership> LockGuard<O> {
             LostReason::NotHeld => (self.lease.confirmed(), false),
         };
         (at.min(Instant::now()), expired)
-    }
-
-    /// Forgets this guard, its hold's end reported as `end` (its acquire was counted: so is
-    /// its end, and the held-locks gauge stays right).
-    fn dissolve_as(mut self, label: &'static str, at: Instant, end: HoldEvent) {
-        self.released = true;
-        let inner = &self.lock.raw.key.client.inner;
-        self.lock.raw.emit_as(label, &self.owner, at, end);
-        let watchdog = &inner.watchdog;
-        if let Some(w) = self.watch.take() {
-            watchdog.unwatch(w);
-        }
-        if self.lock.lease.is_some() {
-            let field = self.lock.raw.field(&self.owner).into();
-            watchdog.count_explicit(&self.lock.raw.key.name, field, false);
-        }
     }
 
     /// Why the hold is lost, if it is: its lease says so, or the client was closed (which
@@ -480,17 +512,8 @@ impl<O: Ownership> LockGuard<O> {
     /// Reports the end of this hold at `at`: released (`lost` is `None`), or lost (`true`
     /// if its lease ran out).
     fn ended(&self, at: Instant, end: End) {
-        self.lock.raw.emit(&self.owner, at, self.end(at, end));
-    }
-
-    /// This hold's `end` at `at`, as an event.
-    fn end(&self, at: Instant, end: End) -> HoldEvent {
-        let held = at.saturating_duration_since(self.acquired_at);
-        match end {
-            End::Released => HoldEvent::Released { held: Some(held) },
-            End::Lost { expired } => HoldEvent::Lost { held, expired },
-            End::Unknown => HoldEvent::Forgotten { held },
-        }
+        let event = end.event(self.acquired_at, at);
+        self.lock.raw.emit(&self.owner, at, event);
     }
 
     fn release(&mut self) -> Result<()> {

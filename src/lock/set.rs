@@ -260,28 +260,41 @@ impl LockSet {
             Attempted::Taken(guard) => return taken(guard, false),
             Attempted::Busy { index, .. } => (None, index),
         };
-        // The wait for the lock found busy last ends without the set: it ran out
-        // (`timed_out`), or failed with `error`.
-        let gave_up = |busy: usize, timed_out: bool, error: Option<&Error>| {
-            let waited = started.elapsed();
+        // The locks whose wait began (each found busy in turn), oldest first.
+        let mut waited_on: Vec<usize> = Vec::new();
+        // The wait ends without the set: it ran out (`timed_out`), or failed with `error`.
+        // The last lock found busy takes the outcome (and the timeout, in the metrics); the
+        // waits for those before it end as given up.
+        let gave_up = |waited_on: &[usize], timed_out: bool, error: Option<&Error>| {
+            let (waited, now) = (started.elapsed(), Instant::now());
+            let Some((&last, before)) = waited_on.split_last() else {
+                return;
+            };
+            for &i in before {
+                let event = HoldEvent::GaveUp {
+                    waited,
+                    timed_out: false,
+                };
+                self.locks[i].raw.emit_as(LABEL, &owner, now, event);
+            }
             let event = match error {
                 Some(Error::Deadlock { .. }) => HoldEvent::Deadlock { waited },
                 _ => HoldEvent::GaveUp { waited, timed_out },
             };
-            self.locks[busy]
-                .raw
-                .emit_as(LABEL, &owner, Instant::now(), event);
+            self.locks[last].raw.emit_as(LABEL, &owner, now, event);
         };
         if deadline.is_some_and(|d| Instant::now() >= d) {
             if waits {
-                gave_up(busy, true, None);
+                gave_up(&[busy], true, None);
             }
             return Ok(None);
         }
-        self.locks[busy]
-            .raw
-            .emit_as(LABEL, &owner, Instant::now(), HoldEvent::Waiting);
         loop {
+            if !waited_on.contains(&busy) {
+                waited_on.push(busy);
+                let raw = &self.locks[busy].raw;
+                raw.emit_as(LABEL, &owner, Instant::now(), HoldEvent::Waiting);
+            }
             let name = &self.locks[busy].raw.key.name;
             let channel = keys::lock_channel(name);
             // A thread that holds other locks while it waits for the set's busy one may be
@@ -310,13 +323,13 @@ impl LockSet {
                     None => tried,
                 })
             })
-            .inspect_err(|e| gave_up(busy, false, Some(e)))?;
+            .inspect_err(|e| gave_up(&waited_on, false, Some(e)))?;
             drop(checks);
             match (got.take(), next) {
                 (Some(guard), _) => return taken(guard, true),
                 (None, Some(index)) if done => busy = index,
                 _ => {
-                    gave_up(busy, true, None);
+                    gave_up(&waited_on, true, None);
                     return Ok(None);
                 }
             }

@@ -219,7 +219,9 @@ impl LockSetGuard {
                 client.get_or_insert_with(|| lock.raw.key.client.clone());
                 owner.get_or_insert_with(|| Arc::clone(&hold.owner));
                 names.push((i, name));
-                kept.push(hold);
+                // No longer renewed before the release (a renewal racing it would find the
+                // lock gone and call the hold lost); its end is reported after.
+                kept.push(hold.let_go());
             }
             let (Some(client), Some(owner)) = (client, owner) else {
                 continue;
@@ -227,15 +229,15 @@ impl LockSetGuard {
             let keys: Vec<Arc<str>> = names.iter().map(|(_, n)| Arc::clone(n)).collect();
             let sent = Instant::now();
             let unlocked = unlock_group(&client, &keys, &owner, lease);
-            // Each hold ends as the call says: released, found lost, or unknown (its release
-            // failed: it ends with its lease).
-            let mut ends = vec![End::Released; kept.len()];
+            // Each hold ends as the call says: released, found lost (when last known held),
+            // or unknown (its release failed: it ends with its lease).
+            let mut ends = vec![(sent, End::Released); kept.len()];
             match unlocked {
                 Ok(not_held) => {
                     for at in not_held {
                         let (i, name) = &names[at];
                         failures.push(lost(*i, name));
-                        ends[at] = End::Lost { expired: false };
+                        ends[at] = (kept[at].lost_by(sent), End::Lost { expired: false });
                     }
                 }
                 Err(e) => {
@@ -246,11 +248,11 @@ impl LockSetGuard {
                     for (i, name) in names {
                         failures.push((format!("#{i} `{name}`"), e.clone()));
                     }
-                    ends.fill(End::Unknown);
+                    ends.fill((sent, End::Unknown));
                 }
             }
-            for (hold, end) in kept.into_iter().zip(ends) {
-                hold.dissolve_ended(LABEL, sent, end);
+            for (hold, (at, end)) in kept.into_iter().zip(ends) {
+                hold.ended(LABEL, at, end);
             }
         }
         if failures.is_empty() {

@@ -67,6 +67,7 @@ fn ev(
 trait Lasted {
     fn waited(self, us: u64) -> Self;
     fn held(self, us: u64) -> Self;
+    fn contended(self) -> Self;
 }
 
 impl Lasted for HistoryEvent {
@@ -77,6 +78,11 @@ impl Lasted for HistoryEvent {
 
     fn held(mut self, us: u64) -> Self {
         self.held_us = Some(us);
+        self
+    }
+
+    fn contended(mut self) -> Self {
+        self.contended = true;
         self
     }
 }
@@ -97,7 +103,9 @@ fn scenario() -> Vec<HistoryEvent> {
         ev(&A, 5000, RELEASE, ledger, "plain").held(5000),
         ev(&B, 5200, ACQUIRE, ledger, "plain").waited(4200),
         ev(&B, 9000, LOST, ledger, "plain").held(3800),
-        ev(&A, 9500, ACQUIRE, ledger, "plain").waited(2000),
+        ev(&A, 9500, ACQUIRE, ledger, "plain")
+            .waited(2000)
+            .contended(),
         ev(&B, 10_000, ACQUIRE, ACCTS, "fair").waited(0),
         ev(&B, 11_000, WAIT, ledger, "plain"),
         ev(&A, 12_000, WAIT, ACCTS, "fair"),
