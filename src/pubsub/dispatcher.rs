@@ -11,7 +11,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::{Condvar, Mutex};
 
 use super::node_waiter::NodeWaiter;
-use super::vocabulary::{Alarms, Ear, Heard, Interest, Overheard, Wake, Wakeup};
+use super::vocabulary::{Alarms, Ear, Heard, Interest, Wake, Wakeup};
 use crate::metrics::Recorder;
 
 /// How a client hears of releases: [`PubSub`](super::PubSub), one plain connection (a single
@@ -147,18 +147,13 @@ impl Dispatcher {
         self.observer(channel, wake, Ear::Feed(heard))
     }
 
-    /// Registers an observer on `channel` (whose waiters wake as `wake` says) for the calling
-    /// thread's wait on another channel: each message of `channel` marks `overheard` and
-    /// nudges the thread (its block returns [`Wakeup::Nudged`], at once if it is not
-    /// blocked), taking no wake-up from the channel's waiters. A sharded observer follows a
-    /// move at [`Observer::follow`]. `None` once closed.
-    pub(crate) fn overhear(
-        &self,
-        channel: &str,
-        wake: Wake,
-        overheard: Arc<Overheard>,
-    ) -> Option<Observer> {
-        self.observer(channel, wake, Ear::Thread(overheard))
+    /// Registers an observer on `channel` (whose waiters wake as `wake` says) for a wait on
+    /// another channel: each message of `channel` puts a token in `slot` (which the wait
+    /// blocks on too, as [`Alarms::ear`]: its block returns [`Wakeup::Overheard`]), taking no
+    /// wake-up from the channel's waiters. A sharded observer follows a move at
+    /// [`Observer::follow`]. `None` once closed.
+    pub(crate) fn overhear(&self, channel: &str, wake: Wake, slot: Sender<()>) -> Option<Observer> {
+        self.observer(channel, wake, Ear::Slot(slot))
     }
 
     fn observer(&self, channel: &str, wake: Wake, ear: Ear) -> Option<Observer> {
@@ -308,6 +303,7 @@ impl Observer {
         let alarms = Alarms {
             interruption: Arc::default(),
             closed: Arc::clone(closed),
+            ear: None,
         };
         self.registration.block_until(Instant::now(), &alarms);
     }

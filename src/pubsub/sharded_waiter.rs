@@ -165,6 +165,8 @@ impl ShardedWaiter {
                 // A lock passed to this thread in-process: it needs no subscription to
                 // see it, so the caller looks now, not once the registration is good again.
                 Wakeup::Nudged if !self.observes() => return got,
+                // The wait's other channel: its caller decides.
+                Wakeup::Overheard => return got,
                 // An observer waits for no lock: to it, a nudge is a plain wake-up.
                 Wakeup::Woken | Wakeup::Nudged => {
                     woken = true;

@@ -83,6 +83,24 @@ fn an_interrupted_or_closed_waiter_hands_its_wake_up_on() {
 }
 
 #[test]
+fn a_wake_up_and_an_overheard_message_are_told_apart() {
+    // The second of a fair queue also hears the head's channel, in a slot of its own: a
+    // release to it that comes before it read what it overheard is not hidden by it.
+    let ps = offline();
+    let mut a = ps.register("c");
+    let (ear_tx, ear_rx) = crossbeam_channel::bounded(1);
+    let mut alarms = Alarms::none();
+    alarms.ear = Some(ear_rx);
+    ear_tx.try_send(()).unwrap();
+    ps.shared.route(message("c", "0"));
+    let soon = Instant::now() + Duration::from_secs(5);
+    assert_eq!(a.wait_until(soon, &alarms), Wakeup::Woken, "its own first");
+    assert_eq!(a.wait_until(soon, &alarms), Wakeup::Overheard);
+    let now = Instant::now();
+    assert_eq!(a.wait_until(now, &alarms), Wakeup::Deadline);
+}
+
+#[test]
 fn an_interrupt_wakes_a_blocked_waiter_through_its_slot() {
     let ps = offline();
     let mut a = ps.register("c");

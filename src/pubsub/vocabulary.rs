@@ -68,11 +68,15 @@ impl Mode {
 
 /// What a blocked waiter listens to besides its channel: the waiting thread's interrupt and
 /// its client's close. Both wake the waiter through its own slot, so that a block is one
-/// plain receive; the wait function decides what they mean.
+/// plain receive; the wait function decides what they mean. And, for a wait that overhears
+/// another channel (see `wait.rs`), that channel's slot of its own, kept apart from the
+/// waiter's so that neither's wake-up hides the other's.
 pub(crate) struct Alarms {
     pub(crate) interruption: Arc<Interruption>,
     /// Set when the client is closed (which then wakes every registered waiter).
     pub(crate) closed: Arc<AtomicBool>,
+    /// The overheard channel's slot ([`Ear::Slot`]): a token there is [`Wakeup::Overheard`].
+    pub(crate) ear: Option<Receiver<()>>,
 }
 
 impl Alarms {
@@ -81,6 +85,7 @@ impl Alarms {
         Alarms {
             interruption: Interruption::current(),
             closed: Arc::clone(closed),
+            ear: None,
         }
     }
 
@@ -90,6 +95,7 @@ impl Alarms {
         Alarms {
             interruption: Arc::default(),
             closed: Arc::default(),
+            ear: None,
         }
     }
 
@@ -125,13 +131,22 @@ impl Alarms {
         if self.interruption.take_nudge() {
             return (Wakeup::Nudged, false);
         }
-        let took = rx.recv_deadline(deadline).is_ok();
+        let (took, overheard) = match &self.ear {
+            None => (rx.recv_deadline(deadline).is_ok(), false),
+            // The waiter's own slot first: its wake-up is worth more than the ear's.
+            Some(ear) => crossbeam_channel::select_biased! {
+                recv(rx) -> got => (got.is_ok(), false),
+                recv(ear) -> got => (false, got.is_ok()),
+                default(deadline.saturating_duration_since(Instant::now())) => (false, false),
+            },
+        };
         drop(armed);
         let nudged = self.interruption.take_nudge();
         match self.raised() {
             Some(alarm) => (alarm, took),
             None if nudged => (Wakeup::Nudged, took),
             None if took => (Wakeup::Woken, true),
+            None if overheard => (Wakeup::Overheard, false),
             None => (Wakeup::Deadline, false),
         }
     }
@@ -178,6 +193,8 @@ pub(crate) enum Wakeup {
     Nudged,
     /// The deadline passed.
     Deadline,
+    /// A message came on the channel the wait overhears ([`Alarms::ear`]).
+    Overheard,
     /// The interrupt alarm went off (perhaps a stale one: the wait function checks).
     Interrupt,
     /// The client was closed.
@@ -190,7 +207,7 @@ impl Wakeup {
     /// [`Error::Interrupted`].
     pub(crate) fn outcome(self, alarms: &Alarms) -> Result<bool> {
         match self {
-            Wakeup::Woken | Wakeup::Nudged => Ok(true),
+            Wakeup::Woken | Wakeup::Nudged | Wakeup::Overheard => Ok(true),
             Wakeup::Deadline => Ok(false),
             Wakeup::Closed => Err(Error::Closed),
             Wakeup::Interrupt => {
@@ -233,31 +250,9 @@ pub(crate) struct Interest {
 pub(crate) enum Ear {
     /// Each message is sent here, named by its channel (a [`Watch`](crate::Watch)'s feed).
     Feed(Sender<Heard>),
-    /// Each message is marked here and nudges the thread's wait (see [`Overheard`]).
-    Thread(Arc<Overheard>),
-}
-
-/// What a waiter that listens on a channel besides its own (the second of a fair queue, on
-/// the head's) hears there: a mark, and a nudge of its thread's wait (see
-/// [`Interruption::nudge`]), which tells it from its own wake-ups by the mark.
-pub(crate) struct Overheard {
-    thread: Arc<Interruption>,
-    heard: AtomicBool,
-}
-
-impl Overheard {
-    /// For the calling thread's wait.
-    pub(crate) fn for_this_thread() -> Overheard {
-        Overheard {
-            thread: Interruption::current(),
-            heard: AtomicBool::new(false),
-        }
-    }
-
-    /// Takes the mark: true if a message came since the last take.
-    pub(crate) fn take(&self) -> bool {
-        self.heard.swap(false, Ordering::SeqCst)
-    }
+    /// Each message puts a token in this slot (one at most), which the wait that overhears
+    /// the channel blocks on beside its own ([`Alarms::ear`]).
+    Slot(Sender<()>),
 }
 
 impl Ear {
@@ -270,9 +265,8 @@ impl Ear {
                     channel: channel.to_owned(),
                 });
             }
-            Ear::Thread(overheard) => {
-                overheard.heard.store(true, Ordering::SeqCst);
-                overheard.thread.nudge();
+            Ear::Slot(slot) => {
+                let _ = slot.try_send(());
             }
         }
     }

@@ -38,11 +38,12 @@
 //! interrupt and the close still cut short. It counts in the `waiting` gauge from its first
 //! re-check on, as any waiter; a release is then seen at its next attempt, not at once.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::{bounded, Receiver, Sender};
+
 use super::dispatcher::{Dispatcher, Observer};
-use super::vocabulary::{Overheard, Wake, Wakeup};
+use super::vocabulary::{Wake, Wakeup};
 use crate::error::{Error, Result};
 use crate::time::MAX_DURATION;
 use crate::trace;
@@ -210,7 +211,7 @@ fn block(
     attempt: &mut dyn FnMut() -> Result<Tried>,
     mut last: Tried,
 ) -> Result<bool> {
-    let alarms = dispatcher.alarms();
+    let mut alarms = dispatcher.alarms();
     if alarms.interruption.take() {
         return Err(Error::Interrupted);
     }
@@ -226,6 +227,7 @@ fn block(
     let mut ear = Ear::default();
     loop {
         ear.follow(dispatcher, channel.wake, last.overhear.take());
+        alarms.ear = ear.slot();
         let now = Instant::now();
         let bound = now + last.within.unwrap_or(MAX_DURATION);
         let mut until = deadline.map_or(bound, |d| d.min(bound));
@@ -233,7 +235,7 @@ fn block(
         let woke = loop {
             match waiter.block_until(until, &alarms) {
                 // Overheard: re-check after the grace (sooner if woken on the own channel).
-                Wakeup::Nudged if ear.heard() => {
+                Wakeup::Overheard => {
                     if !graced {
                         graced = true;
                         until = until.min(Instant::now() + OVERHEARD_GRACE);
@@ -243,7 +245,7 @@ fn block(
             }
         };
         match woke {
-            Wakeup::Woken | Wakeup::Nudged | Wakeup::Deadline => {}
+            Wakeup::Woken | Wakeup::Nudged | Wakeup::Deadline | Wakeup::Overheard => {}
             Wakeup::Closed => return Err(Error::Closed),
             Wakeup::Interrupt => {
                 alarms.interruption.take();
@@ -284,42 +286,51 @@ fn block(
 /// less than this, overhearing costs no call.
 const OVERHEARD_GRACE: Duration = Duration::from_millis(500);
 
-/// The observer on the channel the last attempt asked to overhear, if any, and its mark.
+/// The observer on the channel the last attempt asked to overhear, if any, and the slot its
+/// messages go to, which the wait blocks on beside the waiter's own
+/// ([`Alarms::ear`](super::vocabulary::Alarms::ear)).
 struct Ear {
     on: Option<(String, Observer)>,
-    overheard: Arc<Overheard>,
+    slot: (Sender<()>, Receiver<()>),
 }
 
 impl Default for Ear {
     fn default() -> Ear {
         Ear {
             on: None,
-            overheard: Arc::new(Overheard::for_this_thread()),
+            slot: bounded(1),
         }
     }
 }
 
 impl Ear {
-    /// Whether a message was overheard since the last call.
-    fn heard(&self) -> bool {
-        self.on.is_some() && self.overheard.take()
+    /// The slot to block on beside the waiter's own, while an observer listens.
+    fn slot(&self) -> Option<Receiver<()>> {
+        self.on.as_ref().map(|_| self.slot.1.clone())
     }
 
     /// Listens on `channel` (whose waiters wake as `wake` says), or on nothing: the observer
-    /// on another channel goes first; the one on this channel stays (following a move).
+    /// on another channel goes first (with what it heard); the one on this channel stays
+    /// (following a move).
     fn follow(&mut self, dispatcher: &Dispatcher, wake: Wake, channel: Option<String>) {
         match (&mut self.on, channel) {
             (Some((on, observer)), Some(channel)) if *on == channel => {
                 observer.follow(&dispatcher.closed_flag());
             }
-            (_, None) => self.on = None,
+            (_, None) => self.forget(),
             (_, Some(channel)) => {
-                self.on = None;
-                let overheard = Arc::clone(&self.overheard);
+                self.forget();
+                let slot = self.slot.0.clone();
                 self.on = dispatcher
-                    .overhear(&channel, wake, overheard)
+                    .overhear(&channel, wake, slot)
                     .map(|o| (channel, o));
             }
         }
+    }
+
+    /// Stops listening, and forgets a message heard and not yet taken.
+    fn forget(&mut self) {
+        self.on = None;
+        let _ = self.slot.1.try_recv();
     }
 }
