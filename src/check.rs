@@ -1,6 +1,6 @@
 //! [`Client::check`]: what in a deployment threatens the locks on it, each finding with what
 //! to do. The facts are read from every master (`CONFIG GET`, `INFO`, `TIME`); judging them
-//! is a pure function of those facts and the client's configuration ([`assess`]). And
+//! is a pure function of those facts and the client's configuration (`assess`). And
 //! [`Client::ping`]: whether the deployment answers at all.
 
 use std::fmt;

@@ -2,14 +2,15 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::backend::{Backend, Policy};
 use crate::config::{Config, ServerAddress};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::extensions::Extensions;
 use crate::handover::HandOvers;
-use crate::history::{History, FLUSH_EVERY};
+use crate::history::{self, History, HistoryEvent, FLUSH_EVERY};
 use crate::keys;
-use crate::lock::RecordedOrders;
 use crate::metrics::{Metrics, Recorder};
 use crate::names::Named;
 use crate::pubsub::Dispatcher;
@@ -50,8 +51,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: Arc<Recorder>,
     /// This client's threads waiting for a lock that a release here may pass to them.
     pub(crate) handovers: HandOvers,
-    /// The lock-order pairs this client has recorded (`lock_order_checks`).
-    pub(crate) orders: RecordedOrders,
+    /// What features above the client keep per client (the lock-order pairs recorded).
+    pub(crate) extensions: Extensions,
     /// This client's history recorder, when it records one (`history`).
     pub(crate) history: Option<Arc<History>>,
     /// Whether a wait on a semaphore nobody set up was warned of (once per client; later
@@ -147,7 +148,7 @@ impl Client {
                 backend,
                 metrics,
                 handovers: HandOvers::default(),
-                orders: RecordedOrders::default(),
+                extensions: Extensions::default(),
                 history,
                 unset_warned: AtomicBool::new(false),
             }),
@@ -304,5 +305,73 @@ impl Client {
         let inner = &self.inner;
         let receipt = receipts.key(inner.requests.fetch_add(1, Ordering::Relaxed));
         inner.backend.run_receipted(key, policy, receipt, f)
+    }
+}
+
+/// Reading history back: the recorder's own folder reads; the client names whose.
+impl Client {
+    /// Every recorded event of the lock `name` still kept, from every client's history
+    /// stream, oldest first: what `redlatch history NAME` prints. Only clients with
+    /// [`history`](crate::ConfigBuilder::history) on record events; each stream keeps its
+    /// latest events (10,000 unless set) for a day past its last write.
+    ///
+    /// It costs one pass of `SCAN` over each master's keyspace, and per client that records,
+    /// one `XRANGE` of its stream and one read of who it is: a tool for operators.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for an empty name; connection errors and timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// for event in client.history("ledger")? {
+    ///     println!("{} {} {} ({})", event.at_us, event.kind, event.owner, event.thread);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn history(&self, name: &str) -> Result<Vec<HistoryEvent>> {
+        if name.is_empty() {
+            return Err(Error::invalid("name must not be empty"));
+        }
+        let key = self.inner.config.name_mapper.map(name);
+        history::read(
+            &self.inner.backend,
+            &self.inner.config.name_mapper,
+            Some(&key),
+            0,
+        )
+    }
+
+    /// Every recorded event of the last `window`, of every lock, oldest first (what
+    /// `redlatch top` computes rates and blame from). As [`history`](Self::history), for all
+    /// locks.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a window over a year; connection errors and timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let minute = client.recent_history(Duration::from_secs(60))?;
+    /// println!("{} events in the last minute", minute.len());
+    /// # Ok(()) }
+    /// ```
+    pub fn recent_history(&self, window: Duration) -> Result<Vec<HistoryEvent>> {
+        crate::time::check_duration("window", window)?;
+        let since =
+            history::server_time_us(&self.inner.backend)?.saturating_sub(window.as_micros() as u64);
+        history::read(
+            &self.inner.backend,
+            &self.inner.config.name_mapper,
+            None,
+            since,
+        )
     }
 }

@@ -33,7 +33,7 @@ pub(crate) const SEMAPHORE_CHANNEL: &str = "redisson_sc";
 pub(crate) const SEMAPHORE_GENERATION: &str = "redlatch_semaphore";
 /// Prefix of a [`FencedResource`](crate::FencedResource)'s fence (ours, not Redisson's).
 pub(crate) const RESOURCE_FENCE: &str = "redlatch_fence";
-/// Prefix of the channel a [`Watch`](crate::Watch) subscribes beside each channel it
+/// Prefix of the channel a [`Watch`](crate::watch::Watch) subscribes beside each channel it
 /// observes (ours, not Redisson's): see [`watch_channel`].
 pub(crate) const WATCH_CHANNEL: &str = "redlatch_watch";
 /// Prefix of a lock condition's waiters (ours, not Redisson's): see [`condition_waiters`].

@@ -179,22 +179,28 @@
 //!
 //! # Operating locks
 //!
-//! [`Client::inspect`] reads what a name holds ([`Inspection`]: its [`Kind`], holders with
+//! [`Client::inspect`] reads what a name holds ([`inspect::Inspection`]: its kind, holders with
 //! client id, thread and hold count, lease, fair queue, readers, permits, count, fencing
 //! token) from its keys; [`Client::list`] finds them by pattern with `SCAN`;
-//! [`Client::watch`] follows one live ([`Event`]s). Each client names its connections
+//! [`Client::watch`] follows one live ([`watch::Event`]s). Each client names its connections
 //! `<prefix>:<client id>` ([`ConfigBuilder::client_name`]), so [`Client::connections`] and
-//! [`Inspection::trace`] tell which host and process a holder or waiter is, or that its
+//! [`Inspection::trace`](inspect::Inspection::trace) tell which host and process a holder or waiter is, or that its
 //! client is gone. The `redlatch` binary (`cargo install redlatch --features cli`) does all
 //! this from a shell, breaks stuck locks, and runs commands under a lock. See the guide's
 //! [operating chapter](_guide::operating).
+//!
+//! The crate's root holds the locks and synchronizers, their guards, the client and its
+//! configuration; what an operator reads lives in a module per view: [`inspect`],
+//! [`watch`], [`history`] (with the spans both `top` and the timeline draw), [`top`],
+//! [`deadlock`] (the wait-for graph), [`order`] (lock-order warnings), [`check`] and
+//! [`metrics`].
 //!
 //! # Cargo features
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `tls` | yes | `rediss://` addresses, your own CA, client certificates |
-//! | `serde` | no | `Serialize` on [`Inspection`], [`Event`], [`Metrics`] and what they hold |
+//! | `serde` | no | `Serialize` on every report type ([`inspect`], [`watch`], [`metrics`], [`history`], [`top`], [`deadlock`], [`order`]) |
 //! | `metrics` | no | counters, histograms and gauges through the [`metrics`](https://docs.rs/metrics) facade, labelled by lock kind ([`ConfigBuilder::metrics_lock_names`] adds the name) |
 //! | `tracing` | no | [`tracing`](https://docs.rs/tracing) spans at `debug` level: `redlatch.acquire` (fields `name`, `kind`, `lease_ms`, `outcome`, `waited_ms`, `hold_count`) with `redlatch.wait` inside it, `redlatch.release` (`name`, `kind`, `outcome`), `redlatch.renewal` (`holds`, `renewed`, `failed`); a `warn` event for a lost hold (`name`, `owner`, `reason`). `log` goes on as without it |
 //! | `cli` | no | the `redlatch` binary (clap, serde_json); library users do not build it |
@@ -299,27 +305,29 @@
 pub mod _guide;
 mod backend;
 mod backoff;
-mod check;
+pub mod check;
 mod client;
 mod config;
+pub mod deadlock;
 mod election;
 mod error;
+mod extensions;
 mod fenced;
+mod glob;
 mod handover;
 pub mod history;
-mod inspect;
+pub mod inspect;
 mod interrupt;
 mod keys;
 mod latch;
 mod list;
 mod lock;
-mod metrics;
+pub mod metrics;
 mod names;
 mod net;
 mod objects;
-mod orders;
+pub mod order;
 mod pubsub;
-mod scan;
 mod scripts;
 mod semaphore;
 #[cfg(feature = "serde")]
@@ -327,38 +335,105 @@ mod ser;
 #[cfg(test)]
 mod testing;
 mod time;
-mod timeline;
-mod top;
+pub mod top;
 mod trace;
-mod waits;
-mod watch;
+pub mod watch;
 mod watchdog;
 mod whoami;
 
 pub use backoff::Backoff;
-pub use check::{Finding, Risk};
 pub use client::Client;
 pub use config::{Config, ConfigBuilder, ServerAddress, ShardedSubscriptionMode};
 pub use election::{Election, Leader, Leadership, Observer};
-pub use error::{DeadlockStep, Error, Result};
+pub use error::{Error, Result};
 pub use fenced::FencedResource;
-pub use history::{HistoryEvent, HistoryKind};
-pub use inspect::{
-    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, Owner,
-    QueueEntry,
-};
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
-    Condition, Lock, LockGuard, LockOrder, LockOrderWarning, LockOwner, LockSet, LockSetGuard,
-    MultiLock, MultiLockGuard, Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec,
-    WaitTimeoutResult,
+    Condition, Lock, LockGuard, LockOwner, LockSet, LockSetGuard, MultiLock, MultiLockGuard,
+    Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec, WaitTimeoutResult,
 };
-pub use metrics::{Histogram, Metrics};
 pub use names::NameMapper;
 pub use semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphoreGuard};
 pub use time::MAX_DURATION;
-pub use top::{Activity, Blame, TopHolder, Who};
-pub use waits::WaitRecord;
-pub use watch::{Event, EventKind, Watch};
 pub use watchdog::LostReason;
+
+// The report types' old paths, kept for one release.
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::check::Finding`")]
+pub type Finding = check::Finding;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::check::Risk`")]
+pub type Risk = check::Risk;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::deadlock::DeadlockStep`")]
+pub type DeadlockStep = deadlock::DeadlockStep;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::deadlock::WaitRecord`")]
+pub type WaitRecord = deadlock::WaitRecord;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::history::HistoryEvent`")]
+pub type HistoryEvent = history::HistoryEvent;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::history::HistoryKind`")]
+pub type HistoryKind = history::HistoryKind;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::ClientConnection`")]
+pub type ClientConnection = inspect::ClientConnection;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::ExpirablePermit`")]
+pub type ExpirablePermit = inspect::ExpirablePermit;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::GroupValue`")]
+pub type GroupValue = inspect::GroupValue;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::Holder`")]
+pub type Holder = inspect::Holder;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::Inspection`")]
+pub type Inspection = inspect::Inspection;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::Kind`")]
+pub type Kind = inspect::Kind;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::Mode`")]
+pub type Mode = inspect::Mode;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::Owner`")]
+pub type Owner = inspect::Owner;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::inspect::QueueEntry`")]
+pub type QueueEntry = inspect::QueueEntry;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::metrics::Histogram`")]
+pub type Histogram = metrics::Histogram;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::metrics::Metrics`")]
+pub type Metrics = metrics::Metrics;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::order::LockOrder`")]
+pub type LockOrder = order::LockOrder;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::order::LockOrderWarning`")]
+pub type LockOrderWarning = order::LockOrderWarning;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::top::Activity`")]
+pub type Activity = top::Activity;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::top::Blame`")]
+pub type Blame = top::Blame;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::top::TopHolder`")]
+pub type TopHolder = top::TopHolder;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::top::Who`")]
+pub type Who = top::Who;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::watch::Event`")]
+pub type Event = watch::Event;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::watch::EventKind`")]
+pub type EventKind = watch::EventKind;
+#[doc(hidden)]
+#[deprecated(note = "moved to `redlatch::watch::Watch`")]
+pub type Watch = watch::Watch;

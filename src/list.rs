@@ -20,12 +20,12 @@ impl Client {
     /// grouped under their object's name, never listed on their own. A lock condition's keys
     /// are grouped under their lock while it is held; those of a free lock (whose waiters
     /// wait for a notification) are listed on their own, as
-    /// [`Kind::Unknown`](crate::Kind::Unknown). An object is found when one of its keys matches:
+    /// [`Kind::Unknown`](crate::inspect::Kind::Unknown). An object is found when one of its keys matches:
     /// `orders:*` finds the locks named `orders:...`, but not a fenced lock that is free and
     /// so exists only as `redisson_lock_token:{orders:...}` (`*orders:*` finds both). Keys of
-    /// other applications that match are listed as [`Kind::Unknown`](crate::Kind::Unknown)
+    /// other applications that match are listed as [`Kind::Unknown`](crate::inspect::Kind::Unknown)
     /// (or as a semaphore or latch, for integer strings: see
-    /// [`Kind::SemaphoreOrLatch`](crate::Kind::SemaphoreOrLatch)).
+    /// [`Kind::SemaphoreOrLatch`](crate::inspect::Kind::SemaphoreOrLatch)).
     ///
     /// With a [`NameMapper`](crate::NameMapper), names are shown as the caller gives them
     /// (unmapped), and keys that no name maps to are left out (another application's). A
@@ -61,7 +61,7 @@ impl Client {
         }
         let mapper = &self.inner.config.name_mapper;
         let pattern = &*mapper.map_pattern(pattern);
-        let keys = self.scan(pattern)?;
+        let keys = self.inner.backend.scan(pattern)?;
         let found = self.group(&keys)?;
         if mapper.is_identity() {
             return Ok(found);

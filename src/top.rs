@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
+use crate::glob::glob_matches;
 use crate::history::{self, HistoryEvent, HistoryKind, Span, SpanKind};
 use crate::inspect::{Inspection, Kind};
-use crate::scan::glob_matches;
 
 /// One lock or synchronizer's contention over a window ([`Client::top`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -131,8 +131,10 @@ impl Client {
     pub fn top(&self, pattern: &str, window: Duration) -> Result<Vec<Activity>> {
         crate::time::check_duration("window", window)?;
         let live = self.list(pattern)?;
-        let now_us = self.server_time_us()?;
-        let events = self.read_history(None, now_us.saturating_sub(window.as_micros() as u64))?;
+        let backend = &self.inner.backend;
+        let now_us = history::server_time_us(backend)?;
+        let since_us = now_us.saturating_sub(window.as_micros() as u64);
+        let events = history::read(backend, &self.inner.config.name_mapper, None, since_us)?;
         // Locks free now match by their recorded name.
         let events: Vec<HistoryEvent> = events
             .into_iter()

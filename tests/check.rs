@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use log::{Level, Log, Metadata, Record};
-use redlatch::{Client, Config, Risk};
+use redlatch::{check::Risk, Client, Config};
 use support::RedisServer;
 
 fn risks(client: &Client) -> Vec<Risk> {

@@ -409,7 +409,7 @@ fn inspect_read_write_semaphore_latch_and_fenced() {
         })
     };
     assert!(wait_until(Duration::from_secs(10), || {
-        a.inspect("cli:sem").unwrap().unwrap().kind == redlatch::Kind::Semaphore
+        a.inspect("cli:sem").unwrap().unwrap().kind == redlatch::inspect::Kind::Semaphore
     }));
     let text = ok(&server, &["inspect", "cli:sem"]);
     assert!(

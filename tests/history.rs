@@ -7,7 +7,7 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::Commands;
-use redlatch::{Client, Config, HistoryEvent, HistoryKind};
+use redlatch::{history::HistoryEvent, history::HistoryKind, Client, Config};
 use support::{count_commands, wait_until, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(20);

@@ -11,7 +11,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlatch::{Client, Config, EventKind, Inspection, Kind, Mode, Owner};
+use redlatch::{
+    inspect::Inspection, inspect::Kind, inspect::Mode, inspect::Owner, watch::EventKind, Client,
+    Config,
+};
 use support::cluster::RedisCluster;
 use support::{wait_until, RedisServer};
 
@@ -433,7 +436,7 @@ fn watch_sees_acquire_reentry_and_release_with_the_owner() {
     drop(first);
     let mut released = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while released.last().map(|e: &redlatch::Event| e.holds) != Some(Some(0)) {
+    while released.last().map(|e: &redlatch::watch::Event| e.holds) != Some(Some(0)) {
         assert!(Instant::now() < deadline, "no final release: {released:?}");
         if let Some(e) = watch.next_timeout(Duration::from_millis(200)).unwrap() {
             released.push(e);

@@ -397,7 +397,7 @@ fn handles_are_send_and_sync() {
     send_sync::<redlatch::Semaphore>();
     send_sync::<redlatch::PermitExpirableSemaphore>();
     send_sync::<redlatch::CountDownLatch>();
-    send_sync::<redlatch::Watch>();
+    send_sync::<redlatch::watch::Watch>();
     send_sync::<Interrupter>();
 }
 

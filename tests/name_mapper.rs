@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlatch::{Client, Config, EventKind, Kind, NameMapper};
+use redlatch::{inspect::Kind, watch::EventKind, Client, Config, NameMapper};
 use support::{numsub, wait_until, RedisServer};
 
 fn prefixed(server: &RedisServer, prefix: &str) -> Client {

@@ -13,6 +13,7 @@
 //! - `shared.rs`: a call's connection through the batcher, as the `redis` crate sees it.
 //! - `sentinel.rs`: the endpoint that is the master Sentinel names, and the switch watcher.
 //! - `cluster/`: hash slots, the slot map, and the router over one pool per node.
+//! - `scan.rs`: every key matching a pattern, on every master.
 
 mod batch;
 mod checkout;
@@ -20,6 +21,7 @@ mod cluster;
 mod endpoint;
 mod merge;
 mod pool;
+mod scan;
 mod sentinel;
 mod shared;
 

@@ -204,7 +204,7 @@ mod tests {
         let rules = patterns("app:");
         let (keys, channels): (Vec<_>, Vec<_>) = rules.iter().partition(|r| r.starts_with('~'));
         let matches = |globs: &[&String], s: &str| {
-            globs.iter().any(|g| crate::scan::glob_matches(&g[1..], s))
+            globs.iter().any(|g| crate::glob::glob_matches(&g[1..], s))
         };
         for name in ["app:orders", "app:{orders}"] {
             let key_names = [

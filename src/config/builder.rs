@@ -694,7 +694,7 @@ impl ConfigBuilder {
     /// script call per new pair; a day's time to live, renewed every few hours while the pair
     /// recurs); when the opposite order of a pair is on record from any client, a warning
     /// names both orders, the owners, processes and the code that took them (logged at warn,
-    /// counted in [`Metrics::lock_order_inversions`](crate::Metrics::lock_order_inversions),
+    /// counted in [`Metrics::lock_order_inversions`](crate::metrics::Metrics::lock_order_inversions),
     /// and listed by [`Client::lock_order_warnings`](crate::Client::lock_order_warnings) and
     /// `redlatch waits`). Two reads never block each other, so reads taken in both orders
     /// are no warning. See the guide's deadlock chapter.

@@ -12,10 +12,11 @@
 //! a hold (release, loss) takes the lower bound, one that begins it (acquire) the upper
 //! bound, so a hold's recorded span lies inside the real one: the spans of one exclusive lock
 //! never overlap, whichever clients recorded them (on one server; a cluster's nodes each have
-//! their clock). `event.rs` holds an event and the stream's fields, `spans.rs` the span
-//! builder.
+//! their clock). `event.rs` holds an event and the stream's fields, `read.rs` reads the
+//! streams back, `spans.rs` is the span builder.
 
 mod event;
+mod read;
 mod spans;
 
 use std::collections::{HashSet, VecDeque};
@@ -28,8 +29,9 @@ use crate::backend::{Backend, Policy};
 use crate::keys;
 use crate::time::millis;
 use crate::whoami::host;
-pub(crate) use event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
+use event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
 pub use event::{HistoryEvent, HistoryKind};
+pub(crate) use read::{read, server_time_us};
 pub use spans::{timeline, Mark, Span, SpanKind, Timeline};
 
 /// How often the watchdog thread writes the events out.

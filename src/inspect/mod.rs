@@ -1,6 +1,6 @@
 //! Reading the state of a lock or synchronizer from its keys, for operators and dashboards:
 //! [`Client::inspect`]. One read-only script (`lua/inspect.lua`) takes an atomic snapshot of
-//! the name and its helper keys; [`snapshot`] decodes and classifies it.
+//! the name and its helper keys; `snapshot.rs` decodes and classifies it.
 
 mod clients;
 mod decode;
@@ -51,7 +51,7 @@ impl Client {
     /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
     /// let _guard = client.lock("orders").lock()?;
     /// let found = client.inspect("orders")?.expect("held, so it exists");
-    /// assert_eq!(found.kind, redlatch::Kind::Reentrant);
+    /// assert_eq!(found.kind, redlatch::inspect::Kind::Reentrant);
     /// assert_eq!(found.holders[0].owner.client_id, client.id());
     /// # Ok(()) }
     /// ```

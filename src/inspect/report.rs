@@ -71,7 +71,7 @@ impl Kind {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlatch::Kind::ReadWrite.as_str(), "read-write");
+    /// assert_eq!(redlatch::inspect::Kind::ReadWrite.as_str(), "read-write");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -95,8 +95,8 @@ impl Kind {
     /// # Examples
     ///
     /// ```
-    /// assert!(redlatch::Kind::Fair.is_lock());
-    /// assert!(!redlatch::Kind::Semaphore.is_lock());
+    /// assert!(redlatch::inspect::Kind::Fair.is_lock());
+    /// assert!(!redlatch::inspect::Kind::Semaphore.is_lock());
     /// ```
     pub fn is_lock(self) -> bool {
         matches!(
@@ -117,7 +117,7 @@ impl fmt::Display for Kind {
 /// # Examples
 ///
 /// ```
-/// assert_eq!(redlatch::Mode::Write.as_str(), "write");
+/// assert_eq!(redlatch::inspect::Mode::Write.as_str(), "write");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Mode {
@@ -133,7 +133,7 @@ impl Mode {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlatch::Mode::Read.as_str(), "read");
+    /// assert_eq!(redlatch::inspect::Mode::Read.as_str(), "read");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -187,11 +187,11 @@ impl fmt::Display for Mode {
 /// # Examples
 ///
 /// ```
-/// let owner = redlatch::Owner::parse("0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12").unwrap();
+/// let owner = redlatch::inspect::Owner::parse("0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12").unwrap();
 /// assert_eq!(owner.client_id, "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c");
 /// assert_eq!(owner.thread, 12);
 /// assert_eq!(owner.to_string(), "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12");
-/// assert!(redlatch::Owner::parse("no thread").is_none());
+/// assert!(redlatch::inspect::Owner::parse("no thread").is_none());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Owner {
@@ -208,7 +208,7 @@ impl Owner {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlatch::Owner::parse("a:b:7").unwrap().client_id, "a:b");
+    /// assert_eq!(redlatch::inspect::Owner::parse("a:b:7").unwrap().client_id, "a:b");
     /// ```
     pub fn parse(id: &str) -> Option<Owner> {
         let (client, thread) = keys::owner_parts(id)?;

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Pacer;
+use crate::deadlock::Checks;
+use crate::deadlock::Mode as WaitMode;
 use crate::error::{Error, Result};
 use crate::handover::Waiter;
 use crate::lock::events::{HoldEvent, Ordered};
@@ -15,8 +17,6 @@ use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
 use crate::lock::owner::Ownership;
 use crate::lock::raw::Attempt;
-use crate::lock::waits::Checks;
-use crate::lock::WaitMode;
 use crate::pubsub::Active;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::time::{check_deadline, check_duration, check_wait, millis};

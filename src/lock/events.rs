@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::history::HistoryKind;
-use crate::lock::order;
 use crate::lock::raw::RawLock;
+use crate::order;
 
 /// What happened to a hold of a lock, or to a wait for one.
 #[derive(Debug, Clone, Copy)]

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
+use crate::deadlock::Mode;
 use crate::error::Result;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
-use crate::lock::waits::Mode;
 use crate::scripts;
 use crate::time::millis;
 

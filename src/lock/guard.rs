@@ -4,13 +4,13 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::deadlock::Mode as WaitMode;
 use crate::error::{Error, Result};
 use crate::lock::events::HoldEvent;
 use crate::lock::handle::Lock;
-use crate::lock::order;
 use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
 use crate::lock::raw::Unlocked;
-use crate::lock::WaitMode;
+use crate::order;
 use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 
 /// One hold of a [`Lock`]; dropping it releases the hold.

@@ -8,10 +8,10 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::lock::events::HoldEvent;
 use crate::lock::kind::Kind;
-use crate::lock::order;
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{RawLock, Unlocked};
 use crate::names::Named;
+use crate::order;
 
 /// A distributed reentrant lock, wire-compatible with Redisson's `RLock`.
 ///

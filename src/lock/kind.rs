@@ -11,9 +11,9 @@ use std::sync::Arc;
 use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::backoff::Backoff;
+use crate::deadlock::Mode;
 use crate::error::Result;
 use crate::lock::key::LockKey;
-use crate::lock::waits::Mode;
 use crate::scripts;
 use crate::watchdog::{BatchRenewal, Renewal};
 

@@ -24,7 +24,6 @@
 //!   metrics, history and lock-order records.
 //! - `settle.rs`: what settles an owner's calls whose reply never came.
 //! - `condition/`: [`Condition`], wait and notify on a held lock across processes.
-//! - `waits/`: deadlocks across processes: a long wait's record, and the walk for a cycle.
 mod acquire;
 mod condition;
 mod events;
@@ -37,7 +36,6 @@ mod key;
 mod kind;
 mod multi;
 mod multi_guard;
-mod order;
 mod owner;
 mod pass;
 mod plain;
@@ -50,7 +48,6 @@ mod set_guard;
 mod settle;
 mod side;
 mod spin;
-mod waits;
 mod with;
 mod write;
 
@@ -63,8 +60,6 @@ pub use guard::LockGuard;
 pub use handle::Lock;
 pub use multi::{MultiLock, RedLock};
 pub use multi_guard::MultiLockGuard;
-pub(crate) use order::{conflicts, parse as parse_order, Recorded as RecordedOrders};
-pub use order::{LockOrder, LockOrderWarning};
 pub(crate) use owner::thread_number;
 pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
@@ -72,4 +67,3 @@ pub use rw::ReadWriteLock;
 pub use set::LockSet;
 pub use set_guard::LockSetGuard;
 pub(crate) use spin::Spin;
-pub(crate) use waits::{parse_record, Graph, Mode as WaitMode, Server as WaitGraph};

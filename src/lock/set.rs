@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::client::Client;
+use crate::deadlock::{Checks, Mode};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::events::HoldEvent;
 use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
-use crate::lock::order;
 use crate::lock::owner::Ownership;
 use crate::lock::set_guard::{unlock_group, LockSetGuard, SetGroup, LABEL};
-use crate::lock::waits::{Checks, Mode};
+use crate::order;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
 use crate::time::check_wait;

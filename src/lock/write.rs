@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
+use crate::deadlock::Mode;
 use crate::error::Result;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting, RENEW_FIELD};
 use crate::lock::side::Side;
-use crate::lock::waits::Mode;
 use crate::scripts;
 use crate::watchdog::Renewal;
 

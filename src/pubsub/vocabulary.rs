@@ -154,7 +154,7 @@ impl Alarms {
     /// Receives from `rx` until `deadline` (`None` when nothing came), unless an alarm goes
     /// off first: the interrupt wakes `poke` (armed for it while blocked), the close
     /// disconnects `closed`. For a block on a channel of messages rather than on a waiter's
-    /// slot (a [`Watch`](crate::Watch)'s); an alarm is reported as [`Wakeup::outcome`] does.
+    /// slot (a [`Watch`](crate::watch::Watch)'s); an alarm is reported as [`Wakeup::outcome`] does.
     pub(crate) fn recv<T>(
         &self,
         rx: &Receiver<T>,
@@ -233,7 +233,7 @@ pub(crate) enum Wake {
 }
 
 /// What a registration asks for: how the channel's messages wake it, and whether it only
-/// listens (an observer: a [`Watch`](crate::Watch)).
+/// listens (an observer: a [`Watch`](crate::watch::Watch)).
 #[derive(Clone)]
 pub(crate) struct Interest {
     pub(crate) wake: Wake,
@@ -248,7 +248,7 @@ pub(crate) struct Interest {
 /// Where an observer hears the messages of its channel.
 #[derive(Clone)]
 pub(crate) enum Ear {
-    /// Each message is sent here, named by its channel (a [`Watch`](crate::Watch)'s feed).
+    /// Each message is sent here, named by its channel (a [`Watch`](crate::watch::Watch)'s feed).
     Feed(Sender<Heard>),
     /// Each message puts a token in this slot (one at most), which the wait that overhears
     /// the channel blocks on beside its own ([`Alarms::ear`]).

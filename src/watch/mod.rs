@@ -36,7 +36,7 @@ const MESSAGE_LAG: Duration = Duration::from_secs(1);
 /// # Examples
 ///
 /// ```
-/// assert_eq!(redlatch::EventKind::Acquired.as_str(), "acquired");
+/// assert_eq!(redlatch::watch::EventKind::Acquired.as_str(), "acquired");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -72,7 +72,7 @@ impl EventKind {
     /// # Examples
     ///
     /// ```
-    /// assert_eq!(redlatch::EventKind::Left.as_str(), "left");
+    /// assert_eq!(redlatch::watch::EventKind::Left.as_str(), "left");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {

@@ -22,7 +22,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redlatch::{Client, Config, Inspection, Kind, Mode};
+use redlatch::{inspect::Inspection, inspect::Kind, inspect::Mode, Client, Config};
 use serde::Serialize;
 
 use args::{Args, Command, Parsed, Servers, TopSort, FAILED, NO, USAGE};
@@ -683,7 +683,7 @@ fn watch(client: &Client, args: &Args, name: &str) -> Outcome {
             #[derive(Serialize)]
             struct Named<'a> {
                 #[serde(flatten)]
-                event: &'a redlatch::Event,
+                event: &'a redlatch::watch::Event,
                 name: &'a str,
             }
             out(&json_line(&Named {

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redlatch::{
-    Activity, ClientConnection, Event, HistoryEvent, HistoryKind, Holder, Inspection, Kind,
-    LockOrderWarning, WaitRecord,
+    deadlock::WaitRecord, history::HistoryEvent, history::HistoryKind, inspect::ClientConnection,
+    inspect::Holder, inspect::Inspection, inspect::Kind, order::LockOrderWarning, top::Activity,
+    watch::Event,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.

@@ -16,8 +16,8 @@ mod trace;
 use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
+use redlatch::history::HistoryEvent;
 use redlatch::history::{timeline, Mark, Span, SpanKind, Timeline};
-use redlatch::HistoryEvent;
 use serde_json::{json, Value};
 
 /// The Chrome trace-event JSON (object format) of `events`: a process per recording process,

@@ -7,11 +7,15 @@
 //! direction and modes, `<d><held><taken>`, valued `<ms> <who and where>`. Two orders
 //! conflict when each one's held mode blocks the other's taken mode: reads block no reads.
 //!
+//! - `report.rs`: the records as read back ([`LockOrder`], [`LockOrderWarning`]), and
+//!   [`Client::lock_order_warnings`](crate::Client::lock_order_warnings).
+//!
 //! [`ConfigBuilder::lock_order_checks`]: crate::ConfigBuilder::lock_order_checks
+
+mod report;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,6 +30,8 @@ use crate::keys;
 use crate::scripts;
 use crate::time::millis;
 use crate::whoami::process;
+use report::{conflict, parse};
+pub use report::{LockOrder, LockOrderWarning};
 
 /// How long a pair's records stay on the server unless recorded again.
 const TTL: Duration = Duration::from_secs(24 * 3600);
@@ -54,7 +60,7 @@ struct Held {
 type Pair = (Arc<str>, Arc<str>, [u8; 3]);
 
 /// The pairs a client has recorded, and when.
-pub(crate) struct Recorded {
+struct Recorded {
     /// The client's number in this process (a thread's holds name their client by it).
     id: u64,
     pairs: Mutex<HashMap<Pair, Instant>>,
@@ -68,113 +74,6 @@ impl Default for Recorded {
             pairs: Mutex::new(HashMap::new()),
         }
     }
-}
-
-/// One order in which an owner took two locks: `held`, then `taken`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct LockOrder {
-    /// The lock it held.
-    pub held: String,
-    /// How it held it: `read` or `exclusive` (every other kind, writes included).
-    pub held_mode: &'static str,
-    /// The lock it took while holding `held`.
-    pub taken: String,
-    /// How it took it: `read` or `exclusive`.
-    pub taken_mode: &'static str,
-    /// Who took them and where: the owner, the client's name, the process, its host, the
-    /// thread, and the source line of the acquire call.
-    pub by: String,
-    /// When it was last recorded, in ms since the Unix epoch on the server's clock.
-    pub recorded_ms: u64,
-}
-
-/// Two locks taken in opposite orders: two threads doing so at once can deadlock
-/// ([`Client::lock_order_warnings`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct LockOrderWarning {
-    /// One order (the first lock in byte order held first).
-    pub one: LockOrder,
-    /// The opposite order.
-    pub other: LockOrder,
-}
-
-impl fmt::Display for LockOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` ({}) then `{}` ({}) by {}",
-            self.held, self.held_mode, self.taken, self.taken_mode, self.by
-        )
-    }
-}
-
-impl fmt::Display for LockOrderWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "locks taken in opposite orders, which can deadlock: {}; and {}",
-            self.one, self.other
-        )
-    }
-}
-
-/// A record of the pair `(first, second)`: its field and value, as `lua/lock_order.lua`
-/// keeps them; `None` if it does not parse.
-pub(crate) fn parse(first: &str, second: &str, field: &str, value: &str) -> Option<LockOrder> {
-    let &[d, held_mode, taken_mode] = field.as_bytes() else {
-        return None;
-    };
-    let (held, taken) = match d {
-        b'1' => (first, second),
-        b'2' => (second, first),
-        _ => return None,
-    };
-    let (ms, by) = value.split_once(' ')?;
-    Some(LockOrder {
-        held: held.to_owned(),
-        held_mode: mode_word(held_mode)?,
-        taken: taken.to_owned(),
-        taken_mode: mode_word(taken_mode)?,
-        by: by.to_owned(),
-        recorded_ms: ms.parse().ok()?,
-    })
-}
-
-fn mode_word(letter: u8) -> Option<&'static str> {
-    match letter {
-        b'r' => Some("read"),
-        b'x' => Some("exclusive"),
-        _ => None,
-    }
-}
-
-/// Whether two opposite orders can deadlock: each one's held lock blocks the other's take
-/// of it (a read blocks no read).
-pub(crate) fn conflict(one: &LockOrder, other: &LockOrder) -> bool {
-    let blocks = |held: &str, taken: &str| !(held == "read" && taken == "read");
-    one.held == other.taken
-        && one.taken == other.held
-        && blocks(one.held_mode, other.taken_mode)
-        && blocks(other.held_mode, one.taken_mode)
-}
-
-/// The pairs of `orders` (the records of the pair `first` and another lock) that conflict,
-/// the order holding `first` first; each pair once.
-pub(crate) fn conflicts(first: &str, orders: &[LockOrder]) -> Vec<LockOrderWarning> {
-    let mut out = Vec::new();
-    for one in orders.iter().filter(|o| o.held == first) {
-        for other in orders.iter().filter(|o| conflict(one, o)) {
-            out.push(LockOrderWarning {
-                one: one.clone(),
-                other: other.clone(),
-            });
-        }
-    }
-    out
 }
 
 /// The thread took `locks` (their keys; `read` for read holds) in one call (one lock, or a
@@ -250,7 +149,7 @@ pub(crate) fn released(client: &Client, lock: &Arc<str>) {
 }
 
 fn identity(client: &Client) -> u64 {
-    client.inner.orders.id
+    client.inner.extensions.get::<Recorded>().id
 }
 
 /// Records "`before`, then `lock`" unless recorded lately, and reports the opposite orders
@@ -273,7 +172,8 @@ fn record(
     let field = [d, letter(before_read), letter(read)];
     let remembered = (Arc::clone(first), Arc::clone(second), field);
     {
-        let mut pairs = client.inner.orders.pairs.lock();
+        let recorded = client.inner.extensions.get::<Recorded>();
+        let mut pairs = recorded.pairs.lock();
         if pairs.get(&remembered).is_some_and(|t| t.elapsed() < AGAIN) {
             return;
         }
@@ -298,7 +198,13 @@ fn record(
             // Tried again in a minute, not at every acquire meanwhile.
             let retry = Instant::now().checked_sub(AGAIN - RETRY_FAILED);
             if let Some(at) = retry {
-                client.inner.orders.pairs.lock().insert(remembered, at);
+                client
+                    .inner
+                    .extensions
+                    .get::<Recorded>()
+                    .pairs
+                    .lock()
+                    .insert(remembered, at);
             }
             return;
         }
@@ -347,59 +253,4 @@ fn send(
             .arg(millis(TTL))
             .invoke(c)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn order(held: &str, hm: &'static str, taken: &str, tm: &'static str) -> LockOrder {
-        LockOrder {
-            held: held.into(),
-            held_mode: hm,
-            taken: taken.into(),
-            taken_mode: tm,
-            by: "t".into(),
-            recorded_ms: 0,
-        }
-    }
-
-    #[test]
-    fn a_record_parses_into_its_order() {
-        let o = parse("a", "b", "2rx", "17 owner at x.rs:3").unwrap();
-        assert_eq!((o.held.as_str(), o.taken.as_str()), ("b", "a"));
-        assert_eq!((o.held_mode, o.taken_mode), ("read", "exclusive"));
-        assert_eq!((o.recorded_ms, o.by.as_str()), (17, "owner at x.rs:3"));
-        assert!(parse("a", "b", "3xx", "1 x").is_none());
-        assert!(parse("a", "b", "1xq", "1 x").is_none());
-        assert!(parse("a", "b", "1xx", "soon x").is_none());
-        assert!(parse("a", "b", "first", "a").is_none());
-    }
-
-    #[test]
-    fn opposite_orders_conflict_unless_reads_meet_reads() {
-        let ab = order("a", "exclusive", "b", "exclusive");
-        assert!(conflict(&ab, &order("b", "exclusive", "a", "exclusive")));
-        assert!(!conflict(&ab, &ab), "one order is no conflict");
-        // Read a then read b; read b then read a: nobody blocks anybody.
-        let rr = order("a", "read", "b", "read");
-        assert!(!conflict(&rr, &order("b", "read", "a", "read")));
-        // Read a then take b; hold b then read a: the read of a waits for no reader, so
-        // only the take of b waits, and nothing closes a cycle.
-        let rx = order("a", "read", "b", "exclusive");
-        assert!(!conflict(&rx, &order("b", "exclusive", "a", "read")));
-        assert!(conflict(&rx, &order("b", "exclusive", "a", "exclusive")));
-        let found = conflicts(
-            "a",
-            &[
-                order("b", "exclusive", "a", "exclusive"),
-                ab.clone(),
-                rr.clone(),
-            ],
-        );
-        // Reads of a and b against writes of both in the opposite order: the writer blocks
-        // both reads, and the reads block it.
-        let ones: Vec<&LockOrder> = found.iter().map(|w| &w.one).collect();
-        assert_eq!(ones, [&ab, &rr]);
-    }
 }

@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use super::{parse_record, Graph, Mode as WaitMode, Server as WaitGraph};
 use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys::{helper_of, unhashed, LOCK_WAITS};
-use crate::lock::{parse_record, Graph, WaitGraph, WaitMode};
 
 /// One thread recorded as waiting for a lock ([`Client::waits`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +63,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn waits(&self) -> Result<Vec<WaitRecord>> {
-        let keys = self.scan(&format!("{LOCK_WAITS}:*"))?;
+        let keys = self.inner.backend.scan(&format!("{LOCK_WAITS}:*"))?;
         let mut graph = WaitGraph { client: self };
         let mut found = Vec::new();
         for key in keys {

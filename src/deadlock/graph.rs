@@ -5,11 +5,11 @@
 //! the records of a process that died stop counting within a lease. Each read is tried once
 //! (a check that fails is tried again at the next).
 
+use super::cycle::{Blocker, Edge, Graph, Mode, Wait};
 use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
 use crate::keys;
-use crate::lock::waits::cycle::{Blocker, Edge, Graph, Mode, Wait};
 
 /// The graph of one deployment, read through `client`.
 pub(crate) struct Server<'a> {

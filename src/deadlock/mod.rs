@@ -1,4 +1,6 @@
-//! Deadlocks across processes: a wait that blocks longer than the client's
+//! Deadlocks across processes, and the wait-for graph an operator reads.
+//!
+//! A wait that blocks longer than the client's
 //! `deadlock_check_after` is recorded on the server, and looks for a cycle of waits through
 //! its own; the youngest wait of a cycle ends with [`Error::Deadlock`].
 //!
@@ -7,27 +9,31 @@
 //! (`redlatch_waiting:{client}`, owner -> the lock), by which a walk learns what a holder
 //! waits for. Both are written at the wait's first check, renewed by the watchdog in its
 //! batches (`lua/wait_renew.lua`), and removed as the wait ends, however it ends (the
-//! [`Checks`] drop); a process that dies leaves them to expire within a lease. A record whose
+//! `Checks` drop); a process that dies leaves them to expire within a lease. A record whose
 //! owner holds the lock is no edge: the walk reads holders, not records alone.
 //!
 //! A check walks the graph depth first from the waiter's lock (`cycle.rs`, within
-//! [`cycle::BOUNDS`]), reading as it goes (`graph.rs`); a cycle found is read again, edge
+//! `cycle::BOUNDS`), reading as it goes (`graph.rs`); a cycle found is read again, edge
 //! by edge, and counts only if every edge is still there. Every member of a cycle computes
 //! the same victim; only the victim acts. Checks repeat at twice the interval each time, up
 //! to every 30 seconds, so that a cycle whose victim is an older wait is still broken.
 //!
-//! - `cycle.rs`: the walk, the confirmation and the victim rule, over any [`cycle::Graph`].
+//! - `cycle.rs`: the walk, the confirmation and the victim rule, over any graph (`cycle::Graph`).
 //! - `graph.rs`: the graph as the server holds it.
+//! - `report.rs`: [`Client::waits`](crate::Client::waits), the graph as an operator reads it
+//!   ([`WaitRecord`]).
 
 mod cycle;
 mod graph;
+mod report;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::Policy;
 use crate::client::Client;
-use crate::error::{DeadlockStep, Error, Result};
+pub use crate::error::DeadlockStep;
+use crate::error::{Error, Result};
 use crate::keys;
 use crate::scripts;
 use crate::time::millis;
@@ -35,6 +41,7 @@ use crate::watchdog::{BatchRenewal, Renewal, Watch};
 use cycle::{Edge, Wait, BOUNDS};
 pub(crate) use cycle::{Graph, Mode};
 pub(crate) use graph::{parse_record, Server};
+pub use report::WaitRecord;
 
 /// The most time between two checks of one wait.
 const MAX_INTERVAL: Duration = Duration::from_secs(30);
