@@ -392,6 +392,41 @@ pub struct Inspection {
 }
 
 impl Inspection {
+    /// Whether the name holds nothing but what is kept for good once nobody uses it (a
+    /// fenced lock's token counter, an election's record and log, a semaphore's generation:
+    /// they never expire, so that a token or a term never goes back) and nobody holds, reads,
+    /// queues or waits: what `redlatch list` leaves out unless `--all`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let in_use = client.list("*")?.into_iter().filter(|i| !i.is_idle());
+    /// println!("{} names in use", in_use.count());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_idle(&self) -> bool {
+        let kept = [
+            keys::FENCE_TOKEN,
+            keys::ELECTION,
+            keys::ELECTION_LOG,
+            keys::SEMAPHORE_GENERATION,
+        ];
+        let kept_for_good = |key: &str| {
+            kept.iter().any(|p| {
+                key.strip_prefix(p)
+                    .is_some_and(|rest| rest.starts_with(':'))
+            })
+        };
+        !self.keys.is_empty()
+            && self.keys.iter().all(|k| kept_for_good(k))
+            && self.holders.is_empty()
+            && self.readers.is_empty()
+            && self.queue.is_empty()
+            && self.subscribers.unwrap_or(0) == 0
+    }
+
     /// This inspection, showing `name` (the name as the caller gave it) instead of the key.
     pub(crate) fn named(mut self, name: &str) -> Inspection {
         name.clone_into(&mut self.name);

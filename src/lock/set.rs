@@ -238,63 +238,28 @@ impl LockSet {
         let owner = crate::lock::ThreadOwned.owner_id(&self.client);
         let groups = self.groups();
         let started = Instant::now();
-        let at = Location::caller();
         let dispatcher = &self.client.inner.pubsub;
-        let waits = deadline.is_none_or(|d| d > started);
-        let taken = |guard: LockSetGuard, contended: bool| {
-            let (now, waited) = (Instant::now(), started.elapsed());
-            for lock in &self.locks {
-                let event = HoldEvent::Acquired {
-                    waited,
-                    contended,
-                    order: None,
-                };
-                lock.raw.emit_as(LABEL, &owner, now, event);
-            }
-            // One record for the set: it never waits holding some of its locks.
-            let names: Vec<Arc<str>> = self.locks.iter().map(|l| l.raw.key.name.clone()).collect();
-            order::took(&self.client, &owner, &names, false, waits, at);
-            Ok(Some(guard))
+        let mut report = Report {
+            set: self,
+            owner: &owner,
+            started,
+            at: Location::caller(),
+            waits: deadline.is_none_or(|d| d > started),
+            waited_on: Vec::new(),
         };
         let (mut got, mut busy) = match self.attempt(&groups, &owner)? {
-            Attempted::Taken(guard) => return taken(guard, false),
+            Attempted::Taken(guard) => return Ok(Some(report.taken(guard, false))),
             Attempted::Busy { index, .. } => (None, index),
         };
-        // The locks whose wait began (each found busy in turn), oldest first.
-        let mut waited_on: Vec<usize> = Vec::new();
-        // The wait ends without the set: it ran out (`timed_out`), or failed with `error`.
-        // The last lock found busy takes the outcome (and the timeout, in the metrics); the
-        // waits for those before it end as given up.
-        let gave_up = |waited_on: &[usize], timed_out: bool, error: Option<&Error>| {
-            let (waited, now) = (started.elapsed(), Instant::now());
-            let Some((&last, before)) = waited_on.split_last() else {
-                return;
-            };
-            for &i in before {
-                let event = HoldEvent::GaveUp {
-                    waited,
-                    timed_out: false,
-                };
-                self.locks[i].raw.emit_as(LABEL, &owner, now, event);
-            }
-            let event = match error {
-                Some(Error::Deadlock { .. }) => HoldEvent::Deadlock { waited },
-                _ => HoldEvent::GaveUp { waited, timed_out },
-            };
-            self.locks[last].raw.emit_as(LABEL, &owner, now, event);
-        };
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            if waits {
-                gave_up(&[busy], true, None);
+            if report.waits {
+                report.waited_on.push(busy);
+                report.gave_up(true, None);
             }
             return Ok(None);
         }
         loop {
-            if !waited_on.contains(&busy) {
-                waited_on.push(busy);
-                let raw = &self.locks[busy].raw;
-                raw.emit_as(LABEL, &owner, Instant::now(), HoldEvent::Waiting);
-            }
+            report.waiting(busy);
             let name = &self.locks[busy].raw.key.name;
             let channel = keys::lock_channel(name);
             // A thread that holds other locks while it waits for the set's busy one may be
@@ -323,13 +288,13 @@ impl LockSet {
                     None => tried,
                 })
             })
-            .inspect_err(|e| gave_up(&waited_on, false, Some(e)))?;
+            .inspect_err(|e| report.gave_up(false, Some(e)))?;
             drop(checks);
             match (got.take(), next) {
-                (Some(guard), _) => return taken(guard, true),
+                (Some(guard), _) => return Ok(Some(report.taken(guard, true))),
                 (None, Some(index)) if done => busy = index,
                 _ => {
-                    gave_up(&waited_on, true, None);
+                    report.gave_up(true, None);
                     return Ok(None);
                 }
             }
@@ -490,6 +455,86 @@ fn decode(reply: &Value, group: &[usize]) -> Result<Taken> {
             pttl: items.get(1).and_then(int).ok_or_else(bad)?,
         }),
         _ => Err(bad()),
+    }
+}
+
+/// What one acquire of a set reports as it goes: each lock's hold events (as kind
+/// [`LABEL`]) and the set's one lock-order record.
+struct Report<'a> {
+    set: &'a LockSet,
+    owner: &'a Arc<str>,
+    started: Instant,
+    at: &'static Location<'static>,
+    /// Whether the call may wait (it has time left): only then is its order recorded.
+    waits: bool,
+    /// The locks whose wait began (each found busy in turn), oldest first.
+    waited_on: Vec<usize>,
+}
+
+impl Report<'_> {
+    /// The set was taken: every lock's acquire, and one order record for the set (it never
+    /// waits holding some of its locks).
+    fn taken(&self, guard: LockSetGuard, contended: bool) -> LockSetGuard {
+        let (now, waited) = (Instant::now(), self.started.elapsed());
+        for lock in &self.set.locks {
+            let order = None;
+            let event = HoldEvent::Acquired {
+                waited,
+                contended,
+                order,
+            };
+            lock.raw.emit_as(LABEL, self.owner, now, event);
+        }
+        let names: Vec<Arc<str>> = self
+            .set
+            .locks
+            .iter()
+            .map(|l| l.raw.key.name.clone())
+            .collect();
+        order::took(
+            &self.set.client,
+            self.owner,
+            &names,
+            false,
+            self.waits,
+            self.at,
+        );
+        guard
+    }
+
+    /// The set waits for lock `busy`: its wait begins unless it began already.
+    fn waiting(&mut self, busy: usize) {
+        if !self.waited_on.contains(&busy) {
+            self.waited_on.push(busy);
+            let event = HoldEvent::Waiting;
+            self.set.locks[busy]
+                .raw
+                .emit_as(LABEL, self.owner, Instant::now(), event);
+        }
+    }
+
+    /// The wait ends without the set: it ran out (`timed_out`), or failed with `error`. The
+    /// last lock found busy takes the outcome (and the timeout, in the metrics); the waits
+    /// for those before it end as given up.
+    fn gave_up(&self, timed_out: bool, error: Option<&Error>) {
+        let (waited, now) = (self.started.elapsed(), Instant::now());
+        let Some((&last, before)) = self.waited_on.split_last() else {
+            return;
+        };
+        for &i in before {
+            let event = HoldEvent::GaveUp {
+                waited,
+                timed_out: false,
+            };
+            self.set.locks[i].raw.emit_as(LABEL, self.owner, now, event);
+        }
+        let event = match error {
+            Some(Error::Deadlock { .. }) => HoldEvent::Deadlock { waited },
+            _ => HoldEvent::GaveUp { waited, timed_out },
+        };
+        self.set.locks[last]
+            .raw
+            .emit_as(LABEL, self.owner, now, event);
     }
 }
 

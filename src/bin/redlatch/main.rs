@@ -280,36 +280,11 @@ fn inspect(client: &Client, args: &Args, name: &str) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The prefixes of the keys that fenced locks and elections keep for good (no TTL: a token
-/// counter must never go back), in the key layout (`src/keys.rs`): the token counter, an
-/// election's leader record and its log; and a plain semaphore's generation, left alone
-/// when its count was deleted by hand.
-const KEPT_FOR_GOOD: [&str; 4] = [
-    "redisson_lock_token:",
-    "redlatch_election:",
-    "redlatch_election_log:",
-    "redlatch_semaphore:",
-];
-
-/// Whether `i` holds nothing but what a fenced lock or an election keeps for good once
-/// nobody holds it ([`KEPT_FOR_GOOD`]): no holder, waiter, lease or other key. `list` leaves
-/// such names out unless `--all`.
-fn only_kept_for_good(i: &Inspection) -> bool {
-    !i.keys.is_empty()
-        && i.keys
-            .iter()
-            .all(|k| KEPT_FOR_GOOD.iter().any(|p| k.starts_with(p)))
-        && i.holders.is_empty()
-        && i.readers.is_empty()
-        && i.queue.is_empty()
-        && i.subscribers.unwrap_or(0) == 0
-}
-
 fn list(client: &Client, args: &Args, pattern: &str, all: bool) -> Outcome {
     let mut found = client.list(pattern).map_err(|e| failure(e, args))?;
     let before = found.len();
     if !all {
-        found.retain(|i| !only_kept_for_good(i));
+        found.retain(|i| !i.is_idle());
     }
     let hidden = before - found.len();
     trace(client, &mut found);

@@ -294,22 +294,7 @@ impl<'a, O: Ownership> Wait<'a, O> {
                 };
                 return Ok(Tried::done());
             }
-            // A look whose reply's read was interrupted ran: looked at again, a place found
-            // gone was taken by it (or ran out: a wake-up either way).
-            let mut lost = false;
-            let seen: Result<i64> = raw
-                .again_if_interrupted(|| {
-                    let sent = raw.run(|c| {
-                        scripts::CONDITION_CHECK
-                            .key(&cond.waiters)
-                            .arg(&**id)
-                            .invoke(c)
-                    });
-                    lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
-                    sent
-                })
-                .map(|seen| if lost && seen == -1 { 1 } else { seen });
-            let seen = match seen {
+            let seen = match look(cond, id) {
                 Ok(seen) => seen,
                 // The look failed, perhaps after it ran and took a notification (its reply
                 // lost): leaving tells. Gone means taken by that look (or its place ran
@@ -525,6 +510,25 @@ impl<'a, O: Ownership> Wait<'a, O> {
             name: self.cond.lock.key().to_owned(),
         }
     }
+}
+
+/// Looks at the waiter `id`'s entry (`lua/condition_check.lua`): 0 while it waits, 1 once
+/// notified, -1 gone. A look whose reply's read was interrupted ran: looked at again, a place
+/// found gone was taken by it (or ran out: a wake-up either way).
+fn look<O: Ownership>(cond: &Condition<O>, id: &str) -> Result<i64> {
+    let raw = &cond.lock.raw;
+    let mut lost = false;
+    raw.again_if_interrupted(|| {
+        let sent = raw.run(|c| {
+            scripts::CONDITION_CHECK
+                .key(&cond.waiters)
+                .arg(id)
+                .invoke(c)
+        });
+        lost |= sent.as_ref().is_err_and(Error::is_interrupted_read);
+        sent
+    })
+    .map(|seen| if lost && seen == -1 { 1 } else { seen })
 }
 
 impl<O: Ownership> Drop for Wait<'_, O> {
