@@ -279,3 +279,67 @@ fn a_lock_set_is_recorded_counted_and_ordered_like_every_lock() {
     assert_eq!(orders.len(), 2, "{orders:?}");
     assert!(orders.iter().all(|k| k.contains("s:x")), "{orders:?}");
 }
+
+#[test]
+fn a_semaphores_holds_and_waits_are_recorded_and_counted_like_a_locks() {
+    let server = RedisServer::new();
+    let (a, b) = (recording(&server, "alpha"), recording(&server, "beta"));
+    let sem = a.semaphore("h:sem");
+    assert!(sem.try_set_permits(1).unwrap());
+    let held = sem.acquire(1).unwrap();
+    let b2 = b.clone();
+    let waiter = thread::spawn(move || {
+        b2.semaphore("h:sem").acquire(1).unwrap().release().unwrap();
+        b2.owner_id()
+    });
+    assert!(wait_until(GENEROUS, || b.metrics().waiting == 1));
+    held.release().unwrap();
+    let b_owner = waiter.join().unwrap();
+    let expirable = a.permit_expirable_semaphore("h:pes");
+    assert!(expirable.try_set_permits(1).unwrap());
+    expirable
+        .acquire(Duration::from_secs(30))
+        .unwrap()
+        .release()
+        .unwrap();
+
+    let mut events = Vec::new();
+    assert!(
+        wait_until(GENEROUS, || {
+            events = a.history("h:sem").unwrap();
+            events
+                .iter()
+                .filter(|e| e.kind != HistoryKind::Wait)
+                .count()
+                == 4
+        }),
+        "{events:#?}"
+    );
+    let both = [HistoryKind::Acquire, HistoryKind::Release];
+    assert_eq!(kinds(&events, &a.owner_id()), both);
+    assert_eq!(kinds(&events, &b_owner), both);
+    assert!(events.iter().all(|e| e.mode == "semaphore"), "{events:#?}");
+    let taken = |owner: &str| {
+        events
+            .iter()
+            .find(|e| e.owner == owner && e.kind == HistoryKind::Acquire)
+            .unwrap()
+            .clone()
+    };
+    assert!(!taken(&a.owner_id()).contended);
+    assert!(taken(&b_owner).contended, "{events:#?}");
+    assert!(taken(&b_owner).waited_us.unwrap() > 0);
+
+    let mut permits = Vec::new();
+    assert!(wait_until(GENEROUS, || {
+        permits = a.history("h:pes").unwrap();
+        permits.len() == 2
+    }));
+    assert_eq!(kinds(&permits, &a.owner_id()), both);
+    assert!(permits.iter().all(|e| e.mode == "expirable semaphore"));
+
+    let (ma, mb) = (a.metrics(), b.metrics());
+    assert_eq!((ma.acquisitions, ma.contended_acquisitions), (2, 0));
+    assert_eq!((mb.acquisitions, mb.contended_acquisitions), (1, 1));
+    assert_eq!((ma.hold_time.count(), mb.hold_time.count()), (2, 1));
+}

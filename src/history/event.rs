@@ -109,7 +109,8 @@ pub struct HistoryEvent {
     /// The lock, as its name is given.
     pub lock: String,
     /// The lock's kind as the metrics label it: `plain` (reentrant), `non-reentrant`, `fair`,
-    /// `fenced`, `spin`, `read` or `write`.
+    /// `fenced`, `spin`, `read`, `write`, `group`, `lock set`, or `semaphore` and
+    /// `expirable semaphore` (a hold of permits).
     pub mode: String,
     /// The owner id (`<client id>:<thread number>`).
     pub owner: String,

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::backend::{Backend, Policy};
+use crate::hold::{HoldEvent, Subject};
 use crate::keys;
 use crate::time::millis;
 use crate::whoami::host;
@@ -120,21 +121,42 @@ impl History {
         }
     }
 
-    /// Records an event of `owner` on `lock` (its key) that happened at `at`: how long the
-    /// owner waited before it, or how long the hold it ends lasted, and whether an acquire
-    /// was contended.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn add(
+    /// Records what a hold event says: a wait's start and end, an acquire, a hold's end
+    /// (a condition wait's yield ends one too). A guard that lets go with no known end
+    /// records nothing.
+    pub(crate) fn on_hold(&self, s: &Subject<'_>, event: &HoldEvent) {
+        let (kind, waited, held, contended) = match *event {
+            HoldEvent::Forgotten { .. } => return,
+            HoldEvent::Waiting => (HistoryKind::Wait, None, None, false),
+            HoldEvent::Acquired {
+                waited, contended, ..
+            } => (HistoryKind::Acquire, Some(waited), None, contended),
+            HoldEvent::GaveUp { waited, .. } => (HistoryKind::GaveUp, Some(waited), None, false),
+            HoldEvent::Deadlock { waited } => (HistoryKind::Deadlock, Some(waited), None, false),
+            HoldEvent::Released { held } => (HistoryKind::Release, None, held, false),
+            HoldEvent::Yielded { held } => (HistoryKind::Release, None, Some(held), false),
+            HoldEvent::Lost { held, expired } => {
+                let kind = if expired {
+                    HistoryKind::Expired
+                } else {
+                    HistoryKind::Lost
+                };
+                (kind, None, Some(held), false)
+            }
+        };
+        self.add(s, kind, waited, held, contended);
+    }
+
+    /// Keeps the event `kind` of `s` until the next flush, naming the thread once per owner.
+    fn add(
         &self,
+        s: &Subject<'_>,
         kind: HistoryKind,
-        lock: &Arc<str>,
-        owner: &Arc<str>,
-        mode: &'static str,
-        at: Instant,
         waited: Option<Duration>,
         held: Option<Duration>,
         contended: bool,
     ) {
+        let (lock, owner, mode, at) = (s.lock, s.owner, s.kind, s.at);
         let mut b = self.buffer.lock();
         if b.named.len() >= MAX_NAMED {
             b.named.clear();

@@ -11,7 +11,7 @@ use crate::deadlock::Checks;
 use crate::deadlock::Mode as WaitMode;
 use crate::error::{Error, Result};
 use crate::handover::Waiter;
-use crate::lock::events::{HoldEvent, Ordered};
+use crate::hold::{HoldEvent, Ordered};
 use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};

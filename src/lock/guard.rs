@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::deadlock::Mode as WaitMode;
 use crate::error::{Error, Result};
-use crate::lock::events::HoldEvent;
+use crate::hold::HoldEvent;
 use crate::lock::handle::Lock;
 use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
 use crate::lock::raw::Unlocked;

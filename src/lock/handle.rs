@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::lock::events::HoldEvent;
+use crate::hold::HoldEvent;
 use crate::lock::kind::Kind;
 use crate::lock::owner::{LockOwner, Ownership, ThreadOwned};
 use crate::lock::raw::{RawLock, Unlocked};

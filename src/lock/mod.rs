@@ -20,8 +20,8 @@
 //!   per slot group, and its guard.
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
-//! - `events.rs`: the one stream of hold events (acquire, wait, release, loss), which feeds
-//!   metrics, history and lock-order records.
+//! - `events.rs`: a lock's hold events (acquire, wait, release, loss), named once and sent
+//!   to the features that are on.
 //! - `settle.rs`: what settles an owner's calls whose reply never came.
 //! - `condition/`: [`Condition`], wait and notify on a held lock across processes.
 mod acquire;

@@ -17,7 +17,9 @@
 //! | `redlatch_pubsub_reconnects_total` | counter | |
 //!
 //! `kind` is the lock kind: `plain`, `fair`, `fenced`, `spin`, `read`, `write`,
-//! `non-reentrant`, `non-reentrant fair`. A `name` label (the lock's key) is added only with
+//! `non-reentrant`, `non-reentrant fair`, `group`, `lock set` (a set's members), or
+//! `semaphore` and `expirable semaphore` (permits held). A `name` label (the lock's key) is
+//! added only with
 //! [`ConfigBuilder::metrics_lock_names`](crate::ConfigBuilder::metrics_lock_names).
 
 /// Which lock an event is about: its kind, and its name when names are labels.

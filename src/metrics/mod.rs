@@ -7,6 +7,7 @@ use std::time::Duration;
 mod facade;
 mod histogram;
 
+use crate::hold::{HoldEvent, Subject};
 use facade::Labels;
 pub(crate) use histogram::AtomicHistogram;
 pub use histogram::Histogram;
@@ -64,15 +65,26 @@ impl Recorder {
         }
     }
 
+    /// Counts what a hold event says: an acquire, a wait that ran out, a hold's end.
+    pub(crate) fn on_hold(&self, s: &Subject<'_>, event: &HoldEvent) {
+        let (kind, name) = (s.kind, &**s.lock);
+        match *event {
+            HoldEvent::Acquired {
+                waited, contended, ..
+            } => self.acquired(kind, name, waited, contended),
+            HoldEvent::GaveUp {
+                timed_out: true, ..
+            } => self.timed_out(kind, name),
+            HoldEvent::Released { held: Some(held) }
+            | HoldEvent::Lost { held, .. }
+            | HoldEvent::Forgotten { held } => self.released(kind, name, held),
+            _ => {}
+        }
+    }
+
     /// The lock `name` of kind `kind` was acquired after `waited` (since the call began);
     /// `contended` if it was busy at first. It counts as held until [`released`](Self::released).
-    pub(crate) fn acquired(
-        &self,
-        kind: &'static str,
-        name: &str,
-        waited: Duration,
-        contended: bool,
-    ) {
+    fn acquired(&self, kind: &'static str, name: &str, waited: Duration, contended: bool) {
         self.acquisitions.fetch_add(1, Relaxed);
         if contended {
             self.contended.fetch_add(1, Relaxed);
@@ -82,13 +94,13 @@ impl Recorder {
     }
 
     /// A wait for the lock `name` ran out.
-    pub(crate) fn timed_out(&self, kind: &'static str, name: &str) {
+    fn timed_out(&self, kind: &'static str, name: &str) {
         self.timeouts.fetch_add(1, Relaxed);
         facade::timed_out(self.labels(kind, name));
     }
 
     /// A hold of the lock `name`, taken `held` ago, was released.
-    pub(crate) fn released(&self, kind: &'static str, name: &str, held: Duration) {
+    fn released(&self, kind: &'static str, name: &str, held: Duration) {
         self.hold.record(held);
         facade::released(self.labels(kind, name), held);
     }
@@ -161,7 +173,9 @@ impl Recorder {
 ///
 /// Locks are every [`Lock`](crate::Lock): plain, fair, fenced, and the sides of a
 /// [`ReadWriteLock`](crate::ReadWriteLock) (and so the members of a
-/// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) that are taken through them).
+/// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) that are taken through them),
+/// each lock of a [`LockSet`](crate::LockSet); and a semaphore's permits count as a hold too
+/// (one per [`SemaphoreGuard`](crate::SemaphoreGuard) or [`PermitGuard`](crate::PermitGuard)).
 ///
 /// # Examples
 ///

@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
+use crate::hold::{HoldEvent, Subject};
 use crate::keys;
 use crate::scripts;
 use crate::time::millis;
@@ -73,6 +74,20 @@ impl Default for Recorded {
             id: CLIENTS.fetch_add(1, Ordering::Relaxed),
             pairs: Mutex::new(HashMap::new()),
         }
+    }
+}
+
+/// Records a thread's acquire (an acquire event with its order part): see [`took`].
+pub(crate) fn on_hold(client: &Client, s: &Subject<'_>, event: &HoldEvent) {
+    if let HoldEvent::Acquired { order: Some(o), .. } = *event {
+        took(
+            client,
+            s.owner,
+            std::slice::from_ref(s.lock),
+            o.read,
+            o.waits,
+            o.at,
+        );
     }
 }
 

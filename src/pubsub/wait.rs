@@ -129,6 +129,11 @@ impl Tried {
         }
     }
 
+    /// Whether the wait ends with this attempt.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
     /// Not yet: try again when woken, or after `within` at the latest (`None`: only when
     /// woken).
     pub(crate) fn again(within: Option<Duration>) -> Tried {

@@ -1,10 +1,14 @@
 //! What both semaphores share: the checks their calls make (a name, at least one permit) and
 //! the wait their acquires end in, on the channel both publish their count on.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::events;
+use crate::hold::{HoldEvent, Subject};
+use crate::lock::{Ownership, ThreadOwned};
 use crate::pubsub::{wait, Channel, Tried};
 use crate::trace;
 
@@ -38,6 +42,113 @@ pub(super) fn wait_for_permits(
         deadline,
         attempt,
     )
+}
+
+/// One acquire's hold events, and then its hold's: a wait begins when an attempt takes
+/// nothing while time is left, the call ends taken or not, and a hold it took ends when
+/// its guard gives the permits back (or keeps them, or finds them lost). The owner is the
+/// calling thread's, as a lock's. A call that takes several expirable permits reports a hold
+/// per permit (each has its guard), cloned from its report.
+#[derive(Clone)]
+pub(super) struct Report {
+    client: Client,
+    /// The semaphore's key.
+    lock: Arc<str>,
+    kind: &'static str,
+    owner: Arc<str>,
+    started: Instant,
+    waiting: bool,
+    /// When the permits were taken.
+    taken: Option<Instant>,
+}
+
+impl Report {
+    pub(super) fn new(client: &Client, lock: &Arc<str>, kind: &'static str) -> Report {
+        Report {
+            client: client.clone(),
+            lock: Arc::clone(lock),
+            kind,
+            owner: ThreadOwned.owner_id(client),
+            started: Instant::now(),
+            waiting: false,
+            taken: None,
+        }
+    }
+
+    fn emit(&self, event: HoldEvent) {
+        let subject = Subject {
+            lock: &self.lock,
+            kind: self.kind,
+            owner: &self.owner,
+            at: Instant::now(),
+        };
+        events::emit(&self.client, subject, event, true);
+    }
+
+    /// An attempt took nothing: the wait begins, unless it began or the call does not wait.
+    pub(super) fn missed(&mut self, deadline: Option<Instant>) {
+        if !self.waiting && deadline.is_none_or(|d| d > Instant::now()) {
+            self.waiting = true;
+            self.emit(HoldEvent::Waiting);
+        }
+    }
+
+    /// The call ended: `got` true if it took the permits, `holds` holds from now on.
+    pub(super) fn ended(&mut self, got: &Result<bool>, holds: u32) {
+        let waited = self.started.elapsed();
+        let event = match got {
+            Ok(true) => {
+                self.taken = Some(Instant::now());
+                HoldEvent::Acquired {
+                    waited,
+                    contended: self.waiting,
+                    order: None,
+                }
+            }
+            _ if !self.waiting => return,
+            Ok(false) => HoldEvent::GaveUp {
+                waited,
+                timed_out: true,
+            },
+            Err(_) => HoldEvent::GaveUp {
+                waited,
+                timed_out: false,
+            },
+        };
+        for _ in 0..if got.as_ref().is_ok_and(|g| *g) {
+            holds
+        } else {
+            1
+        } {
+            self.emit(event);
+        }
+    }
+
+    /// The hold this call took ends as `end` says; nothing if it took none.
+    pub(super) fn hold_ended(&self, end: End) {
+        let Some(held) = self.taken.map(|t| t.elapsed()) else {
+            return;
+        };
+        self.emit(match end {
+            End::Released => HoldEvent::Released { held: Some(held) },
+            End::Lost => HoldEvent::Lost {
+                held,
+                expired: false,
+            },
+            End::Kept => HoldEvent::Forgotten { held },
+        });
+    }
+}
+
+/// How a hold of permits ends.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum End {
+    /// Given back.
+    Released,
+    /// Found gone (the semaphore made anew, an expirable permit's lease over).
+    Lost,
+    /// Kept for good (`forget`): no longer a hold, never given back.
+    Kept,
 }
 
 /// Records an acquire's outcome on its span: the permits taken, or why none were.

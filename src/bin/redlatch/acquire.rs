@@ -23,7 +23,7 @@ pub enum Event {
 /// What is held while the command runs.
 pub enum Held {
     Lock(LockGuard),
-    Permit(PermitGuard),
+    Permit(Box<PermitGuard>),
     Leader(Box<Leadership>),
 }
 
@@ -114,7 +114,7 @@ pub fn acquire(
                 }
                 tried => tried,
             }
-            .map(|permit| permit.map(Held::Permit))
+            .map(|permit| permit.map(|p| Held::Permit(Box::new(p))))
         }
         Hold::Leader => {
             let election = client.election(&run.name);

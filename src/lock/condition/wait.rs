@@ -10,9 +10,9 @@ use std::time::Instant;
 
 use super::Condition;
 use crate::error::{Error, Result};
+use crate::hold::HoldEvent;
 use crate::interrupt::Interruption;
 use crate::keys;
-use crate::lock::events::HoldEvent;
 use crate::lock::guard::LockGuard;
 use crate::lock::owner::Ownership;
 use crate::lock::raw::Unlocked;

@@ -13,9 +13,12 @@ use super::raw::check_count;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
-use crate::semaphore::shared::{check_name, trace_outcome, wait_for_permits};
+use crate::semaphore::shared::{check_name, trace_outcome, wait_for_permits, Report};
 use crate::time::{check_deadline, check_duration, check_wait};
 use crate::trace;
+
+/// A permit-expirable semaphore's kind, as its trace span, metrics and history name it.
+const KIND: &str = "expirable semaphore";
 
 impl PermitExpirableSemaphore {
     /// Takes a permit that expires after `lease` (rounded up to whole milliseconds) unless
@@ -252,21 +255,22 @@ impl PermitExpirableSemaphore {
     ) -> Result<Option<Vec<PermitGuard>>> {
         Ok(self
             .acquire_sent(permits, lease, deadline)?
-            .map(|(ids, _)| {
+            .map(|(ids, _, report)| {
                 ids.into_iter()
-                    .map(|id| PermitGuard::new(self.clone(), id))
+                    .map(|id| PermitGuard::new(self.clone(), id, report.clone()))
                     .collect()
             }))
     }
 
     /// As [`acquire_until`](Self::acquire_until), also returning when the attempt that took
-    /// the permits was sent: their lease runs from no earlier than that.
+    /// the permits was sent (their lease runs from no earlier than that), and the call's
+    /// report, whose holds the guards end.
     pub(super) fn acquire_sent(
         &self,
         permits: u32,
         lease: Duration,
         deadline: Option<Instant>,
-    ) -> Result<Option<(Vec<PermitId>, Instant)>> {
+    ) -> Result<Option<(Vec<PermitId>, Instant, Report)>> {
         check_name(&self.raw.name)?;
         check_count(permits as usize)?;
         check_duration("lease", lease)?;
@@ -274,8 +278,9 @@ impl PermitExpirableSemaphore {
         let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
         let mut sent_at = Instant::now();
         let started = sent_at;
-        let span = trace::Span::acquire("expirable semaphore", &self.raw.name, Some(lease));
+        let span = trace::Span::acquire(KIND, &self.raw.name, Some(lease));
         let _in_span = span.enter();
+        let mut report = Report::new(&self.raw.client, &self.raw.name, KIND);
         let taken = wait_for_permits(
             &self.raw.client,
             &self.raw.channel,
@@ -294,11 +299,15 @@ impl PermitExpirableSemaphore {
                         watchdog.doubt(&self.raw.name, &first, settle);
                     }
                 }
+                if attempt.as_ref().is_ok_and(|t| !t.is_done()) {
+                    report.missed(deadline);
+                }
                 attempt
             },
         );
         trace_outcome(&span, &taken, permits, deadline, started);
-        Ok(taken?.then_some((ids, sent_at)))
+        report.ended(&taken, permits);
+        Ok(taken?.then_some((ids, sent_at, report)))
     }
 }
 

@@ -8,6 +8,7 @@ use super::handle::PermitExpirableSemaphore;
 use super::id::PermitId;
 use super::raw::RENEW_PERMIT;
 use crate::error::Result;
+use crate::semaphore::shared::{End, Report};
 use crate::watchdog::{call_lost, LeaseState, LostReason, Renewal, Watch};
 
 /// One permit taken from a [`PermitExpirableSemaphore`]; dropping the guard releases it.
@@ -47,16 +48,23 @@ pub struct PermitGuard {
     /// A renewed permit's watchdog entry, and the lease it shares with the watchdog. Taken
     /// on release.
     renewed: Option<(Watch, Arc<LeaseState>)>,
+    /// The hold's events: its end.
+    report: Report,
 }
 
 impl PermitGuard {
     /// The guard of a permit with a fixed lease: nothing watches it.
-    pub(super) fn new(semaphore: PermitExpirableSemaphore, id: PermitId) -> PermitGuard {
+    pub(super) fn new(
+        semaphore: PermitExpirableSemaphore,
+        id: PermitId,
+        report: Report,
+    ) -> PermitGuard {
         PermitGuard {
             semaphore,
             id,
             released: false,
             renewed: None,
+            report,
         }
     }
 
@@ -66,6 +74,7 @@ impl PermitGuard {
         semaphore: PermitExpirableSemaphore,
         id: PermitId,
         sent_at: Instant,
+        report: Report,
     ) -> PermitGuard {
         let renewal = Renewal {
             field: Arc::from(id.as_str()),
@@ -82,6 +91,7 @@ impl PermitGuard {
             id,
             released: false,
             renewed: Some(watched),
+            report,
         }
     }
 
@@ -288,6 +298,7 @@ impl PermitGuard {
     pub fn forget(mut self) -> PermitId {
         self.released = true;
         self.unwatch();
+        self.report.hold_ended(End::Kept);
         std::mem::replace(&mut self.id, PermitId::new(String::new()))
     }
 
@@ -325,9 +336,17 @@ impl PermitGuard {
                 self.id,
                 self.semaphore.raw.name
             );
+            self.report.hold_ended(End::Lost);
             return Err(self.semaphore.unknown(&self.id));
         }
-        if self.semaphore.try_release(&self.id)? {
+        let released = self.semaphore.try_release(&self.id);
+        // A release that failed leaves the permit to its lease: no longer this hold.
+        self.report.hold_ended(match released {
+            Ok(true) => End::Released,
+            Ok(false) => End::Lost,
+            Err(_) => End::Kept,
+        });
+        if released? {
             log::debug!(
                 "released permit {} of semaphore `{}`",
                 self.id,

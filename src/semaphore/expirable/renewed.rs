@@ -126,6 +126,8 @@ impl PermitExpirableSemaphore {
         let lease = self.raw.client.inner.config.watchdog_timeout;
         Ok(self
             .acquire_sent(1, lease, deadline)?
-            .map(|(ids, sent_at)| PermitGuard::renewed(self.clone(), one(ids), sent_at)))
+            .map(|(ids, sent_at, report)| {
+                PermitGuard::renewed(self.clone(), one(ids), sent_at, report)
+            }))
     }
 }

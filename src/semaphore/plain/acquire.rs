@@ -9,10 +9,13 @@ use super::handle::Semaphore;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
-use crate::semaphore::shared::trace_outcome;
 use crate::semaphore::shared::{check_name, check_permits, wait_for_permits};
+use crate::semaphore::shared::{trace_outcome, Report};
 use crate::time::{check_deadline, check_wait};
 use crate::trace;
+
+/// A plain semaphore's kind, as its trace span, metrics and history name it.
+const KIND: &str = "semaphore";
 
 impl Semaphore {
     /// Takes `permits` permits, blocking until they are available. The guard gives them
@@ -140,8 +143,9 @@ impl Semaphore {
         check_name(&self.raw.name)?;
         check_permits(permits as usize)?;
         let started = Instant::now();
-        let span = trace::Span::acquire("semaphore", &self.raw.name, None);
+        let span = trace::Span::acquire(KIND, &self.raw.name, None);
         let _in_span = span.enter();
+        let mut report = Report::new(&self.raw.client, &self.raw.name, KIND);
         let mut taken = None;
         let mut warned = false;
         let got = wait_for_permits(
@@ -157,13 +161,22 @@ impl Semaphore {
                     self.raw.warn_unset();
                 }
                 taken = attempt.generation.map(|g| (g, attempt.request, sent_at));
+                if taken.is_none() {
+                    report.missed(deadline);
+                }
                 Ok(attempt.tried)
             },
         );
         trace_outcome(&span, &got, permits, deadline, started);
+        report.ended(&got, 1);
         if !got? {
             return Ok(None);
         }
-        Ok(Some(SemaphoreGuard::new(self.clone(), permits, taken)))
+        Ok(Some(SemaphoreGuard::new(
+            self.clone(),
+            permits,
+            taken,
+            report,
+        )))
     }
 }

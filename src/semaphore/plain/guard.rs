@@ -7,6 +7,7 @@ use std::time::Instant;
 use super::handle::Semaphore;
 use super::raw::{guard_field, Released, CHECK_GENERATION};
 use crate::error::{Error, Result};
+use crate::semaphore::shared::{End, Report};
 use crate::watchdog::{call_lost, LeaseState, LostReason, Renewal, Watch};
 
 /// Permits taken from a [`Semaphore`]; dropping the guard gives them back.
@@ -42,6 +43,8 @@ pub struct SemaphoreGuard {
     /// The generation the permits were taken in, the guard's watchdog entry (which checks
     /// it), and the state it shares with the watchdog. `None` once released or forgotten.
     held: Option<Held>,
+    /// The hold's events: its end.
+    report: Report,
 }
 
 /// What a live guard keeps of its permits' generation.
@@ -58,6 +61,7 @@ impl SemaphoreGuard {
         semaphore: Semaphore,
         permits: u32,
         taken: Option<(Arc<str>, u64, Instant)>,
+        report: Report,
     ) -> SemaphoreGuard {
         let held = taken.map(|(generation, request, sent_at)| {
             let renewal = Renewal {
@@ -77,6 +81,7 @@ impl SemaphoreGuard {
             permits,
             released: false,
             held,
+            report,
         }
     }
 
@@ -202,6 +207,7 @@ impl SemaphoreGuard {
     pub fn forget(mut self) {
         self.released = true;
         self.unwatch();
+        self.report.hold_ended(End::Kept);
     }
 
     /// Why the permits are lost, if they are: the watchdog's check said so, or the client
@@ -230,7 +236,14 @@ impl SemaphoreGuard {
         self.released = true;
         let generation = self.unwatch();
         let raw = &self.semaphore.raw;
-        match raw.release(self.permits, generation.as_deref())? {
+        let released = raw.release(self.permits, generation.as_deref());
+        // A release that failed leaves the permits to the settle: no longer this hold.
+        self.report.hold_ended(match &released {
+            Ok(Released::Given(_)) => End::Released,
+            Ok(Released::Dropped(_)) => End::Lost,
+            Err(_) => End::Kept,
+        });
+        match released? {
             Released::Given(_) => Ok(()),
             Released::Dropped(_) => {
                 log::warn!(
