@@ -37,6 +37,10 @@ pub(crate) enum HoldEvent {
     Deadlock { waited: Duration },
     /// The owner released a hold it had for `held` (unknown for a leaked guard's).
     Released { held: Option<Duration> },
+    /// The owner's release of a hold it had for `held` passed the lock to a waiting thread
+    /// of its client in the same call (see `handover.rs`): a release whose waiter's acquire
+    /// follows, with nothing published in between.
+    HandedOver { held: Duration },
     /// A hold, taken `held` before, was found lost: its lease ran out (`expired`), or it was
     /// taken or broken behind its owner's back.
     Lost { held: Duration, expired: bool },

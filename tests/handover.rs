@@ -92,10 +92,18 @@ fn a_release_passes_the_lock_to_a_waiting_thread_in_its_own_call() {
         "the lease set anew for the new holder: {ttl} ms"
     );
     assert_eq!(client.metrics().waiting, 0);
+    assert_eq!(client.metrics().handovers, 1, "the pass is counted");
     release.send(()).unwrap();
     handle.join().unwrap();
     assert!(holds(&server, "pass").is_empty());
     assert_eq!(calls(&server).1, published + 1, "its release publishes");
+    let m = client.metrics();
+    assert_eq!(m.handovers, 1, "a release to nobody is no hand-over");
+    assert_eq!(
+        m.hold_time.count(),
+        3,
+        "each release ends a hold, the pass too"
+    );
 }
 
 #[test]

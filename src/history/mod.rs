@@ -134,6 +134,9 @@ impl History {
             HoldEvent::GaveUp { waited, .. } => (HistoryKind::GaveUp, Some(waited), None, false),
             HoldEvent::Deadlock { waited } => (HistoryKind::Deadlock, Some(waited), None, false),
             HoldEvent::Released { held } => (HistoryKind::Release, None, held, false),
+            // Recorded as a release (readers of older versions know it): the waiter's
+            // acquire follows it.
+            HoldEvent::HandedOver { held } => (HistoryKind::Release, None, Some(held), false),
             HoldEvent::Yielded { held } => (HistoryKind::Release, None, Some(held), false),
             HoldEvent::Lost { held, expired } => {
                 let kind = if expired {

@@ -96,6 +96,8 @@ fn count_thread_guard(more: bool) {
 pub(crate) enum End {
     /// Released by its owner.
     Released,
+    /// Released by its owner, and passed to a waiting thread of its client in the same call.
+    Passed,
     /// Found lost: its lease ran out (`expired`), or it was taken or broken.
     Lost { expired: bool },
     /// Not known: the hold goes on under another guard, or its release failed and it ends
@@ -109,6 +111,7 @@ impl End {
         let held = at.saturating_duration_since(acquired_at);
         match self {
             End::Released => HoldEvent::Released { held: Some(held) },
+            End::Passed => HoldEvent::HandedOver { held },
             End::Lost { expired } => HoldEvent::Lost { held, expired },
             End::Unknown => HoldEvent::Forgotten { held },
         }
@@ -578,8 +581,13 @@ impl<O: Ownership> LockGuard<O> {
                     name: self.lock.key().to_owned(),
                 })
             }
-            Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed => {
-                self.ended(sent, End::Released);
+            done @ (Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed) => {
+                let end = if done == Unlocked::Passed {
+                    End::Passed
+                } else {
+                    End::Released
+                };
+                self.ended(sent, end);
                 log::debug!("released `{}` (owner {})", self.lock.key(), self.owner);
                 Ok(())
             }

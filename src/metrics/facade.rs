@@ -15,6 +15,7 @@
 //! | `redlatch_failed_renewals_total` | counter | |
 //! | `redlatch_lost_locks_total` | counter | |
 //! | `redlatch_pubsub_reconnects_total` | counter | |
+//! | `redlatch_handovers_total` | counter | |
 //!
 //! `kind` is the lock kind: `plain`, `fair`, `fenced`, `spin`, `read`, `write`,
 //! `non-reentrant`, `non-reentrant fair`, `group`, `lock set` (a set's members), or
@@ -98,6 +99,11 @@ mod on {
                 "redlatch_pubsub_reconnects_total",
                 Unit::Count,
                 "Pub/sub connections re-made"
+            );
+            describe_counter!(
+                "redlatch_handovers_total",
+                Unit::Count,
+                "Releases that passed the lock to a waiting thread of the same client"
             );
             describe_counter!(
                 "redlatch_deadlocks_total",

@@ -23,6 +23,7 @@ pub(crate) struct Recorder {
     pub(crate) reconnects: AtomicU64,
     pub(crate) deadlocks: AtomicU64,
     pub(crate) order_inversions: AtomicU64,
+    pub(crate) handovers: AtomicU64,
     /// A gauge: threads blocked in a wait of this client now.
     pub(crate) waiting: AtomicU64,
     pub(crate) wait: AtomicHistogram,
@@ -43,6 +44,7 @@ impl Recorder {
             reconnects: AtomicU64::new(0),
             deadlocks: AtomicU64::new(0),
             order_inversions: AtomicU64::new(0),
+            handovers: AtomicU64::new(0),
             waiting: AtomicU64::new(0),
             wait: AtomicHistogram::new(),
             hold: AtomicHistogram::new(),
@@ -75,6 +77,11 @@ impl Recorder {
             HoldEvent::GaveUp {
                 timed_out: true, ..
             } => self.timed_out(kind, name),
+            HoldEvent::HandedOver { held } => {
+                self.handovers.fetch_add(1, Relaxed);
+                facade::count("redlatch_handovers_total");
+                self.released(kind, name, held);
+            }
             HoldEvent::Released { held: Some(held) }
             | HoldEvent::Lost { held, .. }
             | HoldEvent::Forgotten { held } => self.released(kind, name, held),
@@ -158,6 +165,7 @@ impl Recorder {
             pubsub_reconnects: self.reconnects.load(Relaxed),
             deadlocks: self.deadlocks.load(Relaxed),
             lock_order_inversions: self.order_inversions.load(Relaxed),
+            handovers: self.handovers.load(Relaxed),
             waiting: self.waiting.load(Relaxed),
             unsettled: 0,
             wait_time: self.wait.snapshot(),
@@ -221,6 +229,10 @@ pub struct Metrics {
     /// ([`ConfigBuilder::lock_order_checks`](crate::ConfigBuilder::lock_order_checks)): each
     /// conflicting pair counts once per process (again when recorded anew after hours).
     pub lock_order_inversions: u64,
+    /// Releases that passed the lock straight to a waiting thread of this client, in the
+    /// release's own call (nothing published, no other client could take it in between):
+    /// the cheapest hand-over there is. Each is counted among the releases too.
+    pub handovers: u64,
     /// A gauge: threads of this client blocked in a wait right now (any lock, semaphore or
     /// latch). A thread counts from the moment it is subscribed, has re-checked, and blocks,
     /// until it leaves the wait: a release published once the count includes it wakes it.
