@@ -3,6 +3,8 @@
 use std::fmt;
 use std::time::Instant;
 
+use crate::hold::Owner;
+
 /// A specialized `Result` for redlatch operations.
 ///
 /// # Examples
@@ -212,20 +214,20 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeadlockStep {
-    /// The waiting owner's id (`<client id>:<thread number>`).
-    pub owner: String,
+    /// The waiting owner.
+    pub owner: Owner,
     /// The lock it waits for.
     pub lock: String,
     /// The owner in its way.
-    pub blocked_by: String,
+    pub blocked_by: Owner,
 }
 
 impl DeadlockStep {
-    pub(crate) fn new(owner: String, lock: String, blocked_by: String) -> DeadlockStep {
+    pub(crate) fn new(owner: &str, lock: String, blocked_by: &str) -> DeadlockStep {
         DeadlockStep {
-            owner,
+            owner: Owner::from_id(owner),
             lock,
-            blocked_by,
+            blocked_by: Owner::from_id(blocked_by),
         }
     }
 }

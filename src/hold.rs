@@ -1,10 +1,210 @@
-//! The events of a hold, as every primitive reports them: what happened ([`HoldEvent`]), to
+//! The vocabulary of holds: who holds ([`Owner`]), what kind of hold ([`LockKind`]), and
+//! the events of a hold as every primitive reports them: what happened ([`HoldEvent`]), to
 //! which hold ([`Subject`]). Data only: `events.rs` sends each event to the features that
-//! are on, and each feature (metrics, history, lock order) reads it in its own module.
+//! are on, and each feature (metrics, history, lock order) reads it in its own module; the
+//! report types of every view name owners and kinds with these two types.
 
+use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::keys;
+
+/// Who holds or waits: an owner id `"<client id>:<thread number>"` split in its parts.
+///
+/// The client id is [`Client::id`](crate::Client::id) of a redlatch client (or a Redisson client's id), the
+/// thread number the per-process number of the OS thread (the Java thread id for Redisson).
+///
+/// # Examples
+///
+/// ```
+/// let owner = redlatch::Owner::parse("0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12").unwrap();
+/// assert_eq!(owner.client_id, "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c");
+/// assert_eq!(owner.thread, 12);
+/// assert_eq!(owner.to_string(), "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12");
+/// assert!(redlatch::Owner::parse("no thread").is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Owner {
+    /// The client's id (a UUID for redlatch and Redisson).
+    pub client_id: String,
+    /// The thread's number within that client's process.
+    pub thread: u64,
+}
+
+impl Owner {
+    /// Splits an owner id at its last `:`; `None` unless it ends in `:<decimal number>`
+    /// after a non-empty client id.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(redlatch::Owner::parse("a:b:7").unwrap().client_id, "a:b");
+    /// ```
+    pub fn parse(id: &str) -> Option<Owner> {
+        let (client, thread) = keys::owner_parts(id)?;
+        Some(Owner {
+            client_id: client.to_owned(),
+            thread,
+        })
+    }
+}
+
+impl Owner {
+    /// The owner an id names; one that does not parse (a foreign field) keeps the whole id
+    /// as its client id, thread 0.
+    pub(crate) fn from_id(id: &str) -> Owner {
+        Owner::parse(id).unwrap_or_else(|| Owner {
+            client_id: id.to_owned(),
+            thread: 0,
+        })
+    }
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.client_id, self.thread)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Owner {
+    /// As three fields, `owner` (`"<client id>:<thread>"`), `client_id` and `thread`, which
+    /// a holder's or a waiter's serialization shows beside its own.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Owner", 3)?;
+        st.serialize_field("owner", &self.to_string())?;
+        st.serialize_field("client_id", &self.client_id)?;
+        st.serialize_field("thread", &self.thread)?;
+        st.end()
+    }
+}
+
+/// What kind of hold (or wait) an event, a span, a wait record or a lock-order record is
+/// about: the lock's kind, or for a read-write lock its side. Its [`as_str`](Self::as_str)
+/// is the `kind` label of the metrics and the word the history stream keeps.
+///
+/// # Examples
+///
+/// ```
+/// use redlatch::LockKind;
+/// assert_eq!(LockKind::parse("non-reentrant fair"), LockKind::NonReentrantFair);
+/// assert_eq!(LockKind::Semaphore.as_str(), "semaphore");
+/// assert!(LockKind::Read.is_read());
+/// assert_eq!(LockKind::parse("from a newer version"), LockKind::Unknown);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// A reentrant lock ([`Client::lock`](crate::Client::lock)).
+    Plain,
+    /// A non-reentrant lock.
+    NonReentrant,
+    /// A fair lock.
+    Fair,
+    /// A non-reentrant fair lock.
+    NonReentrantFair,
+    /// A fenced lock.
+    Fenced,
+    /// A spin lock.
+    Spin,
+    /// A read-write lock's read side.
+    Read,
+    /// A read-write lock's write side.
+    Write,
+    /// A group lock's values.
+    Group,
+    /// A lock of a [`LockSet`](crate::LockSet), taken with the rest of its set.
+    LockSet,
+    /// A semaphore's permits.
+    Semaphore,
+    /// A permit-expirable semaphore's permits.
+    ExpirableSemaphore,
+    /// Any lock held alone, when no finer kind is recorded (a deadlock wait record, a
+    /// lock-order record: every kind but a read).
+    Exclusive,
+    /// A word this version does not know (recorded by a newer one).
+    Unknown,
+}
+
+impl LockKind {
+    const ALL: [LockKind; 14] = [
+        LockKind::Plain,
+        LockKind::NonReentrant,
+        LockKind::Fair,
+        LockKind::NonReentrantFair,
+        LockKind::Fenced,
+        LockKind::Spin,
+        LockKind::Read,
+        LockKind::Write,
+        LockKind::Group,
+        LockKind::LockSet,
+        LockKind::Semaphore,
+        LockKind::ExpirableSemaphore,
+        LockKind::Exclusive,
+        LockKind::Unknown,
+    ];
+
+    /// Its word: `plain`, `non-reentrant`, `fair`, `non-reentrant fair`, `fenced`, `spin`,
+    /// `read`, `write`, `group`, `lock set`, `semaphore`, `expirable semaphore`,
+    /// `exclusive`, `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Plain => "plain",
+            LockKind::NonReentrant => "non-reentrant",
+            LockKind::Fair => "fair",
+            LockKind::NonReentrantFair => "non-reentrant fair",
+            LockKind::Fenced => "fenced",
+            LockKind::Spin => "spin",
+            LockKind::Read => "read",
+            LockKind::Write => "write",
+            LockKind::Group => "group",
+            LockKind::LockSet => "lock set",
+            LockKind::Semaphore => "semaphore",
+            LockKind::ExpirableSemaphore => "expirable semaphore",
+            LockKind::Exclusive => "exclusive",
+            LockKind::Unknown => "unknown",
+        }
+    }
+
+    /// The kind a word names; [`Unknown`](Self::Unknown) for any other.
+    pub fn parse(word: &str) -> LockKind {
+        LockKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == word)
+            .unwrap_or(LockKind::Unknown)
+    }
+
+    /// Whether it is a read hold, shared with other readers (every other kind excludes).
+    pub fn is_read(self) -> bool {
+        self == LockKind::Read
+    }
+}
+
+impl fmt::Display for LockKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for LockKind {
+    /// As [`as_str`](Self::as_str).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for LockKind {
+    /// As [`parse`](Self::parse).
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let word = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(LockKind::parse(&word))
+    }
+}
 
 /// The hold an event is of: the lock (or semaphore) by its key, its kind as labelled in the
 /// metrics and the history (`plain`, `fair`, `read`, `lock set`, `semaphore`...), its
@@ -12,7 +212,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Subject<'a> {
     pub(crate) lock: &'a Arc<str>,
-    pub(crate) kind: &'static str,
+    pub(crate) kind: LockKind,
     pub(crate) owner: &'a Arc<str>,
     pub(crate) at: Instant,
 }

@@ -349,6 +349,7 @@ pub use config::{Config, ConfigBuilder, ServerAddress, ShardedSubscriptionMode};
 pub use election::{Election, Leader, Leadership, Observer};
 pub use error::{Error, Result};
 pub use fenced::FencedResource;
+pub use hold::{LockKind, Owner};
 pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
@@ -400,9 +401,6 @@ pub type Kind = inspect::Kind;
 #[doc(hidden)]
 #[deprecated(note = "moved to `redlatch::inspect::Mode`")]
 pub type Mode = inspect::Mode;
-#[doc(hidden)]
-#[deprecated(note = "moved to `redlatch::inspect::Owner`")]
-pub type Owner = inspect::Owner;
 #[doc(hidden)]
 #[deprecated(note = "moved to `redlatch::inspect::QueueEntry`")]
 pub type QueueEntry = inspect::QueueEntry;

@@ -4,7 +4,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::de::{Deserialize, Deserializer, Error as _};
 use serde::ser::{SerializeSeq, Serializer};
+
+use crate::hold::Owner;
 
 /// Milliseconds, -1 for `Duration::MAX`.
 pub(crate) fn millis(d: Duration) -> i128 {
@@ -35,6 +38,37 @@ pub(crate) fn opt_durations<S: Serializer>(
         seq.serialize_element(&d.map(millis))?;
     }
     seq.end()
+}
+
+/// An owner as its id, `"<client id>:<thread>"`.
+pub(crate) fn owner_id<S: Serializer>(o: &Owner, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(o)
+}
+
+/// Owners as their ids.
+pub(crate) fn owner_ids<S: Serializer>(os: &[Owner], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(os.iter().map(Owner::to_string))
+}
+
+/// An owner from its id.
+pub(crate) fn parse_owner<'de, D: Deserializer<'de>>(d: D) -> Result<Owner, D::Error> {
+    let id = String::deserialize(d)?;
+    Owner::parse(&id).ok_or_else(|| D::Error::custom(format!("not an owner id: {id:?}")))
+}
+
+/// Whole microseconds.
+pub(crate) fn opt_micros<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_u64(d.as_micros() as u64),
+        None => s.serialize_none(),
+    }
+}
+
+/// A duration from whole microseconds.
+pub(crate) fn parse_opt_micros<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    Ok(Option::<u64>::deserialize(d)?.map(Duration::from_micros))
 }
 
 /// Milliseconds since 1970 (0 before it).

@@ -11,6 +11,7 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::glob::glob_matches;
 use crate::history::{self, HistoryEvent, HistoryKind, Span, SpanKind};
+use crate::hold::Owner;
 use crate::inspect::{Inspection, Kind};
 
 /// One lock or synchronizer's contention over a window ([`Client::top`]).
@@ -53,8 +54,9 @@ pub struct Activity {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct TopHolder {
-    /// The owner id.
-    pub owner: String,
+    /// Who holds it.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
+    pub owner: Owner,
     /// How long it has held, where its client records a history.
     #[cfg_attr(
         feature = "serde",
@@ -85,8 +87,9 @@ pub struct Who {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Blame {
-    /// The owner id.
-    pub owner: String,
+    /// Who held the lock.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
+    pub owner: Owner,
     /// Who it is.
     pub who: Who,
     /// Others' time waiting while it held the lock, summed over the waiters (two threads
@@ -207,7 +210,7 @@ pub(crate) fn activities(
     };
     let timeline = history::timeline(events, now_us);
     let mut seen: BTreeMap<&str, Seen<'_>> = BTreeMap::new();
-    let mut whos: HashMap<&str, Who> = HashMap::new();
+    let mut whos: HashMap<&Owner, Who> = HashMap::new();
     for e in events {
         whos.entry(&e.owner).or_insert_with(|| who(e));
         let s = seen.entry(&e.lock).or_default();
@@ -250,7 +253,7 @@ fn activity(
     name: &str,
     inspection: Option<&Inspection>,
     s: &Seen<'_>,
-    whos: &HashMap<&str, Who>,
+    whos: &HashMap<&Owner, Who>,
     frame: Interval,
     window: Duration,
 ) -> Activity {
@@ -261,7 +264,7 @@ fn activity(
             i.holders
                 .iter()
                 .chain(&i.readers)
-                .map(|h| h.owner.to_string())
+                .map(|h| h.owner.clone())
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default()
@@ -274,7 +277,7 @@ fn activity(
                 .map(|h| h.start_us)
                 .min()
                 .map(since),
-            who: whos.get(owner.as_str()).cloned(),
+            who: whos.get(&owner).cloned(),
             owner,
         })
         .collect();
@@ -305,10 +308,10 @@ fn activity(
 /// the overlap of every wait with its holds (a reader waits only for writers), and each
 /// wait counted once per holder.
 fn blame(s: &Seen<'_>, frame: Interval) -> Vec<Blame> {
-    let read = |span: &Span| span.mode == "read";
-    let mut blame: BTreeMap<&str, Blame> = BTreeMap::new();
+    let read = |span: &Span| span.mode.is_read();
+    let mut blame: BTreeMap<&Owner, Blame> = BTreeMap::new();
     for wait in &s.waits {
-        let mut charged: Vec<&str> = Vec::new();
+        let mut charged: Vec<&Owner> = Vec::new();
         for hold in &s.holds {
             if hold.owner == wait.owner || (read(wait) && read(hold)) {
                 continue;
@@ -325,7 +328,7 @@ fn blame(s: &Seen<'_>, frame: Interval) -> Vec<Blame> {
                 waits: 0,
             });
             b.caused_wait += Duration::from_micros(overlap);
-            if !charged.contains(&hold.owner.as_str()) {
+            if !charged.contains(&&hold.owner) {
                 charged.push(&hold.owner);
                 b.waits += 1;
             }
@@ -339,6 +342,7 @@ fn blame(s: &Seen<'_>, frame: Interval) -> Vec<Blame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hold::LockKind;
 
     const MS: u64 = 1000;
 
@@ -347,14 +351,14 @@ mod tests {
             at_us: 1_000_000_000 + at_ms * MS,
             kind,
             lock: "l".into(),
-            mode: "plain".into(),
-            owner: owner.into(),
+            mode: LockKind::Plain,
+            owner: Owner::from_id(owner),
             client_name: "app".into(),
             host: "h".into(),
             pid: 7,
             thread: format!("t-{owner}"),
-            waited_us: None,
-            held_us: None,
+            waited: None,
+            held: None,
             contended: false,
         }
     }
@@ -363,7 +367,7 @@ mod tests {
     fn holders_are_charged_the_waits_they_caused_within_the_window() {
         use HistoryKind::*;
         let waited = |mut e: HistoryEvent, ms: u64| {
-            e.waited_us = Some(ms * MS);
+            e.waited = Some(Duration::from_millis(ms));
             e.contended = true;
             e
         };
@@ -387,7 +391,13 @@ mod tests {
         let blamed: Vec<(&str, u64, usize)> = l
             .blame
             .iter()
-            .map(|b| (b.owner.as_str(), b.caused_wait.as_millis() as u64, b.waits))
+            .map(|b| {
+                (
+                    b.owner.client_id.as_str(),
+                    b.caused_wait.as_millis() as u64,
+                    b.waits,
+                )
+            })
             .collect();
         // a: b's 90 ms and c's 50 ms; b: c's 50 ms since it took the lock.
         assert_eq!(blamed, [("a", 140, 2), ("b", 50, 1)]);
@@ -398,7 +408,7 @@ mod tests {
     fn readers_are_not_charged_for_readers_and_the_window_cuts_old_waits() {
         use HistoryKind::*;
         let read = |mut e: HistoryEvent| {
-            e.mode = "read".into();
+            e.mode = LockKind::Read;
             e
         };
         let events = [
@@ -411,7 +421,7 @@ mod tests {
         let blamed: Vec<(&str, u64)> = top[0]
             .blame
             .iter()
-            .map(|b| (b.owner.as_str(), b.caused_wait.as_millis() as u64))
+            .map(|b| (b.owner.client_id.as_str(), b.caused_wait.as_millis() as u64))
             .collect();
         // Only the writer's wait counts against the reader, and only its last second.
         assert_eq!(blamed, [("r1", 1000)]);

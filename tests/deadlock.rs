@@ -89,11 +89,22 @@ fn a_cycle_between_two_threads_ends_the_younger_wait_and_the_other_gets_its_lock
     let Error::Deadlock { cycle } = &err else {
         panic!("{err}")
     };
-    let steps: Vec<(&str, &str, &str)> = cycle
+    let steps: Vec<(String, &str, String)> = cycle
         .iter()
-        .map(|s| (s.owner.as_str(), s.lock.as_str(), s.blocked_by.as_str()))
+        .map(|s| {
+            (
+                s.owner.to_string(),
+                s.lock.as_str(),
+                s.blocked_by.to_string(),
+            )
+        })
         .collect();
-    assert_eq!(steps, [(&*b, "t:1", &*a), (&*a, "t:2", &*b)], "{err}");
+    let (a_id, b_id) = (a.to_string(), b.to_string());
+    assert_eq!(
+        steps,
+        [(b_id.clone(), "t:1", a_id.clone()), (a_id, "t:2", b_id)],
+        "{err}"
+    );
     assert_eq!(client.metrics().deadlocks, 1, "one victim counted");
     assert!(
         record(&server, "t:1", &b).is_none(),
@@ -138,11 +149,15 @@ fn a_cycle_through_a_lock_set_ends_the_sets_wait_with_the_deadlock_error() {
     let Error::Deadlock { cycle } = &err else {
         panic!("{err}")
     };
-    let steps: Vec<(&str, &str)> = cycle
+    let steps: Vec<(String, &str)> = cycle
         .iter()
-        .map(|s| (s.owner.as_str(), s.lock.as_str()))
+        .map(|s| (s.owner.to_string(), s.lock.as_str()))
         .collect();
-    assert_eq!(steps, [(&*a, "t:s3"), (&*b, "t:s1")], "{err}");
+    assert_eq!(
+        steps,
+        [(a.to_string(), "t:s3"), (b.to_string(), "t:s1")],
+        "{err}"
+    );
     assert!(record(&server, "t:s3", &a).is_none(), "its record is gone");
     // a's thread ended, releasing t:s1: b gets it, and the set took nothing.
     let (outcome, _) = out_b.recv_timeout(GENEROUS).expect("b's wait ended");
@@ -524,7 +539,7 @@ fn locks_taken_in_opposite_orders_are_warned_of_and_reads_and_tries_are_not() {
         (w.other.held.as_str(), w.other.taken.as_str()),
         ("o:b", "o:a")
     );
-    assert_eq!(w.one.held_mode, "exclusive");
+    assert_eq!(w.one.held_mode, redlatch::LockKind::Exclusive);
     assert!(w.one.by.starts_with(&one.owner_id()), "{}", w.one.by);
     assert!(w.other.by.starts_with(&other_owner), "{}", w.other.by);
     let pid = format!("pid {}", std::process::id());

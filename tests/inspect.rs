@@ -12,8 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{
-    inspect::Inspection, inspect::Kind, inspect::Mode, inspect::Owner, watch::EventKind, Client,
-    Config,
+    inspect::Inspection, inspect::Kind, inspect::Mode, watch::EventKind, Client, Config, Owner,
 };
 use support::cluster::RedisCluster;
 use support::{wait_until, RedisServer};

@@ -217,7 +217,7 @@ fn hold_counts_and_queries_agree_on_both_sides() {
     let top = p.client.top(name, Duration::from_secs(10)).unwrap();
     assert_eq!(top.len(), 1);
     assert_eq!(top[0].holders.len(), 1);
-    assert_eq!(top[0].holders[0].owner, java_owner);
+    assert_eq!(top[0].holders[0].owner.to_string(), java_owner);
     assert_eq!(
         (top[0].holders[0].held_for, top[0].acquisitions_per_s),
         (None, 0.0)

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use crate::error::Result;
+use crate::hold::LockKind;
 
 /// How a waiter waits for its lock, as its record says: what blocks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,13 +31,13 @@ impl Mode {
         }
     }
 
-    /// The word a report shows.
-    pub(crate) fn word(self) -> &'static str {
+    /// The kind a report shows.
+    pub(crate) fn kind(self) -> LockKind {
         match self {
-            Mode::Exclusive => "exclusive",
-            Mode::Fair => "fair",
-            Mode::Read => "read",
-            Mode::Write => "write",
+            Mode::Exclusive => LockKind::Exclusive,
+            Mode::Fair => LockKind::Fair,
+            Mode::Read => LockKind::Read,
+            Mode::Write => LockKind::Write,
         }
     }
 

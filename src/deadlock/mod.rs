@@ -277,5 +277,5 @@ impl Drop for Checks {
 
 /// A cycle's edge as the error names it.
 fn step(edge: Edge) -> DeadlockStep {
-    DeadlockStep::new(edge.wait.owner, edge.wait.lock, edge.by.owner)
+    DeadlockStep::new(&edge.wait.owner, edge.wait.lock, &edge.by.owner)
 }

@@ -9,6 +9,7 @@ use super::{parse_record, Graph, Mode as WaitMode, Server as WaitGraph};
 use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::Result;
+use crate::hold::{LockKind, Owner};
 use crate::keys::{helper_of, unhashed, LOCK_WAITS};
 
 /// One thread recorded as waiting for a lock ([`Client::waits`]).
@@ -16,12 +17,14 @@ use crate::keys::{helper_of, unhashed, LOCK_WAITS};
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct WaitRecord {
-    /// The waiting owner (`<client id>:<thread number>`).
-    pub owner: String,
+    /// The waiting owner.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
+    pub owner: Owner,
     /// The lock it waits for, as its name is given (unmapped).
     pub lock: String,
-    /// How it waits: `exclusive`, `fair`, `read` or `write`.
-    pub mode: &'static str,
+    /// How it waits: [`Exclusive`](LockKind::Exclusive), [`Fair`](LockKind::Fair),
+    /// [`Read`](LockKind::Read) or [`Write`](LockKind::Write).
+    pub mode: LockKind,
     /// How long it has waited, on the server's clock.
     #[cfg_attr(
         feature = "serde",
@@ -30,7 +33,8 @@ pub struct WaitRecord {
     pub waited: Duration,
     /// The owners in its way: the lock's holders (a reader's, only a writer), and for a fair
     /// lock the waiters queued ahead.
-    pub blocked_by: Vec<String>,
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_ids"))]
+    pub blocked_by: Vec<Owner>,
     /// Whether it is part of a cycle of recorded waits (a deadlock not broken yet: each member
     /// looks again at doubling intervals).
     pub in_cycle: bool,
@@ -122,12 +126,12 @@ impl Client {
             let blocked_by = graph
                 .blockers(lock, mode, &owner)?
                 .into_iter()
-                .map(|b| b.owner)
+                .map(|b| Owner::from_id(&b.owner))
                 .collect();
             out.push(WaitRecord {
-                owner,
+                owner: Owner::from_id(&owner),
                 lock: lock.to_owned(),
-                mode: mode.word(),
+                mode: mode.kind(),
                 waited: Duration::from_millis(now.saturating_sub(since)),
                 blocked_by,
                 in_cycle: false,
@@ -140,11 +144,11 @@ impl Client {
 /// Marks the waits from which the edges (a wait to the waits of the owners in its way) lead
 /// back to themselves.
 fn mark_cycles(waits: &mut [WaitRecord]) {
-    let edges: BTreeMap<&str, &[String]> = waits
+    let edges: BTreeMap<&Owner, &[Owner]> = waits
         .iter()
-        .map(|w| (w.owner.as_str(), w.blocked_by.as_slice()))
+        .map(|w| (&w.owner, w.blocked_by.as_slice()))
         .collect();
-    let in_cycle: HashSet<String> = waits
+    let in_cycle: HashSet<Owner> = waits
         .iter()
         .filter(|w| returns_to(&edges, &w.owner))
         .map(|w| w.owner.clone())
@@ -155,12 +159,12 @@ fn mark_cycles(waits: &mut [WaitRecord]) {
 }
 
 /// Whether a path of edges from `start` leads back to it.
-fn returns_to(edges: &BTreeMap<&str, &[String]>, start: &str) -> bool {
+fn returns_to(edges: &BTreeMap<&Owner, &[Owner]>, start: &Owner) -> bool {
     let mut seen = HashSet::new();
-    let mut stack: Vec<&str> = edges
+    let mut stack: Vec<&Owner> = edges
         .get(start)
         .into_iter()
-        .flat_map(|b| b.iter().map(String::as_str))
+        .flat_map(|b| b.iter())
         .collect();
     while let Some(owner) = stack.pop() {
         if owner == start {
@@ -168,7 +172,7 @@ fn returns_to(edges: &BTreeMap<&str, &[String]>, start: &str) -> bool {
         }
         if seen.insert(owner) {
             if let Some(next) = edges.get(owner) {
-                stack.extend(next.iter().map(String::as_str));
+                stack.extend(next.iter());
             }
         }
     }
@@ -181,11 +185,11 @@ mod tests {
 
     fn wait(owner: &str, blocked_by: &[&str]) -> WaitRecord {
         WaitRecord {
-            owner: owner.into(),
+            owner: Owner::from_id(owner),
             lock: "l".into(),
-            mode: "exclusive",
+            mode: LockKind::Exclusive,
             waited: Duration::ZERO,
-            blocked_by: blocked_by.iter().map(|s| s.to_string()).collect(),
+            blocked_by: blocked_by.iter().map(|s| Owner::from_id(s)).collect(),
             in_cycle: false,
         }
     }
@@ -204,7 +208,7 @@ mod tests {
         let marked: Vec<&str> = waits
             .iter()
             .filter(|w| w.in_cycle)
-            .map(|w| w.owner.as_str())
+            .map(|w| w.owner.client_id.as_str())
             .collect();
         assert_eq!(marked, ["a", "b", "c"]);
     }

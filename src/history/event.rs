@@ -1,6 +1,9 @@
 //! A history event as a reader gets it, and the fields a client's stream keeps.
 
 use std::fmt;
+use std::time::Duration;
+
+use crate::hold::{LockKind, Owner};
 
 /// The fields of a stream entry (one event).
 pub(crate) mod fields {
@@ -108,12 +111,17 @@ pub struct HistoryEvent {
     pub kind: HistoryKind,
     /// The lock, as its name is given.
     pub lock: String,
-    /// The lock's kind as the metrics label it: `plain` (reentrant), `non-reentrant`, `fair`,
-    /// `fenced`, `spin`, `read`, `write`, `group`, `lock set`, or `semaphore` and
-    /// `expirable semaphore` (a hold of permits).
-    pub mode: String,
-    /// The owner id (`<client id>:<thread number>`).
-    pub owner: String,
+    /// The lock's kind (and a read-write lock's side), as the metrics label it.
+    pub mode: LockKind,
+    /// Who held or waited.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            serialize_with = "crate::ser::owner_id",
+            deserialize_with = "crate::ser::parse_owner"
+        )
+    )]
+    pub owner: Owner,
     /// The recording client's name ([`ConfigBuilder::client_name`](crate::ConfigBuilder::client_name)).
     pub client_name: String,
     /// The recording process's host.
@@ -122,10 +130,26 @@ pub struct HistoryEvent {
     pub pid: u32,
     /// The owner's thread, by name (or its id when unnamed).
     pub thread: String,
-    /// How long the owner waited before this event, µs (acquire, timed out, deadlock).
-    pub waited_us: Option<u64>,
-    /// How long the hold this event ends lasted, µs (release, lost).
-    pub held_us: Option<u64>,
+    /// How long the owner waited before this event (acquire, timed out, deadlock).
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "waited_us",
+            serialize_with = "crate::ser::opt_micros",
+            deserialize_with = "crate::ser::parse_opt_micros"
+        )
+    )]
+    pub waited: Option<Duration>,
+    /// How long the hold this event ends lasted (release, lost).
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "held_us",
+            serialize_with = "crate::ser::opt_micros",
+            deserialize_with = "crate::ser::parse_opt_micros"
+        )
+    )]
+    pub held: Option<Duration>,
     /// Whether the acquire found the lock busy first and waited (an acquire only).
     pub contended: bool,
 }

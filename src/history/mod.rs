@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::backend::{Backend, Policy};
+use crate::hold::LockKind;
 use crate::hold::{HoldEvent, Subject};
 use crate::keys;
 use crate::time::millis;
@@ -57,7 +58,7 @@ struct Pending {
     kind: HistoryKind,
     lock: Arc<str>,
     owner: Arc<str>,
-    mode: &'static str,
+    mode: LockKind,
     at: Instant,
     /// Whether the event takes the upper bound of the server's time (it begins a hold).
     upper: bool,
@@ -236,7 +237,7 @@ impl History {
                 .arg(fields::OWNER)
                 .arg(&*e.owner)
                 .arg(fields::MODE)
-                .arg(e.mode)
+                .arg(e.mode.as_str())
                 .arg(fields::AT)
                 .arg(at.max(0));
             if let Some(w) = e.waited {

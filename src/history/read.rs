@@ -3,11 +3,13 @@
 //! [`Client::recent_history`](crate::Client::recent_history), `top`).
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use super::event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
 use super::{HistoryEvent, HistoryKind};
 use crate::backend::{Backend, Policy};
 use crate::error::Result;
+use crate::hold::{LockKind, Owner};
 use crate::keys::{self, HISTORY};
 use crate::names::NameMapper;
 
@@ -53,7 +55,7 @@ pub(crate) fn read(
             backend.run(&who_key, |c| redis::cmd("HGETALL").arg(&who_key).query(c))?;
         // A stream is in the order its client saw things: a hold shorter than the stamps'
         // uncertainty (a round trip) ends no earlier than it began.
-        let mut began: HashMap<(String, String), u64> = HashMap::new();
+        let mut began: HashMap<(Owner, String), u64> = HashMap::new();
         // A write sent again (its reply lost) repeats events: each counts once.
         let mut seen: HashSet<u64> = HashSet::new();
         for (_, values) in entries {
@@ -101,20 +103,21 @@ fn parse(values: &[String], who: &HashMap<String, String>) -> Option<HistoryEven
             .map(|kv| kv[1].as_str())
     };
     let number = |name: &str| field(name).and_then(|v| v.parse::<u64>().ok());
-    let owner = field(fields::OWNER)?.to_owned();
+    let id = field(fields::OWNER)?;
+    let owner = Owner::parse(id)?;
     let known = |f: &str| who.get(f).cloned().unwrap_or_default();
     Some(HistoryEvent {
         at_us: number(fields::AT)?,
         kind: HistoryKind::from_word(field(fields::KIND)?)?,
         lock: field(fields::LOCK)?.to_owned(),
-        mode: field(fields::MODE).unwrap_or_default().to_owned(),
+        mode: LockKind::parse(field(fields::MODE).unwrap_or_default()),
         client_name: known(WHO_CLIENT),
         host: known(WHO_HOST),
         pid: who.get(WHO_PID).and_then(|p| p.parse().ok()).unwrap_or(0),
-        thread: known(&format!("{WHO_THREAD}{owner}")),
+        thread: known(&format!("{WHO_THREAD}{id}")),
         owner,
-        waited_us: number(fields::WAITED),
-        held_us: number(fields::HELD),
+        waited: number(fields::WAITED).map(Duration::from_micros),
+        held: number(fields::HELD).map(Duration::from_micros),
         contended: field(fields::CONTENDED) == Some("1"),
     })
 }

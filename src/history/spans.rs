@@ -12,8 +12,10 @@
 //! owner's events on one lock in one mode (a read-write lock's read and write holds are two).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use super::{HistoryEvent, HistoryKind};
+use crate::hold::{LockKind, Owner};
 
 /// An acquire, timeout or deadlock without a wait event is a wait from its call when the call
 /// took at least this long (µs).
@@ -37,10 +39,11 @@ pub enum SpanKind {
 pub struct Span {
     /// The lock's name.
     pub lock: String,
-    /// The lock's kind as recorded (`plain`, `fair`, `read`, `lock set`, ...).
-    pub mode: String,
-    /// The owner id (`<client id>:<thread number>`).
-    pub owner: String,
+    /// The lock's kind as recorded.
+    pub mode: LockKind,
+    /// Who held or waited.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
+    pub owner: Owner,
     /// The recording client's name.
     pub client_name: String,
     /// The recording process's host.
@@ -80,9 +83,10 @@ pub struct Mark {
     /// The lock's name.
     pub lock: String,
     /// The lock's kind as recorded.
-    pub mode: String,
-    /// The owner id.
-    pub owner: String,
+    pub mode: LockKind,
+    /// Who held or waited.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
+    pub owner: Owner,
 }
 
 /// The holds and waits of a history, and its marks ([`timeline`]).
@@ -116,10 +120,10 @@ pub struct Timeline {
 /// [`Client::history`]: crate::Client::history
 /// [`Client::recent_history`]: crate::Client::recent_history
 pub fn timeline(events: &[HistoryEvent], now_us: u64) -> Timeline {
-    let mut tracks: HashMap<(&str, &str, &str), Track<'_>> = HashMap::new();
+    let mut tracks: HashMap<(&Owner, &str, LockKind), Track<'_>> = HashMap::new();
     let mut out = Timeline::default();
     for ev in events {
-        let track = tracks.entry((&ev.owner, &ev.lock, &ev.mode)).or_default();
+        let track = tracks.entry((&ev.owner, &ev.lock, ev.mode)).or_default();
         match ev.kind {
             // A second wait event before the wait ended continues the first.
             HistoryKind::Wait => {
@@ -171,7 +175,7 @@ struct Track<'a> {
 }
 
 /// The order of spans: by start, then (for a stable output) end, owner, lock and kind.
-fn order(s: &Span) -> (u64, u64, &str, &str, bool) {
+fn order(s: &Span) -> (u64, u64, &Owner, &str, bool) {
     (
         s.start_us,
         s.end_us,
@@ -188,7 +192,7 @@ impl Timeline {
     fn end_wait(&mut self, track: &mut Track<'_>, ev: &HistoryEvent, outcome: &'static str) {
         // An acquire waited only if it found the lock busy (a slow call is no wait).
         let waited = ev.contended || ev.kind != HistoryKind::Acquire;
-        let start = match (track.wait.take(), ev.waited_us) {
+        let start = match (track.wait.take(), ev.waited.map(micros)) {
             (Some(w), _) => w.at_us,
             (None, Some(us)) if waited && us >= MIN_WAIT_US => ev.at_us.saturating_sub(us),
             _ => return,
@@ -217,7 +221,9 @@ impl Timeline {
                 return;
             }
             None => {
-                let Some(held) = ev.held_us else { return };
+                let Some(held) = ev.held.map(micros) else {
+                    return;
+                };
                 let start = ev.at_us.saturating_sub(held);
                 match track.last_hold.map(|i| &mut self.spans[i]) {
                     Some(s) if s.end_us >= start => {
@@ -239,6 +245,11 @@ impl Timeline {
     }
 }
 
+/// Whole microseconds.
+fn micros(d: Duration) -> u64 {
+    d.as_micros() as u64
+}
+
 /// A span of `ev`'s owner and lock.
 fn span(
     ev: &HistoryEvent,
@@ -249,7 +260,7 @@ fn span(
 ) -> Span {
     Span {
         lock: ev.lock.clone(),
-        mode: ev.mode.clone(),
+        mode: ev.mode,
         owner: ev.owner.clone(),
         client_name: ev.client_name.clone(),
         host: ev.host.clone(),
@@ -268,7 +279,7 @@ fn mark(ev: &HistoryEvent, what: &'static str) -> Mark {
         at_us: ev.at_us,
         what,
         lock: ev.lock.clone(),
-        mode: ev.mode.clone(),
+        mode: ev.mode,
         owner: ev.owner.clone(),
     }
 }

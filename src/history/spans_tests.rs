@@ -33,26 +33,26 @@ fn ev(who: &Who, at: u64, kind: HistoryKind, (lock, mode): (&str, &str)) -> Hist
         at_us: T0 + at,
         kind,
         lock: lock.to_owned(),
-        mode: mode.to_owned(),
-        owner: who.owner.to_owned(),
+        mode: LockKind::parse(mode),
+        owner: Owner::parse(who.owner).unwrap(),
         client_name: "billing".to_owned(),
         host: who.host.to_owned(),
         pid: 100,
         thread: who.thread.to_owned(),
-        waited_us: None,
-        held_us: None,
+        waited: None,
+        held: None,
         contended: false,
     }
 }
 
 impl HistoryEvent {
     fn waited(mut self, us: u64) -> Self {
-        self.waited_us = Some(us);
+        self.waited = Some(Duration::from_micros(us));
         self
     }
 
     fn held(mut self, us: u64) -> Self {
-        self.held_us = Some(us);
+        self.held = Some(Duration::from_micros(us));
         self
     }
 
@@ -124,13 +124,13 @@ fn spans_of_turns_waits_reentry_loss_and_deadlock() {
     let marks: Vec<_> = built
         .marks
         .iter()
-        .map(|m| (m.at_us - T0, m.what, m.owner.as_str(), m.lock.as_str()))
+        .map(|m| (m.at_us - T0, m.what, m.owner.to_string(), m.lock.as_str()))
         .collect();
     assert_eq!(
         marks,
         vec![
-            (9000, "lost", B.owner, "ledger"),
-            (14_000, "deadlock", A.owner, ACCTS),
+            (9000, "lost", B.owner.to_owned(), "ledger"),
+            (14_000, "deadlock", A.owner.to_owned(), ACCTS),
         ]
     );
 }

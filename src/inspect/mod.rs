@@ -16,8 +16,7 @@ use crate::keys::{self, Layout};
 use crate::scripts;
 
 pub use report::{
-    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, Owner,
-    QueueEntry,
+    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, QueueEntry,
 };
 use snapshot::Snapshot;
 
@@ -182,6 +181,7 @@ fn wait_channels(layout: &Layout, kind: Kind) -> Vec<&str> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::hold::Owner;
     use std::time::Duration;
 
     #[test]

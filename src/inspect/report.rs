@@ -6,6 +6,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use crate::client::Client;
+use crate::hold::Owner;
 use crate::keys;
 
 /// What a name holds, as told by the types and layout of its keys.
@@ -159,69 +160,9 @@ impl serde::Serialize for Kind {
     }
 }
 
-#[cfg(feature = "serde")]
-impl serde::Serialize for Owner {
-    /// As three fields, `owner` (`"<client id>:<thread>"`), `client_id` and `thread`, which
-    /// a holder's or a waiter's serialization shows beside its own.
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Owner", 3)?;
-        st.serialize_field("owner", &self.to_string())?;
-        st.serialize_field("client_id", &self.client_id)?;
-        st.serialize_field("thread", &self.thread)?;
-        st.end()
-    }
-}
-
 impl fmt::Display for Mode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// Who holds or waits: an owner id `"<client id>:<thread number>"` split in its parts.
-///
-/// The client id is [`Client::id`] of a redlatch client (or a Redisson client's id), the
-/// thread number the per-process number of the OS thread (the Java thread id for Redisson).
-///
-/// # Examples
-///
-/// ```
-/// let owner = redlatch::inspect::Owner::parse("0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12").unwrap();
-/// assert_eq!(owner.client_id, "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c");
-/// assert_eq!(owner.thread, 12);
-/// assert_eq!(owner.to_string(), "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c:12");
-/// assert!(redlatch::inspect::Owner::parse("no thread").is_none());
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Owner {
-    /// The client's id (a UUID for redlatch and Redisson).
-    pub client_id: String,
-    /// The thread's number within that client's process.
-    pub thread: u64,
-}
-
-impl Owner {
-    /// Splits an owner id at its last `:`; `None` unless it ends in `:<decimal number>`
-    /// after a non-empty client id.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(redlatch::inspect::Owner::parse("a:b:7").unwrap().client_id, "a:b");
-    /// ```
-    pub fn parse(id: &str) -> Option<Owner> {
-        let (client, thread) = keys::owner_parts(id)?;
-        Some(Owner {
-            client_id: client.to_owned(),
-            thread,
-        })
-    }
-}
-
-impl fmt::Display for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.client_id, self.thread)
     }
 }
 

@@ -5,10 +5,9 @@ use redis::Value;
 use super::decode::{
     int, integer, items, lease, lossy, pairs, permit_leases, quoted, scored, text, until,
 };
-use super::report::{
-    ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, Owner, QueueEntry,
-};
+use super::report::{ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, QueueEntry};
 use crate::error::{Error, Result};
+use crate::hold::Owner;
 use crate::keys::{
     group_count_field, group_expire_field, read_hold, writer_of, Layout, GROUP_EXPIRE_TIME,
     GROUP_LOCK_COUNT, MODE_FIELD, MODE_READ, MODE_WRITE,

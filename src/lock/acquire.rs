@@ -174,7 +174,7 @@ impl<O: Ownership> Lock<O> {
             Waiting::Channel(name) => Channel::lock(name),
             Waiting::Backoff(_) => Channel::none(),
         };
-        let span = trace::Span::acquire(self.raw.kind.label(), self.key(), self.lease);
+        let span = trace::Span::acquire(self.raw.kind.label().as_str(), self.key(), self.lease);
         let _in_span = span.enter();
         let at = Location::caller();
         Acquiring::new(self, owner, deadline, cap, pacer, at).run(channel, &span)

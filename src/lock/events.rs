@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::events;
+use crate::hold::LockKind;
 use crate::hold::{HoldEvent, Subject};
 use crate::lock::raw::RawLock;
 
@@ -17,13 +18,7 @@ impl RawLock {
 
     /// As [`emit`](Self::emit), labelled `kind` (a lock set's member, which is a plain lock
     /// taken as part of a set).
-    pub(crate) fn emit_as(
-        &self,
-        kind: &'static str,
-        owner: &Arc<str>,
-        at: Instant,
-        event: HoldEvent,
-    ) {
+    pub(crate) fn emit_as(&self, kind: LockKind, owner: &Arc<str>, at: Instant, event: HoldEvent) {
         let subject = Subject {
             lock: &self.key.name,
             kind,

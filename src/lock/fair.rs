@@ -10,6 +10,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::deadlock::Mode;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
@@ -84,11 +85,11 @@ impl Fair {
 }
 
 impl Kind for Fair {
-    fn label(&self) -> &'static str {
+    fn label(&self) -> LockKind {
         if self.reentrant {
-            "fair"
+            LockKind::Fair
         } else {
-            "non-reentrant fair"
+            LockKind::NonReentrantFair
         }
     }
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::deadlock::Mode as WaitMode;
 use crate::error::{Error, Result};
-use crate::hold::HoldEvent;
+use crate::hold::{HoldEvent, LockKind};
 use crate::lock::handle::Lock;
 use crate::lock::owner::{NotSendFor, Ownership, ThreadOwned};
 use crate::lock::raw::Unlocked;
@@ -130,7 +130,7 @@ pub(crate) struct LetGo<O: Ownership> {
 
 impl<O: Ownership> LetGo<O> {
     /// Reports its end at `at`, as `end` says, labelled `label`.
-    pub(super) fn ended(self, label: &'static str, at: Instant, end: End) {
+    pub(super) fn ended(self, label: LockKind, at: Instant, end: End) {
         let event = end.event(self.acquired_at, at);
         self.lock.raw.emit_as(label, &self.owner, at, event);
     }
@@ -460,7 +460,7 @@ impl<O: Ownership> LockGuard<O> {
 
     /// Forgets this guard whose hold was found lost before its caller released it with
     /// others (a lock set's, reported as `label`); the guard back if it was not lost.
-    pub(super) fn dissolve_if_lost(self, label: &'static str) -> Option<LockGuard<O>> {
+    pub(super) fn dissolve_if_lost(self, label: LockKind) -> Option<LockGuard<O>> {
         let Some(reason) = self.lost() else {
             return Some(self);
         };

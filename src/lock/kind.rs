@@ -13,6 +13,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use crate::backoff::Backoff;
 use crate::deadlock::Mode;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::lock::key::LockKey;
 use crate::scripts;
 use crate::watchdog::{BatchRenewal, Renewal};
@@ -51,7 +52,7 @@ impl Queueing {
 pub(crate) trait Kind: Send + Sync + 'static {
     /// What `Debug` calls this kind: `plain`, `fair`, `read`, `write`, `fenced`, `spin`,
     /// `non-reentrant` or `non-reentrant fair`.
-    fn label(&self) -> &'static str;
+    fn label(&self) -> LockKind;
 
     /// Runs one acquire attempt of `owner` with a lease of `lease_ms` on `c`, and returns the
     /// script's reply for [`RawLock`](crate::lock::raw::RawLock) to decode: `{count}` (or `{count, token}`) when acquired,

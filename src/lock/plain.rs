@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
+use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
@@ -51,11 +52,11 @@ impl Plain {
 }
 
 impl Kind for Plain {
-    fn label(&self) -> &'static str {
+    fn label(&self) -> LockKind {
         match (&self.token, self.reentrant) {
-            (Some(_), _) => "fenced",
-            (None, false) => "non-reentrant",
-            (None, true) => "plain",
+            (Some(_), _) => LockKind::Fenced,
+            (None, false) => LockKind::NonReentrant,
+            (None, true) => LockKind::Plain,
         }
     }
 

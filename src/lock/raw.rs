@@ -354,7 +354,7 @@ impl RawLock {
         lease: Duration,
         known: Option<u32>,
     ) -> Result<Unlocked> {
-        let span = trace::Span::release(self.kind.label(), &self.key.name);
+        let span = trace::Span::release(self.kind.label().as_str(), &self.key.name);
         let _in_span = span.enter();
         let outcome = if self.kind.latched_unlock() {
             self.unlock_latched(owner, lease, known)

@@ -9,6 +9,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::deadlock::Mode;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
@@ -41,8 +42,8 @@ static RENEW_READ: BatchRenewal = BatchRenewal {
 };
 
 impl Kind for Read {
-    fn label(&self) -> &'static str {
-        "read"
+    fn label(&self) -> LockKind {
+        LockKind::Read
     }
 
     fn wait_mode(&self) -> Mode {

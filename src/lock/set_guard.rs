@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::guard::{End, LockGuard};
 use crate::scripts;
@@ -16,7 +17,7 @@ use crate::watchdog::LostReason;
 
 /// The kind a lock set's members are reported as (in metrics and history): each is a plain
 /// lock, taken as part of a set.
-pub(crate) const LABEL: &str = "lock set";
+pub(crate) const LABEL: LockKind = LockKind::LockSet;
 
 /// How long a set that freed a name a waiter listens on leaves it to that waiter (see
 /// [`LockSet`](crate::LockSet)'s fairness).

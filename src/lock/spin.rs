@@ -5,6 +5,7 @@
 use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::backoff::Backoff;
+use crate::hold::LockKind;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
 use crate::scripts;
@@ -22,8 +23,8 @@ impl Spin {
 }
 
 impl Kind for Spin {
-    fn label(&self) -> &'static str {
-        "spin"
+    fn label(&self) -> LockKind {
+        LockKind::Spin
     }
 
     fn acquire(

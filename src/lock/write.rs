@@ -8,6 +8,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::deadlock::Mode;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting, RENEW_FIELD};
@@ -29,8 +30,8 @@ impl Write {
 }
 
 impl Kind for Write {
-    fn label(&self) -> &'static str {
-        "write"
+    fn label(&self) -> LockKind {
+        LockKind::Write
     }
 
     fn wait_mode(&self) -> Mode {

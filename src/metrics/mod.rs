@@ -69,7 +69,7 @@ impl Recorder {
 
     /// Counts what a hold event says: an acquire, a wait that ran out, a hold's end.
     pub(crate) fn on_hold(&self, s: &Subject<'_>, event: &HoldEvent) {
-        let (kind, name) = (s.kind, &**s.lock);
+        let (kind, name) = (s.kind.as_str(), &**s.lock);
         match *event {
             HoldEvent::Acquired {
                 waited, contended, ..

@@ -7,6 +7,7 @@ use std::fmt;
 
 use crate::client::Client;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::keys::LOCK_ORDER;
 
 impl Client {
@@ -63,12 +64,13 @@ impl Client {
 pub struct LockOrder {
     /// The lock it held.
     pub held: String,
-    /// How it held it: `read` or `exclusive` (every other kind, writes included).
-    pub held_mode: &'static str,
+    /// How it held it: [`Read`](LockKind::Read) or [`Exclusive`](LockKind::Exclusive)
+    /// (every other kind, writes included).
+    pub held_mode: LockKind,
     /// The lock it took while holding `held`.
     pub taken: String,
-    /// How it took it: `read` or `exclusive`.
-    pub taken_mode: &'static str,
+    /// How it took it: [`Read`](LockKind::Read) or [`Exclusive`](LockKind::Exclusive).
+    pub taken_mode: LockKind,
     /// Who took them and where: the owner, the client's name, the process, its host, the
     /// thread, and the source line of the acquire call.
     pub by: String,
@@ -130,10 +132,10 @@ pub(crate) fn parse(first: &str, second: &str, field: &str, value: &str) -> Opti
     })
 }
 
-fn mode_word(letter: u8) -> Option<&'static str> {
+fn mode_word(letter: u8) -> Option<LockKind> {
     match letter {
-        b'r' => Some("read"),
-        b'x' => Some("exclusive"),
+        b'r' => Some(LockKind::Read),
+        b'x' => Some(LockKind::Exclusive),
         _ => None,
     }
 }
@@ -141,7 +143,7 @@ fn mode_word(letter: u8) -> Option<&'static str> {
 /// Whether two opposite orders can deadlock: each one's held lock blocks the other's take
 /// of it (a read blocks no read).
 pub(crate) fn conflict(one: &LockOrder, other: &LockOrder) -> bool {
-    let blocks = |held: &str, taken: &str| !(held == "read" && taken == "read");
+    let blocks = |held: LockKind, taken: LockKind| !(held.is_read() && taken.is_read());
     one.held == other.taken
         && one.taken == other.held
         && blocks(one.held_mode, other.taken_mode)
@@ -167,12 +169,12 @@ pub(crate) fn conflicts(first: &str, orders: &[LockOrder]) -> Vec<LockOrderWarni
 mod tests {
     use super::*;
 
-    fn order(held: &str, hm: &'static str, taken: &str, tm: &'static str) -> LockOrder {
+    fn order(held: &str, hm: &str, taken: &str, tm: &str) -> LockOrder {
         LockOrder {
             held: held.into(),
-            held_mode: hm,
+            held_mode: LockKind::parse(hm),
             taken: taken.into(),
-            taken_mode: tm,
+            taken_mode: LockKind::parse(tm),
             by: "t".into(),
             recorded_ms: 0,
         }
@@ -182,7 +184,10 @@ mod tests {
     fn a_record_parses_into_its_order() {
         let o = parse("a", "b", "2rx", "17 owner at x.rs:3").unwrap();
         assert_eq!((o.held.as_str(), o.taken.as_str()), ("b", "a"));
-        assert_eq!((o.held_mode, o.taken_mode), ("read", "exclusive"));
+        assert_eq!(
+            (o.held_mode, o.taken_mode),
+            (LockKind::Read, LockKind::Exclusive)
+        );
         assert_eq!((o.recorded_ms, o.by.as_str()), (17, "owner at x.rs:3"));
         assert!(parse("a", "b", "3xx", "1 x").is_none());
         assert!(parse("a", "b", "1xq", "1 x").is_none());

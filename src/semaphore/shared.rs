@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::events;
-use crate::hold::{HoldEvent, Subject};
+use crate::hold::{HoldEvent, LockKind, Subject};
 use crate::lock::{Ownership, ThreadOwned};
 use crate::pubsub::{wait, Channel, Tried};
 use crate::trace;
@@ -54,7 +54,7 @@ pub(super) struct Report {
     client: Client,
     /// The semaphore's key.
     lock: Arc<str>,
-    kind: &'static str,
+    kind: LockKind,
     owner: Arc<str>,
     started: Instant,
     waiting: bool,
@@ -63,7 +63,7 @@ pub(super) struct Report {
 }
 
 impl Report {
-    pub(super) fn new(client: &Client, lock: &Arc<str>, kind: &'static str) -> Report {
+    pub(super) fn new(client: &Client, lock: &Arc<str>, kind: LockKind) -> Report {
         Report {
             client: client.clone(),
             lock: Arc::clone(lock),

@@ -3,7 +3,8 @@
 use std::time::SystemTime;
 
 use super::{Event, EventKind};
-use crate::inspect::{Inspection, Kind, Mode, Owner};
+use crate::hold::Owner;
+use crate::inspect::{Inspection, Kind, Mode};
 
 /// A hold as events key it: the owner and the side of a read-write lock.
 type HoldKey = (Owner, Option<Mode>);

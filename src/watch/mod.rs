@@ -16,7 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::client::Client;
 use crate::error::Result;
-use crate::inspect::{Inspection, Mode, Owner};
+use crate::hold::Owner;
+use crate::inspect::{Inspection, Mode};
 use crate::keys::{Layout, WATCH_CHANNEL};
 
 use diff::diff;

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redlatch::{
     deadlock::WaitRecord, history::HistoryEvent, history::HistoryKind, inspect::ClientConnection,
     inspect::Holder, inspect::Inspection, inspect::Kind, order::LockOrderWarning, top::Activity,
-    watch::Event,
+    watch::Event, Owner,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -537,10 +537,14 @@ pub fn waits_text(waits: &[WaitRecord]) -> String {
             vec![
                 if w.in_cycle { "CYCLE" } else { "" }.to_owned(),
                 w.lock.clone(),
-                w.owner.clone(),
-                w.mode.to_owned(),
+                w.owner.to_string(),
+                w.mode.to_string(),
                 duration(w.waited),
-                w.blocked_by.join(", "),
+                w.blocked_by
+                    .iter()
+                    .map(Owner::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             ]
         })
         .collect();
@@ -551,18 +555,11 @@ pub fn waits_text(waits: &[WaitRecord]) -> String {
     )
 }
 
-/// An owner id shortened for a table or a picture: the client id's first 8 characters and
-/// the thread (an id of another shape: its first 15 characters and an ellipsis).
-pub fn short_owner(owner: &str) -> String {
-    match owner.rsplit_once(':') {
-        Some((client, thread)) => {
-            format!("{}:{thread}", client.chars().take(8).collect::<String>())
-        }
-        None if owner.chars().count() > 16 => {
-            format!("{}…", owner.chars().take(15).collect::<String>())
-        }
-        None => owner.to_owned(),
-    }
+/// An owner shortened for a table or a picture: the client id's first 8 characters and
+/// the thread.
+pub fn short_owner(owner: &Owner) -> String {
+    let client: String = owner.client_id.chars().take(8).collect();
+    format!("{client}:{}", owner.thread)
 }
 
 /// `redlatch top`: the table, then the blame of the first locks that have any.
@@ -633,18 +630,18 @@ pub fn history_text(events: &[HistoryEvent]) -> String {
             "{}  {:<9} {}  ({}, pid {} on {}, thread {})",
             timestamp(at),
             e.kind.to_string(),
-            escaped(&e.owner),
+            escaped(&e.owner.to_string()),
             escaped(&e.client_name),
             e.pid,
             escaped(&e.host),
             escaped(&e.thread)
         );
         let waited = e.contended || e.kind != HistoryKind::Acquire;
-        if let Some(w) = e.waited_us.filter(|_| waited) {
-            line.push_str(&format!(" waited {}", duration(Duration::from_micros(w))));
+        if let Some(w) = e.waited.filter(|_| waited) {
+            line.push_str(&format!(" waited {}", duration(w)));
         }
-        if let Some(h) = e.held_us {
-            line.push_str(&format!(" held {}", duration(Duration::from_micros(h))));
+        if let Some(h) = e.held {
+            line.push_str(&format!(" held {}", duration(h)));
         }
         out.push_str(&line);
         out.push('\n');
@@ -684,8 +681,8 @@ pub fn waits_dot(waits: &[WaitRecord], warnings: &[LockOrderWarning]) -> String 
             let cycle = w.in_cycle && waits.iter().any(|o| o.owner == *by && o.in_cycle);
             out.push_str(&format!(
                 "  {} -> {} [label={}{}];\n",
-                quote(&w.owner),
-                quote(by),
+                quote(&w.owner.to_string()),
+                quote(&by.to_string()),
                 quote(&format!("{} ({}, {})", w.lock, w.mode, duration(w.waited))),
                 if cycle { ", color=red" } else { "" }
             ));

@@ -15,6 +15,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 pub use codec::ValueCodec;
 
 use crate::error::{Error, Result};
+use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
@@ -49,8 +50,8 @@ impl Group {
 const SEPARATOR: char = ' ';
 
 impl Kind for Group {
-    fn label(&self) -> &'static str {
-        "group"
+    fn label(&self) -> LockKind {
+        LockKind::Group
     }
 
     fn check(&self) -> Result<()> {

@@ -13,12 +13,13 @@ use super::raw::check_count;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::semaphore::shared::{check_name, trace_outcome, wait_for_permits, Report};
 use crate::time::{check_deadline, check_duration, check_wait};
 use crate::trace;
 
 /// A permit-expirable semaphore's kind, as its trace span, metrics and history name it.
-const KIND: &str = "expirable semaphore";
+const KIND: LockKind = LockKind::ExpirableSemaphore;
 
 impl PermitExpirableSemaphore {
     /// Takes a permit that expires after `lease` (rounded up to whole milliseconds) unless
@@ -278,7 +279,7 @@ impl PermitExpirableSemaphore {
         let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
         let mut sent_at = Instant::now();
         let started = sent_at;
-        let span = trace::Span::acquire(KIND, &self.raw.name, Some(lease));
+        let span = trace::Span::acquire(KIND.as_str(), &self.raw.name, Some(lease));
         let _in_span = span.enter();
         let mut report = Report::new(&self.raw.client, &self.raw.name, KIND);
         let taken = wait_for_permits(

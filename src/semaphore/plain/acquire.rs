@@ -9,13 +9,14 @@ use super::handle::Semaphore;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::semaphore::shared::{check_name, check_permits, wait_for_permits};
 use crate::semaphore::shared::{trace_outcome, Report};
 use crate::time::{check_deadline, check_wait};
 use crate::trace;
 
 /// A plain semaphore's kind, as its trace span, metrics and history name it.
-const KIND: &str = "semaphore";
+const KIND: LockKind = LockKind::Semaphore;
 
 impl Semaphore {
     /// Takes `permits` permits, blocking until they are available. The guard gives them
@@ -143,7 +144,7 @@ impl Semaphore {
         check_name(&self.raw.name)?;
         check_permits(permits as usize)?;
         let started = Instant::now();
-        let span = trace::Span::acquire(KIND, &self.raw.name, None);
+        let span = trace::Span::acquire(KIND.as_str(), &self.raw.name, None);
         let _in_span = span.enter();
         let mut report = Report::new(&self.raw.client, &self.raw.name, KIND);
         let mut taken = None;

@@ -18,6 +18,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use redlatch::history::HistoryEvent;
 use redlatch::history::{timeline, Mark, Span, SpanKind, Timeline};
+use redlatch::Owner;
 use serde_json::{json, Value};
 
 /// The Chrome trace-event JSON (object format) of `events`: a process per recording process,
@@ -54,7 +55,7 @@ struct Layout<'a> {
 
 /// Owners, lanes (an owner's spans that overlap go to separate lanes) and the time range.
 fn layout<'a>(events: &'a [HistoryEvent], timeline: &Timeline) -> Layout<'a> {
-    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut index: HashMap<&Owner, usize> = HashMap::new();
     let mut owners = Vec::new();
     let mut locks: Vec<&str> = Vec::new();
     for ev in events {
@@ -70,7 +71,7 @@ fn layout<'a>(events: &'a [HistoryEvent], timeline: &Timeline) -> Layout<'a> {
     let mut ends: Vec<Vec<u64>> = vec![Vec::new(); owners.len()];
     let mut place = Vec::with_capacity(timeline.spans.len());
     for s in &timeline.spans {
-        let owner = index[s.owner.as_str()];
+        let owner = index[&s.owner];
         let lanes = &mut ends[owner];
         let lane = match lanes.iter().position(|&end| end <= s.start_us) {
             Some(lane) => lane,

@@ -72,12 +72,12 @@ trait Lasted {
 
 impl Lasted for HistoryEvent {
     fn waited(mut self, us: u64) -> Self {
-        self.waited_us = Some(us);
+        self.waited = Some(Duration::from_micros(us));
         self
     }
 
     fn held(mut self, us: u64) -> Self {
-        self.held_us = Some(us);
+        self.held = Some(Duration::from_micros(us));
         self
     }
 
@@ -218,7 +218,7 @@ fn timeline_ticks_are_round() {
     assert_eq!(tick_step(7), 1);
     assert_eq!(tick_label(3, 1), "0.003 ms");
     assert_eq!(tick_label(1500, 500), "1.5 ms");
-    assert_eq!(short_owner(A.owner), "aaaaaaaa:1");
+    assert_eq!(short_owner(&Owner::parse(A.owner).unwrap()), "aaaaaaaa:1");
 }
 
 /// Renders `picture` with `rsvg-convert` (a real SVG renderer) and checks it made a PNG;

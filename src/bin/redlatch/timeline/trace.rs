@@ -65,7 +65,7 @@ pub(super) fn trace_of(events: &[HistoryEvent], timeline: &Timeline) -> Value {
             "tid": first_tid[owner] + lane,
             "ts": s.start_us - origin,
             "dur": s.end_us.saturating_sub(s.start_us),
-            "args": { "lock": s.lock, "mode": s.mode, "owner": s.owner, "outcome": s.outcome },
+            "args": { "lock": s.lock, "mode": s.mode, "owner": s.owner.to_string(), "outcome": s.outcome },
         }));
     }
     for m in &timeline.marks {
@@ -80,7 +80,7 @@ pub(super) fn trace_of(events: &[HistoryEvent], timeline: &Timeline) -> Value {
             "pid": owner_pid[owner],
             "tid": first_tid[owner] + lane,
             "ts": m.at_us - origin,
-            "args": { "lock": m.lock, "mode": m.mode, "owner": m.owner },
+            "args": { "lock": m.lock, "mode": m.mode, "owner": m.owner.to_string() },
         }));
     }
     json!({
