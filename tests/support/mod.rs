@@ -430,6 +430,12 @@ pub fn assert_quiet_for(conn: &mut redis::Connection, window: Duration, what: &s
     );
 }
 
+/// Whether `key` exists on the server of `conn` (`EXISTS`).
+pub fn key_exists(conn: &mut redis::Connection, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS").arg(key).query(conn).expect("EXISTS");
+    n == 1
+}
+
 /// Lines of `CLIENT LIST`, one per connected client.
 pub fn client_list(conn: &mut redis::Connection) -> Vec<String> {
     let list: String = redis::cmd("CLIENT")
