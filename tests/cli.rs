@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, Config};
 use support::cluster::RedisCluster;
 use support::sentinel::{SentinelConfig, SentinelGroup};
-use support::{free_port, wait_until, RedisServer};
+use support::{client, free_port, wait_until, RedisServer};
 
 /// What a run of the binary gave.
 struct Run {
@@ -67,10 +67,6 @@ fn ok(server: &RedisServer, args: &[&str]) -> String {
     let r = run(&all);
     assert_eq!(r.code, 0, "redlatch {all:?} failed: {}", r.stderr);
     r.stdout
-}
-
-fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).unwrap()
 }
 
 /// `(client id, thread number)` of the calling thread in `client`.

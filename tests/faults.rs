@@ -10,18 +10,9 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, Config};
 use support::proxy::Proxy;
 use support::{
-    await_waiting, command_calls, join_within, kill_pubsub_connections, numsub, wait_until,
-    RedisServer,
+    await_waiting, command_calls, join_within, kill_pubsub_connections, numsub, quick_client,
+    wait_until, RedisServer,
 };
-
-fn quick_client(server: &RedisServer) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_millis(500))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
-}
 
 #[test]
 fn script_flush_is_invisible_to_callers() {

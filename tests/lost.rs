@@ -19,11 +19,9 @@ const PERIOD: Duration = Duration::from_millis(LEASE_MS / 3);
 const SLACK: Duration = Duration::from_millis(500);
 
 fn client(server: &RedisServer, watchdog_ms: u64) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(watchdog_ms))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| {
+        b.watchdog_timeout(Duration::from_millis(watchdog_ms))
+    })
 }
 
 /// Registers a callback on `guard` that sends the reason and when it was called.

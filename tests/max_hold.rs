@@ -20,11 +20,13 @@ const CAP: Duration = Duration::from_millis(900);
 const SLACK: Duration = Duration::from_millis(700);
 
 fn client(server: &RedisServer, max_hold: Option<Duration>) -> Client {
-    let mut config = Config::builder(server.url().as_str()).watchdog_timeout(LEASE);
-    if let Some(max_hold) = max_hold {
-        config = config.max_hold(max_hold);
-    }
-    Client::new(config.build().unwrap()).unwrap()
+    support::client_with(server, |b| {
+        let b = b.watchdog_timeout(LEASE);
+        match max_hold {
+            Some(max_hold) => b.max_hold(max_hold),
+            None => b,
+        }
+    })
 }
 
 /// Registers a callback on `guard` that sends the reason and when it was called.

@@ -9,16 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config, Error, MultiLock, ValueCodec};
-use support::{key_exists, RedisServer};
-
-fn quick_client(server: &RedisServer) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_millis(500))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
-}
+use support::{key_exists, quick_client, RedisServer};
 
 /// Takes `lock` on a thread of its own and keeps it until told; returns the release sender
 /// once the lock is held.

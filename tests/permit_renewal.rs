@@ -7,17 +7,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlatch::{Client, Config, Error, LostReason, PermitGuard, PermitId};
+use redlatch::{Client, Error, LostReason, PermitGuard, PermitId};
 use support::{command_calls, wait_until, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_millis(300);
 
 fn client(server: &RedisServer) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| b.watchdog_timeout(WATCHDOG))
 }
 
 fn timeouts(name: &str) -> String {

@@ -8,12 +8,10 @@ use redlatch::{Client, Config, Error, Lock};
 use support::{command_calls, key_exists, RedisServer};
 
 fn synced_client(server: &RedisServer, wait: Duration) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .sync_replicas(1, wait)
-        .response_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| {
+        b.sync_replicas(1, wait)
+            .response_timeout(Duration::from_secs(2))
+    })
 }
 
 /// Takes `lock` while replication is healthy. On a loaded machine a replica can miss a short

@@ -9,17 +9,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::unbounded;
 use redis::Commands;
-use redlatch::{Client, Config};
+use redlatch::Client;
 use support::{assert_quiet_for, await_waiting, numsub, wait_until, RedisServer};
 
 const CHANNEL: fn(&str) -> String = |name| format!("redisson_rwlock:{{{name}}}");
 
 fn client_with_watchdog(server: &RedisServer, ms: u64) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(ms))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| b.watchdog_timeout(Duration::from_millis(ms)))
 }
 
 fn hash(raw: &mut redis::Connection, name: &str) -> HashMap<String, String> {

@@ -15,9 +15,7 @@ use redlatch::Client;
 use support::{assert_quiet_for, await_waiting, numsub, wait_until, RedisServer};
 
 fn clients(server: &RedisServer, n: usize) -> Vec<Client> {
-    (0..n)
-        .map(|_| Client::open(server.url()).unwrap())
-        .collect()
+    (0..n).map(|_| support::client(server)).collect()
 }
 
 /// Spawns a thread per `(client, need)` that acquires `need` permits of `name`, reports

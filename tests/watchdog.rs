@@ -9,12 +9,10 @@ use redlatch::{Client, Config};
 use support::{command_calls, wait_until, RedisServer};
 
 fn client(server: &RedisServer, watchdog_ms: u64, batch: usize) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(watchdog_ms))
-        .renew_batch_size(batch)
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| {
+        b.watchdog_timeout(Duration::from_millis(watchdog_ms))
+            .renew_batch_size(batch)
+    })
 }
 
 for_each_kind! {
