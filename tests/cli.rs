@@ -1131,8 +1131,8 @@ fn a_bad_url_shows_what_a_url_looks_like() {
     }
 }
 
-/// A port that answers, but not in RESP (an HTTP server): broke as `Parse error at 1 /
-/// Unexpected 84`, over three lines.
+/// A port that answers, but not in RESP (an HTTP server): exit code 4 and one line that says
+/// the port does not speak the Redis protocol, not the parser's error over three lines.
 #[test]
 fn a_port_that_does_not_speak_resp_is_called_that() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -692,8 +692,9 @@ in_both_modes! {
     }
 
     fn close_wakes_cluster_waiters_on_every_node(mode) {
-        // Regression: closing a cluster client dropped its node connections while their waiters
-        // were still registered (a debug assertion fired inside `close`).
+        // Closing a cluster client with waiters on every node ends each wait as closed within
+        // 2 s and unsubscribes each channel, dropping its node connections only after their
+        // waiters left them (in a debug build, an assertion in `close` fails otherwise).
         let cluster = RedisCluster::new(3, 0);
         let holder = client(&cluster, mode);
         let closing = client(&cluster, mode);
@@ -733,8 +734,8 @@ in_both_modes! {
 
 #[test]
 fn auto_mode_waits_with_sharded_pubsub_where_the_cluster_has_it_else_plain() {
-    // Regression: the client spoke only sharded pub/sub, and before Redis 7.0 no waiter was
-    // ever woken by a message (each waited out the holder's lease).
+    // Auto subscribes in the pub/sub the cluster has (sharded from Redis 7.0, plain before),
+    // so that a message wakes the waiter on any server, well before the holder's lease ends.
     let cluster = RedisCluster::new(3, 0);
     let config = |b: redlatch::ConfigBuilder| b;
     let holder = client_with(&cluster, ShardedSubscriptionMode::Auto, config);

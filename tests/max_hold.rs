@@ -257,9 +257,8 @@ fn a_zero_or_absurd_max_hold_is_refused_and_leaves_nothing_behind() {
 
 #[test]
 fn nested_holds_set_no_lease_past_the_cap() {
-    // Regression: a re-entry, or the release of an inner hold, set a full lease in Redis after
-    // the watchdog had stopped at the cap: the key outlived the cap by a lease, while the
-    // outer guard was reported lost.
+    // Near the cap, neither a re-entry nor the release of an inner hold sets a lease past it:
+    // the key is gone by the cap (not a lease later), as the outer guard is reported lost.
     let server = RedisServer::new();
     let mut raw = server.conn();
     let client = client(&server, Some(CAP));

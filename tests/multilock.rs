@@ -386,9 +386,9 @@ fn a_group_lease_that_runs_out_frees_the_values() {
     assert!(held.is_lost() || held.unlock().is_err());
 }
 
-/// Regression: an acquire in the very millisecond the group's key expired (the last hold's
-/// lease out, the key still there for the script, its PTTL already 0) left the key's expiry
-/// as it was, so the key, with the new hold in it, was gone right after.
+/// An acquire in the very millisecond the group's key expires (the last hold's lease out, the
+/// key still there for the script, its PTTL already 0) sets the key's expiry for the new hold,
+/// so that the key, with the new hold in it, is not gone right after.
 #[test]
 fn a_group_taken_as_the_last_lease_runs_out_keeps_its_key() {
     let server = RedisServer::new();

@@ -215,8 +215,8 @@ fn renewed_acquires_reject_bad_input() {
 
 #[test]
 fn a_permit_without_lease_is_left_so_by_renewal() {
-    // Regression: renewal turned Redisson's "no lease" score (922337203685477 and above) into
-    // an expiring one.
+    // Renewal leaves Redisson's "no lease" score (922337203685477 and above) as it is, rather
+    // than turning it into an expiring one.
     let server = RedisServer::new();
     let mut raw = server.conn();
     let client = client(&server);

@@ -173,9 +173,9 @@ fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_secon
     let lock_name = "failover:acct";
 
     // A first holder, replicated: the counter is at its token t on both nodes, and the
-    // release too. (Regression: only the counter was awaited; under load the cut below could
-    // come between the acquire and the release reaching the replica, which then still held
-    // it.)
+    // release too. (The release is awaited as well as the counter: under load the cut below
+    // could otherwise come between the acquire and the release reaching the replica, which
+    // would then still hold the lock.)
     let first = a.fenced_lock(lock_name).lock().unwrap();
     let t = first.token().unwrap();
     drop(first);
