@@ -294,8 +294,8 @@ fn merged_calls_of_several_lock_kinds_each_get_their_own_reply() {
 #[test]
 fn calls_merge_after_every_lane_found_the_batch_script_missing_at_once() {
     // On a new server the first merged call of each lane finds no batch script: each loads
-    // it and sends its calls again, and merging goes on (a regression: NOSCRIPTs counted as
-    // refusals once turned it off for good).
+    // it and sends its calls again, and merging goes on (a NOSCRIPT is not a refusal, which
+    // would turn merging off for good).
     let server = RedisServer::new();
     let client = client(&server.url(), 4, Duration::from_secs(10));
     let (threads, cycles) = (32, 100);

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, Config};
 use support::cluster::RedisCluster;
 use support::sentinel::{SentinelConfig, SentinelGroup};
-use support::{free_port, wait_until, RedisServer};
+use support::{client, free_port, wait_until, RedisServer};
 
 /// What a run of the binary gave.
 struct Run {
@@ -67,10 +67,6 @@ fn ok(server: &RedisServer, args: &[&str]) -> String {
     let r = run(&all);
     assert_eq!(r.code, 0, "redlatch {all:?} failed: {}", r.stderr);
     r.stdout
-}
-
-fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).unwrap()
 }
 
 /// `(client id, thread number)` of the calling thread in `client`.
@@ -1135,8 +1131,8 @@ fn a_bad_url_shows_what_a_url_looks_like() {
     }
 }
 
-/// A port that answers, but not in RESP (an HTTP server): broke as `Parse error at 1 /
-/// Unexpected 84`, over three lines.
+/// A port that answers, but not in RESP (an HTTP server): exit code 4 and one line that says
+/// the port does not speak the Redis protocol, not the parser's error over three lines.
 #[test]
 fn a_port_that_does_not_speak_resp_is_called_that() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

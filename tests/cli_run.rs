@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::Client;
-use support::{numsub, wait_until, RedisServer};
+use support::{key_exists, numsub, wait_until, RedisServer};
 
 /// How long anything a test waits for may take before the test fails.
 const BOUND: Duration = Duration::from_secs(20);
@@ -132,14 +132,6 @@ fn signal(child: &Child, signal: i32) {
     assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
 }
 
-fn exists(server: &RedisServer, key: &str) -> bool {
-    redis::cmd("EXISTS")
-        .arg(key)
-        .query::<i64>(&mut server.conn())
-        .unwrap()
-        == 1
-}
-
 /// `(start, end)` ns of each command, from the lines `start end` they appended to `file`.
 fn intervals(dir: &Dir, file: &str) -> Vec<(u128, u128)> {
     let mut all: Vec<(u128, u128)> = dir
@@ -206,7 +198,10 @@ fn two_runs_of_one_name_never_overlap() {
     for pair in seen.windows(2) {
         assert!(pair[0].1 <= pair[1].0, "overlapping runs: {seen:?}");
     }
-    assert!(!exists(&server, "job"), "the lock is released");
+    assert!(
+        !key_exists(&mut server.conn(), "job"),
+        "the lock is released"
+    );
 }
 
 #[test]
@@ -293,7 +288,7 @@ fn force_unlock_stops_the_command_within_a_renewal() {
         "{}",
         ended.stderr
     );
-    assert!(!exists(&server, "job"));
+    assert!(!key_exists(&mut server.conn(), "job"));
 }
 
 #[test]
@@ -357,7 +352,10 @@ fn the_command_status_passes_through_and_the_lock_is_released() {
     ] {
         let ended = finish(spawn(&mut sh(&server, &dir, &["--fair", "job"], script)));
         assert_eq!(ended.code, code, "{script}: {}", ended.stderr);
-        assert!(!exists(&server, "job"), "{script}: the lock is released");
+        assert!(
+            !key_exists(&mut server.conn(), "job"),
+            "{script}: the lock is released"
+        );
     }
     let missing = finish(spawn(&mut {
         let mut cmd = run_command(&server, &dir, &["job", "--", "/no/such/command"]);
@@ -372,7 +370,7 @@ fn the_command_status_passes_through_and_the_lock_is_released() {
     let denied = finish(spawn(&mut run_command(&server, &dir, &["job", "--", path])));
     assert_eq!(denied.code, 126, "{}", denied.stderr);
     assert!(
-        !exists(&server, "job"),
+        !key_exists(&mut server.conn(), "job"),
         "released after a command that did not run"
     );
 }
@@ -413,11 +411,11 @@ fn a_signal_ends_the_wait_and_leaves_no_queue_place() {
         assert!(ended.stderr.contains("stopped waiting"), "{}", ended.stderr);
         assert!(!dir.has("ran"));
         assert!(
-            !exists(&server, "redisson_lock_queue:{job}"),
+            !key_exists(&mut server.conn(), "redisson_lock_queue:{job}"),
             "no queue left"
         );
         assert!(
-            !exists(&server, "redisson_lock_timeout:{job}"),
+            !key_exists(&mut server.conn(), "redisson_lock_timeout:{job}"),
             "no queue left"
         );
     }
@@ -440,12 +438,12 @@ fn signals_are_passed_to_the_command_and_the_lock_released_after_it() {
         );
         let run = spawn(&mut sh(&server, &dir, &["job"], &script));
         dir.await_file("ready");
-        assert!(exists(&server, "job"));
+        assert!(key_exists(&mut server.conn(), "job"));
         signal(&run, sig);
         let ended = finish(run);
         assert_eq!(ended.code, 3, "{name}: {}", ended.stderr);
         assert_eq!(dir.read("got").trim(), name);
-        assert!(!exists(&server, "job"), "{name}: released");
+        assert!(!key_exists(&mut server.conn(), "job"), "{name}: released");
     }
 }
 
@@ -555,7 +553,7 @@ fn a_run_killed_with_sigkill_leaves_a_lock_that_expires_with_its_lease() {
         .query(&mut server.conn())
         .unwrap();
     assert!(0 < ttl && ttl <= 2000, "{ttl} ms left");
-    assert!(wait_until(BOUND, || !exists(&server, "job")));
+    assert!(wait_until(BOUND, || !key_exists(&mut server.conn(), "job")));
     assert!(killed.elapsed() < Duration::from_millis(2000 + 1000));
     if cfg!(target_os = "linux") {
         // Its death signal killed the command too.
@@ -672,7 +670,7 @@ fn lock_holds_until_sigterm_or_sigint_then_releases_and_exits_0() {
         signal(&holder, sig);
         let ended = finish(holder);
         assert_eq!(ended.code, 0, "{}", ended.stderr);
-        assert!(!exists(&server, "job"), "released");
+        assert!(!key_exists(&mut server.conn(), "job"), "released");
     }
     // Taken: --wait gives up with 124 and says by whom it is held.
     let _held = client.lock("other").lock().unwrap();
@@ -709,11 +707,11 @@ fn lock_in_a_terminal_releases_on_ctrl_c() {
         return;
     };
     pty.await_shown("Ctrl-C to release", BOUND);
-    assert!(exists(&server, "job"));
+    assert!(key_exists(&mut server.conn(), "job"));
     pty.type_in("\x03");
     pty.await_shown("released lock job (SIGINT)", BOUND);
     assert_eq!(pty.finish(BOUND), 0);
-    assert!(!exists(&server, "job"));
+    assert!(!key_exists(&mut server.conn(), "job"));
 }
 
 /// `inspect` tells the semaphore `run --permits` makes from a latch while permits are out (its

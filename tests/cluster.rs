@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, Config, ShardedSubscriptionMode};
 use support::binary::Need;
 use support::cluster::RedisCluster;
-use support::{unread_connections, RedisServer};
+use support::{key_exists, unread_connections, RedisServer};
 
 fn client(cluster: &RedisCluster, mode: ShardedSubscriptionMode) -> Client {
     client_with(cluster, mode, |b| b)
@@ -30,20 +30,11 @@ fn client_with(
     Client::new(tune(builder).build().unwrap()).unwrap()
 }
 
-fn exists(node: &RedisServer, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query(&mut node.conn())
-        .unwrap();
-    n == 1
-}
-
 /// `EXISTS` on a node importing the key's slot (which answers only after `ASKING`).
 fn exists_importing(node: &RedisServer, key: &str) -> bool {
     let mut conn = node.conn();
     let _: () = redis::cmd("ASKING").query(&mut conn).unwrap();
-    let n: i64 = redis::cmd("EXISTS").arg(key).query(&mut conn).unwrap();
-    n == 1
+    key_exists(&mut conn, key)
 }
 
 /// How often command `name` (e.g. `"evalsha"`) was refused before it ran (a `MOVED` or `ASK`
@@ -186,7 +177,7 @@ in_both_modes! {
         for name in names_on_every_master(&cluster, "kinds", 12) {
             let node = cluster.node_for_key(&name);
             let plain = client.lock(&name).lock().unwrap();
-            assert!(exists(node, &name), "{name} on its slot's master");
+            assert!(key_exists(&mut node.conn(), &name), "{name} on its slot's master");
             plain.unlock().unwrap();
 
             let fenced = client.fenced_lock(format!("{name}:f")).lock().unwrap();
@@ -225,8 +216,8 @@ in_both_modes! {
         let (handle, started) = waiter(other.fair_lock(name));
         started.recv().unwrap();
         let queue = format!("redisson_lock_queue:{{{name}}}");
-        assert!(support::wait_until(Duration::from_secs(5), || exists(
-            node, &queue
+        assert!(support::wait_until(Duration::from_secs(5), || key_exists(
+            &mut node.conn(), &queue
         )));
         for key in [
             name.to_owned(),
@@ -234,7 +225,7 @@ in_both_modes! {
             format!("redisson_lock_timeout:{{{name}}}"),
         ] {
             assert_eq!(cluster.slot_of(&key), cluster.slot_of(name), "{key}");
-            assert!(exists(node, &key), "{key} on the lock's master");
+            assert!(key_exists(&mut node.conn(), &key), "{key} on the lock's master");
         }
         drop(guard);
         handle.join().unwrap();
@@ -260,14 +251,14 @@ in_both_modes! {
             support::await_waiting(&waiting, 1);
             let waiters = format!("redlatch_condition:{{{name}}}:ready");
             assert_eq!(cluster.slot_of(&waiters), cluster.slot_of(&name));
-            assert!(exists(node, &waiters), "{waiters} on the lock's master");
+            assert!(key_exists(&mut node.conn(), &waiters), "{waiters} on the lock's master");
             let lock = notifying.lock(&name);
             let guard = lock.lock().unwrap();
             assert!(lock.condition("ready").notify_one().unwrap());
             drop(guard);
             assert!(done.recv_timeout(Duration::from_secs(15)).unwrap(), "{name}");
             handle.join().unwrap();
-            assert!(!exists(node, &waiters));
+            assert!(!key_exists(&mut node.conn(), &waiters));
         }
     }
 
@@ -285,7 +276,7 @@ in_both_modes! {
                 format!("redlatch_election_log:{{{name}}}"),
             ] {
                 assert_eq!(cluster.slot_of(&key), cluster.slot_of(&name), "{key}");
-                assert!(exists(node, &key), "{key} on the lock's master");
+                assert!(key_exists(&mut node.conn(), &key), "{key} on the lock's master");
             }
             let seen = observer.next_timeout(Duration::from_secs(10)).unwrap().unwrap();
             assert_eq!(seen.term, leadership.term());
@@ -386,7 +377,7 @@ in_both_modes! {
             .find(|m| m.port() != source.port())
             .unwrap();
         cluster.migrate_slot(slot, target);
-        assert!(exists(target, name), "the held lock moved with its slot");
+        assert!(key_exists(&mut target.conn(), name), "the held lock moved with its slot");
         if mode == ShardedSubscriptionMode::On {
             // The waiter's subscription follows the slot to its new master.
             assert!(
@@ -406,7 +397,7 @@ in_both_modes! {
             latency < Duration::from_secs(2),
             "waiter woken after the move, {latency:?}"
         );
-        assert!(!exists(target, name));
+        assert!(!key_exists(&mut target.conn(), name));
     }
 
     fn calls_during_a_migration_follow_ask_and_wait_out_tryagain(mode) {
@@ -450,11 +441,11 @@ in_both_modes! {
                 .unlock()
                 .expect("unlock ran once the migration finished");
         });
-        assert!(!exists(target, held));
+        assert!(!key_exists(&mut target.conn(), held));
         fresh_guard
             .unlock()
             .expect("unlock after the migration finished");
-        assert!(!exists(target, fresh));
+        assert!(!key_exists(&mut target.conn(), fresh));
     }
 
     fn a_master_failover_keeps_the_lock_usable(mode) {
@@ -471,7 +462,7 @@ in_both_modes! {
         // A manual failover waits for the replica to catch up: the lock is on it.
         cluster.failover(replica);
         assert_eq!(cluster.node_for_key(name).port(), replica_port);
-        assert!(exists(cluster.node_for_key(name), name));
+        assert!(key_exists(&mut cluster.node_for_key(name).conn(), name));
         let released = Instant::now();
         guard.unlock().expect("unlock reaches the new master");
         let latency = handle.join().unwrap() - released;
@@ -549,7 +540,7 @@ in_both_modes! {
             "{reads} slot-map reads for {redirected} redirected calls"
         );
         for name in &names {
-            assert!(!exists(target, name), "{name} released on the new master");
+            assert!(!key_exists(&mut target.conn(), name), "{name} released on the new master");
         }
     }
 
@@ -594,7 +585,7 @@ in_both_modes! {
         migration.finish();
         fresh_guard.unlock().unwrap();
         guard.unlock().unwrap();
-        assert!(!exists(target, fresh) && !exists(target, held));
+        assert!(!key_exists(&mut target.conn(), fresh) && !key_exists(&mut target.conn(), held));
     }
 
     fn a_killed_master_fails_over_and_its_lock_becomes_usable_again(mode) {
@@ -696,13 +687,14 @@ in_both_modes! {
         assert!(owner.starts_with(&waiter_id), "{owner}");
         release_tx.send(()).unwrap();
         waiter.join().unwrap().expect("unlock on the new master");
-        assert!(!exists(new_master, name));
+        assert!(!key_exists(&mut new_master.conn(), name));
         assert!(guard.unlock().is_err(), "the holder's lease ran out");
     }
 
     fn close_wakes_cluster_waiters_on_every_node(mode) {
-        // Regression: closing a cluster client dropped its node connections while their waiters
-        // were still registered (a debug assertion fired inside `close`).
+        // Closing a cluster client with waiters on every node ends each wait as closed within
+        // 2 s and unsubscribes each channel, dropping its node connections only after their
+        // waiters left them (in a debug build, an assertion in `close` fails otherwise).
         let cluster = RedisCluster::new(3, 0);
         let holder = client(&cluster, mode);
         let closing = client(&cluster, mode);
@@ -742,8 +734,8 @@ in_both_modes! {
 
 #[test]
 fn auto_mode_waits_with_sharded_pubsub_where_the_cluster_has_it_else_plain() {
-    // Regression: the client spoke only sharded pub/sub, and before Redis 7.0 no waiter was
-    // ever woken by a message (each waited out the holder's lease).
+    // Auto subscribes in the pub/sub the cluster has (sharded from Redis 7.0, plain before),
+    // so that a message wakes the waiter on any server, well before the holder's lease ends.
     let cluster = RedisCluster::new(3, 0);
     let config = |b: redlatch::ConfigBuilder| b;
     let holder = client_with(&cluster, ShardedSubscriptionMode::Auto, config);

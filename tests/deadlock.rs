@@ -16,6 +16,8 @@ const GENEROUS: Duration = Duration::from_secs(20);
 /// How long the test clients wait before they look (the default is 1 s).
 const CHECK_AFTER: Duration = Duration::from_millis(200);
 
+/// A client that looks for deadlocks after [`CHECK_AFTER`]; from a URL, as the member child
+/// processes have no server of their own.
 fn client(url: &str) -> Client {
     let config = Config::builder(url)
         .deadlock_check_after(CHECK_AFTER)

@@ -12,17 +12,9 @@ use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config, Error, Interrupter};
 use support::child::ChildTest;
-use support::{await_waiting, wait_until, RedisServer};
+use support::{await_waiting, key_exists, wait_until, RedisServer};
 
 const GENEROUS: Duration = Duration::from_secs(15);
-
-fn exists(server: &RedisServer, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query(&mut server.conn())
-        .unwrap();
-    n == 1
-}
 
 #[test]
 fn one_leader_at_a_time_with_rising_terms() {
@@ -65,8 +57,11 @@ fn one_leader_at_a_time_with_rising_terms() {
     campaigner.join().unwrap();
     // Nobody leads, and the record is gone.
     assert_eq!(election.leader().unwrap(), None);
-    assert!(!exists(&server, "redlatch_election:{scheduler}"));
-    assert!(!exists(&server, "scheduler"));
+    assert!(!key_exists(
+        &mut server.conn(),
+        "redlatch_election:{scheduler}"
+    ));
+    assert!(!key_exists(&mut server.conn(), "scheduler"));
 }
 
 #[test]
@@ -207,7 +202,7 @@ fn interrupt_and_close_end_a_campaign_and_leave_nothing() {
         b"l"
     );
     leadership.resign().unwrap();
-    assert!(!exists(&server, "busy"));
+    assert!(!key_exists(&mut server.conn(), "busy"));
 }
 
 /// CLOCK_MONOTONIC in ns: one clock for every process of the machine.
@@ -432,7 +427,10 @@ fn a_killed_leader_is_replaced_within_a_lease() {
     let next = observer.next_timeout(GENEROUS).unwrap().unwrap();
     assert_eq!((next.term, next.value), (term, b"parent".to_vec()));
     campaigner.join().unwrap();
-    assert!(wait_until(GENEROUS, || !exists(&server, "xproc")));
+    assert!(wait_until(GENEROUS, || !key_exists(
+        &mut server.conn(),
+        "xproc"
+    )));
 }
 
 #[test]
@@ -494,5 +492,5 @@ fn a_shared_owner_leads_once() {
         .join()
         .unwrap();
     assert_eq!(election.leader().unwrap(), None);
-    assert!(!exists(&server, "shared"));
+    assert!(!key_exists(&mut server.conn(), "shared"));
 }

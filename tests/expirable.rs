@@ -540,9 +540,10 @@ fn redisson_style_raw_permits_expire_and_raw_publishes_wake_waiters() {
 
 #[test]
 fn a_waiter_learns_the_expiry_of_a_permit_another_waiter_of_its_client_took() {
-    // Regression: two waiters of one client, no permit anywhere. One permit is added: only the
-    // first is woken, takes it with a 300 ms lease, and its holder never releases. The second
-    // had seen no permit that could expire, so it slept to its deadline (or for a year).
+    // Two waiters of one client, no permit anywhere. One permit is added: only the first is
+    // woken, takes it with a 300 ms lease, and its holder never releases. The second, which
+    // saw no permit that could expire, learns that one's expiry and takes it as the lease ends,
+    // not at its own deadline.
     let server = RedisServer::new();
     let c = Client::open(server.url()).unwrap();
     let admin = Client::open(server.url()).unwrap();
@@ -581,8 +582,8 @@ fn a_waiter_learns_the_expiry_of_a_permit_another_waiter_of_its_client_took() {
 
 #[test]
 fn shortening_a_lease_wakes_a_waiter_to_its_new_expiry() {
-    // Regression: update_lease to a shorter lease published nothing, and the waiter slept
-    // until the old expiry (30 s) or its deadline.
+    // update_lease to a shorter lease wakes the waiter, which saw the 30 s expiry: it takes the
+    // permit at the new expiry, not at the first one or at its deadline.
     let server = RedisServer::new();
     let c1 = Client::open(server.url()).unwrap();
     let c2 = Client::open(server.url()).unwrap();
@@ -613,8 +614,9 @@ fn shortening_a_lease_wakes_a_waiter_to_its_new_expiry() {
 
 #[test]
 fn a_count_that_incrby_would_refuse_is_a_wrong_type_before_any_write() {
-    // Regression: "007" passed the integer check, the reclaim and the ZREM of a release ran,
-    // then INCRBY failed: the permit was gone for good.
+    // A count Lua reads as an integer but INCRBY refuses ("007", "-0", "+1") fails a release
+    // as a wrong type before the reclaim and the ZREM run: the permits and the count stay as
+    // they are, rather than a permit being removed and INCRBY failing after it.
     let server = RedisServer::new();
     let c = Client::open(server.url()).unwrap();
     let mut raw = server.conn();

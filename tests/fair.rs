@@ -48,6 +48,8 @@ fn server_ms(raw: &mut redis::Connection) -> i64 {
     s * 1000 + us / 1000
 }
 
+/// A client with the thread wait and lease under test; from a URL, as the child waiter has no
+/// server of its own.
 fn client_with(url: &str, thread_wait: Duration, watchdog: Duration) -> Client {
     let config = Config::builder(url)
         .fair_thread_wait(thread_wait)

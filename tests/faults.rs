@@ -10,18 +10,9 @@ use std::time::{Duration, Instant};
 use redlatch::{Client, Config};
 use support::proxy::Proxy;
 use support::{
-    await_waiting, command_calls, join_within, kill_pubsub_connections, numsub, wait_until,
-    RedisServer,
+    await_waiting, command_calls, join_within, kill_pubsub_connections, numsub, quick_client,
+    wait_until, RedisServer,
 };
-
-fn quick_client(server: &RedisServer) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_millis(500))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
-}
 
 #[test]
 fn script_flush_is_invisible_to_callers() {
@@ -69,8 +60,9 @@ fn killed_pubsub_connection_reconnects_resubscribes_and_waiter_still_wakes() {
     );
 }
 
-/// Regression (issue 57): a pub/sub connection that fell silent without an error (a stalled
-/// proxy, a NAT that forgot it) left its waiters deaf while other holders kept the lock busy.
+/// A pub/sub connection that falls silent without an error (a stalled proxy, a NAT that forgot
+/// it) is found out by its pings (issue 57): its waiters, deaf meanwhile, get the lock within
+/// the ping bound although other holders keep it busy.
 #[test]
 fn waiters_on_a_pub_sub_connection_gone_silent_get_the_lock_within_the_ping_bound() {
     let server = RedisServer::new();

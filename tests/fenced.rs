@@ -334,7 +334,8 @@ fn fenced_resource_rejects_bad_input_and_wrong_types() {
         .unwrap_err()
         .is_invalid_argument());
     for token in [0, (1 << 53) - 1, 1 << 53, u64::MAX] {
-        // Regression: tokens above 2^53 compared as doubles, so an older one got through.
+        // Refused: 0, and tokens from 2^53 - 1 up: Lua numbers are doubles, and past 2^53 an
+        // older token could compare as a newer one.
         assert!(resource
             .write_with_token(token, "h", "x")
             .unwrap_err()
@@ -501,8 +502,9 @@ fn a_read_for_update_claims_the_value_against_older_tokens() {
 
 #[test]
 fn a_stale_write_between_the_new_holders_read_and_write_loses_no_update() {
-    // Regression: the new holder read with a plain GET, so the paused holder's write that
-    // landed between that read and the new holder's write was accepted, then overwritten.
+    // A paused holder's write that lands between the new holder's read and its write: after a
+    // plain read it is accepted, then overwritten (an update lost); after a read for update it
+    // is refused.
     let server = RedisServer::new();
     let a = Client::open(server.url()).unwrap();
     let b = Client::open(server.url()).unwrap();
@@ -511,8 +513,8 @@ fn a_stale_write_between_the_new_holders_read_and_write_loses_no_update() {
         (n + 1).to_string()
     };
 
-    // As it was: a plain read. A reads, pauses past its lease; B takes over and reads; A's
-    // write lands; B writes. Two accepted increments, the counter at 1: an update lost.
+    // With plain reads: A reads, pauses past its lease; B takes over and reads; A's write
+    // lands; B writes. Two accepted increments, the counter at 1: an update lost.
     let ga = expiring_guard(&a, "lost");
     let (old_a, old_b) = (a.fenced_resource("lost:n"), b.fenced_resource("lost:n"));
     let read_a = old_a.read().unwrap();

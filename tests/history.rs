@@ -13,12 +13,7 @@ use support::{count_commands, wait_until, RedisServer};
 const GENEROUS: Duration = Duration::from_secs(20);
 
 fn recording(server: &RedisServer, name: &str) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .client_name(name)
-        .history(true)
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| b.client_name(name).history(true))
 }
 
 /// The kinds of `owner`'s events but its waits' starts, which a client writes only for a wait

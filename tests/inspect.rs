@@ -15,11 +15,7 @@ use redlatch::{
     inspect::Inspection, inspect::Kind, inspect::Mode, watch::EventKind, Client, Config, Owner,
 };
 use support::cluster::RedisCluster;
-use support::{wait_until, RedisServer};
-
-fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).unwrap()
-}
+use support::{client, wait_until, RedisServer};
 
 fn me(client: &Client) -> Owner {
     Owner::parse(&client.owner_id()).unwrap()
@@ -644,8 +640,7 @@ fn inspecting_an_app_hash_with_a_mode_field_is_cheap() {
 #[test]
 fn a_watch_with_the_longest_poll_interval_does_not_panic() {
     let server = RedisServer::new();
-    let config = Config::builder(server.url().as_str()).build().unwrap();
-    let client = Client::new(config).unwrap();
+    let client = client(&server);
     let watch = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         client.watch("w:max").unwrap().poll_interval(Duration::MAX)
     }));

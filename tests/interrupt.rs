@@ -403,8 +403,8 @@ fn handles_are_send_and_sync() {
 
 #[test]
 fn concurrent_closes_let_a_fair_waiter_leave_its_queue_first() {
-    // Regression: a second close returned at once and closed the connections while the
-    // first close's fair waiter was still leaving the queue (its place stayed for minutes).
+    // Two closes at once: neither returns, nor closes the connections, before the fair waiter
+    // has left the queue (a place left behind would stay there for minutes).
     let server = RedisServer::new();
     let mut raw = server.conn();
     let holder = Client::open(server.url()).unwrap();

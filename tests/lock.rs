@@ -6,11 +6,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Config, Error};
-use support::RedisServer;
-
-fn client(server: &RedisServer) -> Client {
-    Client::open(server.url()).unwrap()
-}
+use support::{client, RedisServer};
 
 for_each_kind! {
     fn same_thread_reenters_and_frees_only_after_last_unlock(make) {

@@ -19,11 +19,9 @@ const PERIOD: Duration = Duration::from_millis(LEASE_MS / 3);
 const SLACK: Duration = Duration::from_millis(500);
 
 fn client(server: &RedisServer, watchdog_ms: u64) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(watchdog_ms))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| {
+        b.watchdog_timeout(Duration::from_millis(watchdog_ms))
+    })
 }
 
 /// Registers a callback on `guard` that sends the reason and when it was called.
@@ -328,8 +326,8 @@ fn panicking_callback_does_not_stop_the_watchdog() {
 
 #[test]
 fn lost_guard_unlock_does_not_release_the_threads_newer_hold() {
-    // Regression: a lost guard's release ran the unlock script, which decremented (and so
-    // released) the hold the same thread had taken again after the loss.
+    // A lost guard's release runs no unlock script: that would decrement (and so release) the
+    // hold the same thread took again after the loss.
     let server = RedisServer::new();
     let client = client(&server, LEASE_MS);
     let lock = client.lock("lost:newer");
@@ -347,9 +345,9 @@ fn lost_guard_unlock_does_not_release_the_threads_newer_hold() {
 
 #[test]
 fn reentry_after_the_lease_ran_out_does_not_resurrect_the_lost_guard() {
-    // Regression: a re-entry joined the watchdog entry whose lease had run out by the clock
-    // (the watchdog had not noticed yet) and confirmed it again, so the lost guard looked held
-    // and its callbacks never fired.
+    // A re-entry after the lease ran out by the clock, before the watchdog noticed, does not
+    // join (and confirm again) the expired watchdog entry: the lost guard stays lost, its
+    // callback fires, and the newer hold has an entry of its own.
     let server = RedisServer::new();
     let client = client(&server, LEASE_MS);
     let mut raw = server.conn();
@@ -395,9 +393,9 @@ fn reentry_after_the_lease_ran_out_does_not_resurrect_the_lost_guard() {
 
 #[test]
 fn a_reentry_that_finds_the_lock_gone_marks_the_outer_guard_lost_at_once() {
-    // Regression: the lock deleted on the server and locked again by the same thread before
-    // the next renewal (30 s here) joined the old watchdog entry as a re-entry: the outer
-    // guard never learnt it was lost, and its drop released the inner, new hold.
+    // The lock deleted on the server and locked again by the same thread before the next
+    // renewal (30 s here) is a new hold, not a re-entry: the outer guard is marked lost at
+    // once, and its release leaves the inner, new hold alone.
     for make in [
         support::make_lock,
         support::make_fair_lock,

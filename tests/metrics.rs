@@ -8,17 +8,15 @@ use support::forget::ForgetAll;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
-use redlatch::{Client, Config, LostReason};
+use redlatch::{Client, LostReason};
 use support::{kill_pubsub_connections, numsub, wait_until, RedisServer};
 
 fn client_with(server: &RedisServer, watchdog: Duration) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(watchdog)
-        .connect_timeout(Duration::from_millis(300))
-        .response_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| {
+        b.watchdog_timeout(watchdog)
+            .connect_timeout(Duration::from_millis(300))
+            .response_timeout(Duration::from_millis(300))
+    })
 }
 
 #[test]

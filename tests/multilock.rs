@@ -9,24 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config, Error, MultiLock, ValueCodec};
-use support::RedisServer;
-
-fn quick_client(server: &RedisServer) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .connect_timeout(Duration::from_millis(500))
-        .response_timeout(Duration::from_millis(500))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
-}
-
-fn exists(server: &RedisServer, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS")
-        .arg(key)
-        .query(&mut server.conn())
-        .unwrap();
-    n == 1
-}
+use support::{key_exists, quick_client, RedisServer};
 
 /// Takes `lock` on a thread of its own and keeps it until told; returns the release sender
 /// once the lock is held.
@@ -61,11 +44,11 @@ fn takes_locks_on_two_servers_and_releases_both() {
         .query(&mut s1.conn())
         .unwrap();
     assert_eq!(count, Some(1));
-    assert!(exists(&s2, "ml:b"));
+    assert!(key_exists(&mut s2.conn(), "ml:b"));
     assert_eq!(guard.member(1).unwrap().lock().name(), "ml:b");
     guard.unlock().unwrap();
-    assert!(!exists(&s1, "ml:a"));
-    assert!(!exists(&s2, "ml:b"));
+    assert!(!key_exists(&mut s1.conn(), "ml:a"));
+    assert!(!key_exists(&mut s2.conn(), "ml:b"));
 }
 
 #[test]
@@ -79,7 +62,10 @@ fn a_busy_member_makes_try_lock_take_nothing() {
     let (release, holder) = hold_elsewhere(other.lock("ml:b"));
     let multi = MultiLock::new([c1.lock("ml:a"), c2.lock("ml:b")]).unwrap();
     assert!(multi.try_lock().unwrap().is_none());
-    assert!(!exists(&s1, "ml:a"), "the free member was released again");
+    assert!(
+        !key_exists(&mut s1.conn(), "ml:a"),
+        "the free member was released again"
+    );
 
     // The wait budget is shared: the whole call ends near it, holding nothing.
     let start = Instant::now();
@@ -88,7 +74,7 @@ fn a_busy_member_makes_try_lock_take_nothing() {
     assert!(got.is_none());
     assert!(waited >= Duration::from_millis(400), "{waited:?}");
     assert!(waited < Duration::from_millis(1500), "{waited:?}");
-    assert!(!exists(&s1, "ml:a"));
+    assert!(!key_exists(&mut s1.conn(), "ml:a"));
     release.send(()).unwrap();
     holder.join().unwrap();
 }
@@ -115,7 +101,10 @@ fn lock_waits_for_the_busy_member_then_holds_all() {
         rx.recv_timeout(Duration::from_millis(300)).is_err(),
         "must wait"
     );
-    assert!(!exists(&s2, "ml:b"), "nothing is held while waiting");
+    assert!(
+        !key_exists(&mut s2.conn(), "ml:b"),
+        "nothing is held while waiting"
+    );
     let released = Instant::now();
     release.send(()).unwrap();
     holder.join().unwrap();
@@ -163,7 +152,7 @@ fn opposite_orders_do_not_deadlock_and_stay_exclusive() {
         "multi-locks in opposite orders deadlocked",
     );
     assert_eq!(sections.load(Ordering::SeqCst), 100);
-    assert!(!exists(&s1, "ml:a") && !exists(&s2, "ml:b"));
+    assert!(!key_exists(&mut s1.conn(), "ml:a") && !key_exists(&mut s2.conn(), "ml:b"));
 }
 
 #[test]
@@ -196,7 +185,10 @@ fn unlock_releases_every_lock_and_reports_each_failure() {
         other => panic!("expected PartialUnlock, got {other:?}"),
     }
     assert!(err.is_partial_unlock());
-    assert!(!exists(&s2, "ml:b"), "the healthy lock was released");
+    assert!(
+        !key_exists(&mut s2.conn(), "ml:b"),
+        "the healthy lock was released"
+    );
 }
 
 #[test]
@@ -207,7 +199,7 @@ fn a_dead_member_fails_the_acquire_and_nothing_stays_held() {
     let multi = MultiLock::new([c1.lock("ml:a"), c2.lock("ml:b")]).unwrap();
     let err = multi.lock().unwrap_err();
     assert!(err.is_connection() || err.is_timeout(), "{err}");
-    assert!(!exists(&s1, "ml:a"));
+    assert!(!key_exists(&mut s1.conn(), "ml:a"));
 }
 
 #[test]
@@ -327,7 +319,7 @@ fn group_values_shared_exclude_disjoint_ones_are_held_at_once() {
         "woken by the release, not its lease"
     );
     assert!(
-        !exists(&server, "class_100"),
+        !key_exists(&mut server.conn(), "class_100"),
         "every value freed: the hash is gone"
     );
 }
@@ -346,9 +338,9 @@ fn a_group_lock_reenters_and_its_last_release_frees_the_values() {
     assert_eq!(group(&client, &["a"]).hold_count().unwrap(), 3);
     a.unlock().unwrap();
     second.unlock().unwrap();
-    assert!(exists(&server, "class_100"));
+    assert!(key_exists(&mut server.conn(), "class_100"));
     first.unlock().unwrap();
-    assert!(!exists(&server, "class_100"));
+    assert!(!key_exists(&mut server.conn(), "class_100"));
     assert_eq!(lock.hold_count().unwrap(), 0);
     assert!(group(&client, &[])
         .try_lock()
@@ -394,9 +386,9 @@ fn a_group_lease_that_runs_out_frees_the_values() {
     assert!(held.is_lost() || held.unlock().is_err());
 }
 
-/// Regression: an acquire in the very millisecond the group's key expired (the last hold's
-/// lease out, the key still there for the script, its PTTL already 0) left the key's expiry
-/// as it was, so the key, with the new hold in it, was gone right after.
+/// An acquire in the very millisecond the group's key expires (the last hold's lease out, the
+/// key still there for the script, its PTTL already 0) sets the key's expiry for the new hold,
+/// so that the key, with the new hold in it, is not gone right after.
 #[test]
 fn a_group_taken_as_the_last_lease_runs_out_keeps_its_key() {
     let server = RedisServer::new();

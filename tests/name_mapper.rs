@@ -14,18 +14,10 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{inspect::Kind, watch::EventKind, Client, Config, NameMapper};
-use support::{numsub, wait_until, RedisServer};
+use support::{client, numsub, wait_until, RedisServer};
 
 fn prefixed(server: &RedisServer, prefix: &str) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .name_prefix(prefix)
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
-}
-
-fn plain(server: &RedisServer) -> Client {
-    Client::open(server.url()).unwrap()
+    support::client_with(server, |b| b.name_prefix(prefix))
 }
 
 /// Waits until `n` connections subscribe `channel`.
@@ -121,7 +113,7 @@ fn the_prefix_is_in_every_key_and_channel() {
 fn a_prefixed_and_a_plain_client_share_the_lock_and_wake_each_other() {
     let server = RedisServer::new();
     let app = prefixed(&server, "app1:");
-    let java_like = plain(&server);
+    let java_like = client(&server);
     let mut conn = server.conn();
 
     let guard = app.lock("orders").lock().unwrap();
@@ -164,7 +156,7 @@ fn inspect_list_and_watch_show_names_as_given() {
     let app = prefixed(&server, "app1:");
     let other_app = prefixed(&server, "app2:");
     let _theirs = other_app.lock("orders-archive").lock().unwrap();
-    let _unprefixed = plain(&server).lock("order-book").lock().unwrap();
+    let _unprefixed = client(&server).lock("order-book").lock().unwrap();
 
     let mut watch = app
         .watch("orders")
@@ -219,7 +211,7 @@ fn a_custom_mapper_works_end_to_end() {
         .build()
         .unwrap();
     let eu = Client::new(config).unwrap();
-    let other = plain(&server);
+    let other = client(&server);
     let mut conn = server.conn();
     let _unmapped = other.lock("stray").lock().unwrap();
 

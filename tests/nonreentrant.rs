@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redis::Commands;
 use redlatch::{Client, Error, Lock};
-use support::{await_waiting, join_within, numsub, MakeLock, RedisServer};
+use support::{await_waiting, join_within, key_exists, numsub, MakeLock, RedisServer};
 
 /// How long a refused acquire may take at most: one round trip, far below any wait asked for.
 const AT_ONCE: Duration = Duration::from_millis(500);
@@ -46,10 +46,6 @@ fn timeout_key(name: &str) -> String {
 
 fn hold_count(raw: &mut redis::Connection, name: &str, owner: &str) -> Option<u32> {
     raw.hget(name, owner).unwrap()
-}
-
-fn exists(raw: &mut redis::Connection, name: &str) -> bool {
-    raw.exists(name).unwrap()
 }
 
 /// Asserts that `call` fails with `Error::AlreadyHeld` for `name`, well before `AT_ONCE`.
@@ -99,12 +95,12 @@ fn second_acquire_by_the_same_thread_is_refused(make: MakeLock, name: &'static s
     assert_eq!(subscribers, 0, "a refused acquire subscribes nothing");
 
     guard.unlock().unwrap();
-    assert!(!exists(&mut raw, name), "one release frees it");
+    assert!(!key_exists(&mut raw, name), "one release frees it");
     // Free again: the owner takes it anew.
     let again = lock.try_lock().unwrap().expect("free");
     assert_eq!(hold_count(&mut raw, name, &owner), Some(1));
     drop(again);
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
 }
 
 #[test]
@@ -141,7 +137,7 @@ fn a_contender_waits_and_gets_it_on_release(make: MakeLock, name: &'static str) 
     let contender_owner = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
     assert_ne!(contender_owner, client.owner_id());
     join_within(vec![contender], Duration::from_secs(10), "contender stuck");
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
 }
 
 #[test]
@@ -200,7 +196,7 @@ fn fair_refused_owner_is_not_queued_behind_itself() {
     guard.unlock().unwrap();
     let waited = join_within(vec![waiter], Duration::from_secs(10), "waiter stuck");
     waited.into_iter().for_each(|r| r.unwrap());
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
     let len: usize = raw.llen(queue_key(name)).unwrap();
     assert_eq!(len, 0);
 }
@@ -218,7 +214,7 @@ fn fair_refused_owner_alone_leaves_no_queue() {
     let timeouts: bool = raw.exists(timeout_key(name)).unwrap();
     assert!(!queue && !timeouts, "no queue left behind");
     drop(guard);
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
 }
 
 /// A "Java" holder written with Redisson's layout (HSET owner 1, PEXPIRE) excludes our lock;
@@ -257,7 +253,7 @@ fn a_java_holder_excludes_us(make: MakeLock, name: &'static str) {
     let _: () = raw.publish(channel, "0").unwrap();
     let owners = join_within(vec![waiter], Duration::from_secs(10), "waiter stuck");
     assert_ne!(owners[0], JAVA);
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
 }
 
 #[test]
@@ -390,7 +386,7 @@ fn reentrant_and_non_reentrant_exclude_each_other(
     assert_refused(name, || once(&client, name).try_lock());
     assert_eq!(hold_count(&mut raw, name, &client.owner_id()), Some(1));
     drop(held);
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
 
     let held = once(&client, name).lock().unwrap();
     assert!(reentrant(&other, name).try_lock().unwrap().is_none());
@@ -399,7 +395,7 @@ fn reentrant_and_non_reentrant_exclude_each_other(
         .unwrap()
         .is_none());
     drop(held);
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
     // Free: the other client takes it through either kind.
     let taken = reentrant(&other, name).try_lock().unwrap().expect("free");
     drop(taken);
@@ -443,7 +439,7 @@ fn lock_owner_is_refused_from_another_thread(make: MakeLock, name: &'static str)
         .join()
         .unwrap()
         .unwrap();
-    assert!(!exists(&mut raw, name));
+    assert!(!key_exists(&mut raw, name));
 }
 
 #[test]

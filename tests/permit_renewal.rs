@@ -7,17 +7,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlatch::{Client, Config, Error, LostReason, PermitGuard, PermitId};
+use redlatch::{Client, Error, LostReason, PermitGuard, PermitId};
 use support::{command_calls, wait_until, RedisServer};
 
 const WATCHDOG: Duration = Duration::from_millis(300);
 
 fn client(server: &RedisServer) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(WATCHDOG)
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| b.watchdog_timeout(WATCHDOG))
 }
 
 fn timeouts(name: &str) -> String {
@@ -219,8 +215,8 @@ fn renewed_acquires_reject_bad_input() {
 
 #[test]
 fn a_permit_without_lease_is_left_so_by_renewal() {
-    // Regression: renewal turned Redisson's "no lease" score (922337203685477 and above) into
-    // an expiring one.
+    // Renewal leaves Redisson's "no lease" score (922337203685477 and above) as it is, rather
+    // than turning it into an expiring one.
     let server = RedisServer::new();
     let mut raw = server.conn();
     let client = client(&server);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlatch::{Client, Config, Error, RedLock};
+use redlatch::{Client, Error, RedLock};
 use support::RedisServer;
 
 struct Nodes {
@@ -27,12 +27,10 @@ impl Nodes {
         self.servers
             .iter()
             .map(|s| {
-                let config = Config::builder(s.url().as_str())
-                    .connect_timeout(Duration::from_millis(500))
-                    .response_timeout(Duration::from_secs(2))
-                    .build()
-                    .unwrap();
-                Client::new(config).unwrap()
+                support::client_with(s, |b| {
+                    b.connect_timeout(Duration::from_millis(500))
+                        .response_timeout(Duration::from_secs(2))
+                })
             })
             .collect()
     }

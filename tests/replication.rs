@@ -5,15 +5,13 @@ mod support;
 use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config, Error, Lock};
-use support::{command_calls, RedisServer};
+use support::{command_calls, key_exists, RedisServer};
 
 fn synced_client(server: &RedisServer, wait: Duration) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .sync_replicas(1, wait)
-        .response_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| {
+        b.sync_replicas(1, wait)
+            .response_timeout(Duration::from_secs(2))
+    })
 }
 
 /// Takes `lock` while replication is healthy. On a loaded machine a replica can miss a short
@@ -28,10 +26,6 @@ fn lock_while_healthy(lock: &Lock) -> redlatch::LockGuard {
             Err(e) => panic!("acquire with healthy replication failed: {e}"),
         }
     }
-}
-
-fn exists(conn: &mut redis::Connection, key: &str) -> bool {
-    redis::cmd("EXISTS").arg(key).query(conn).unwrap()
 }
 
 fn hold_count(conn: &mut redis::Connection, key: &str, field: &str) -> Option<u32> {
@@ -70,7 +64,10 @@ fn with_healthy_replication_every_lock_write_is_on_the_replica_when_the_call_ret
             "{lock:?} on the replica"
         );
         guard.unlock().unwrap();
-        assert!(!exists(&mut on_replica, lock.name()), "{lock:?} released");
+        assert!(
+            !key_exists(&mut on_replica, lock.name()),
+            "{lock:?} released"
+        );
     }
     // One WAIT per acquire and per unlock, nothing more.
     assert_eq!(command_calls(&mut on_master, "wait") - waits_before, 10);
@@ -118,7 +115,10 @@ fn an_acquire_no_replica_confirmed_is_undone_and_reported() {
         );
     }
     // The fair lock's queue is empty again; the fenced counter moved on (tokens only grow).
-    assert!(!exists(&mut on_master, "redisson_lock_queue:{sync:fair}"));
+    assert!(!key_exists(
+        &mut on_master,
+        "redisson_lock_queue:{sync:fair}"
+    ));
     let token: String = redis::cmd("GET")
         .arg("redisson_lock_token:{sync:fenced}")
         .query(&mut on_master)
@@ -133,7 +133,7 @@ fn an_acquire_no_replica_confirmed_is_undone_and_reported() {
     );
     // The unconfirmed unlock still frees the lock on the master (and logs a warning).
     first.unlock().unwrap();
-    assert!(!exists(&mut on_master, "sync:cut"));
+    assert!(!key_exists(&mut on_master, "sync:cut"));
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn a_killed_replica_makes_acquires_fail_cleanly_and_the_setting_is_opt_in() {
 
     let err = synced.lock("sync:dead").try_lock().unwrap_err();
     assert!(err.is_not_replicated(), "{err}");
-    assert!(!exists(&mut on_master, "sync:dead"));
+    assert!(!key_exists(&mut on_master, "sync:dead"));
 
     // Without the setting nothing waits for replicas: the acquire succeeds at once.
     let waits_before = command_calls(&mut on_master, "wait");
@@ -173,9 +173,9 @@ fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_secon
     let lock_name = "failover:acct";
 
     // A first holder, replicated: the counter is at its token t on both nodes, and the
-    // release too. (Regression: only the counter was awaited; under load the cut below could
-    // come between the acquire and the release reaching the replica, which then still held
-    // it.)
+    // release too. (The release is awaited as well as the counter: under load the cut below
+    // could otherwise come between the acquire and the release reaching the replica, which
+    // would then still hold the lock.)
     let first = a.fenced_lock(lock_name).lock().unwrap();
     let t = first.token().unwrap();
     drop(first);
@@ -185,7 +185,7 @@ fn a_failover_before_replication_makes_two_holders_and_fencing_refuses_the_secon
             .arg("redisson_lock_token:{failover:acct}")
             .query(&mut on_replica)
             .unwrap();
-        token == Some(t.to_string()) && !exists(&mut on_replica, lock_name)
+        token == Some(t.to_string()) && !key_exists(&mut on_replica, lock_name)
     }));
 
     // Replication lags (here: cut), A locks on the master, the master dies (kill -9).
@@ -292,7 +292,7 @@ fn unconfirmed_renewals_make_the_guard_lost_after_one_lease() {
     assert!(guard.is_lost());
     let mut on_master = master.conn();
     assert!(
-        exists(&mut on_master, "sync:renew"),
+        key_exists(&mut on_master, "sync:renew"),
         "renewed on the master all along"
     );
     assert!(guard.unlock().unwrap_err().is_lock_lost());

@@ -9,17 +9,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::unbounded;
 use redis::Commands;
-use redlatch::{Client, Config};
+use redlatch::Client;
 use support::{assert_quiet_for, await_waiting, numsub, wait_until, RedisServer};
 
 const CHANNEL: fn(&str) -> String = |name| format!("redisson_rwlock:{{{name}}}");
 
 fn client_with_watchdog(server: &RedisServer, ms: u64) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(ms))
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| b.watchdog_timeout(Duration::from_millis(ms)))
 }
 
 fn hash(raw: &mut redis::Connection, name: &str) -> HashMap<String, String> {
@@ -475,8 +471,8 @@ fn a_redisson_reader_blocks_our_writer_and_its_release_wakes_it() {
 
 #[test]
 fn a_writer_wakes_when_a_read_unlock_cuts_the_expiry_it_waits_for() {
-    // Regression: a live reader's unlock cut the hash's expiry to a dead reader's remaining
-    // 1.2 s and published nothing; the writer slept on the 30 s expiry it had seen.
+    // A live reader's unlock that cuts the hash's expiry to a dead reader's remaining 1.2 s
+    // publishes: the writer, which saw a 30 s expiry, takes the lock as the dead hold expires.
     let server = RedisServer::new();
     let a = Client::open(server.url()).unwrap();
     let b = Client::open(server.url()).unwrap();
@@ -524,8 +520,8 @@ fn a_writer_wakes_when_a_read_unlock_cuts_the_expiry_it_waits_for() {
 
 #[test]
 fn unlocking_a_read_hold_whose_lease_ran_out_reports_it_lost() {
-    // Regression: with another reader keeping the hash alive, the expired hold's unlock
-    // returned Ok although its guard was lost.
+    // With another reader keeping the hash alive, the unlock of a read hold whose lease ran
+    // out reports the guard lost, not Ok.
     let server = RedisServer::new();
     let a = Client::open(server.url()).unwrap();
     let b = Client::open(server.url()).unwrap();
@@ -553,8 +549,8 @@ fn unlocking_a_read_hold_whose_lease_ran_out_reports_it_lost() {
 
 #[test]
 fn a_corrupt_read_hold_does_not_fail_the_renewal_of_other_locks_in_its_batch() {
-    // Regression: one read renewal script error failed the whole watchdog batch, and the plain
-    // lock renewed in the same tick was marked lost.
+    // A read renewal script error fails that hold only, not the whole watchdog batch: the
+    // plain lock renewed in the same tick stays renewed and is not marked lost.
     let server = RedisServer::new();
     let c = client_with_watchdog(&server, 600);
     let mut raw = server.conn();

@@ -15,9 +15,7 @@ use redlatch::Client;
 use support::{assert_quiet_for, await_waiting, numsub, wait_until, RedisServer};
 
 fn clients(server: &RedisServer, n: usize) -> Vec<Client> {
-    (0..n)
-        .map(|_| Client::open(server.url()).unwrap())
-        .collect()
+    (0..n).map(|_| support::client(server)).collect()
 }
 
 /// Spawns a thread per `(client, need)` that acquires `need` permits of `name`, reports
@@ -134,8 +132,8 @@ fn a_release_wakes_as_many_waiters_as_its_permits_allow_and_no_more() {
 
 #[test]
 fn small_needs_pass_a_large_one_and_the_large_one_gets_through_later() {
-    // Regression guard for lost wake-ups with mixed needs: a waiter needing more than is free
-    // must not swallow the wake-up of one that fits.
+    // Mixed needs: a waiter needing more than is free does not swallow the wake-up of one that
+    // fits, and gets through itself once enough is free.
     let server = RedisServer::new();
     let c = clients(&server, 1);
     let mut raw = server.conn();
@@ -597,8 +595,9 @@ fn a_redisson_style_ttl_semaphore_is_read_and_a_set_wakes_a_redisson_style_waite
 
 #[test]
 fn drain_and_set_refuse_a_value_decrby_would_not_take() {
-    // Regression: `tonumber` took `0x10`, `5.5`, `1e3`: the type check passed and DECRBY then
-    // failed with a generic error instead of WRONGTYPE.
+    // Values Lua's `tonumber` takes but DECRBY refuses (`0x10`, `5.5`, `1e3`, ` 7`) are
+    // refused with WRONGTYPE before anything is written, not left to fail in DECRBY with a
+    // generic error.
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redlatch::{Client, Config};
 use support::sentinel::SentinelGroup;
-use support::{numsub, wait_until};
+use support::{key_exists, numsub, wait_until};
 
 fn client(group: &SentinelGroup) -> Client {
     let config = Config::sentinel(group.sentinel_urls(), group.master_name())
@@ -24,22 +24,17 @@ fn client(group: &SentinelGroup) -> Client {
     Client::new(config).unwrap()
 }
 
-fn exists(conn: &mut redis::Connection, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS").arg(key).query(conn).unwrap();
-    n == 1
-}
-
 #[test]
 fn finds_the_master_by_name() {
     let group = SentinelGroup::new();
     let client = client(&group);
     let guard = client.lock("sentinel:a").lock().unwrap();
     assert!(
-        exists(&mut group.master().conn(), "sentinel:a"),
+        key_exists(&mut group.master().conn(), "sentinel:a"),
         "taken on the master"
     );
     guard.unlock().unwrap();
-    assert!(!exists(&mut group.master().conn(), "sentinel:a"));
+    assert!(!key_exists(&mut group.master().conn(), "sentinel:a"));
 
     let config = Config::sentinel(group.sentinel_urls(), "no-such-master")
         .connect_timeout(Duration::from_millis(300))
@@ -141,7 +136,7 @@ fn follows_a_failover_and_moves_the_waiters() {
     eprintln!("worker calls that failed during the failover: {failures}");
     // Calls go to the new master from now on: a lock taken now is there, not on the old one.
     let g = holder.lock("sentinel:after").lock().unwrap();
-    assert!(exists(&mut new_master.conn(), "sentinel:after"));
+    assert!(key_exists(&mut new_master.conn(), "sentinel:after"));
     g.unlock().unwrap();
 }
 

@@ -265,7 +265,8 @@ fn the_watchdog_renews_a_spin_lock() {
 
 #[test]
 fn a_spin_unlock_refuses_a_hold_count_that_is_not_a_number() {
-    // Regression: the unlock script compared `nil` with a number (a Lua runtime error).
+    // A hold count that is not a number is refused with WRONGTYPE and left as it is (the
+    // unlock script must not compare it, as `nil`, with a number: a Lua runtime error).
     let server = RedisServer::new();
     let client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();

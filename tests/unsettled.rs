@@ -392,9 +392,9 @@ fn group_counts(server: &RedisServer) -> Vec<(String, String)> {
 }
 
 // A settle gives back only what its own acquire could have taken: never what the same owner
-// holds elsewhere. A group acquire of {v0, v3, v5} whose request was lost was settled by the
-// first value's count, which counted the thread's live hold of {v0, v2, v5}, and the unlock
-// freed v0 and v5 of it behind its guard.
+// holds elsewhere. A group acquire of {v0, v3, v5} whose request was lost is not settled by
+// the first value's count, which counts the thread's live hold of {v0, v2, v5} too: that
+// would free v0 and v5 of the live hold behind its guard.
 #[test]
 fn a_settle_never_gives_back_a_hold_the_owner_has_elsewhere() {
     let server = RedisServer::new();

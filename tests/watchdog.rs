@@ -9,12 +9,10 @@ use redlatch::{Client, Config};
 use support::{command_calls, wait_until, RedisServer};
 
 fn client(server: &RedisServer, watchdog_ms: u64, batch: usize) -> Client {
-    let config = Config::builder(server.url().as_str())
-        .watchdog_timeout(Duration::from_millis(watchdog_ms))
-        .renew_batch_size(batch)
-        .build()
-        .unwrap();
-    Client::new(config).unwrap()
+    support::client_with(server, |b| {
+        b.watchdog_timeout(Duration::from_millis(watchdog_ms))
+            .renew_batch_size(batch)
+    })
 }
 
 for_each_kind! {
@@ -131,8 +129,8 @@ for_each_kind! {
     }
 
     fn guard_reports_lost_while_the_server_is_paused_past_the_lease(make) {
-        // Regression: is_lost() only turned true when a renewal retry finished after the lease,
-        // which with the server unreachable could be minutes late.
+        // is_lost() turns true once the lease has run out, while the server is paused, not
+        // only when a renewal retry finishes (with the server unreachable, minutes late).
         let server = RedisServer::new();
         let config = Config::builder(server.url().as_str())
             .watchdog_timeout(Duration::from_millis(600))
@@ -140,8 +138,8 @@ for_each_kind! {
             .build()
             .unwrap();
         let client = Client::new(config).unwrap();
-        // The lease counts from when the acquire was sent: measure from before it (measuring
-        // from its return made this flaky on a loaded machine).
+        // The lease counts from when the acquire was sent: measure from before it (measured
+        // from its return, a slow reply on a loaded machine would make the loss look early).
         let sent = Instant::now();
         let guard = make(&client, "wd:paused").lock().unwrap();
         server.stop();
@@ -157,8 +155,9 @@ for_each_kind! {
     }
 
     fn leased_unlock_of_a_leaked_hold_leaves_the_watchdog_hold_renewed(make) {
-        // Regression: Lock::unlock on a lock with an explicit lease dropped the watchdog entry
-        // of the thread's other (watchdog) hold, so it expired while its guard looked fine.
+        // Lock::unlock on a lock with an explicit lease leaves the watchdog entry of the
+        // thread's other (watchdog) hold: that hold is renewed, not left to expire while its
+        // guard looks fine.
         let server = RedisServer::new();
         let client = client(&server, 600, 100);
         let lock = make(&client, "wd:mixed");
@@ -175,8 +174,8 @@ for_each_kind! {
 
 #[test]
 fn locks_acquired_apart_are_renewed_in_full_batches() {
-    // Regression: renewals kept the spacing of the acquires, so two groups of locks taken
-    // 150 ms apart (more than the coalescing slack) cost two half-empty calls per period.
+    // Two groups of locks taken 150 ms apart (more than the coalescing slack) are renewed
+    // together after the first renewals: one full call per period, not two half-empty ones.
     let server = RedisServer::new();
     let client = client(&server, 900, 100);
     let mut guards = Vec::new();

@@ -430,6 +430,36 @@ pub fn assert_quiet_for(conn: &mut redis::Connection, window: Duration, what: &s
     );
 }
 
+/// A client of `server` with the default configuration.
+pub fn client(server: &RedisServer) -> redlatch::Client {
+    client_with(server, |builder| builder)
+}
+
+/// A client of `server` with the configuration `tune` makes of the default one, e.g.
+/// `client_with(&server, |b| b.watchdog_timeout(lease))`.
+pub fn client_with(
+    server: &RedisServer,
+    tune: impl FnOnce(redlatch::ConfigBuilder) -> redlatch::ConfigBuilder,
+) -> redlatch::Client {
+    let config = tune(redlatch::Config::builder(server.url()))
+        .build()
+        .expect("valid test config");
+    redlatch::Client::new(config).expect("create a client")
+}
+
+/// A client of `server` that gives up on a connection or a reply after 500 ms: for tests
+/// that kill, stop or cut off servers.
+pub fn quick_client(server: &RedisServer) -> redlatch::Client {
+    const QUICK: Duration = Duration::from_millis(500);
+    client_with(server, |b| b.connect_timeout(QUICK).response_timeout(QUICK))
+}
+
+/// Whether `key` exists on the server of `conn` (`EXISTS`).
+pub fn key_exists(conn: &mut redis::Connection, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS").arg(key).query(conn).expect("EXISTS");
+    n == 1
+}
+
 /// Lines of `CLIENT LIST`, one per connected client.
 pub fn client_list(conn: &mut redis::Connection) -> Vec<String> {
     let list: String = redis::cmd("CLIENT")
