@@ -75,7 +75,7 @@ thread_local! {
 }
 
 /// Whether this thread keeps a guard of a hold of its own: a thread that holds no lock is in
-/// nobody's way, so its waits cannot be part of a deadlock (see `waits/`).
+/// nobody's way, so its waits cannot be part of a deadlock (see `deadlock/`).
 pub(crate) fn thread_holds_any() -> bool {
     THREAD_GUARDS.try_with(|n| n.get() > 0).unwrap_or(false)
 }

@@ -175,7 +175,7 @@ pub(crate) trait Kind: Send + Sync + 'static {
     }
 
     /// What blocks a waiter of this kind, as its wait record tells a deadlock check (see
-    /// `waits/`). Defaults to [`Mode::Exclusive`]: every holder.
+    /// `deadlock/`). Defaults to [`Mode::Exclusive`]: every holder.
     fn wait_mode(&self) -> Mode {
         Mode::Exclusive
     }
