@@ -2,9 +2,10 @@
 //! recorded wait (a thread blocked on a lock longer than its client's
 //! `deadlock_check_after`), who is in its way, and which waits form cycles.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::cycle::{find, Blocker, Edge, Wait, BOUNDS};
 use super::{parse_record, Graph, Mode as WaitMode, Server as WaitGraph};
 use crate::backend::Policy;
 use crate::client::Client;
@@ -35,8 +36,9 @@ pub struct WaitRecord {
     /// lock the waiters queued ahead.
     #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_ids"))]
     pub blocked_by: Vec<Owner>,
-    /// Whether it is part of a cycle of recorded waits (a deadlock not broken yet: each member
-    /// looks again at doubling intervals).
+    /// Whether it is part of a cycle of recorded waits, as a client's deadlock check finds
+    /// one (of at most 8 waits): a deadlock not broken yet, which each member looks for
+    /// again at doubling intervals.
     pub in_cycle: bool,
 }
 
@@ -141,42 +143,62 @@ impl Client {
     }
 }
 
-/// Marks the waits from which the edges (a wait to the waits of the owners in its way) lead
-/// back to themselves.
+/// Marks the waits that a cycle of recorded waits leads back to, found as a client's check
+/// finds one (the walk of `cycle.rs`, within its bounds) over the records read.
 fn mark_cycles(waits: &mut [WaitRecord]) {
-    let edges: BTreeMap<&Owner, &[Owner]> = waits
+    let mut graph = Recorded {
+        waits: waits.iter().map(|w| (w.owner.to_string(), w)).collect(),
+    };
+    let in_cycle: Vec<bool> = waits
         .iter()
-        .map(|w| (&w.owner, w.blocked_by.as_slice()))
+        .map(|w| {
+            let me = graph.wait(w);
+            find(&mut graph, &me, BOUNDS).is_ok_and(|c| c.is_some())
+        })
         .collect();
-    let in_cycle: HashSet<Owner> = waits
-        .iter()
-        .filter(|w| returns_to(&edges, &w.owner))
-        .map(|w| w.owner.clone())
-        .collect();
-    for wait in waits {
-        wait.in_cycle = in_cycle.contains(&wait.owner);
+    for (wait, in_cycle) in waits.iter_mut().zip(in_cycle) {
+        wait.in_cycle = in_cycle;
     }
 }
 
-/// Whether a path of edges from `start` leads back to it.
-fn returns_to(edges: &BTreeMap<&Owner, &[Owner]>, start: &Owner) -> bool {
-    let mut seen = HashSet::new();
-    let mut stack: Vec<&Owner> = edges
-        .get(start)
-        .into_iter()
-        .flat_map(|b| b.iter())
-        .collect();
-    while let Some(owner) = stack.pop() {
-        if owner == start {
-            return true;
-        }
-        if seen.insert(owner) {
-            if let Some(next) = edges.get(owner) {
-                stack.extend(next.iter());
-            }
+/// The wait-for graph of the records read: a wait's blockers are the owners in its way.
+struct Recorded<'a> {
+    waits: BTreeMap<String, &'a WaitRecord>,
+}
+
+impl Recorded<'_> {
+    fn wait(&self, w: &WaitRecord) -> Wait {
+        Wait {
+            owner: w.owner.to_string(),
+            lock: w.lock.clone(),
+            mode: WaitMode::Exclusive,
+            since_ms: 0,
         }
     }
-    false
+}
+
+impl Graph for Recorded<'_> {
+    fn blockers(&mut self, _: &str, _: WaitMode, waiter: &str) -> Result<Vec<Blocker>> {
+        let by = self
+            .waits
+            .get(waiter)
+            .map_or(&[][..], |w| &w.blocked_by[..]);
+        Ok(by
+            .iter()
+            .map(|o| Blocker {
+                owner: o.to_string(),
+                field: None,
+            })
+            .collect())
+    }
+
+    fn wait_of(&mut self, owner: &str) -> Result<Option<Wait>> {
+        Ok(self.waits.get(owner).map(|w| self.wait(w)))
+    }
+
+    fn still(&mut self, _: &Edge) -> Result<bool> {
+        Ok(true)
+    }
 }
 
 #[cfg(test)]
