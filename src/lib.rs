@@ -399,8 +399,8 @@ pub type Inspection = inspect::Inspection;
 #[deprecated(note = "moved to `redlatch::inspect::Kind`")]
 pub type Kind = inspect::Kind;
 #[doc(hidden)]
-#[deprecated(note = "moved to `redlatch::inspect::Mode`")]
-pub type Mode = inspect::Mode;
+#[deprecated(note = "replaced by `redlatch::LockKind` (`Read`, `Write`)")]
+pub type Mode = LockKind;
 #[doc(hidden)]
 #[deprecated(note = "moved to `redlatch::inspect::QueueEntry`")]
 pub type QueueEntry = inspect::QueueEntry;

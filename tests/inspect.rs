@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlatch::{
-    inspect::Inspection, inspect::Kind, inspect::Mode, watch::EventKind, Client, Config, Owner,
+    inspect::Inspection, inspect::Kind, watch::EventKind, Client, Config, LockKind, Owner,
 };
 use support::cluster::RedisCluster;
 use support::{client, wait_until, RedisServer};
@@ -111,7 +111,7 @@ fn read_write_lock_shows_its_mode_readers_and_writer() {
     let found = inspect(&a, name);
     assert_eq!(
         (found.kind, found.mode),
-        (Kind::ReadWrite, Some(Mode::Read))
+        (Kind::ReadWrite, Some(LockKind::Read))
     );
     assert!(found.holders.is_empty());
     let mut readers: Vec<Owner> = found.readers.iter().map(|r| r.owner.clone()).collect();
@@ -133,7 +133,7 @@ fn read_write_lock_shows_its_mode_readers_and_writer() {
 
     let _w = a.read_write_lock(name).write().lock().unwrap();
     let found = inspect(&a, name);
-    assert_eq!(found.mode, Some(Mode::Write));
+    assert_eq!(found.mode, Some(LockKind::Write));
     assert_eq!(found.holders[0].owner, me(&a));
     assert!(found.readers.is_empty());
 }

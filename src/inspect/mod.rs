@@ -16,7 +16,7 @@ use crate::keys::{self, Layout};
 use crate::scripts;
 
 pub use report::{
-    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, QueueEntry,
+    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, QueueEntry,
 };
 use snapshot::Snapshot;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 #[cfg(doc)]
 use crate::client::Client;
-use crate::hold::Owner;
+use crate::hold::{LockKind, Owner};
 use crate::keys;
 
 /// What a name holds, as told by the types and layout of its keys.
@@ -113,56 +113,11 @@ impl fmt::Display for Kind {
     }
 }
 
-/// The mode of a read-write lock, or the side of a hold on it.
-///
-/// # Examples
-///
-/// ```
-/// assert_eq!(redlatch::inspect::Mode::Write.as_str(), "write");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// Shared: readers hold it.
-    Read,
-    /// Exclusive: a writer holds it (and may also read).
-    Write,
-}
-
-impl Mode {
-    /// `read` or `write`, as stored in the lock's `mode` field.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(redlatch::inspect::Mode::Read.as_str(), "read");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Read => keys::MODE_READ,
-            Mode::Write => keys::MODE_WRITE,
-        }
-    }
-}
-
-#[cfg(feature = "serde")]
-impl serde::Serialize for Mode {
-    /// As [`as_str`](Self::as_str).
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
 #[cfg(feature = "serde")]
 impl serde::Serialize for Kind {
     /// As [`as_str`](Self::as_str).
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -307,7 +262,7 @@ pub struct Inspection {
     /// its `holds` the number of values it holds.
     pub holders: Vec<Holder>,
     /// A read-write lock's mode; `None` for other kinds or when free.
-    pub mode: Option<Mode>,
+    pub mode: Option<LockKind>,
     /// The read holders of a read-write lock (a writer that also reads appears here too).
     pub readers: Vec<Holder>,
     /// A fair lock's waiters, head first.

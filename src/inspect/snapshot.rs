@@ -5,8 +5,9 @@ use redis::Value;
 use super::decode::{
     int, integer, items, lease, lossy, pairs, permit_leases, quoted, scored, text, until,
 };
-use super::report::{ExpirablePermit, GroupValue, Holder, Inspection, Kind, Mode, QueueEntry};
+use super::report::{ExpirablePermit, GroupValue, Holder, Inspection, Kind, QueueEntry};
 use crate::error::{Error, Result};
+use crate::hold::LockKind;
 use crate::hold::Owner;
 use crate::keys::{
     group_count_field, group_expire_field, read_hold, writer_of, Layout, GROUP_EXPIRE_TIME,
@@ -247,8 +248,8 @@ impl Snapshot {
         }
         found.kind = Kind::ReadWrite;
         found.mode = match mode.as_str() {
-            MODE_READ => Some(Mode::Read),
-            MODE_WRITE => Some(Mode::Write),
+            MODE_READ => Some(LockKind::Read),
+            MODE_WRITE => Some(LockKind::Write),
             _ => return false,
         };
         for (field, value) in fields.iter().filter(|(f, _)| f != MODE_FIELD) {
@@ -283,7 +284,7 @@ impl Snapshot {
         }
         // A write mode has one writer; a read mode none.
         let writers = found.holders.len();
-        (found.mode == Some(Mode::Write)) == (writers == 1) && writers <= 1
+        (found.mode == Some(LockKind::Write)) == (writers == 1) && writers <= 1
     }
 
     /// A group lock's HASH: each value field names its owner, beside that owner's
@@ -540,7 +541,7 @@ mod tests {
         let found = classify(&s).unwrap();
         assert_eq!(
             (found.kind, found.mode),
-            (Kind::ReadWrite, Some(Mode::Read))
+            (Kind::ReadWrite, Some(LockKind::Read))
         );
         assert!(found.holders.is_empty());
         assert_eq!(found.readers.len(), 2);

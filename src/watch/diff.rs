@@ -3,20 +3,21 @@
 use std::time::SystemTime;
 
 use super::{Event, EventKind};
+use crate::hold::LockKind;
 use crate::hold::Owner;
-use crate::inspect::{Inspection, Kind, Mode};
+use crate::inspect::{Inspection, Kind};
 
 /// A hold as events key it: the owner and the side of a read-write lock.
-type HoldKey = (Owner, Option<Mode>);
+type HoldKey = (Owner, Option<LockKind>);
 
 fn holds(i: Option<&Inspection>) -> Vec<(HoldKey, u32)> {
     let Some(i) = i else { return Vec::new() };
-    let side = (i.kind == Kind::ReadWrite).then_some(Mode::Write);
+    let side = (i.kind == Kind::ReadWrite).then_some(LockKind::Write);
     let exclusive = i.holders.iter().map(|h| ((h.owner.clone(), side), h.holds));
     let shared = i
         .readers
         .iter()
-        .map(|h| ((h.owner.clone(), Some(Mode::Read)), h.holds));
+        .map(|h| ((h.owner.clone(), Some(LockKind::Read)), h.holds));
     exclusive.chain(shared).collect()
 }
 

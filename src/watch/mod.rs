@@ -16,8 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::client::Client;
 use crate::error::Result;
+use crate::hold::LockKind;
 use crate::hold::Owner;
-use crate::inspect::{Inspection, Mode};
+use crate::inspect::Inspection;
 use crate::keys::{Layout, WATCH_CHANNEL};
 
 use diff::diff;
@@ -128,7 +129,7 @@ pub struct Event {
     /// Who acquired, released, started or stopped waiting, when known.
     pub owner: Option<Owner>,
     /// The side of a read-write lock the hold is on.
-    pub mode: Option<Mode>,
+    pub mode: Option<LockKind>,
     /// The owner's hold count after the event (0: it holds no more).
     pub holds: Option<u32>,
     /// A new fair-queue waiter's place (1: next in line).

@@ -22,7 +22,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use redlatch::{inspect::Inspection, inspect::Kind, inspect::Mode, Client, Config};
+use redlatch::{inspect::Inspection, inspect::Kind, Client, Config, LockKind};
 use serde::Serialize;
 
 use args::{Args, Command, Parsed, Servers, TopSort, FAILED, NO, USAGE};
@@ -411,7 +411,9 @@ fn break_lock(client: &Client, found: &Inspection) -> redlatch::Result<bool> {
         (Kind::Reentrant, _) => client.lock(name).force_unlock(),
         (Kind::Fair, _) => client.fair_lock(name).force_unlock(),
         (Kind::Fenced, _) => client.fenced_lock(name).force_unlock(),
-        (Kind::ReadWrite, Some(Mode::Write)) => client.read_write_lock(name).write().force_unlock(),
+        (Kind::ReadWrite, Some(LockKind::Write)) => {
+            client.read_write_lock(name).write().force_unlock()
+        }
         (Kind::ReadWrite, _) => client.read_write_lock(name).read().force_unlock(),
         _ => Ok(false),
     }
