@@ -167,6 +167,30 @@ impl Interval {
             .min(other.end)
             .saturating_sub(self.start.max(other.start))
     }
+
+    /// The part of it within `other`, if any.
+    fn within(self, other: Interval) -> Option<Interval> {
+        let part = Interval {
+            start: self.start.max(other.start),
+            end: self.end.min(other.end),
+        };
+        (part.start < part.end).then_some(part)
+    }
+}
+
+/// How long `parts` cover, overlaps counted once.
+fn covered(parts: &mut [Interval]) -> u64 {
+    parts.sort_by_key(|p| p.start);
+    let mut total = 0;
+    let mut reached = 0;
+    for p in parts.iter() {
+        let start = p.start.max(reached);
+        if p.end > start {
+            total += p.end - start;
+            reached = p.end;
+        }
+    }
+    total
 }
 
 fn who(e: &HistoryEvent) -> Who {
@@ -305,33 +329,35 @@ fn activity(
 }
 
 /// The owners that made others wait for one lock within `frame`, most first: each charged
-/// the overlap of every wait with its holds (a reader waits only for writers), and each
-/// wait counted once per holder.
+/// the part of every wait (within the frame) that its holds cover (a reader waits only for
+/// writers), and each wait counted once per holder. One owner's holds that overlap (the
+/// lock held both alone and as a member of a lock set) are charged once.
 fn blame(s: &Seen<'_>, frame: Interval) -> Vec<Blame> {
     let read = |span: &Span| span.mode.is_read();
     let mut blame: BTreeMap<&Owner, Blame> = BTreeMap::new();
     for wait in &s.waits {
-        let mut charged: Vec<&Owner> = Vec::new();
+        let Some(clip) = Interval::of(wait).within(frame) else {
+            continue;
+        };
+        let mut in_the_way: BTreeMap<&Owner, (&Span, Vec<Interval>)> = BTreeMap::new();
         for hold in &s.holds {
             if hold.owner == wait.owner || (read(wait) && read(hold)) {
                 continue;
             }
-            let within = Interval::of(wait).overlap(frame);
-            let overlap = Interval::of(wait).overlap(Interval::of(hold)).min(within);
-            if overlap == 0 {
-                continue;
+            if let Some(part) = Interval::of(hold).within(clip) {
+                let (_, parts) = in_the_way.entry(&hold.owner).or_insert((hold, Vec::new()));
+                parts.push(part);
             }
-            let b = blame.entry(&hold.owner).or_insert_with(|| Blame {
-                owner: hold.owner.clone(),
+        }
+        for (owner, (hold, mut parts)) in in_the_way {
+            let b = blame.entry(owner).or_insert_with(|| Blame {
+                owner: owner.clone(),
                 who: who_of(hold),
                 caused_wait: Duration::ZERO,
                 waits: 0,
             });
-            b.caused_wait += Duration::from_micros(overlap);
-            if !charged.contains(&&hold.owner) {
-                charged.push(&hold.owner);
-                b.waits += 1;
-            }
+            b.caused_wait += Duration::from_micros(covered(&mut parts));
+            b.waits += 1;
         }
     }
     let mut blame: Vec<Blame> = blame.into_values().collect();
@@ -426,5 +452,36 @@ mod tests {
         // Only the writer's wait counts against the reader, and only its last second.
         assert_eq!(blamed, [("r1", 1000)]);
         assert_eq!(top[0].holders, []);
+    }
+
+    #[test]
+    fn an_owner_holding_a_lock_alone_and_in_a_set_is_charged_once() {
+        use HistoryKind::*;
+        let in_set = |mut e: HistoryEvent| {
+            e.mode = LockKind::LockSet;
+            e
+        };
+        let events = [
+            event(Acquire, "a", 0),
+            in_set(event(Acquire, "a", 10)),
+            event(Wait, "b", 20),
+            event(Release, "a", 100),
+            in_set(event(Release, "a", 100)),
+        ];
+        let now = 1_000_000_000 + 150 * MS;
+        let top = activities(&[], &events, now, Duration::from_secs(1));
+        let blamed: Vec<(&str, u64, usize)> = top[0]
+            .blame
+            .iter()
+            .map(|b| {
+                (
+                    b.owner.client_id.as_str(),
+                    b.caused_wait.as_millis() as u64,
+                    b.waits,
+                )
+            })
+            .collect();
+        // b waited 20..100 ms behind both of a's holds: 80 ms, one wait.
+        assert_eq!(blamed, [("a", 80, 1)]);
     }
 }

@@ -26,6 +26,24 @@ fn kinds(events: &[HistoryEvent], owner: &str) -> Vec<HistoryKind> {
         .collect()
 }
 
+/// The history of `name` once it holds `n` events but waits' starts (written by the
+/// watchdog's flush, about a second after they happen).
+fn settled(client: &Client, name: &str, n: usize) -> Vec<HistoryEvent> {
+    let mut events = Vec::new();
+    assert!(
+        wait_until(GENEROUS, || {
+            events = client.history(name).unwrap();
+            events
+                .iter()
+                .filter(|e| e.kind != HistoryKind::Wait)
+                .count()
+                == n
+        }),
+        "{events:#?}"
+    );
+    events
+}
+
 #[test]
 fn holds_and_waits_are_recorded_with_who_and_server_time_and_never_overlap() {
     let server = RedisServer::new();
@@ -50,18 +68,7 @@ fn holds_and_waits_are_recorded_with_who_and_server_time_and_never_overlap() {
     drop(held);
     let b_owner = waiter.join().unwrap();
     // Written within about a second (the watchdog's flush).
-    let mut events = Vec::new();
-    assert!(
-        wait_until(GENEROUS, || {
-            events = a.history("h:1").unwrap();
-            events
-                .iter()
-                .filter(|e| e.kind != HistoryKind::Wait)
-                .count()
-                == 4
-        }),
-        "{events:#?}"
-    );
+    let events = settled(&a, "h:1", 4);
     assert_eq!(
         kinds(&events, &a_owner),
         [HistoryKind::Acquire, HistoryKind::Release]
@@ -306,18 +313,7 @@ fn a_semaphores_holds_and_waits_are_recorded_and_counted_like_a_locks() {
         .release()
         .unwrap();
 
-    let mut events = Vec::new();
-    assert!(
-        wait_until(GENEROUS, || {
-            events = a.history("h:sem").unwrap();
-            events
-                .iter()
-                .filter(|e| e.kind != HistoryKind::Wait)
-                .count()
-                == 4
-        }),
-        "{events:#?}"
-    );
+    let events = settled(&a, "h:sem", 4);
     let both = [HistoryKind::Acquire, HistoryKind::Release];
     assert_eq!(kinds(&events, &a.owner_id()), both);
     assert_eq!(kinds(&events, &b_owner), both);
