@@ -8,11 +8,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::client::Client;
+use crate::deadlock::WaitRecord;
 use crate::error::Result;
 use crate::glob::glob_matches;
 use crate::history::{self, HistoryEvent, HistoryKind, Span, SpanKind};
 use crate::hold::Owner;
-use crate::inspect::{Inspection, Kind};
+use crate::inspect::{Holder, Inspection, Kind};
 
 /// One lock or synchronizer's contention over a window ([`Client::top`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -27,9 +28,12 @@ pub struct Activity {
     /// Who holds it now, with how long each has held it where a history tells.
     pub holders: Vec<TopHolder>,
     /// Threads (or, for clients that record no history, subscribed clients) waiting for it
-    /// now: the most of its fair queue, its recorded waits and its channel's subscribers.
+    /// now: the most of its fair queue, its waits in the histories, its wait records and its
+    /// channel's subscribers.
     pub waiters: usize,
-    /// The longest wait going on now, where a history tells.
+    /// The longest wait going on now, however long ago it began: from the histories, or from
+    /// the wait records of waits longer than their client's `deadlock_check_after`; `None`
+    /// when neither knows of one (a wait may still go on: see [`waiters`](Self::waiters)).
     #[cfg_attr(
         feature = "serde",
         serde(
@@ -57,29 +61,34 @@ pub struct TopHolder {
     /// Who holds it.
     #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
     pub owner: Owner,
-    /// How long it has held, where its client records a history.
+    /// How long it has held, however long ago it took the lock, where its client records a
+    /// history; `None`: not known.
     #[cfg_attr(
         feature = "serde",
         serde(rename = "held_ms", serialize_with = "crate::ser::opt_duration")
     )]
     pub held_for: Option<Duration>,
-    /// Who it is (client name, host, process, thread), where its client records a history.
+    /// Who it is, as far as known: everything where its client records a history, else its
+    /// client's name and host from the server's client list; `None` where neither tells (a
+    /// Java peer's connections carry no owner).
     pub who: Option<Who>,
 }
 
-/// Who an owner is, as its client's history says.
+/// Who an owner is: from its client's history, or from the server's client list (its
+/// client's connection name and address), which tell no process nor thread. A field not
+/// known is `None`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Who {
     /// The client's name.
-    pub client_name: String,
+    pub client_name: Option<String>,
     /// Its host.
-    pub host: String,
+    pub host: Option<String>,
     /// Its process id.
-    pub pid: u32,
+    pub pid: Option<u32>,
     /// The owner's thread.
-    pub thread: String,
+    pub thread: Option<String>,
 }
 
 /// How long an owner made others wait for a lock over the window ([`Activity::blame`]).
@@ -105,16 +114,20 @@ pub struct Blame {
 
 impl Client {
     /// The locks and synchronizers whose names match the glob `pattern` (every one with
-    /// `*`), each with its holders, waiters, and its activity over the last `window`, busiest
-    /// first (by time spent waiting, then acquisitions, then waiters): what `redlatch top`
-    /// shows. Live state comes from the server (every master of a cluster), so locks that
-    /// only Java peers use show their holders and queue too; rates, hold ages, the longest
-    /// wait and blame come from the histories that clients with
-    /// [`history`](crate::ConfigBuilder::history) on record, and are zero (or `None`)
-    /// without.
+    /// `*`), each with its holders, waiters, and its activity over the last `window`, stuck
+    /// first (by the longest wait going on, then time spent waiting, then acquisitions): what
+    /// `redlatch top` shows. Live state comes from the server (every master of a cluster), so
+    /// locks that only Java peers use show their holders and queue too. Hold ages and the
+    /// longest wait are those going on, however old: from the histories that clients with
+    /// [`history`](crate::ConfigBuilder::history) on record (read back as far as a start
+    /// needs), else from what the server knows (a holder's client from the client list, a
+    /// long wait from its wait record); what nothing tells is `None`. Rates and blame come
+    /// from the histories of the window, and are zero without.
     ///
-    /// It costs a [`list`](Self::list) and a [`recent_history`](Self::recent_history): a
-    /// tool for operators, not for hot paths.
+    /// It costs a [`list`](Self::list), a [`connections`](Self::connections), a
+    /// [`waits`](Self::waits) and a [`recent_history`](Self::recent_history) (the whole kept
+    /// history when a hold or wait began before the window): a tool for operators, not for
+    /// hot paths.
     ///
     /// # Errors
     ///
@@ -133,17 +146,29 @@ impl Client {
     /// ```
     pub fn top(&self, pattern: &str, window: Duration) -> Result<Vec<Activity>> {
         crate::time::check_duration("window", window)?;
-        let live = self.list(pattern)?;
+        let mut live = self.list(pattern)?;
         let backend = &self.inner.backend;
+        let mapper = &self.inner.config.name_mapper;
         let now_us = history::server_time_us(backend)?;
         let since_us = now_us.saturating_sub(window.as_micros() as u64);
-        let events = history::read(backend, &self.inner.config.name_mapper, None, since_us)?;
-        // Locks free now match by their recorded name.
-        let events: Vec<HistoryEvent> = events
-            .into_iter()
-            .filter(|e| glob_matches(pattern, &e.lock))
-            .collect();
-        Ok(activities(&live, &events, now_us, window))
+        let matching = |events: Vec<HistoryEvent>| -> Vec<HistoryEvent> {
+            // Locks free now match by their recorded name.
+            let keep = |e: &HistoryEvent| glob_matches(pattern, &e.lock);
+            events.into_iter().filter(keep).collect()
+        };
+        let mut events = matching(history::read(backend, mapper, None, since_us)?);
+        // A hold or a wait going on since before the window: its start is read back, from as
+        // far as the histories keep.
+        if began_before(&live, &events, now_us) {
+            events = matching(history::read(backend, mapper, None, 0)?);
+        }
+        // Who holds, as the server knows it, for holders no history names.
+        let connections = self.connections()?;
+        for found in &mut live {
+            found.trace(&connections);
+        }
+        let waits = self.waits()?;
+        Ok(activities(&live, &events, &waits, now_us, window))
     }
 }
 
@@ -195,20 +220,34 @@ fn covered(parts: &mut [Interval]) -> u64 {
 
 fn who(e: &HistoryEvent) -> Who {
     Who {
-        client_name: e.client_name.clone(),
-        host: e.host.clone(),
-        pid: e.pid,
-        thread: e.thread.clone(),
+        client_name: Some(e.client_name.clone()),
+        host: Some(e.host.clone()),
+        pid: Some(e.pid),
+        thread: Some(e.thread.clone()),
     }
 }
 
 fn who_of(s: &Span) -> Who {
     Who {
-        client_name: s.client_name.clone(),
-        host: s.host.clone(),
-        pid: s.pid,
-        thread: s.thread.clone(),
+        client_name: Some(s.client_name.clone()),
+        host: Some(s.host.clone()),
+        pid: Some(s.pid),
+        thread: Some(s.thread.clone()),
     }
+}
+
+/// Who a holder is as the server's client list tells: its client's name (the prefix of its
+/// connections' name) and host, of its first connection; `None` when untraced or gone.
+fn who_connected(holder: &Holder) -> Option<Who> {
+    let c = holder.connections.as_ref()?.first()?;
+    let (prefix, _) = c.name.rsplit_once(':')?;
+    let host = c.addr.rsplit_once(':').map_or(c.addr.as_str(), |(h, _)| h);
+    Some(Who {
+        client_name: Some(prefix.to_owned()),
+        host: Some(host.to_owned()),
+        pid: None,
+        thread: None,
+    })
 }
 
 /// What a window of one lock's events says: its acquisitions, and its holds and waits as
@@ -221,10 +260,33 @@ struct Seen<'a> {
     waits: Vec<&'a Span>,
 }
 
-/// The activities of the locks of `live` and `events` (sorted by time), at `now_us`.
+/// Whether a holder of `live` holds, or a lock of it has waiters, with no hold or wait going
+/// on in `events` to tell since when: its start lies before them.
+fn began_before(live: &[Inspection], events: &[HistoryEvent], now_us: u64) -> bool {
+    let timeline = history::timeline(events, now_us);
+    let open = |lock: &str, kind: SpanKind| {
+        let spans = timeline
+            .spans
+            .iter()
+            .filter(|s| s.is_open() && s.lock == lock);
+        spans.filter(|s| s.kind == kind).collect::<Vec<_>>()
+    };
+    live.iter().any(|i| {
+        let holds = open(&i.name, SpanKind::Hold);
+        let held = i.holders.iter().chain(&i.readers);
+        let waited = !i.queue.is_empty() || i.subscribers.unwrap_or(0) > 0;
+        held.clone()
+            .any(|h| !holds.iter().any(|s| s.owner == h.owner))
+            || (waited && open(&i.name, SpanKind::Wait).is_empty())
+    })
+}
+
+/// The activities of the locks of `live` and `events` (sorted by time; a hold or wait
+/// going on may have begun before the window), with the wait records `waits`, at `now_us`.
 pub(crate) fn activities(
     live: &[Inspection],
     events: &[HistoryEvent],
+    waits: &[WaitRecord],
     now_us: u64,
     window: Duration,
 ) -> Vec<Activity> {
@@ -238,7 +300,7 @@ pub(crate) fn activities(
     for e in events {
         whos.entry(&e.owner).or_insert_with(|| who(e));
         let s = seen.entry(&e.lock).or_default();
-        if e.kind == HistoryKind::Acquire {
+        if e.kind == HistoryKind::Acquire && e.at_us >= frame.start {
             s.acquisitions += 1;
             s.contended += usize::from(e.contended);
         }
@@ -258,12 +320,20 @@ pub(crate) fn activities(
         .into_iter()
         .map(|name| {
             let s = seen.get(name).unwrap_or(&empty);
-            activity(name, by_name.get(name).copied(), s, &whos, frame, window)
+            let recorded: Vec<&WaitRecord> = waits.iter().filter(|w| w.lock == name).collect();
+            let known = Known {
+                inspection: by_name.get(name).copied(),
+                whos: &whos,
+                waits: &recorded,
+            };
+            activity(name, s, &known, frame, window)
         })
         .collect();
+    // A stuck lock first: the longest wait going on, then the time spent waiting.
     out.sort_by(|a, b| {
-        b.waiting_per_s
-            .total_cmp(&a.waiting_per_s)
+        b.longest_wait
+            .cmp(&a.longest_wait)
+            .then(b.waiting_per_s.total_cmp(&a.waiting_per_s))
             .then(b.acquisitions_per_s.total_cmp(&a.acquisitions_per_s))
             .then(b.waiters.cmp(&a.waiters))
             .then(a.name.cmp(&b.name))
@@ -271,38 +341,44 @@ pub(crate) fn activities(
     out
 }
 
-/// The activity of the lock `name`: its live state (`inspection`, if it has a key now) and
-/// what the window (`frame`) of its history says (`s`).
+/// What the server says of one lock beside its history: its live state (if it has a key
+/// now), and its wait records; and who the histories' owners are.
+struct Known<'a> {
+    inspection: Option<&'a Inspection>,
+    whos: &'a HashMap<&'a Owner, Who>,
+    waits: &'a [&'a WaitRecord],
+}
+
+/// The activity of the lock `name`: what the server knows of it now (`known`) and what its
+/// history says (`s`), its rates over the window (`frame`).
 fn activity(
     name: &str,
-    inspection: Option<&Inspection>,
     s: &Seen<'_>,
-    whos: &HashMap<&Owner, Who>,
+    known: &Known<'_>,
     frame: Interval,
     window: Duration,
 ) -> Activity {
     let now_us = frame.end;
     let since = |start: u64| Duration::from_micros(now_us.saturating_sub(start));
+    let inspection = known.inspection;
     let holders: Vec<TopHolder> = inspection
-        .map(|i| {
-            i.holders
-                .iter()
-                .chain(&i.readers)
-                .map(|h| h.owner.clone())
-                .collect::<Vec<_>>()
-        })
+        .map(|i| i.holders.iter().chain(&i.readers).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()
-        .map(|owner| TopHolder {
+        .map(|h| TopHolder {
             held_for: s
                 .holds
                 .iter()
-                .filter(|h| h.is_open() && h.owner == owner)
-                .map(|h| h.start_us)
+                .filter(|span| span.is_open() && span.owner == h.owner)
+                .map(|span| span.start_us)
                 .min()
                 .map(since),
-            who: whos.get(&owner).cloned(),
-            owner,
+            who: known
+                .whos
+                .get(&h.owner)
+                .cloned()
+                .or_else(|| who_connected(h)),
+            owner: h.owner.clone(),
         })
         .collect();
     let ongoing: Vec<u64> = s
@@ -311,6 +387,12 @@ fn activity(
         .filter(|w| w.is_open())
         .map(|w| w.start_us)
         .collect();
+    let recorded = known.waits.iter().map(|w| w.waited);
+    let longest_wait = ongoing
+        .iter()
+        .min()
+        .map(|start| since(*start))
+        .max(recorded.max());
     let waiting_us: u64 = s.waits.iter().map(|w| Interval::of(w).overlap(frame)).sum();
     let secs = window.as_secs_f64().max(1e-3);
     let queued = inspection.map_or(0, |i| i.queue.len());
@@ -319,8 +401,11 @@ fn activity(
         name: name.to_owned(),
         kind: inspection.map(|i| i.kind),
         holders,
-        waiters: queued.max(ongoing.len()).max(subscribed),
-        longest_wait: ongoing.iter().min().map(|start| since(*start)),
+        waiters: queued
+            .max(ongoing.len())
+            .max(subscribed)
+            .max(known.waits.len()),
+        longest_wait,
         acquisitions_per_s: s.acquisitions as f64 / secs,
         contended_per_s: s.contended as f64 / secs,
         waiting_per_s: waiting_us as f64 / 1e6 / secs,
@@ -406,7 +491,7 @@ mod tests {
             waited(event(Acquire, "b", 100), 90),
         ];
         let now = 1_000_000_000 + 150 * MS;
-        let top = activities(&[], &events, now, Duration::from_secs(1));
+        let top = activities(&[], &events, &[], now, Duration::from_secs(1));
         assert_eq!(top.len(), 1);
         let l = &top[0];
         assert_eq!((l.acquisitions_per_s, l.contended_per_s), (2.0, 1.0));
@@ -427,7 +512,7 @@ mod tests {
             .collect();
         // a: b's 90 ms and c's 50 ms; b: c's 50 ms since it took the lock.
         assert_eq!(blamed, [("a", 140, 2), ("b", 50, 1)]);
-        assert_eq!(l.blame[0].who.thread, "t-a");
+        assert_eq!(l.blame[0].who.thread.as_deref(), Some("t-a"));
     }
 
     #[test]
@@ -443,7 +528,7 @@ mod tests {
             event(Wait, "w", 20),
         ];
         let now = 1_000_000_000 + 2_000 * MS;
-        let top = activities(&[], &events, now, Duration::from_secs(1));
+        let top = activities(&[], &events, &[], now, Duration::from_secs(1));
         let blamed: Vec<(&str, u64)> = top[0]
             .blame
             .iter()
@@ -469,7 +554,7 @@ mod tests {
             in_set(event(Release, "a", 100)),
         ];
         let now = 1_000_000_000 + 150 * MS;
-        let top = activities(&[], &events, now, Duration::from_secs(1));
+        let top = activities(&[], &events, &[], now, Duration::from_secs(1));
         let blamed: Vec<(&str, u64, usize)> = top[0]
             .blame
             .iter()

@@ -347,3 +347,70 @@ fn a_semaphores_holds_and_waits_are_recorded_and_counted_like_a_locks() {
     assert_eq!((mb.acquisitions, mb.contended_acquisitions), (1, 1));
     assert_eq!((ma.hold_time.count(), mb.hold_time.count()), (2, 1));
 }
+
+#[test]
+fn top_shows_a_hold_and_a_wait_older_than_its_window_with_history_on_and_off() {
+    let server = RedisServer::new();
+    let viewer = Client::open(server.url()).unwrap();
+    let window = Duration::from_secs(1);
+    let older = Duration::from_millis(1200);
+    for history in [true, false] {
+        let name = format!("top:{history}:stuck");
+        let named = |n: &str| support::client_with(&server, |b| b.client_name(n).history(history));
+        let (a, b) = (named("alpha"), named("beta"));
+        // A busy lock with no waiter (free now: only a history shows it): the stuck one
+        // sorts first.
+        let busy = format!("top:{history}:busy");
+        for _ in 0..20 {
+            drop(a.lock(&busy).lock().unwrap());
+        }
+        let held = a.lock(&name).lock().unwrap();
+        let b2 = b.clone();
+        let waited = name.clone();
+        // The waiter holds another lock, so that its wait is recorded (for deadlock checks)
+        // and the server knows how long it has waited even without histories.
+        let waiter = thread::spawn(move || {
+            let _other = b2.lock(format!("{waited}:other")).lock().unwrap();
+            drop(b2.lock(&waited).lock().unwrap());
+        });
+        assert!(wait_until(GENEROUS, || b.metrics().waiting == 1));
+        let pattern = format!("top:{history}:*");
+        let mut top = Vec::new();
+        // Known once older than the window: from the histories (written once a second), or
+        // without them from the wait record (written after `deadlock_check_after`, 1 s); a
+        // hold's age only from the histories.
+        assert!(
+            wait_until(GENEROUS, || {
+                top = viewer.top(&pattern, window).unwrap();
+                top[0].longest_wait.is_some_and(|w| w >= older)
+                    && (!history || top[0].holders[0].held_for.is_some_and(|h| h >= older))
+            }),
+            "{top:#?}"
+        );
+        let stuck = &top[0];
+        assert_eq!((stuck.name.as_str(), stuck.waiters), (name.as_str(), 1));
+        assert_eq!(stuck.holders.len(), 1, "{stuck:#?}");
+        let holder = &stuck.holders[0];
+        assert_eq!(holder.owner.to_string(), held.owner());
+        let who = holder
+            .who
+            .clone()
+            .expect("who holds, from history or the client list");
+        assert_eq!(who.client_name.as_deref(), Some("alpha"));
+        if history {
+            assert_eq!(who.pid, Some(std::process::id()));
+            assert!(who.host.is_some() && who.thread.is_some(), "{who:?}");
+        } else {
+            // The client list tells the address its connections come from.
+            assert_eq!(who.host.as_deref(), Some("127.0.0.1"));
+            // Nothing tells the process nor the hold's age: unknown, not zero.
+            assert_eq!((who.pid, who.thread.as_deref()), (None, None));
+            assert_eq!(holder.held_for, None);
+        }
+        if history {
+            assert_eq!(top[1].name, busy, "{top:#?}");
+        }
+        drop(held);
+        waiter.join().unwrap();
+    }
+}

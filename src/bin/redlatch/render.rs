@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redlatch::{
     deadlock::WaitRecord, history::HistoryEvent, history::HistoryKind, inspect::ClientConnection,
     inspect::Holder, inspect::Inspection, inspect::Kind, order::LockOrderWarning, top::Activity,
-    watch::Event, Owner,
+    top::Who, watch::Event, Owner,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -562,7 +562,20 @@ pub fn short_owner(owner: &Owner) -> String {
     format!("{client}:{}", owner.thread)
 }
 
-/// `redlatch top`: the table, then the blame of the first locks that have any.
+/// `client, pid P on HOST, thread T`, each part `?` where not known.
+fn who_text(who: &Who) -> String {
+    let known = |v: &Option<String>| v.as_deref().map_or("?".into(), escaped).into_owned();
+    format!(
+        "{}, pid {} on {}, thread {}",
+        known(&who.client_name),
+        who.pid.map_or("?".to_owned(), |p| p.to_string()),
+        known(&who.host),
+        known(&who.thread)
+    )
+}
+
+/// `redlatch top`: the table, then who holds the first locks waited for, and the blame of
+/// the first locks that have any.
 pub fn top_text(rows: &[Activity], window: Duration) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -585,7 +598,12 @@ pub fn top_text(rows: &[Activity], window: Duration) -> String {
                     holders
                 },
                 a.waiters.to_string(),
-                a.longest_wait.map_or("-".to_owned(), duration),
+                // Threads wait, for how long nothing tells: unknown, not none.
+                match (a.longest_wait, a.waiters) {
+                    (Some(w), _) => duration(w),
+                    (None, 0) => "-".to_owned(),
+                    (None, _) => "?".to_owned(),
+                },
                 format!("{:.1}", a.acquisitions_per_s),
                 format!("{:.1}", a.contended_per_s),
                 format!("{:.2}", a.waiting_per_s),
@@ -599,6 +617,22 @@ pub fn top_text(rows: &[Activity], window: Duration) -> String {
         &cells,
         &[NAME_WIDTH],
     );
+    // Who holds the first locks that others wait for: what an operator opens top to find.
+    for a in rows
+        .iter()
+        .filter(|a| a.waiters > 0 && !a.holders.is_empty())
+        .take(3)
+    {
+        out.push_str(&format!("\n{}: held by\n", escaped(&a.name)));
+        for h in &a.holders {
+            out.push_str(&format!(
+                "  {:>8}  {} ({})\n",
+                h.held_for.map_or("?".to_owned(), duration),
+                escaped(&short_owner(&h.owner)),
+                h.who.as_ref().map_or("not known".to_owned(), who_text)
+            ));
+        }
+    }
     for a in rows.iter().filter(|a| !a.blame.is_empty()).take(3) {
         out.push_str(&format!(
             "\n{}: who made others wait over the last {}\n",
@@ -607,14 +641,11 @@ pub fn top_text(rows: &[Activity], window: Duration) -> String {
         ));
         for b in a.blame.iter().take(5) {
             out.push_str(&format!(
-                "  {:>8}  {} waits  {} ({}, pid {} on {}, thread {})\n",
+                "  {:>8}  {} waits  {} ({})\n",
                 duration(b.caused_wait),
                 b.waits,
                 escaped(&short_owner(&b.owner)),
-                escaped(&b.who.client_name),
-                b.who.pid,
-                escaped(&b.who.host),
-                escaped(&b.who.thread)
+                who_text(&b.who)
             ));
         }
     }
