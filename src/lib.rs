@@ -160,8 +160,11 @@
 //!
 //! # Owners that are not threads
 //!
-//! A hold belongs to the thread that takes it, as in Java. For a hold that must outlive its
-//! thread (a job moving between the workers of a pool), [`Client::lock_owner`] makes a
+//! A hold belongs to the thread that takes it, as in Java: a [`LockGuard`] is not `Send`,
+//! and returning one from a spawned or scoped thread fails to compile with "`*const ()`
+//! cannot be sent between threads safely ... required because it appears within the type
+//! `LockGuard`". Release it on its thread (or use [`Lock::with`]). For a hold that must
+//! outlive its thread (a job moving between the workers of a pool), [`Client::lock_owner`] makes a
 //! [`LockOwner`]: [`Lock::with_owner`] locks as it from any thread, its guards are `Send` and
 //! release on any thread, and reentrancy is per owner. Its id keeps Redisson's form
 //! `<client uuid>:<number>`, with numbers no thread of the process has (Redisson's async API

@@ -45,9 +45,12 @@ pub struct WaitRecord {
 impl Client {
     /// Every wait recorded in the deployment, on every master of a cluster, sorted by lock
     /// and then by how long each has waited (longest first): what the `redlatch waits`
-    /// command shows. A wait is recorded once it has lasted the `deadlock_check_after` of its
-    /// client (1 s unless set); shorter waits, waits of clients with detection off and those
-    /// of Java peers are not.
+    /// command shows. Only waits that can be part of a deadlock are recorded: those of a
+    /// thread that holds another lock while it waits, once they have lasted the
+    /// `deadlock_check_after` of their client (1 s unless set). A thread that holds nothing
+    /// while it waits is in nobody's way and writes nothing; shorter waits, waits of clients
+    /// with detection off and those of Java peers are not recorded either
+    /// ([`top`](Self::top) counts every waiter).
     ///
     /// It costs one pass of `SCAN` over each master's keyspace, and per lock with waiters one
     /// read of its records and one of its holders per waiter (two for a fair lock): a tool

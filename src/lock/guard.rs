@@ -29,6 +29,29 @@ use crate::watchdog::{call_lost, LeaseState, LostReason, Watch};
 /// fn send<T: Send>() {}
 /// send::<redlatch::LockGuard<redlatch::LockOwner>>();
 /// ```
+///
+/// So a guard taken on one thread cannot be returned from it, nor moved to another: the
+/// compiler says
+///
+/// ```text
+/// error[E0277]: `*const ()` cannot be sent between threads safely
+///    = help: within `Result<LockGuard, redlatch::Error>`, the trait `Send` is not implemented for `*const ()`
+/// note: required because it appears within the type `LockGuard`
+/// ```
+///
+/// Release the lock on the thread that took it (take it there, or use
+/// [`Lock::with`](crate::Lock::with)), or take it as a [`LockOwner`](crate::LockOwner) when
+/// the hold must travel:
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// let owner = client.lock_owner();
+/// let lock = client.lock("job").with_owner(&owner);
+/// let guard = std::thread::scope(|s| s.spawn(|| lock.lock()).join().unwrap())?;
+/// guard.unlock()?; // on this thread: the hold is the owner's, not a thread's
+/// # Ok(()) }
+/// ```
 /// Dropping logs a release error; [`unlock`](Self::unlock) returns it.
 ///
 /// A hold can be lost while its guard lives (the lease ran out, or the lock was

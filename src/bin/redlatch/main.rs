@@ -319,7 +319,10 @@ fn waits(client: &Client, args: &Args, dot: bool) -> Outcome {
         out(&render::waits_dot(&found, &orders))?;
     } else {
         if found.is_empty() {
-            eprintln!("redlatch: no wait is recorded");
+            eprintln!(
+                "redlatch: no wait is recorded (only threads that wait holding another lock \
+                 are, after deadlock_check_after; `redlatch top` counts every waiter)"
+            );
         } else {
             out(&render::waits_text(&found))?;
         }

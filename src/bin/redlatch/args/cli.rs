@@ -89,10 +89,14 @@ Exit status: 0 (even when nothing matches), 2 usage, 4 no answer.";
 
 const WAITS_HELP: &str = "\
 Shows the wait-for graph of the deployment, found with SCAN on every master: each thread
-recorded as waiting for a lock (one blocked longer than its client's deadlock_check_after, 1 s
-unless set), how long it has waited, and the owners in its way; waits in a cycle (a deadlock
-not broken yet) are marked. Waits of Java peers and of clients with detection off are not
-recorded. Below the waits, the lock-order warnings: pairs of locks that some threads took in
+recorded as waiting for a lock, how long it has waited, and the owners in its way; waits in a
+cycle (a deadlock not broken yet) are marked.
+
+Not every waiting thread is here. A wait is recorded only where it can be part of a deadlock:
+a thread that waits while it holds another lock, once it has waited its client's
+deadlock_check_after (1 s unless set). A thread that holds nothing while it waits, and so is in
+nobody's way, writes nothing (its wait costs the server nothing); waits of Java peers and of
+clients with detection off are not recorded either. `redlatch top` counts every waiter. Below the waits, the lock-order warnings: pairs of locks that some threads took in
 one order and others in the opposite order, which can deadlock (recorded by clients with
 lock_order_checks on).
 
