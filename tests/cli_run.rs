@@ -696,6 +696,13 @@ fn lock_holds_until_sigterm_or_sigint_then_releases_and_exits_0() {
     let ended = finish(holder);
     assert_eq!(ended.code, 122, "{}", ended.stderr);
     assert!(ended.stderr.contains("lost lock job"), "{}", ended.stderr);
+    // A --lease that ends as asked: the lock expires, 123, and no loss is reported.
+    let mut holder = spawn(&mut lock_command(&server, &["--lease", "0.3s", "leased"]));
+    first_line(&mut holder);
+    let ended = finish(holder);
+    assert_eq!(ended.code, 123, "{}", ended.stderr);
+    assert!(!ended.stderr.contains("lost"), "{}", ended.stderr);
+    assert!(!key_exists(&mut server.conn(), "leased"), "expired");
 }
 
 #[test]

@@ -283,4 +283,24 @@ fn with_runs_the_closure_under_the_lock_and_releases_it() {
     .join();
     assert!(panicked.is_err());
     assert!(!lock.is_locked().unwrap());
+
+    // A lock set runs a closure the same way: every lock held while it runs, none after.
+    let set = client.lock_set(["with:a", "with:b"]);
+    let held_both = set
+        .with(|| Ok::<_, Error>(raw.exists::<_, u32>(&["with:a", "with:b"]).unwrap()))
+        .unwrap();
+    assert_eq!(held_both, 2);
+    assert!(!raw.exists::<_, bool>("with:a").unwrap());
+    let failed: Result<(), JobError> = set.with(|| Err(JobError::Failed("no funds")));
+    assert!(matches!(failed, Err(JobError::Failed("no funds"))));
+    assert!(!raw.exists::<_, bool>("with:b").unwrap());
+    let b = other.lock("with:b").lock().unwrap();
+    let got = set
+        .try_with_for(Duration::ZERO, || Ok::<_, Error>(1))
+        .unwrap();
+    assert_eq!(
+        got, None,
+        "one name held elsewhere: the closure does not run"
+    );
+    drop(b);
 }

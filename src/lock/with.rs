@@ -1,12 +1,81 @@
-//! Running a closure under a [`Lock`]: acquired before it, released after it, whatever it
-//! returns, with one error type for the lock's errors and the closure's.
+//! Running a closure under a [`Lock`] or a [`LockSet`]: acquired before it, released after
+//! it, whatever it returns, with one error type for the lock's errors and the closure's.
 
 use std::time::{Duration, Instant};
 
 use super::guard::LockGuard;
 use super::handle::Lock;
 use super::owner::Ownership;
+use super::set::LockSet;
+use super::set_guard::LockSetGuard;
 use crate::error::Error;
+
+/// A hold a closure runs under: released after it, with what to call it in a log line.
+trait Held {
+    fn release(self) -> Result<(), Error>;
+    fn what(&self) -> String;
+}
+
+impl<O: Ownership> Held for LockGuard<O> {
+    fn release(self) -> Result<(), Error> {
+        self.unlock()
+    }
+
+    fn what(&self) -> String {
+        format!("`{}`", self.lock().name())
+    }
+}
+
+impl Held for LockSetGuard {
+    fn release(self) -> Result<(), Error> {
+        self.unlock()
+    }
+
+    fn what(&self) -> String {
+        "a lock set".to_owned()
+    }
+}
+
+impl LockSet {
+    /// Takes every lock of the set (waiting as [`lock`](Self::lock) does), runs `f`, releases
+    /// them, and returns what `f` returned: as [`Lock::with`], for the set.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), `f`'s own, and as [`LockSetGuard::unlock`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let moved = client.lock_set(["account:1", "account:2"]).with(|| {
+    ///     // ... move money between the two accounts ...
+    ///     Ok::<_, redlatch::Error>(100)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    #[track_caller]
+    pub fn with<T, E: From<Error>>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+        let guard = self.lock()?;
+        run_then_release(guard, f)
+    }
+
+    /// As [`with`](Self::with), waiting at most `wait` for the set (zero: one try):
+    /// `Ok(None)`, without running `f`, when the wait ran out.
+    ///
+    /// # Errors
+    ///
+    /// As [`with`](Self::with) and [`try_lock_for`](Self::try_lock_for).
+    #[track_caller]
+    pub fn try_with_for<T, E: From<Error>>(
+        &self,
+        wait: Duration,
+        f: impl FnOnce() -> Result<T, E>,
+    ) -> Result<Option<T>, E> {
+        run_if_held(self.try_lock_for(wait)?, f)
+    }
+}
 
 impl<O: Ownership> Lock<O> {
     /// Takes the lock (waiting as [`lock`](Self::lock) does), runs `f`, releases the lock,
@@ -129,25 +198,25 @@ impl<O: Ownership> Lock<O> {
 }
 
 /// [`run_then_release`] when a try took the lock; `Ok(None)` without running `f` otherwise.
-fn run_if_held<O: Ownership, T, E: From<Error>>(
-    guard: Option<LockGuard<O>>,
+fn run_if_held<T, E: From<Error>>(
+    guard: Option<impl Held>,
     f: impl FnOnce() -> Result<T, E>,
 ) -> Result<Option<T>, E> {
     guard.map(|guard| run_then_release(guard, f)).transpose()
 }
 
-/// Runs `f` while `guard` holds the lock, then releases it. A panic in `f` releases the lock
-/// too (the guard's drop).
-fn run_then_release<O: Ownership, T, E: From<Error>>(
-    guard: LockGuard<O>,
+/// Runs `f` while `guard` holds, then releases it. A panic in `f` releases it too (the
+/// guard's drop).
+fn run_then_release<T, E: From<Error>>(
+    guard: impl Held,
     f: impl FnOnce() -> Result<T, E>,
 ) -> Result<T, E> {
     match f() {
-        Ok(value) => guard.unlock().map(|()| value).map_err(E::from),
+        Ok(value) => guard.release().map(|()| value).map_err(E::from),
         Err(e) => {
-            let name = guard.lock().name().to_owned();
-            if let Err(release) = guard.unlock() {
-                log::warn!("releasing `{name}` after its closure failed: {release}");
+            let what = guard.what();
+            if let Err(release) = guard.release() {
+                log::warn!("releasing {what} after its closure failed: {release}");
             }
             Err(e)
         }

@@ -254,6 +254,12 @@ pub fn what(run: &Run) -> String {
 }
 
 /// Why a hold was lost, for stderr.
+/// Whether a hold's end is the `--lease` it was taken with running out, as asked: an
+/// explicit lease is not renewed, so its expiry is no loss.
+pub fn lease_ended(run: &Run, reason: LostReason) -> bool {
+    run.lease.is_some() && reason == LostReason::LeaseExpired
+}
+
 pub fn why(reason: LostReason) -> &'static str {
     match reason {
         LostReason::NotHeld => "a renewal found it gone: force-unlocked, deleted or taken",

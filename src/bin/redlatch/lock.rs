@@ -3,7 +3,8 @@
 //!
 //! As `run`, one thread takes the signals ([`Blocked`]) and the main thread waits for the lock
 //! (a signal ends that wait). Held, the main thread says so on stdout and waits for the next
-//! [`Event`]: SIGINT, SIGTERM or SIGHUP release the lock (exit 0), a hold lost exits with 122.
+//! [`Event`]: SIGINT, SIGTERM or SIGHUP release the lock (exit 0), a hold lost exits with 122,
+//! and the end of a `--lease` with 123.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -11,9 +12,9 @@ use std::process::ExitCode;
 use redlatch::Interrupter;
 
 use crate::acquire::{
-    report_release, seconds, signal_status, start, what, why, Event, Held, Waited,
+    lease_ended, report_release, seconds, signal_status, start, what, why, Event, Held, Waited,
 };
-use crate::args::{Args, Run, RUN_FAILED, RUN_LOST, RUN_TIMED_OUT};
+use crate::args::{Args, Run, RUN_FAILED, RUN_LEASE_ENDED, RUN_LOST, RUN_TIMED_OUT};
 use crate::signals::{self};
 use crate::Failure;
 
@@ -71,6 +72,17 @@ fn hold_until_signal(args: &Args, run: &Run) -> Result<ExitCode, Failure> {
         match rx.recv() {
             Ok(Event::Signal(s)) if signals::PASSED_ON.contains(&s.number) => break s.number,
             Ok(Event::Signal(_)) => {}
+            Ok(Event::Lost(reason)) if lease_ended(run, reason) => {
+                let _ = held.release();
+                let lease = seconds(run.lease.unwrap_or_default());
+                let _ = writeln!(
+                    stdout,
+                    "released {} (its --lease of {lease} ended)",
+                    what(run)
+                );
+                let _ = stdout.flush();
+                return Ok(ExitCode::from(RUN_LEASE_ENDED));
+            }
             Ok(Event::Lost(reason)) => {
                 eprintln!("redlatch: lost {} ({})", what(run), why(reason));
                 let _ = held.release();

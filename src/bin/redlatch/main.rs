@@ -358,10 +358,16 @@ fn top(client: &Client, args: &Args, top: &args::Top) -> Outcome {
             if once {
                 out(&screen)?;
             } else {
-                // Home and clear, as top does, then the screen.
+                // On a terminal: home and clear, as top does, then the screen. Into a pipe or
+                // a file: one screen after another, no escapes.
                 let at = render::timestamp(std::time::SystemTime::now());
+                let clear = if std::io::stdout().is_terminal() {
+                    "\x1b[H\x1b[2J"
+                } else {
+                    "\n"
+                };
                 out(&format!(
-                    "\x1b[H\x1b[2Jredlatch top  {at}  (Ctrl-C to stop)\n\n{screen}"
+                    "{clear}redlatch top  {at}  (Ctrl-C to stop)\n\n{screen}"
                 ))?;
             }
         }

@@ -16,11 +16,12 @@ use std::time::Instant;
 use redlatch::{Interrupter, LostReason};
 
 use crate::acquire::{
-    acquire, passed_on_signal, report_release, seconds, signal_status, start, what, why, Event,
-    Held, Waited,
+    acquire, lease_ended, passed_on_signal, report_release, seconds, signal_status, start, what,
+    why, Event, Held, Waited,
 };
 use crate::args::{
-    Args, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LOST, RUN_NOT_FOUND, RUN_TIMED_OUT,
+    Args, OnLost, Run, RUN_CANNOT_EXECUTE, RUN_FAILED, RUN_LEASE_ENDED, RUN_LOST, RUN_NOT_FOUND,
+    RUN_TIMED_OUT,
 };
 use crate::render::escaped;
 use crate::signals::{self};
@@ -124,7 +125,11 @@ fn one_round(
     let stop = run.on_lost == OnLost::Stop;
     if stop && (lost.is_some() || lost_at_release) {
         eprintln!("redlatch: `{}` {}", escaped(&run.command[0]), ended(status));
-        return Ok((ExitCode::from(RUN_LOST), !signalled));
+        let code = match lost {
+            Some(reason) if lease_ended(run, reason) => RUN_LEASE_ENDED,
+            _ => RUN_LOST,
+        };
+        return Ok((ExitCode::from(code), !signalled));
     }
     Ok((exit_status(status), !signalled))
 }

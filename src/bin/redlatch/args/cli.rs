@@ -22,8 +22,9 @@ private CA and --tls-cert/--tls-key for a client certificate.
 The password comes from --askpass (asked on the terminal), else --password, else the URL,
 else $REDISCLI_AUTH (as redis-cli).
 
-DURATIONs are as humantime writes them (250ms, 30s, 1m30s, 2h), or a decimal number and one
-unit (1.5s).
+DURATIONs are as humantime writes them (250ms, 30s, 1m30s, 2h), a decimal number and one
+unit (1.5s), or a bare number of seconds (30, 1.5): everywhere, --wait, --window and
+--interval alike.
 
 Names and values are shown with control characters escaped (\\n, \\u{1b}, a backslash as
 \\\\; bytes that are not UTF-8 as \\xff), and cut in tables (…); --json shows them exactly.
@@ -38,9 +39,9 @@ Exit status (all commands but run, lock and elect):
   3  doctor found something that threatens locks
   4  no answer: Redis unreachable, the password or user refused, an error from the servers
      or the output (watch and leader --watch wait out lost connections instead)
-run, lock and elect exit with their command's status, or 122 (lost), 124 (not had within
---wait), 125 (redlatch failed, usage included), 126, 127 (CMD cannot run, not found), 128+N
-(signal N): see 'redlatch help run'.";
+run, lock and elect exit with their command's status, or 122 (lost), 123 (--lease ended),
+124 (not had within --wait), 125 (redlatch failed, usage included), 126, 127 (CMD cannot run,
+not found), 128+N (signal N): see 'redlatch help run'.";
 
 const INSPECT_HELP: &str = "\
 Shows what NAME is, as told by its keys: its kind (reentrant, fair, fenced, read-write,
@@ -163,7 +164,7 @@ that inspect shows.
 
 Releases are announced on the lock's channel and show at once; acquires and queue changes
 are seen by re-inspecting NAME every --interval (default 250ms; 1s, 1.5s, a bare number is
-milliseconds). A hold shorter
+seconds). A hold shorter
 than that may show only as its release (without owner).
 
 A lost connection (a Redis restart, a failover) is said on stderr and waited out, 1 s after
@@ -216,6 +217,7 @@ ends. On Linux, CMD is killed (SIGKILL) when redlatch dies.
 Exit status:
   CMD's status  CMD exited; 128+N if it was killed by signal N
   122           the lock was lost while CMD ran (CMD was stopped, or it had ended)
+  123           the --lease ended while CMD ran (CMD was stopped): the lock expired as asked
   124           the lock was not had within --wait (CMD did not run)
   125           redlatch failed: bad usage, Redis unreachable, NAME is not a lock, ...
   126, 127      CMD could not be run; CMD was not found
@@ -232,7 +234,9 @@ the wait and leaves nothing behind.
 
 Exit status:
   0     held, then released on a signal
-  122   the lock was lost while held (force-unlocked, or its --lease ran out)
+  122   the lock was lost while held (force-unlocked, deleted, renewals failed)
+  123   the --lease ended: the lock expired as asked (`released lock NAME (its --lease of
+        D ended)` on stdout)
   124   the lock was not had within --wait
   125   redlatch failed: Redis unreachable, NAME is not a lock, ...
   128+N signal N ended the wait for the lock (130: SIGINT, 143: SIGTERM)";
@@ -350,7 +354,7 @@ pub enum CliCommand {
         /// The order of the rows
         #[arg(long, value_enum, default_value_t = TopSort::Waiting)]
         sort: TopSort,
-        /// The window the rates and blame cover (10s, 1m; a bare number is milliseconds)
+        /// The window the rates and blame cover (10s, 1m; a bare number is seconds)
         /// [default: 10s]
         #[arg(long, value_name = "DURATION", value_parser = positive_interval)]
         window: Option<Duration>,
@@ -393,8 +397,7 @@ pub enum CliCommand {
     /// Print events (acquired, released, waiting, ...) until Ctrl-C
     #[command(help_template = SUBCOMMAND_HELP, after_help = WATCH_HELP)]
     Watch {
-        /// How often to re-inspect (250ms, 1s; a bare number is milliseconds) [default:
-        /// 250ms]
+        /// How often to re-inspect (250ms, 1s; a bare number is seconds) [default: 250ms]
         #[arg(long, value_name = "DURATION", value_parser = positive_interval)]
         interval: Option<Duration>,
         #[arg(value_parser = NonEmptyStringValueParser::new())]
@@ -481,7 +484,7 @@ pub struct LockArgs {
     /// long as it takes
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub wait: Option<Duration>,
-    /// Hold the lock for DURATION at most, not renewed: redlatch exits (122) when it runs out
+    /// Hold the lock for DURATION at most, not renewed: redlatch exits (123) when it runs out
     #[arg(
         long,
         value_name = "DURATION",
@@ -563,28 +566,17 @@ pub enum OnLost {
     Ignore,
 }
 
-/// What a bare number (no unit) counts: `run`'s durations were whole seconds before units
-/// came, `watch --interval` milliseconds.
-#[derive(Clone, Copy)]
-enum Bare {
-    Seconds,
-    Millis,
-}
-
-/// A duration as humantime writes it (`250ms`, `30s`, `1m30s`, `2h`, `1d`), a decimal number
-/// of one unit (`1.5s`, `0.5m`: humantime takes whole numbers only), or a bare number counted
-/// as `bare` says; at most a year.
-fn parse_duration(text: &str, bare: Bare) -> Result<Duration, String> {
+/// Every DURATION of the command line: as humantime writes it (`250ms`, `30s`, `1m30s`,
+/// `2h`, `1d`), a decimal number of one unit (`1.5s`, `0.5m`: humantime takes whole numbers
+/// only), or a bare number of seconds, decimals too (`30`, `1.5`); at most a year.
+fn duration(text: &str) -> Result<Duration, String> {
     let bad = |why: &str| {
         format!("`{text}` is not a duration ({why}; such as 250ms, 1.5s, 30s, 1m30s, 10m, 2h)")
     };
     let text = text.trim();
-    let parsed = if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        let n: u64 = text.parse().map_err(|_| bad("too large"))?;
-        match bare {
-            Bare::Seconds => Some(Duration::from_secs(n)),
-            Bare::Millis => Some(Duration::from_millis(n)),
-        }
+    let bare = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+    let parsed = if bare {
+        Some(decimal(&format!("{text}s")).ok_or_else(|| bad("a number of seconds"))?)
     } else if text.contains('.') {
         Some(decimal(text).ok_or_else(|| bad("a decimal takes one unit: ms, s, m or h"))?)
     } else {
@@ -617,11 +609,6 @@ fn decimal(text: &str) -> Option<Duration> {
     Duration::try_from_secs_f64(secs).ok()
 }
 
-/// `run`'s durations: a bare number is seconds.
-fn duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text, Bare::Seconds)
-}
-
 fn positive_duration(text: &str) -> Result<Duration, String> {
     match duration(text)? {
         d if d.is_zero() => Err("a lease must not be zero".to_owned()),
@@ -629,9 +616,8 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-/// `watch --interval`: a bare number is milliseconds, as it was before units came.
 fn positive_interval(text: &str) -> Result<Duration, String> {
-    match parse_duration(text, Bare::Millis)? {
+    match duration(text)? {
         d if d.is_zero() => Err("the interval must not be zero".to_owned()),
         d => Ok(d),
     }

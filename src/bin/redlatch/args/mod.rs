@@ -37,6 +37,9 @@ pub const FAILED: u8 = 4;
 
 /// `run`'s exit status when the lock was lost while the command ran.
 pub const RUN_LOST: u8 = 122;
+/// `lock`'s and `run`'s exit status when the hold's `--lease` ended as asked (released by
+/// its expiry, not lost).
+pub const RUN_LEASE_ENDED: u8 = 123;
 /// `run`'s exit status when the lock was not had within `--wait`.
 pub const RUN_TIMED_OUT: u8 = 124;
 /// `run`'s exit status when redlatch itself failed (usage included), as `env` and `timeout`.
@@ -819,6 +822,7 @@ mod tests {
             ("2h", ms(7_200_000)),
             ("1d", ms(86_400_000)),
             ("7", ms(7000)),
+            ("1.5", ms(1500)),
             ("0", Duration::ZERO),
         ] {
             assert_eq!(
@@ -827,8 +831,15 @@ mod tests {
                 "{text}"
             );
         }
-        // `watch --interval`: a bare number stays milliseconds.
-        assert_eq!(run("watch x --interval 100").interval, Some(ms(100)));
+        // One syntax everywhere: a bare number is seconds for an interval and a window too.
+        assert_eq!(run("watch x --interval 2").interval, Some(ms(2000)));
+        assert_eq!(run("watch x --interval 0.1").interval, Some(ms(100)));
+        let window = |line: &str| match run(line).command {
+            Command::Top(top) => top.window,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(window("top --window 30"), ms(30_000));
+        assert_eq!(window("top --window 1.5"), ms(1500));
         assert_eq!(run("watch x --interval 1.5s").interval, Some(ms(1500)));
         assert_eq!(run("watch x --interval 2s").interval, Some(ms(2000)));
         match parse_line("run --wait soon j -- x", None) {
