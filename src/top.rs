@@ -474,6 +474,15 @@ mod tests {
         }
     }
 
+    /// Each blamed owner's client id, the ms it made others wait, and how many waits.
+    fn blamed(a: &Activity) -> Vec<(&str, u64, usize)> {
+        let ms = |d: Duration| d.as_millis() as u64;
+        a.blame
+            .iter()
+            .map(|b| (b.owner.client_id.as_str(), ms(b.caused_wait), b.waits))
+            .collect()
+    }
+
     #[test]
     fn holders_are_charged_the_waits_they_caused_within_the_window() {
         use HistoryKind::*;
@@ -499,17 +508,7 @@ mod tests {
         assert!((l.waiting_per_s - 0.19).abs() < 1e-9, "{}", l.waiting_per_s);
         assert_eq!(l.longest_wait, Some(Duration::from_millis(100)));
         assert_eq!(l.waiters, 1);
-        let blamed: Vec<(&str, u64, usize)> = l
-            .blame
-            .iter()
-            .map(|b| {
-                (
-                    b.owner.client_id.as_str(),
-                    b.caused_wait.as_millis() as u64,
-                    b.waits,
-                )
-            })
-            .collect();
+        let blamed = blamed(l);
         // a: b's 90 ms and c's 50 ms; b: c's 50 ms since it took the lock.
         assert_eq!(blamed, [("a", 140, 2), ("b", 50, 1)]);
         assert_eq!(l.blame[0].who.thread.as_deref(), Some("t-a"));
@@ -555,17 +554,7 @@ mod tests {
         ];
         let now = 1_000_000_000 + 150 * MS;
         let top = activities(&[], &events, &[], now, Duration::from_secs(1));
-        let blamed: Vec<(&str, u64, usize)> = top[0]
-            .blame
-            .iter()
-            .map(|b| {
-                (
-                    b.owner.client_id.as_str(),
-                    b.caused_wait.as_millis() as u64,
-                    b.waits,
-                )
-            })
-            .collect();
+        let blamed = blamed(&top[0]);
         // b waited 20..100 ms behind both of a's holds: 80 ms, one wait.
         assert_eq!(blamed, [("a", 80, 1)]);
     }

@@ -749,7 +749,7 @@ fn watch_json_prints_acquired_and_released() {
         "watch",
         "--json",
         "--interval",
-        "100",
+        "100ms",
         "cli:watched",
     ])
     .spawn()

@@ -119,7 +119,7 @@ fn inspect_list_and_watch_show_java_holders_and_waiters() {
                 "watch",
                 "--json",
                 "--interval",
-                "100",
+                "100ms",
                 name,
             ])
             .stdin(Stdio::null())

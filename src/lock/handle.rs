@@ -465,7 +465,7 @@ impl<O: Ownership + std::fmt::Debug> std::fmt::Debug for Lock<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lock")
             .field("name", &self.raw.key.name)
-            .field("kind", &self.raw.kind.label())
+            .field("kind", &self.raw.kind.label().as_str())
             .field("lease", &self.lease)
             .field("max_hold", &self.max_hold)
             .field("owner", &self.owner)
