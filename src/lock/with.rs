@@ -60,21 +60,6 @@ impl LockSet {
         let guard = self.lock()?;
         run_then_release(guard, f)
     }
-
-    /// As [`with`](Self::with), waiting at most `wait` for the set (zero: one try):
-    /// `Ok(None)`, without running `f`, when the wait ran out.
-    ///
-    /// # Errors
-    ///
-    /// As [`with`](Self::with) and [`try_lock_for`](Self::try_lock_for).
-    #[track_caller]
-    pub fn try_with_for<T, E: From<Error>>(
-        &self,
-        wait: Duration,
-        f: impl FnOnce() -> Result<T, E>,
-    ) -> Result<Option<T>, E> {
-        run_if_held(self.try_lock_for(wait)?, f)
-    }
 }
 
 impl<O: Ownership> Lock<O> {
