@@ -765,3 +765,36 @@ fn run_permits_shows_as_a_semaphore_in_inspect() {
     let text = inspect("kind:sem");
     assert!(text.contains("kind:    semaphore\n"), "{text}");
 }
+
+#[test]
+fn lock_on_a_fair_lock_waits_in_its_queue_behind_a_thread_queued_first() {
+    let server = RedisServer::new();
+    let client = Client::open(server.url()).unwrap();
+    let held = client.fair_lock("fq").lock().unwrap();
+    let (_, waiters) = support::queue_fair_waiters(&client, "fq", 1);
+    // Without --fair: it queues behind the thread, as a fair waiter.
+    let mut cli = spawn(&mut lock_command(&server, &["fq"]));
+    assert!(wait_until(BOUND, || {
+        client
+            .inspect("fq")
+            .unwrap()
+            .is_some_and(|i| i.queue.len() == 2)
+    }));
+    drop(held);
+    let line = first_line(&mut cli);
+    assert!(line.starts_with("holding lock fq"), "{line}");
+    // The thread queued first had the lock first: it is done, though the CLI holds on.
+    assert!(wait_until(BOUND, || waiters
+        .iter()
+        .all(|w| w.is_finished())));
+    signal(&cli, libc::SIGTERM);
+    let ended = finish(cli);
+    assert_eq!(ended.code, 0, "{}", ended.stderr);
+    assert!(
+        ended
+            .stderr
+            .contains("fq is a fair lock: waiting in its queue"),
+        "{}",
+        ended.stderr
+    );
+}

@@ -5,6 +5,7 @@
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
+use redlatch::inspect::Kind;
 use redlatch::{Client, Interrupter, Leadership, LockGuard, LostReason, PermitGuard};
 
 use crate::args::{Hold, Run};
@@ -79,6 +80,22 @@ pub fn passed_on_signal(rx: &Receiver<Event>) -> Option<i32> {
     })
 }
 
+/// Whether the lock `run` names (without `--fair`) is a fair lock, as far as its keys tell (a
+/// queue: threads wait for it in order): it is then taken in its queue, never with the plain
+/// protocol, which would take it ahead of every waiter. A held fair lock with nobody queued
+/// looks like a plain one, and is taken as one: nobody is there to pass.
+fn is_fair(client: &Client, args: &Args, run: &Run) -> Result<bool, Failure> {
+    let found = client.inspect(&run.name).map_err(|e| failure(e, args))?;
+    let fair = found.is_some_and(|i| i.kind == Kind::Fair);
+    if fair && !run.quiet {
+        eprintln!(
+            "redlatch: {} is a fair lock: waiting in its queue (as --fair)",
+            escaped(&run.name)
+        );
+    }
+    Ok(fair)
+}
+
 /// Waits for the lock or permit as `run` says.
 pub fn acquire(
     client: &Client,
@@ -136,6 +153,7 @@ pub fn acquire(
             let lock = match kind {
                 Hold::Fair => client.fair_lock(&run.name),
                 Hold::Fenced => client.fenced_lock(&run.name),
+                _ if is_fair(client, args, run)? => client.fair_lock(&run.name),
                 _ => client.lock(&run.name),
             };
             let lock = match run.lease {

@@ -192,6 +192,9 @@ const RUN_HELP: &str = "\
 DURATION is as humantime writes it: 250ms, 30s, 1m30s, 10m, 2h, 1d; or a decimal number and
 one unit (1.5s, 0.5m); a bare number is seconds.
 
+A lock that threads queue for (a fair lock: its queue keys exist) is waited for in its queue,
+as with --fair, never taken ahead of it.
+
 CMD's environment (as inherited, plus):
   REDLATCH_NAME     NAME, as given
   REDLATCH_OWNER    the owner id of the hold, <client uuid>:<number> (locks)
@@ -230,7 +233,8 @@ it releases the lock, prints `released lock NAME` and exits with 0. As `etcdctl 
 without a command; to run a command under the lock, see `redlatch run`.
 
 While it waits, it says on stderr who holds the lock (not with --quiet); a signal then ends
-the wait and leaves nothing behind.
+the wait and leaves nothing behind. A lock that threads queue for (a fair lock: its queue
+keys exist) is waited for in its queue, as with --fair, never taken ahead of it.
 
 Exit status:
   0     held, then released on a signal
