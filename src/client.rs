@@ -106,6 +106,7 @@ impl Client {
             Arc::new(History::new(&id, &config.client_name, max, lease))
         });
         let chore = history.as_ref().map(|history| {
+            history::flush_at_exit(history, &backend);
             let (history, backend) = (Arc::clone(history), Arc::clone(&backend));
             Chore {
                 every: FLUSH_EVERY,

@@ -414,3 +414,96 @@ fn top_shows_a_hold_and_a_wait_older_than_its_window_with_history_on_and_off() {
         waiter.join().unwrap();
     }
 }
+
+#[test]
+fn a_broken_hold_is_recorded_when_found_once_and_a_process_exit_keeps_its_last_events() {
+    let server = RedisServer::new();
+    // A period of one second: the break is found within one.
+    let a = support::client_with(&server, |b| {
+        b.client_name("breaker")
+            .history(true)
+            .watchdog_timeout(Duration::from_secs(3))
+    });
+    let other = support::client(&server);
+    let guard = a.lock("h:broken").lock().unwrap();
+    let owner = guard.owner().to_owned();
+    let broke = std::time::Instant::now();
+    other.lock("h:broken").force_unlock().unwrap();
+    assert!(wait_until(GENEROUS, || guard.is_lost()));
+    // Recorded while the guard lives: the watchdog's check found it.
+    let events = settled(&a, "h:broken", 2);
+    assert_eq!(
+        kinds(&events, &owner),
+        [HistoryKind::Acquire, HistoryKind::Lost]
+    );
+    assert!(broke.elapsed() < Duration::from_secs(4), "{broke:?}");
+    // The guard's own report of the loss is not written again.
+    assert!(guard.unlock().unwrap_err().is_lock_lost());
+    drop(a.lock("h:broken").lock().unwrap());
+    let events = settled(&a, "h:broken", 4);
+    assert_eq!(
+        kinds(&events, &owner),
+        [
+            HistoryKind::Acquire,
+            HistoryKind::Lost,
+            HistoryKind::Acquire,
+            HistoryKind::Release
+        ]
+    );
+    let spans = redlatch::history::timeline(&events, events[3].at_us).spans;
+    let outcomes: Vec<&str> = spans.iter().map(|s| s.outcome).collect();
+    assert_eq!(outcomes, ["lost", "released"], "{spans:#?}");
+
+    // So is a renewed permit's, released behind its guard's back.
+    let slots = a.permit_expirable_semaphore("h:slots");
+    assert!(slots.try_set_permits(1).unwrap());
+    let permit = slots.acquire_renewed().unwrap();
+    other
+        .permit_expirable_semaphore("h:slots")
+        .release(permit.id())
+        .unwrap();
+    assert!(wait_until(GENEROUS, || permit.is_lost()));
+    let events = settled(&a, "h:slots", 2);
+    assert_eq!(
+        kinds(&events, &owner),
+        [HistoryKind::Acquire, HistoryKind::Lost]
+    );
+    drop(permit);
+
+    // A process that ends while another thread keeps a client handle (no close, no last
+    // drop) writes its last events at its exit.
+    let mut child = support::child::ChildTest::start(
+        "history_exit_child",
+        &[("REDLATCH_HISTORY_URL", server.url())],
+    );
+    let child_owner = child.next("OWNER", GENEROUS);
+    let status = child.exit_within(GENEROUS);
+    assert!(status.success(), "{status:?}");
+    let events = a.history("h:exit").unwrap();
+    assert_eq!(
+        kinds(&events, &child_owner),
+        [HistoryKind::Acquire, HistoryKind::Release],
+        "{events:#?}"
+    );
+}
+
+/// The child half: a lock taken and released just before the process ends, with a thread
+/// keeping a handle of the client.
+#[test]
+#[ignore]
+fn history_exit_child() {
+    let Ok(url) = std::env::var("REDLATCH_HISTORY_URL") else {
+        return;
+    };
+    let config = Config::builder(url.as_str()).history(true).build().unwrap();
+    let client = Client::new(config).unwrap();
+    let kept = client.clone();
+    thread::spawn(move || loop {
+        thread::park();
+        let _ = &kept;
+    });
+    // The first flush is a second away: the events below are written by the exit.
+    let guard = client.lock("h:exit").lock().unwrap();
+    println!("OWNER {}", guard.owner());
+    drop(guard);
+}

@@ -720,7 +720,9 @@ impl ConfigBuilder {
     /// failed) and deadlock of its threads, with the owner, thread, process, host and the
     /// server's time, in a capped stream of its own (`redlatch_history:{<client uuid>}`, a
     /// day's TTL past its last write), written once a second by the watchdog thread in one
-    /// pipelined call. What
+    /// pipelined call, and at the client's close, its last drop and (Unix) the process's
+    /// exit; an abrupt end loses at most the last second. A loss is recorded when the
+    /// watchdog finds it. What
     /// [`Client::history`](crate::Client::history) and `redlatch history` read, and what
     /// `redlatch top` computes rates and blame from.
     ///

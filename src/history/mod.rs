@@ -12,14 +12,17 @@
 //! a hold (release, loss) takes the lower bound, one that begins it (acquire) the upper
 //! bound, so a hold's recorded span lies inside the real one: the spans of one exclusive lock
 //! never overlap, whichever clients recorded them (on one server; a cluster's nodes each have
-//! their clock). `event.rs` holds an event and the stream's fields, `read.rs` reads the
-//! streams back, `spans.rs` is the span builder.
+//! their clock). A loss is recorded when it is found (the watchdog's check), not only when its
+//! guard lets go; a client's last events are written when it closes, when its last handle
+//! goes, and at the process's exit (`exit.rs`). `event.rs` holds an event and the stream's
+//! fields, `read.rs` reads the streams back, `spans.rs` is the span builder.
 
 mod event;
+mod exit;
 mod read;
 mod spans;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,6 +36,7 @@ use crate::time::millis;
 use crate::whoami::host;
 use event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
 pub use event::{HistoryEvent, HistoryKind};
+pub(crate) use exit::flush_at_exit;
 pub(crate) use read::{read, server_time_us};
 pub use spans::{timeline, Mark, Span, SpanKind, Timeline};
 
@@ -77,6 +81,32 @@ struct Buffer {
     threads: Vec<(Arc<str>, String)>,
     /// Owners whose thread names were taken.
     named: HashSet<Arc<str>>,
+    /// Losses recorded when found whose guards have not reported them yet, by track.
+    broken: HashMap<Track, u32>,
+}
+
+/// One owner's holds of one lock in one kind: lock, owner, kind.
+type Track = (Arc<str>, Arc<str>, LockKind);
+
+/// The track of an event's hold.
+fn track(s: &Subject<'_>) -> Track {
+    (Arc::clone(s.lock), Arc::clone(s.owner), s.kind)
+}
+
+/// The kind of a loss: the lease ran out (`expired`), or the hold was broken.
+fn loss(expired: bool) -> HistoryKind {
+    if expired {
+        HistoryKind::Expired
+    } else {
+        HistoryKind::Lost
+    }
+}
+
+impl Buffer {
+    /// Whether a flush has nothing to write.
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.threads.is_empty()
+    }
 }
 
 /// The server's clock against this process's: server µs = local µs (since `base`) plus an
@@ -126,6 +156,19 @@ impl History {
     /// (a condition wait's yield ends one too). A guard that lets go with no known end
     /// records nothing.
     pub(crate) fn on_hold(&self, s: &Subject<'_>, event: &HoldEvent) {
+        // A guard's end uses up the loss recorded when it was found; a loss is not
+        // recorded twice.
+        let ends = matches!(
+            event,
+            HoldEvent::Released { .. }
+                | HoldEvent::HandedOver { .. }
+                | HoldEvent::Yielded { .. }
+                | HoldEvent::Forgotten { .. }
+                | HoldEvent::Lost { .. }
+        );
+        if ends && self.told_already(s) && matches!(event, HoldEvent::Lost { .. }) {
+            return;
+        }
         let (kind, waited, held, contended) = match *event {
             HoldEvent::Forgotten { .. } => return,
             HoldEvent::Waiting => (HistoryKind::Wait, None, None, false),
@@ -139,16 +182,33 @@ impl History {
             // acquire follows it.
             HoldEvent::HandedOver { held } => (HistoryKind::Release, None, Some(held), false),
             HoldEvent::Yielded { held } => (HistoryKind::Release, None, Some(held), false),
-            HoldEvent::Lost { held, expired } => {
-                let kind = if expired {
-                    HistoryKind::Expired
-                } else {
-                    HistoryKind::Lost
-                };
-                (kind, None, Some(held), false)
+            HoldEvent::Broken { held, expired } => {
+                let mut b = self.buffer.lock();
+                if b.broken.len() >= MAX_NAMED {
+                    b.broken.clear();
+                }
+                *b.broken.entry(track(s)).or_default() += 1;
+                drop(b);
+                (loss(expired), None, Some(held), false)
             }
+            HoldEvent::Lost { held, expired } => (loss(expired), None, Some(held), false),
         };
         self.add(s, kind, waited, held, contended);
+    }
+
+    /// Whether the hold whose end a guard reports had its loss recorded when it was found
+    /// (`Broken`): that record is used up.
+    fn told_already(&self, s: &Subject<'_>) -> bool {
+        let mut b = self.buffer.lock();
+        let key = track(s);
+        let Some(n) = b.broken.get_mut(&key) else {
+            return false;
+        };
+        *n -= 1;
+        if *n == 0 {
+            b.broken.remove(&key);
+        }
+        true
     }
 
     /// Keeps the event `kind` of `s` until the next flush, naming the thread once per owner.
@@ -195,6 +255,9 @@ impl History {
     /// Writes the events recorded since the last flush (and the server's time, for the next):
     /// one pipelined call. Events the server did not take are kept for the next flush.
     pub(crate) fn flush(&self, backend: &Backend) {
+        if self.buffer.lock().is_empty() {
+            return;
+        }
         let known = *self.offset.lock();
         let offset = match known {
             Some(offset) => offset,

@@ -151,6 +151,17 @@ pub(crate) struct LetGo<O: Ownership> {
     confirmed: Instant,
 }
 
+/// When a hold of `lease` lost for `reason` ended, and whether its lease ran out (see
+/// [`LockGuard::loss`]).
+fn loss_of(lease: &LeaseState, reason: LostReason) -> (Instant, bool) {
+    let (at, expired) = match reason {
+        LostReason::LeaseExpired | LostReason::MaxHoldReached => (lease.expires(), true),
+        LostReason::ClientClosed => (lease.expires(), false),
+        LostReason::NotHeld => (lease.confirmed(), false),
+    };
+    (at.min(Instant::now()), expired)
+}
+
 impl<O: Ownership> LetGo<O> {
     /// Reports its end at `at`, as `end` says, labelled `label`.
     pub(super) fn ended(self, label: LockKind, at: Instant, end: End) {
@@ -166,14 +177,29 @@ impl<O: Ownership> LetGo<O> {
 }
 
 impl<O: Ownership> LockGuard<O> {
-    /// The one guard constructor: every acquire path ends here. `sent_at` is when the
-    /// successful acquire was sent, so the lease started no earlier.
+    /// The guard of a hold of `lock` taken by `owner` (count `count` with it, fencing token
+    /// `token`): [`new_as`](Self::new_as), its events labelled with the lock's kind.
     pub(crate) fn new(
         lock: Lock<O>,
         owner: Arc<str>,
         sent_at: Instant,
         count: u32,
         token: Option<u64>,
+    ) -> LockGuard<O> {
+        let label = lock.raw.kind.label();
+        LockGuard::new_as(lock, owner, sent_at, count, token, label)
+    }
+
+    /// The one guard constructor: every acquire path ends here. `sent_at` is when the
+    /// successful acquire was sent, so the lease started no earlier; `label` is the kind its
+    /// events report (a lock set's member reports the set's).
+    pub(crate) fn new_as(
+        lock: Lock<O>,
+        owner: Arc<str>,
+        sent_at: Instant,
+        count: u32,
+        token: Option<u64>,
+        label: LockKind,
     ) -> LockGuard<O> {
         let (watch, lease) = match lock.lease {
             Some(lease) => {
@@ -203,7 +229,7 @@ impl<O: Ownership> LockGuard<O> {
         if O::ONE_THREAD {
             count_thread_guard(true);
         }
-        LockGuard {
+        let guard = LockGuard {
             lock,
             owner,
             lease,
@@ -212,6 +238,32 @@ impl<O: Ownership> LockGuard<O> {
             acquired_at: sent_at,
             released: false,
             _not_send: std::marker::PhantomData,
+        };
+        guard.report_breaks(label);
+        guard
+    }
+
+    /// With the client's history on, a renewed hold's loss is reported when the watchdog
+    /// finds it (`HoldEvent::Broken`), through a callback of the guard's own, not only when
+    /// the guard lets go: a force-unlocked hold shows in the history while its guard lives.
+    fn report_breaks(&self, label: LockKind) {
+        let Some(watch) = self.watch.get() else {
+            return;
+        };
+        if self.lock.raw.key.client.inner.history.is_none() {
+            return;
+        }
+        let (lock, owner) = (self.lock.clone(), Arc::clone(&self.owner));
+        let (lease, acquired_at) = (Arc::clone(&self.lease), self.acquired_at);
+        let callback = Box::new(move |reason: LostReason| {
+            let (at, expired) = loss_of(&lease, reason);
+            let held = at.saturating_duration_since(acquired_at);
+            let event = HoldEvent::Broken { held, expired };
+            lock.raw.emit_as(label, &owner, at, event);
+        });
+        let watchdog = &self.lock.raw.key.client.inner.watchdog;
+        if let Some((callback, reason)) = watchdog.on_lost(watch, &self.lease, callback) {
+            call_lost(callback, reason, self.lock.key());
         }
     }
 
@@ -497,12 +549,7 @@ impl<O: Ownership> LockGuard<O> {
     /// holds until then), or, taken over or broken at a moment nobody saw, the last time it
     /// was found held.
     fn loss(&self, reason: LostReason) -> (Instant, bool) {
-        let (at, expired) = match reason {
-            LostReason::LeaseExpired | LostReason::MaxHoldReached => (self.lease.expires(), true),
-            LostReason::ClientClosed => (self.lease.expires(), false),
-            LostReason::NotHeld => (self.lease.confirmed(), false),
-        };
-        (at.min(Instant::now()), expired)
+        loss_of(&self.lease, reason)
     }
 
     /// Why the hold is lost, if it is: its lease says so, or the client was closed (which

@@ -347,12 +347,13 @@ impl LockSet {
         for group in &taken {
             for &(i, count) in &group.members {
                 let lock = self.locks[i].clone();
-                holds[i] = Some(LockGuard::new(
+                holds[i] = Some(LockGuard::new_as(
                     lock,
                     Arc::clone(owner),
                     sent_at,
                     count,
                     None,
+                    LABEL,
                 ));
             }
         }

@@ -76,13 +76,26 @@ impl Report {
     }
 
     fn emit(&self, event: HoldEvent) {
+        self.emit_at(Instant::now(), event);
+    }
+
+    fn emit_at(&self, at: Instant, event: HoldEvent) {
         let subject = Subject {
             lock: &self.lock,
             kind: self.kind,
             owner: &self.owner,
-            at: Instant::now(),
+            at,
         };
         events::emit(&self.client, subject, event, true);
+    }
+
+    /// The hold this call took was found lost at `at` (its lease over: `expired`), while
+    /// its guard lives: recorded in the history now (see `HoldEvent::Broken`).
+    pub(super) fn broken(&self, at: Instant, expired: bool) {
+        if let Some(taken) = self.taken {
+            let held = at.saturating_duration_since(taken);
+            self.emit_at(at, HoldEvent::Broken { held, expired });
+        }
     }
 
     /// An attempt took nothing: the wait begins, unless it began or the call does not wait.

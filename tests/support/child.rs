@@ -78,6 +78,21 @@ impl ChildTest {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// Its exit status, once it exits within `within` (a panic if it does not).
+    pub fn exit_within(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child did not exit"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for ChildTest {

@@ -82,6 +82,21 @@ impl PermitGuard {
         };
         let watchdog = &semaphore.raw.client.inner.watchdog;
         let watched = watchdog.watch(&semaphore.raw.name, renewal, sent_at, 1, None);
+        if semaphore.raw.client.inner.history.is_some() {
+            // The loss is recorded when the watchdog finds it, not only at the release.
+            let (report, lease) = (report.clone(), Arc::clone(&watched.1));
+            let callback = Box::new(move |reason: LostReason| {
+                let expired = reason != LostReason::NotHeld;
+                let at = match expired {
+                    true => lease.expires(),
+                    false => lease.confirmed(),
+                };
+                report.broken(at.min(Instant::now()), expired);
+            });
+            if let Some((callback, reason)) = watchdog.on_lost(watched.0, &watched.1, callback) {
+                call_lost(callback, reason, &semaphore.raw.name);
+            }
+        }
         log::debug!(
             "acquired permit {id} of semaphore `{}`, renewed by the watchdog",
             semaphore.raw.name
