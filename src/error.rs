@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Instant;
 
-use crate::hold::Owner;
+use crate::hold::{Owner, Who};
 
 /// A specialized `Result` for redlatch operations.
 ///
@@ -208,17 +208,25 @@ pub enum Error {
     },
 }
 
-/// One step of a cycle of waits ([`Error::Deadlock`]): `owner` waits for `lock` (its key,
-/// the name as mapped), which `blocked_by` holds (or, in a fair lock's queue, is ahead of
-/// it for).
+/// One step of a cycle of waits ([`Error::Deadlock`], [`BrokenDeadlock`]): `owner` waits for
+/// `lock` (its key, the name as mapped), which `blocked_by` holds (or, in a fair lock's
+/// queue, is ahead of it for).
+///
+/// [`BrokenDeadlock`]: crate::deadlock::BrokenDeadlock
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct DeadlockStep {
     /// The waiting owner.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
     pub owner: Owner,
+    /// Who the waiting owner is: its client's name, process, host and thread, as its client
+    /// wrote them when it recorded the wait (unknown for a client gone for a day).
+    pub who: Who,
     /// The lock it waits for.
     pub lock: String,
-    /// The owner in its way.
+    /// The owner in its way (who it is: the step it waits in).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "crate::ser::owner_id"))]
     pub blocked_by: Owner,
 }
 
@@ -226,20 +234,28 @@ impl DeadlockStep {
     pub(crate) fn new(owner: &str, lock: String, blocked_by: &str) -> DeadlockStep {
         DeadlockStep {
             owner: Owner::from_id(owner),
+            who: Who::default(),
             lock,
             blocked_by: Owner::from_id(blocked_by),
         }
     }
 }
 
-/// `a waits for `l1` held by b; b waits for `l2` held by a` for a deadlock's cycle.
+/// `a (client, pid P on H, thread T) waits for `l1` held by b (...); b (...) waits for `l2`
+/// held by a (...)` for a deadlock's cycle; an owner nothing is known of is named alone.
 fn steps(cycle: &[DeadlockStep]) -> String {
+    let named = |owner: &Owner| match cycle.iter().find(|s| s.owner == *owner) {
+        Some(s) if !s.who.is_unknown() => format!("{owner} ({})", s.who),
+        _ => owner.to_string(),
+    };
     let items: Vec<String> = cycle
         .iter()
         .map(|s| {
             format!(
                 "{} waits for `{}` held by {}",
-                s.owner, s.lock, s.blocked_by
+                named(&s.owner),
+                s.lock,
+                named(&s.blocked_by)
             )
         })
         .collect();

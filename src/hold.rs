@@ -82,6 +82,53 @@ impl serde::Serialize for Owner {
     }
 }
 
+/// Who an owner is, as far as known: its client's name, host and process, and the owner's
+/// thread. What a client records (with history on, or for a wait that may deadlock) tells
+/// all four; the server's client list tells a client's name and host only. A field not known
+/// is `None`.
+///
+/// # Examples
+///
+/// ```
+/// let who = redlatch::top::Who::default();
+/// assert_eq!(who.to_string(), "?, pid ? on ?, thread ?");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Who {
+    /// The client's name.
+    pub client_name: Option<String>,
+    /// Its host.
+    pub host: Option<String>,
+    /// Its process id.
+    pub pid: Option<u32>,
+    /// The owner's thread.
+    pub thread: Option<String>,
+}
+
+impl Who {
+    /// Whether nothing about it is known.
+    pub fn is_unknown(&self) -> bool {
+        *self == Who::default()
+    }
+}
+
+impl fmt::Display for Who {
+    /// `client, pid P on HOST, thread T`, each part `?` where not known.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let known = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".to_owned());
+        let pid = self.pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
+        write!(
+            f,
+            "{}, pid {pid} on {}, thread {}",
+            known(&self.client_name),
+            known(&self.host),
+            known(&self.thread)
+        )
+    }
+}
+
 /// What kind of hold (or wait) an event, a span, a wait record or a lock-order record is
 /// about: the lock's kind, or for a read-write lock its side. Its [`as_str`](Self::as_str)
 /// is the `kind` label of the metrics and the word the history stream keeps.

@@ -58,6 +58,12 @@ pub(crate) const LOCK_ORDER: &str = "redlatch_order";
 pub(crate) const HISTORY: &str = "redlatch_history";
 /// Prefix of a client's who's-who for its history (ours): see [`history_who`].
 pub(crate) const HISTORY_WHO: &str = "redlatch_history_who";
+/// The broken deadlocks of a deployment (ours), a capped STREAM whose entries (see
+/// `deadlock/record.rs`) name each member of a cycle: `v` the victim, `n` the number of
+/// steps, and per step `i` (from 0) `o<i>` the owner, `l<i>` the lock's key it waited for,
+/// `b<i>` the owner in its way, and where known `c<i>`, `h<i>`, `p<i>`, `t<i>` its client's
+/// name, host, process id and its thread's name.
+pub(crate) const DEADLOCKS: &str = "redlatch_deadlocks";
 /// Suffix of a group lock's field holding when an owner's hold of a value ends (ms since the
 /// epoch): `<value field>:<owner>:expire_time` (Redisson's `RedissonFasterMultiLock`, where
 /// `<value field>` names the value's owner).
@@ -303,9 +309,9 @@ pub(crate) fn is_client_waits(key: &str) -> bool {
 }
 
 /// Whether `key` is a client's history stream or its who's-who ([`history`],
-/// [`history_who`]): no object's key.
+/// [`history_who`]), or the deployment's broken deadlocks ([`DEADLOCKS`]): no object's key.
 pub(crate) fn is_history(key: &str) -> bool {
-    after(key, HISTORY).is_some() || after(key, HISTORY_WHO).is_some()
+    after(key, HISTORY).is_some() || after(key, HISTORY_WHO).is_some() || key == DEADLOCKS
 }
 
 /// Whether `key` holds the order records of a pair of locks ([`lock_order`]): no object's

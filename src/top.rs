@@ -8,11 +8,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::client::Client;
-use crate::deadlock::WaitRecord;
+use crate::deadlock::{BrokenDeadlock, WaitRecord};
 use crate::error::Result;
 use crate::glob::glob_matches;
 use crate::history::{self, HistoryEvent, HistoryKind, Span, SpanKind};
 use crate::hold::Owner;
+pub use crate::hold::Who;
 use crate::inspect::{Holder, Inspection, Kind};
 
 /// One lock or synchronizer's contention over a window ([`Client::top`]).
@@ -51,6 +52,9 @@ pub struct Activity {
     pub waiting_per_s: f64,
     /// The owners that made others wait, most first.
     pub blame: Vec<Blame>,
+    /// The deadlocks broken over the window whose cycle waited for it (see
+    /// [`Client::deadlocks`]).
+    pub deadlocks: usize,
 }
 
 /// A holder in [`Activity::holders`].
@@ -72,23 +76,6 @@ pub struct TopHolder {
     /// client's name and host from the server's client list; `None` where neither tells (a
     /// Java peer's connections carry no owner).
     pub who: Option<Who>,
-}
-
-/// Who an owner is: from its client's history, or from the server's client list (its
-/// client's connection name and address), which tell no process nor thread. A field not
-/// known is `None`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[non_exhaustive]
-pub struct Who {
-    /// The client's name.
-    pub client_name: Option<String>,
-    /// Its host.
-    pub host: Option<String>,
-    /// Its process id.
-    pub pid: Option<u32>,
-    /// The owner's thread.
-    pub thread: Option<String>,
 }
 
 /// How long an owner made others wait for a lock over the window ([`Activity::blame`]).
@@ -168,7 +155,18 @@ impl Client {
             found.trace(&connections);
         }
         let waits = self.waits()?;
-        Ok(activities(&live, &events, &waits, now_us, window))
+        let mut broken = self.deadlocks_since(since_us / 1000)?;
+        for step in broken.iter_mut().flat_map(|d| d.cycle.iter_mut()) {
+            if let Some(name) = mapper.name_of(&step.lock) {
+                step.lock = name;
+            }
+        }
+        broken.retain(|d| d.cycle.iter().any(|s| glob_matches(pattern, &s.lock)));
+        let server = Server {
+            waits: &waits,
+            broken: &broken,
+        };
+        Ok(activities(&live, &events, &server, now_us, window))
     }
 }
 
@@ -283,10 +281,18 @@ fn began_before(live: &[Inspection], events: &[HistoryEvent], now_us: u64) -> bo
 
 /// The activities of the locks of `live` and `events` (sorted by time; a hold or wait
 /// going on may have begun before the window), with the wait records `waits`, at `now_us`.
+/// What the server keeps beside the live state and the histories: the waits recorded, and
+/// the deadlocks broken over the window (their locks by name).
+#[derive(Default)]
+pub(crate) struct Server<'a> {
+    pub(crate) waits: &'a [WaitRecord],
+    pub(crate) broken: &'a [BrokenDeadlock],
+}
+
 pub(crate) fn activities(
     live: &[Inspection],
     events: &[HistoryEvent],
-    waits: &[WaitRecord],
+    server: &Server<'_>,
     now_us: u64,
     window: Duration,
 ) -> Vec<Activity> {
@@ -313,18 +319,34 @@ pub(crate) fn activities(
         }
     }
     let by_name: BTreeMap<&str, &Inspection> = live.iter().map(|i| (i.name.as_str(), i)).collect();
+    let mut broken: BTreeMap<&str, usize> = BTreeMap::new();
+    for d in server.broken {
+        let mut locks: Vec<&str> = d.cycle.iter().map(|s| s.lock.as_str()).collect();
+        locks.sort_unstable();
+        locks.dedup();
+        for lock in locks {
+            *broken.entry(lock).or_default() += 1;
+        }
+    }
     let mut names: Vec<&str> = by_name.keys().copied().collect();
     names.extend(seen.keys().filter(|n| !by_name.contains_key(*n)));
+    names.extend(
+        broken
+            .keys()
+            .filter(|n| !by_name.contains_key(*n) && !seen.contains_key(*n)),
+    );
     let empty = Seen::default();
     let mut out: Vec<Activity> = names
         .into_iter()
         .map(|name| {
             let s = seen.get(name).unwrap_or(&empty);
-            let recorded: Vec<&WaitRecord> = waits.iter().filter(|w| w.lock == name).collect();
+            let recorded: Vec<&WaitRecord> =
+                server.waits.iter().filter(|w| w.lock == name).collect();
             let known = Known {
                 inspection: by_name.get(name).copied(),
                 whos: &whos,
                 waits: &recorded,
+                deadlocks: broken.get(name).copied().unwrap_or(0),
             };
             activity(name, s, &known, frame, window)
         })
@@ -347,6 +369,8 @@ struct Known<'a> {
     inspection: Option<&'a Inspection>,
     whos: &'a HashMap<&'a Owner, Who>,
     waits: &'a [&'a WaitRecord],
+    /// The deadlocks broken over the window that went through it.
+    deadlocks: usize,
 }
 
 /// The activity of the lock `name`: what the server knows of it now (`known`) and what its
@@ -410,6 +434,7 @@ fn activity(
         contended_per_s: s.contended as f64 / secs,
         waiting_per_s: waiting_us as f64 / 1e6 / secs,
         blame: blame(s, frame),
+        deadlocks: known.deadlocks,
     }
 }
 
@@ -500,7 +525,13 @@ mod tests {
             waited(event(Acquire, "b", 100), 90),
         ];
         let now = 1_000_000_000 + 150 * MS;
-        let top = activities(&[], &events, &[], now, Duration::from_secs(1));
+        let top = activities(
+            &[],
+            &events,
+            &Server::default(),
+            now,
+            Duration::from_secs(1),
+        );
         assert_eq!(top.len(), 1);
         let l = &top[0];
         assert_eq!((l.acquisitions_per_s, l.contended_per_s), (2.0, 1.0));
@@ -527,7 +558,13 @@ mod tests {
             event(Wait, "w", 20),
         ];
         let now = 1_000_000_000 + 2_000 * MS;
-        let top = activities(&[], &events, &[], now, Duration::from_secs(1));
+        let top = activities(
+            &[],
+            &events,
+            &Server::default(),
+            now,
+            Duration::from_secs(1),
+        );
         let blamed: Vec<(&str, u64)> = top[0]
             .blame
             .iter()
@@ -553,7 +590,13 @@ mod tests {
             in_set(event(Release, "a", 100)),
         ];
         let now = 1_000_000_000 + 150 * MS;
-        let top = activities(&[], &events, &[], now, Duration::from_secs(1));
+        let top = activities(
+            &[],
+            &events,
+            &Server::default(),
+            now,
+            Duration::from_secs(1),
+        );
         let blamed = blamed(&top[0]);
         // b waited 20..100 ms behind both of a's holds: 80 ms, one wait.
         assert_eq!(blamed, [("a", 80, 1)]);

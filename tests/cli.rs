@@ -10,7 +10,7 @@ use support::forget::ForgetAll;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -532,6 +532,53 @@ fn waits_shows_a_recorded_wait_and_who_is_in_its_way_as_a_table_json_and_dot() {
     assert!(
         dot.contains("\"cli:o2\" -> \"cli:o1\" [style=dashed"),
         "{dot}"
+    );
+
+    // A deadlock broken: kept, listed with who took part, and counted by top.
+    let config = Config::builder(server.url().as_str())
+        .client_name("cycler")
+        .deadlock_check_after(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let cycler = Client::new(config).unwrap();
+    let both = Arc::new(std::sync::Barrier::new(2));
+    let members: Vec<_> = [("cli:d1", "cli:d2"), ("cli:d2", "cli:d1")]
+        .into_iter()
+        .map(|(hold, want)| {
+            let (cycler, both) = (cycler.clone(), Arc::clone(&both));
+            let named = thread::Builder::new().name(format!("cycle-{hold}"));
+            named
+                .spawn(move || {
+                    let _held = cycler.lock(hold).lock().unwrap();
+                    both.wait();
+                    let got = cycler.lock(want).try_lock_for(Duration::from_secs(20));
+                    got.map(|g| g.is_some()).map_err(|e| e.is_deadlock())
+                })
+                .unwrap()
+        })
+        .collect();
+    let ends: Vec<_> = members.into_iter().map(|m| m.join().unwrap()).collect();
+    assert!(
+        ends.contains(&Ok(true)) && ends.contains(&Err(true)),
+        "{ends:?}"
+    );
+    let text = ok(&server, &["waits", "--deadlocks"]);
+    assert!(text.contains("deadlock of 2 broken"), "{text}");
+    for part in [
+        "(cycler, pid ",
+        "thread cycle-cli:d1)",
+        "thread cycle-cli:d2)",
+    ] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+    let kept = json::parse(&ok(&server, &["waits", "--deadlocks", "--json"]));
+    let cycle = kept.get("deadlocks").at(0).get("cycle");
+    assert_eq!(cycle.len(), 2);
+    assert_eq!(cycle.at(0).get("who").get("client_name").str(), "cycler");
+    let top = ok(&server, &["top", "--once", "cli:d*"]);
+    assert!(
+        top.contains("deadlocks broken over the last 10.0s: cli:d1 1, cli:d2 1"),
+        "{top}"
     );
 }
 

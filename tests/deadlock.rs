@@ -57,21 +57,24 @@ fn member(
     let (owner_tx, owner_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let (out_tx, out_rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let held = client.lock(hold).lock().unwrap();
-        owner_tx.send(client.owner_id()).unwrap();
-        go_rx.recv().unwrap();
-        // Bounded: a cycle that is never broken fails the test instead of hanging it.
-        let got = client.lock(want).try_lock_for(GENEROUS);
-        let outcome = match &got {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => Err(Error::Timeout(format!("{want} never came"))),
-            Err(e) => Err(e.clone()),
-        };
-        out_tx.send((outcome, Instant::now())).unwrap();
-        let _ = go_rx.recv();
-        drop((got, held));
-    });
+    let thread = std::thread::Builder::new().name(format!("member-{hold}"));
+    thread
+        .spawn(move || {
+            let held = client.lock(hold).lock().unwrap();
+            owner_tx.send(client.owner_id()).unwrap();
+            go_rx.recv().unwrap();
+            // Bounded: a cycle that is never broken fails the test instead of hanging it.
+            let got = client.lock(want).try_lock_for(GENEROUS);
+            let outcome = match &got {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(Error::Timeout(format!("{want} never came"))),
+                Err(e) => Err(e.clone()),
+            };
+            out_tx.send((outcome, Instant::now())).unwrap();
+            let _ = go_rx.recv();
+            drop((got, held));
+        })
+        .unwrap();
     (owner_rx.recv().unwrap(), go_tx, out_rx)
 }
 
@@ -440,6 +443,12 @@ fn a_cycle_between_two_processes_ends_exactly_one_wait() {
         started.elapsed()
     );
     assert!(said.contains(&a) && said.contains(&b), "{said}");
+    // The error names each member's client, process and thread.
+    let child_pid = format!("pid {} on", child.pid());
+    let this_pid = format!("pid {} on", std::process::id());
+    for part in [&child_pid, &this_pid, "thread member-p:1", "(redlatch, "] {
+        assert!(said.contains(part), "{part} in {said}");
+    }
     let (outcome, _) = out_a.recv_timeout(GENEROUS).unwrap();
     outcome.expect("this process's wait proceeds and holds");
     assert_eq!(
@@ -448,6 +457,43 @@ fn a_cycle_between_two_processes_ends_exactly_one_wait() {
         "another thread holds it"
     );
     assert!(client.lock("p:2").is_locked().unwrap());
+
+    // Kept on the server for a look back: one record, every member named.
+    let kept = client.deadlocks().unwrap();
+    assert_eq!(kept.len(), 1, "{kept:#?}");
+    let broken = &kept[0];
+    assert_eq!(broken.victim.to_string(), b);
+    let step = |owner: &str| {
+        let found = broken.cycle.iter().find(|s| s.owner.to_string() == owner);
+        found
+            .unwrap_or_else(|| panic!("{owner} in {broken:#?}"))
+            .clone()
+    };
+    let (mine, theirs) = (step(&a), step(&b));
+    assert_eq!((mine.lock.as_str(), theirs.lock.as_str()), ("p:2", "p:1"));
+    assert_eq!(mine.blocked_by.to_string(), b);
+    assert_eq!(mine.who.pid, Some(std::process::id()));
+    assert_eq!(theirs.who.pid, Some(child.pid()));
+    assert_eq!(mine.who.thread.as_deref(), Some("member-p:1"));
+    assert!(theirs.who.thread.is_some(), "{theirs:?}");
+    for who in [&mine.who, &theirs.who] {
+        assert_eq!(who.client_name.as_deref(), Some("redlatch"));
+        assert!(who.host.as_deref().is_some_and(|h| !h.is_empty()));
+    }
+    let now_us = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))
+        .unwrap()
+        .as_micros() as u64;
+    assert!(broken.at_us.abs_diff(now_us) < 60_000_000, "{broken:?}");
+    // Counted in top, for both locks of the cycle.
+    let top = client.top("p:*", Duration::from_secs(60)).unwrap();
+    let counted: Vec<(&str, usize)> = top.iter().map(|r| (r.name.as_str(), r.deadlocks)).collect();
+    assert!(
+        counted.contains(&("p:1", 1)) && counted.contains(&("p:2", 1)),
+        "{counted:?}"
+    );
+    // Bounded and expiring.
+    let ttl: i64 = server.conn().pttl("redlatch_deadlocks").unwrap();
+    assert!(ttl > 6 * 24 * 3600 * 1000, "{ttl}");
     go_a.send(()).unwrap();
 }
 

@@ -137,7 +137,10 @@ impl Config {
             _ => add(&["~*", "&*"]),
         }
         if self.deadlock_check_after.is_some() {
+            // The wait index, who the waiters are, and the deadlocks broken.
             rules.push(format!("~{}:{{*", keys::CLIENT_WAITS));
+            rules.push(format!("~{}:{{*", keys::HISTORY_WHO));
+            rules.push(format!("~{}", keys::DEADLOCKS));
         }
         if self.lock_order_checks {
             rules.push(format!("~{}:*", keys::LOCK_ORDER));
@@ -146,7 +149,8 @@ impl Config {
             rules.push(format!("~{}:{{*", keys::HISTORY));
             rules.push(format!("~{}:{{*", keys::HISTORY_WHO));
         }
-        rules.dedup();
+        let mut seen = std::collections::HashSet::new();
+        rules.retain(|r| seen.insert(r.clone()));
         rules
     }
 

@@ -636,10 +636,12 @@ impl ConfigBuilder {
     /// How long a thread that holds a lock waits for another before it looks for a deadlock: a
     /// cycle of waits through its own, across every client of the deployment (a thread that
     /// holds none is in nobody's way, and its waits send nothing more). Past this, the wait is
-    /// recorded on the server (renewed by the watchdog, removed as the wait ends) and the
-    /// wait-for graph is walked, again after twice as long each time (at most every 30
-    /// seconds); the youngest wait of a cycle found twice ends with
-    /// [`Error::Deadlock`](crate::Error::Deadlock). See the guide's deadlock chapter.
+    /// recorded on the server (renewed by the watchdog, removed as the wait ends), with who
+    /// its owner is (client name, process, host, thread), and the wait-for graph is walked,
+    /// again after twice as long each time (at most every 30 seconds); the youngest wait of a
+    /// cycle found twice ends with [`Error::Deadlock`](crate::Error::Deadlock), and the cycle
+    /// is kept on the server ([`Client::deadlocks`](crate::Client::deadlocks)). See the
+    /// guide's deadlock chapter.
     ///
     /// Defaults to 1 second (PostgreSQL's `deadlock_timeout`). Must be more than zero and at
     /// most a year; [`deadlock_detection(false)`](Self::deadlock_detection) turns it off.

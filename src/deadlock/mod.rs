@@ -22,9 +22,12 @@
 //! - `graph.rs`: the graph as the server holds it.
 //! - `report.rs`: [`Client::waits`](crate::Client::waits), the graph as an operator reads it
 //!   ([`WaitRecord`]).
+//! - `record.rs`: the deadlocks broken, kept on the server ([`BrokenDeadlock`],
+//!   [`Client::deadlocks`](crate::Client::deadlocks)).
 
 mod cycle;
 mod graph;
+mod record;
 mod report;
 
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use crate::backend::Policy;
 use crate::client::Client;
 pub use crate::error::DeadlockStep;
 use crate::error::{Error, Result};
+use crate::history;
 use crate::keys;
 use crate::scripts;
 use crate::time::millis;
@@ -41,6 +45,7 @@ use crate::watchdog::{BatchRenewal, Renewal, Watch};
 use cycle::{Edge, Wait, BOUNDS};
 pub(crate) use cycle::{Graph, Mode};
 pub(crate) use graph::{parse_record, Server};
+pub use record::BrokenDeadlock;
 pub use report::WaitRecord;
 
 /// The most time between two checks of one wait.
@@ -121,8 +126,10 @@ impl Checks {
         self.next = Some(now + self.interval);
         match self.look() {
             Ok(None) => Ok(()),
-            Ok(Some(cycle)) => {
+            Ok(Some(mut cycle)) => {
                 self.client.inner.metrics.deadlocked();
+                record::identify(&self.client, &mut cycle);
+                record::keep(&self.client, &self.owner, &cycle);
                 log::warn!(
                     "`{}` (owner {}): this wait ends a deadlock: {}",
                     self.lock,
@@ -189,6 +196,7 @@ impl Checks {
                 return Err(e);
             }
         };
+        self.introduce();
         let watchdog = &self.client.inner.watchdog;
         let now = Instant::now();
         let watches = [self.waits_key(), self.index_key()].map(|key| {
@@ -200,6 +208,22 @@ impl Checks {
         });
         self.record = Some(Record { watches });
         Ok(since_ms)
+    }
+
+    /// Writes who this wait's owner is in its client's who's-who, so that a cycle it is in
+    /// names it (tried once: a failure is logged, and the cycle names the owner alone).
+    fn introduce(&self) {
+        let mut pipe = redis::pipe();
+        let thread = history::this_thread();
+        let client_name = &self.client.inner.config.client_name;
+        let me = [(&*self.owner, thread.as_str())];
+        history::introduce(&mut pipe, self.client.id(), client_name, me);
+        let key = self.index_key();
+        let backend = &self.client.inner.backend;
+        let written: Result<()> = backend.run_with(&key, Policy::Once, |c| pipe.query(c));
+        if let Err(e) = written {
+            log::debug!("writing who {} is failed: {e}", self.owner);
+        }
     }
 
     /// Writes the record, then the index entry; the since of the record.

@@ -27,15 +27,6 @@ pub(crate) mod fields {
     pub(crate) const CONTENDED: &str = "c";
 }
 
-/// The who's-who field of the client's name.
-pub(crate) const WHO_CLIENT: &str = "client";
-/// The who's-who field of the client's host.
-pub(crate) const WHO_HOST: &str = "host";
-/// The who's-who field of the client's process id.
-pub(crate) const WHO_PID: &str = "pid";
-/// The prefix of the who's-who field of an owner's thread name: `thread:<owner>`.
-pub(crate) const WHO_THREAD: &str = "thread:";
-
 /// What a [`HistoryEvent`] records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]

@@ -21,6 +21,7 @@ mod event;
 mod exit;
 mod read;
 mod spans;
+mod who;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -33,17 +34,15 @@ use crate::hold::LockKind;
 use crate::hold::{HoldEvent, Subject};
 use crate::keys;
 use crate::time::millis;
-use crate::whoami::host;
-use event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
+use event::fields;
 pub use event::{HistoryEvent, HistoryKind};
 pub(crate) use exit::flush_at_exit;
 pub(crate) use read::{read, server_time_us};
 pub use spans::{timeline, Mark, Span, SpanKind, Timeline};
+pub(crate) use who::{introduce, this_thread, who_is};
 
 /// How often the watchdog thread writes the events out.
 pub(crate) const FLUSH_EVERY: Duration = Duration::from_secs(1);
-/// How long a client's stream (and its who's-who) lives past its last write.
-const TTL: Duration = Duration::from_secs(24 * 3600);
 /// The most events kept while the server does not answer; older ones are dropped.
 const MAX_PENDING: usize = 100_000;
 /// The most events one write sends; the rest wait for the next.
@@ -121,7 +120,7 @@ struct Offset {
 pub(crate) struct History {
     base: Instant,
     stream: String,
-    who: String,
+    client_id: String,
     client_name: String,
     max_len: usize,
     /// How long a write may take.
@@ -143,7 +142,7 @@ impl History {
         History {
             base: Instant::now(),
             stream: keys::history(client_id),
-            who: keys::history_who(client_id),
+            client_id: client_id.to_owned(),
             client_name: client_name.to_owned(),
             max_len,
             bound: WRITE_BOUND.min(lease / 8).max(Duration::from_millis(10)),
@@ -226,12 +225,8 @@ impl History {
             b.named.clear();
         }
         if !b.named.contains(owner) {
-            let thread = std::thread::current();
-            let name = thread
-                .name()
-                .map_or_else(|| format!("{:?}", thread.id()), str::to_owned);
             b.named.insert(Arc::clone(owner));
-            b.threads.push((Arc::clone(owner), name));
+            b.threads.push((Arc::clone(owner), this_thread()));
         }
         if b.events.len() >= MAX_PENDING {
             b.events.pop_front();
@@ -314,17 +309,12 @@ impl History {
             }
             cmd.ignore();
         }
-        let hset = pipe.cmd("HSET").arg(&self.who);
-        hset.arg(WHO_CLIENT).arg(&self.client_name);
-        hset.arg(WHO_HOST).arg(host());
-        hset.arg(WHO_PID).arg(std::process::id());
-        for (owner, name) in &threads {
-            hset.arg(format!("{WHO_THREAD}{owner}")).arg(name);
-        }
-        hset.ignore();
-        for key in [&self.stream, &self.who] {
-            pipe.cmd("PEXPIRE").arg(key).arg(millis(TTL)).ignore();
-        }
+        let named = threads.iter().map(|(o, n)| (&**o, n.as_str()));
+        introduce(&mut pipe, &self.client_id, &self.client_name, named);
+        pipe.cmd("PEXPIRE")
+            .arg(&self.stream)
+            .arg(millis(who::TTL))
+            .ignore();
         if let Err(e) = self.measure(backend, &pipe) {
             log::debug!(
                 "history: writing {} events failed: {e}; kept for the next flush",

@@ -5,7 +5,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use super::event::{fields, WHO_CLIENT, WHO_HOST, WHO_PID, WHO_THREAD};
+use super::event::fields;
+use super::who::{thread_field, CLIENT, HOST, PID};
 use super::{HistoryEvent, HistoryKind};
 use crate::backend::{Backend, Policy};
 use crate::error::Result;
@@ -111,10 +112,10 @@ fn parse(values: &[String], who: &HashMap<String, String>) -> Option<HistoryEven
         kind: HistoryKind::from_word(field(fields::KIND)?)?,
         lock: field(fields::LOCK)?.to_owned(),
         mode: LockKind::parse(field(fields::MODE).unwrap_or_default()),
-        client_name: known(WHO_CLIENT),
-        host: known(WHO_HOST),
-        pid: who.get(WHO_PID).and_then(|p| p.parse().ok()).unwrap_or(0),
-        thread: known(&format!("{WHO_THREAD}{id}")),
+        client_name: known(CLIENT),
+        host: known(HOST),
+        pid: who.get(PID).and_then(|p| p.parse().ok()).unwrap_or(0),
+        thread: known(&thread_field(id)),
         owner,
         waited: number(fields::WAITED).map(Duration::from_micros),
         held: number(fields::HELD).map(Duration::from_micros),

@@ -114,7 +114,10 @@ fn main() -> ExitCode {
     let outcome = connect(&args).and_then(|client| match &args.command {
         Command::Inspect(name) => inspect(&client, &args, name),
         Command::List { pattern, all } => list(&client, &args, pattern, *all),
-        Command::Waits { dot } => waits(&client, &args, *dot),
+        Command::Waits {
+            deadlocks: true, ..
+        } => broken_deadlocks(&client, &args),
+        Command::Waits { dot, .. } => waits(&client, &args, *dot),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
         Command::Watch(name) => watch(&client, &args, name),
         Command::Top(top_args) => top(&client, &args, top_args),
@@ -327,6 +330,18 @@ fn waits(client: &Client, args: &Args, dot: bool) -> Outcome {
             out(&render::waits_text(&found))?;
         }
         out(&render::orders_text(&orders))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn broken_deadlocks(client: &Client, args: &Args) -> Outcome {
+    let broken = client.deadlocks().map_err(|e| failure(e, args))?;
+    if args.json {
+        out(&json_line(&serde_json::json!({ "deadlocks": broken }))?)?;
+    } else if broken.is_empty() {
+        eprintln!("redlatch: no deadlock broken in the last week is kept");
+    } else {
+        out(&render::deadlocks_text(&broken))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,12 +2,13 @@
 //! serialization: see `main.rs`).
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redlatch::{
-    deadlock::WaitRecord, history::HistoryEvent, history::HistoryKind, inspect::ClientConnection,
-    inspect::Holder, inspect::Inspection, inspect::Kind, order::LockOrderWarning, top::Activity,
-    top::Who, watch::Event, Owner,
+    deadlock::BrokenDeadlock, deadlock::WaitRecord, history::HistoryEvent, history::HistoryKind,
+    inspect::ClientConnection, inspect::Holder, inspect::Inspection, inspect::Kind,
+    order::LockOrderWarning, top::Activity, top::Who, watch::Event, Owner,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -555,6 +556,33 @@ pub fn waits_text(waits: &[WaitRecord]) -> String {
     )
 }
 
+/// `redlatch waits --deadlocks`: per broken deadlock, when and its victim, then a line per
+/// step: the owner, who it is, the lock it waited for, the owner in its way.
+pub fn deadlocks_text(broken: &[BrokenDeadlock]) -> String {
+    let mut text = String::new();
+    for d in broken {
+        let at = UNIX_EPOCH + Duration::from_micros(d.at_us);
+        let _ = writeln!(
+            text,
+            "{}  deadlock of {} broken: {} waited no more",
+            timestamp(at),
+            d.cycle.len(),
+            escaped(&d.victim.to_string())
+        );
+        for s in &d.cycle {
+            let _ = writeln!(
+                text,
+                "    {} ({}) waited for {} held by {}",
+                escaped(&s.owner.to_string()),
+                who_text(&s.who),
+                escaped(&s.lock),
+                escaped(&s.blocked_by.to_string())
+            );
+        }
+    }
+    text
+}
+
 /// An owner shortened for a table or a picture: the client id's first 8 characters and
 /// the thread.
 pub fn short_owner(owner: &Owner) -> String {
@@ -562,16 +590,9 @@ pub fn short_owner(owner: &Owner) -> String {
     format!("{client}:{}", owner.thread)
 }
 
-/// `client, pid P on HOST, thread T`, each part `?` where not known.
+/// `client, pid P on HOST, thread T` (`?` where not known), escaped for a terminal.
 fn who_text(who: &Who) -> String {
-    let known = |v: &Option<String>| v.as_deref().map_or("?".into(), escaped).into_owned();
-    format!(
-        "{}, pid {} on {}, thread {}",
-        known(&who.client_name),
-        who.pid.map_or("?".to_owned(), |p| p.to_string()),
-        known(&who.host),
-        known(&who.thread)
-    )
+    escaped(&who.to_string()).into_owned()
 }
 
 /// `redlatch top`: the table, then who holds the first locks waited for, and the blame of
@@ -648,6 +669,20 @@ pub fn top_text(rows: &[Activity], window: Duration) -> String {
                 who_text(&b.who)
             ));
         }
+    }
+    let broken: Vec<String> = rows
+        .iter()
+        .filter(|a| a.deadlocks > 0)
+        .map(|a| format!("{} {}", escaped(&a.name), a.deadlocks))
+        .collect();
+    if !broken.is_empty() {
+        out.push_str(&format!(
+            "
+deadlocks broken over the last {}: {} (redlatch waits --deadlocks)
+",
+            duration(window),
+            broken.join(", ")
+        ));
     }
     out
 }

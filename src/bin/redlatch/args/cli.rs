@@ -97,12 +97,20 @@ Not every waiting thread is here. A wait is recorded only where it can be part o
 a thread that waits while it holds another lock, once it has waited its client's
 deadlock_check_after (1 s unless set). A thread that holds nothing while it waits, and so is in
 nobody's way, writes nothing (its wait costs the server nothing); waits of Java peers and of
-clients with detection off are not recorded either. `redlatch top` counts every waiter. Below the waits, the lock-order warnings: pairs of locks that some threads took in
+clients with detection off are not recorded either. `redlatch top` counts every waiter.
+
+Below the waits, the lock-order warnings: pairs of locks that some threads took in
 one order and others in the opposite order, which can deadlock (recorded by clients with
 lock_order_checks on).
 
+A cycle is broken within seconds of forming, so this graph rarely shows one; every broken
+one is kept on the server: --deadlocks prints them, each with when, its victim, and every
+member's owner, client name, pid, host and thread, the lock it waited for and the owner in
+its way (a Java member by its owner id alone).
+
 With --json: an object {\"waits\": [...], \"lock_order_warnings\": [...]} (waited_ms in
-milliseconds). With --dot: a Graphviz digraph, an edge from each waiter to each owner in its
+milliseconds), or with --deadlocks {\"deadlocks\": [...]} (at_us: µs since the epoch on the
+server's clock). With --dot: a Graphviz digraph, an edge from each waiter to each owner in its
 way, labelled with the lock, cycles in red, and a dashed orange edge each way between two
 locks taken in opposite orders (`redlatch waits --dot | dot -Tsvg > waits.svg`).";
 
@@ -128,7 +136,8 @@ acquisitions per second, and seconds spent waiting per second (2.0: two threads 
 the time) over --window; below the table, for the busiest locks, which owners made others
 wait and for how long (blame). Holders and queues come from the server, so locks that only
 Java peers use show them too; rates, hold ages and blame come from the histories of clients
-with history on (ConfigBuilder::history), and are 0 or - without.
+with history on (ConfigBuilder::history), and are 0 or - without. Last, the deadlocks broken
+over the window, counted per lock they went through (`redlatch waits --deadlocks` tells who).
 
 With --json (and --once): an array of objects, busiest first.";
 
@@ -345,8 +354,12 @@ pub enum CliCommand {
     #[command(help_template = SUBCOMMAND_HELP, after_help = WAITS_HELP)]
     Waits {
         /// A Graphviz digraph instead of a table
-        #[arg(long, conflicts_with = "json")]
+        #[arg(long, conflicts_with_all = ["json", "deadlocks"])]
         dot: bool,
+        /// The deadlocks broken (kept a week, about the last 1,000), oldest first, instead
+        /// of the waits going on
+        #[arg(long)]
+        deadlocks: bool,
     },
     /// The busiest locks and synchronizers across every client: holders, waiters, rates,
     /// time spent waiting, blame; refreshed until Ctrl-C

@@ -67,9 +67,11 @@ pub enum Command {
         pattern: String,
         all: bool,
     },
-    /// `waits [--dot]`.
+    /// `waits [--dot | --deadlocks]`.
     Waits {
         dot: bool,
+        /// The deadlocks broken, not the waits going on.
+        deadlocks: bool,
     },
     ForceUnlock(String),
     /// `top [PATTERN]` and its options.
@@ -331,7 +333,7 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
     let command = match cli.command {
         CliCommand::Inspect { name } => Command::Inspect(name),
         CliCommand::List { all, pattern } => Command::List { pattern, all },
-        CliCommand::Waits { dot } => Command::Waits { dot },
+        CliCommand::Waits { dot, deadlocks } => Command::Waits { dot, deadlocks },
         CliCommand::Top {
             once,
             sort,
