@@ -289,12 +289,17 @@ pub(crate) enum HoldEvent {
     /// follows, with nothing published in between.
     HandedOver { held: Duration },
     /// A hold, taken `held` before, was found lost: its lease ran out (`expired`), or it was
-    /// taken or broken behind its owner's back.
-    Lost { held: Duration, expired: bool },
+    /// taken or broken behind its owner's back. `told`: this very hold's `Broken` went out
+    /// already (the history has the loss).
+    Lost {
+        held: Duration,
+        expired: bool,
+        told: bool,
+    },
     /// A hold, taken `held` before, was found lost while its guard lives on (by the
     /// watchdog's check, also one a pub/sub reconnect asked for): the history records the
-    /// loss now. The guard's `Lost` follows when it lets go, and counts in the metrics then;
-    /// the history, which has the loss already, leaves that one out.
+    /// loss now. The guard's `Lost` follows when it lets go (`told`), and counts in the
+    /// metrics then.
     Broken { held: Duration, expired: bool },
     /// A condition wait released the lock its guard holds, held for `held`: the hold ends in
     /// the history (taking the lock back begins another), while the guard, and its count in

@@ -454,6 +454,27 @@ fn a_broken_hold_is_recorded_when_found_once_and_a_process_exit_keeps_its_last_e
     let outcomes: Vec<&str> = spans.iter().map(|s| s.outcome).collect();
     assert_eq!(outcomes, ["lost", "released"], "{spans:#?}");
 
+    // A loss recorded when found belongs to its own hold: a later hold's loss, found at its
+    // release, is recorded too (though the first guard was leaked, and never ended).
+    let first = a.lock("h:leak").lock().unwrap();
+    other.lock("h:leak").force_unlock().unwrap();
+    assert!(wait_until(GENEROUS, || first.is_lost()));
+    settled(&a, "h:leak", 2);
+    first.leak();
+    let second = a.lock("h:leak").lock().unwrap();
+    other.lock("h:leak").force_unlock().unwrap();
+    assert!(second.unlock().unwrap_err().is_lock_lost());
+    let events = settled(&a, "h:leak", 4);
+    assert_eq!(
+        kinds(&events, &owner),
+        [
+            HistoryKind::Acquire,
+            HistoryKind::Lost,
+            HistoryKind::Acquire,
+            HistoryKind::Lost
+        ]
+    );
+
     // So is a renewed permit's, released behind its guard's back.
     let slots = a.permit_expirable_semaphore("h:slots");
     assert!(slots.try_set_permits(1).unwrap());

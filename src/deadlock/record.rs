@@ -161,7 +161,7 @@ fn parse(id: &str, fields: &[(String, String)]) -> Option<BrokenDeadlock> {
         cycle.push(step);
     }
     Some(BrokenDeadlock {
-        at_us: ms * 1000,
+        at_us: ms.saturating_mul(1000),
         victim: Owner::from_id(field("v")?),
         cycle,
     })

@@ -17,26 +17,44 @@ use crate::backend::Backend;
 /// The most time the exit's writes take, over all recorders.
 const EXIT_BOUND: Duration = Duration::from_secs(2);
 
-/// The recorders of this process, with the connections each writes through.
-static RECORDERS: Mutex<Vec<(Weak<History>, Weak<Backend>)>> = Mutex::new(Vec::new());
+/// A recorder, the connections it writes through, and the process that made it.
+struct Recorder {
+    history: Weak<History>,
+    backend: Weak<Backend>,
+    pid: u32,
+}
+
+/// The recorders of this process.
+static RECORDERS: Mutex<Vec<Recorder>> = Mutex::new(Vec::new());
 
 /// Has `history` write its last events through `backend` when the process exits, if both
 /// are alive then.
 pub(crate) fn flush_at_exit(history: &Arc<History>, backend: &Arc<Backend>) {
     register_handler();
     let mut recorders = RECORDERS.lock();
-    recorders.retain(|(h, b)| h.strong_count() > 0 && b.strong_count() > 0);
-    recorders.push((Arc::downgrade(history), Arc::downgrade(backend)));
+    recorders.retain(|r| r.history.strong_count() > 0 && r.backend.strong_count() > 0);
+    recorders.push(Recorder {
+        history: Arc::downgrade(history),
+        backend: Arc::downgrade(backend),
+        pid: std::process::id(),
+    });
 }
 
-/// Writes what every live recorder keeps, within [`EXIT_BOUND`] in all.
+/// Writes what every live recorder keeps, within [`EXIT_BOUND`] in all. A child forked
+/// without `exec` leaves its parent's recorders alone (their locks may have been held by a
+/// thread the fork did not copy, their connections are the parent's).
 fn flush_all() {
     let started = Instant::now();
-    let live: Vec<(Arc<History>, Arc<Backend>)> = RECORDERS
-        .lock()
+    let Some(recorders) = RECORDERS.try_lock_for(Duration::from_millis(100)) else {
+        return;
+    };
+    let pid = std::process::id();
+    let live: Vec<(Arc<History>, Arc<Backend>)> = recorders
         .iter()
-        .filter_map(|(h, b)| Some((h.upgrade()?, b.upgrade()?)))
+        .filter(|r| r.pid == pid)
+        .filter_map(|r| Some((r.history.upgrade()?, r.backend.upgrade()?)))
         .collect();
+    drop(recorders);
     for (history, backend) in live {
         if started.elapsed() >= EXIT_BOUND {
             log::debug!("history: the exit's time is up; later events are not written");

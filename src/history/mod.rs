@@ -23,7 +23,7 @@ mod read;
 mod spans;
 mod who;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,16 +80,6 @@ struct Buffer {
     threads: Vec<(Arc<str>, String)>,
     /// Owners whose thread names were taken.
     named: HashSet<Arc<str>>,
-    /// Losses recorded when found whose guards have not reported them yet, by track.
-    broken: HashMap<Track, u32>,
-}
-
-/// One owner's holds of one lock in one kind: lock, owner, kind.
-type Track = (Arc<str>, Arc<str>, LockKind);
-
-/// The track of an event's hold.
-fn track(s: &Subject<'_>) -> Track {
-    (Arc::clone(s.lock), Arc::clone(s.owner), s.kind)
 }
 
 /// The kind of a loss: the lease ran out (`expired`), or the hold was broken.
@@ -155,19 +145,6 @@ impl History {
     /// (a condition wait's yield ends one too). A guard that lets go with no known end
     /// records nothing.
     pub(crate) fn on_hold(&self, s: &Subject<'_>, event: &HoldEvent) {
-        // A guard's end uses up the loss recorded when it was found; a loss is not
-        // recorded twice.
-        let ends = matches!(
-            event,
-            HoldEvent::Released { .. }
-                | HoldEvent::HandedOver { .. }
-                | HoldEvent::Yielded { .. }
-                | HoldEvent::Forgotten { .. }
-                | HoldEvent::Lost { .. }
-        );
-        if ends && self.told_already(s) && matches!(event, HoldEvent::Lost { .. }) {
-            return;
-        }
         let (kind, waited, held, contended) = match *event {
             HoldEvent::Forgotten { .. } => return,
             HoldEvent::Waiting => (HistoryKind::Wait, None, None, false),
@@ -181,33 +158,16 @@ impl History {
             // acquire follows it.
             HoldEvent::HandedOver { held } => (HistoryKind::Release, None, Some(held), false),
             HoldEvent::Yielded { held } => (HistoryKind::Release, None, Some(held), false),
-            HoldEvent::Broken { held, expired } => {
-                let mut b = self.buffer.lock();
-                if b.broken.len() >= MAX_NAMED {
-                    b.broken.clear();
-                }
-                *b.broken.entry(track(s)).or_default() += 1;
-                drop(b);
-                (loss(expired), None, Some(held), false)
-            }
-            HoldEvent::Lost { held, expired } => (loss(expired), None, Some(held), false),
+            // Recorded when found; the guard's report of the same loss is left out.
+            HoldEvent::Broken { held, expired }
+            | HoldEvent::Lost {
+                held,
+                expired,
+                told: false,
+            } => (loss(expired), None, Some(held), false),
+            HoldEvent::Lost { told: true, .. } => return,
         };
         self.add(s, kind, waited, held, contended);
-    }
-
-    /// Whether the hold whose end a guard reports had its loss recorded when it was found
-    /// (`Broken`): that record is used up.
-    fn told_already(&self, s: &Subject<'_>) -> bool {
-        let mut b = self.buffer.lock();
-        let key = track(s);
-        let Some(n) = b.broken.get_mut(&key) else {
-            return false;
-        };
-        *n -= 1;
-        if *n == 0 {
-            b.broken.remove(&key);
-        }
-        true
     }
 
     /// Keeps the event `kind` of `s` until the next flush, naming the thread once per owner.

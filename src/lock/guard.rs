@@ -1,6 +1,7 @@
 //! The guard of a held reentrant lock.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -87,6 +88,9 @@ pub struct LockGuard<O: Ownership = ThreadOwned> {
     /// When the acquire that made this hold was sent (for the hold-time metric).
     pub(super) acquired_at: Instant,
     released: bool,
+    /// With the client's history on, set once this hold's loss was reported as found (see
+    /// [`report_breaks`](Self::report_breaks)); read once its watch is gone.
+    told: Option<Arc<AtomicBool>>,
     /// `!Send` for a thread's hold; nothing for a [`LockOwner`](crate::LockOwner)'s.
     _not_send: NotSendFor<O>,
 }
@@ -129,13 +133,18 @@ pub(crate) enum End {
 }
 
 impl End {
-    /// The end at `at` of a hold taken at `acquired_at`, as an event.
-    fn event(self, acquired_at: Instant, at: Instant) -> HoldEvent {
+    /// The end at `at` of a hold taken at `acquired_at`, as an event; `told`: its loss was
+    /// reported when found (`HoldEvent::Broken`).
+    fn event(self, acquired_at: Instant, at: Instant, told: bool) -> HoldEvent {
         let held = at.saturating_duration_since(acquired_at);
         match self {
             End::Released => HoldEvent::Released { held: Some(held) },
             End::Passed => HoldEvent::HandedOver { held },
-            End::Lost { expired } => HoldEvent::Lost { held, expired },
+            End::Lost { expired } => HoldEvent::Lost {
+                held,
+                expired,
+                told,
+            },
             End::Unknown => HoldEvent::Forgotten { held },
         }
     }
@@ -149,6 +158,8 @@ pub(crate) struct LetGo<O: Ownership> {
     acquired_at: Instant,
     /// When it was last known held.
     confirmed: Instant,
+    /// Whether its loss was reported when found.
+    told: bool,
 }
 
 /// When a hold of `lease` lost for `reason` ended, and whether its lease ran out (see
@@ -165,7 +176,7 @@ fn loss_of(lease: &LeaseState, reason: LostReason) -> (Instant, bool) {
 impl<O: Ownership> LetGo<O> {
     /// Reports its end at `at`, as `end` says, labelled `label`.
     pub(super) fn ended(self, label: LockKind, at: Instant, end: End) {
-        let event = end.event(self.acquired_at, at);
+        let event = end.event(self.acquired_at, at, self.told);
         self.lock.raw.emit_as(label, &self.owner, at, event);
     }
 
@@ -229,7 +240,7 @@ impl<O: Ownership> LockGuard<O> {
         if O::ONE_THREAD {
             count_thread_guard(true);
         }
-        let guard = LockGuard {
+        let mut guard = LockGuard {
             lock,
             owner,
             lease,
@@ -237,6 +248,7 @@ impl<O: Ownership> LockGuard<O> {
             token,
             acquired_at: sent_at,
             released: false,
+            told: None,
             _not_send: std::marker::PhantomData,
         };
         guard.report_breaks(label);
@@ -246,25 +258,37 @@ impl<O: Ownership> LockGuard<O> {
     /// With the client's history on, a renewed hold's loss is reported when the watchdog
     /// finds it (`HoldEvent::Broken`), through a callback of the guard's own, not only when
     /// the guard lets go: a force-unlocked hold shows in the history while its guard lives.
-    fn report_breaks(&self, label: LockKind) {
+    fn report_breaks(&mut self, label: LockKind) {
         let Some(watch) = self.watch.get() else {
             return;
         };
         if self.lock.raw.key.client.inner.history.is_none() {
             return;
         }
+        let told = Arc::new(AtomicBool::new(false));
         let (lock, owner) = (self.lock.clone(), Arc::clone(&self.owner));
         let (lease, acquired_at) = (Arc::clone(&self.lease), self.acquired_at);
+        let flag = Arc::clone(&told);
         let callback = Box::new(move |reason: LostReason| {
             let (at, expired) = loss_of(&lease, reason);
             let held = at.saturating_duration_since(acquired_at);
             let event = HoldEvent::Broken { held, expired };
             lock.raw.emit_as(label, &owner, at, event);
+            flag.store(true, Ordering::Release);
         });
         let watchdog = &self.lock.raw.key.client.inner.watchdog;
-        if let Some((callback, reason)) = watchdog.on_lost(watch, &self.lease, callback) {
-            call_lost(callback, reason, self.lock.key());
+        // Lost already (taken as the client closed): the guard's own end reports it.
+        if watchdog.on_lost(watch, &self.lease, callback).is_none() {
+            self.told = Some(told);
         }
+    }
+
+    /// Whether this hold's loss was reported when found: once its watch is gone (a callback
+    /// running then has returned, one queued was dropped).
+    fn told(&self) -> bool {
+        self.told
+            .as_ref()
+            .is_some_and(|t| t.load(Ordering::Acquire))
     }
 
     /// The lock this guard holds.
@@ -530,6 +554,7 @@ impl<O: Ownership> LockGuard<O> {
             owner: Arc::clone(&self.owner),
             acquired_at: self.acquired_at,
             confirmed: self.lease.confirmed(),
+            told: self.told(),
         }
     }
 
@@ -585,7 +610,7 @@ impl<O: Ownership> LockGuard<O> {
     /// Reports the end of this hold at `at`: released (`lost` is `None`), or lost (`true`
     /// if its lease ran out).
     fn ended(&self, at: Instant, end: End) {
-        let event = end.event(self.acquired_at, at);
+        let event = end.event(self.acquired_at, at, self.told());
         self.lock.raw.emit(&self.owner, at, event);
     }
 

@@ -1,6 +1,7 @@
 //! What both semaphores share: the checks their calls make (a name, at least one permit) and
 //! the wait their acquires end in, on the channel both publish their count on.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -60,6 +61,9 @@ pub(super) struct Report {
     waiting: bool,
     /// When the permits were taken.
     taken: Option<Instant>,
+    /// Set once the hold's loss was reported as found ([`broken`](Self::broken)), for a
+    /// hold whose loss the watchdog reports (see [`telling`](Self::telling)).
+    told: Option<Arc<AtomicBool>>,
 }
 
 impl Report {
@@ -72,6 +76,7 @@ impl Report {
             started: Instant::now(),
             waiting: false,
             taken: None,
+            told: None,
         }
     }
 
@@ -89,12 +94,27 @@ impl Report {
         events::emit(&self.client, subject, event, true);
     }
 
+    /// This hold's loss will be reported when found: the report that does it (see
+    /// [`broken`](Self::broken)), sharing with this one the flag its end reads.
+    pub(super) fn telling(&mut self) -> Report {
+        self.told = Some(Arc::new(AtomicBool::new(false)));
+        self.clone()
+    }
+
+    /// The loss will not be reported when found after all.
+    pub(super) fn untold(&mut self) {
+        self.told = None;
+    }
+
     /// The hold this call took was found lost at `at` (its lease over: `expired`), while
     /// its guard lives: recorded in the history now (see `HoldEvent::Broken`).
     pub(super) fn broken(&self, at: Instant, expired: bool) {
         if let Some(taken) = self.taken {
             let held = at.saturating_duration_since(taken);
             self.emit_at(at, HoldEvent::Broken { held, expired });
+        }
+        if let Some(told) = &self.told {
+            told.store(true, Ordering::Release);
         }
     }
 
@@ -147,6 +167,10 @@ impl Report {
             End::Lost => HoldEvent::Lost {
                 held,
                 expired: false,
+                told: self
+                    .told
+                    .as_ref()
+                    .is_some_and(|t| t.load(Ordering::Acquire)),
             },
             End::Kept => HoldEvent::Forgotten { held },
         });

@@ -82,19 +82,24 @@ impl PermitGuard {
         };
         let watchdog = &semaphore.raw.client.inner.watchdog;
         let watched = watchdog.watch(&semaphore.raw.name, renewal, sent_at, 1, None);
+        let mut report = report;
         if semaphore.raw.client.inner.history.is_some() {
             // The loss is recorded when the watchdog finds it, not only at the release.
-            let (report, lease) = (report.clone(), Arc::clone(&watched.1));
+            let (told, lease) = (report.telling(), Arc::clone(&watched.1));
             let callback = Box::new(move |reason: LostReason| {
-                let expired = reason != LostReason::NotHeld;
-                let at = match expired {
-                    true => lease.expires(),
-                    false => lease.confirmed(),
+                let at = match reason {
+                    LostReason::NotHeld => lease.confirmed(),
+                    _ => lease.expires(),
                 };
-                report.broken(at.min(Instant::now()), expired);
+                let expired = matches!(
+                    reason,
+                    LostReason::LeaseExpired | LostReason::MaxHoldReached
+                );
+                told.broken(at.min(Instant::now()), expired);
             });
-            if let Some((callback, reason)) = watchdog.on_lost(watched.0, &watched.1, callback) {
-                call_lost(callback, reason, &semaphore.raw.name);
+            // Lost already (taken as the client closed): the release reports it.
+            if watchdog.on_lost(watched.0, &watched.1, callback).is_some() {
+                report.untold();
             }
         }
         log::debug!(
