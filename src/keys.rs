@@ -595,6 +595,7 @@ mod tests {
             lock_order("<first>", "<second>").replacen(":7:", ":<n>:", 1),
             history("<client uuid>"),
             history_who("<client uuid>"),
+            DEADLOCKS.to_owned(),
         ]);
         keys
     }

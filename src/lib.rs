@@ -264,7 +264,8 @@
 //! | `redlatch_waiting:{<client uuid>}` | deadlock detection (ours): HASH owner → `<expires> <since> <lock>`, the lock each of the client's recorded waiters waits for |
 //! | `redlatch_order:<n>:<first>:<second>` | [lock-order warnings](crate::_guide::deadlocks) (ours, opt-in): HASH of the orders in which owners took two locks, `<d><held mode><taken mode>` → `<ms> <who and where>`, plus `first` and `second` (the names, `<n>` the first's length in bytes); a day's TTL, renewed while the pair recurs |
 //! | `redlatch_history:{<client uuid>}` | [history](crate::ConfigBuilder::history) (ours, opt-in): a client's capped STREAM of events (`k` kind, `l` lock, `o` owner, `m` lock kind, `t` server µs, `w` waited µs, `h` held µs); a day's TTL past its last write |
-//! | `redlatch_history_who:{<client uuid>}` | history (ours): HASH `client`, `host`, `pid`, and `thread:<owner>` → thread name, for the stream beside it |
+//! | `redlatch_history_who:{<client uuid>}` | history and deadlock detection (ours): HASH `client`, `host`, `pid`, and `thread:<owner>` → thread name, who the client and its owners are |
+//! | `redlatch_deadlocks` | deadlock detection (ours): the broken deadlocks, a capped STREAM (about 1,000, a week's TTL), each member's owner, lock and who it is |
 //!
 //! # Differences from `std::sync::Mutex`
 //!

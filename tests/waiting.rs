@@ -24,6 +24,19 @@ fn waiter_of_another_client_acquires_within_50ms_of_unlock_and_sends_nothing_whi
     let holder = Client::open(server.url()).unwrap();
     let waiter_client = Client::open(server.url()).unwrap();
     let mut raw = server.conn();
+    // The holder's pub/sub connection up before it holds anything: one that connects late
+    // checks the holds taken before it at once (a renewal inside the quiet window below).
+    let warm = waiter_client.lock("wait:warm").lock().unwrap();
+    let holder_waits = {
+        let lock = holder.lock("wait:warm");
+        std::thread::spawn(move || drop(lock.lock().unwrap()))
+    };
+    assert!(wait_until(Duration::from_secs(20), || numsub(
+        &mut raw,
+        "redisson_lock__channel:{wait:warm}"
+    ) == 1));
+    drop(warm);
+    holder_waits.join().unwrap();
     let channel = "redisson_lock__channel:{wait:x}";
     let mut latencies = Vec::new();
     for round in 0..5 {
