@@ -9,7 +9,7 @@
 //! client threads 10 nice levels below the server, which then runs whenever it has work (on one
 //! machine, the nearest to a server on a host of its own).
 //! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput,
-//! condition, election, deadlock, deadlock_cost, semaphore, lock_set. To add one: a
+//! condition, election, deadlock, deadlock_cost, semaphore, lock_set, family. To add one: a
 //! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 #[path = "locks/condition.rs"]
@@ -18,6 +18,8 @@ mod condition;
 mod deadlock;
 #[path = "locks/election.rs"]
 mod election;
+#[path = "locks/family.rs"]
+mod family;
 #[path = "locks/lock_set.rs"]
 mod lock_set;
 #[path = "locks/memory.rs"]
@@ -59,6 +61,7 @@ const WORKLOADS: &[&str] = &[
     "deadlock_cost",
     "semaphore",
     "lock_set",
+    "family",
 ];
 
 fn main() {
@@ -121,6 +124,7 @@ fn main() {
             "deadlock_cost" => deadlock::deadlock_cost(&mut ctx),
             "semaphore" => semaphore::semaphore(&mut ctx),
             "lock_set" => lock_set::lock_set(&mut ctx),
+            "family" => family::family(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());

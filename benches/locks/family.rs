@@ -1,0 +1,386 @@
+//! `family`: what each common cycle of the family costs the server, ours against Redisson's
+//! own scripts for the same work, sent raw (EVALSHA on a bare connection) on the same server
+//! in the same run: server CPU per cycle (`INFO cpu`, user + system), and its ratio to the
+//! cheaper of Redisson 4.7.0 and 3.17.0.
+//!
+//! **One pace.** What a command costs the server depends on how fast its client sends: a
+//! server kept busy handles each event-loop turn's reads together, an idle one wakes for
+//! every command. A side that runs flat out would be measured at its own speed, flattering the
+//! faster. So every side runs its cycles at one pace, [`PACE`] apart (a cycle starts at its
+//! slot, or at once if the previous one overran it; a side that falls behind is reported),
+//! and the sides alternate in [`ROUNDS`] rounds of [`CYCLES`], the median round counting.
+//!
+//! Redisson's scripts, as its Java sends them (tags of github.com/redisson/redisson,
+//! `redisson/src/main/java/org/redisson/`):
+//! - lock: `RedissonLock.java` `tryLockInnerAsync` lines 214-222 and `unlockInnerAsync`
+//!   lines 347-370 at `redisson-4.7.0`; lines 196-208 and 340-355 at `redisson-3.17.0`;
+//! - semaphore: `RedissonSemaphore.java` `tryAcquireAsync0` lines 265-273 and
+//!   `releaseAsync` lines 458-461 at 4.7.0; lines 266-273 and 451-454 at 3.17.0;
+//! - latch: `RedissonCountDownLatch.java` `trySetCountAsync` lines 286-297 and
+//!   `countDownAsync` lines 253-258 at 4.7.0; lines 285-296 and 253-258 at 3.17.0.
+//!
+//! The floor: two PINGs a cycle at the same pace, what the round trips cost with no work in
+//! them; each side's cost above it is its scripts'. Keys left: the keys of ours naming the
+//! object that its cycles left alive (receipts waiting for their batched delete).
+
+use std::time::{Duration, Instant};
+
+use super::{raw_connection, server_cpu_us, Ctx, Json};
+
+/// How far apart the cycles of every side start.
+const PACE: Duration = Duration::from_micros(500);
+/// Cycles per round.
+const CYCLES: usize = 2000;
+/// Rounds per side; the median counts.
+const ROUNDS: usize = 3;
+
+/// Redisson 4.7.0's lock acquire (`tryLockInnerAsync`).
+const LOCK_4_7: &str = "if ((redis.call('exists', KEYS[1]) == 0) \
+    or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
+    redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+    redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; \
+    return redis.call('pttl', KEYS[1]);";
+/// Redisson 4.7.0's unlock (`unlockInnerAsync`), with its unlock latch.
+const UNLOCK_4_7: &str = "local val = redis.call('get', KEYS[3]); \
+    if val ~= false then return tonumber(val); end; \
+    if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; \
+    local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+    if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); \
+    redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; \
+    else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); \
+    redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end;";
+/// Redisson 3.17.0's lock acquire.
+const LOCK_3_17: &str = "if (redis.call('exists', KEYS[1]) == 0) then \
+    redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); \
+    return nil; end; \
+    if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
+    redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); \
+    return nil; end; \
+    return redis.call('pttl', KEYS[1]);";
+/// Redisson 3.17.0's unlock.
+const UNLOCK_3_17: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+    return nil; end; \
+    local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+    if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; \
+    else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; \
+    return nil;";
+/// Redisson's semaphore acquire, the same in 4.7.0 and 3.17.0.
+const SEM_ACQUIRE: &str = "local value = redis.call('get', KEYS[1]); \
+    if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then \
+    local val = redis.call('decrby', KEYS[1], ARGV[1]); return 1; end; return 0;";
+/// Redisson 4.7.0's semaphore release (the publish command an argument).
+const SEM_RELEASE_4_7: &str = "local value = redis.call('incrby', KEYS[1], ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], value); ";
+/// Redisson 3.17.0's semaphore release.
+const SEM_RELEASE_3_17: &str = "local value = redis.call('incrby', KEYS[1], ARGV[1]); \
+    redis.call('publish', KEYS[2], value); ";
+/// Redisson 4.7.0's latch `trySetCount`.
+const LATCH_SET_4_7: &str = "if redis.call('exists', KEYS[1]) == 0 then \
+    redis.call('set', KEYS[1], ARGV[2]); redis.call(ARGV[3], KEYS[2], ARGV[1]); \
+    return 1 else return 0 end";
+/// Redisson 4.7.0's latch `countDown`.
+const LATCH_DOWN_4_7: &str = "local v = redis.call('decr', KEYS[1]);\
+    if v <= 0 then redis.call('del', KEYS[1]) end;\
+    if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
+/// Redisson 3.17.0's latch `trySetCount`.
+const LATCH_SET_3_17: &str = "if redis.call('exists', KEYS[1]) == 0 then \
+    redis.call('set', KEYS[1], ARGV[2]); redis.call('publish', KEYS[2], ARGV[1]); \
+    return 1 else return 0 end";
+/// Redisson 3.17.0's latch `countDown`.
+const LATCH_DOWN_3_17: &str = "local v = redis.call('decr', KEYS[1]);\
+    if v <= 0 then redis.call('del', KEYS[1]) end;\
+    if v == 0 then redis.call('publish', KEYS[2], ARGV[1]) end;";
+
+/// One cycle of one side.
+type Cycle<'a> = Box<dyn FnMut() + 'a>;
+
+/// One cycle kind: ours (on the object `object`), and Redisson's at 4.7.0 and 3.17.0.
+struct Kind<'a> {
+    name: &'static str,
+    object: &'static str,
+    ours: Cycle<'a>,
+    theirs: [Cycle<'a>; 2],
+}
+
+pub(super) fn family(ctx: &mut Ctx) -> Json {
+    let client = ctx.client();
+    let holder = ctx.client();
+    let url = ctx.url.clone();
+    let held = holder
+        .lock("fam:held")
+        .lock()
+        .expect("the lock held elsewhere");
+    let mut kinds = vec![
+        lock_kind("lock", "fam:lock", &url, client.lock("fam:lock"), 30_000),
+        lock_kind(
+            "lock_leased",
+            "fam:leased",
+            &url,
+            client
+                .lock("fam:leased")
+                .with_lease(Duration::from_secs(60)),
+            60_000,
+        ),
+        busy_kind(&url, client.lock("fam:held")),
+        semaphore_kind(&url, &client),
+        latch_kind(&url, &client),
+    ];
+    let mut json = ctx.json("family");
+    // The floor: what two round trips at the pace cost the server with no work in them.
+    let mut ping = raw_connection(&url);
+    let mut floor: Cycle<'_> = Box::new(move || {
+        for _ in 0..2 {
+            let _: String = redis::cmd("PING").query(&mut ping).expect("PING");
+        }
+    });
+    let mut floors: Vec<f64> = (0..ROUNDS)
+        .map(|_| paced(&mut ctx.raw, &mut floor).0)
+        .collect();
+    let floor_us = median(&mut floors);
+    eprintln!(
+        "family: two PINGs a cycle cost the server {floor_us:.1} us at one cycle per {} us",
+        PACE.as_micros()
+    );
+    let mut worst: f64 = 0.0;
+    for kind in &mut kinds {
+        let mut sides: Vec<Vec<f64>> = vec![Vec::new(); 3];
+        let mut behind = [false; 3];
+        for _ in 0..ROUNDS {
+            for (side, samples) in sides.iter_mut().enumerate() {
+                let cycle: &mut Cycle<'_> = match side {
+                    0 => &mut kind.ours,
+                    n => &mut kind.theirs[n - 1],
+                };
+                let (cpu, late) = paced(&mut ctx.raw, cycle);
+                samples.push(cpu);
+                behind[side] |= late;
+            }
+        }
+        let left = left_behind(&mut ctx.raw, kind.object);
+        let [ours, v47, v317] = [0, 1, 2].map(|i| median(&mut sides[i]));
+        let ratio = ours / v47.min(v317);
+        worst = worst.max(ratio);
+        eprintln!(
+            "family {:<13} server CPU per cycle: ours {ours:5.1} us, 4.7.0 {v47:5.1} us, 3.17.0 \
+             {v317:5.1} us: ratio {ratio:.2} to the cheaper ({:.2} to 4.7.0); above the floor \
+             {:.1} / {:.1} / {:.1} us; our keys alive after {} cycles: {}{}",
+            kind.name,
+            ours / v47,
+            ours - floor_us,
+            v47 - floor_us,
+            v317 - floor_us,
+            ROUNDS * (CYCLES + 50),
+            left,
+            if behind.iter().any(|b| *b) {
+                "; a side fell behind the pace"
+            } else {
+                ""
+            }
+        );
+        json = json
+            .num(&format!("{}_server_us", kind.name), ours)
+            .num(&format!("{}_server_us_4_7_0", kind.name), v47)
+            .num(&format!("{}_server_us_3_17_0", kind.name), v317)
+            .num2(&format!("{}_ratio", kind.name), ratio)
+            .num2(&format!("{}_ratio_4_7_0", kind.name), ours / v47)
+            .num(&format!("{}_keys_left", kind.name), left as f64);
+    }
+    drop(held);
+    json.num("pace_us", PACE.as_micros() as f64)
+        .num("floor_server_us", floor_us)
+        .num2("worst_ratio", worst)
+}
+
+/// Runs `cycle` [`CYCLES`] times, [`PACE`] apart: the server's CPU per cycle in µs, and
+/// whether the cycles fell behind their slots by more than a tenth of the round.
+fn paced(raw: &mut redis::Connection, cycle: &mut Cycle<'_>) -> (f64, bool) {
+    for _ in 0..50 {
+        cycle();
+    }
+    let cpu0 = server_cpu_us(raw);
+    let start = Instant::now();
+    for i in 0..CYCLES {
+        let due = start + PACE * i as u32;
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        cycle();
+    }
+    let late = start.elapsed() > PACE * (CYCLES as u32) * 11 / 10;
+    let cpu = server_cpu_us(raw) - cpu0;
+    (cpu / CYCLES as f64, late)
+}
+
+fn median(samples: &mut [f64]) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// The keys of ours that `object`'s cycles left alive: every key naming it in a hash tag
+/// (receipts, latches) but the semaphore's generation, which is kept for good.
+fn left_behind(raw: &mut redis::Connection, object: &str) -> usize {
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{{{object}}}*"))
+        .query(raw)
+        .expect("KEYS");
+    keys.iter()
+        .filter(|k| !k.starts_with("redlatch_semaphore:"))
+        .count()
+}
+
+/// Redisson's lock and unlock, raw, on `name` as owner `owner`, with `lease` ms.
+fn redisson_lock_cycle<'a>(url: &str, version: usize, name: &'a str, lease: u64) -> Cycle<'a> {
+    let mut conn = raw_connection(url);
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let (lock, unlock) = match version {
+        0 => (LOCK_4_7, UNLOCK_4_7),
+        _ => (LOCK_3_17, UNLOCK_3_17),
+    };
+    let (lock, unlock) = (redis::Script::new(lock), redis::Script::new(unlock));
+    let mut n: u64 = 0;
+    Box::new(move || {
+        let owner = "3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1";
+        let _: Option<i64> = lock
+            .key(name)
+            .arg(lease)
+            .arg(owner)
+            .invoke(&mut conn)
+            .expect("raw lock");
+        n += 1;
+        let mut call = unlock.key(name);
+        call.key(&channel);
+        if version == 0 {
+            call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+        }
+        call.arg(0).arg(lease).arg(owner);
+        if version == 0 {
+            call.arg("publish").arg(13_500);
+        }
+        let _: Option<i64> = call.invoke(&mut conn).expect("raw unlock");
+    })
+}
+
+fn lock_kind<'a>(
+    name: &'static str,
+    object: &'static str,
+    url: &str,
+    lock: redlatch::Lock,
+    lease: u64,
+) -> Kind<'a> {
+    let raw = ["fam:raw:lock:4", "fam:raw:lock:3"];
+    Kind {
+        name,
+        object,
+        ours: Box::new(move || drop(lock.lock().expect("lock"))),
+        theirs: [0, 1].map(|v| redisson_lock_cycle(url, v, raw[v], lease)),
+    }
+}
+
+/// A `try_lock` of a lock another owner holds: refused.
+fn busy_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let _: () = redis::cmd("HSET")
+            .arg("fam:raw:held")
+            .arg("someone-else:1")
+            .arg(1)
+            .query(&mut conn)
+            .expect("raw holder");
+        let script = redis::Script::new(if version == 0 { LOCK_4_7 } else { LOCK_3_17 });
+        Box::new(move || {
+            let ttl: Option<i64> = script
+                .key("fam:raw:held")
+                .arg(30_000)
+                .arg("3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1")
+                .invoke(&mut conn)
+                .expect("raw try_lock");
+            assert!(ttl.is_some(), "the raw lock is held");
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "try_lock_busy",
+        object: "fam:held",
+        ours: Box::new(move || assert!(lock.try_lock().expect("try_lock").is_none())),
+        theirs,
+    }
+}
+
+fn semaphore_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
+    let sem = client.semaphore("fam:sem");
+    sem.try_set_permits(1).expect("permits");
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let key = ["fam:raw:sem:4", "fam:raw:sem:3"][version];
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(1)
+            .query(&mut conn)
+            .expect("raw permits");
+        let acquire = redis::Script::new(SEM_ACQUIRE);
+        let release = redis::Script::new(if version == 0 {
+            SEM_RELEASE_4_7
+        } else {
+            SEM_RELEASE_3_17
+        });
+        let channel = format!("redisson_sc:{{{key}}}");
+        Box::new(move || {
+            let got: i64 = acquire
+                .key(key)
+                .arg(1)
+                .invoke(&mut conn)
+                .expect("raw acquire");
+            assert_eq!(got, 1);
+            let mut call = release.key(key);
+            call.key(&channel).arg(1);
+            if version == 0 {
+                call.arg("publish");
+            }
+            let _: () = call.invoke(&mut conn).expect("raw release");
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "semaphore",
+        object: "fam:sem",
+        ours: Box::new(move || sem.acquire(1).expect("acquire").release().expect("release")),
+        theirs,
+    }
+}
+
+fn latch_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
+    let latch = client.count_down_latch("fam:latch");
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let key = ["fam:raw:latch:4", "fam:raw:latch:3"][version];
+        let (set, down) = match version {
+            0 => (LATCH_SET_4_7, LATCH_DOWN_4_7),
+            _ => (LATCH_SET_3_17, LATCH_DOWN_3_17),
+        };
+        let (set, down) = (redis::Script::new(set), redis::Script::new(down));
+        let channel = format!("redisson_countdownlatch__channel__{{{key}}}");
+        Box::new(move || {
+            let mut call = set.key(key);
+            call.key(&channel).arg(1).arg(1);
+            if version == 0 {
+                call.arg("publish");
+            }
+            let set: i64 = call.invoke(&mut conn).expect("raw trySetCount");
+            assert_eq!(set, 1);
+            let mut call = down.key(key);
+            call.key(&channel).arg(0);
+            if version == 0 {
+                call.arg("publish");
+            }
+            let _: Option<i64> = call.invoke(&mut conn).expect("raw countDown");
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "latch",
+        object: "fam:latch",
+        ours: Box::new(move || {
+            assert!(latch.try_set_count(1).expect("try_set_count"));
+            latch.count_down().expect("count_down");
+        }),
+        theirs,
+    }
+}
