@@ -17,7 +17,10 @@
 //! - semaphore: `RedissonSemaphore.java` `tryAcquireAsync0` lines 265-273 and
 //!   `releaseAsync` lines 458-461 at 4.7.0; lines 266-273 and 451-454 at 3.17.0;
 //! - latch: `RedissonCountDownLatch.java` `trySetCountAsync` lines 286-297 and
-//!   `countDownAsync` lines 253-258 at 4.7.0; lines 285-296 and 253-258 at 3.17.0.
+//!   `countDownAsync` lines 253-258 at 4.7.0; lines 285-296 and 253-258 at 3.17.0;
+//! - fair, read and write locks: the files in `benches/locks/redisson/`, each naming its
+//!   source lines, its keys and arguments (the fair lock's `lock()` is its `EVAL_LONG`
+//!   acquire).
 //!
 //! The floor: two PINGs a cycle at the same pace, what the round trips cost with no work in
 //! them; each side's cost above it is its scripts'. Keys left: the keys of ours naming the
@@ -122,6 +125,9 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
             60_000,
         ),
         busy_kind(&url, client.lock("fam:held")),
+        fair_kind(&url, client.fair_lock("fam:fair")),
+        read_kind(&url, client.read_write_lock("fam:rw").read()),
+        write_kind(&url, client.read_write_lock("fam:rww").write()),
         semaphore_kind(&url, &client),
         latch_kind(&url, &client),
     ];
@@ -240,7 +246,7 @@ fn redisson_lock_cycle<'a>(url: &str, version: usize, name: &'a str, lease: u64)
     let (lock, unlock) = (redis::Script::new(lock), redis::Script::new(unlock));
     let mut n: u64 = 0;
     Box::new(move || {
-        let owner = "3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1";
+        let owner = OWNER;
         let _: Option<i64> = lock
             .key(name)
             .arg(lease)
@@ -255,7 +261,7 @@ fn redisson_lock_cycle<'a>(url: &str, version: usize, name: &'a str, lease: u64)
         }
         call.arg(0).arg(lease).arg(owner);
         if version == 0 {
-            call.arg("publish").arg(13_500);
+            call.arg("publish").arg(LATCH_TTL);
         }
         let _: Option<i64> = call.invoke(&mut conn).expect("raw unlock");
     })
@@ -292,7 +298,7 @@ fn busy_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
             let ttl: Option<i64> = script
                 .key("fam:raw:held")
                 .arg(30_000)
-                .arg("3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1")
+                .arg(OWNER)
                 .invoke(&mut conn)
                 .expect("raw try_lock");
             assert!(ttl.is_some(), "the raw lock is held");
@@ -381,6 +387,170 @@ fn latch_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
             assert!(latch.try_set_count(1).expect("try_set_count"));
             latch.count_down().expect("count_down");
         }),
+        theirs,
+    }
+}
+
+/// The owner the raw sides hold as.
+const OWNER: &str = "3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1";
+/// The time to live Redisson 4.x gives an unlock latch (its default `timeout`, ms).
+const LATCH_TTL: u64 = 13_500;
+
+/// Redisson's script `name` at `version` (0: 4.7.0, 1: 3.17.0), from `benches/locks/redisson/`.
+fn redisson(name: &str, version: usize) -> redis::Script {
+    let source = match (name, version) {
+        ("fair_lock", 0) => include_str!("redisson/fair_lock_4_7_0.lua"),
+        ("fair_lock", _) => include_str!("redisson/fair_lock_3_17_0.lua"),
+        ("fair_unlock", 0) => include_str!("redisson/fair_unlock_4_7_0.lua"),
+        ("fair_unlock", _) => include_str!("redisson/fair_unlock_3_17_0.lua"),
+        ("read_lock", 0) => include_str!("redisson/read_lock_4_7_0.lua"),
+        ("read_lock", _) => include_str!("redisson/read_lock_3_17_0.lua"),
+        ("read_unlock", 0) => include_str!("redisson/read_unlock_4_7_0.lua"),
+        ("read_unlock", _) => include_str!("redisson/read_unlock_3_17_0.lua"),
+        ("write_lock", 0) => include_str!("redisson/write_lock_4_7_0.lua"),
+        ("write_lock", _) => include_str!("redisson/write_lock_3_17_0.lua"),
+        ("write_unlock", 0) => include_str!("redisson/write_unlock_4_7_0.lua"),
+        _ => include_str!("redisson/write_unlock_3_17_0.lua"),
+    };
+    redis::Script::new(source)
+}
+
+/// The client's clock in ms, as Redisson's fair lock sends it.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A fair lock's `lock()` (Redisson's `EVAL_LONG` acquire) and unlock, nobody waiting.
+fn fair_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let name = ["fam:raw:fair:4", "fam:raw:fair:3"][version];
+        let (queue, timeouts) = (
+            format!("redisson_lock_queue:{{{name}}}"),
+            format!("redisson_lock_timeout:{{{name}}}"),
+        );
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let (acquire, release) = (
+            redisson("fair_lock", version),
+            redisson("fair_unlock", version),
+        );
+        let mut n: u64 = 0;
+        Box::new(move || {
+            let ttl: Option<i64> = acquire
+                .key(name)
+                .key(&queue)
+                .key(&timeouts)
+                .arg(30_000)
+                .arg(OWNER)
+                .arg(300_000)
+                .arg(now_ms())
+                .invoke(&mut conn)
+                .expect("raw fair lock");
+            assert!(ttl.is_none(), "the raw fair lock is free");
+            n += 1;
+            let mut call = release.key(name);
+            call.key(&queue).key(&timeouts).key(&channel);
+            if version == 0 {
+                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+            }
+            call.arg(0).arg(30_000).arg(OWNER).arg(now_ms());
+            if version == 0 {
+                call.arg("publish").arg(LATCH_TTL);
+            }
+            let _: Option<i64> = call.invoke(&mut conn).expect("raw fair unlock");
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "fair_lock",
+        object: "fam:fair",
+        ours: Box::new(move || drop(lock.lock().expect("fair lock"))),
+        theirs,
+    }
+}
+
+/// A read lock's acquire and unlock, nobody else holding.
+fn read_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let name = ["fam:raw:rw:4", "fam:raw:rw:3"][version];
+        let timeouts = format!("{{{name}}}:{OWNER}:rwlock_timeout");
+        let channel = format!("redisson_rwlock:{{{name}}}");
+        let prefix = format!("{{{name}}}");
+        let (acquire, release) = (
+            redisson("read_lock", version),
+            redisson("read_unlock", version),
+        );
+        let mut n: u64 = 0;
+        Box::new(move || {
+            let ttl: Option<i64> = acquire
+                .key(name)
+                .key(&timeouts)
+                .arg(30_000)
+                .arg(OWNER)
+                .arg(format!("{OWNER}:write"))
+                .invoke(&mut conn)
+                .expect("raw read lock");
+            assert!(ttl.is_none(), "the raw read lock is free");
+            n += 1;
+            let mut call = release.key(name);
+            call.key(&channel).key(&timeouts).key(&prefix);
+            if version == 0 {
+                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+            }
+            call.arg(0).arg(OWNER);
+            if version == 0 {
+                call.arg("publish").arg(LATCH_TTL);
+            }
+            let _: Option<i64> = call.invoke(&mut conn).expect("raw read unlock");
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "read_lock",
+        object: "fam:rw",
+        ours: Box::new(move || drop(lock.lock().expect("read lock"))),
+        theirs,
+    }
+}
+
+/// A write lock's acquire and unlock, nobody else holding.
+fn write_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let name = ["fam:raw:rww:4", "fam:raw:rww:3"][version];
+        let channel = format!("redisson_rwlock:{{{name}}}");
+        let writer = format!("{OWNER}:write");
+        let (acquire, release) = (
+            redisson("write_lock", version),
+            redisson("write_unlock", version),
+        );
+        let mut n: u64 = 0;
+        Box::new(move || {
+            let ttl: Option<i64> = acquire
+                .key(name)
+                .arg(30_000)
+                .arg(&writer)
+                .invoke(&mut conn)
+                .expect("raw write lock");
+            assert!(ttl.is_none(), "the raw write lock is free");
+            n += 1;
+            let mut call = release.key(name);
+            call.key(&channel);
+            if version == 0 {
+                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+            }
+            call.arg(1).arg(30_000).arg(&writer);
+            if version == 0 {
+                call.arg("publish").arg(LATCH_TTL);
+            }
+            let _: Option<i64> = call.invoke(&mut conn).expect("raw write unlock");
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "write_lock",
+        object: "fam:rww",
+        ours: Box::new(move || drop(lock.lock().expect("write lock"))),
         theirs,
     }
 }

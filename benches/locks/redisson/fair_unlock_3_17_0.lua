@@ -1,0 +1,6 @@
+-- The reference, not used by redlatch: Redisson 3.17.0's script as its Java sends it
+-- (redisson/src/main/java/org/redisson/RedissonFairLock.java, lines 240 to 277, at the tag
+-- redisson-3.17.0), its string literals joined.
+-- KEYS[1] lock name, KEYS[2] queue, KEYS[3] timeout set, KEYS[4] redisson_lock__channel:{name}
+-- ARGV[1] message 0, ARGV[2] lease ms, ARGV[3] owner, ARGV[4] the client's time ms
+while true do local firstThreadId2 = redis.call('lindex', KEYS[2], 0);if firstThreadId2 == false then break;end; local timeout = tonumber(redis.call('zscore', KEYS[3], firstThreadId2));if timeout <= tonumber(ARGV[4]) then redis.call('zrem', KEYS[3], firstThreadId2); redis.call('lpop', KEYS[2]); else break;end; end;if (redis.call('exists', KEYS[1]) == 0) then local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; return 1; end;if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; end; redis.call('del', KEYS[1]); local nextThreadId = redis.call('lindex', KEYS[2], 0); if nextThreadId ~= false then redis.call('publish', KEYS[4] .. ':' .. nextThreadId, ARGV[1]); end; return 1; 
