@@ -483,6 +483,12 @@ fn blame(s: &Seen<'_>, frame: Interval) -> Vec<Blame> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The activities of `events` over the second before `now`, the server knowing nothing
+    /// more.
+    fn second(events: &[HistoryEvent], now: u64) -> Vec<Activity> {
+        activities(&[], events, &Server::default(), now, Duration::from_secs(1))
+    }
     use crate::hold::LockKind;
 
     const MS: u64 = 1000;
@@ -530,13 +536,7 @@ mod tests {
             waited(event(Acquire, "b", 100), 90),
         ];
         let now = 1_000_000_000 + 150 * MS;
-        let top = activities(
-            &[],
-            &events,
-            &Server::default(),
-            now,
-            Duration::from_secs(1),
-        );
+        let top = second(&events, now);
         assert_eq!(top.len(), 1);
         let l = &top[0];
         assert_eq!((l.acquisitions_per_s, l.contended_per_s), (2.0, 1.0));
@@ -563,13 +563,7 @@ mod tests {
             event(Wait, "w", 20),
         ];
         let now = 1_000_000_000 + 2_000 * MS;
-        let top = activities(
-            &[],
-            &events,
-            &Server::default(),
-            now,
-            Duration::from_secs(1),
-        );
+        let top = second(&events, now);
         let blamed: Vec<(&str, u64)> = top[0]
             .blame
             .iter()
@@ -595,13 +589,7 @@ mod tests {
             in_set(event(Release, "a", 100)),
         ];
         let now = 1_000_000_000 + 150 * MS;
-        let top = activities(
-            &[],
-            &events,
-            &Server::default(),
-            now,
-            Duration::from_secs(1),
-        );
+        let top = second(&events, now);
         let blamed = blamed(&top[0]);
         // b waited 20..100 ms behind both of a's holds: 80 ms, one wait.
         assert_eq!(blamed, [("a", 80, 1)]);
