@@ -454,6 +454,32 @@ fn a_broken_hold_is_recorded_when_found_once_and_a_process_exit_keeps_its_last_e
     let outcomes: Vec<&str> = spans.iter().map(|s| s.outcome).collect();
     assert_eq!(outcomes, ["lost", "released"], "{spans:#?}");
 
+    // Found by the check that a pub/sub reconnect asks for, long before the next renewal
+    // (every 10 s with the default lease): the client's subscribed connection is killed.
+    let slow = support::client_with(&server, |b| b.history(true));
+    let held = slow.lock("h:reconnect").lock().unwrap();
+    let busy = other.lock("h:busy").lock().unwrap();
+    let waiter = {
+        let lock = slow.lock("h:busy");
+        thread::spawn(move || lock.try_lock_for(GENEROUS).map(|g| g.is_some()))
+    };
+    let mut conn = server.conn();
+    let channel = "redisson_lock__channel:{h:busy}";
+    assert!(wait_until(GENEROUS, || support::numsub(&mut conn, channel) == 1));
+    other.lock("h:reconnect").force_unlock().unwrap();
+    let killed = std::time::Instant::now();
+    assert!(support::kill_pubsub_connections(&mut conn) > 0);
+    assert!(wait_until(GENEROUS, || held.is_lost()));
+    assert!(killed.elapsed() < Duration::from_secs(8), "{killed:?}");
+    let events = settled(&slow, "h:reconnect", 2);
+    assert_eq!(
+        kinds(&events, held.owner()),
+        [HistoryKind::Acquire, HistoryKind::Lost]
+    );
+    drop(busy);
+    assert!(waiter.join().unwrap().unwrap());
+    drop(held);
+
     // A loss recorded when found belongs to its own hold: a later hold's loss, found at its
     // release, is recorded too (though the first guard was leaked, and never ended).
     let first = a.lock("h:leak").lock().unwrap();
