@@ -107,6 +107,7 @@ fn main() {
         threads,
         rounds,
         server_first,
+        callgrind: server.callgrind(),
     };
     eprintln!("ping p50 {ping_p50_us:.1} us (5000 PINGs, one connection)");
     for name in &names {
@@ -129,6 +130,11 @@ fn main() {
         };
         println!("{}", json.finish());
     }
+}
+
+/// Whether the server is to run under callgrind (`BENCH_CALLGRIND=1`).
+fn callgrind_wanted() -> bool {
+    std::env::var("BENCH_CALLGRIND").is_ok_and(|v| v == "1")
 }
 
 /// A bare connection to the server at `url`, for the raw sides.
@@ -154,6 +160,9 @@ struct Ctx {
     rounds: Option<usize>,
     /// `throughput`'s client threads run below the server's priority (`--server-first`).
     server_first: bool,
+    /// With `BENCH_CALLGRIND=1` the server runs under valgrind's callgrind: its process id
+    /// and the folder of its dumps, for `family`'s count of the server's instructions.
+    callgrind: Option<(u32, PathBuf)>,
 }
 
 impl Ctx {
@@ -905,7 +914,18 @@ impl Server {
         let dir =
             std::env::temp_dir().join(format!("redlatch-bench-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let child = Command::new(&bin)
+        // `BENCH_CALLGRIND=1`: the server under callgrind, counting its instructions (see
+        // `family.rs`); everything it does is about 50 times slower.
+        let mut command = if callgrind_wanted() {
+            let mut c = Command::new("valgrind");
+            c.args(["--tool=callgrind", "--collect-atstart=yes"])
+                .arg(format!("--callgrind-out-file={}/cg.%p", dir.display()))
+                .arg(&bin);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        let child = command
             .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
             .args(["--port", &port.to_string()])
             .arg("--dir")
@@ -921,7 +941,7 @@ impl Server {
             dir,
             url: format!("redis://127.0.0.1:{port}/"),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
                 panic!("`{bin}` exited at startup: {status}");
@@ -933,10 +953,15 @@ impl Server {
             }
             assert!(
                 Instant::now() < deadline,
-                "`{bin}` did not answer PING within 10 s"
+                "`{bin}` did not answer PING within 30 s"
             );
             thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The server's process id and dump folder when it runs under callgrind.
+    fn callgrind(&self) -> Option<(u32, PathBuf)> {
+        callgrind_wanted().then(|| (self.child.id(), self.dir.clone()))
     }
 
     fn try_connect(&self) -> redis::RedisResult<redis::Connection> {

@@ -22,6 +22,9 @@
 //!   source lines, its keys and arguments (the fair lock's `lock()` is its `EVAL_LONG`
 //!   acquire).
 //!
+//! With `BENCH_CALLGRIND=1` the server runs under valgrind's callgrind, and each side's
+//! count is the server's user-space instructions per cycle instead (see [`counted`]).
+//!
 //! The floor: two PINGs a cycle at the same pace, what the round trips cost with no work in
 //! them; each side's cost above it is its scripts'. Keys left: the keys of ours naming the
 //! object that its cycles left alive (receipts waiting for their batched delete).
@@ -131,6 +134,11 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         semaphore_kind(&url, &client),
         latch_kind(&url, &client),
     ];
+    if let Some((pid, dir)) = ctx.callgrind.clone() {
+        let json = counted(ctx.json("family"), &mut kinds, pid, &dir);
+        drop(held);
+        return json;
+    }
     let mut json = ctx.json("family");
     // The floor: what two round trips at the pace cost the server with no work in them.
     let mut ping = raw_connection(&url);
@@ -195,6 +203,77 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
     json.num("pace_us", PACE.as_micros() as f64)
         .num("floor_server_us", floor_us)
         .num2("worst_ratio", worst)
+}
+
+/// Cycles a side runs for a count of the server's instructions.
+const COUNTED: usize = 400;
+
+/// With the server under callgrind (`BENCH_CALLGRIND=1`): the server's user-space
+/// instructions per cycle of each side, [`COUNTED`] cycles after a warm-up, its counts zeroed
+/// before and dumped after (`callgrind_control`). Exact where the CPU times are noisy, and
+/// without the kernel's part (wake-ups, reads, writes), which both sides pay alike.
+fn counted(mut json: Json, kinds: &mut [Kind<'_>], pid: u32, dir: &std::path::Path) -> Json {
+    let control = |what: &str| {
+        let done = std::process::Command::new("callgrind_control")
+            .arg(what)
+            .arg(pid.to_string())
+            .output()
+            .expect("callgrind_control (valgrind)");
+        assert!(done.status.success(), "callgrind_control {what} failed");
+    };
+    let mut worst: f64 = 0.0;
+    for kind in kinds {
+        let mut counts = [0.0; 3];
+        for (side, count) in counts.iter_mut().enumerate() {
+            let cycle: &mut Cycle<'_> = match side {
+                0 => &mut kind.ours,
+                n => &mut kind.theirs[n - 1],
+            };
+            for _ in 0..50 {
+                cycle();
+            }
+            control("--zero");
+            for _ in 0..COUNTED {
+                cycle();
+            }
+            control("--dump");
+            *count = newest_total(dir) as f64 / COUNTED as f64;
+        }
+        let [ours, v47, v317] = counts;
+        let ratio = ours / v47.min(v317);
+        worst = worst.max(ratio);
+        eprintln!(
+            "family {:<13} server instructions per cycle: ours {ours:8.0}, 4.7.0 {v47:8.0}, \
+             3.17.0 {v317:8.0}: ratio {ratio:.2} to the cheaper ({:.2} to 4.7.0)",
+            kind.name,
+            ours / v47
+        );
+        json = json
+            .num(&format!("{}_instructions", kind.name), ours)
+            .num(&format!("{}_instructions_4_7_0", kind.name), v47)
+            .num(&format!("{}_instructions_3_17_0", kind.name), v317)
+            .num2(&format!("{}_ratio", kind.name), ratio)
+            .num2(&format!("{}_ratio_4_7_0", kind.name), ours / v47);
+    }
+    json.num2("worst_ratio", worst)
+}
+
+/// The total instructions of the newest callgrind dump in `dir`.
+fn newest_total(dir: &std::path::Path) -> u64 {
+    let newest = std::fs::read_dir(dir)
+        .expect("the dump folder")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("cg."))
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .expect("a callgrind dump");
+    let text = std::fs::read_to_string(newest.path()).expect("the dump");
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary: ")
+                .or_else(|| l.strip_prefix("totals: "))
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .expect("the dump's total")
 }
 
 /// Runs `cycle` [`CYCLES`] times, [`PACE`] apart: the server's CPU per cycle in µs, and
