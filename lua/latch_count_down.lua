@@ -17,12 +17,12 @@ local made = redis.call('get', KEYS[3]);
 if made then
     return made;
 end;
-local t = redis.call('type', KEYS[1]).ok;
-if t == 'none' then
+-- One read tells all: absent (false), not a string (an error), or the count.
+local v = redis.pcall('get', KEYS[1]);
+if v == false then
     return '0';
 end;
-local v = (t == 'string') and redis.call('get', KEYS[1]) or nil;
-if v == nil or not is_int(v) then
+if type(v) ~= 'string' or not is_int(v) then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value');
 end;
 if string.sub(v, 1, 1) == '-' or v == '0' then

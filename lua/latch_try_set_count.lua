@@ -15,13 +15,14 @@ local made = redis.call('get', KEYS[3]);
 if made then
     return made;
 end;
-local t = redis.call('type', KEYS[1]).ok;
-if t == 'none' then
+-- One read tells all: absent (false), not a string (an error), or a count.
+local v = redis.pcall('get', KEYS[1]);
+if v == false then
     redis.call('set', KEYS[1], ARGV[2]);
     redis.call(ARGV[3], KEYS[2], ARGV[1]);
     return receipt(1);
 end;
-if t ~= 'string' or not is_int(redis.call('get', KEYS[1])) then
+if type(v) ~= 'string' or not is_int(v) then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value');
 end;
 return 0;
