@@ -517,6 +517,16 @@ fn a_broken_hold_is_recorded_when_found_once_and_a_process_exit_keeps_its_last_e
     );
     drop(permit);
 
+    // The last handle's drop writes what its client still keeps before it returns.
+    let brief = support::client_with(&server, |b| b.history(true));
+    let brief_owner = brief.owner_id();
+    drop(brief.lock("h:drop").lock().unwrap());
+    drop(brief);
+    assert_eq!(
+        kinds(&a.history("h:drop").unwrap(), &brief_owner),
+        [HistoryKind::Acquire, HistoryKind::Release]
+    );
+
     // A process that ends while another thread keeps a client handle (no close, no last
     // drop) writes its last events at its exit.
     let mut child = support::child::ChildTest::start(
