@@ -133,6 +133,7 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         write_kind(&url, client.read_write_lock("fam:rww").write()),
         semaphore_kind(&url, &client),
         latch_kind(&url, &client),
+        lock_set_kind(&url, &client),
     ];
     if let Some((pid, dir)) = ctx.callgrind.clone() {
         let json = counted(ctx.json("family"), &mut kinds, pid, &dir);
@@ -316,8 +317,18 @@ fn left_behind(raw: &mut redis::Connection, object: &str) -> usize {
 
 /// Redisson's lock and unlock, raw, on `name` as owner `owner`, with `lease` ms.
 fn redisson_lock_cycle<'a>(url: &str, version: usize, name: &'a str, lease: u64) -> Cycle<'a> {
+    redisson_locks_cycle(url, version, vec![name.to_owned()], lease)
+}
+
+/// Redisson's locks of `names` taken one by one, then released one by one (its
+/// `RedissonMultiLock` does no better: a call per lock), raw, with `lease` ms.
+fn redisson_locks_cycle<'a>(
+    url: &str,
+    version: usize,
+    names: Vec<String>,
+    lease: u64,
+) -> Cycle<'a> {
     let mut conn = raw_connection(url);
-    let channel = format!("redisson_lock__channel:{{{name}}}");
     let (lock, unlock) = match version {
         0 => (LOCK_4_7, UNLOCK_4_7),
         _ => (LOCK_3_17, UNLOCK_3_17),
@@ -325,25 +336,47 @@ fn redisson_lock_cycle<'a>(url: &str, version: usize, name: &'a str, lease: u64)
     let (lock, unlock) = (redis::Script::new(lock), redis::Script::new(unlock));
     let mut n: u64 = 0;
     Box::new(move || {
-        let owner = OWNER;
-        let _: Option<i64> = lock
-            .key(name)
-            .arg(lease)
-            .arg(owner)
-            .invoke(&mut conn)
-            .expect("raw lock");
-        n += 1;
-        let mut call = unlock.key(name);
-        call.key(&channel);
-        if version == 0 {
-            call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+        for name in &names {
+            let _: Option<i64> = lock
+                .key(name)
+                .arg(lease)
+                .arg(OWNER)
+                .invoke(&mut conn)
+                .expect("raw lock");
         }
-        call.arg(0).arg(lease).arg(owner);
-        if version == 0 {
-            call.arg("publish").arg(LATCH_TTL);
+        for name in &names {
+            n += 1;
+            let mut call = unlock.key(name);
+            call.key(format!("redisson_lock__channel:{{{name}}}"));
+            if version == 0 {
+                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+            }
+            call.arg(0).arg(lease).arg(OWNER);
+            if version == 0 {
+                call.arg("publish").arg(LATCH_TTL);
+            }
+            let _: Option<i64> = call.invoke(&mut conn).expect("raw unlock");
         }
-        let _: Option<i64> = call.invoke(&mut conn).expect("raw unlock");
     })
+}
+
+/// A lock set of 10 names taken and released (ours: one script a slot group each way),
+/// against Redisson taking the 10 locks one by one.
+fn lock_set_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
+    let names: Vec<String> = (0..10).map(|i| format!("fam:set:{i}")).collect();
+    let set = client.lock_set(&names);
+    let theirs = [0, 1].map(|version| {
+        let raw: Vec<String> = (0..10)
+            .map(|i| format!("fam:raw:set:{version}:{i}"))
+            .collect();
+        redisson_locks_cycle(url, version, raw, 30_000)
+    });
+    Kind {
+        name: "lock_set_10",
+        object: "fam:set",
+        ours: Box::new(move || drop(set.lock().expect("lock set"))),
+        theirs,
+    }
 }
 
 fn lock_kind<'a>(
