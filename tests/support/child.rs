@@ -81,17 +81,13 @@ impl ChildTest {
 
     /// Its exit status, once it exits within `within` (a panic if it does not).
     pub fn exit_within(&mut self, within: Duration) -> std::process::ExitStatus {
-        let deadline = std::time::Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the child did not exit"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let mut status = None;
+        let exited = super::wait_until(within, || {
+            status = self.child.try_wait().unwrap();
+            status.is_some()
+        });
+        assert!(exited, "the child did not exit within {within:?}");
+        status.expect("exited")
     }
 }
 
