@@ -162,17 +162,6 @@ pub(crate) struct LetGo<O: Ownership> {
     told: bool,
 }
 
-/// When a hold of `lease` lost for `reason` ended, and whether its lease ran out (see
-/// [`LockGuard::loss`]).
-fn loss_of(lease: &LeaseState, reason: LostReason) -> (Instant, bool) {
-    let (at, expired) = match reason {
-        LostReason::LeaseExpired | LostReason::MaxHoldReached => (lease.expires(), true),
-        LostReason::ClientClosed => (lease.expires(), false),
-        LostReason::NotHeld => (lease.confirmed(), false),
-    };
-    (at.min(Instant::now()), expired)
-}
-
 impl<O: Ownership> LetGo<O> {
     /// Reports its end at `at`, as `end` says, labelled `label`.
     pub(super) fn ended(self, label: LockKind, at: Instant, end: End) {
@@ -270,7 +259,7 @@ impl<O: Ownership> LockGuard<O> {
         let (lease, acquired_at) = (Arc::clone(&self.lease), self.acquired_at);
         let flag = Arc::clone(&told);
         let callback = Box::new(move |reason: LostReason| {
-            let (at, expired) = loss_of(&lease, reason);
+            let (at, expired) = lease.loss(reason);
             let held = at.saturating_duration_since(acquired_at);
             let event = HoldEvent::Broken { held, expired };
             lock.raw.emit_as(label, &owner, at, event);
@@ -564,17 +553,9 @@ impl<O: Ownership> LockGuard<O> {
         let Some(reason) = self.lost() else {
             return Some(self);
         };
-        let (at, expired) = self.loss(reason);
+        let (at, expired) = self.lease.loss(reason);
         self.let_go().ended(label, at, End::Lost { expired });
         None
-    }
-
-    /// When a hold lost for `reason` ended, and whether its lease ran out: stamped no later
-    /// than it ended, a lease's end as this client reckons it (or a closed client's, which
-    /// holds until then), or, taken over or broken at a moment nobody saw, the last time it
-    /// was found held.
-    fn loss(&self, reason: LostReason) -> (Instant, bool) {
-        loss_of(&self.lease, reason)
     }
 
     /// Why the hold is lost, if it is: its lease says so, or the client was closed (which
@@ -637,7 +618,7 @@ impl<O: Ownership> LockGuard<O> {
             known = Some(inner.watchdog.count_explicit(&raw.key.name, field, false));
         }
         if let Some(reason) = lost {
-            let (at, expired) = self.loss(reason);
+            let (at, expired) = self.lease.loss(reason);
             self.ended(at, End::Lost { expired });
             // The unlock script could release a newer hold of this thread, taken after the
             // loss: leave the lock alone.

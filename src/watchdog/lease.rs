@@ -179,6 +179,19 @@ impl LeaseState {
         self.base + Duration::from_micros(self.renewed_us.load(Ordering::Acquire))
     }
 
+    /// When a hold lost for `reason` ended, and whether its lease ran out: stamped no later
+    /// than it ended, a lease's end as this client reckons it (or a closed client's, which
+    /// holds until then), or, taken over or broken at a moment nobody saw, the last time it
+    /// was found held.
+    pub(crate) fn loss(&self, reason: LostReason) -> (Instant, bool) {
+        let (at, expired) = match reason {
+            LostReason::LeaseExpired | LostReason::MaxHoldReached => (self.expires(), true),
+            LostReason::ClientClosed => (self.expires(), false),
+            LostReason::NotHeld => (self.confirmed(), false),
+        };
+        (at.min(Instant::now()), expired)
+    }
+
     /// When the first acquire was sent.
     pub(crate) fn base(&self) -> Instant {
         self.base

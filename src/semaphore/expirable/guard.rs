@@ -87,15 +87,8 @@ impl PermitGuard {
             // The loss is recorded when the watchdog finds it, not only at the release.
             let (told, lease) = (report.telling(), Arc::clone(&watched.1));
             let callback = Box::new(move |reason: LostReason| {
-                let at = match reason {
-                    LostReason::NotHeld => lease.confirmed(),
-                    _ => lease.expires(),
-                };
-                let expired = matches!(
-                    reason,
-                    LostReason::LeaseExpired | LostReason::MaxHoldReached
-                );
-                told.broken(at.min(Instant::now()), expired);
+                let (at, expired) = lease.loss(reason);
+                told.broken(at, expired);
             });
             // Lost already (taken as the client closed): the release reports it.
             if watchdog.on_lost(watched.0, &watched.1, callback).is_some() {
