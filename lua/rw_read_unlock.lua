@@ -3,12 +3,14 @@
 -- KEYS[2]  channel "redisson_rwlock:{name}"
 -- KEYS[3]  the owner's hold-timeout prefix "{name}:<owner>:rwlock_timeout"
 -- KEYS[4]  the lock's key prefix "{name}" (every owner's timeout keys start with it)
--- KEYS[5]  unlock latch "redisson_unlock_latch:{name}:<request id>": makes a retried call idempotent
 -- ARGV[1]  owner id
 -- ARGV[2]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
--- ARGV[3]  latch time-to-live in milliseconds
--- Reply:   the latch value when this request already ran (a retry): 0 or 1 as below
---          nil                 the owner holds no read hold (nothing changed)
+-- ARGV[3]  optional: the owner's read hold count expected before the release
+-- What makes a call safe to lose is ARGV[3], as in lock_unlock.lua: a call that finds another
+-- count changes nothing, so of a call whose reply was lost and what follows it (the call sent
+-- again, a settle), whichever runs second finds the count the first left. No unlock latch is
+-- read or written (Redisson 4.7's writes one per unlock; 3.17's none).
+-- Reply:   nil                 the owner holds no read hold (nothing changed)
 --          0                   released; holds remain (the owner's, other readers', or the writer's):
 --                              in read mode the hash's expiry is cut to the longest live read hold,
 --                              and if that moves it earlier by more than 100 ms "0" is published,
@@ -16,13 +18,14 @@
 --          1                   the last live hold went: key deleted, "0" published (wake one: a writer)
 --          2                   the owner's hold had expired already (its timeout key is gone): it
 --                              was removed as above, but the caller's guard had lost it
+--          -1 - count          the owner's count is `count`, not ARGV[3]: nothing changed
 --          error WRONGTYPE     the key is not a hash
-local val = redis.call('get', KEYS[5]);
-if val ~= false then
-    return tonumber(val);
-end;
 local mode = redis.call('hget', KEYS[1], 'mode');
 local held = redis.call('hget', KEYS[1], ARGV[1]);
+-- Counts compare as the strings HINCRBY and the client write.
+if ARGV[3] ~= nil and held ~= ARGV[3] then
+    return -1 - tonumber(held or 0);
+end;
 if mode == false or held == false then
     return nil;
 end;
@@ -31,7 +34,6 @@ local function reply(n)
     if expired then
         n = 2;
     end;
-    redis.call('set', KEYS[5], n, 'px', ARGV[3]);
     return n;
 end;
 local left = redis.call('hincrby', KEYS[1], ARGV[1], -1);

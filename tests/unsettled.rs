@@ -247,18 +247,42 @@ fn a_semaphore_release_whose_reply_was_lost_gives_the_permits_back_once() {
 
 #[test]
 fn an_unlock_whose_reply_was_lost_releases_one_hold_once() {
-    // A plain lock's unlock takes no latch: its lost reply is settled by the holds left.
+    // No reentrant kind's unlock takes a latch: its lost reply is settled by the holds left.
     let server = RedisServer::new();
     let client = client(&server);
-    let lock = client.lock("job");
-    let outer = lock.lock().unwrap();
-    let inner = lock.lock().unwrap();
-    lost_reply(&server, &client, || inner.unlock());
-    assert!(wait_until(SETTLED, || hold_counts(&server, "job") == [1]));
-    // The outer guard's release settles first: a settle that released a second hold would
-    // leave it nothing to release (`LockLost`).
-    outer.unlock().unwrap();
-    assert!(keys(&server).iter().all(|k| k != "job"));
+    for (kind, make) in each_kind() {
+        if kind == "non-reentrant" {
+            continue;
+        }
+        let lock = make(&client, "job");
+        let outer = lock.lock().unwrap();
+        let inner = lock.lock().unwrap();
+        lost_reply(&server, &client, || inner.unlock());
+        // The owner's count fields (a read-write lock's hash also has its `mode`).
+        let counts = || -> Vec<i64> {
+            let all: Vec<(String, String)> = redis::cmd("HGETALL")
+                .arg("job")
+                .query(&mut server.conn())
+                .unwrap();
+            all.iter()
+                .filter(|(field, _)| field != "mode")
+                .map(|(_, v)| v.parse().unwrap())
+                .collect()
+        };
+        assert!(
+            wait_until(SETTLED, || counts() == [1]),
+            "{kind}: {:?}",
+            counts()
+        );
+        // The outer guard's release settles first: a settle that released a second hold
+        // would leave it nothing to release (`LockLost`).
+        outer.unlock().unwrap();
+        assert!(
+            keys(&server).iter().all(|k| !k.contains("job")),
+            "{kind}: {:?}",
+            keys(&server)
+        );
+    }
 }
 
 #[test]

@@ -123,13 +123,12 @@ impl Kind for Fair {
         call.key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
-            .key(release.latch)
             .key(&self.turn)
             .arg(release.lease_ms)
             .arg(release.owner)
             .arg(lock.client.publish())
-            .arg(release.latch_ttl_ms)
-            .arg(self.wait_ms);
+            .arg(self.wait_ms)
+            .arg(release.expect.unwrap_or(0));
         if let Some(pass) = &release.pass_to {
             pass.args(&mut call);
         }

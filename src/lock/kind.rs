@@ -146,11 +146,13 @@ pub(crate) trait Kind: Send + Sync + 'static {
     }
 
     /// Whether this kind's unlock script takes an unlock latch ([`Release::latch`]), which
-    /// makes a retried call idempotent. Defaults to true; a kind that says false gets an
-    /// empty latch, and a lost reply of its unlock is settled instead (see
-    /// [`RawLock::unlock`](crate::lock::raw::RawLock::unlock)).
+    /// makes a retried call idempotent. Defaults to false: the script takes the hold count
+    /// the caller expects ([`Release::expect`]; see `lua/lock_unlock.lua`), and a lost reply
+    /// of its unlock is settled by the count it left (see
+    /// [`RawLock::unlock`](crate::lock::raw::RawLock::unlock)). The group lock says true:
+    /// its holds of one owner share counts.
     fn latched_unlock(&self) -> bool {
-        true
+        false
     }
 
     /// Whether the unlock script can pass the last hold to a waiter of the same client
@@ -224,7 +226,8 @@ pub(crate) struct Release<'a> {
     /// How long the latch is kept, in ms.
     pub(crate) latch_ttl_ms: u64,
     /// For a kind without a latch: the owner's hold count the call expects before the
-    /// release; a call that finds another changes nothing (`lua/lock_unlock.lua`).
+    /// release; a call that finds another changes nothing (`lua/lock_unlock.lua`). `None`:
+    /// any count (Redisson's unlock).
     pub(crate) expect: Option<u32>,
     /// For a kind that [passes](Kind::passes_inside_client) (a plain one with `expect` 1):
     /// a waiter of this client to pass the last hold to.

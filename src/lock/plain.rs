@@ -106,11 +106,6 @@ impl Kind for Plain {
         call.invoke(c)
     }
 
-    /// A lost reply is settled by the hold count left (see `lua/lock_unlock.lua`).
-    fn latched_unlock(&self) -> bool {
-        false
-    }
-
     /// Not a fenced lock: its new holder needs a new token.
     fn passes_inside_client(&self) -> bool {
         self.token.is_none()

@@ -83,10 +83,9 @@ impl Kind for Read {
             .key(&self.side.channel)
             .key(&keys::read_holds(&lock.name, release.owner))
             .key(&self.side.prefix)
-            .key(release.latch)
             .arg(release.owner)
             .arg(lock.client.publish())
-            .arg(release.latch_ttl_ms)
+            .arg(release.expect)
             .invoke(c)
     }
 

@@ -50,10 +50,9 @@ impl Kind for Spin {
     ) -> RedisResult<Option<i64>> {
         scripts::SPIN_UNLOCK
             .key(&lock.name)
-            .key(release.latch)
             .arg(release.lease_ms)
             .arg(release.owner)
-            .arg(release.latch_ttl_ms)
+            .arg(release.expect)
             .invoke(c)
     }
 

@@ -63,11 +63,10 @@ impl Kind for Write {
             .key(&lock.name)
             .key(&self.side.channel)
             .key(&self.side.prefix)
-            .key(release.latch)
             .arg(release.lease_ms)
             .arg(keys::write_field(release.owner))
             .arg(lock.client.publish())
-            .arg(release.latch_ttl_ms)
+            .arg(release.expect)
             .invoke(c)
     }
 

@@ -96,6 +96,12 @@ impl Kind for Group {
         call.invoke(c)
     }
 
+    /// Its holds of one owner share counts (a value counts once for every set that names
+    /// it): a retried unlock is made idempotent by its latch, not by a count.
+    fn latched_unlock(&self) -> bool {
+        true
+    }
+
     fn force_unlock(&self, lock: &LockKey, c: &mut dyn ConnectionLike) -> RedisResult<bool> {
         let mut call = scripts::GROUP_FORCE_UNLOCK.key(&lock.name);
         call.key(&self.channel).arg(lock.client.publish());
