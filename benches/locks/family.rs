@@ -116,6 +116,7 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         .lock("fam:held")
         .lock()
         .expect("the lock held elsewhere");
+    ballast(&mut ctx.raw, BALLAST);
     let mut kinds = vec![
         lock_kind("lock", "fam:lock", &url, client.lock("fam:lock"), 30_000),
         lock_kind(
@@ -204,6 +205,28 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
     json.num("pace_us", PACE.as_micros() as f64)
         .num("floor_server_us", floor_us)
         .num2("worst_ratio", worst)
+}
+
+/// Keys written before the cycles run (see [`ballast`]).
+const BALLAST: usize = 20_000;
+
+/// Fills the server with `n` keys of no use (half of them with an hour's time to live), so
+/// that its key and expiry tables are grown before any side runs. Otherwise a side that makes
+/// a key per cycle (Redisson 4.7.0's unlock latch, our receipts) pays for growing the tables
+/// while it runs, and the next side writing keys finds them grown: the order of the rows
+/// moved a side's count by a third.
+fn ballast(raw: &mut redis::Connection, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut pipe = redis::pipe();
+        for i in chunk {
+            let cmd = pipe.cmd("SET").arg(format!("fam:ballast:{i}")).arg(1);
+            if i % 2 == 0 {
+                cmd.arg("EX").arg(3600);
+            }
+            cmd.ignore();
+        }
+        let () = pipe.query(raw).expect("ballast");
+    }
 }
 
 /// Cycles a side runs for a count of the server's instructions.
@@ -334,7 +357,6 @@ fn redisson_locks_cycle<'a>(
         _ => (LOCK_3_17, UNLOCK_3_17),
     };
     let (lock, unlock) = (redis::Script::new(lock), redis::Script::new(unlock));
-    let mut n: u64 = 0;
     Box::new(move || {
         for name in &names {
             let _: Option<i64> = lock
@@ -345,7 +367,7 @@ fn redisson_locks_cycle<'a>(
                 .expect("raw lock");
         }
         for name in &names {
-            n += 1;
+            let n = request();
             let mut call = unlock.key(name);
             call.key(format!("redisson_lock__channel:{{{name}}}"));
             if version == 0 {
@@ -508,6 +530,13 @@ const OWNER: &str = "3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1";
 /// The time to live Redisson 4.x gives an unlock latch (its default `timeout`, ms).
 const LATCH_TTL: u64 = 13_500;
 
+/// A new request id for Redisson 4.7.0's unlock latch, unique in the run: rows that share a
+/// lock name must not find each other's latches (an unlock that finds one does nothing).
+fn request() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Redisson's script `name` at `version` (0: 4.7.0, 1: 3.17.0), from `benches/locks/redisson/`.
 fn redisson(name: &str, version: usize) -> redis::Script {
     let source = match (name, version) {
@@ -548,7 +577,6 @@ fn fair_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
             redisson("fair_lock", version),
             redisson("fair_unlock", version),
         );
-        let mut n: u64 = 0;
         Box::new(move || {
             let ttl: Option<i64> = acquire
                 .key(name)
@@ -561,7 +589,7 @@ fn fair_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
                 .invoke(&mut conn)
                 .expect("raw fair lock");
             assert!(ttl.is_none(), "the raw fair lock is free");
-            n += 1;
+            let n = request();
             let mut call = release.key(name);
             call.key(&queue).key(&timeouts).key(&channel);
             if version == 0 {
@@ -594,7 +622,6 @@ fn read_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
             redisson("read_lock", version),
             redisson("read_unlock", version),
         );
-        let mut n: u64 = 0;
         Box::new(move || {
             let ttl: Option<i64> = acquire
                 .key(name)
@@ -605,7 +632,7 @@ fn read_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
                 .invoke(&mut conn)
                 .expect("raw read lock");
             assert!(ttl.is_none(), "the raw read lock is free");
-            n += 1;
+            let n = request();
             let mut call = release.key(name);
             call.key(&channel).key(&timeouts).key(&prefix);
             if version == 0 {
@@ -637,7 +664,6 @@ fn write_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
             redisson("write_lock", version),
             redisson("write_unlock", version),
         );
-        let mut n: u64 = 0;
         Box::new(move || {
             let ttl: Option<i64> = acquire
                 .key(name)
@@ -646,7 +672,7 @@ fn write_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
                 .invoke(&mut conn)
                 .expect("raw write lock");
             assert!(ttl.is_none(), "the raw write lock is free");
-            n += 1;
+            let n = request();
             let mut call = release.key(name);
             call.key(&channel);
             if version == 0 {
