@@ -16,8 +16,9 @@
 --          take back the head (and the lock, if it is free): everyone queued came after it
 -- ARGV[5]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[6]  optional: "0" non-reentrant; absent or "1" reentrant
--- Reply:   {count}             acquired (or re-entered): hold count incremented to count, PEXPIRE
---                              lease (Redisson replies nil)
+-- Reply:   nil                 acquired: a new hold (count 1), PEXPIRE lease (as Redisson's)
+--          {count}             re-entered: hold count incremented to count >= 2, PEXPIRE lease
+--                              (Redisson replies nil)
 --          {0}                 non-reentrant, and the owner already holds the lock: its count
 --                              untouched, not queued (Redisson replies the error
 --                              NON_REENTRANT_REACQUIRE)
@@ -32,8 +33,7 @@ local rejoin = ARGV[4] == '2';
 -- HLEN first: a lock key of another type fails before anything is written.
 local holds = redis.call('hlen', KEYS[1]);
 local free = holds == 0;
-local now = clock_ms();
-local head, changed = fair_prune(KEYS[2], KEYS[3], now);
+local head, changed, now = fair_prune(KEYS[2], KEYS[3]);
 if not free and redis.call('hexists', KEYS[1], owner) == 1 then
     -- Held by this owner, so never queued: taking the lock took it out of the queue, and a
     -- holder is refused or re-enters here, before the queue below.
@@ -60,7 +60,7 @@ if free and (head == false or head == owner) then
         redis.call('zrem', KEYS[3], owner);
         redis.call('del', KEYS[5]);
     end;
-    return {1};
+    return nil;
 end;
 
 local pos = redis.call('lpos', KEYS[2], owner);
@@ -70,7 +70,7 @@ if free and pos == false and rejoin then
     redis.call('hset', KEYS[1], owner, 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
     fair_turn(head, KEYS[3], KEYS[5], KEYS[4], now, tonumber(ARGV[1]), wait, false, ARGV[5], owner);
-    return {1};
+    return nil;
 end;
 local pttl = fair_pttl(KEYS[1], wait);
 if changed or free then
@@ -92,6 +92,7 @@ end;
 -- Joined or checked in: alive, so the deadline moves on (never back). At least what Redisson
 -- gives a newcomer in this place: the deadline of the waiter ahead plus one thread wait (the
 -- head's chain while its turn runs).
+now = now or clock_ms();
 local deadline = now + pttl + (pos + 1) * wait;
 if pos > 0 then
     local ahead = fair_ahead(KEYS[2], KEYS[3], KEYS[5], pos - 1);

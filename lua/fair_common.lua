@@ -48,17 +48,21 @@ local function fair_pttl(lock, wait)
 end;
 
 -- Pops presumed-dead heads (no deadline, or deadline reached). Returns the head left (false
--- if the queue is empty) and whether any head was popped.
-local function fair_prune(queue, timeouts, now)
-    local changed = false;
+-- if the queue is empty), whether any head was popped, and the server's time in ms, read
+-- only when somebody is queued (nil otherwise): reading the clock costs the server more than
+-- a whole uncontended acquire's other calls, and a script that finds nobody queued mostly
+-- needs no time.
+local function fair_prune(queue, timeouts)
+    local changed, now = false, nil;
     while true do
         local head = redis.call('lindex', queue, 0);
         if head == false then
-            return false, changed;
+            return false, changed, now;
         end;
+        now = now or clock_ms();
         local deadline = tonumber(redis.call('zscore', timeouts, head));
         if deadline ~= nil and deadline > now then
-            return head, changed;
+            return head, changed, now;
         end;
         redis.call('lpop', queue);
         redis.call('zrem', timeouts, head);

@@ -15,9 +15,9 @@ local t = redis.call('type', KEYS[1]).ok;
 if t ~= 'hash' and t ~= 'none' then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value');
 end;
-local now = clock_ms();
 local wait = tonumber(ARGV[2]);
-local head, changed = fair_prune(KEYS[2], KEYS[3], now);
+-- `now` is nil when nobody is queued: only a head's turn needs it.
+local head, changed, now = fair_prune(KEYS[2], KEYS[3]);
 local deleted = redis.call('del', KEYS[1]);
 if deleted == 1 or changed then
     fair_turn(head, KEYS[3], KEYS[5], KEYS[4], now, 0, wait, true, ARGV[1], '');

@@ -13,9 +13,9 @@
 -- Reply:   1                   the owner was queued and is removed
 --          0                   the owner was not queued
 --          error WRONGTYPE     a key holds another type
-local now = clock_ms();
 local wait = tonumber(ARGV[2]);
-local head, changed = fair_prune(KEYS[2], KEYS[3], now);
+-- `now` is nil when nobody is queued: only a head's turn needs it.
+local head, changed, now = fair_prune(KEYS[2], KEYS[3]);
 local pos = redis.call('lpos', KEYS[2], ARGV[1]);
 redis.call('zrem', KEYS[3], ARGV[1]);
 if pos ~= false then

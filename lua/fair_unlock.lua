@@ -37,9 +37,9 @@ if ARGV[5] ~= '0' and count ~= ARGV[5] then
     end;
     return -1 - tonumber(count or 0);
 end;
-local now = clock_ms();
 local wait = tonumber(ARGV[4]);
-local head, changed = fair_prune(KEYS[2], KEYS[3], now);
+-- `now` is nil when nobody is queued: only a head's turn needs it.
+local head, changed, now = fair_prune(KEYS[2], KEYS[3]);
 if count ~= false and tonumber(count) <= 1 and head ~= false and head == ARGV[6] then
     -- What the head's own acquire would do, in this call.
     redis.call('del', KEYS[1]);

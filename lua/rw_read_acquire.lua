@@ -5,7 +5,9 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id "<client uuid>:<thread number>"
 -- ARGV[3]  the owner's writer field "<owner>:write"
--- Reply:   {count}             acquired: hold count + 1 = count, its timeout key set, the hash's
+-- Reply:   nil                 acquired the free lock: count 1, its timeout key set, the lease
+--                              set (as Redisson's reply)
+--          {count}             acquired: hold count + 1 = count, its timeout key set, the hash's
 --                              expiry raised to at least the lease (Redisson replies nil)
 --          integer             not acquired (another owner writes): the lock's PTTL in ms
 --          error WRONGTYPE     the key is not a read-write lock (nothing written)
@@ -17,7 +19,7 @@ if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], 1);
     redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1]);
     redis.call('pexpire', KEYS[1], ARGV[1]);
-    return {1};
+    return nil;
 end;
 -- A writer may also read (downgrade); readers share.
 if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then

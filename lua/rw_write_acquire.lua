@@ -2,8 +2,9 @@
 -- KEYS[1]  lock name (HASH: "mode" -> "read"/"write", reader owner -> hold count, "<owner>:write" -> count)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  the owner's writer field "<owner>:write"
--- Reply:   {count}             acquired (or re-entered): write count + 1 = count, PEXPIRE at least
---                              the lease (Redisson replies nil)
+-- Reply:   nil                 acquired the free lock: count 1, PEXPIRE lease (as Redisson's)
+--          {count}             re-entered: write count + 1 = count, PEXPIRE at least the lease
+--                              (Redisson replies nil)
 --          integer             not acquired (readers, or another writer, hold it): the lock's PTTL
 --                              in ms. A reader asking for the write side waits like anybody else,
 --                              for every read hold including its own (no upgrade).
@@ -15,7 +16,7 @@ if mode == false then
     end;
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
-    return {1};
+    return nil;
 end;
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1);

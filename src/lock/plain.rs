@@ -77,11 +77,12 @@ impl Kind for Plain {
                 .invoke(c),
             // Not reentrant: an owner that holds the lock already is refused (`{0}`), as
             // `RedissonNonReentrantLock` does.
+            // A reentrant one sends no flag: an argument costs the server as much as a read.
             None => scripts::LOCK_ACQUIRE
                 .key(&lock.name)
                 .arg(lease_ms)
                 .arg(owner)
-                .arg(if self.reentrant { "1" } else { "0" })
+                .arg((!self.reentrant).then_some("0"))
                 .invoke(c),
         }
     }

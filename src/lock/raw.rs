@@ -603,13 +603,20 @@ impl RawLock {
     }
 }
 
-/// Decodes an acquire script's reply: `{count}` or `{count, token}` when acquired, the
-/// lock's PTTL when not (a fair queue's second: `{ms, head}`), `{0}` when a non-reentrant kind
-/// refused the owner's second acquire.
+/// Decodes an acquire script's reply: nil (a new hold, as Redisson replies: an array costs
+/// the server more), `{count}` or `{count, token}` when acquired, the lock's PTTL when not (a
+/// fair queue's second: `{ms, head}`), `{0}` when a non-reentrant kind refused the owner's
+/// second acquire.
 fn decode_attempt(reply: &redis::Value) -> Result<Attempt> {
     use redis::Value;
     let positive = |n: i64| (n > 0 && n <= i64::from(u32::MAX)).then_some(n);
     match reply {
+        Value::Nil => {
+            return Ok(Attempt::Acquired {
+                count: 1,
+                token: None,
+            })
+        }
         Value::Int(ttl) => return Ok(Attempt::Busy(*ttl)),
         Value::Array(items) => match items.as_slice() {
             [Value::Int(0)] => return Ok(Attempt::AlreadyHeld),
@@ -663,6 +670,13 @@ mod tests {
             }
         );
         assert_eq!(
+            decode_attempt(&Value::Nil).unwrap(),
+            Attempt::Acquired {
+                count: 1,
+                token: None
+            }
+        );
+        assert_eq!(
             decode_attempt(&Value::Int(1500)).unwrap(),
             Attempt::Busy(1500)
         );
@@ -683,7 +697,7 @@ mod tests {
         );
         for bad in [
             Value::Array(vec![Value::Int(0), Value::BulkString(b"c:1".to_vec())]),
-            Value::Nil,
+            Value::Okay,
             Value::Array(vec![]),
             Value::Array(vec![Value::Int(-1)]),
             Value::Array(vec![Value::Int(0), Value::Int(3)]),
