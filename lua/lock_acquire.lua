@@ -14,9 +14,12 @@
 --                              changed (Redisson replies the error NON_REENTRANT_REACQUIRE)
 --          integer             not acquired: the lock's PTTL in ms (-1 if the key has no expiry)
 --          error WRONGTYPE     the key exists and is not a hash
-if redis.call('exists', KEYS[1]) == 1 then
+-- PTTL tells both whether the lock exists (-2: it does not) and, when another owner holds
+-- it, the reply: a refused acquire makes two calls where Redisson's makes three.
+local pttl = redis.call('pttl', KEYS[1]);
+if pttl ~= -2 then
     if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-        return redis.call('pttl', KEYS[1]);
+        return pttl;
     end;
     if ARGV[3] == '0' then
         return {0};

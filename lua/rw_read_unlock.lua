@@ -29,18 +29,20 @@ end;
 if mode == false or held == false then
     return nil;
 end;
-local expired = redis.call('exists', KEYS[3] .. ':' .. held) == 0;
+-- The newest hold goes: its timeout key (which DEL finds gone when its lease ran out), and
+-- one count (the field itself for the last).
+local expired = redis.call('del', KEYS[3] .. ':' .. held) == 0;
 local function reply(n)
     if expired then
         n = 2;
     end;
     return n;
 end;
-local left = redis.call('hincrby', KEYS[1], ARGV[1], -1);
-if left == 0 then
+if held == '1' then
     redis.call('hdel', KEYS[1], ARGV[1]);
+else
+    redis.call('hincrby', KEYS[1], ARGV[1], -1);
 end;
-redis.call('del', KEYS[3] .. ':' .. (left + 1));
 if redis.call('hlen', KEYS[1]) > 1 then
     local longest = rw_longest_read_hold(KEYS[1], KEYS[4]);
     if mode == 'write' then
