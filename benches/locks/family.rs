@@ -18,9 +18,9 @@
 //!   `releaseAsync` lines 458-461 at 4.7.0; lines 266-273 and 451-454 at 3.17.0;
 //! - latch: `RedissonCountDownLatch.java` `trySetCountAsync` lines 286-297 and
 //!   `countDownAsync` lines 253-258 at 4.7.0; lines 285-296 and 253-258 at 3.17.0;
-//! - fair, read and write locks: the files in `benches/locks/redisson/`, each naming its
-//!   source lines, its keys and arguments (the fair lock's `lock()` is its `EVAL_LONG`
-//!   acquire).
+//! - fair, read and write locks, and the permit-expirable semaphore: the files in
+//!   `benches/locks/redisson/`, each naming its source lines, its keys and arguments (the fair
+//!   lock's `lock()` is its `EVAL_LONG` acquire).
 //!
 //! With `BENCH_CALLGRIND=1` the server runs under valgrind's callgrind, and each side's
 //! count is the server's user-space instructions per cycle instead (see [`counted`]).
@@ -133,6 +133,7 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         read_kind(&url, client.read_write_lock("fam:rw").read()),
         write_kind(&url, client.read_write_lock("fam:rww").write()),
         semaphore_kind(&url, &client),
+        pes_kind(&url, &client),
         latch_kind(&url, &client),
         lock_set_kind(&url, &client),
     ];
@@ -486,6 +487,74 @@ fn semaphore_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
     }
 }
 
+/// A permit-expirable semaphore's `acquire` with a 60 s lease and its release, against
+/// Redisson's `RPermitExpirableSemaphore.acquire(60, SECONDS)` and `release(id)`.
+fn pes_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
+    let pes = client.permit_expirable_semaphore("fam:pes");
+    pes.try_set_permits(1).expect("permits");
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let key = ["fam:raw:pes:4", "fam:raw:pes:3"][version];
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(1)
+            .query(&mut conn)
+            .expect("raw permits");
+        let (acquire, release) = (
+            redisson("pes_acquire", version),
+            redisson("pes_release", version),
+        );
+        let timeouts = format!("{{{key}}}:timeout");
+        let channel = format!("redisson_sc:{{{key}}}");
+        let mut n: u128 = 0;
+        Box::new(move || {
+            // A new random 16-byte id per acquire, as Redisson's `generateId`.
+            n += 1;
+            let id = (n ^ 0x5bd1_e995_9e37_79b9_7f4a_7c15_f39c_c060).to_be_bytes();
+            let now = now_ms();
+            let mut call = acquire.key(key);
+            call.key(&timeouts).key(&channel);
+            if version == 0 {
+                call.arg(1)
+                    .arg(now + 60_000)
+                    .arg(now)
+                    .arg(NO_EXPIRY)
+                    .arg("publish")
+                    .arg(&id[..]);
+            } else {
+                call.arg(1)
+                    .arg(now + 60_000)
+                    .arg(&id[..])
+                    .arg(now)
+                    .arg(NO_EXPIRY);
+            }
+            let got: Option<Vec<u8>> = call.invoke(&mut conn).expect("raw pes acquire");
+            assert!(got.is_some_and(|g| !g.starts_with(b":")));
+            let mut call = release.key(key);
+            call.key(&channel).key(&timeouts).arg(&id[..]).arg(1).arg(now_ms());
+            if version == 0 {
+                call.arg("publish");
+            }
+            let released: i64 = call.invoke(&mut conn).expect("raw pes release");
+            assert_eq!(released, 1);
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "pes",
+        object: "fam:pes",
+        ours: Box::new(move || {
+            pes.acquire(Duration::from_secs(60))
+                .expect("acquire")
+                .release()
+                .expect("release")
+        }),
+        theirs,
+    }
+}
+
+/// Redisson's deadline of a permit that does not expire (`nonExpirableTimeout`).
+const NO_EXPIRY: u64 = 922_337_203_685_477;
+
 fn latch_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
     let latch = client.count_down_latch("fam:latch");
     let theirs = [0, 1].map(|version| {
@@ -550,7 +619,12 @@ fn redisson(name: &str, version: usize) -> redis::Script {
         ("write_lock", 0) => include_str!("redisson/write_lock_4_7_0.lua"),
         ("write_lock", _) => include_str!("redisson/write_lock_3_17_0.lua"),
         ("write_unlock", 0) => include_str!("redisson/write_unlock_4_7_0.lua"),
-        _ => include_str!("redisson/write_unlock_3_17_0.lua"),
+        ("write_unlock", _) => include_str!("redisson/write_unlock_3_17_0.lua"),
+        ("pes_acquire", 0) => include_str!("redisson/pes_acquire_4_7_0.lua"),
+        ("pes_acquire", _) => include_str!("redisson/pes_acquire_3_17_0.lua"),
+        ("pes_release", 0) => include_str!("redisson/pes_release_4_7_0.lua"),
+        ("pes_release", _) => include_str!("redisson/pes_release_3_17_0.lua"),
+        _ => panic!("no Redisson script {name}"),
     };
     redis::Script::new(source)
 }
