@@ -2,7 +2,12 @@
 -- lua/pes_check.lua): the permit-expirable semaphore's reclaim step, run before each
 -- operation. Gives the permits whose expiry (ms on the server's clock) has come back to the
 -- count and publishes the count if positive.
-local reclaimed = redis.call('zremrangebyscore', KEYS[2], 0, int(now));
+-- The first write, and the timeout set's type check: a set of another type fails it, with
+-- nothing written. (`now`, 13 digits, goes as a Lua number prints: exactly.)
+local reclaimed = redis.pcall('zremrangebyscore', KEYS[2], 0, now);
+if type(reclaimed) == 'table' then
+    return redis.error_reply('WRONGTYPE the permit timeout key is not a sorted set');
+end;
 if reclaimed > 0 then
     count = redis.call('incrby', KEYS[1], reclaimed);
     if count > 0 then
