@@ -100,12 +100,33 @@ const LATCH_DOWN_3_17: &str = "local v = redis.call('decr', KEYS[1]);\
 /// One cycle of one side.
 type Cycle<'a> = Box<dyn FnMut() + 'a>;
 
-/// One cycle kind: ours (on the object `object`), and Redisson's at 4.7.0 and 3.17.0.
+/// One cycle kind: ours (on the object `object`), and Redisson's at 4.7.0 and 3.17.0 where
+/// that version has the object (its group lock is new in 4.x; nothing of Redisson's is a
+/// condition or an election).
 struct Kind<'a> {
     name: &'static str,
     object: &'static str,
     ours: Cycle<'a>,
-    theirs: [Cycle<'a>; 2],
+    theirs: [Option<Cycle<'a>>; 2],
+}
+
+impl<'a> Kind<'a> {
+    /// The cycle of side 0 (ours), 1 (4.7.0) or 2 (3.17.0), if that side has one.
+    fn side(&mut self, side: usize) -> Option<&mut Cycle<'a>> {
+        match side {
+            0 => Some(&mut self.ours),
+            n => self.theirs[n - 1].as_mut(),
+        }
+    }
+}
+
+/// `x`, or `n/a` for a side without the object (NaN).
+fn shown(x: f64, decimals: usize) -> String {
+    if x.is_nan() {
+        "n/a".to_owned()
+    } else {
+        format!("{x:.decimals$}")
+    }
 }
 
 pub(super) fn family(ctx: &mut Ctx) -> Json {
@@ -136,6 +157,10 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         pes_kind(&url, &client),
         latch_kind(&url, &client),
         lock_set_kind(&url, &client),
+        group_kind(&url, &client),
+        redlock_kind(&url, &client),
+        condition_kind(&client),
+        election_kind(&client),
     ];
     if let Some((pid, dir)) = ctx.callgrind.clone() {
         let json = counted(ctx.json("family"), &mut kinds, pid, &dir);
@@ -164,9 +189,8 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         let mut behind = [false; 3];
         for _ in 0..ROUNDS {
             for (side, samples) in sides.iter_mut().enumerate() {
-                let cycle: &mut Cycle<'_> = match side {
-                    0 => &mut kind.ours,
-                    n => &mut kind.theirs[n - 1],
+                let Some(cycle) = kind.side(side) else {
+                    continue;
                 };
                 let (cpu, late) = paced(&mut ctx.raw, cycle);
                 samples.push(cpu);
@@ -175,17 +199,23 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         }
         let left = left_behind(&mut ctx.raw, kind.object);
         let [ours, v47, v317] = [0, 1, 2].map(|i| median(&mut sides[i]));
+        // NaN for a side without the object: `min` takes the other.
         let ratio = ours / v47.min(v317);
-        worst = worst.max(ratio);
+        if !ratio.is_nan() {
+            worst = worst.max(ratio);
+        }
         eprintln!(
-            "family {:<13} server CPU per cycle: ours {ours:5.1} us, 4.7.0 {v47:5.1} us, 3.17.0 \
-             {v317:5.1} us: ratio {ratio:.2} to the cheaper ({:.2} to 4.7.0); above the floor \
-             {:.1} / {:.1} / {:.1} us; our keys alive after {} cycles: {}{}",
+            "family {:<13} server CPU per cycle: ours {ours:5.1} us, 4.7.0 {} us, 3.17.0 {} us: \
+             ratio {} to the cheaper ({} to 4.7.0); above the floor {:.1} / {} / {} us; our keys \
+             alive after {} cycles: {}{}",
             kind.name,
-            ours / v47,
+            shown(v47, 1),
+            shown(v317, 1),
+            shown(ratio, 2),
+            shown(ours / v47, 2),
             ours - floor_us,
-            v47 - floor_us,
-            v317 - floor_us,
+            shown(v47 - floor_us, 1),
+            shown(v317 - floor_us, 1),
             ROUNDS * (CYCLES + 50),
             left,
             if behind.iter().any(|b| *b) {
@@ -194,12 +224,7 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
                 ""
             }
         );
-        json = json
-            .num(&format!("{}_server_us", kind.name), ours)
-            .num(&format!("{}_server_us_4_7_0", kind.name), v47)
-            .num(&format!("{}_server_us_3_17_0", kind.name), v317)
-            .num2(&format!("{}_ratio", kind.name), ratio)
-            .num2(&format!("{}_ratio_4_7_0", kind.name), ours / v47)
+        json = sides_json(json, kind.name, "server_us", [ours, v47, v317])
             .num(&format!("{}_keys_left", kind.name), left as f64);
     }
     drop(held);
@@ -247,11 +272,10 @@ fn counted(mut json: Json, kinds: &mut [Kind<'_>], pid: u32, dir: &std::path::Pa
     };
     let mut worst: f64 = 0.0;
     for kind in kinds {
-        let mut counts = [0.0; 3];
+        let mut counts = [f64::NAN; 3];
         for (side, count) in counts.iter_mut().enumerate() {
-            let cycle: &mut Cycle<'_> = match side {
-                0 => &mut kind.ours,
-                n => &mut kind.theirs[n - 1],
+            let Some(cycle) = kind.side(side) else {
+                continue;
             };
             for _ in 0..50 {
                 cycle();
@@ -265,19 +289,19 @@ fn counted(mut json: Json, kinds: &mut [Kind<'_>], pid: u32, dir: &std::path::Pa
         }
         let [ours, v47, v317] = counts;
         let ratio = ours / v47.min(v317);
-        worst = worst.max(ratio);
+        if !ratio.is_nan() {
+            worst = worst.max(ratio);
+        }
         eprintln!(
-            "family {:<13} server instructions per cycle: ours {ours:8.0}, 4.7.0 {v47:8.0}, \
-             3.17.0 {v317:8.0}: ratio {ratio:.2} to the cheaper ({:.2} to 4.7.0)",
+            "family {:<13} server instructions per cycle: ours {ours:8.0}, 4.7.0 {:>8}, \
+             3.17.0 {:>8}: ratio {} to the cheaper ({} to 4.7.0)",
             kind.name,
-            ours / v47
+            shown(v47, 0),
+            shown(v317, 0),
+            shown(ratio, 2),
+            shown(ours / v47, 2),
         );
-        json = json
-            .num(&format!("{}_instructions", kind.name), ours)
-            .num(&format!("{}_instructions_4_7_0", kind.name), v47)
-            .num(&format!("{}_instructions_3_17_0", kind.name), v317)
-            .num2(&format!("{}_ratio", kind.name), ratio)
-            .num2(&format!("{}_ratio_4_7_0", kind.name), ours / v47);
+        json = sides_json(json, kind.name, "instructions", counts);
     }
     json.num2("worst_ratio", worst)
 }
@@ -321,9 +345,29 @@ fn paced(raw: &mut redis::Connection, cycle: &mut Cycle<'_>) -> (f64, bool) {
     (cpu / CYCLES as f64, late)
 }
 
+/// The median; NaN for no samples (a side without the object).
 fn median(samples: &mut [f64]) -> f64 {
     samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Each side's `what` of cycle `name` (ours, 4.7.0, 3.17.0; a side without the object left
+/// out), and the ratios to the cheaper and to 4.7.0 where there is one.
+fn sides_json(json: Json, name: &str, what: &str, [ours, v47, v317]: [f64; 3]) -> Json {
+    let mut json = json.num(&format!("{name}_{what}"), ours);
+    for (suffix, theirs) in [("4_7_0", v47), ("3_17_0", v317)] {
+        if !theirs.is_nan() {
+            json = json.num(&format!("{name}_{what}_{suffix}"), theirs);
+        }
+    }
+    let ratio = ours / v47.min(v317);
+    if !ratio.is_nan() {
+        json = json.num2(&format!("{name}_ratio"), ratio);
+    }
+    if !v47.is_nan() {
+        json = json.num2(&format!("{name}_ratio_4_7_0"), ours / v47);
+    }
+    json
 }
 
 /// The keys of ours that `object`'s cycles left alive: every key naming it in a hash tag
@@ -397,7 +441,7 @@ fn lock_set_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
         name: "lock_set_10",
         object: "fam:set",
         ours: Box::new(move || drop(set.lock().expect("lock set"))),
-        theirs,
+        theirs: theirs.map(Some),
     }
 }
 
@@ -413,7 +457,7 @@ fn lock_kind<'a>(
         name,
         object,
         ours: Box::new(move || drop(lock.lock().expect("lock"))),
-        theirs: [0, 1].map(|v| redisson_lock_cycle(url, v, raw[v], lease)),
+        theirs: [0, 1].map(|v| Some(redisson_lock_cycle(url, v, raw[v], lease))),
     }
 }
 
@@ -442,7 +486,7 @@ fn busy_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
         name: "try_lock_busy",
         object: "fam:held",
         ours: Box::new(move || assert!(lock.try_lock().expect("try_lock").is_none())),
-        theirs,
+        theirs: theirs.map(Some),
     }
 }
 
@@ -483,7 +527,7 @@ fn semaphore_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
         name: "semaphore",
         object: "fam:sem",
         ours: Box::new(move || sem.acquire(1).expect("acquire").release().expect("release")),
-        theirs,
+        theirs: theirs.map(Some),
     }
 }
 
@@ -531,7 +575,11 @@ fn pes_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
             let got: Option<Vec<u8>> = call.invoke(&mut conn).expect("raw pes acquire");
             assert!(got.is_some_and(|g| !g.starts_with(b":")));
             let mut call = release.key(key);
-            call.key(&channel).key(&timeouts).arg(&id[..]).arg(1).arg(now_ms());
+            call.key(&channel)
+                .key(&timeouts)
+                .arg(&id[..])
+                .arg(1)
+                .arg(now_ms());
             if version == 0 {
                 call.arg("publish");
             }
@@ -548,7 +596,115 @@ fn pes_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
                 .release()
                 .expect("release")
         }),
+        theirs: theirs.map(Some),
+    }
+}
+
+/// A group lock of 3 values taken and released, against Redisson 4.7.0's
+/// `RedissonFasterMultiLock` (3.17.0 has none).
+fn group_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
+    let group = client.group_lock("fam:group", ["a", "b", "c"]);
+    let mut conn = raw_connection(url);
+    let (lock, unlock) = (redisson("group_lock", 0), redisson("group_unlock", 0));
+    let key = "fam:raw:group:4";
+    let channel = format!("redisson_lock__channel:{{{key}}}");
+    // Three fields as long as Redisson's (`Hash.hash128toBase64` of each value).
+    let fields = [
+        "AAECAwQFBgcICQoLDA0ODw==",
+        "EBESExQVFhcYGRobHB0eHw==",
+        "ICEiIyQlJicoKSorLC0uLw==",
+    ];
+    let theirs: Cycle<'a> = Box::new(move || {
+        let mut call = lock.key(key);
+        call.arg(30_000).arg(now_ms()).arg(OWNER).arg(&fields[..]);
+        let _: Option<i64> = call.invoke(&mut conn).expect("raw group lock");
+        let mut call = unlock.key(key);
+        call.key(&channel)
+            .key(format!(
+                "redisson_unlock_latch:{{{key}}}:{:032x}",
+                request()
+            ))
+            .arg(OWNER)
+            .arg(0)
+            .arg(30_000)
+            .arg("publish")
+            .arg(LATCH_TTL)
+            .arg(now_ms())
+            .arg(&fields[..]);
+        let released: Option<i64> = call.invoke(&mut conn).expect("raw group unlock");
+        assert_eq!(released, Some(1));
+    });
+    Kind {
+        name: "group_lock_3",
+        object: "fam:group",
+        ours: Box::new(move || drop(group.lock().expect("group lock"))),
+        theirs: [Some(theirs), None],
+    }
+}
+
+/// A RedLock of 3 members (one server here, three names: a member's calls are what they
+/// would be on its own server), against Redisson's `RedissonRedLock`, which takes and
+/// releases its members' locks one by one.
+fn redlock_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
+    let names = ["fam:red:0", "fam:red:1", "fam:red:2"];
+    let red = redlatch::RedLock::new(names.map(|n| client.lock(n))).expect("RedLock");
+    let theirs = [0, 1].map(|version| {
+        let raw: Vec<String> = (0..3)
+            .map(|i| format!("fam:raw:red:{version}:{i}"))
+            .collect();
+        Some(redisson_locks_cycle(url, version, raw, 30_000))
+    });
+    Kind {
+        name: "redlock_3",
+        object: "fam:red",
+        ours: Box::new(move || drop(red.lock().expect("RedLock"))),
         theirs,
+    }
+}
+
+/// A condition's wait and notify: a waiting thread (holding the lock between waits), and each
+/// cycle the lock taken, `notify_one`, the lock released, and the waiter's wake-up awaited
+/// (its re-acquire, and its next wait's own script). Redisson has no condition.
+fn condition_kind<'a>(client: &redlatch::Client) -> Kind<'a> {
+    let (woke_tx, woke) = std::sync::mpsc::channel::<()>();
+    let waiting = client.clone();
+    std::thread::spawn(move || {
+        let lock = waiting.lock("fam:cond");
+        let cond = lock.condition("ready");
+        let mut guard = lock.lock().expect("lock");
+        // Until the bench's client goes (the wait then fails) or nobody listens.
+        while cond.wait(&mut guard).is_ok() && woke_tx.send(()).is_ok() {}
+    });
+    let lock = client.lock("fam:cond");
+    let cond = lock.condition("ready");
+    Kind {
+        name: "condition",
+        object: "fam:cond",
+        ours: Box::new(move || {
+            // The lock is free only once the waiter waits again: no notification is lost.
+            let guard = lock.lock().expect("lock");
+            cond.notify_one().expect("notify");
+            drop(guard);
+            woke.recv().expect("the waiter woke");
+        }),
+        theirs: [None, None],
+    }
+}
+
+/// An election's campaign won at once and its resignation. Redisson has no election.
+fn election_kind<'a>(client: &redlatch::Client) -> Kind<'a> {
+    let election = client.election("fam:elect");
+    Kind {
+        name: "election",
+        object: "fam:elect",
+        ours: Box::new(move || {
+            election
+                .campaign("me")
+                .expect("campaign")
+                .resign()
+                .expect("resign")
+        }),
+        theirs: [None, None],
     }
 }
 
@@ -589,7 +745,7 @@ fn latch_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
             assert!(latch.try_set_count(1).expect("try_set_count"));
             latch.count_down().expect("count_down");
         }),
-        theirs,
+        theirs: theirs.map(Some),
     }
 }
 
@@ -624,6 +780,8 @@ fn redisson(name: &str, version: usize) -> redis::Script {
         ("pes_acquire", _) => include_str!("redisson/pes_acquire_3_17_0.lua"),
         ("pes_release", 0) => include_str!("redisson/pes_release_4_7_0.lua"),
         ("pes_release", _) => include_str!("redisson/pes_release_3_17_0.lua"),
+        ("group_lock", 0) => include_str!("redisson/group_lock_4_7_0.lua"),
+        ("group_unlock", 0) => include_str!("redisson/group_unlock_4_7_0.lua"),
         _ => panic!("no Redisson script {name}"),
     };
     redis::Script::new(source)
@@ -679,7 +837,7 @@ fn fair_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
         name: "fair_lock",
         object: "fam:fair",
         ours: Box::new(move || drop(lock.lock().expect("fair lock"))),
-        theirs,
+        theirs: theirs.map(Some),
     }
 }
 
@@ -722,7 +880,7 @@ fn read_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
         name: "read_lock",
         object: "fam:rw",
         ours: Box::new(move || drop(lock.lock().expect("read lock"))),
-        theirs,
+        theirs: theirs.map(Some),
     }
 }
 
@@ -762,6 +920,6 @@ fn write_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
         name: "write_lock",
         object: "fam:rww",
         ours: Box::new(move || drop(lock.lock().expect("write lock"))),
-        theirs,
+        theirs: theirs.map(Some),
     }
 }
