@@ -11,6 +11,8 @@
 -- Reply:   {count}   acquired: every value names the owner, its expire_time is at least now +
 --                    lease, its lock_count went up by one (count: the first value's); the
 --                    group's PEXPIRE raised to the lease (set, for a new group)
+--          nil       the same, count 1 (a new hold: as Redisson's reply, which an array's
+--                    costs the server more than)
 --          integer   not acquired: ms until the latest expire_time of a value another owner
 --                    holds (nothing changed)
 --          error WRONGTYPE  the key exists and is not a hash
@@ -36,15 +38,22 @@ end;
 local count = 0;
 for i = 3, #ARGV do
     local held = ARGV[i] .. ':' .. owner;
-    redis.call('hset', KEYS[1], ARGV[i], owner);
     local expire = tonumber(redis.call('hget', KEYS[1], held .. ':expire_time'));
+    local n = 1;
     if expire == nil or expire < now then
-        redis.call('hset', KEYS[1], held .. ':lock_count', 0);
+        -- A new hold of the value (or one whose time ran out: its count starts again): what
+        -- Redisson writes in four calls (owner, expiry, a count reset and its increment), in
+        -- one; each write costs the server more than a read.
+        redis.call('hset', KEYS[1], ARGV[i], owner, held .. ':expire_time', now + lease,
+            held .. ':lock_count', 1);
+    else
+        if expire < now + lease then
+            redis.call('hset', KEYS[1], ARGV[i], owner, held .. ':expire_time', now + lease);
+        else
+            redis.call('hset', KEYS[1], ARGV[i], owner);
+        end;
+        n = redis.call('hincrby', KEYS[1], held .. ':lock_count', 1);
     end;
-    if expire == nil or expire < now + lease then
-        redis.call('hset', KEYS[1], held .. ':expire_time', now + lease);
-    end;
-    local n = redis.call('hincrby', KEYS[1], held .. ':lock_count', 1);
     if i == 3 then
         count = n;
     end;
@@ -59,5 +68,8 @@ if exists then
     end;
 else
     redis.call('pexpire', KEYS[1], lease);
+end;
+if count == 1 then
+    return nil;
 end;
 return {count};

@@ -31,9 +31,12 @@ local owner = ARGV[2];
 local failed, all_freed, freed = false, 1, false;
 for i = 5, #ARGV do
     local held = ARGV[i] .. ':' .. owner;
-    local expire = tonumber(redis.call('hget', KEYS[1], held .. ':expire_time'));
+    -- Expiry and count in one read: the last hold's field goes without a decrement first.
+    local fields = redis.call('hmget', KEYS[1], held .. ':expire_time', held .. ':lock_count');
+    local expire = tonumber(fields[1]);
     if expire ~= nil and expire >= now then
-        if redis.call('hincrby', KEYS[1], held .. ':lock_count', -1) <= 0 then
+        local last = (tonumber(fields[2]) or 0) <= 1;
+        if last or redis.call('hincrby', KEYS[1], held .. ':lock_count', -1) <= 0 then
             redis.call('hdel', KEYS[1], held .. ':expire_time', held .. ':lock_count', ARGV[i]);
             freed = true;
         else
