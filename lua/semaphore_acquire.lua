@@ -5,14 +5,16 @@
 -- made again after a data loss.
 -- KEYS[1]  semaphore name (STRING: available permits; absent = 0)
 -- KEYS[2]  receipt "redisson_unlock_latch:{name}:<client uuid>-<n>" (a request's short-lived
---          key): set to "<permits taken>:<generation>", for ARGV[2] ms; see
+--          key): set to "<permits taken>:<left>:<generation>", for ARGV[2] ms; see
 --          lua/semaphore_settle.lua
 -- KEYS[3]  generation "redlatch_semaphore:{name}" (STRING): who made this count; absent
---          until an acquire or a set of ours
+--          until an acquire or a set of ours, which then writes a new one (with KEYS[1]'s
+--          time to live): the request id "<client uuid>-<n>" ending KEYS[2], unique across
+--          clients
 -- ARGV[1]  permits wanted (>= 1)
 -- ARGV[2]  the receipt's time to live in ms
--- ARGV[3]  a new generation, written to KEYS[3] if it has none (with KEYS[1]'s time to live)
--- Reply:   {1, left, generation}  taken; `left` permits remain available; receipt written
+-- Reply:   "<taken>:<left>:<generation>"  taken (the receipt's value: one string costs the
+--                              server less than an array); `left` permits remain available
 --          {0, available, exists} not enough: nothing changed; `exists` 1 if KEYS[1] exists,
 --                                 0 if nobody set the semaphore up (it has no permits at all)
 --          error WRONGTYPE        the key is not a string holding an integer (nothing changed)
@@ -29,7 +31,7 @@ if available >= wanted then
     local left = redis.call('decrby', KEYS[1], wanted);
     local generation = redis.call('get', KEYS[3]);
     if generation == false then
-        generation = ARGV[3];
+        generation = string.match(KEYS[2], '[^:]*$');
         local ttl = redis.call('pttl', KEYS[1]);
         if ttl > 0 then
             redis.call('set', KEYS[3], generation, 'px', ttl);
@@ -37,8 +39,9 @@ if available >= wanted then
             redis.call('set', KEYS[3], generation);
         end;
     end;
-    redis.call('set', KEYS[2], wanted .. ':' .. generation, 'px', ARGV[2]);
-    return {1, left, generation};
+    local receipt = wanted .. ':' .. left .. ':' .. generation;
+    redis.call('set', KEYS[2], receipt, 'px', ARGV[2]);
+    return receipt;
 end;
 if value == false then
     return {0, 0, 0};

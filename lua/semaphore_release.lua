@@ -13,14 +13,15 @@
 -- ARGV[3]  the latch's time to live in ms
 -- ARGV[4]  optional: the generation the permits were taken in; absent = any (a release of
 --          permits nobody here took, as Redisson's)
--- Reply:   {1, count}          given back: the count after the release (published on
+-- Reply:   count               given back: the count after the release (published on
 --                              KEYS[2]); for a call whose latch is set, the first call's,
---                              and nothing done
+--                              and nothing done. (An integer costs the server less than an
+--                              array.)
 --          {0, available}      dropped: KEYS[4] is not ARGV[4] (nothing changed)
 --          error WRONGTYPE     the key is not a string holding an integer (nothing changed)
 local done = redis.call('get', KEYS[3]);
 if done ~= false then
-    return {1, tonumber(done)};
+    return tonumber(done);
 end;
 if ARGV[4] and redis.call('get', KEYS[4]) ~= ARGV[4] then
     local value = redis.pcall('get', KEYS[1]);
@@ -33,4 +34,4 @@ if type(count) ~= 'number' then
 end;
 redis.call(ARGV[2], KEYS[2], count);
 redis.call('set', KEYS[3], count, 'px', ARGV[3]);
-return {1, count};
+return count;

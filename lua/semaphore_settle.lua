@@ -1,7 +1,8 @@
 -- Settle an acquire whose reply was lost: give back what its receipt says it took (ours), if
 -- the semaphore is still the generation it was taken from.
 -- KEYS[1]  semaphore name (STRING: available permits)
--- KEYS[2]  the acquire's receipt "<permits taken>:<generation>" (see lua/semaphore_acquire.lua)
+-- KEYS[2]  the acquire's receipt "<permits taken>:<left>:<generation>" (see
+--          lua/semaphore_acquire.lua)
 -- KEYS[3]  channel "redisson_sc:{name}"
 -- KEYS[4]  generation "redlatch_semaphore:{name}"
 -- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
@@ -15,7 +16,7 @@ local receipt = redis.call('get', KEYS[2]);
 if receipt == false then
     return 0;
 end;
-local taken, generation = string.match(receipt, '^(%d+):(.*)$');
+local taken, generation = string.match(receipt, '^(%d+):%-?%d+:(.*)$');
 taken = tonumber(taken or receipt);
 local value = redis.call('get', KEYS[1]);
 if value ~= false and tonumber(value) == nil then

@@ -184,10 +184,9 @@ impl RawSemaphore {
                 .key(&self.generation)
                 .arg(permits)
                 .arg(millis(keys::RECEIPT_TTL))
-                .arg(self.generation_of(request))
                 .invoke(c)
         });
-        let (taken, count, found): (i64, i64, Option<Value>) = match outcome {
+        let reply: Value = match outcome {
             Ok(reply) => reply,
             Err(e) => {
                 if e.breaks_connection() {
@@ -209,16 +208,25 @@ impl RawSemaphore {
                 return Err(e);
             }
         };
-        let tried = if taken == 1 {
-            inner.backend.delete_later(receipt);
-            Tried::done()
-        } else {
-            Tried::again(None)
-        };
-        let (generation, unset) = match found {
-            Some(Value::BulkString(g)) => (Some(String::from_utf8_lossy(&g).into()), false),
-            Some(Value::Int(0)) => (None, true),
-            _ => (None, false),
+        let bad = || Error::Protocol(format!("semaphore acquire script replied {reply:?}"));
+        let (tried, count, generation, unset) = match &reply {
+            // Taken: the receipt's value, "<taken>:<left>:<generation>".
+            Value::BulkString(value) => {
+                let value = std::str::from_utf8(value).map_err(|_| bad())?;
+                let mut parts = value.splitn(3, ':');
+                let (_taken, left, generation) = (parts.next(), parts.next(), parts.next());
+                let left: i64 = left.and_then(|l| l.parse().ok()).ok_or_else(bad)?;
+                let generation = generation.ok_or_else(bad)?.into();
+                inner.backend.delete_later(receipt);
+                (Tried::done(), left, Some(generation), false)
+            }
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(0), Value::Int(available), Value::Int(exists)] => {
+                    (Tried::again(None), *available, None, *exists == 0)
+                }
+                _ => return Err(bad()),
+            },
+            _ => return Err(bad()),
         };
         Ok(Attempt {
             tried: tried.seeing(count),
@@ -270,7 +278,7 @@ impl RawSemaphore {
         permits: u32,
         generation: Option<&str>,
     ) -> Result<Released> {
-        let (given, count): (i64, i64) = self.run(|c| {
+        let reply: Value = self.run(|c| {
             let mut call = scripts::SEMAPHORE_RELEASE.key(&self.name);
             call.key(&self.channel)
                 .key(latch)
@@ -283,10 +291,18 @@ impl RawSemaphore {
             }
             call.invoke(c)
         })?;
-        Ok(match given {
-            1 => Released::Given(count),
-            _ => Released::Dropped(count),
-        })
+        match reply {
+            Value::Int(count) => Ok(Released::Given(count)),
+            Value::Array(items) => match items.as_slice() {
+                [Value::Int(0), Value::Int(available)] => Ok(Released::Dropped(*available)),
+                _ => Err(Error::Protocol(format!(
+                    "semaphore release script replied {items:?}"
+                ))),
+            },
+            other => Err(Error::Protocol(format!(
+                "semaphore release script replied {other:?}"
+            ))),
+        }
     }
 
     /// A generation for a semaphore this client makes (or finds without one): its id and a
@@ -296,7 +312,8 @@ impl RawSemaphore {
         self.generation_of(request)
     }
 
-    /// The generation an acquire numbered `request` writes where there is none.
+    /// The generation of request number `request`: the request id that ends its receipt's
+    /// key, which is also what `lua/semaphore_acquire.lua` writes where there is none.
     fn generation_of(&self, request: u64) -> String {
         format!("{}-{request}", self.client.id())
     }
