@@ -22,15 +22,27 @@ local v = redis.pcall('get', KEYS[1]);
 if v == false then
     return '0';
 end;
-if type(v) ~= 'string' or not is_int(v) then
+local function wrong_type()
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value');
 end;
-if string.sub(v, 1, 1) == '-' or v == '0' then
-    return '0';
+if type(v) ~= 'string' then
+    return wrong_type();
 end;
-if redis.call('decr', KEYS[1]) == 0 then
+if v == '1' then
+    -- The last count: deleted as DECR to 0 and then DEL would leave it, one write fewer.
     redis.call('del', KEYS[1]);
     redis.call(ARGV[2], KEYS[2], ARGV[1]);
     return receipt('0');
+end;
+if string.sub(v, 1, 1) == '-' or v == '0' then
+    if not is_int(v) then
+        return wrong_type();
+    end;
+    return '0';
+end;
+-- DECR refuses what is no integer before it writes anything.
+local left = redis.pcall('decr', KEYS[1]);
+if type(left) ~= 'number' then
+    return wrong_type();
 end;
 return receipt(redis.call('get', KEYS[1]));
