@@ -27,7 +27,8 @@
 //!
 //! The floor: two PINGs a cycle at the same pace, what the round trips cost with no work in
 //! them; each side's cost above it is its scripts'. Keys left: the keys of ours naming the
-//! object that its cycles left alive (receipts waiting for their batched delete).
+//! object that [`KEPT`] cycles of ours left alive (receipts waiting for their batched
+//! delete).
 
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,8 @@ const PACE: Duration = Duration::from_micros(500);
 const CYCLES: usize = 2000;
 /// Rounds per side; the median counts.
 const ROUNDS: usize = 3;
+/// The cycles of ours after which the keys of ours left alive are counted.
+const KEPT: usize = 10_000;
 
 /// Redisson 4.7.0's lock acquire (`tryLockInnerAsync`).
 const LOCK_4_7: &str = "if ((redis.call('exists', KEYS[1]) == 0) \
@@ -197,6 +200,10 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
                 behind[side] |= late;
             }
         }
+        // Ours runs on, unpaced, to KEPT cycles in all: the keys of ours it left alive then.
+        for _ in ROUNDS * (CYCLES + 50)..KEPT {
+            (kind.ours)();
+        }
         let left = left_behind(&mut ctx.raw, kind.object);
         let [ours, v47, v317] = [0, 1, 2].map(|i| median(&mut sides[i]));
         // NaN for a side without the object: `min` takes the other.
@@ -207,7 +214,7 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         eprintln!(
             "family {:<13} server CPU per cycle: ours {ours:5.1} us, 4.7.0 {} us, 3.17.0 {} us: \
              ratio {} to the cheaper ({} to 4.7.0); above the floor {:.1} / {} / {} us; our keys \
-             alive after {} cycles: {}{}",
+             alive after {} cycles: {} {:?}{}",
             kind.name,
             shown(v47, 1),
             shown(v317, 1),
@@ -216,7 +223,8 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
             ours - floor_us,
             shown(v47 - floor_us, 1),
             shown(v317 - floor_us, 1),
-            ROUNDS * (CYCLES + 50),
+            KEPT,
+            left.len(),
             left,
             if behind.iter().any(|b| *b) {
                 "; a side fell behind the pace"
@@ -225,7 +233,7 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
             }
         );
         json = sides_json(json, kind.name, "server_us", [ours, v47, v317])
-            .num(&format!("{}_keys_left", kind.name), left as f64);
+            .num(&format!("{}_keys_left", kind.name), left.len() as f64);
     }
     drop(held);
     json.num("pace_us", PACE.as_micros() as f64)
@@ -372,14 +380,14 @@ fn sides_json(json: Json, name: &str, what: &str, [ours, v47, v317]: [f64; 3]) -
 
 /// The keys of ours that `object`'s cycles left alive: every key naming it in a hash tag
 /// (receipts, latches) but the semaphore's generation, which is kept for good.
-fn left_behind(raw: &mut redis::Connection, object: &str) -> usize {
-    let keys: Vec<String> = redis::cmd("KEYS")
+fn left_behind(raw: &mut redis::Connection, object: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS")
         .arg(format!("*{{{object}}}*"))
         .query(raw)
         .expect("KEYS");
-    keys.iter()
-        .filter(|k| !k.starts_with("redlatch_semaphore:"))
-        .count()
+    keys.retain(|k| !k.starts_with("redlatch_semaphore:"));
+    keys.sort();
+    keys
 }
 
 /// Redisson's lock and unlock, raw, on `name` as owner `owner`, with `lease` ms.
