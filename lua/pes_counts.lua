@@ -14,6 +14,10 @@
 --                              (|n| < 2^53)
 -- lua/pes_check.lua runs first (and writes nothing): it checks the key types (defining `now`
 -- and `count`).
-local expired = redis.call('zcount', KEYS[2], 0, int(now));
+-- The timeout set's type is checked here, by its first read (see lua/pes_check.lua).
+local expired = redis.pcall('zcount', KEYS[2], 0, int(now));
+if type(expired) == 'table' then
+    return redis.error_reply('WRONGTYPE the permit timeout key is not a sorted set');
+end;
 local acquired = redis.call('zcount', KEYS[2], '(' .. int(now), '+inf');
 return {count + expired, acquired, redis.call('exists', KEYS[1])};

@@ -12,7 +12,11 @@
 --          error WRONGTYPE     a key holds another type, or the count is not an integer
 --                              (|n| < 2^53)
 -- lua/pes_check.lua runs first (and writes nothing): it checks the key types (defining `now`).
-local score = redis.call('zscore', KEYS[2], ARGV[2]);
+-- The timeout set's type is checked here, by its first read (see lua/pes_check.lua).
+local score = redis.pcall('zscore', KEYS[2], ARGV[2]);
+if type(score) == 'table' then
+    return redis.error_reply('WRONGTYPE the permit timeout key is not a sorted set');
+end;
 if score == false then
     return -2;
 end;

@@ -237,7 +237,7 @@
 //! |---|---|
 //! | `name` | HASH: `<client uuid>:<thread number>` → hold count; PEXPIRE = lease |
 //! | `redisson_lock__channel:{name}` | channel: `0` published when the lock is freed |
-//! | `redisson_unlock_latch:{name}:<client uuid>-<n>` | STRING, short-lived: makes a retried unlock of a fair, spin or read-write lock idempotent (a plain, fenced or non-reentrant lock's unlock writes none); for a [semaphore](Semaphore), the receipt of an acquire (the permits taken), by which one whose reply was lost is settled; the verdict of a [`FencedResource`] write, for the write sent again; deleted after the reply (16 to a `DEL`) |
+//! | `redisson_unlock_latch:{name}:<client uuid>-<n>` | STRING, short-lived: makes a retried unlock of a group lock idempotent (the other locks' unlocks write none: each says the hold count it expects); for a [semaphore](Semaphore), the receipt of an acquire (the permits taken), by which one whose reply was lost is settled; the verdict of a [`FencedResource`] write, for the write sent again; deleted after the reply (16 to a `DEL`) |
 //! | `redisson_lock_queue:{name}` | [fair lock](Client::fair_lock): LIST of waiting owners, in arrival order |
 //! | `redisson_lock_timeout:{name}` | fair lock: ZSET owner → deadline (ms on the server's clock) |
 //! | `redlatch_fair_turn:{name}` | fair lock (ours): HASH `owner`, `chain`, `until`: the head woken with the lock free, whose deadline became one thread wait from then (`until`), and the deadline it had (`chain`), on which our newcomers chain; expires a second after `until` |

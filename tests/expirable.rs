@@ -452,6 +452,9 @@ fn bad_input_is_rejected_and_foreign_keys_are_left_alone() {
         wrong_type(s.release(&id));
         wrong_type(s.try_release(&id).map(drop));
         wrong_type(s.update_lease(&id, LONG));
+        wrong_type(s.permits().map(drop));
+        wrong_type(s.acquired_permits().map(drop));
+        wrong_type(s.remaining_lease(&id).map(drop));
         assert_eq!(dump(&mut raw), before, "{name} changed");
     }
 

@@ -359,7 +359,16 @@ fn bad_input_is_rejected_and_leaves_redis_unchanged() {
     check_wrong_type(&mut raw, "latch:hash");
     let fields: Vec<(String, String)> = raw.hgetall("latch:hash").unwrap();
     assert_eq!(fields, [("f".to_owned(), "v".to_owned())]);
-    for value in ["abc", "", "1.5", "007", "+5", "-x", "-0", "99999999999999999999"] {
+    for value in [
+        "abc",
+        "",
+        "1.5",
+        "007",
+        "+5",
+        "-x",
+        "-0",
+        "99999999999999999999",
+    ] {
         let _: () = raw.set("latch:str", value).unwrap();
         check_wrong_type(&mut raw, "latch:str");
         assert_eq!(raw.get::<_, String>("latch:str").unwrap(), value);

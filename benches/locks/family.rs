@@ -166,7 +166,7 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         election_kind(&client),
     ];
     if let Some((pid, dir)) = ctx.callgrind.clone() {
-        let json = counted(ctx.json("family"), &mut kinds, pid, &dir);
+        let json = counted(ctx.json("family"), &mut kinds, &url, pid, &dir);
         drop(held);
         return json;
     }
@@ -269,7 +269,97 @@ const COUNTED: usize = 400;
 /// instructions per cycle of each side, [`COUNTED`] cycles after a warm-up, its counts zeroed
 /// before and dumped after (`callgrind_control`). Exact where the CPU times are noisy, and
 /// without the kernel's part (wake-ups, reads, writes), which both sides pay alike.
-fn counted(mut json: Json, kinds: &mut [Kind<'_>], pid: u32, dir: &std::path::Path) -> Json {
+/// The parts a script call is made of, each the only thing a script does, sent raw
+/// [`COUNTED`] times under callgrind: what explains the rows (a key for the JSON, what it is,
+/// the script, how many arguments). A script's calls touch keys of no use.
+const PARTS: [(&str, &str, &str, usize); 12] = [
+    ("call", "a script call (`return 1`)", "return 1", 0),
+    ("arg", "one argument", "return 1", 1),
+    (
+        "get",
+        "GET of a missing key",
+        "redis.call('get', 'fam:part:none') return 1",
+        0,
+    ),
+    (
+        "pcall_get",
+        "the same GET under pcall",
+        "redis.pcall('get', 'fam:part:none') return 1",
+        0,
+    ),
+    (
+        "type",
+        "TYPE",
+        "redis.call('type', 'fam:part:none') return 1",
+        0,
+    ),
+    (
+        "write",
+        "INCRBY (a write)",
+        "redis.call('incrby', 'fam:part:n', 1) return 1",
+        0,
+    ),
+    (
+        "set_px",
+        "SET ... PX (a receipt)",
+        "redis.call('set', 'fam:part:r', '1', 'px', 20000) return 1",
+        0,
+    ),
+    (
+        "pexpire",
+        "PEXPIRE",
+        "redis.call('pexpire', 'fam:part:n', 1000000) return 1",
+        0,
+    ),
+    ("time", "TIME", "redis.call('time') return 1", 0),
+    (
+        "publish",
+        "PUBLISH (nobody listening)",
+        "redis.call('publish', 'fam:part:c', '0') return 1",
+        0,
+    ),
+    ("array", "an array reply `{1}`", "return {1}", 0),
+    (
+        "string",
+        "a string reply of 40 bytes",
+        "return '0123456789012345678901234567890123456789'",
+        0,
+    ),
+];
+
+/// [`PARTS`], counted: each part's instructions above a bare script call (the call's own).
+fn parts(mut json: Json, count: &mut dyn FnMut(&mut dyn FnMut()) -> f64, url: &str) -> Json {
+    let mut conn = raw_connection(url);
+    let mut base = 0.0;
+    for (key, what, source, args) in PARTS {
+        let script = redis::Script::new(source);
+        let mut call = || {
+            let mut invocation = script.prepare_invoke();
+            for _ in 0..args {
+                invocation.arg("0123456789");
+            }
+            let _: redis::Value = invocation.invoke(&mut conn).expect("a part");
+        };
+        let n = count(&mut call);
+        let above = if key == "call" {
+            base = n;
+            n
+        } else {
+            n - base
+        };
+        eprintln!("family part {what:<34} {above:8.0} server instructions");
+        json = json.num(&format!("part_{key}_instructions"), above);
+    }
+    json
+}
+
+fn counted(
+    mut json: Json,
+    kinds: &mut [Kind<'_>],
+    url: &str,
+    pid: u32,
+    dir: &std::path::Path,
+) -> Json {
     let control = |what: &str| {
         let done = std::process::Command::new("callgrind_control")
             .arg(what)
@@ -278,22 +368,25 @@ fn counted(mut json: Json, kinds: &mut [Kind<'_>], pid: u32, dir: &std::path::Pa
             .expect("callgrind_control (valgrind)");
         assert!(done.status.success(), "callgrind_control {what} failed");
     };
+    // The server's instructions per call of `cycle`, after a warm-up.
+    let mut count = |cycle: &mut dyn FnMut()| -> f64 {
+        for _ in 0..50 {
+            cycle();
+        }
+        control("--zero");
+        for _ in 0..COUNTED {
+            cycle();
+        }
+        control("--dump");
+        newest_total(dir) as f64 / COUNTED as f64
+    };
     let mut worst: f64 = 0.0;
     for kind in kinds {
         let mut counts = [f64::NAN; 3];
-        for (side, count) in counts.iter_mut().enumerate() {
-            let Some(cycle) = kind.side(side) else {
-                continue;
-            };
-            for _ in 0..50 {
-                cycle();
+        for (side, counted) in counts.iter_mut().enumerate() {
+            if let Some(cycle) = kind.side(side) {
+                *counted = count(cycle);
             }
-            control("--zero");
-            for _ in 0..COUNTED {
-                cycle();
-            }
-            control("--dump");
-            *count = newest_total(dir) as f64 / COUNTED as f64;
         }
         let [ours, v47, v317] = counts;
         let ratio = ours / v47.min(v317);
@@ -311,7 +404,7 @@ fn counted(mut json: Json, kinds: &mut [Kind<'_>], pid: u32, dir: &std::path::Pa
         );
         json = sides_json(json, kind.name, "instructions", counts);
     }
-    json.num2("worst_ratio", worst)
+    parts(json, &mut count, url).num2("worst_ratio", worst)
 }
 
 /// The total instructions of the newest callgrind dump in `dir`.

@@ -349,9 +349,16 @@ pub(super) static RENEW_PERMIT: BatchRenewal = BatchRenewal {
 mod tests {
     use super::TIMEOUTS_WRONG_TYPE;
 
+    /// Every first call on the timeout set: the reclaim prelude of the scripts that write,
+    /// and the read-only scripts' first reads.
     #[test]
-    fn the_reclaim_prelude_reports_the_timeout_key_as_rust_expects() {
-        let prelude = include_str!("../../../lua/pes_check.lua");
-        assert!(prelude.contains(TIMEOUTS_WRONG_TYPE));
+    fn the_timeout_set_checks_report_the_timeout_key_as_rust_expects() {
+        for script in [
+            include_str!("../../../lua/pes_common.lua"),
+            include_str!("../../../lua/pes_counts.lua"),
+            include_str!("../../../lua/pes_lease.lua"),
+        ] {
+            assert!(script.contains(TIMEOUTS_WRONG_TYPE));
+        }
     }
 }
