@@ -42,7 +42,12 @@ if string.sub(v, 1, 1) == '-' or v == '0' then
 end;
 -- DECR refuses what is no integer before it writes anything.
 local left = redis.pcall('decr', KEYS[1]);
-if type(left) ~= 'number' then
+if type(left) == 'table' then
+    -- Any other refusal (a replica's READONLY on a server before 7.0, which runs the
+    -- script: the client tries again) goes back as it came.
+    if string.sub(left.err, 1, 8) == 'READONLY' then
+        return redis.error_reply(left.err);
+    end;
     return wrong_type();
 end;
 return receipt(redis.call('get', KEYS[1]));

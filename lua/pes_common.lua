@@ -6,6 +6,11 @@
 -- nothing written. (`now`, 13 digits, goes as a Lua number prints: exactly.)
 local reclaimed = redis.pcall('zremrangebyscore', KEYS[2], 0, now);
 if type(reclaimed) == 'table' then
+    -- Only a wrong type is ours to name; any other refusal (a replica's READONLY on a server
+    -- before 7.0, which runs the script: the client tries again) goes back as it came.
+    if string.sub(reclaimed.err, 1, 9) ~= 'WRONGTYPE' then
+        return redis.error_reply(reclaimed.err);
+    end;
     return redis.error_reply('WRONGTYPE the permit timeout key is not a sorted set');
 end;
 if reclaimed > 0 then

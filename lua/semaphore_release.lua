@@ -29,7 +29,12 @@ if ARGV[4] and redis.call('get', KEYS[4]) ~= ARGV[4] then
 end;
 -- INCRBY refuses a value that is no integer before it writes anything.
 local count = redis.pcall('incrby', KEYS[1], ARGV[1]);
-if type(count) ~= 'number' then
+if type(count) == 'table' then
+    -- Any other refusal (a replica's READONLY on a server before 7.0, which runs the
+    -- script: the client tries again) goes back as it came.
+    if string.sub(count.err, 1, 8) == 'READONLY' then
+        return redis.error_reply(count.err);
+    end;
     return redis.error_reply('WRONGTYPE semaphore value is not an integer');
 end;
 redis.call(ARGV[2], KEYS[2], count);

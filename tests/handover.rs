@@ -378,6 +378,44 @@ fn a_fair_lock_passes_only_to_the_head_of_its_queue() {
     assert!(holds(&server, "fq").is_empty());
 }
 
+/// Queued B (another client), then A (this client): the holder's release cannot pass to A,
+/// which is not the head, and releases; its reply is lost, and the call sent again finds the
+/// owner holding nothing and A not passed it. That is a release (the first call ran), not a
+/// loss: `unlock` succeeds, B gets the lock, then A.
+#[test]
+fn a_fair_release_whose_reply_was_lost_while_the_head_was_elsewhere_succeeds() {
+    let server = RedisServer::new();
+    let proxy = support::proxy::Proxy::start(server.port());
+    let local = Client::open(proxy.url()).unwrap();
+    let other = Client::open(server.url()).unwrap();
+    drop(local.fair_lock("warm-up").lock().unwrap());
+    let guard = local.fair_lock("fq").lock().unwrap();
+    let mut waiting = Vec::new();
+    for (place, client) in [&other, &local].into_iter().enumerate() {
+        waiting.push(waiter(client, "fq", |c, n| c.fair_lock(n)));
+        assert!(wait_until(GENEROUS, || local
+            .inspect("fq")
+            .unwrap()
+            .is_some_and(|i| i.queue.len() == place + 1)));
+    }
+    await_waiting(&local, 1);
+    let cuts = proxy.cuts();
+    // The release's reply: 1, the lock freed and the head woken.
+    proxy.lose_next_reply_equal_to(b":1\r\n");
+    guard.unlock().expect("released by its first call");
+    assert_eq!(proxy.cuts(), cuts + 1, "the reply was lost");
+    let [(b_got, b_release, b), (a_got, a_release, a)] = <[_; 2]>::try_from(waiting).ok().unwrap();
+    let b_owner = b_got.recv_timeout(GENEROUS).unwrap().unwrap();
+    assert_eq!(holds(&server, "fq"), vec![(b_owner, 1)], "the head has it");
+    b_release.send(()).unwrap();
+    let a_owner = a_got.recv_timeout(GENEROUS).unwrap().unwrap();
+    assert_eq!(holds(&server, "fq"), vec![(a_owner, 1)]);
+    a_release.send(()).unwrap();
+    b.join().unwrap();
+    a.join().unwrap();
+    assert!(holds(&server, "fq").is_empty());
+}
+
 /// The pass's reply is lost twice (the server paused), and the waiter cannot settle it
 /// either: whichever of the two holds the lock when the server answers is given back.
 #[test]

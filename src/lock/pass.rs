@@ -63,7 +63,12 @@ impl RawLock {
                 Unlocked::Passed
             }
             Ok(Ran::Did(unlocked)) => unlocked,
-            // Neither passed nor the count expected: the hold was lost meanwhile.
+            // The owner holds nothing and the waiter was not passed it: the first call
+            // released the lock (a fair lock passes only to the head of its queue, and the
+            // waiter may not head it), or the hold was gone already. Either way it is free
+            // of this owner, as a lost reply settled by the count reports it.
+            Ok(Ran::Differs(0)) => Unlocked::Released,
+            // Holds of the owner's that the call did not expect: the hold was lost meanwhile.
             Ok(Ran::Differs(_)) => Unlocked::NotHeld,
             Err(e) => self.pass_in_doubt(claim, release.owner, sent_at, String::new(), e),
         }
