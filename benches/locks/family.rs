@@ -591,17 +591,23 @@ fn busy_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
     }
 }
 
+/// A raw connection, with Redisson's semaphore `key` set to one permit.
+fn one_permit(url: &str, key: &str) -> redis::Connection {
+    let mut conn = raw_connection(url);
+    let () = redis::cmd("SET")
+        .arg(key)
+        .arg(1)
+        .query(&mut conn)
+        .expect("raw permits");
+    conn
+}
+
 fn semaphore_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
     let sem = client.semaphore("fam:sem");
     sem.try_set_permits(1).expect("permits");
     let theirs = [0, 1].map(|version| {
-        let mut conn = raw_connection(url);
         let key = ["fam:raw:sem:4", "fam:raw:sem:3"][version];
-        let _: () = redis::cmd("SET")
-            .arg(key)
-            .arg(1)
-            .query(&mut conn)
-            .expect("raw permits");
+        let mut conn = one_permit(url, key);
         let acquire = redis::Script::new(SEM_ACQUIRE);
         let release = redis::Script::new(if version == 0 {
             SEM_RELEASE_4_7
@@ -638,13 +644,8 @@ fn pes_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
     let pes = client.permit_expirable_semaphore("fam:pes");
     pes.try_set_permits(1).expect("permits");
     let theirs = [0, 1].map(|version| {
-        let mut conn = raw_connection(url);
         let key = ["fam:raw:pes:4", "fam:raw:pes:3"][version];
-        let _: () = redis::cmd("SET")
-            .arg(key)
-            .arg(1)
-            .query(&mut conn)
-            .expect("raw permits");
+        let mut conn = one_permit(url, key);
         let (acquire, release) = (
             redisson("pes_acquire", version),
             redisson("pes_release", version),
