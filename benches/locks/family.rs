@@ -512,11 +512,10 @@ fn redisson_locks_cycle<'a>(
                 .expect("raw lock");
         }
         for name in &names {
-            let n = request();
             let mut call = unlock.key(name);
             call.key(format!("redisson_lock__channel:{{{name}}}"));
             if version == 0 {
-                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+                call.key(latch_4_7(name));
             }
             call.arg(0).arg(lease).arg(OWNER);
             if version == 0 {
@@ -722,10 +721,7 @@ fn group_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
         let _: Option<i64> = call.invoke(&mut conn).expect("raw group lock");
         let mut call = unlock.key(key);
         call.key(&channel)
-            .key(format!(
-                "redisson_unlock_latch:{{{key}}}:{:032x}",
-                request()
-            ))
+            .key(latch_4_7(key))
             .arg(OWNER)
             .arg(0)
             .arg(30_000)
@@ -856,11 +852,13 @@ const OWNER: &str = "3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1";
 /// The time to live Redisson 4.x gives an unlock latch (its default `timeout`, ms).
 const LATCH_TTL: u64 = 13_500;
 
-/// A new request id for Redisson 4.7.0's unlock latch, unique in the run: rows that share a
-/// lock name must not find each other's latches (an unlock that finds one does nothing).
-fn request() -> u64 {
+/// A new unlock latch of lock `name` for Redisson 4.7.0's unlock, its request id unique in
+/// the run: rows that share a lock name must not find each other's latches (an unlock that
+/// finds one does nothing).
+fn latch_4_7(name: &str) -> String {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("redisson_unlock_latch:{{{name}}}:{n:032x}")
 }
 
 /// Redisson's script `name` at `version` (0: 4.7.0, 1: 3.17.0), from `benches/locks/redisson/`.
@@ -922,11 +920,10 @@ fn fair_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
                 .invoke(&mut conn)
                 .expect("raw fair lock");
             assert!(ttl.is_none(), "the raw fair lock is free");
-            let n = request();
             let mut call = release.key(name);
             call.key(&queue).key(&timeouts).key(&channel);
             if version == 0 {
-                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+                call.key(latch_4_7(name));
             }
             call.arg(0).arg(30_000).arg(OWNER).arg(now_ms());
             if version == 0 {
@@ -965,11 +962,10 @@ fn read_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
                 .invoke(&mut conn)
                 .expect("raw read lock");
             assert!(ttl.is_none(), "the raw read lock is free");
-            let n = request();
             let mut call = release.key(name);
             call.key(&channel).key(&timeouts).key(&prefix);
             if version == 0 {
-                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+                call.key(latch_4_7(name));
             }
             call.arg(0).arg(OWNER);
             if version == 0 {
@@ -1005,11 +1001,10 @@ fn write_kind<'a>(url: &str, lock: redlatch::Lock) -> Kind<'a> {
                 .invoke(&mut conn)
                 .expect("raw write lock");
             assert!(ttl.is_none(), "the raw write lock is free");
-            let n = request();
             let mut call = release.key(name);
             call.key(&channel);
             if version == 0 {
-                call.key(format!("redisson_unlock_latch:{{{name}}}:{n:032x}"));
+                call.key(latch_4_7(name));
             }
             call.arg(1).arg(30_000).arg(&writer);
             if version == 0 {
