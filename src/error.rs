@@ -159,6 +159,16 @@ pub enum Error {
     /// A wait or a Redis reply did not complete within the configured time.
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A [`RateLimiter`](crate::RateLimiter) has no rate: nobody set it
+    /// ([`try_set_rate`](crate::RateLimiter::try_set_rate)), or it was deleted or expired
+    /// since. Redisson throws `RateLimiter is not initialized` here.
+    ///
+    /// Nothing was changed.
+    #[error("rate limiter `{name}` has no rate set")]
+    RateNotSet {
+        /// The limiter's name.
+        name: String,
+    },
     /// The key under the lock's name (or a helper key) holds a value of another type.
     #[error("key `{key}` holds a value of the wrong type for this operation")]
     WrongType {
@@ -376,6 +386,24 @@ impl Error {
     /// ```
     pub fn is_stale_token(&self) -> bool {
         matches!(self, Error::StaleToken { .. })
+    }
+
+    /// True for [`Error::RateNotSet`].
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let api = client.rate_limiter("partner-api");
+    /// match api.try_acquire(1) {
+    ///     Err(e) if e.is_rate_not_set() => log::warn!("nobody set the partner API's rate"),
+    ///     other => drop(other?),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_rate_not_set(&self) -> bool {
+        matches!(self, Error::RateNotSet { .. })
     }
 
     /// True for [`Error::NotReplicated`].

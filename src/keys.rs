@@ -48,6 +48,12 @@ pub(crate) const ELECTION: &str = "redlatch_election";
 pub(crate) const ELECTION_LOG: &str = "redlatch_election_log";
 /// Prefix of an election's channel (ours): see [`election_channel`].
 pub(crate) const ELECTION_CHANNEL: &str = "redlatch_election__channel";
+/// Prefix of a rate limiter's channel (ours): see [`rate_channel`].
+pub(crate) const RATE_CHANNEL: &str = "redlatch_rate";
+/// Suffix of a rate limiter's permits left (Redisson's): see [`rate_keys`].
+pub(crate) const RATE_VALUE: &str = "value";
+/// Suffix of a rate limiter's permits taken (Redisson's): see [`rate_keys`].
+pub(crate) const RATE_PERMITS: &str = "permits";
 /// Prefix of a lock's wait records (ours): see [`lock_waits`].
 pub(crate) const LOCK_WAITS: &str = "redlatch_waits";
 /// Prefix of a client's index of its owners' waits (ours): see [`client_waits`].
@@ -401,6 +407,31 @@ pub(crate) fn permit_id(member: &[u8]) -> String {
 /// own hash tag.
 pub(crate) fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// A rate limiter's keys, as Redisson's `RRateLimiter` names them (`getRawName`,
+/// `getValueName`, `getClientValueName`, `getPermitsName`, `getClientPermitsName`): the config
+/// HASH `name`; the permits left `{name}:value` and this client's `{name}:value:<client id>`
+/// (STRING); the permits taken `{name}:permits` and `{name}:permits:<client id>` (ZSET). All
+/// in the slot of `name`. The per-client ones are the limiter's for type "1" (per client).
+pub(crate) fn rate_keys(name: &str, client: &str) -> [String; 5] {
+    let value = suffixed(name, RATE_VALUE);
+    let permits = suffixed(name, RATE_PERMITS);
+    let client_value = format!("{value}:{client}");
+    let client_permits = format!("{permits}:{client}");
+    [
+        name.to_owned(),
+        value,
+        client_value,
+        permits,
+        client_permits,
+    ]
+}
+
+/// A rate limiter's channel (ours: Redisson's limiter has none): a release publishes the
+/// permits left on it, a change of rate too, so that waiters take them at once.
+pub(crate) fn rate_channel(name: &str) -> String {
+    tagged(RATE_CHANNEL, name)
 }
 
 /// The channel a watch subscribes beside `channel`: `redlatch_watch:<channel>`, in the slot of

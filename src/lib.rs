@@ -334,6 +334,7 @@ mod net;
 mod objects;
 pub mod order;
 mod pubsub;
+mod rate;
 mod scripts;
 mod semaphore;
 #[cfg(feature = "serde")]
@@ -361,6 +362,7 @@ pub use lock::{
     Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec, WaitTimeoutResult,
 };
 pub use names::NameMapper;
+pub use rate::{Admitted, RateConfig, RateLimiter, RateStatus, RateType};
 pub use semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphoreGuard};
 pub use time::MAX_DURATION;
 pub use watchdog::LostReason;

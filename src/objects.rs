@@ -11,6 +11,7 @@ use crate::latch::CountDownLatch;
 use crate::lock::{
     thread_number, Fair, Group, Lock, LockOwner, LockSet, Plain, ReadWriteLock, Spin,
 };
+use crate::rate::RateLimiter;
 use crate::semaphore::{PermitExpirableSemaphore, Semaphore};
 
 impl Client {
@@ -372,6 +373,26 @@ impl Client {
     /// ```
     pub fn count_down_latch(&self, name: impl AsRef<str>) -> CountDownLatch {
         CountDownLatch::new(self.clone(), self.named(name.as_ref()))
+    }
+
+    /// A rate limiter named `name` (Redisson's `RRateLimiter`): at most a rate of permits
+    /// per interval, across every client. Nothing is sent yet.
+    ///
+    /// Set its rate first ([`try_set_rate`](RateLimiter::try_set_rate)): an acquire on a
+    /// limiter without one fails with [`Error::RateNotSet`](crate::Error::RateNotSet).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let api = client.rate_limiter("partner-api");
+    /// api.try_set_rate(redlatch::RateType::Overall, 100, Duration::from_secs(1))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rate_limiter(&self, name: impl AsRef<str>) -> RateLimiter {
+        RateLimiter::new(self.clone(), self.named(name.as_ref()))
     }
 
     /// A permit-expirable semaphore named `name` (Redisson's `RPermitExpirableSemaphore`):

@@ -290,6 +290,13 @@ scripts! {
     LATCH_COUNT_DOWN: ["latch_common.lua", "latch_receipt.lua", "latch_count_down.lua"];
     LATCH_DELETE: ["latch_common.lua", "latch_delete.lua"];
 
+    RATE_ACQUIRE: ["clock.lua", "rate_common.lua", "rate_acquire.lua"];
+    RATE_AVAILABLE: ["clock.lua", "rate_common.lua", "rate_available.lua"];
+    RATE_RELEASE: ["clock.lua", "rate_common.lua", "rate_release.lua"];
+    RATE_SET: ["clock.lua", "rate_common.lua", "rate_set.lua"];
+    RATE_TRY_SET: ["clock.lua", "rate_common.lua", "rate_try_set.lua"];
+    RATE_DELETE: ["rate_delete.lua"];
+
     CONDITION_WAIT: ["clock.lua", "condition_common.lua", "condition_wait.lua"];
     CONDITION_CHECK: ["condition_check.lua"];
     CONDITION_LEAVE: ["clock.lua", "condition_common.lua", "condition_leave.lua"];

@@ -1,0 +1,45 @@
+-- Take permits from a rate limiter if the last interval leaves enough (Redisson's
+-- RedissonRateLimiter.tryAcquireAsync, on the server's clock, recounting where its count
+-- cannot be right: see lua/rate_common.lua).
+-- KEYS[1]  config "name" (HASH)
+-- KEYS[2]  permits left "{name}:value"
+-- KEYS[3]  this client's permits left "{name}:value:<client id>"
+-- KEYS[4]  permits taken "{name}:permits" (ZSET)
+-- KEYS[5]  this client's permits taken "{name}:permits:<client id>"
+--          (all as lua/rate_common.lua says)
+-- ARGV[1]  permits (>= 1)
+-- ARGV[2]  this call's random id (16 bytes, as Redisson 3.21 and later): the ZSET member is
+--          struct.pack('Bc0I', #id, id, permits), so a call sent again after its reply was
+--          lost finds its entry and takes nothing twice
+-- Reply:   "<ms>"           taken: the server's time of the taking (a bulk string), as the
+--                           entry's score says (also for a call sent again)
+--          <ms>             refused: the permits are back in that many ms (an integer >= 1);
+--                           nothing changed
+--          error NORATE     no complete config (nothing changed)
+--          error OVERRATE   more permits than the rate (nothing changed)
+local rate, interval, type, keep_alive = rate_config();
+if rate == nil then
+    return not_set();
+end;
+local value_key, permits_key = rate_keys(type);
+local n = tonumber(ARGV[1]);
+local member = struct.pack('Bc0I', string.len(ARGV[2]), ARGV[2], n);
+local taken_at = redis.call('zscore', permits_key, member);
+if taken_at then
+    return taken_at;
+end;
+if n > rate then
+    return redis.error_reply('OVERRATE ' .. n .. ' permits asked of a rate of ' .. rate);
+end;
+local now = clock_ms();
+local left, expired = rate_left(rate, interval, value_key, permits_key, now);
+if left < n then
+    return rate_wait(interval, permits_key, now, n - left);
+end;
+if expired then
+    redis.call('zremrangebyscore', permits_key, '-inf', now - interval);
+end;
+redis.call('zadd', permits_key, now, member);
+redis.call('set', value_key, left - n);
+rate_keep(value_key, permits_key, keep_alive);
+return tostring(now);
