@@ -1,4 +1,5 @@
-//! Against Redisson itself: semaphores, the count-down latch, the fenced lock, MultiLock and
+//! Against Redisson itself: semaphores, the count-down latch, the rate limiter (for each
+//! tested Redisson), the fenced lock, MultiLock and
 //! RedLock, the non-reentrant and spin locks, and a name prefix, shared by a Java peer
 //! (tests/java-peer) and redlatch, in both directions, on the newest Redisson.
 //! Skipped, with a printed reason, where `java` or `mvn` is missing.
@@ -12,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redis::Commands;
-use redlatch::{Client, Config, MultiLock, PermitId, RedLock};
+use redlatch::{Client, Config, MultiLock, PermitId, RateType, RedLock};
 use support::java::{java_waits, monotonic_ns, JavaPeer, RustWaiter, NEWEST};
 use support::{await_waiting, RedisServer};
 
@@ -441,4 +442,173 @@ fn a_name_prefix_on_both_sides_makes_the_same_keys() {
     assert!(sem.try_set_permits(2).unwrap());
     assert_eq!(java.call("a", "sem available permits").value(), "2");
     assert!(raw.exists::<_, bool>("app1:permits").unwrap());
+}
+
+/// The permits and score of each entry of a rate limiter's ZSET, keyed by member: Redisson's
+/// `struct.pack('Bc0I', #random, random, permits)`, on either side.
+fn rate_entries(
+    raw: &mut redis::Connection,
+    key: &str,
+) -> std::collections::HashMap<Vec<u8>, (u32, u64)> {
+    let members: Vec<(Vec<u8>, u64)> = raw.zrange_withscores(key, 0, -1).unwrap();
+    members
+        .into_iter()
+        .map(|(m, score)| {
+            let n = m[0] as usize;
+            assert_eq!(m.len(), 1 + n + 4, "member {m:?}");
+            let permits = u32::from_le_bytes(m[1 + n..].try_into().unwrap());
+            (m, (permits, score))
+        })
+        .collect()
+}
+
+/// The most permits that entries (permits, score in ms) put in any window
+/// `[t, t + interval_ms)`.
+fn most_in_a_window(entries: &[(u32, u64)], interval_ms: u64) -> u32 {
+    let mut by_time = entries.to_vec();
+    by_time.sort_by_key(|e| e.1);
+    let (mut most, mut sum, mut first) = (0, 0, 0);
+    for &(permits, at) in &by_time {
+        sum += permits;
+        while by_time[first].1 + interval_ms <= at {
+            sum -= by_time[first].0;
+            first += 1;
+        }
+        most = most.max(sum);
+    }
+    most
+}
+
+#[test]
+fn a_rate_limiter_is_one_limit_and_one_config_for_redisson_and_redlatch() {
+    require_java!();
+    for version in support::java::versions() {
+        let server = RedisServer::new();
+        let client = Client::open(server.url()).unwrap();
+        let mut java = JavaPeer::single(&version, &server.url());
+        let mut raw = server.conn();
+        let name = "interop:rate";
+        let api = client.rate_limiter(name);
+
+        // Java sets the rate; redlatch reads it and cannot set another.
+        let set = java.call("a", &format!("rate trysetrate {name} OVERALL 5 60000"));
+        assert_eq!(set.value(), "true", "{version}");
+        let config = api.config().unwrap().expect("Java's config");
+        assert_eq!(
+            (config.rate_type, config.rate, config.interval),
+            (RateType::Overall, 5, Duration::from_secs(60)),
+            "{version}"
+        );
+        assert!(!api
+            .try_set_rate(RateType::Overall, 50, Duration::from_secs(1))
+            .unwrap());
+
+        // Permits taken on one side are gone on the other, several at a time.
+        assert!(api.try_acquire(3).unwrap().is_some(), "{version}");
+        let left = java.call("a", &format!("rate available {name}"));
+        assert_eq!(left.value(), "2", "{version}");
+        let three = java.call("a", &format!("rate tryacquire {name} 3"));
+        assert_eq!(three.value(), "false", "{version}");
+        let two = java.call("a", &format!("rate tryacquire {name} 2"));
+        assert_eq!(two.value(), "true", "{version}");
+        assert_eq!(api.try_acquire(1).unwrap(), None, "{version}");
+        assert_eq!(api.available_permits().unwrap(), 0, "{version}");
+        let entries = rate_entries(&mut raw, &format!("{{{name}}}:permits"));
+        let mut permits: Vec<u32> = entries.values().map(|e| e.0).collect();
+        permits.sort();
+        assert_eq!(permits, [2, 3], "{version}");
+        // Redisson's random is 8 bytes before 3.21, 16 after; ours is 16.
+        let java_random = if version == "3.17.0" { 8 } else { 16 };
+        let mut sizes: Vec<usize> = entries.keys().map(|m| m[0] as usize).collect();
+        sizes.sort();
+        let mut want = vec![java_random, 16];
+        want.sort();
+        assert_eq!(sizes, want, "{version}");
+
+        // A limiter redlatch sets is Java's to read, type and all; per client, each has
+        // its own count.
+        let each = client.rate_limiter("interop:rate:each");
+        assert!(each
+            .try_set_rate(RateType::PerClient, 7, Duration::from_millis(2500))
+            .unwrap());
+        let config = java.call("a", "rate config interop:rate:each");
+        assert_eq!(config.value(), "PER_CLIENT/7/2500", "{version}");
+        let seven = java.call("a", "rate tryacquire interop:rate:each 7");
+        assert_eq!(seven.value(), "true", "{version}");
+        assert!(each.try_acquire(7).unwrap().is_some(), "{version}");
+        assert_eq!(each.try_acquire(1).unwrap(), None, "{version}");
+        let java_more = java.call("a", "rate tryacquire interop:rate:each 1");
+        assert_eq!(java_more.value(), "false", "{version}");
+    }
+}
+
+#[test]
+fn redisson_and_redlatch_acquiring_together_stay_within_the_rate() {
+    require_java!();
+    const RATE: u32 = 4;
+    const INTERVAL_MS: u64 = 1000;
+    for version in support::java::versions() {
+        let server = RedisServer::new();
+        let client = Client::open(server.url()).unwrap();
+        let mut java = JavaPeer::single(&version, &server.url());
+        let name = "interop:rate:shared";
+        let set = java.call(
+            "a",
+            &format!("rate trysetrate {name} OVERALL {RATE} {INTERVAL_MS}"),
+        );
+        assert_eq!(set.value(), "true");
+
+        // Every entry lives an interval in the ZSET before a script prunes it: a look
+        // every 25 ms sees each one.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = {
+            let stop = stop.clone();
+            let mut raw = server.conn();
+            let key = format!("{{{name}}}:permits");
+            thread::spawn(move || {
+                let mut seen = std::collections::HashMap::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    seen.extend(rate_entries(&mut raw, &key));
+                    thread::sleep(Duration::from_millis(25));
+                }
+                seen.extend(rate_entries(&mut raw, &key));
+                seen
+            })
+        };
+        let until = Instant::now() + Duration::from_millis(3 * INTERVAL_MS);
+        let rust: Vec<_> = (0..2u32)
+            .map(|i| {
+                let api = client.rate_limiter(name);
+                thread::spawn(move || {
+                    let mut taken = 0;
+                    while Instant::now() < until {
+                        taken += api.acquire(1 + i).unwrap().permits;
+                    }
+                    taken
+                })
+            })
+            .collect();
+        let mut java_taken = 0;
+        while Instant::now() < until {
+            java.call("a", &format!("rate acquire {name} 2")).value();
+            java_taken += 2;
+        }
+        let rust_taken: u32 = rust.into_iter().map(|t| t.join().unwrap()).sum();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let entries: Vec<(u32, u64)> = seen.join().unwrap().into_values().collect();
+        assert_eq!(
+            entries.iter().map(|e| e.0).sum::<u32>(),
+            rust_taken + java_taken,
+            "{version}: every permit taken is an entry"
+        );
+        assert!(
+            rust_taken > 0 && java_taken > 0,
+            "{version}: both sides took permits ({rust_taken}, {java_taken})"
+        );
+        let most = most_in_a_window(&entries, INTERVAL_MS);
+        assert!(
+            most <= RATE,
+            "{version}: {most} permits in one window of {INTERVAL_MS} ms, over {RATE}"
+        );
+    }
 }

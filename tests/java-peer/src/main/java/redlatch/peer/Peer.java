@@ -18,6 +18,10 @@ import org.redisson.api.RBucket;
 import org.redisson.api.RCountDownLatch;
 import org.redisson.api.RLock;
 import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RRateLimiter;
+import org.redisson.api.RateIntervalUnit;
+import org.redisson.api.RateLimiterConfig;
+import org.redisson.api.RateType;
 import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
@@ -244,6 +248,8 @@ public final class Peer {
                 return expirable(w[2], client().getPermitExpirableSemaphore(w[3]), w);
             case "latch":
                 return latch(w[2], client().getCountDownLatch(w[3]), w);
+            case "rate":
+                return rate(w[2], client().getRateLimiter(w[3]), w);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -334,6 +340,45 @@ public final class Peer {
                 return Versions.invoke(s, "getLeaseTime", w[4]);
             default:
                 throw new IllegalArgumentException("unknown pes op " + op);
+        }
+    }
+
+    /**
+     * A rate limiter: trysetrate/setrate TYPE RATE INTERVAL_MS (TYPE OVERALL or PER_CLIENT),
+     * tryacquire N [WAIT_MS], acquire N, available, config ("TYPE/RATE/INTERVAL_MS", or "-"
+     * where none), release N (Redisson 3.52 and later).
+     */
+    private static Object rate(String op, RRateLimiter r, String[] w) throws Exception {
+        switch (op) {
+            case "trysetrate":
+                return r.trySetRate(RateType.valueOf(w[4]), Long.parseLong(w[5]), Long.parseLong(w[6]),
+                        RateIntervalUnit.MILLISECONDS);
+            case "setrate":
+                r.setRate(RateType.valueOf(w[4]), Long.parseLong(w[5]), Long.parseLong(w[6]),
+                        RateIntervalUnit.MILLISECONDS);
+                return null;
+            case "tryacquire":
+                if (w.length > 5) {
+                    return r.tryAcquire(Long.parseLong(w[4]), Long.parseLong(w[5]), TimeUnit.MILLISECONDS);
+                }
+                return r.tryAcquire(Long.parseLong(w[4]));
+            case "acquire":
+                r.acquire(Long.parseLong(w[4]));
+                return null;
+            case "available":
+                return r.availablePermits();
+            case "config": {
+                RateLimiterConfig c = r.getConfig();
+                if (c == null || c.getRate() == null || c.getRate() == 0) {
+                    return "-";
+                }
+                return c.getRateType() + "/" + c.getRate() + "/" + c.getRateInterval();
+            }
+            case "release":
+                Versions.invoke(r, "release", Long.parseLong(w[4]));
+                return null;
+            default:
+                throw new IllegalArgumentException("unknown rate op " + op);
         }
     }
 
