@@ -108,7 +108,9 @@
 //! [`Client::read_write_lock`] (a [`ReadWriteLock`] whose sides are [`Lock`]s),
 //! [`Client::semaphore`] ([`Semaphore`], with [`SemaphoreGuard`]),
 //! [`Client::permit_expirable_semaphore`] ([`PermitExpirableSemaphore`], permits with ids and
-//! leases, with [`PermitGuard`]) and [`Client::count_down_latch`] ([`CountDownLatch`]).
+//! leases, with [`PermitGuard`]), [`Client::count_down_latch`] ([`CountDownLatch`]) and
+//! [`Client::rate_limiter`] ([`RateLimiter`], at most a rate of permits per interval; see
+//! the [guide's chapter](crate::_guide::rate_limits)).
 //! A permit taken with [`PermitExpirableSemaphore::acquire_renewed`] has no lease of
 //! its own: the watchdog renews it, as it renews locks, for as long as its guard lives.
 //!
@@ -116,7 +118,8 @@
 //! `acquire` waits until somebody adds some (for ever, if nobody does); and a latch nobody
 //! set is open, so its [`await_zero`](CountDownLatch::await_zero) returns at once. Run the
 //! setter ([`Semaphore::try_set_permits`], [`PermitExpirableSemaphore::try_set_permits`],
-//! [`CountDownLatch::try_set_count`]) before the first acquire or await.
+//! [`CountDownLatch::try_set_count`], [`RateLimiter::try_set_rate`]) before the first
+//! acquire or await. A rate limiter without a rate fails with [`Error::RateNotSet`].
 //!
 //! # Naming: blocking, trying, waiting
 //!
@@ -249,6 +252,7 @@
 //! | `name` | [semaphore](Semaphore): STRING, available permits; channel `redisson_sc:{name}` carries the new count |
 //! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id (the 16 bytes its hex stands for) → expiry (ms, server clock) |
 //! | `name` | [count-down latch](CountDownLatch): STRING count; channel `redisson_countdownlatch__channel__{name}` |
+//! | `name`, `{name}:value`, `{name}:permits` | [rate limiter](RateLimiter): HASH `rate`, `interval` (ms), `type`; STRING permits left; ZSET of the permits taken (member `struct.pack('Bc0I', #random, random, permits)`, score ms, server clock for ours); per client, the last two end in `:<client id>`; channel `redlatch_rate:{name}` (ours) carries the permits left after a release or a new rate |
 //! | `redisson_lock_token:{name}` | [fenced lock](Client::fenced_lock): STRING token counter, INCR on every acquire, no expiry; a missing one starts at the server's `TIME` in µs (Redisson's at 1) |
 //! | `redlatch_semaphore:{name}` | [semaphore](Semaphore) (ours): STRING, the generation its permits were taken in, with the count's expiry |
 //! | `redlatch_fence:{name}` | [`FencedResource`] (ours): HASH `token`, `holder` of the newest writer of the STRING `name` |

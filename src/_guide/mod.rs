@@ -7,6 +7,8 @@
 //!   `Condition`: what it promises, how it differs, the bounded buffer.
 //! - [`deadlocks`]: cycles of waits across processes, found and broken: what is promised,
 //!   the victim rule, the cost.
+//! - [`rate_limits`]: at most a rate of permits per interval across processes, Redisson's
+//!   `RRateLimiter` kept true: the guarantee, the waits, and what breaks it.
 //! - [`election`]: one leader at a time, with terms, observers, and what a paused leader
 //!   does; compared with etcd's and Curator's recipes.
 //! - [`safety`]: what is guaranteed and what is not: leases, fencing tokens, lost-lock
@@ -32,6 +34,10 @@ pub mod conditions {
 
 pub mod deadlocks {
     #![doc = include_str!("deadlocks.md")]
+}
+
+pub mod rate_limits {
+    #![doc = include_str!("rate_limits.md")]
 }
 
 pub mod election {
