@@ -7,17 +7,23 @@
 -- KEYS[4]  fencing token counter "redisson_lock_token:{name}" (STRING)
 -- KEYS[5]  permit timeouts "{name}:timeout" (ZSET permit id -> expiry ms)
 -- KEYS[6]  fence "redlatch_fence:{name}" (HASH token, holder) of a FencedResource `name`
--- KEYS[7]  optional: a plain semaphore's generation "redlatch_semaphore:{name}" (STRING)
+-- KEYS[7]  a plain semaphore's generation "redlatch_semaphore:{name}" (STRING)
+-- KEYS[8]  a rate limiter's permits left "{name}:value" (STRING)
+-- KEYS[9]  a rate limiter's permits taken "{name}:permits" (ZSET)
 -- ARGV[1]  read-hold key prefix "{name}": read hold n of owner o is
 --          "<prefix>:<o>:rwlock_timeout:<n>" (read without being in KEYS, as rw_common.lua
 --          does: they are in the name's cluster slot); "" when they are not (read holds
 --          are then not read)
 -- ARGV[2]  the most items read from one key (hash fields, list or sorted set entries), and
 --          the most read-hold PTTLs read in all; a hash with more fields is not read at all
--- ARGV[3]  five flags "0"/"1" for KEYS[2..6] (a sixth for KEYS[7] when given): "0" marks
---          a helper key in another cluster slot than the name (it cannot exist next to it;
---          the caller passes the name in its place): it is reported as "none" and not read
--- Reply:   {now, types, main, pttl, queue, timeouts, token, permits, fence, reads[, generation]}
+-- ARGV[3]  eight flags "0"/"1" for KEYS[2..9]: "0" marks a helper key in another cluster
+--          slot than the name (it cannot exist next to it; the caller passes the name in its
+--          place): it is reported as "none" and not read
+-- ARGV[4..] client ids: where the name is a per-client rate limiter, the buckets
+--          "{name}:value:<id>" and "{name}:permits:<id>" of each are read (without being in
+--          KEYS, as the read holds: they are in the name's slot)
+-- Reply:   {now, types, main, pttl, queue, timeouts, token, permits, fence, reads,
+--           generation, rate}
 --          now       the server's clock in ms (TIME)
 --          types     {TYPE of KEYS[1], ..., TYPE of KEYS[6]}
 --          main      a hash: HGETALL (flat); a string of at most 64 bytes: its value;
@@ -32,7 +38,21 @@
 --                    {field, {PTTL of hold 1..n}} for each reader field (count n, not "mode"
 --                    nor "<owner>:write"), flat; at most ARGV[2] PTTLs in all (the fields
 --                    past that have fewer or none)
---          generation  with KEYS[7]: 1 if it is a string (a plain semaphore's), else 0
+--          generation  1 if KEYS[7] is a string (a plain semaphore's), else 0
+--          rate      when `main` is a hash with a complete rate limiter config (as
+--                    lua/rate_common.lua's rate_config reads it), else nil:
+--                    {TYPE of KEYS[8], TYPE of KEYS[9], left, back_in, clients}
+--                    left, back_in  for an overall config ("0"), the permits left now and
+--                              the ms until the oldest permit taken in the last interval
+--                              is back (as lua/rate_available.lua counts them; -1 where
+--                              none is taken); both -1 for a per-client config, or where a
+--                              key is of another type than a limiter's (not read)
+--                    clients   for a per-client config ("1"), for each ARGV id whose keys
+--                              exist: id, TYPE of its value, TYPE of its permits, left,
+--                              back_in (as above), flat
+--
+-- Reads only: of the prepended lua/rate_common.lua it calls rate_config and rate_left, which
+-- write nothing.
 local max = tonumber(ARGV[2]);
 local types = {'none', 'none', 'none', 'none', 'none', 'none'};
 types[1] = redis.call('type', KEYS[1]).ok;
@@ -86,8 +106,54 @@ if types[6] == 'hash' then
     fence = redis.call('hget', KEYS[6], 'token');
 end;
 local pttl = redis.call('pttl', KEYS[1]);
-local reply = {now, types, main, pttl, queue, zset(3), token, zset(5), fence, reads};
-if KEYS[7] and string.sub(ARGV[3], 6, 6) == '1' then
-    reply[11] = redis.call('type', KEYS[7]).ok == 'string' and 1 or 0;
+local generation = 0;
+if string.sub(ARGV[3], 6, 6) == '1' and redis.call('type', KEYS[7]).ok == 'string' then
+    generation = 1;
 end;
-return reply;
+
+-- A rate limiter's bucket (its count and its ZSET): {TYPE of each, permits left, ms until
+-- the next permit is back (-1: none taken)}; -1, -1 where a key is not a limiter's type.
+local function bucket(rate, interval, value_key, permits_key)
+    local vt = redis.call('type', value_key).ok;
+    local pt = redis.call('type', permits_key).ok;
+    if (vt ~= 'none' and vt ~= 'string') or (pt ~= 'none' and pt ~= 'zset') then
+        return {vt, pt, -1, -1};
+    end;
+    local left = rate_left(rate, interval, value_key, permits_key, now);
+    local oldest = redis.call('zrangebyscore', permits_key, '(' .. (now - interval), '+inf',
+        'WITHSCORES', 'LIMIT', 0, 1);
+    local back_in = -1;
+    if oldest[2] then
+        back_in = math.max(tonumber(oldest[2]) + interval - now, 1);
+    end;
+    return {vt, pt, left, back_in};
+end;
+
+local rate = false;
+if main and types[1] == 'hash' then
+    local limit, interval, kind = rate_config();
+    if limit ~= nil then
+        local flag = function(i) return string.sub(ARGV[3], i - 1, i - 1) == '1'; end;
+        local vt, pt = 'none', 'none';
+        if flag(8) then vt = redis.call('type', KEYS[8]).ok; end;
+        if flag(9) then pt = redis.call('type', KEYS[9]).ok; end;
+        rate = {vt, pt, -1, -1, {}};
+        if kind == '0' and flag(8) and flag(9) then
+            local b = bucket(limit, interval, KEYS[8], KEYS[9]);
+            rate[3], rate[4] = b[3], b[4];
+        elseif kind == '1' and flag(8) and flag(9) then
+            local clients = rate[5];
+            for i = 4, math.min(#ARGV, max + 3) do
+                local b = bucket(limit, interval, KEYS[8] .. ':' .. ARGV[i],
+                    KEYS[9] .. ':' .. ARGV[i]);
+                if b[1] ~= 'none' or b[2] ~= 'none' then
+                    clients[#clients + 1] = ARGV[i];
+                    for k = 1, 4 do
+                        clients[#clients + 1] = b[k];
+                    end;
+                end;
+            end;
+        end;
+    end;
+end;
+return {now, types, main, pttl, queue, zset(3), token, zset(5), fence, reads, generation, rate};

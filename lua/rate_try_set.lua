@@ -13,8 +13,10 @@ local made = redis.call('get', KEYS[2]);
 if made then
     return tonumber(made);
 end;
+-- Complete as lua/rate_common.lua's rate_config reads it (that prelude names five keys).
+local c = redis.call('hmget', KEYS[1], 'rate', 'interval', 'type');
 local set = 0;
-if rate_config() == nil then
+if tonumber(c[1]) == nil or tonumber(c[2]) == nil or (c[3] ~= '0' and c[3] ~= '1') then
     redis.call('hset', KEYS[1], 'rate', ARGV[1], 'interval', ARGV[2], 'type', ARGV[3]);
     set = 1;
 end;

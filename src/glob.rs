@@ -69,9 +69,32 @@ fn class(p: &[char], open: usize, c: char) -> (bool, usize) {
     (hit != negate, (i + 1).min(p.len()))
 }
 
+/// `text` as a glob that matches it alone: `*`, `?`, `[`, `]` and `\` escaped.
+pub(crate) fn escape(text: &str) -> String {
+    let mut glob = String::with_capacity(text.len() + 2);
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            glob.push('\\');
+        }
+        glob.push(c);
+    }
+    glob
+}
+
 #[cfg(test)]
 mod tests {
-    use super::glob_matches;
+    use super::{escape, glob_matches};
+
+    #[test]
+    fn an_escaped_text_matches_itself_alone() {
+        for text in ["{api}", "a*b?[c]\\d", "plain"] {
+            let glob = escape(text);
+            assert!(glob_matches(&glob, text), "{glob}");
+            assert!(glob_matches(&format!("{glob}:*"), &format!("{text}:x")));
+        }
+        assert!(!glob_matches(&escape("a*"), "abc"));
+        assert_eq!(escape("a[1]*"), "a\\[1\\]\\*");
+    }
 
     #[test]
     fn globs_match_as_scan_does() {

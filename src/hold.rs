@@ -139,6 +139,7 @@ impl fmt::Display for Who {
 /// use redlatch::LockKind;
 /// assert_eq!(LockKind::parse("non-reentrant fair"), LockKind::NonReentrantFair);
 /// assert_eq!(LockKind::Semaphore.as_str(), "semaphore");
+/// assert_eq!(LockKind::parse("rate limiter"), LockKind::RateLimiter);
 /// assert!(LockKind::Read.is_read());
 /// assert_eq!(LockKind::parse("from a newer version"), LockKind::Unknown);
 /// ```
@@ -169,6 +170,10 @@ pub enum LockKind {
     Semaphore,
     /// A permit-expirable semaphore's permits.
     ExpirableSemaphore,
+    /// A [`RateLimiter`](crate::RateLimiter)'s permits: an acquire is admitted or not, and
+    /// holds nothing afterwards (the history records an admission as a hold that ends where
+    /// it begins).
+    RateLimiter,
     /// Any lock held alone, when no finer kind is recorded (a deadlock wait record, a
     /// lock-order record: every kind but a read).
     Exclusive,
@@ -177,7 +182,7 @@ pub enum LockKind {
 }
 
 impl LockKind {
-    const ALL: [LockKind; 14] = [
+    const ALL: [LockKind; 15] = [
         LockKind::Plain,
         LockKind::NonReentrant,
         LockKind::Fair,
@@ -190,13 +195,14 @@ impl LockKind {
         LockKind::LockSet,
         LockKind::Semaphore,
         LockKind::ExpirableSemaphore,
+        LockKind::RateLimiter,
         LockKind::Exclusive,
         LockKind::Unknown,
     ];
 
     /// Its word: `plain`, `non-reentrant`, `fair`, `non-reentrant fair`, `fenced`, `spin`,
     /// `read`, `write`, `group`, `lock set`, `semaphore`, `expirable semaphore`,
-    /// `exclusive`, `unknown`.
+    /// `rate limiter`, `exclusive`, `unknown`.
     pub fn as_str(self) -> &'static str {
         match self {
             LockKind::Plain => "plain",
@@ -211,6 +217,7 @@ impl LockKind {
             LockKind::LockSet => "lock set",
             LockKind::Semaphore => "semaphore",
             LockKind::ExpirableSemaphore => "expirable semaphore",
+            LockKind::RateLimiter => "rate limiter",
             LockKind::Exclusive => "exclusive",
             LockKind::Unknown => "unknown",
         }
@@ -277,6 +284,11 @@ pub(crate) enum HoldEvent {
         contended: bool,
         order: Option<Ordered>,
     },
+    /// Admitted `waited` after the call began, holding nothing afterwards (a rate limiter's
+    /// permits: they are used, not given back); `contended` if the call was refused at
+    /// first. Counted as an acquisition; the history records it as an acquire and a release
+    /// at once, so that no hold stays open.
+    Admitted { waited: Duration, contended: bool },
     /// A wait ended without the lock, `waited` after the call began: its deadline passed
     /// (`timed_out`), or it failed (an error, an interrupt, a close).
     GaveUp { waited: Duration, timed_out: bool },

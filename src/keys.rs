@@ -428,6 +428,35 @@ pub(crate) fn rate_keys(name: &str, client: &str) -> [String; 5] {
     ]
 }
 
+/// A per-client rate limiter key, `{name}:value:<client id>` or `{name}:permits:<client
+/// id>`, from the overall one ([`rate_keys`]).
+pub(crate) fn rate_client_key(overall: &str, client: &str) -> String {
+    format!("{overall}:{client}")
+}
+
+/// What stands for the limiter's name in `key`, if `key` is laid out as a rate limiter's
+/// permits left or taken (`{name}:value`, `{name}:permits`, or either with `:<client id>`
+/// after it): the [`hashed`] name (whose [`unhashed`] names are the limiters it may belong
+/// to), and the client id of a per-client key. Application keys may look the same: `list`
+/// groups such a key only under a name that is a rate limiter.
+pub(crate) fn rate_helper_of(key: &str) -> Option<(&str, Option<&str>)> {
+    fn base(k: &str) -> Option<&str> {
+        [RATE_VALUE, RATE_PERMITS]
+            .iter()
+            .find_map(|suffix| k.strip_suffix(suffix)?.strip_suffix(':'))
+            .filter(|hashed| hashed.contains('{'))
+    }
+    if let Some(hashed) = base(key) {
+        return Some((hashed, None));
+    }
+    // A client id (a UUID, ours and Redisson's) has no `:`.
+    let (rest, client) = key.rsplit_once(':')?;
+    if client.is_empty() {
+        return None;
+    }
+    Some((base(rest)?, Some(client)))
+}
+
 /// A rate limiter's channel (ours: Redisson's limiter has none): a release publishes the
 /// permits left on it, a change of rate too, so that waiters take them at once.
 pub(crate) fn rate_channel(name: &str) -> String {
@@ -558,6 +587,11 @@ pub(crate) struct Layout {
     pub(crate) rw_channel: String,
     pub(crate) semaphore_channel: String,
     pub(crate) latch_channel: String,
+    /// A rate limiter's permits left `{name}:value` (overall).
+    pub(crate) rate_value: String,
+    /// A rate limiter's permits taken `{name}:permits` (overall).
+    pub(crate) rate_permits: String,
+    pub(crate) rate_channel: String,
 }
 
 impl Layout {
@@ -575,6 +609,9 @@ impl Layout {
             rw_channel: rw_channel(name),
             semaphore_channel: semaphore_channel(name),
             latch_channel: latch_channel(name),
+            rate_value: suffixed(name, RATE_VALUE),
+            rate_permits: suffixed(name, RATE_PERMITS),
+            rate_channel: rate_channel(name),
         }
     }
 
@@ -627,7 +664,9 @@ mod tests {
             history("<client uuid>"),
             history_who("<client uuid>"),
             DEADLOCKS.to_owned(),
+            rate_channel("name"),
         ]);
+        keys.extend(rate_keys("name", "<client id>").into_iter().skip(1));
         keys
     }
 
@@ -750,5 +789,30 @@ mod tests {
         assert_eq!(writer_of("c:7"), None);
         assert!(helper_of(&lock_channel("orders")).is_none());
         assert!(!is_unlock_latch(&fair_queue("orders")));
+    }
+
+    #[test]
+    fn rate_limiter_keys_parse_back_to_their_limiter_and_client() {
+        let client = "0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c";
+        for name in ["api", "{user:1}:api", "a:value", "{x}"] {
+            let [config, value, client_value, permits, client_permits] = rate_keys(name, client);
+            assert_eq!(Layout::new(name).rate_value, value);
+            assert_eq!(Layout::new(name).rate_permits, permits);
+            assert_eq!(rate_client_key(&value, client), client_value);
+            for (key, id) in [
+                (&value, None),
+                (&permits, None),
+                (&client_value, Some(client)),
+                (&client_permits, Some(client)),
+            ] {
+                let (hashed, found) = rate_helper_of(key).unwrap_or_else(|| panic!("{key}"));
+                assert!(unhashed(hashed).contains(&config), "{key}: {hashed}");
+                assert_eq!(found, id, "{key}");
+            }
+        }
+        assert_eq!(rate_helper_of("session:value"), None, "no hashed name");
+        assert_eq!(rate_helper_of("{a}:values"), None);
+        assert_eq!(rate_helper_of("{a}:value:"), None);
+        assert_eq!(rate_helper_of("orders"), None);
     }
 }

@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::inspect::Inspection;
+use crate::inspect::{Inspection, Kind};
 use crate::keys::{
-    helper_of, is_client_waits, is_history, is_lock_order, is_unlock_latch, unhashed,
+    hashed, helper_of, is_client_waits, is_history, is_lock_order, is_unlock_latch, rate_helper_of,
+    unhashed,
 };
 
 impl Client {
@@ -16,8 +17,10 @@ impl Client {
     /// cluster, and [inspects](Client::inspect) each; sorted by name.
     ///
     /// Helper keys (a fair lock's queue and timeouts, a fenced lock's token counter,
-    /// read-hold leases, permit expiries, unlock latches, an election's record and log) are
-    /// grouped under their object's name, never listed on their own. A lock condition's keys
+    /// read-hold leases, permit expiries, unlock latches, an election's record and log, a
+    /// rate limiter's permits left and taken, its clients' too) are grouped under their
+    /// object's name, never listed on their own (keys laid out as a rate limiter's, but
+    /// beside a name that is none, are listed on their own). A lock condition's keys
     /// are grouped under their lock while it is held; those of a free lock (whose waiters
     /// wait for a notification) are listed on their own, as
     /// [`Kind::Unknown`](crate::inspect::Kind::Unknown). An object is found when one of its keys matches:
@@ -83,43 +86,45 @@ impl Client {
     /// Inspects the names that `keys` belong to: first those their helper keys name, then
     /// each key no inspection accounted for, as a name of its own.
     fn group(&self, keys: &BTreeSet<String>) -> Result<Vec<Inspection>> {
+        let mut listed = Listed::new(keys);
         let mut found: BTreeMap<String, Inspection> = BTreeMap::new();
-        let mut tried = BTreeSet::new();
         for key in keys {
-            let names = owners_of(key);
+            let (names, rate) = owners_of(key);
             if names.iter().any(|n| found.contains_key(n)) {
                 continue;
             }
+            // A rate limiter's key belongs to a rate limiter only.
+            let fits = |i: &Inspection| !rate || i.kind == Kind::RateLimiter;
+            let mut owner = None;
             // `redisson_lock_queue:{a}` is the queue of `a` and of a name `{a}` with its own
             // tag: it is `{a}`'s when the key `{a}` exists, else `a`'s.
             if let [_, tagged] = &names[..] {
-                if tried.insert(tagged.clone()) {
-                    match self.inspect_listed(tagged)? {
-                        Some(i) if i.key_type != "none" => {
-                            found.insert(tagged.clone(), i);
-                            continue;
-                        }
-                        _ => {}
+                let i = listed.inspect(self, tagged)?;
+                if i.is_some_and(|i| i.key_type != "none" && fits(i)) {
+                    owner = Some(tagged);
+                }
+            }
+            // Else the first candidate that exists.
+            if owner.is_none() {
+                for name in &names {
+                    if listed.inspect(self, name)?.is_some_and(fits) {
+                        owner = Some(name);
+                        break;
                     }
                 }
             }
-            // The first candidate that exists.
-            for name in names {
-                if !tried.insert(name.clone()) {
-                    continue;
-                }
-                if let Some(i) = self.inspect_listed(&name)? {
-                    found.insert(name, i);
-                    break;
-                }
+            if let Some((name, Some(i))) = owner.map(|n| (n, listed.inspected(n))) {
+                found.insert(name.clone(), i.clone());
             }
         }
         // Helper keys that no inspection names (an election's record and log, a condition's
         // keys: found by scanning only) join the object they belong to.
         for key in keys {
-            let owner = owners_of(key).into_iter().find(|n| found.contains_key(n));
+            let (names, rate) = owners_of(key);
+            let owner = names.into_iter().find(|n| found.contains_key(n));
             if let Some(i) = owner.and_then(|n| found.get_mut(&n)) {
-                if !i.keys.contains(key) && !is_unlock_latch(key) {
+                let fits = !rate || i.kind == Kind::RateLimiter;
+                if fits && !i.keys.contains(key) && !is_unlock_latch(key) {
                     i.keys.push(key.clone());
                 }
             }
@@ -132,34 +137,85 @@ impl Client {
             .iter()
             .filter(|k| !explained.contains(k.as_str()) && !is_unlock_latch(k))
             .filter(|k| !is_client_waits(k) && !is_lock_order(k) && !is_history(k))
-            .filter(|k| !tried.contains(*k))
+            .filter(|k| !found.contains_key(*k))
             .collect();
+        // Each inspected once: a name inspected as a candidate owner that was none (a name
+        // beside keys laid out as a rate limiter's) is listed as it was read.
+        let mut rest_found = Vec::new();
         for key in rest {
-            if let Some(i) = self.inspect_listed(key)? {
-                found.insert(key.clone(), i);
+            if let Some(i) = listed.inspect(self, key)? {
+                rest_found.push((key.clone(), i.clone()));
             }
         }
+        found.extend(rest_found);
         Ok(found.into_values().collect())
     }
+}
 
-    /// [`inspect`](Client::inspect) of a key for `list` (not mapped again): only connection
-    /// errors and timeouts end the listing; a name that fails otherwise is skipped (logged at
-    /// debug level).
-    fn inspect_listed(&self, name: &str) -> Result<Option<Inspection>> {
-        match self.inspect_excluding(name, false) {
-            Err(e) if !e.is_connection() && !e.is_timeout() => {
-                log::debug!("list: skipping `{name}`: {e}");
-                Ok(None)
+/// What a listing's scan found beside the names (the clients of per-client rate limiters,
+/// by the [`hashed`] name their buckets' keys carry), and the inspections made, each once.
+struct Listed<'k> {
+    rate_clients: BTreeMap<&'k str, Vec<String>>,
+    /// Every name inspected: `None` when nothing of it exists (or its inspection failed).
+    inspected: BTreeMap<String, Option<Inspection>>,
+}
+
+impl<'k> Listed<'k> {
+    fn new(keys: &'k BTreeSet<String>) -> Listed<'k> {
+        let mut rate_clients: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for key in keys {
+            if let Some((name, Some(client))) = rate_helper_of(key) {
+                let clients = rate_clients.entry(name).or_default();
+                if !clients.iter().any(|c| c == client) {
+                    clients.push(client.to_owned());
+                }
             }
-            outcome => outcome,
         }
+        Listed {
+            rate_clients,
+            inspected: BTreeMap::new(),
+        }
+    }
+
+    /// What inspecting `name` found, if it was inspected.
+    fn inspected(&self, name: &str) -> Option<&Inspection> {
+        self.inspected.get(name)?.as_ref()
+    }
+
+    /// [`inspect`](Client::inspect) of a key for `list` (not mapped again), once, with the
+    /// buckets the scan found where it is a per-client rate limiter: only connection errors
+    /// and timeouts end the listing; a name that fails otherwise is skipped (logged at debug
+    /// level).
+    fn inspect(&mut self, client: &Client, name: &str) -> Result<Option<&Inspection>> {
+        if !self.inspected.contains_key(name) {
+            let clients = self
+                .rate_clients
+                .get(hashed(name).as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let found = match client.inspect_with(name, false, clients) {
+                Err(e) if !e.is_connection() && !e.is_timeout() => {
+                    log::debug!("list: skipping `{name}`: {e}");
+                    None
+                }
+                outcome => outcome?,
+            };
+            self.inspected.insert(name.to_owned(), found);
+        }
+        Ok(self.inspected(name))
     }
 }
 
 /// The names `key` may be a helper key of, in Redisson's layout (two when the layout is
-/// ambiguous: `redisson_lock_queue:{a}` belongs to `a`, or to a name `{a}` with its own tag).
-fn owners_of(key: &str) -> Vec<String> {
-    helper_of(key).map(unhashed).unwrap_or_default()
+/// ambiguous: `redisson_lock_queue:{a}` belongs to `a`, or to a name `{a}` with its own tag),
+/// and whether it is laid out as a rate limiter's key (which belongs to a rate limiter only).
+fn owners_of(key: &str) -> (Vec<String>, bool) {
+    if let Some(name) = helper_of(key) {
+        return (unhashed(name), false);
+    }
+    match rate_helper_of(key) {
+        Some((name, _)) => (unhashed(name), true),
+        None => (Vec::new(), false),
+    }
 }
 
 #[cfg(test)]
@@ -168,7 +224,7 @@ mod tests {
 
     #[test]
     fn helper_keys_name_their_object() {
-        let owners = |k: &str| owners_of(k);
+        let owners = |k: &str| owners_of(k).0;
         assert_eq!(
             owners("redisson_lock_queue:{orders}"),
             ["orders", "{orders}"]
@@ -203,6 +259,15 @@ mod tests {
             owners("redlatch_election_log:{leader}"),
             ["leader", "{leader}"]
         );
+        assert_eq!(
+            owners_of("{api}:value"),
+            (vec!["api".into(), "{api}".into()], true)
+        );
+        assert_eq!(
+            owners_of("{api}:permits:0b3c8a52-5d6e-4b7f-9a1c-2d3e4f5a6b7c"),
+            (vec!["api".into(), "{api}".into()], true)
+        );
+        assert_eq!(owners_of("{a}b:permits"), (vec!["{a}b".into()], true));
         assert!(owners("orders").is_empty());
         assert!(owners("session:timeout").is_empty());
         assert!(owners("redisson_lock_queue:plain").is_empty());

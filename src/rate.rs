@@ -9,7 +9,10 @@ use redis::Value;
 use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{retry_interrupted, Error, Result};
+use crate::events::Admission;
+use crate::hold::LockKind;
 use crate::keys;
+use crate::lock::{Ownership, ThreadOwned};
 use crate::names::Named;
 use crate::pubsub::{wait, Channel, Tried};
 use crate::scripts;
@@ -254,8 +257,9 @@ impl RateLimiter {
     /// [`Error::InvalidArgument`] for an empty name, no permits, or more permits than the
     /// rate (nothing was taken); [`Error::RateNotSet`] when the limiter has no rate;
     /// [`Error::WrongType`] if a key is not a limiter's; [`Error::Interrupted`],
-    /// [`Error::Closed`]; connection errors (an acquire whose reply was lost may have taken
-    /// the permits: they count against the rate, as used).
+    /// [`Error::Closed`]; connection errors (an acquire whose reply is lost is sent again, as
+    /// often as the client retries, and takes nothing twice; one whose every reply was lost
+    /// may have taken the permits: they count against the rate, as used).
     ///
     /// # Examples
     ///
@@ -469,16 +473,21 @@ impl RateLimiter {
         // its own entry and takes nothing twice.
         let id = *uuid::Uuid::new_v4().as_bytes();
         let mut admitted = None;
+        // Its wait and admission, for the metrics and the history (`top` shows the waits).
+        let owner = ThreadOwned.owner_id(&self.client);
+        let mut report = Admission::new(&self.client, &self.name, LockKind::RateLimiter, owner);
         let got = wait(
             &self.client.inner.pubsub,
             Channel::permits(&self.channel, permits),
             deadline,
             &mut || {
-                let reply: Value = self.scripted(|c| {
-                    self.keyed(&scripts::RATE_ACQUIRE)
-                        .arg(permits)
-                        .arg(&id[..])
-                        .invoke(c)
+                let reply: Value = self.resent(|| {
+                    self.scripted(|c| {
+                        self.keyed(&scripts::RATE_ACQUIRE)
+                            .arg(permits)
+                            .arg(&id[..])
+                            .invoke(c)
+                    })
                 })?;
                 match decode_attempt(&reply)? {
                     Attempt::Taken(at) => {
@@ -487,11 +496,15 @@ impl RateLimiter {
                     }
                     // Even where they come back after the deadline, a release may give
                     // some back before it: the wait goes on to the deadline.
-                    Attempt::BackIn(back_in) => Ok(Tried::again(Some(back_in))),
+                    Attempt::BackIn(back_in) => {
+                        report.refused(deadline);
+                        Ok(Tried::again(Some(back_in)))
+                    }
                 }
             },
-        )?;
-        if !got {
+        );
+        report.ended(&got);
+        if !got? {
             log::debug!(
                 "rate limiter `{}` did not admit {permits} in time",
                 self.name
@@ -499,6 +512,26 @@ impl RateLimiter {
             return Ok(None);
         }
         Ok(admitted)
+    }
+
+    /// Makes an acquire `call` again while its reply is lost with its connection (or does
+    /// not come in time), up to the configured retry attempts: sent again with the same id,
+    /// an acquire that ran returns its first reply and takes nothing twice, so a lost reply
+    /// costs a round trip, not an error (nor permits taken for nobody).
+    fn resent<T>(&self, mut call: impl FnMut() -> Result<T>) -> Result<T> {
+        let mut left = self.client.inner.backend.retries();
+        loop {
+            match call() {
+                Err(e) if e.breaks_connection() && left > 0 => {
+                    left -= 1;
+                    log::debug!(
+                        "rate limiter `{}`: an acquire's reply was lost ({e}): sent again",
+                        self.name
+                    );
+                }
+                outcome => return outcome,
+            }
+        }
     }
 
     /// A call of `lua` with the limiter's five keys.

@@ -294,7 +294,7 @@ scripts! {
     RATE_AVAILABLE: ["clock.lua", "rate_common.lua", "rate_available.lua"];
     RATE_RELEASE: ["clock.lua", "rate_common.lua", "rate_release.lua"];
     RATE_SET: ["clock.lua", "rate_common.lua", "rate_set.lua"];
-    RATE_TRY_SET: ["clock.lua", "rate_common.lua", "rate_try_set.lua"];
+    RATE_TRY_SET: ["rate_try_set.lua"];
     RATE_DELETE: ["rate_delete.lua"];
 
     CONDITION_WAIT: ["clock.lua", "condition_common.lua", "condition_wait.lua"];
@@ -312,7 +312,7 @@ scripts! {
     ELECTION_RESIGN: ["election_resign.lua"];
     ELECTION_LEADER: ["election_leader.lua"];
 
-    INSPECT: ["clock.lua", "inspect.lua"];
+    INSPECT: ["clock.lua", "rate_common.lua", "inspect.lua"];
 
     LOCK_ORDER: ["clock.lua", "lock_order.lua"];
     WAIT_RECORD: ["clock.lua", "wait_record.lua"];

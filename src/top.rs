@@ -109,7 +109,9 @@ impl Client {
     /// [`history`](crate::ConfigBuilder::history) on record (read back as far as a start
     /// needs), else from what the server knows (a holder's client from the client list, a
     /// long wait from its wait record); what nothing tells is `None`. Rates and blame come
-    /// from the histories of the window, and are zero without.
+    /// from the histories of the window, and are zero without. A
+    /// [`RateLimiter`](crate::RateLimiter) has no holder: its blocked acquires are waits as
+    /// a lock's are, and each call it admits an acquisition.
     ///
     /// It costs a [`list`](Self::list), a [`connections`](Self::connections), a
     /// [`waits`](Self::waits) and a [`recent_history`](Self::recent_history) (the whole kept

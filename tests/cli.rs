@@ -435,6 +435,76 @@ fn inspect_read_write_semaphore_latch_and_fenced() {
 }
 
 #[test]
+fn inspect_and_list_show_a_rate_limiters_rate_what_is_left_and_when_more_comes_back() {
+    let server = RedisServer::new();
+    let (a, b) = (client(&server), client(&server));
+    let api = a.rate_limiter("cli:rate");
+    assert!(api
+        .try_set_rate(redlatch::RateType::Overall, 5, Duration::from_secs(60))
+        .unwrap());
+    api.acquire(2).unwrap();
+    let text = ok(&server, &["inspect", "cli:rate"]);
+    for line in [
+        "kind:    rate-limiter\n",
+        "rate:    5 per 1m00s\n",
+        "type:    overall",
+        "left:    3 permits\n",
+        "next:    in 5",
+        "keys:    cli:rate {cli:rate}:value {cli:rate}:permits\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    let j = json::parse(&ok(&server, &["inspect", "--json", "cli:rate"]));
+    assert_eq!(j.get("kind").str(), "rate-limiter");
+    let rate = j.get("rate");
+    assert_eq!(rate.get("config").get("type").str(), "overall");
+    assert_eq!(rate.get("config").get("rate").num(), 5.0);
+    assert_eq!(rate.get("config").get("interval_ms").num(), 60_000.0);
+    assert_eq!(rate.get("available").num(), 3.0);
+    let back = rate.get("next_back_in_ms").num();
+    assert!(back > 55_000.0 && back <= 60_000.0, "{back}");
+
+    // Per client: each client's count, in a table; list groups every bucket under it.
+    let per = "cli:per";
+    let type_ = redlatch::RateType::PerClient;
+    assert!(a
+        .rate_limiter(per)
+        .try_set_rate(type_, 4, Duration::from_secs(60))
+        .unwrap());
+    a.rate_limiter(per).acquire(1).unwrap();
+    b.rate_limiter(per).acquire(3).unwrap();
+    let text = ok(&server, &["inspect", per]);
+    assert!(
+        text.contains("type:    per client") && text.contains("clients:\n"),
+        "{text}"
+    );
+    for (id, left) in [(a.id(), 3), (b.id(), 1)] {
+        assert!(
+            text.lines().any(
+                |l| l.starts_with(id) && l.split_whitespace().nth(1) == Some(&left.to_string())
+            ),
+            "{id} with {left} left:\n{text}"
+        );
+    }
+    let list = ok(&server, &["list"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 3, "header and the two limiters:\n{list}");
+    assert!(
+        lines[1].contains("rate-limiter")
+            && lines[1].contains("4 per 1m00s per client, 2 client(s)"),
+        "{list}"
+    );
+    assert!(
+        lines[2].contains("rate-limiter") && lines[2].contains("5 per 1m00s, 3 left, next in"),
+        "{list}"
+    );
+    let j = json::parse(&ok(&server, &["list", "--json"]));
+    assert_eq!(j.len(), 2);
+    assert_eq!(j.at(0).get("rate").get("clients").len(), 2);
+    assert_eq!(j.at(0).get("keys").len(), 5);
+}
+
+#[test]
 fn json_output_escapes_odd_names() {
     let server = RedisServer::new();
     let client = client(&server);

@@ -564,3 +564,96 @@ fn history_exit_child() {
     println!("OWNER {}", guard.owner());
     drop(guard);
 }
+
+#[test]
+fn a_rate_limiters_waits_are_recorded_and_top_counts_them_with_no_hold_left_open() {
+    let server = RedisServer::new();
+    let (a, b) = (recording(&server, "alpha"), recording(&server, "beta"));
+    let viewer = Client::open(server.url()).unwrap();
+    let name = "h:rate";
+    let api = a.rate_limiter(name);
+    assert!(api
+        .try_set_rate(redlatch::RateType::Overall, 1, Duration::from_secs(60))
+        .unwrap());
+    api.acquire(1).unwrap();
+    // Refused until its deadline: a wait that gave up.
+    let refused = b
+        .rate_limiter(name)
+        .try_acquire_for(1, Duration::from_millis(100))
+        .unwrap();
+    assert!(refused.is_none());
+    // Refused at once without waiting: no wait at all.
+    assert!(b.rate_limiter(name).try_acquire(1).unwrap().is_none());
+    let b2 = b.clone();
+    let waiter = thread::spawn(move || {
+        b2.rate_limiter("h:rate").acquire(1).unwrap();
+        b2.owner_id()
+    });
+    assert!(wait_until(GENEROUS, || b.metrics().waiting == 1));
+    // `top` shows the wait going on: the waiter, from the history and the channel.
+    let mut top = Vec::new();
+    assert!(
+        wait_until(GENEROUS, || {
+            top = viewer.top("h:*", Duration::from_secs(10)).unwrap();
+            top.first()
+                .is_some_and(|t| t.name == name && t.longest_wait.is_some())
+        }),
+        "{top:#?}"
+    );
+    let live = &top[0];
+    assert_eq!(live.kind, Some(redlatch::inspect::Kind::RateLimiter));
+    assert_eq!(live.waiters, 1);
+    assert!(live.holders.is_empty(), "{live:#?}");
+    assert_eq!(api.release(1).unwrap(), 1);
+    let b_owner = waiter.join().unwrap();
+
+    // a: admitted at once; b's thread gave up, its other thread was admitted after its
+    // wait. An admission is an acquire and a release at once.
+    let events = settled(&a, name, 5);
+    assert!(
+        events
+            .iter()
+            .all(|e| e.mode == redlatch::LockKind::RateLimiter),
+        "{events:#?}"
+    );
+    use HistoryKind::{Acquire, GaveUp, Release};
+    assert_eq!(kinds(&events, &a.owner_id()), [Acquire, Release]);
+    assert_eq!(kinds(&events, &b.owner_id()), [GaveUp]);
+    assert_eq!(kinds(&events, &b_owner), [Acquire, Release]);
+    let gave_up = events.iter().find(|e| e.kind == GaveUp).unwrap();
+    assert!(
+        gave_up.waited.unwrap() >= Duration::from_millis(90),
+        "{gave_up:?}"
+    );
+    let admitted = events
+        .iter()
+        .find(|e| e.owner.to_string() == b_owner && e.kind == Acquire)
+        .unwrap();
+    assert!(admitted.contended, "{admitted:?}");
+    let now = events.last().unwrap().at_us + 1_000_000;
+    let spans = redlatch::history::timeline(&events, now).spans;
+    assert!(!spans.iter().any(|s| s.is_open()), "{spans:#?}");
+    let waits: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.kind == redlatch::history::SpanKind::Wait)
+        .map(|s| s.outcome)
+        .collect();
+    assert_eq!(waits, ["gave_up", "acquired"], "{spans:#?}");
+    assert!(spans
+        .iter()
+        .filter(|s| s.kind == redlatch::history::SpanKind::Hold)
+        .all(|s| s.start_us == s.end_us));
+
+    // Counted as acquisitions and waits, but no hold.
+    let m = b.metrics();
+    assert_eq!((m.acquisitions, m.contended_acquisitions), (1, 1));
+    assert_eq!((m.timeouts, m.hold_time.count()), (1, 0));
+    // Once the waiter's subscription is gone, nobody waits.
+    let mut conn = server.conn();
+    let channel = "redlatch_rate:{h:rate}";
+    assert!(wait_until(GENEROUS, || support::numsub(&mut conn, channel) == 0));
+    let top = viewer.top(name, Duration::from_secs(60)).unwrap();
+    assert_eq!(top[0].waiters, 0);
+    assert!(top[0].acquisitions_per_s > 0.0 && top[0].contended_per_s > 0.0);
+    assert!(top[0].blame.is_empty(), "{:#?}", top[0]);
+}

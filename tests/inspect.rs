@@ -740,3 +740,142 @@ fn a_group_shows_each_locked_value_with_its_owner_and_list_finds_it() {
     assert_eq!(listed.len(), 1);
     assert_eq!((listed[0].kind, listed[0].values.len()), (Kind::Group, 3));
 }
+
+#[test]
+fn a_rate_limiter_shows_its_rate_what_is_left_and_when_the_next_permit_comes_back() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let name = "inspect:rate";
+    let api = client.rate_limiter(name);
+    assert!(api
+        .try_set_rate(redlatch::RateType::Overall, 5, Duration::from_secs(60))
+        .unwrap());
+    let fresh = inspect(&client, name);
+    assert_eq!(fresh.kind, Kind::RateLimiter);
+    let rate = fresh.rate.expect("a rate limiter's state");
+    assert_eq!((rate.available, rate.next_back_in), (Some(5), None));
+    assert_eq!(fresh.keys, [name], "nothing taken: the config alone");
+
+    api.acquire(2).unwrap();
+    let found = inspect(&client, name);
+    assert_eq!(
+        (found.kind, found.key_type.as_str()),
+        (Kind::RateLimiter, "hash")
+    );
+    assert!(found.holders.is_empty() && found.queue.is_empty());
+    let rate = found.rate.expect("a rate limiter's state");
+    assert_eq!(rate.config.rate_type, redlatch::RateType::Overall);
+    assert_eq!(
+        (rate.config.rate, rate.config.interval),
+        (5, Duration::from_secs(60))
+    );
+    assert_eq!(rate.available, Some(3));
+    let back = rate.next_back_in.expect("2 permits were taken");
+    assert!(
+        back > Duration::from_secs(55) && back <= Duration::from_secs(60),
+        "{back:?}"
+    );
+    assert_eq!(rate.available, Some(api.status().unwrap().available));
+    assert!(rate.clients.is_empty());
+    assert_eq!(
+        found.keys,
+        [name, "{inspect:rate}:value", "{inspect:rate}:permits"]
+    );
+    assert_eq!(found.subscribers, Some(0));
+
+    // A count that cannot be right is recounted from the permits taken, as an acquire does.
+    let _: () = redis::cmd("SET")
+        .arg("{inspect:rate}:value")
+        .arg(40)
+        .query(&mut server.conn())
+        .unwrap();
+    let recounted = inspect(&client, name).rate.unwrap();
+    assert_eq!(recounted.available, Some(3));
+
+    // A waiter for more than is left is a client waiting on the limiter's channel.
+    let other = Client::open(server.url()).unwrap();
+    let waiter = {
+        let other = other.clone();
+        thread::spawn(move || {
+            other
+                .rate_limiter("inspect:rate")
+                .try_acquire_for(5, Duration::from_secs(20))
+        })
+    };
+    support::await_waiting(&other, 1);
+    assert_eq!(inspect(&client, name).subscribers, Some(1));
+    assert_eq!(api.release(2).unwrap(), 2);
+    let admitted = waiter.join().unwrap().unwrap();
+    assert_eq!(admitted.map(|a| a.permits), Some(5));
+    let after = inspect(&client, name).rate.unwrap();
+    assert_eq!(after.available, Some(0));
+}
+
+#[test]
+fn a_per_client_rate_limiter_shows_each_clients_permits_and_list_groups_its_keys() {
+    let server = RedisServer::new();
+    let (a, b) = (client(&server), client(&server));
+    let name = "rl:api";
+    let type_ = redlatch::RateType::PerClient;
+    assert!(a
+        .rate_limiter(name)
+        .try_set_rate(type_, 3, Duration::from_secs(60))
+        .unwrap());
+    a.rate_limiter(name).acquire(1).unwrap();
+    b.rate_limiter(name).acquire(2).unwrap();
+    let found = inspect(&a, name);
+    assert_eq!(found.kind, Kind::RateLimiter);
+    let rate = found.rate.clone().unwrap();
+    assert_eq!(rate.config.rate_type, type_);
+    assert_eq!(rate.available, None, "per client: no one count");
+    let mut left: Vec<(String, u64)> = rate
+        .clients
+        .iter()
+        .map(|c| (c.client_id.clone(), c.available))
+        .collect();
+    left.sort();
+    let mut want = vec![(a.id().to_owned(), 2), (b.id().to_owned(), 1)];
+    want.sort();
+    assert_eq!(left, want);
+    assert!(rate.clients.iter().all(|c| c.next_back_in.is_some()));
+    let mut keys = found.keys.clone();
+    keys.sort();
+    let mut want: Vec<String> = vec![name.to_owned()];
+    for id in [a.id(), b.id()] {
+        want.push(format!("{{rl:api}}:value:{id}"));
+        want.push(format!("{{rl:api}}:permits:{id}"));
+    }
+    want.sort();
+    assert_eq!(keys, want);
+
+    // Keys laid out as a limiter's, beside names that are none: another application's.
+    let mut conn = server.conn();
+    let _: () = redis::cmd("SET")
+        .arg("{rl:stray}:value")
+        .arg(7)
+        .query(&mut conn)
+        .unwrap();
+    let _lock = a.lock("rl:lock").lock().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("{rl:lock}:value")
+        .arg("x")
+        .query(&mut conn)
+        .unwrap();
+    let listed = a.list("*").unwrap();
+    let rows: Vec<(&str, Kind)> = listed.iter().map(|i| (i.name.as_str(), i.kind)).collect();
+    assert_eq!(
+        rows,
+        [
+            ("rl:api", Kind::RateLimiter),
+            ("rl:lock", Kind::Reentrant),
+            ("{rl:lock}:value", Kind::Unknown),
+            ("{rl:stray}:value", Kind::SemaphoreOrLatch),
+        ]
+    );
+    let limiter = &listed[0];
+    let mut listed_keys = limiter.keys.clone();
+    listed_keys.sort();
+    assert_eq!(listed_keys, keys, "every bucket grouped under its limiter");
+    assert_eq!(limiter.rate.as_ref().unwrap().clients.len(), 2);
+    assert_eq!(listed[1].keys, ["rl:lock"]);
+}

@@ -327,3 +327,23 @@ fn interrupted_closed_and_deleted_waits_take_nothing() {
     assert!(matches!(t.join().unwrap(), Err(Error::Closed)));
     assert_eq!(entries(&mut raw, "{rl:stop}:permits").len(), 1);
 }
+
+#[test]
+fn an_acquire_whose_reply_is_lost_is_sent_again_and_takes_once() {
+    let server = RedisServer::new();
+    let proxy = support::proxy::Proxy::start(server.port());
+    let client = Client::open(proxy.url()).unwrap();
+    let mut raw = server.conn();
+    let api = client.rate_limiter("rl:lost");
+    api.try_set_rate(RateType::Overall, 3, Duration::from_secs(60))
+        .unwrap();
+    api.status().unwrap();
+    // The reply of the next call (the acquire) is lost with its connection.
+    proxy.lose_next_reply();
+    let admitted = api.acquire(2).unwrap();
+    assert_eq!(proxy.cuts(), 1, "a reply was lost");
+    let taken = entries(&mut raw, "{rl:lost}:permits");
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    assert_eq!(taken[0], (2, ms(admitted.at)), "the first call's entry and time");
+    assert_eq!(api.available_permits().unwrap(), 1);
+}

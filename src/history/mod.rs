@@ -143,10 +143,15 @@ impl History {
 
     /// Records what a hold event says: a wait's start and end, an acquire, a hold's end
     /// (a condition wait's yield ends one too). A guard that lets go with no known end
-    /// records nothing.
+    /// records nothing. An admission (a rate limiter's) is an acquire and a release at once:
+    /// its wait ends, and no hold stays open, for readers of every version.
     pub(crate) fn on_hold(&self, s: &Subject<'_>, event: &HoldEvent) {
         let (kind, waited, held, contended) = match *event {
             HoldEvent::Forgotten { .. } => return,
+            HoldEvent::Admitted { waited, contended } => {
+                self.add(s, HistoryKind::Acquire, Some(waited), None, contended);
+                (HistoryKind::Release, None, Some(Duration::ZERO), false)
+            }
             HoldEvent::Waiting => (HistoryKind::Wait, None, None, false),
             HoldEvent::Acquired {
                 waited, contended, ..

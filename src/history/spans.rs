@@ -10,6 +10,8 @@
 //! hold of its recorded length, merged with the last hold of its track where they overlap
 //! (nested guards). Spans still open after the last event end at `now_us`. A track is one
 //! owner's events on one lock in one mode (a read-write lock's read and write holds are two).
+//! A rate limiter's admission is recorded as an acquire and a release at the same time: it
+//! ends its wait, and makes a hold of no length, never one that stays open.
 
 use std::collections::HashMap;
 use std::time::Duration;

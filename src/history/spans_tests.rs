@@ -167,3 +167,31 @@ fn spans_of_holds_begun_before_the_events_and_lost_reentrant_holds() {
     assert_eq!(built.marks.len(), 1);
     assert_eq!(built.marks[0].at_us, T0 + 8000);
 }
+
+#[test]
+fn rate_limiter_admissions_end_their_waits_and_leave_no_hold_open() {
+    use SpanKind::Hold;
+    let api = ("api", "rate limiter");
+    // As the history writes an admission: an acquire and a release of no length, at once.
+    let events = [
+        ev(&A, 1000, Wait, api),
+        ev(&A, 3000, Acquire, api).waited(2000).contended(),
+        ev(&A, 3000, Release, api).held(0),
+        ev(&B, 3500, Wait, api),
+        ev(&A, 4000, Acquire, api).waited(0),
+        ev(&A, 4000, Release, api).held(0),
+        ev(&B, 6000, GaveUp, api).waited(2500),
+    ];
+    let built = timeline(&events, NOW);
+    assert_eq!(
+        built.spans,
+        vec![
+            expect(&A, SpanKind::Wait, api, (1000, 3000), "acquired"),
+            expect(&A, Hold, api, (3000, 3000), "released"),
+            expect(&B, SpanKind::Wait, api, (3500, 6000), "gave_up"),
+            expect(&A, Hold, api, (4000, 4000), "released"),
+        ]
+    );
+    assert!(!built.spans.iter().any(Span::is_open));
+    assert_eq!(LockKind::parse("rate limiter"), LockKind::RateLimiter);
+}

@@ -4,6 +4,7 @@
 
 mod clients;
 mod decode;
+mod rate;
 mod report;
 mod snapshot;
 
@@ -15,6 +16,7 @@ use crate::error::Result;
 use crate::keys::{self, Layout};
 use crate::scripts;
 
+pub use rate::{RateBucket, RateInspection};
 pub use report::{
     ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, QueueEntry,
 };
@@ -33,7 +35,13 @@ impl Client {
     /// The kind is told from the keys' types and layout (see the crate docs' key layout); a
     /// key that fits none is [`Kind::Unknown`]. A semaphore and a count-down latch look alike
     /// in Redis: see [`Kind::SemaphoreOrLatch`]. Reading changes nothing (in particular, no
-    /// dead fair-queue waiter is pruned and no expired permit reclaimed).
+    /// dead fair-queue waiter is pruned and no expired permit reclaimed, and a rate
+    /// limiter's permits taken longer than an interval ago are counted as back, not removed).
+    ///
+    /// A [per-client](crate::RateType::PerClient) rate limiter's buckets are named after
+    /// their clients: they are found with `SCAN` (on every master, as
+    /// [`list`](Self::list) does), then read with the config in one snapshot. That costs a
+    /// pass over the keyspace more, for such a limiter only.
     ///
     /// # Errors
     ///
@@ -56,17 +64,51 @@ impl Client {
     /// ```
     pub fn inspect(&self, name: &str) -> Result<Option<Inspection>> {
         let named = self.named(name);
-        let found = self.inspect_excluding(&named.key, false)?;
+        let mut found = self.inspect_excluding(&named.key, false)?;
+        if found.as_ref().is_some_and(per_client) {
+            let clients = self.rate_clients(&named.key)?;
+            if !clients.is_empty() {
+                found = self.inspect_with(&named.key, false, &clients)?;
+            }
+        }
         Ok(found.map(|i| i.named(&named.given)))
     }
 
     /// [`inspect`](Self::inspect) of the key `name` (a mapped name); when `watching`, this
     /// client's connection is subscribed for a watch, and is not counted on a channel where
-    /// no thread of this client waits.
+    /// no thread of this client waits. A per-client rate limiter's buckets are not read.
     pub(crate) fn inspect_excluding(
         &self,
         name: &str,
         watching: bool,
+    ) -> Result<Option<Inspection>> {
+        self.inspect_with(name, watching, &[])
+    }
+
+    /// The ids of the clients with a bucket of the rate limiter `name` (a key), found with
+    /// `SCAN`: at most [`MAX_ITEMS`].
+    fn rate_clients(&self, name: &str) -> Result<Vec<String>> {
+        let hashed = keys::hashed(name);
+        let pattern = format!("{}:*", crate::glob::escape(&hashed));
+        let mut clients: Vec<String> = Vec::new();
+        for key in self.inner.backend.scan(&pattern)? {
+            if let Some((of, Some(client))) = keys::rate_helper_of(&key) {
+                if of == hashed && !clients.iter().any(|c| c == client) {
+                    clients.push(client.to_owned());
+                }
+            }
+        }
+        clients.truncate(MAX_ITEMS);
+        Ok(clients)
+    }
+
+    /// [`inspect_excluding`](Self::inspect_excluding), reading the buckets of `clients`
+    /// where `name` is a per-client rate limiter.
+    pub(crate) fn inspect_with(
+        &self,
+        name: &str,
+        watching: bool,
+        clients: &[String],
     ) -> Result<Option<Inspection>> {
         crate::names::check_name("object", name)?;
         let layout = Layout::new(name);
@@ -83,6 +125,8 @@ impl Client {
             &layout.permits,
             &layout.fence,
             &layout.generation,
+            &layout.rate_value,
+            &layout.rate_permits,
         ]
         .map(|key| (backend.slot(key) == slot).then_some(key.as_str()));
         let flags: String = helpers
@@ -102,7 +146,11 @@ impl Client {
             for key in helpers {
                 call.key(key.unwrap_or(name));
             }
-            call.arg(read_prefix).arg(MAX_ITEMS).arg(&flags).invoke(c)
+            call.arg(read_prefix).arg(MAX_ITEMS).arg(&flags);
+            for client in clients.iter().take(MAX_ITEMS) {
+                call.arg(client);
+            }
+            call.invoke(c)
         })?;
         let snapshot = Snapshot::decode(&reply)?;
         let Some(mut found) = snapshot.classify(&layout) else {
@@ -158,6 +206,12 @@ impl Client {
     }
 }
 
+/// Whether `found` is a per-client rate limiter, whose buckets are named after clients.
+fn per_client(found: &Inspection) -> bool {
+    let rate = found.rate.as_ref();
+    rate.is_some_and(|r| r.config.rate_type == crate::rate::RateType::PerClient)
+}
+
 /// Whether `key` has a hash tag (a non-empty `{...}` after its first `{`), which alone
 /// decides its cluster slot.
 fn has_tag(key: &str) -> bool {
@@ -174,6 +228,7 @@ fn wait_channels(layout: &Layout, kind: Kind) -> Vec<&str> {
         Kind::Semaphore | Kind::PermitExpirableSemaphore => vec![&layout.semaphore_channel],
         Kind::CountDownLatch => vec![&layout.latch_channel],
         Kind::SemaphoreOrLatch => vec![&layout.semaphore_channel, &layout.latch_channel],
+        Kind::RateLimiter => vec![&layout.rate_channel],
         _ => vec![],
     }
 }
@@ -230,6 +285,7 @@ pub(crate) mod tests {
             permit_leases: Vec::new(),
             token: None,
             values: Vec::new(),
+            rate: None,
             subscribers: None,
         }
     }

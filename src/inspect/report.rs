@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::rate::RateInspection;
 #[cfg(doc)]
 use crate::client::Client;
 use crate::hold::{LockKind, Owner};
@@ -59,6 +60,11 @@ pub enum Kind {
     /// A group lock's group ([`Client::group_lock`]): a HASH naming each locked value's owner
     /// (see [`Inspection::values`]).
     Group,
+    /// A rate limiter ([`Client::rate_limiter`], Redisson's `RRateLimiter`): a config HASH
+    /// of `rate`, `interval` and `type` (no owner among its fields, unlike a lock's), with
+    /// its permits left `{name}:value` and taken `{name}:permits` (per client, each ending
+    /// in `:<client id>`). See [`Inspection::rate`].
+    RateLimiter,
     /// A key whose type or layout none of the above has (another application's key, or a
     /// damaged one): reported, never guessed.
     Unknown,
@@ -67,12 +73,13 @@ pub enum Kind {
 impl Kind {
     /// The kind's name as the `redlatch` tool prints it: `reentrant`, `fair`, `fenced`,
     /// `read-write`, `semaphore`, `expirable-semaphore`, `latch`, `semaphore-or-latch`,
-    /// `fenced-resource`, `group` or `unknown`.
+    /// `fenced-resource`, `group`, `rate-limiter` or `unknown`.
     ///
     /// # Examples
     ///
     /// ```
     /// assert_eq!(redlatch::inspect::Kind::ReadWrite.as_str(), "read-write");
+    /// assert_eq!(redlatch::inspect::Kind::RateLimiter.as_str(), "rate-limiter");
     /// ```
     pub fn as_str(self) -> &'static str {
         match self {
@@ -86,6 +93,7 @@ impl Kind {
             Kind::SemaphoreOrLatch => "semaphore-or-latch",
             Kind::FencedResource => "fenced-resource",
             Kind::Group => "group",
+            Kind::RateLimiter => "rate-limiter",
             Kind::Unknown => "unknown",
         }
     }
@@ -247,7 +255,7 @@ pub struct Inspection {
     /// Redis's `TYPE` of the key `name` (`hash`, `string`, `none`, ...).
     pub key_type: String,
     /// The keys of it that exist: `name` and its helper keys (queue, timeouts, token counter,
-    /// read-hold leases, permit expiries, fence).
+    /// read-hold leases, permit expiries, fence, a rate limiter's permits left and taken).
     pub keys: Vec<String>,
     /// Time left on the key `name`: a lock's lease. `None` if the key does not exist,
     /// `Duration::MAX` if it never expires (semaphores, latches). Serialized as `lease_ms`
@@ -279,6 +287,9 @@ pub struct Inspection {
     /// A group's locked values: each one's field (Redisson's hash of the value's encoded
     /// bytes: the value itself is not stored), owner, holds and time left.
     pub values: Vec<GroupValue>,
+    /// A rate limiter's config, permits left and when the next come back (for a per-client
+    /// rate, each client's found).
+    pub rate: Option<RateInspection>,
     /// How many connections are subscribed to the object's wake-up channel: clients with at
     /// least one thread waiting (one connection per client, whatever its number of waiting
     /// threads). `None` for a fair lock (see [`queue`](Self::queue)) and unknown keys.

@@ -5,6 +5,7 @@ use redis::Value;
 use super::decode::{
     int, integer, items, lease, lossy, pairs, permit_leases, quoted, scored, text, until,
 };
+use super::rate::RateReply;
 use super::report::{ExpirablePermit, GroupValue, Holder, Inspection, Kind, QueueEntry};
 use crate::error::{Error, Result};
 use crate::hold::LockKind;
@@ -36,6 +37,8 @@ pub(super) struct Snapshot {
     garbled: bool,
     /// A plain semaphore's generation (ours) is beside the name.
     generation: bool,
+    /// The name is a HASH with a complete rate limiter config: its buckets.
+    rate: Option<RateReply>,
 }
 
 /// The value of the key `name`, when the script read it.
@@ -67,9 +70,12 @@ impl Snapshot {
     }
 
     fn try_decode(reply: &Value, text: fn(&Value) -> Option<String>) -> Option<Snapshot> {
-        let (generation, fields) = match items(reply)? {
-            [rest @ .., Value::Int(g)] if rest.len() == 10 => (*g == 1, rest),
-            all => (false, all),
+        let (generation, rate, fields) = match items(reply)? {
+            [rest @ .., Value::Int(g), rate] if rest.len() == 10 => {
+                (*g == 1, RateReply::decode(rate, text)?, rest)
+            }
+            [rest @ .., Value::Int(g)] if rest.len() == 10 => (*g == 1, None, rest),
+            all => (false, None, all),
         };
         let [now, types, main, pttl, queue, timeouts, token, permits, fence, reads] = fields else {
             return None;
@@ -106,6 +112,7 @@ impl Snapshot {
             fence: optional(fence)?,
             reads,
             generation,
+            rate,
             garbled: false,
         })
     }
@@ -148,9 +155,12 @@ impl Snapshot {
             permit_leases: Vec::new(),
             token: None,
             values: Vec::new(),
+            rate: None,
             subscribers: None,
         };
         let mut found = blank.clone();
+        // A rate limiter's keys beside its config.
+        let mut rate_keys = Vec::new();
         let fair = self.types[1] == "list" || self.types[2] == "zset";
         let fenced = self.types[3] == "string";
         let expirable = self.types[4] == "zset";
@@ -174,6 +184,9 @@ impl Snapshot {
             && !odd_helpers
             && layouts <= 1
             && match (self.types[0].as_str(), &self.main) {
+                ("hash", Main::Hash(fields)) if self.rate.is_some() => {
+                    layouts == 0 && self.limiter(fields, layout, &mut found, &mut rate_keys)
+                }
                 ("hash", Main::Hash(fields)) if !expirable && !resource => {
                     self.lock(fields, fair, fenced, &mut found)
                 }
@@ -190,6 +203,8 @@ impl Snapshot {
                 subscribers: found.subscribers,
                 ..blank
             };
+        } else {
+            keys.extend(rate_keys);
         }
         // Lossily decoded fields would name keys that do not exist.
         let reads = if self.garbled { &[][..] } else { &self.reads };
@@ -285,6 +300,25 @@ impl Snapshot {
         // A write mode has one writer; a read mode none.
         let writers = found.holders.len();
         (found.mode == Some(LockKind::Write)) == (writers == 1) && writers <= 1
+    }
+
+    /// A rate limiter's config HASH (told by the script, which read its buckets): every
+    /// field a config's. False if one is not, or a bucket's key is of another type.
+    fn limiter(
+        &self,
+        fields: &[(String, String)],
+        layout: &Layout,
+        found: &mut Inspection,
+        keys: &mut Vec<String>,
+    ) -> bool {
+        let Some((rate, rate_keys)) = self.rate.as_ref().and_then(|r| r.inspect(fields, layout))
+        else {
+            return false;
+        };
+        found.kind = Kind::RateLimiter;
+        found.rate = Some(rate);
+        *keys = rate_keys;
+        true
     }
 
     /// A group lock's HASH: each value field names its owner, beside that owner's
@@ -640,6 +674,60 @@ mod tests {
         let found = s.classify(&Layout::new("x")).unwrap();
         assert_eq!((found.kind, found.token), (Kind::Fenced, Some(9)));
         assert!(Snapshot::decode(&Value::Int(1)).is_err());
+    }
+
+    #[test]
+    fn a_rate_limiter_config_with_its_buckets_is_a_rate_limiter() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let types = |first: &str| {
+            let mut t = vec![bulk(first)];
+            t.extend((0..5).map(|_| bulk("none")));
+            Value::Array(t)
+        };
+        let config = ["rate", "10", "interval", "1000", "type", "0"];
+        let reply = |rate: Value, main: &[&str]| {
+            Value::Array(vec![
+                Value::Int(5),
+                types("hash"),
+                Value::Array(main.iter().map(|s| bulk(s)).collect()),
+                Value::Int(-1),
+                Value::Array(vec![]),
+                Value::Array(vec![]),
+                Value::Nil,
+                Value::Array(vec![]),
+                Value::Nil,
+                Value::Array(vec![]),
+                Value::Int(0),
+                rate,
+            ])
+        };
+        let buckets = Value::Array(vec![
+            bulk("string"),
+            bulk("zset"),
+            Value::Int(7),
+            Value::Int(400),
+            Value::Array(vec![]),
+        ]);
+        let s = Snapshot::decode(&reply(buckets.clone(), &config)).unwrap();
+        let found = s.classify(&Layout::new("x")).unwrap();
+        assert_eq!(found.kind, Kind::RateLimiter);
+        let rate = found.rate.unwrap();
+        assert_eq!((rate.config.rate, rate.available), (10, Some(7)));
+        assert_eq!(rate.next_back_in, Some(Duration::from_millis(400)));
+        assert_eq!(found.keys, ["x", "{x}:value", "{x}:permits"]);
+        assert_eq!(found.lease, Some(Duration::MAX));
+        assert!(found.holders.is_empty());
+
+        // A config with a field of no limiter's: unknown, its keys not claimed.
+        let odd = [&config[..], &["owner", "x"]].concat();
+        let s = Snapshot::decode(&reply(buckets, &odd)).unwrap();
+        let found = s.classify(&Layout::new("x")).unwrap();
+        assert_eq!((found.kind, found.rate), (Kind::Unknown, None));
+        assert_eq!(found.keys, ["x"]);
+
+        // No rate part (not a limiter): as before.
+        let s = Snapshot::decode(&reply(Value::Nil, &[A, "1"])).unwrap();
+        assert_eq!(s.classify(&Layout::new("x")).unwrap().kind, Kind::Reentrant);
     }
 
     #[test]

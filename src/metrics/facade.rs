@@ -19,7 +19,8 @@
 //!
 //! `kind` is the lock kind: `plain`, `fair`, `fenced`, `spin`, `read`, `write`,
 //! `non-reentrant`, `non-reentrant fair`, `group`, `lock set` (a set's members), or
-//! `semaphore` and `expirable semaphore` (permits held). A `name` label (the lock's key) is
+//! `semaphore` and `expirable semaphore` (permits held), or `rate limiter` (admissions: they
+//! count as acquisitions and hold nothing, so no hold time nor held gauge). A `name` label (the lock's key) is
 //! added only with
 //! [`ConfigBuilder::metrics_lock_names`](crate::ConfigBuilder::metrics_lock_names).
 
@@ -119,12 +120,17 @@ mod on {
     }
 
     pub(crate) fn acquired(l: Labels<'_>, waited: Duration, contended: bool) {
+        admitted(l, waited, contended);
+        metrics::gauge!("redlatch_locks_held", labels(l)).increment(1.0);
+    }
+
+    /// An acquisition that holds nothing afterwards (a rate limiter's).
+    pub(crate) fn admitted(l: Labels<'_>, waited: Duration, contended: bool) {
         metrics::counter!("redlatch_acquisitions_total", labels(l)).increment(1);
         if contended {
             metrics::counter!("redlatch_contended_acquisitions_total", labels(l)).increment(1);
         }
         metrics::histogram!("redlatch_wait_seconds", labels(l)).record(waited);
-        metrics::gauge!("redlatch_locks_held", labels(l)).increment(1.0);
     }
 
     pub(crate) fn timed_out(l: Labels<'_>) {
@@ -146,7 +152,7 @@ mod on {
 }
 
 #[cfg(feature = "metrics")]
-pub(crate) use on::{acquired, count, describe, released, timed_out, waiting};
+pub(crate) use on::{acquired, admitted, count, describe, released, timed_out, waiting};
 
 #[cfg(not(feature = "metrics"))]
 mod off {
@@ -156,6 +162,7 @@ mod off {
 
     pub(crate) fn describe() {}
     pub(crate) fn acquired(_: Labels<'_>, _: Duration, _: bool) {}
+    pub(crate) fn admitted(_: Labels<'_>, _: Duration, _: bool) {}
     pub(crate) fn timed_out(_: Labels<'_>) {}
     pub(crate) fn released(_: Labels<'_>, _: Duration) {}
     pub(crate) fn waiting(_: f64) {}
@@ -163,4 +170,4 @@ mod off {
 }
 
 #[cfg(not(feature = "metrics"))]
-pub(crate) use off::{acquired, count, describe, released, timed_out, waiting};
+pub(crate) use off::{acquired, admitted, count, describe, released, timed_out, waiting};

@@ -74,6 +74,9 @@ impl Recorder {
             HoldEvent::Acquired {
                 waited, contended, ..
             } => self.acquired(kind, name, waited, contended),
+            HoldEvent::Admitted { waited, contended } => {
+                self.admitted(kind, name, waited, contended)
+            }
             HoldEvent::GaveUp {
                 timed_out: true, ..
             } => self.timed_out(kind, name),
@@ -92,12 +95,24 @@ impl Recorder {
     /// The lock `name` of kind `kind` was acquired after `waited` (since the call began);
     /// `contended` if it was busy at first. It counts as held until [`released`](Self::released).
     fn acquired(&self, kind: &'static str, name: &str, waited: Duration, contended: bool) {
+        self.counted(waited, contended);
+        facade::acquired(self.labels(kind, name), waited, contended);
+    }
+
+    /// The rate limiter `name` (of kind `kind`) admitted a call after `waited`: an
+    /// acquisition that holds nothing afterwards.
+    fn admitted(&self, kind: &'static str, name: &str, waited: Duration, contended: bool) {
+        self.counted(waited, contended);
+        facade::admitted(self.labels(kind, name), waited, contended);
+    }
+
+    /// One more acquisition, after `waited`.
+    fn counted(&self, waited: Duration, contended: bool) {
         self.acquisitions.fetch_add(1, Relaxed);
         if contended {
             self.contended.fetch_add(1, Relaxed);
         }
         self.wait.record(waited);
-        facade::acquired(self.labels(kind, name), waited, contended);
     }
 
     /// A wait for the lock `name` ran out.
@@ -184,6 +199,8 @@ impl Recorder {
 /// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) that are taken through them),
 /// each lock of a [`LockSet`](crate::LockSet); and a semaphore's permits count as a hold too
 /// (one per [`SemaphoreGuard`](crate::SemaphoreGuard) or [`PermitGuard`](crate::PermitGuard)).
+/// A [`RateLimiter`](crate::RateLimiter)'s admissions count as acquisitions (and their waits
+/// and timeouts as a lock's), but hold nothing: no hold time.
 ///
 /// # Examples
 ///
@@ -205,7 +222,7 @@ impl Recorder {
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Metrics {
-    /// Locks acquired (a re-entry counts too).
+    /// Locks acquired (a re-entry counts too), and rate limiter admissions.
     pub acquisitions: u64,
     /// Of those, acquisitions that found the lock busy and waited for it.
     pub contended_acquisitions: u64,

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redlatch::{
     deadlock::BrokenDeadlock, deadlock::WaitRecord, history::HistoryEvent, history::HistoryKind,
     inspect::ClientConnection, inspect::Holder, inspect::Inspection, inspect::Kind,
-    order::LockOrderWarning, top::Activity, top::Who, watch::Event, Owner,
+    inspect::RateInspection, order::LockOrderWarning, top::Activity, top::Who, watch::Event, Owner,
+    RateType,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -307,6 +308,20 @@ pub fn state(i: &Inspection) -> String {
         Kind::CountDownLatch => parts.push(format!("count {}", i.count.unwrap_or(0))),
         Kind::SemaphoreOrLatch => parts.push(format!("value {}", i.permits.unwrap_or(0))),
         Kind::FencedResource => parts.push(format!("token {}", i.token.unwrap_or(0))),
+        Kind::RateLimiter => {
+            if let Some(r) = &i.rate {
+                parts.push(rate_text(r));
+                match r.available {
+                    Some(left) => {
+                        parts.push(format!("{left} left"));
+                        if let Some(back) = r.next_back_in {
+                            parts.push(format!("next in {}", duration(back)));
+                        }
+                    }
+                    None => parts.push(format!("{} client(s)", r.clients.len())),
+                }
+            }
+        }
         Kind::Group if i.values.is_empty() => parts.push("free".to_owned()),
         Kind::Group => {
             let who: Vec<String> = i.holders.iter().map(|h| h.owner.to_string()).collect();
@@ -322,6 +337,58 @@ pub fn state(i: &Inspection) -> String {
         parts.push(format!("{n} client(s) waiting"));
     }
     parts.join(", ")
+}
+
+/// A rate limiter's rate: `10 per 1.0s`, and ` per client` for a per-client one.
+fn rate_text(r: &RateInspection) -> String {
+    let per = match r.config.rate_type {
+        RateType::PerClient => " per client",
+        _ => "",
+    };
+    format!("{} per {}{per}", r.config.rate, duration(r.config.interval))
+}
+
+/// `inspect`'s fields of a rate limiter: its rate and type, what it has left and when the
+/// next permit comes back, its keep-alive.
+fn rate_fields(r: &RateInspection, field: &mut impl FnMut(&str, String)) {
+    let per_client = r.config.rate_type == RateType::PerClient;
+    field(
+        "rate",
+        format!("{} per {}", r.config.rate, duration(r.config.interval)),
+    );
+    field(
+        "type",
+        if per_client {
+            "per client: each client counts its own permits".to_owned()
+        } else {
+            "overall: one count for every client".to_owned()
+        },
+    );
+    match r.available {
+        Some(left) => field("left", format!("{left} permits")),
+        None if r.clients.is_empty() => field("left", "no client's permits found".to_owned()),
+        None => field(
+            "left",
+            format!("per client: {} client(s) found, below", r.clients.len()),
+        ),
+    }
+    if !per_client {
+        field("next", next_back(r.next_back_in));
+    }
+    if let Some(keep) = r.config.keep_alive {
+        field(
+            "expiry",
+            format!("{} after its last acquire", duration(keep)),
+        );
+    }
+}
+
+/// When the next permit comes back: `in 0.4s`, or `none taken`.
+fn next_back(d: Option<Duration>) -> String {
+    d.map_or_else(
+        || "none taken".to_owned(),
+        |d| format!("in {}", duration(d)),
+    )
 }
 
 /// `list`'s table, names cut to [`NAME_WIDTH`].
@@ -371,6 +438,9 @@ pub fn inspection_text(i: &Inspection) -> String {
     }
     if let Some(t) = i.token {
         field("token", t.to_string());
+    }
+    if let Some(r) = &i.rate {
+        rate_fields(r, &mut field);
     }
     if let Some(n) = i.subscribers {
         field("waiting", format!("{n} client(s) subscribed"));
@@ -447,6 +517,21 @@ pub fn inspection_text(i: &Inspection) -> String {
             &rows,
             &[0, NAME_WIDTH],
         ));
+    }
+    if let Some(r) = i.rate.as_ref().filter(|r| !r.clients.is_empty()) {
+        let rows: Vec<Vec<String>> = r
+            .clients
+            .iter()
+            .map(|b| {
+                vec![
+                    b.client_id.clone(),
+                    b.available.to_string(),
+                    next_back(b.next_back_in),
+                ]
+            })
+            .collect();
+        out.push_str("\nclients:\n");
+        out.push_str(&table(&["CLIENT ID", "LEFT", "NEXT"], &rows, &[NAME_WIDTH]));
     }
     if !i.permit_leases.is_empty() {
         let rows: Vec<Vec<String>> = i

@@ -45,10 +45,16 @@ not found), 128+N (signal N): see 'redlatch help run'.";
 
 const INSPECT_HELP: &str = "\
 Shows what NAME is, as told by its keys: its kind (reentrant, fair, fenced, read-write,
-semaphore, expirable-semaphore, latch, semaphore-or-latch, fenced-resource, unknown), each
-holder with its client id, thread number and hold count, the remaining lease, a fair lock's
-queue (in order, with each waiter's deadline), read holders, permits, a latch's count, the
-latest fencing token, and how many clients wait on its channel.
+semaphore, expirable-semaphore, latch, semaphore-or-latch, fenced-resource, group,
+rate-limiter, unknown), each holder with its client id, thread number and hold count, the
+remaining lease, a fair lock's queue (in order, with each waiter's deadline), read holders,
+permits, a latch's count, the latest fencing token, and how many clients wait on its channel.
+
+A rate limiter (Redisson's RRateLimiter: a config hash of rate, interval and type) shows its
+rate per interval, its type, the permits left now and when the next one comes back (counted
+on the server's clock, as its acquires count them). A per-client limiter counts each
+client's permits apart: its clients' counts are found with SCAN and shown in a table, one row
+per client id.
 
 Each holder and waiter is traced to its client's connections (CLIENT LIST, on every master):
 the address and name of each, or `gone` when its client has no connection left (a crashed
@@ -75,8 +81,9 @@ const LIST_HELP: &str = "\
 Lists the locks and synchronizers with a key matching PATTERN (Redis glob syntax: *, ?,
 [abc], \\ escapes; default *), found with SCAN on every master (never KEYS): one line each
 with its kind, state and lease, and where each holder's client connects from. Helper keys
-(fair queues, token counters, read-hold leases, permit expiries) are shown under their lock,
-not on their own. A free fenced lock exists only as redisson_lock_token:{NAME}: a pattern
+(fair queues, token counters, read-hold leases, permit expiries, a rate limiter's
+{NAME}:value and {NAME}:permits and its clients' ones) are shown under their object, not on
+their own; a rate limiter's state is its rate, the permits left and when the next comes back. A free fenced lock exists only as redisson_lock_token:{NAME}: a pattern
 like *orders* finds it, orders* does not.
 
 Names that hold nothing but what fenced locks and elections keep for good (their token
@@ -136,8 +143,10 @@ acquisitions per second, and seconds spent waiting per second (2.0: two threads 
 the time) over --window; below the table, for the busiest locks, which owners made others
 wait and for how long (blame). Holders and queues come from the server, so locks that only
 Java peers use show them too; rates, hold ages and blame come from the histories of clients
-with history on (ConfigBuilder::history), and are 0 or - without. Last, the deadlocks broken
-over the window, counted per lock they went through (`redlatch waits --deadlocks` tells who).
+with history on (ConfigBuilder::history), and are 0 or - without. A rate limiter's waits
+count as a lock's, and each call it admits as an acquisition; it has no holder. Last, the
+deadlocks broken over the window, counted per lock they went through (`redlatch waits
+--deadlocks` tells who).
 
 With --json (and --once): an array of objects, busiest first.";
 
