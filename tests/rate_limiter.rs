@@ -344,6 +344,10 @@ fn an_acquire_whose_reply_is_lost_is_sent_again_and_takes_once() {
     assert_eq!(proxy.cuts(), 1, "a reply was lost");
     let taken = entries(&mut raw, "{rl:lost}:permits");
     assert_eq!(taken.len(), 1, "{taken:?}");
-    assert_eq!(taken[0], (2, ms(admitted.at)), "the first call's entry and time");
+    assert_eq!(
+        taken[0],
+        (2, ms(admitted.at)),
+        "the first call's entry and time"
+    );
     assert_eq!(api.available_permits().unwrap(), 1);
 }
