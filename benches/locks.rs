@@ -9,8 +9,8 @@
 //! client threads 10 nice levels below the server, which then runs whenever it has work (on one
 //! machine, the nearest to a server on a host of its own).
 //! Workloads: solo, handoff, fair_handoff, handoff_scale, waiters, watchdog, throughput,
-//! condition, election, deadlock, deadlock_cost, semaphore, lock_set, family. To add one: a
-//! `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
+//! condition, election, deadlock, deadlock_cost, semaphore, lock_set, family, rate. To add
+//! one: a `fn(&mut Ctx) -> Json`, its name in `WORKLOADS` and a match arm in `main`.
 
 #[path = "locks/condition.rs"]
 mod condition;
@@ -26,6 +26,8 @@ mod lock_set;
 mod memory;
 #[path = "locks/pair.rs"]
 mod pair;
+#[path = "locks/rate.rs"]
+mod rate;
 #[path = "locks/semaphore.rs"]
 mod semaphore;
 #[path = "locks/throughput.rs"]
@@ -62,6 +64,7 @@ const WORKLOADS: &[&str] = &[
     "semaphore",
     "lock_set",
     "family",
+    "rate",
 ];
 
 fn main() {
@@ -126,6 +129,7 @@ fn main() {
             "semaphore" => semaphore::semaphore(&mut ctx),
             "lock_set" => lock_set::lock_set(&mut ctx),
             "family" => family::family(&mut ctx),
+            "rate" => rate::rate(&mut ctx),
             _ => unreachable!("checked above"),
         };
         println!("{}", json.finish());

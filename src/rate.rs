@@ -152,8 +152,8 @@ impl RateLimiter {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an empty name, a rate of 0, or an interval under a
-    /// millisecond or over a year; [`Error::WrongType`] if the key is not a limiter's;
+    /// [`Error::InvalidArgument`] for an empty name, a rate of 0 or over 2^53, or an interval
+    /// under a millisecond or over a year; [`Error::WrongType`] if the key is not a limiter's;
     /// connection errors.
     ///
     /// # Examples
@@ -470,8 +470,9 @@ impl RateLimiter {
         self.check_name()?;
         check_permits(permits)?;
         // One id for the whole call: an attempt sent again after its reply was lost finds
-        // its own entry and takes nothing twice.
+        // its own entry and takes nothing twice. Only a call sent before looks for it.
         let id = *uuid::Uuid::new_v4().as_bytes();
+        let mut sent = false;
         let mut admitted = None;
         // Its wait and admission, for the metrics and the history (`top` shows the waits).
         let owner = ThreadOwned.owner_id(&self.client);
@@ -483,9 +484,11 @@ impl RateLimiter {
             &mut || {
                 let reply: Value = self.resent(|| {
                     self.scripted(|c| {
+                        let again = std::mem::replace(&mut sent, true);
                         self.keyed(&scripts::RATE_ACQUIRE)
                             .arg(permits)
                             .arg(&id[..])
+                            .arg(if again { "1" } else { "0" })
                             .invoke(c)
                     })
                 })?;
@@ -595,9 +598,10 @@ impl RateLimiter {
         if rate == 0 {
             return Err(Error::invalid("a rate must admit at least 1 permit"));
         }
-        if i64::try_from(rate).is_err() {
+        if rate > MAX_RATE {
             return Err(Error::invalid(format!(
-                "a rate of {rate} does not fit in a signed 64-bit integer"
+                "a rate of {rate} is over {MAX_RATE} (2^53), which the scripts' numbers \
+                 count exactly"
             )));
         }
         check_duration("a rate's interval", interval)?;
@@ -618,6 +622,9 @@ impl std::fmt::Debug for RateLimiter {
     }
 }
 
+/// The highest rate: Lua's numbers (doubles) count every integer up to 2^53 exactly.
+const MAX_RATE: u64 = 1 << 53;
+
 fn check_permits(permits: u32) -> Result<()> {
     if permits == 0 {
         return Err(Error::invalid("permits must be at least 1"));
@@ -633,17 +640,14 @@ enum Attempt {
     BackIn(Duration),
 }
 
-/// `"<ms>"` taken at that time (server clock), `<ms>` refused (see `lua/rate_acquire.lua`).
+/// `<ms>` taken at that time (server clock), `-<ms>` refused: back in that long (see
+/// `lua/rate_acquire.lua`).
 fn decode_attempt(reply: &Value) -> Result<Attempt> {
     match reply {
-        Value::BulkString(ms) => std::str::from_utf8(ms)
-            .ok()
-            .and_then(|ms| ms.parse::<u64>().ok())
-            .map(|ms| Attempt::Taken(UNIX_EPOCH + Duration::from_millis(ms)))
-            .ok_or_else(|| Error::Protocol(format!("rate acquire replied {reply:?}"))),
-        Value::Int(ms) => Ok(Attempt::BackIn(Duration::from_millis(
-            u64::try_from(*ms).unwrap_or(0).max(1),
-        ))),
+        Value::Int(ms) if *ms > 0 => Ok(Attempt::Taken(
+            UNIX_EPOCH + Duration::from_millis(*ms as u64),
+        )),
+        Value::Int(ms) if *ms < 0 => Ok(Attempt::BackIn(Duration::from_millis(ms.unsigned_abs()))),
         other => Err(Error::Protocol(format!("rate acquire replied {other:?}"))),
     }
 }
@@ -699,17 +703,18 @@ mod tests {
 
     #[test]
     fn replies_decode_as_taken_or_refused() {
-        match decode_attempt(&Value::BulkString(b"1733000000123".to_vec())).unwrap() {
+        match decode_attempt(&Value::Int(1_733_000_000_123)).unwrap() {
             Attempt::Taken(at) => {
                 assert_eq!(at, UNIX_EPOCH + Duration::from_millis(1_733_000_000_123))
             }
             Attempt::BackIn(_) => panic!("taken"),
         }
-        match decode_attempt(&Value::Int(250)).unwrap() {
+        match decode_attempt(&Value::Int(-250)).unwrap() {
             Attempt::BackIn(d) => assert_eq!(d, Duration::from_millis(250)),
             Attempt::Taken(_) => panic!("refused"),
         }
         assert!(decode_attempt(&Value::Nil).is_err());
-        assert!(decode_attempt(&Value::BulkString(b"soon".to_vec())).is_err());
+        assert!(decode_attempt(&Value::Int(0)).is_err());
+        assert!(decode_attempt(&Value::BulkString(b"1733000000123".to_vec())).is_err());
     }
 }

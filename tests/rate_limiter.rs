@@ -249,6 +249,7 @@ fn bad_input_and_missing_rates_change_nothing() {
         (1, Duration::from_micros(999)),
         (1, Duration::from_secs(400 * 24 * 3600)),
         (u64::MAX, SECOND),
+        ((1 << 53) + 1, SECOND),
     ] {
         let err = api
             .try_set_rate(RateType::Overall, rate, interval)

@@ -18,12 +18,13 @@
 //!   `releaseAsync` lines 458-461 at 4.7.0; lines 266-273 and 451-454 at 3.17.0;
 //! - latch: `RedissonCountDownLatch.java` `trySetCountAsync` lines 286-297 and
 //!   `countDownAsync` lines 253-258 at 4.7.0; lines 285-296 and 253-258 at 3.17.0;
-//! - fair, read and write locks, and the permit-expirable semaphore: the files in
-//!   `benches/locks/redisson/`, each naming its source lines, its keys and arguments (the fair
-//!   lock's `lock()` is its `EVAL_LONG` acquire).
+//! - fair, read and write locks, the permit-expirable semaphore and the rate limiter's
+//!   `tryAcquire`: the files in `benches/locks/redisson/`, each naming its source lines, its
+//!   keys and arguments (the fair lock's `lock()` is its `EVAL_LONG` acquire).
 //!
 //! With `BENCH_CALLGRIND=1` the server runs under valgrind's callgrind, and each side's
 //! count is the server's user-space instructions per cycle instead (see [`counted`]).
+//! `BENCH_FAMILY_ROWS=rate,semaphore` runs those rows only (the names they print).
 //!
 //! The floor: two PINGs a cycle at the same pace, what the round trips cost with no work in
 //! them; each side's cost above it is its scripts'. Keys left: the keys of ours naming the
@@ -159,12 +160,19 @@ pub(super) fn family(ctx: &mut Ctx) -> Json {
         semaphore_kind(&url, &client),
         pes_kind(&url, &client),
         latch_kind(&url, &client),
+        rate_kind(&url, &client),
         lock_set_kind(&url, &client),
         group_kind(&url, &client),
         redlock_kind(&url, &client),
         condition_kind(&client),
         election_kind(&client),
     ];
+    // `BENCH_FAMILY_ROWS=rate,lock`: those rows only (by the names the rows print).
+    if let Ok(rows) = std::env::var("BENCH_FAMILY_ROWS") {
+        let rows: Vec<&str> = rows.split(',').map(str::trim).collect();
+        kinds.retain(|kind| rows.contains(&kind.name));
+        assert!(!kinds.is_empty(), "BENCH_FAMILY_ROWS names no row");
+    }
     if let Some((pid, dir)) = ctx.callgrind.clone() {
         let json = counted(ctx.json("family"), &mut kinds, &url, pid, &dir);
         drop(held);
@@ -847,6 +855,98 @@ fn latch_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
     }
 }
 
+/// The `rate` row's interval: short, so that a limiter acquired at the pace holds few
+/// entries (about 20 at one cycle per 500 µs, 6 or 7 under callgrind) and each acquire, on
+/// average, adds one entry and finds one expired.
+const RATE_INTERVAL_MS: u64 = 10;
+/// The `rate` row's rate per interval: far above what any side takes in one (about 20 at
+/// the pace, under 200 unpaced), so that every acquire is granted.
+const RATE: u64 = 1000;
+
+/// A rate limiter's `acquire(1)`, granted, against Redisson's `tryAcquire(1)` (the script
+/// its blocking `acquire` sends too), on limiters of [`RATE`] per [`RATE_INTERVAL_MS`] ms:
+/// each side's permits taken in the last interval stay in its ZSET, so each side is in the
+/// steady state of a limiter at its rate, one entry added and, on average, one expired and
+/// removed per acquire, without the refusals. Every side reads the same clock (ours the
+/// server's `TIME`, Redisson's the client's ms on the same machine) at the same pace, so
+/// they hold as many entries and expire them alike. A cycle is one permit.
+fn rate_kind<'a>(url: &str, client: &redlatch::Client) -> Kind<'a> {
+    let limiter = client.rate_limiter("fam:rate");
+    let interval = Duration::from_millis(RATE_INTERVAL_MS);
+    let set = limiter.try_set_rate(redlatch::RateType::Overall, RATE, interval);
+    assert!(set.expect("try_set_rate"), "a new limiter");
+    let client_id = OWNER.split(':').next().expect("the owner's client id");
+    let theirs = [0, 1].map(|version| {
+        let mut conn = raw_connection(url);
+        let name = ["fam:raw:rate:4", "fam:raw:rate:3"][version];
+        // The config as each version's `trySetRate(OVERALL, ...)` writes it.
+        let mut config = redis::cmd("HSET");
+        config.arg(name).arg("rate").arg(RATE).arg("interval");
+        config.arg(RATE_INTERVAL_MS);
+        if version == 0 {
+            config.arg("keepAliveTime").arg(0);
+        }
+        let _: i64 = config
+            .arg("type")
+            .arg(0)
+            .query(&mut conn)
+            .expect("raw config");
+        let keys = [
+            format!("{{{name}}}:value"),
+            format!("{{{name}}}:value:{client_id}"),
+            format!("{{{name}}}:permits"),
+            format!("{{{name}}}:permits:{client_id}"),
+        ];
+        let acquire = redisson("rate_acquire", version);
+        // Redisson's random member bytes: 16 at 4.7.0, 8 at 3.17.0, new for every call.
+        let random_len = [16, 8][version];
+        let mut random = Random(0x243f_6a88_85a3_08d3 + version as u64);
+        Box::new(move || {
+            let bytes = random.bytes();
+            let mut call = acquire.key(name);
+            for key in &keys {
+                call.key(key);
+            }
+            let wait: Option<i64> = call
+                .arg(1)
+                .arg(now_ms())
+                .arg(&bytes[..random_len])
+                .invoke(&mut conn)
+                .expect("raw tryAcquire");
+            assert_eq!(wait, None, "the raw limiter admits");
+        }) as Cycle<'a>
+    });
+    Kind {
+        name: "rate",
+        object: "fam:rate",
+        ours: Box::new(move || {
+            limiter.acquire(1).expect("acquire");
+        }),
+        theirs: theirs.map(Some),
+    }
+}
+
+/// Random bytes as Redisson's members carry (splitmix64: cheap, and as scattered as
+/// `ThreadLocalRandom`'s in a ZSET's order).
+struct Random(u64);
+
+impl Random {
+    fn bytes(&mut self) -> [u8; 16] {
+        let mut next = || {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let (a, b) = (next(), next());
+        let mut out = [0; 16];
+        out[..8].copy_from_slice(&a.to_le_bytes());
+        out[8..].copy_from_slice(&b.to_le_bytes());
+        out
+    }
+}
+
 /// The owner the raw sides hold as.
 const OWNER: &str = "3f2a0c1e-6d1b-4c55-9b7e-2f0a9d8c7b61:1";
 /// The time to live Redisson 4.x gives an unlock latch (its default `timeout`, ms).
@@ -880,6 +980,8 @@ fn redisson(name: &str, version: usize) -> redis::Script {
         ("pes_acquire", _) => include_str!("redisson/pes_acquire_3_17_0.lua"),
         ("pes_release", 0) => include_str!("redisson/pes_release_4_7_0.lua"),
         ("pes_release", _) => include_str!("redisson/pes_release_3_17_0.lua"),
+        ("rate_acquire", 0) => include_str!("redisson/rate_acquire_4_7_0.lua"),
+        ("rate_acquire", _) => include_str!("redisson/rate_acquire_3_17_0.lua"),
         ("group_lock", 0) => include_str!("redisson/group_lock_4_7_0.lua"),
         ("group_unlock", 0) => include_str!("redisson/group_unlock_4_7_0.lua"),
         _ => panic!("no Redisson script {name}"),

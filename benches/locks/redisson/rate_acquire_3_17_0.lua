@@ -1,0 +1,12 @@
+-- The reference, not used by redlatch: Redisson 3.17.0's script as its Java sends it
+-- (redisson/src/main/java/org/redisson/RedissonRateLimiter.java, lines 178 to 224 of
+-- `tryAcquireAsync(RedisCommand, Long)` at lines 173 to 227, at the tag redisson-3.17.0), its
+-- string literals joined. `tryAcquire(permits)` sends it as EVAL_NULL_BOOLEAN (lines 73 to 80),
+-- with a new random member each call (`new byte[8]` filled by ThreadLocalRandom, lines 174 to
+-- 175). The config HASH is what `trySetRateAsync` writes (lines 235 to 241): rate, interval,
+-- type.
+-- KEYS[1] limiter name (config HASH), KEYS[2] {name}:value, KEYS[3] {name}:value:<client id>,
+-- KEYS[4] {name}:permits (ZSET), KEYS[5] {name}:permits:<client id>
+-- ARGV[1] permits, ARGV[2] the client's time ms, ARGV[3] random bytes (8)
+-- Reply: nil taken; an integer, the ms to wait
+local rate = redis.call('hget', KEYS[1], 'rate');local interval = redis.call('hget', KEYS[1], 'interval');local type = redis.call('hget', KEYS[1], 'type');assert(rate ~= false and interval ~= false and type ~= false, 'RateLimiter is not initialized')local valueName = KEYS[2];local permitsName = KEYS[4];if type == '1' then valueName = KEYS[3];permitsName = KEYS[5];end;assert(tonumber(rate) >= tonumber(ARGV[1]), 'Requested permits amount could not exceed defined rate'); local currentValue = redis.call('get', valueName); if currentValue ~= false then local expiredValues = redis.call('zrangebyscore', permitsName, 0, tonumber(ARGV[2]) - interval); local released = 0; for i, v in ipairs(expiredValues) do local random, permits = struct.unpack('Bc0I', v);released = released + permits;end; if released > 0 then redis.call('zremrangebyscore', permitsName, 0, tonumber(ARGV[2]) - interval); if tonumber(currentValue) + released > tonumber(rate) then currentValue = tonumber(rate) - redis.call('zcard', permitsName); else currentValue = tonumber(currentValue) + released; end; redis.call('set', valueName, currentValue);end;if tonumber(currentValue) < tonumber(ARGV[1]) then local firstValue = redis.call('zrange', permitsName, 0, 0, 'withscores'); return 3 + interval - (tonumber(ARGV[2]) - tonumber(firstValue[2]));else redis.call('zadd', permitsName, ARGV[2], struct.pack('Bc0I', string.len(ARGV[3]), ARGV[3], ARGV[1])); redis.call('decrby', valueName, ARGV[1]); return nil; end; else redis.call('set', valueName, rate); redis.call('zadd', permitsName, ARGV[2], struct.pack('Bc0I', string.len(ARGV[3]), ARGV[3], ARGV[1])); redis.call('decrby', valueName, ARGV[1]); return nil; end;
