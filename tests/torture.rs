@@ -1,6 +1,7 @@
 //! The torture runner (`examples/torture`): its checker on hand-made logs, its TCP fault proxy
 //! against a real server, and short runs of the built example: every kind without faults, two
-//! kinds under every fault class, and two broken locks that the checker must fail.
+//! kinds under every fault class, and the broken locks (and rate limiter) that the checker must
+//! fail.
 
 mod support;
 
@@ -20,6 +21,9 @@ mod deadlock_check;
 mod election_check;
 #[path = "../examples/torture/proxy.rs"]
 mod proxy;
+#[allow(dead_code)]
+#[path = "../examples/torture/rate_check.rs"]
+mod rate_check;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -524,6 +528,158 @@ fn checker_bounds_deadlock_breaks_and_finds_false_or_double_victims() {
     );
 }
 
+/// A rate run on limiter `l`, 10 permits per 1000 ms, saturated: a grant of one permit every
+/// 100 ms of server time from 0 to 30 s, each call waiting from the grant before it. Server
+/// ms `t` is monotonic `t` ms (the calls' middles 50 ms before their grants).
+fn rate_run() -> Run {
+    let mut run = Run {
+        kind: "rate".into(),
+        lease_ms: 2000,
+        wait_ms: 20_000,
+        ..Run::default()
+    };
+    run.rate.config = Some((10, 1000));
+    for k in 1..300 {
+        grant(&mut run, 1, k * 100, k * 100);
+    }
+    run
+}
+
+/// A grant of `permits` of limiter `l` at server time `lo..=hi` ms, its call from 100 ms before
+/// `lo` to `hi`.
+fn grant(run: &mut Run, permits: u64, lo: u64, hi: u64) {
+    let ms = 1_000_000;
+    run.rate.grants.push(rate_check::Grant {
+        process: 0,
+        thread: 0,
+        limiter: "l".into(),
+        permits,
+        lo_ms: lo,
+        hi_ms: hi,
+        start: (lo - 100) * ms,
+        end: hi * ms,
+        call: rate_check::RateCall::Acquire,
+    });
+}
+
+#[test]
+fn checker_finds_a_window_over_the_rate_and_excuses_it_only_near_a_data_loss() {
+    let mut run = rate_run();
+    // The lines the workers and the runner write.
+    let mut parsed = Run::default();
+    check::parse_into(
+        &mut parsed,
+        "K\trate\nV\t10\t1000\nM\t0\t0\tl\t1\t100\t100\t0\t100000000\ta\nN\t0\t1\tl\t5\t6\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            parsed.rate.config,
+            &parsed.rate.grants[..],
+            parsed.rate.resets.len()
+        ),
+        (run.rate.config, &run.rate.grants[..1], 1)
+    );
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    let found = r.rate.clone().unwrap();
+    assert_eq!(
+        (r.sections, found.permits, found.max_window),
+        (299, 299, 10)
+    );
+    assert!(found.intervals >= 20, "{r}");
+    assert_eq!(found.throughput, Some(1.0), "{r}");
+
+    // Two more permits at 15.05 s: the windows from 14.1 s to 15.05 s (11 start at a grant)
+    // hold 12.
+    grant(&mut run, 2, 15_050, 15_050);
+    let r = check::check(&run);
+    let found = r.rate.clone().unwrap();
+    assert_eq!((found.max_window, found.over_windows), (12, 11), "{r}");
+    assert!(!r.passed());
+    assert!(r.violations[0].contains("more than 10 permits"), "{r}");
+    // Neither a kill long before nor another fault near excuses it.
+    fault(&mut run, "kill", 2, 3);
+    fault(&mut run, "pause-server", 15, 15);
+    assert!(!check::check(&run).passed());
+    // A kill near it does, and the report says by how much the rate broke.
+    fault(&mut run, "kill", 15, 15);
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    let found = r.rate.clone().unwrap();
+    assert_eq!(
+        (
+            found.over_windows_after_data_loss,
+            found.max_excess_after_data_loss
+        ),
+        (11, 2),
+        "{r}"
+    );
+    assert!(r.excused[0].contains("up to 12 (2 over)"), "{r}");
+    assert!(r.to_string().contains("RATE WAS EXCEEDED"), "{r}");
+
+    // A call that found no rate: a violation, unless a data loss was near it.
+    let mut run = rate_run();
+    run.rate.resets.push(rate_check::Reset {
+        process: 0,
+        thread: 1,
+        limiter: "l".into(),
+        start: 20 * S,
+        end: 20 * S + 1,
+    });
+    assert_eq!(check::check(&run).rate.unwrap().unexcused_resets, 1);
+    fault(&mut run, "kill", 19, 19);
+    assert!(check::check(&run).passed());
+}
+
+#[test]
+fn checker_counts_a_grant_known_only_as_a_span_where_all_of_it_lies_inside() {
+    // A Java worker's grant of 5 permits somewhere in 14.5 .. 15.6 s: no window of a second
+    // holds all of it, and no window is over.
+    let mut run = rate_run();
+    grant(&mut run, 5, 14_500, 15_600);
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.rate.clone().unwrap().max_window, 10, "{r}");
+    // Somewhere in 14.5 .. 14.9 s: the window from 14.5 s holds it, and 15 permits.
+    run.rate.grants.last_mut().unwrap().hi_ms = 14_900;
+    let r = check::check(&run);
+    assert_eq!(r.rate.clone().unwrap().max_window, 15, "{r}");
+    assert!(!r.passed());
+}
+
+#[test]
+fn checker_finds_a_limiter_below_its_rate_under_saturating_demand_away_from_faults() {
+    // From 10 to 20 s, a grant every 200 ms: half the rate, while calls waited all along.
+    let mut run = rate_run();
+    run.rate
+        .grants
+        .retain(|g| !(10_000..20_000).contains(&g.lo_ms) || g.lo_ms % 200 == 0);
+    for g in &mut run.rate.grants {
+        g.start = g.end.saturating_sub(200 * 1_000_000);
+    }
+    let r = check::check(&run);
+    let ratio = r.rate.clone().unwrap().throughput.unwrap();
+    assert!((0.7..0.9).contains(&ratio), "{r}");
+    assert!(!r.passed());
+    assert!(r.violations[0].contains("under saturating demand"), "{r}");
+    // A fault then: the slow stretch is not measured.
+    fault(&mut run, "pause-server", 10, 20);
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert!(r.rate.clone().unwrap().throughput.unwrap() >= 0.99, "{r}");
+
+    // Nobody waiting (calls of a millisecond): the limiter is not judged on its throughput.
+    let mut run = rate_run();
+    run.rate.grants.retain(|g| g.lo_ms % 500 == 0);
+    for g in &mut run.rate.grants {
+        g.start = g.end - 1_000_000;
+    }
+    let r = check::check(&run);
+    assert!(r.passed(), "{r}");
+    assert_eq!(r.rate.clone().unwrap().intervals, 0, "{r}");
+}
+
 #[test]
 fn checker_reads_the_log_format_and_refuses_garbage() {
     let mut run = Run::default();
@@ -869,6 +1025,8 @@ fn no_fault_run(kind: &str) {
         "observed_out_of_order",
         "observed_unknown",
         "observed_missed",
+        "windows_over_rate",
+        "rate_resets",
         "timeouts",
         "errors",
     ] {
@@ -914,6 +1072,7 @@ fn no_fault_runs_of_the_other_kinds() {
         "condition",
         "election",
         "group",
+        "rate",
     ] {
         no_fault_run(kind);
     }
@@ -1046,9 +1205,9 @@ fn checker_fails_a_lease_shorter_than_the_critical_section() {
 
 #[test]
 fn faults_do_not_excuse_broken_locks() {
-    // Faults excuse only what they meet in time: most overlaps of these locks happen far
-    // from any fault, a kill included.
-    for kind in ["broken", "short-lease"] {
+    // Faults excuse only what they meet in time: most overlaps of these locks (windows over
+    // the broken limiter's rate) happen far from any fault, a kill included.
+    for kind in ["broken", "short-lease", "rate-broken"] {
         let r = must_fail(
             kind,
             &[
@@ -1063,6 +1222,9 @@ fn faults_do_not_excuse_broken_locks() {
             ],
         );
         assert!(r.num("kill") >= 1, "{}", r.json);
+        if kind == "rate-broken" {
+            assert!(r.num("windows_over_rate") > 0, "{}", r.json);
+        }
         r.done();
     }
 }
@@ -1074,8 +1236,9 @@ fn java_workers_share_the_locks_with_rust_workers() {
         return;
     }
     // Redisson (Java) workers beside the Rust ones, on the same locks: the checker reads
-    // their sections like any other, and nothing overlaps without faults.
-    for kind in ["reentrant", "fenced"] {
+    // their sections (kind rate: grants) like any other, and nothing overlaps (no window
+    // holds more than the rate) without faults.
+    for kind in ["reentrant", "fenced", "rate"] {
         let r = torture(&[
             "--kind",
             kind,
@@ -1103,6 +1266,8 @@ fn java_workers_share_the_locks_with_rust_workers() {
             "token_order_violations",
             "stale_writes_rejected",
             "other_writes_rejected",
+            "windows_over_rate",
+            "rate_resets",
             "timeouts",
             "errors",
         ] {

@@ -17,7 +17,7 @@ macro_rules! hash {
 }
 
 /// The hashes of every acquire script: plain, fenced, spin and RedLock members (one script),
-/// lock sets, group locks, fair locks, read and write holds, both semaphores.
+/// lock sets, group locks, fair locks, read and write holds, both semaphores, rate limiters.
 pub(crate) fn acquire_hashes() -> Vec<String> {
     vec![
         hash!("lock_acquire.lua"),
@@ -34,5 +34,6 @@ pub(crate) fn acquire_hashes() -> Vec<String> {
             "pes_common.lua",
             "pes_acquire.lua"
         ),
+        hash!("clock.lua", "rate_common.lua", "rate_acquire.lua"),
     ]
 }

@@ -19,6 +19,7 @@
 //! B, W, R                                                                     kind condition: see `buffer_check.rs`
 //! O                                                                           kind election: see `election_check.rs`
 //! D, U, H                                                                     kind deadlock: see `deadlock_check.rs`
+//! M, N, V                                                                     the rate kinds: see `rate_check.rs`
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -48,6 +49,7 @@ use std::path::Path;
 use crate::buffer_check::{self, BufferFindings, BufferLog};
 use crate::deadlock_check::{self, Call, CallEnd, DeadlockFindings, DeadlockLog, Round};
 use crate::election_check::{self, ObserverFindings};
+use crate::rate_check::{self, Grant, RateCall, RateFindings, RateLog, Reset};
 
 /// Faults are matched with findings by time; this much slack covers the gap between a lock
 /// call's effect on the server and the timestamps around it.
@@ -75,6 +77,9 @@ pub const PROXY_FAULTS: &[&str] = &[
     "proxy-reset",
     "drop-acquire",
 ];
+
+/// The kinds whose locks are rate limiters: their runs log grants (`M`), not sections.
+pub const RATE_KINDS: &[&str] = &["rate", "rate-broken"];
 
 /// Fault classes that lose the lock server's data (restart without persistence): exclusion
 /// itself is then expected to break, and only fencing can hold.
@@ -180,6 +185,8 @@ pub struct Run {
     pub observed: BTreeMap<(u32, String), Vec<(u64, u64)>>,
     /// Kind `deadlock`: the lock() calls and the rounds.
     pub deadlock: DeadlockLog,
+    /// The rate kinds: the rate, the grants, the calls that found no rate.
+    pub rate: RateLog,
 }
 
 /// What happened on one latch (kind `latch`).
@@ -220,8 +227,9 @@ impl Run {
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     pub kind: String,
+    /// Critical sections (the rate kinds: grants).
     pub sections: usize,
-    /// Of those, the sections of Java (Redisson) workers.
+    /// Of those, the sections (grants) of Java (Redisson) workers.
     pub java_sections: usize,
     /// Overlapping pairs of sections of a Rust and a Java worker (any kind: silent or not).
     pub mixed_overlaps: usize,
@@ -267,6 +275,8 @@ pub struct Report {
     pub observers: Option<ObserverFindings>,
     /// Kind `deadlock`: what the rules on lock() calls and rounds found.
     pub deadlock: Option<DeadlockFindings>,
+    /// The rate kinds: what the rules on grants found.
+    pub rate: Option<RateFindings>,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -402,6 +412,30 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                     _ => return Err(bad()),
                 };
             }
+            ("V", 3) => run.rate.config = Some((num(f[1])?, num(f[2])?)),
+            ("M", 10) => run.rate.grants.push(Grant {
+                process: num(f[1])? as u32,
+                thread: num(f[2])? as u32,
+                limiter: f[3].to_owned(),
+                permits: num(f[4])?,
+                lo_ms: num(f[5])?,
+                hi_ms: num(f[6])?,
+                start: num(f[7])?,
+                end: num(f[8])?,
+                call: match f[9] {
+                    "a" => RateCall::Acquire,
+                    "w" => RateCall::Bounded,
+                    "p" => RateCall::Polled,
+                    _ => return Err(bad()),
+                },
+            }),
+            ("N", 6) => run.rate.resets.push(Reset {
+                process: num(f[1])? as u32,
+                thread: num(f[2])? as u32,
+                limiter: f[3].to_owned(),
+                start: num(f[4])?,
+                end: num(f[5])?,
+            }),
             ("K", 2) => run.kind = f[1].to_owned(),
             ("P", 3) => (run.lease_ms, run.wait_ms) = (num(f[1])?, num(f[2])?),
             ("F", 5) => run.faults.push(Fault {
@@ -509,7 +543,9 @@ impl Tally {
 /// - a timeout: a fault during the wait; an error: a fault before it (a killed pooled
 ///   connection is found at its next use).
 ///
-/// Kind `deadlock` adds its rules on lock() calls and rounds (see `deadlock_check.rs`).
+/// Kind `deadlock` adds its rules on lock() calls and rounds (see `deadlock_check.rs`), the
+/// rate kinds theirs on grants (see `rate_check.rs`; a bounded wait that ran out is no
+/// finding there).
 ///
 /// Never excused: a fenced write accepted with a token older than one accepted before it
 /// began, a lost update of a fenced probe, a counter above the completed writes, a crashed
@@ -699,6 +735,19 @@ pub fn check(run: &Run) -> Report {
             }
         }
     }
+    let rate = RATE_KINDS.contains(&run.kind.as_str());
+    if rate {
+        let grants = &run.rate.grants;
+        r.sections = grants.len();
+        r.java_sections = (grants.iter())
+            .filter(|g| run.java_processes.contains(&g.process))
+            .count();
+        r.locks = grants
+            .iter()
+            .map(|g| &g.limiter)
+            .collect::<BTreeSet<_>>()
+            .len();
+    }
     if run.kind == "latch" {
         r.sections = run
             .latches
@@ -732,7 +781,8 @@ pub fn check(run: &Run) -> Report {
     r.reported_token_order_violations = told_tokens.total();
 
     let mut timeouts = Tally::default();
-    for &at in &run.timeouts {
+    // A bounded wait that a rate limiter did not admit in time is the limiter at work.
+    for &at in run.timeouts.iter().filter(|_| !rate) {
         let waited = run.wait_ms * 1_000_000 + SLACK_NS;
         timeouts.add(run.fault_in(|_| true, at.saturating_sub(waited), at));
     }
@@ -812,6 +862,9 @@ pub fn check(run: &Run) -> Report {
     if run.kind == "deadlock" {
         deadlock_check::check(run, &mut r);
     }
+    if rate {
+        rate_check::check(run, &mut r);
+    }
     timeouts.file("waits timed out", "a fault during the wait", &mut r);
     errors.file("errors", "after a fault", &mut r);
     r
@@ -845,7 +898,14 @@ fn stale_writes_accepted(sections: &[&Section]) -> usize {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.java_sections > 0 {
+        if let Some(g) = &self.rate {
+            writeln!(
+                f,
+                "kind {}: {} grants of {} permits on {} limiters ({} grants by Java workers on \
+                 Redisson)",
+                self.kind, g.grants, g.permits, self.locks, g.java_grants
+            )?;
+        } else if self.java_sections > 0 {
             writeln!(
                 f,
                 "kind {}: {} critical sections on {} locks ({} Rust, {} Java on Redisson; {} \
@@ -970,6 +1030,34 @@ impl fmt::Display for Report {
                 d.double_victims
             )?;
         }
+        if let Some(g) = &self.rate {
+            let ratio = |r: Option<f64>| r.map_or("-".to_owned(), |r| format!("{r:.3}"));
+            writeln!(
+                f,
+                "rate {} per {} ms: the fullest window held {} permits ({} where no data loss \
+                 was near); {} windows over the rate, {} more near a data loss (up to {} over)",
+                g.rate,
+                g.interval_ms,
+                g.max_window,
+                g.max_window_no_loss,
+                g.over_windows,
+                g.over_windows_after_data_loss,
+                g.max_excess_after_data_loss
+            )?;
+            writeln!(
+                f,
+                "throughput {} of the rate over {} intervals of saturating demand away from \
+                 faults (lowest limiter {}, lowest interval {} permits; at least {} needed); \
+                 rate set again {} times ({} with no data loss near)",
+                ratio(g.throughput),
+                g.intervals,
+                ratio(g.lowest_throughput),
+                g.lowest_interval.map_or("-".to_owned(), |n| n.to_string()),
+                rate_check::MIN_THROUGHPUT,
+                g.resets,
+                g.unexcused_resets
+            )?;
+        }
         writeln!(f, "timeouts {}; errors {}", self.timeouts, self.errors)?;
         for e in &self.excused {
             writeln!(f, "excused: {e}")?;
@@ -977,8 +1065,15 @@ impl fmt::Display for Report {
         for v in &self.violations {
             writeln!(f, "VIOLATION: {v}")?;
         }
+        let rate_broke = self
+            .rate
+            .as_ref()
+            .is_some_and(|g| g.over_windows_after_data_loss > 0);
         let verdict = match (self.passed(), self.silent_overlaps_after_data_loss) {
             (false, _) => "FAIL",
+            (true, 0) if rate_broke => {
+                "PASS, BUT THE RATE WAS EXCEEDED after the server lost its data (expected)"
+            }
             (true, 0) => "PASS",
             (true, _) => "PASS, BUT EXCLUSION BROKE after the server lost its data (expected)",
         };
@@ -1065,12 +1160,42 @@ pub fn json(r: &Report) -> String {
         ("stuck_calls", d.stuck as i64),
         ("double_victims", d.double_victims as i64),
     ];
+    let g = r.rate.clone().unwrap_or_default();
+    let rate = [
+        ("rate", g.rate as i64),
+        ("interval_ms", g.interval_ms as i64),
+        ("java_grants", g.java_grants as i64),
+        ("permits_admitted", g.permits as i64),
+        ("max_window_permits", g.max_window as i64),
+        (
+            "max_window_permits_no_data_loss",
+            g.max_window_no_loss as i64,
+        ),
+        ("windows_over_rate", g.over_windows as i64),
+        (
+            "windows_over_rate_after_data_loss",
+            g.over_windows_after_data_loss as i64,
+        ),
+        (
+            "max_excess_after_data_loss",
+            g.max_excess_after_data_loss as i64,
+        ),
+        ("throughput_intervals", g.intervals as i64),
+        ("rate_resets", g.resets as i64),
+        ("unexcused_rate_resets", g.unexcused_resets as i64),
+    ];
+    let ratio = |r: Option<f64>| r.map_or("null".to_owned(), |r| format!("{r:.4}"));
     let nums: Vec<String> = nums
         .iter()
         .chain(&buffers)
         .chain(&observers)
         .chain(&deadlock)
+        .chain(&rate)
         .map(|(k, v)| format!("\"{k}\":{v}"))
+        .chain([
+            format!("\"throughput_ratio\":{}", ratio(g.throughput)),
+            format!("\"lowest_throughput_ratio\":{}", ratio(g.lowest_throughput)),
+        ])
         .collect();
     format!(
         "{{\"kind\":\"{}\",\"faults\":{{{}}},{},\"passed\":{},\"violations\":{},\"excused\":{}}}",

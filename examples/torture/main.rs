@@ -31,6 +31,15 @@
 //!
 //! Kind `group` (see `group.rs`) takes a subset of a group's values with `group_lock`, and
 //! logs a section per value, so that each value is checked as a lock of its own.
+//!
+//! Kind `rate` (see `rate.rs`) makes each lock a rate limiter of `--rate` permits per
+//! `--interval-ms`, which every thread takes 1 to 3 permits of over and over, logging each
+//! grant with the server's time of it. The checker (see `rate_check.rs`) finds no window of
+//! an interval of server time holding more than the rate (a window near a kill, which loses
+//! the limiter with the server's data, is excused and reported with its excess), and, under
+//! saturating demand away from faults, throughput of at least 90% of the rate. Kind
+//! `rate-broken` checks, then takes, in separate calls: the checker must find windows over
+//! the rate.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -45,6 +54,8 @@ mod election;
 mod election_check;
 mod group;
 mod proxy;
+mod rate;
+mod rate_check;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, LineWriter, Write as _};
@@ -55,7 +66,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use check::{FAULTS, PROXY_FAULTS};
+use check::{FAULTS, PROXY_FAULTS, RATE_KINDS};
 use redlatch::{Client, Config, RedLock};
 use support::RedisServer;
 
@@ -87,13 +98,25 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       lock() call within --wait-ms, every process completing rounds);
                       group (each lock a group of 6 values, group_lock: a section takes
                       1 to 3 of one group's values with the wait bound and probes each,
-                      one counter per value: every value checked as a lock of its own); and
-                      two broken locks that the checker must catch: broken (SET NX PX 10
-                      and an unconditional DEL) and short-lease (a 10 ms lease, no watchdog)
+                      one counter per value: every value checked as a lock of its own); rate
+                      (each lock a rate limiter of --rate permits per --interval-ms, set with
+                      try_set_rate(Overall): a thread takes 1 to 3 permits of one, with
+                      acquire or, one call in four, try_acquire_for the wait bound, logging
+                      each grant's server time; a call that finds the rate gone (a kill lost
+                      it) sets it again: no window of an interval of server time over the
+                      rate, unless a kill was near it (reported with its excess), and under
+                      saturating demand away from faults at least 90% of the rate admitted);
+                      and three broken ones that the checker must catch: broken (SET NX PX
+                      10 and an unconditional DEL), short-lease (a 10 ms lease, no watchdog)
+                      and rate-broken (a rate limiter that reads what the last interval took,
+                      then adds its own, in separate calls)
   --ordered           kind deadlock: every thread takes its locks in one order (by name), so
                       no cycle can form: any deadlock reported is a violation
   --check-ms N        kind deadlock: the clients' deadlock_check_after (default 100)
   --permits N         a semaphore kind's permits (default 2)
+  --rate N            the rate kinds: each limiter's permits per interval (default 50: a
+                      waiter asks for up to 3, so up to 2 may sit unused, 4% of 50)
+  --interval-ms N     the rate kinds: the limiters' interval (default 1000)
   --seconds S         how long the workers run (default 20)
   --processes P       worker processes (default 3)
   --threads T         threads per process (default 4)
@@ -111,14 +134,15 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
   --work-ms N         the probe pauses 0..=N ms between its read and its write (default 2)
   --wait-ms N         a thread gives up waiting for a lock after N ms (default 20000); kind
                       deadlock: a lock() call blocked longer is a violation, unless a fault
-                      met it and it ended within N + 2 leases + 2 s
+                      met it and it ended within N + 2 leases + 2 s; the rate kinds: the
+                      bound of try_acquire_for (its running out is no finding)
   --slow on|off       thread 0 of each worker takes a lock of its own, torture:lock:slow,
                       and holds it for 1-3 leases, so that the watchdog renews inside
                       sections (default on with faults and 2 threads or more; never for
-                      kind deadlock, whose holds span waits)
+                      kind deadlock, whose holds span waits, nor the rate kinds)
   --java-workers N    also start N worker processes on real Redisson (Java, from
                       tests/java-peer, built with Maven if needed) on the same locks, for
-                      kinds reentrant, fair and fenced (default 0)
+                      kinds reentrant, fair, fenced and rate (default 0)
   --java-redisson V   the Redisson version of the Java workers (default 4.7.0)
   --java-held-check on|off  a Java worker asks isHeldByCurrentThread() right after each
                       section, its only way to learn that its hold was lost before the
@@ -142,15 +166,17 @@ const KINDS: &[&str] = &[
     "election",
     "deadlock",
     "group",
+    "rate",
     "broken",
     "short-lease",
+    "rate-broken",
 ];
 
 /// The kinds whose locks are semaphores.
 const SEMAPHORE_KINDS: &[&str] = &["semaphore", "expirable"];
 
 /// The kinds a Java (Redisson) worker runs.
-const JAVA_KINDS: &[&str] = &["reentrant", "fair", "fenced"];
+const JAVA_KINDS: &[&str] = &["reentrant", "fair", "fenced", "rate"];
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -238,6 +264,9 @@ struct Opts {
     ordered: bool,
     /// Kind `deadlock`: the clients' `deadlock_check_after`, in ms.
     check_ms: u64,
+    /// The rate kinds: each limiter's permits per interval, and the interval in ms.
+    rate: u64,
+    interval_ms: u64,
 }
 
 fn parse_opts(args: &[String]) -> Res<Opts> {
@@ -262,6 +291,8 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         permits: 2,
         ordered: false,
         check_ms: 100,
+        rate: 50,
+        interval_ms: 1000,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -295,6 +326,8 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
             "--wait-ms" => o.wait_ms = num()?.clamp(1, 3_600_000),
             "--permits" => o.permits = num()?.clamp(1, 1000) as u32,
             "--check-ms" => o.check_ms = num()?.clamp(1, 600_000),
+            "--rate" => o.rate = num()?.clamp(1, 1_000_000),
+            "--interval-ms" => o.interval_ms = num()?.clamp(1, 3_600_000),
             "--slow" => {
                 o.slow = Some(match value.as_str() {
                     "on" => true,
@@ -339,6 +372,13 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         o.slow = Some(false);
     } else if o.ordered {
         return Err(format!("--ordered is for kind deadlock, not `{}`", o.kind).into());
+    }
+    if RATE_KINDS.contains(&o.kind.as_str()) {
+        if o.slow == Some(true) {
+            let why = "a limiter has no holder to renew";
+            return Err(format!("--slow on: the rate kinds have no slow thread ({why})").into());
+        }
+        o.slow = Some(false);
     }
     if o.java_workers > 0 && !JAVA_KINDS.contains(&o.kind.as_str()) {
         return Err(format!(
@@ -485,6 +525,8 @@ fn run(args: &[String]) -> Res<ExitCode> {
             .args(["--wait-ms", &o.wait_ms.to_string()])
             .args(["--permits", &o.permits.to_string()])
             .args(["--check-ms", &o.check_ms.to_string()])
+            .args(["--rate", &o.rate.to_string()])
+            .args(["--interval-ms", &o.interval_ms.to_string()])
             .args(["--faults", &faults_arg(&o.faults)])
             .args(["--slow", if o.slow == Some(true) { "on" } else { "off" }])
             .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
@@ -524,6 +566,9 @@ fn run(args: &[String]) -> Res<ExitCode> {
         let order = if o.ordered { "ordered" } else { "unordered" };
         log.push(format!("H\t{}\t{order}", o.check_ms));
     }
+    if RATE_KINDS.contains(&o.kind.as_str()) {
+        log.push(format!("V\t{}\t{}", o.rate, o.interval_ms));
+    }
     let deadline = Instant::now() + Duration::from_secs(o.seconds);
     let mut rng = Rng(o.seed);
     let mut injected = 0;
@@ -542,6 +587,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
             permits: SEMAPHORE_KINDS
                 .contains(&o.kind.as_str())
                 .then(PermitHolders::default),
+            holderless: RATE_KINDS.contains(&o.kind.as_str()),
         };
         loop {
             let gap = rng.range(o.fault_every_ms / 2, o.fault_every_ms * 3 / 2);
@@ -630,9 +676,12 @@ fn run(args: &[String]) -> Res<ExitCode> {
             log.extend(left.iter().map(|item| format!("R\t{name}\t{item}")));
         }
     }
-    // Kind `group`: a counter per value, named as the log names the value.
+    // Kind `group`: a counter per value, named as the log names the value; the rate kinds
+    // probe nothing.
     let probed = if o.kind == "group" {
         group::value_locks(&lock_names(&o))
+    } else if RATE_KINDS.contains(&o.kind.as_str()) {
+        Vec::new()
     } else {
         lock_names(&o)
     };
@@ -683,6 +732,8 @@ fn start_java_workers(
             .args(["--lease-ms", &o.lease_ms.to_string()])
             .args(["--work-ms", &o.work_ms.to_string()])
             .args(["--wait-ms", &o.wait_ms.to_string()])
+            .args(["--rate", &o.rate.to_string()])
+            .args(["--interval-ms", &o.interval_ms.to_string()])
             .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
             .args(["--url", urls[0]])
             .args(["--resource", resource])
@@ -770,6 +821,8 @@ struct FaultEnv<'a> {
     /// For the semaphore kinds, whose permits name no owner: who holds one, from the
     /// workers' logs.
     permits: Option<PermitHolders>,
+    /// The rate kinds: nobody holds a limiter (pause-holder pauses a worker at random).
+    holderless: bool,
 }
 
 /// The threads holding a permit now, as the workers' logs say: a `G` line (taken) not yet
@@ -905,9 +958,11 @@ impl FaultEnv<'_> {
     /// SIGSTOPs a worker process that holds a lock, for `paused`. The holder is found by
     /// inspecting the locks; as it may have released by the time the signal lands, the
     /// stopped process is checked again and resumed if it holds nothing, up to 20 tries;
-    /// then worker `pick` is paused anyway.
+    /// then worker `pick` is paused anyway (at once for the rate kinds).
     fn pause_holder(&mut self, pick: usize, paused: Duration) -> String {
-        for _ in 0..20 {
+        // A rate limiter has no holder to find.
+        let tries = if self.holderless { 0 } else { 20 };
+        for _ in 0..tries {
             let Some(p) = self.holder() else {
                 thread::sleep(Duration::from_millis(50));
                 continue;
@@ -1076,6 +1131,9 @@ fn worker(args: &[String]) -> Res<()> {
                     && w.run.slow == Some(true)
                     && !matches!(w.run.kind.as_str(), "latch" | "condition");
                 let mut made = 0;
+                if RATE_KINDS.contains(&w.run.kind.as_str()) {
+                    th.rate_setup()?;
+                }
                 while Instant::now() < deadline {
                     if w.run.kind == "condition" {
                         // Threads numbered across processes, in pairs of a producer and a
@@ -1105,6 +1163,11 @@ fn worker(args: &[String]) -> Res<()> {
                     if slow {
                         let hold = w.run.lease_ms * rng.range(1, 3);
                         th.cycle(SLOW_LOCK, Duration::from_millis(hold), false)?;
+                        continue;
+                    }
+                    if RATE_KINDS.contains(&w.run.kind.as_str()) {
+                        th.rate_cycle(&mut rng)?;
+                        thread::sleep(Duration::from_micros(rng.range(0, 1000)));
                         continue;
                     }
                     if w.run.kind == "deadlock" {

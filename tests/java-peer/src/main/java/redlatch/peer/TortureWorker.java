@@ -19,7 +19,10 @@ import java.util.concurrent.locks.LockSupport;
 import org.redisson.Redisson;
 import org.redisson.api.RBucket;
 import org.redisson.api.RLock;
+import org.redisson.api.RRateLimiter;
 import org.redisson.api.RScript;
+import org.redisson.api.RateIntervalUnit;
+import org.redisson.api.RateType;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
@@ -31,10 +34,20 @@ import org.redisson.config.Config;
  * workers and on the same locks.
  *
  * <p>Arguments (the runner passes them): {@code --proc P --threads T --locks L --kind
- * reentrant|fair|fenced --lease-ms N --work-ms N --wait-ms N --seed N --url LOCK_SERVER
- * --resource RESOURCE_SERVER --out LOG --fence-prelude lua/fence_common.lua --fence-script
- * lua/fenced_write.lua --fence-read-script lua/fenced_read.lua --held-check on|off}: each fence
- * script is sent with the prelude before it, as {@code src/scripts.rs} makes them.
+ * reentrant|fair|fenced|rate --lease-ms N --work-ms N --wait-ms N --rate N --interval-ms N
+ * --seed N --url LOCK_SERVER --resource RESOURCE_SERVER --out LOG --fence-prelude
+ * lua/fence_common.lua --fence-script lua/fenced_write.lua --fence-read-script
+ * lua/fenced_read.lua --held-check on|off}: each fence script is sent with the prelude before
+ * it, as {@code src/scripts.rs} makes them.
+ *
+ * <p>Kind {@code rate} (see {@code examples/torture/rate.rs}): each lock is an
+ * {@link RRateLimiter} of {@code --rate} permits per {@code --interval-ms}, set with
+ * {@code trySetRate(OVERALL, ..)}; a thread takes 1 to 3 permits of one at random, with
+ * {@code acquire} (half the calls), {@code tryAcquire} the wait bound (a quarter), or
+ * {@code tryAcquire} without a wait, tried again every millisecond until it takes (a quarter:
+ * see {@link #rateCycle} for why), and logs each grant as an {@code M} line, a bounded wait
+ * that ran out as a {@code T} line, and a call that found no rate (a kill lost it) as an
+ * {@code N} line before it sets the rate again.
  *
  * <p>Protocol on stdin/stdout: once connected it logs {@code I P CLIENT_ID java} and prints
  * {@code ready}; it starts on a line {@code go UNTIL_NS} (CLOCK_MONOTONIC, which is
@@ -62,6 +75,8 @@ public final class TortureWorker {
     private static String fenceScript;
     private static String fenceReadScript;
     private static boolean heldCheck = true;
+    private static long rate = 50;
+    private static long intervalMs = 1000;
 
     private static RedissonClient client;
     private static RedissonClient resource;
@@ -88,11 +103,13 @@ public final class TortureWorker {
                 case "--fence-script": fenceScript = readFile(v); break;
                 case "--fence-read-script": fenceReadScript = readFile(v); break;
                 case "--held-check": heldCheck = v.equals("on"); break;
+                case "--rate": rate = Long.parseLong(v); break;
+                case "--interval-ms": intervalMs = Long.parseLong(v); break;
                 default: throw new IllegalArgumentException("unknown argument " + args[i]);
             }
         }
-        if (!kind.equals("reentrant") && !kind.equals("fair") && !kind.equals("fenced")) {
-            throw new IllegalArgumentException("Java workers run reentrant, fair and fenced, not " + kind);
+        if (!Arrays.asList("reentrant", "fair", "fenced", "rate").contains(kind)) {
+            throw new IllegalArgumentException("Java workers run reentrant, fair, fenced and rate, not " + kind);
         }
         if (fenceScript != null && fenceReadScript != null) {
             fenceScript = fencePrelude + fenceScript;
@@ -104,6 +121,11 @@ public final class TortureWorker {
         client = Redisson.create(config(url, leaseMs, threads + 4));
         resource = Redisson.create(config(resourceUrl, 30000, threads + 2));
         clientId = Versions.clientId(client);
+        if (kind.equals("rate")) {
+            for (int i = 0; i < locks; i++) {
+                setRate("torture:lock:" + i);
+            }
+        }
         log("I\t" + proc + "\t" + clientId + "\tjava");
         System.out.println("ready");
         System.out.flush();
@@ -198,9 +220,99 @@ public final class TortureWorker {
         Rng rng = new Rng(seed * 1000 + thread);
         while (System.nanoTime() - until < 0) {
             String lock = "torture:lock:" + rng.range(0, locks - 1);
-            cycle(thread, lock, rng.range(0, workMs));
+            if (kind.equals("rate")) {
+                rateCycle(thread, lock, rng);
+            } else {
+                cycle(thread, lock, rng.range(0, workMs));
+            }
             LockSupport.parkNanos(rng.range(0, 1000) * 1000);
         }
+    }
+
+    /** Sets a limiter's rate unless it is set (Redisson 3.17 and later all have this call). */
+    @SuppressWarnings("deprecation")
+    private static void setRate(String name) {
+        client.getRateLimiter(name).trySetRate(RateType.OVERALL, rate, intervalMs, RateIntervalUnit.MILLISECONDS);
+    }
+
+    /**
+     * One call of kind {@code rate}: 1 to 3 permits of {@code name}; one log line.
+     *
+     * <p>Redisson does not say when it admitted: its script scores the entry with this JVM's
+     * {@code System.currentTimeMillis()}, read inside the call (by the attempt that took), and
+     * judges every entry by that clock. The grant's time therefore lies between the two
+     * readings around the call, which the line logs as its span; the checker counts a grant in
+     * a window only where the whole span lies inside. On one machine this clock and the Redis
+     * server's {@code TIME}, which the Rust workers log, are the same (CLOCK_REALTIME).
+     *
+     * <p>A blocked {@code acquire} spans its whole wait, often longer than an interval: its
+     * grant is then counted in no window. A polled {@code tryAcquire(n)} is one script call
+     * per try, so the span of the try that took is a round trip: those grants are placed
+     * within a millisecond or two, and checked against the Rust workers' beside them.
+     */
+    private static void rateCycle(int thread, String name, Rng rng) throws Exception {
+        long permits = rng.range(1, Math.min(3, rate));
+        long how = rng.range(0, 3);
+        String call = how < 2 ? "a" : how == 2 ? "w" : "p";
+        RRateLimiter limiter = client.getRateLimiter(name);
+        long start = System.nanoTime();
+        long lo = System.currentTimeMillis();
+        boolean taken;
+        try {
+            switch (call) {
+                case "a":
+                    limiter.acquire(permits);
+                    taken = true;
+                    break;
+                case "w":
+                    taken = limiter.tryAcquire(permits, waitMs, TimeUnit.MILLISECONDS);
+                    break;
+                default:
+                    long giveUp = System.nanoTime() + waitMs * 1_000_000L;
+                    while (true) {
+                        lo = System.currentTimeMillis();
+                        taken = limiter.tryAcquire(permits);
+                        if (taken || System.nanoTime() - giveUp >= 0) {
+                            break;
+                        }
+                        Thread.sleep(1);
+                    }
+            }
+        } catch (Throwable e) {
+            long end = System.nanoTime();
+            if (rateNotSet(e)) {
+                log("N\t" + proc + "\t" + thread + "\t" + name + "\t" + start + "\t" + end);
+                try {
+                    setRate(name);
+                } catch (Throwable again) {
+                    error(thread, name, "set", again);
+                }
+            } else {
+                error(thread, name, "acquire", e);
+                // A dead server fails at once: do not spin.
+                Thread.sleep(20);
+            }
+            return;
+        }
+        long hi = System.currentTimeMillis();
+        long end = System.nanoTime();
+        if (!taken) {
+            log("T\t" + proc + "\t" + thread + "\t" + name + "\t" + end);
+            return;
+        }
+        log("M\t" + proc + "\t" + thread + "\t" + name + "\t" + permits + "\t" + lo + "\t" + hi + "\t" + start
+            + "\t" + end + "\t" + call);
+    }
+
+    /** Whether Redisson's script refused for want of a config ("RateLimiter is not initialized"). */
+    private static boolean rateNotSet(Throwable e) {
+        for (Throwable c = e; c != null; c = c.getCause() == c ? null : c.getCause()) {
+            String m = c.getMessage();
+            if (m != null && m.contains("RateLimiter is not initialized")) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Lock, probe (read the counter, pause, write it + 1), unlock; one log line. */
