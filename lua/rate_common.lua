@@ -58,7 +58,9 @@ end;
 -- left, and whether entries expired (the caller removes them where it writes). The count is
 -- trusted while it leaves room for the entries still in the interval, at least a permit
 -- each (ZCARD costs what a read does; summing them, as many reads as entries): a count
--- raised without removing entries (Redisson 4's release) is caught when it is.
+-- raised without removing entries (Redisson 4's release) is caught where it was raised by
+-- more than the entries' permits beyond one each, not below that (see the guide's chapter
+-- on rate limits).
 local function rate_left(rate, interval, value_key, permits_key, now)
     local expired = redis.call('zrangebyscore', permits_key, '-inf', now - interval);
     local back = sum_permits(expired);
