@@ -113,13 +113,13 @@ end;
 
 -- A rate limiter's bucket (its count and its ZSET): {TYPE of each, permits left, ms until
 -- the next permit is back (-1: none taken)}; -1, -1 where a key is not a limiter's type.
-local function bucket(rate, interval, value_key, permits_key)
+local function bucket(rate, interval, value_key, permits_key, type)
     local vt = redis.call('type', value_key).ok;
     local pt = redis.call('type', permits_key).ok;
     if (vt ~= 'none' and vt ~= 'string') or (pt ~= 'none' and pt ~= 'zset') then
         return {vt, pt, -1, -1};
     end;
-    local left = rate_left(rate, interval, value_key, permits_key, now);
+    local left = math.max(rate_left(rate, interval, value_key, permits_key, now, type), 0);
     local oldest = redis.call('zrangebyscore', permits_key, '(' .. (now - interval), '+inf',
         'WITHSCORES', 'LIMIT', 0, 1);
     local back_in = -1;
@@ -139,13 +139,13 @@ if main and types[1] == 'hash' then
         if flag(9) then pt = redis.call('type', KEYS[9]).ok; end;
         rate = {vt, pt, -1, -1, {}};
         if kind == '0' and flag(8) and flag(9) then
-            local b = bucket(limit, interval, KEYS[8], KEYS[9]);
+            local b = bucket(limit, interval, KEYS[8], KEYS[9], '0');
             rate[3], rate[4] = b[3], b[4];
         elseif kind == '1' and flag(8) and flag(9) then
             local clients = rate[5];
             for i = 4, math.min(#ARGV, max + 3) do
                 local b = bucket(limit, interval, KEYS[8] .. ':' .. ARGV[i],
-                    KEYS[9] .. ':' .. ARGV[i]);
+                    KEYS[9] .. ':' .. ARGV[i], '1');
                 if b[1] ~= 'none' or b[2] ~= 'none' then
                     clients[#clients + 1] = ARGV[i];
                     for k = 1, 4 do

@@ -15,9 +15,10 @@
 --          call (a ZSCORE saved: a third of what the server clock costs)
 -- Reply:   <ms>             taken: the server's time of the taking, as the entry's score
 --                           says (also for a call sent again): an integer > 0
---          -<ms>            refused: the permits are back in that many ms (a negative
---                           integer; an integer reply costs the server less than a string);
---                           nothing changed
+--          {-<ms>, left}    refused: the permits are back in that many ms, and the permits
+--                           left now (for the other waiters they may serve); nothing changed
+--                           (an integer reply, for the common case, costs the server less
+--                           than an array)
 --          error NORATE     no complete config (nothing changed)
 --          error OVERRATE   more permits than the rate (nothing changed)
 local rate, interval, type, keep_alive = rate_config();
@@ -37,14 +38,17 @@ if n > rate then
     return redis.error_reply('OVERRATE ' .. n .. ' permits asked of a rate of ' .. rate);
 end;
 local now = clock_ms();
-local left, expired = rate_left(rate, interval, value_key, permits_key, now);
+local left, expired = rate_left(rate, interval, value_key, permits_key, now, type);
 if left < n then
-    return -rate_wait(interval, permits_key, now, n - left);
+    return {-rate_wait(interval, permits_key, now, n - left), math.max(left, 0)};
 end;
 if expired then
     redis.call('zremrangebyscore', permits_key, '-inf', now - interval);
 end;
-redis.call('zadd', permits_key, now, member);
+-- NX: a first call run after its resend (it cannot be told apart otherwise) takes nothing.
+if redis.call('zadd', permits_key, 'NX', now, member) == 0 then
+    return tonumber(redis.call('zscore', permits_key, member));
+end;
 redis.call('set', value_key, left - n);
 rate_keep(value_key, permits_key, keep_alive);
 return now;

@@ -14,7 +14,7 @@ if rate == nil then
 end;
 local value_key, permits_key = rate_keys(type);
 local now = clock_ms();
-local left = rate_left(rate, interval, value_key, permits_key, now);
+local left = math.max(rate_left(rate, interval, value_key, permits_key, now, type), 0);
 local oldest = redis.call('zrangebyscore', permits_key, '(' .. (now - interval), '+inf',
     'WITHSCORES', 'LIMIT', 0, 1);
 local back_in = -1;

@@ -18,12 +18,13 @@ local function not_set()
     return redis.error_reply('NORATE rate limiter is not set up (no rate, interval or type)');
 end;
 
--- The config, or nil where it is incomplete: rate, interval (numbers), type ("0"/"1"),
--- keepAliveTime (a number, 0 where none).
+-- The config, or nil where it is incomplete: rate, interval (numbers >= 1), type
+-- ("0"/"1"), keepAliveTime (a number, 0 where none).
 local function rate_config()
     local c = redis.call('hmget', KEYS[1], 'rate', 'interval', 'type', 'keepAliveTime');
     local rate, interval = tonumber(c[1]), tonumber(c[2]);
-    if rate == nil or interval == nil or (c[3] ~= '0' and c[3] ~= '1') then
+    if rate == nil or interval == nil or rate < 1 or interval < 1
+        or (c[3] ~= '0' and c[3] ~= '1') then
         return nil;
     end;
     return rate, interval, c[3], tonumber(c[4]) or 0;
@@ -55,26 +56,33 @@ local function sum_permits(members)
 end;
 
 -- What is left at `now`, with the permits taken up to `now - interval` back: the count
--- left, and whether entries expired (the caller removes them where it writes). The count is
--- trusted while it leaves room for the entries still in the interval, at least a permit
--- each (ZCARD costs what a read does; summing them, as many reads as entries): a count
--- raised without removing entries (Redisson 4's release) is caught where it was raised by
--- more than the entries' permits beyond one each, not below that (see the guide's chapter
--- on rate limits).
-local function rate_left(rate, interval, value_key, permits_key, now)
+-- left (below 0 where a lowered rate is still over-committed: it stays so until enough
+-- comes back; callers clamp it only in what they reply), and whether entries expired (the
+-- caller removes them where it writes).
+--
+-- The count is trusted only where it can be right cheaply: an overall limiter's count that
+-- leaves room for the entries still in the interval, at least a permit each (ZCARD costs
+-- what a read does; summing them, as many reads as entries). Otherwise the entries' permits
+-- are summed: where the count is absent, negative or too high for the entries; where no
+-- entry is in the interval (nothing is taken: the whole rate is left, even where the count
+-- says less); and always for a per-client limiter, whose rate another client may have
+-- changed without recounting this bucket. A count raised without removing entries
+-- (Redisson 4's release) by no more than the entries' permits beyond one each passes (see
+-- the guide's chapter on rate limits).
+local function rate_left(rate, interval, value_key, permits_key, now, type)
     local expired = redis.call('zrangebyscore', permits_key, '-inf', now - interval);
     local back = sum_permits(expired);
     local value = tonumber(redis.call('get', value_key));
-    local left;
     local taken = redis.call('zcard', permits_key) - #expired;
-    if value ~= nil and value >= 0 and value + back + taken <= rate then
-        left = value + back;
-    else
-        local used = sum_permits(redis.call('zrangebyscore', permits_key,
-            '(' .. (now - interval), '+inf'));
-        left = math.max(rate - used, 0);
+    if taken == 0 then
+        return rate, #expired > 0;
     end;
-    return left, #expired > 0;
+    if type ~= '1' and value ~= nil and value >= 0 and value + back + taken <= rate then
+        return value + back, #expired > 0;
+    end;
+    local used = sum_permits(redis.call('zrangebyscore', permits_key,
+        '(' .. (now - interval), '+inf'));
+    return rate - used, #expired > 0;
 end;
 
 -- Keeps the count and the ZSET as long as the config lives: for keepAliveTime ms from now

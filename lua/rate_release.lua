@@ -14,7 +14,8 @@
 -- ARGV[2]  publish command (PUBLISH or SPUBLISH)
 -- ARGV[3]  the receipt's time to live in ms
 -- Reply:   given   the permits given back (fewer than asked where the interval holds
---                  fewer taken); the count after it is published on KEYS[6] when > 0
+--                  fewer taken); the count after it is published on KEYS[6] where both
+--                  are > 0
 --          error NORATE   no complete config (nothing changed)
 local made = redis.call('get', KEYS[7]);
 if made then
@@ -26,7 +27,7 @@ if rate == nil then
 end;
 local value_key, permits_key = rate_keys(type);
 local now = clock_ms();
-local left, expired = rate_left(rate, interval, value_key, permits_key, now);
+local left, expired = rate_left(rate, interval, value_key, permits_key, now, type);
 if expired then
     redis.call('zremrangebyscore', permits_key, '-inf', now - interval);
 end;
@@ -53,7 +54,7 @@ end;
 left = math.min(left + given, rate);
 redis.call('set', value_key, left);
 rate_keep(value_key, permits_key, keep_alive);
-if given > 0 then
+if given > 0 and left > 0 then
     redis.call(ARGV[2], KEYS[6], left);
 end;
 redis.call('set', KEYS[7], given, 'px', ARGV[3]);

@@ -252,7 +252,7 @@
 //! | `name` | [semaphore](Semaphore): STRING, available permits; channel `redisson_sc:{name}` carries the new count |
 //! | `{name}:timeout` | [permit-expirable semaphore](PermitExpirableSemaphore): ZSET permit id (the 16 bytes its hex stands for) → expiry (ms, server clock) |
 //! | `name` | [count-down latch](CountDownLatch): STRING count; channel `redisson_countdownlatch__channel__{name}` |
-//! | `name`, `{name}:value`, `{name}:permits` | [rate limiter](RateLimiter): HASH `rate`, `interval` (ms), `type`; STRING permits left; ZSET of the permits taken (member `struct.pack('Bc0I', #random, random, permits)`, score ms, server clock for ours); per client `{name}:value:<client id>` and `{name}:permits:<client id>`; channel `redlatch_rate:{name}` (ours) carries the permits left after a release or a new rate |
+//! | `name`, `{name}:value`, `{name}:permits` | [rate limiter](RateLimiter): HASH `rate`, `interval` (ms), `type`; STRING permits left; ZSET of the permits taken (member `struct.pack('Bc0I', #random, random, permits)`, score ms, server clock for ours); per client `{name}:value:<client id>` and `{name}:permits:<client id>`; channel `redlatch_rate:{name}` (ours) carries the permits left after a release (`rate` after a new rate, `deleted` when deleted) |
 //! | `redisson_lock_token:{name}` | [fenced lock](Client::fenced_lock): STRING token counter, INCR on every acquire, no expiry; a missing one starts at the server's `TIME` in µs (Redisson's at 1) |
 //! | `redlatch_semaphore:{name}` | [semaphore](Semaphore) (ours): STRING, the generation its permits were taken in, with the count's expiry |
 //! | `redlatch_fence:{name}` | [`FencedResource`] (ours): HASH `token`, `holder` of the newest writer of the STRING `name` |

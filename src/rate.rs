@@ -152,7 +152,7 @@ impl RateLimiter {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidArgument`] for an empty name, a rate of 0 or over 2^53, or an interval
+    /// [`Error::InvalidArgument`] for an empty name, a rate of 0 or over 2^50, or an interval
     /// under a millisecond or over a year; [`Error::WrongType`] if the key is not a limiter's;
     /// connection errors.
     ///
@@ -499,9 +499,11 @@ impl RateLimiter {
                     }
                     // Even where they come back after the deadline, a release may give
                     // some back before it: the wait goes on to the deadline.
-                    Attempt::BackIn(back_in) => {
+                    // What is left may serve another waiter that a release woke this
+                    // one for (a smaller one).
+                    Attempt::BackIn { back_in, left } => {
                         report.refused(deadline);
-                        Ok(Tried::again(Some(back_in)))
+                        Ok(Tried::again(Some(back_in)).seeing(left))
                     }
                 }
             },
@@ -600,7 +602,7 @@ impl RateLimiter {
         }
         if rate > MAX_RATE {
             return Err(Error::invalid(format!(
-                "a rate of {rate} is over {MAX_RATE} (2^53), which the scripts' numbers \
+                "a rate of {rate} is over {MAX_RATE} (2^50), which the scripts' numbers \
                  count exactly"
             )));
         }
@@ -622,8 +624,9 @@ impl std::fmt::Debug for RateLimiter {
     }
 }
 
-/// The highest rate: Lua's numbers (doubles) count every integer up to 2^53 exactly.
-const MAX_RATE: u64 = 1 << 53;
+/// The highest rate: Lua's numbers (doubles) count every integer up to 2^53 exactly, and
+/// the scripts add up to three counts of up to the rate.
+const MAX_RATE: u64 = 1 << 50;
 
 fn check_permits(permits: u32) -> Result<()> {
     if permits == 0 {
@@ -636,19 +639,26 @@ fn check_permits(permits: u32) -> Result<()> {
 enum Attempt {
     /// Taken at this server time.
     Taken(SystemTime),
-    /// Refused: enough permits are back in this long.
-    BackIn(Duration),
+    /// Refused: enough permits are back in `back_in`; `left` are left now.
+    BackIn { back_in: Duration, left: i64 },
 }
 
-/// `<ms>` taken at that time (server clock), `-<ms>` refused: back in that long (see
-/// `lua/rate_acquire.lua`).
+/// `<ms>` taken at that time (server clock), `{-<ms>, left}` refused: back in that long,
+/// with the permits left now (see `lua/rate_acquire.lua`).
 fn decode_attempt(reply: &Value) -> Result<Attempt> {
+    let bad = || Error::Protocol(format!("rate acquire replied {reply:?}"));
     match reply {
         Value::Int(ms) if *ms > 0 => Ok(Attempt::Taken(
             UNIX_EPOCH + Duration::from_millis(*ms as u64),
         )),
-        Value::Int(ms) if *ms < 0 => Ok(Attempt::BackIn(Duration::from_millis(ms.unsigned_abs()))),
-        other => Err(Error::Protocol(format!("rate acquire replied {other:?}"))),
+        Value::Array(parts) => match parts.as_slice() {
+            [Value::Int(ms), Value::Int(left)] if *ms < 0 && *left >= 0 => Ok(Attempt::BackIn {
+                back_in: Duration::from_millis(ms.unsigned_abs()),
+                left: *left,
+            }),
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
     }
 }
 
@@ -707,12 +717,15 @@ mod tests {
             Attempt::Taken(at) => {
                 assert_eq!(at, UNIX_EPOCH + Duration::from_millis(1_733_000_000_123))
             }
-            Attempt::BackIn(_) => panic!("taken"),
+            Attempt::BackIn { .. } => panic!("taken"),
         }
-        match decode_attempt(&Value::Int(-250)).unwrap() {
-            Attempt::BackIn(d) => assert_eq!(d, Duration::from_millis(250)),
+        match decode_attempt(&Value::Array(vec![Value::Int(-250), Value::Int(2)])).unwrap() {
+            Attempt::BackIn { back_in, left } => {
+                assert_eq!((back_in, left), (Duration::from_millis(250), 2))
+            }
             Attempt::Taken(_) => panic!("refused"),
         }
+        assert!(decode_attempt(&Value::Int(-250)).is_err());
         assert!(decode_attempt(&Value::Nil).is_err());
         assert!(decode_attempt(&Value::Int(0)).is_err());
         assert!(decode_attempt(&Value::BulkString(b"1733000000123".to_vec())).is_err());

@@ -249,7 +249,7 @@ fn bad_input_and_missing_rates_change_nothing() {
         (1, Duration::from_micros(999)),
         (1, Duration::from_secs(400 * 24 * 3600)),
         (u64::MAX, SECOND),
-        ((1 << 53) + 1, SECOND),
+        ((1 << 50) + 1, SECOND),
     ] {
         let err = api
             .try_set_rate(RateType::Overall, rate, interval)
@@ -351,4 +351,96 @@ fn an_acquire_whose_reply_is_lost_is_sent_again_and_takes_once() {
         "the first call's entry and time"
     );
     assert_eq!(api.available_permits().unwrap(), 1);
+}
+
+#[test]
+fn a_lowered_rate_stays_over_committed_until_enough_comes_back() {
+    let (server, client, mut raw) = setup();
+    let api = client.rate_limiter("rl:lower");
+    api.try_set_rate(RateType::Overall, 10, Duration::from_secs(60))
+        .unwrap();
+    for _ in 0..3 {
+        api.acquire(3).unwrap();
+    }
+    // 9 taken against a rate of 4: 5 over, kept as a count below 0, not raised to 0 (from
+    // 0, the release below would make 3 free and 12 would be taken in one interval).
+    api.set_rate(RateType::Overall, 4, Duration::from_secs(60))
+        .unwrap();
+    let value: String = raw.get("{rl:lower}:value").unwrap();
+    assert_eq!(value, "-5");
+    assert_eq!(api.available_permits().unwrap(), 0);
+    assert_eq!(api.release(3).unwrap(), 3);
+    assert_eq!(api.try_acquire(1).unwrap(), None);
+    assert_eq!(api.available_permits().unwrap(), 0);
+    assert_eq!(api.release(6).unwrap(), 6);
+    assert_eq!(api.available_permits().unwrap(), 4);
+
+    // A count too low for an empty interval heals: nothing is taken, the rate is left.
+    let _: () = raw.set("{rl:lower}:value", "0").unwrap();
+    assert_eq!(api.available_permits().unwrap(), 4);
+
+    // Per client, a rate another client sets binds every bucket at its next call.
+    let other = Client::open(server.url()).unwrap();
+    let each = client.rate_limiter("rl:lower:each");
+    each.try_set_rate(RateType::PerClient, 10, Duration::from_secs(60))
+        .unwrap();
+    each.acquire(7).unwrap();
+    let setter = other.rate_limiter("rl:lower:each");
+    setter
+        .set_rate(RateType::PerClient, 5, Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(each.available_permits().unwrap(), 0);
+    assert_eq!(each.try_acquire(1).unwrap(), None);
+    setter
+        .set_rate(RateType::PerClient, 12, Duration::from_secs(60))
+        .unwrap();
+    assert_eq!(each.available_permits().unwrap(), 5);
+}
+
+#[test]
+fn a_new_rate_wakes_every_waiter_and_a_bad_one_changes_nothing() {
+    let (_server, client, mut raw) = setup();
+    let api = client.rate_limiter("rl:wake");
+    api.try_set_rate(RateType::Overall, 2, Duration::from_secs(60))
+        .unwrap();
+    api.acquire(2).unwrap();
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let api = api.clone();
+            thread::spawn(move || api.try_acquire_for(1, Duration::from_secs(30)))
+        })
+        .collect();
+    await_waiting(&client, 2);
+    let started = Instant::now();
+    // Nothing is free yet, but both waiters learn that the permits come back within a
+    // second, not a minute.
+    api.set_rate(RateType::Overall, 2, Duration::from_millis(1000))
+        .unwrap();
+    for w in waiters {
+        assert!(w.join().unwrap().unwrap().is_some());
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A key of the wrong type is found before anything is written.
+    let _: () = raw.set("{rl:wake}:permits", "x").unwrap();
+    let err = api
+        .set_rate(RateType::Overall, 9, Duration::from_secs(5))
+        .unwrap_err();
+    assert!(matches!(err, Error::WrongType { .. }), "{err}");
+    let rate: String = raw.hget("rl:wake", "rate").unwrap();
+    assert_eq!(rate, "2");
+
+    // A config no client writes (an interval below 1 ms) is no config.
+    let _: () = redis::cmd("HSET")
+        .arg("rl:foreign")
+        .arg(&["rate", "5", "interval", "-1000", "type", "0"][..])
+        .query(&mut raw)
+        .unwrap();
+    let foreign = client.rate_limiter("rl:foreign");
+    assert!(foreign.try_acquire(1).unwrap_err().is_rate_not_set());
+    assert_eq!(foreign.config().unwrap(), None);
 }
