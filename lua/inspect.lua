@@ -51,7 +51,7 @@
 --                              exist: id, TYPE of its value, TYPE of its permits, left,
 --                              back_in (as above), flat
 --
--- Reads only: of the prepended lua/rate_common.lua it calls rate_config and rate_left, which
+-- Reads only: of the prepended lua/rate_common.lua it calls rate_config and rate_status, which
 -- write nothing.
 local max = tonumber(ARGV[2]);
 local types = {'none', 'none', 'none', 'none', 'none', 'none'};
@@ -119,13 +119,7 @@ local function bucket(rate, interval, value_key, permits_key, type)
     if (vt ~= 'none' and vt ~= 'string') or (pt ~= 'none' and pt ~= 'zset') then
         return {vt, pt, -1, -1};
     end;
-    local left = math.max(rate_left(rate, interval, value_key, permits_key, now, type), 0);
-    local oldest = redis.call('zrangebyscore', permits_key, '(' .. (now - interval), '+inf',
-        'WITHSCORES', 'LIMIT', 0, 1);
-    local back_in = -1;
-    if oldest[2] then
-        back_in = math.max(tonumber(oldest[2]) + interval - now, 1);
-    end;
+    local left, back_in = rate_status(rate, interval, value_key, permits_key, now, type);
     return {vt, pt, left, back_in};
 end;
 

@@ -14,11 +14,5 @@ if rate == nil then
 end;
 local value_key, permits_key = rate_keys(type);
 local now = clock_ms();
-local left = math.max(rate_left(rate, interval, value_key, permits_key, now, type), 0);
-local oldest = redis.call('zrangebyscore', permits_key, '(' .. (now - interval), '+inf',
-    'WITHSCORES', 'LIMIT', 0, 1);
-local back_in = -1;
-if oldest[2] then
-    back_in = math.max(tonumber(oldest[2]) + interval - now, 1);
-end;
+local left, back_in = rate_status(rate, interval, value_key, permits_key, now, type);
 return {left, back_in};

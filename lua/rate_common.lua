@@ -85,6 +85,19 @@ local function rate_left(rate, interval, value_key, permits_key, now, type)
     return rate - used, #expired > 0;
 end;
 
+-- What a status reads: the permits left now (never below 0) and the ms until the oldest
+-- permit taken in the last interval is back (-1 where none is taken).
+local function rate_status(rate, interval, value_key, permits_key, now, type)
+    local left = math.max(rate_left(rate, interval, value_key, permits_key, now, type), 0);
+    local oldest = redis.call('zrangebyscore', permits_key, '(' .. (now - interval), '+inf',
+        'WITHSCORES', 'LIMIT', 0, 1);
+    local back_in = -1;
+    if oldest[2] then
+        back_in = math.max(tonumber(oldest[2]) + interval - now, 1);
+    end;
+    return left, back_in;
+end;
+
 -- Keeps the count and the ZSET as long as the config lives: for keepAliveTime ms from now
 -- where it is set (Redisson 3.38 and later), else the config's own expiry, if any.
 local function rate_keep(value_key, permits_key, keep_alive)

@@ -21,19 +21,11 @@ fn setup() -> (RedisServer, Client, redis::Connection) {
     (server, client, raw)
 }
 
-/// The permits of each entry of a limiter's ZSET, as Redisson packs them
-/// (`struct.pack('Bc0I', #random, random, permits)`), with their scores.
+/// The permits and score of each entry of a limiter's ZSET, oldest first.
 fn entries(raw: &mut redis::Connection, key: &str) -> Vec<(u32, u64)> {
-    let members: Vec<(Vec<u8>, u64)> = raw.zrange_withscores(key, 0, -1).unwrap();
-    members
-        .into_iter()
-        .map(|(m, score)| {
-            let n = m[0] as usize;
-            assert_eq!(m.len(), 1 + n + 4, "member {m:?}");
-            let permits = u32::from_le_bytes(m[1 + n..].try_into().unwrap());
-            (permits, score)
-        })
-        .collect()
+    let mut entries: Vec<(u32, u64)> = support::rate_entries(raw, key).into_values().collect();
+    entries.sort_by_key(|e| e.1);
+    entries
 }
 
 fn server_ms(raw: &mut redis::Connection) -> u64 {

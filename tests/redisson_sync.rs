@@ -444,24 +444,6 @@ fn a_name_prefix_on_both_sides_makes_the_same_keys() {
     assert!(raw.exists::<_, bool>("app1:permits").unwrap());
 }
 
-/// The permits and score of each entry of a rate limiter's ZSET, keyed by member: Redisson's
-/// `struct.pack('Bc0I', #random, random, permits)`, on either side.
-fn rate_entries(
-    raw: &mut redis::Connection,
-    key: &str,
-) -> std::collections::HashMap<Vec<u8>, (u32, u64)> {
-    let members: Vec<(Vec<u8>, u64)> = raw.zrange_withscores(key, 0, -1).unwrap();
-    members
-        .into_iter()
-        .map(|(m, score)| {
-            let n = m[0] as usize;
-            assert_eq!(m.len(), 1 + n + 4, "member {m:?}");
-            let permits = u32::from_le_bytes(m[1 + n..].try_into().unwrap());
-            (m, (permits, score))
-        })
-        .collect()
-}
-
 /// The most permits that entries (permits, score in ms) put in any window
 /// `[t, t + interval_ms)`.
 fn most_in_a_window(entries: &[(u32, u64)], interval_ms: u64) -> u32 {
@@ -513,7 +495,7 @@ fn a_rate_limiter_is_one_limit_and_one_config_for_redisson_and_redlatch() {
         assert_eq!(two.value(), "true", "{version}");
         assert_eq!(api.try_acquire(1).unwrap(), None, "{version}");
         assert_eq!(api.available_permits().unwrap(), 0, "{version}");
-        let entries = rate_entries(&mut raw, &format!("{{{name}}}:permits"));
+        let entries = support::rate_entries(&mut raw, &format!("{{{name}}}:permits"));
         let mut permits: Vec<u32> = entries.values().map(|e| e.0).collect();
         permits.sort();
         assert_eq!(permits, [2, 3], "{version}");
@@ -568,10 +550,10 @@ fn redisson_and_redlatch_acquiring_together_stay_within_the_rate() {
             thread::spawn(move || {
                 let mut seen = std::collections::HashMap::new();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    seen.extend(rate_entries(&mut raw, &key));
+                    seen.extend(support::rate_entries(&mut raw, &key));
                     thread::sleep(Duration::from_millis(25));
                 }
-                seen.extend(rate_entries(&mut raw, &key));
+                seen.extend(support::rate_entries(&mut raw, &key));
                 seen
             })
         };

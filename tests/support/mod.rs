@@ -714,3 +714,27 @@ pub fn make_non_reentrant_lock(c: &redlatch::Client, name: &str) -> redlatch::Lo
 pub fn make_non_reentrant_fair_lock(c: &redlatch::Client, name: &str) -> redlatch::Lock {
     c.non_reentrant_fair_lock(name)
 }
+
+/// The entries of a rate limiter's ZSET `key`, by member, as (permits, score in ms):
+/// Redisson's `struct.pack('Bc0I', #random, random, permits)`, written by either side.
+pub fn rate_entries(
+    conn: &mut redis::Connection,
+    key: &str,
+) -> std::collections::HashMap<Vec<u8>, (u32, u64)> {
+    let members: Vec<(Vec<u8>, u64)> = redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(conn)
+        .unwrap();
+    members
+        .into_iter()
+        .map(|(m, score)| {
+            let n = m[0] as usize;
+            assert_eq!(m.len(), 1 + n + 4, "member {m:?}");
+            let permits = u32::from_le_bytes(m[1 + n..].try_into().unwrap());
+            (m, (permits, score))
+        })
+        .collect()
+}
