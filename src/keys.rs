@@ -54,6 +54,10 @@ pub(crate) const RATE_CHANNEL: &str = "redlatch_rate";
 pub(crate) const RATE_VALUE: &str = "value";
 /// Suffix of a rate limiter's permits taken (Redisson's): see [`rate_keys`].
 pub(crate) const RATE_PERMITS: &str = "permits";
+/// Prefix of a lock's pending revocation (ours): see [`revoke`].
+pub(crate) const REVOKE: &str = "redlatch_revoke";
+/// Prefix of a lock's log of revocations (ours): see [`revoke_log`].
+pub(crate) const REVOKE_LOG: &str = "redlatch_revokes";
 /// Prefix of a lock's wait records (ours): see [`lock_waits`].
 pub(crate) const LOCK_WAITS: &str = "redlatch_waits";
 /// Prefix of a client's index of its owners' waits (ours): see [`client_waits`].
@@ -98,7 +102,9 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 10] = [
+pub(crate) const TAGGED_HELPERS: [&str; 12] = [
+    REVOKE,
+    REVOKE_LOG,
     FAIR_QUEUE,
     SEMAPHORE_GENERATION,
     FAIR_TIMEOUTS,
@@ -528,6 +534,20 @@ pub(crate) fn election_log(name: &str) -> String {
 /// An election's channel: a new leader's (or value's) term, `0` when a leader resigns.
 pub(crate) fn election_channel(name: &str) -> String {
     tagged(ELECTION_CHANNEL, name)
+}
+
+/// A plain or fenced lock's pending revocation, the HASH of one request (who, whom, why,
+/// its deadline's parts, and the holders' unpreemptible sections: `lua/revoke_common.lua`):
+/// `redlatch_revoke:{name}`, in the lock's slot.
+pub(crate) fn revoke(name: &str) -> String {
+    tagged(REVOKE, name)
+}
+
+/// A lock's log of revocations, a capped STREAM of requests, notices, forced releases and
+/// steals (`event`, `by`, `whom`, `token`, `reason`): `redlatch_revokes:{name}`, in the lock's
+/// slot. Its scripts make it from the record's name ([`revoke`] with an `s`).
+pub(crate) fn revoke_log(name: &str) -> String {
+    tagged(REVOKE_LOG, name)
 }
 
 /// A lock's wait records, the HASH owner id -> `<expires> <since> <mode>` (ms, server clock;

@@ -363,13 +363,14 @@ pub use interrupt::Interrupter;
 pub use latch::CountDownLatch;
 pub use lock::{
     Condition, Lock, LockGuard, LockOwner, LockSet, LockSetGuard, MultiLock, MultiLockGuard,
-    Ownership, ReadWriteLock, RedLock, ThreadOwned, ValueCodec, WaitTimeoutResult,
+    Ownership, Preempt, ReadWriteLock, RedLock, RevokeEvent, ThreadOwned, ValueCodec,
+    WaitTimeoutResult,
 };
 pub use names::NameMapper;
 pub use rate::{Admitted, RateConfig, RateLimiter, RateStatus, RateType};
 pub use semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId, Semaphore, SemaphoreGuard};
 pub use time::MAX_DURATION;
-pub use watchdog::LostReason;
+pub use watchdog::{LostReason, Revocation};
 
 // The report types' old paths, kept for one release.
 #[doc(hidden)]

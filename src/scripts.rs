@@ -242,6 +242,9 @@ scripts! {
     LOCK_UNLOCK: ["lock_unlock.lua"];
     LOCK_RENEW: ["lock_renew.lua"];
     LOCK_FORCE_UNLOCK: ["lock_force_unlock.lua"];
+    LOCK_REVOKE: ["clock.lua", "revoke_common.lua", "lock_revoke.lua"];
+    LOCK_RENEW_REVOCABLE: ["clock.lua", "revoke_common.lua", "lock_renew_revocable.lua"];
+    LOCK_CALM: ["clock.lua", "lock_calm.lua"];
     LOCK_SET_ACQUIRE: ["lock_set_acquire.lua"];
     LOCK_SET_UNLOCK: ["lock_set_unlock.lua"];
     FENCED_ACQUIRE: ["clock.lua", "fenced_acquire.lua"];

@@ -349,7 +349,14 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
             }
         }
         let sent_at = Instant::now();
-        let tried = match lock.raw.acquire(&self.owner, lease, self.queueing())? {
+        let attempt = match (
+            lock.raw.acquire(&self.owner, lease, self.queueing())?,
+            &lock.preempt,
+        ) {
+            (Attempt::Busy(_), Some(how)) => lock.raw.preempt_once(&self.owner, lease, how)?,
+            (attempt, _) => attempt,
+        };
+        let tried = match attempt {
             Attempt::Acquired { count, token } => {
                 self.held = count;
                 self.got = Some(LockGuard::new(

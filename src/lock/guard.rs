@@ -658,6 +658,10 @@ impl<O: Ownership> LockGuard<O> {
                 })
             }
             done @ (Unlocked::StillHeld | Unlocked::Released | Unlocked::Passed) => {
+                if done != Unlocked::StillHeld && self.lease.notice.is_revoked() {
+                    self.lease.notice.forget_callbacks();
+                    self.lock.raw.forget_revocation(&self.owner);
+                }
                 let end = if done == Unlocked::Passed {
                     End::Passed
                 } else {

@@ -49,6 +49,8 @@ pub struct Lock<O = ThreadOwned> {
     pub(crate) owner: O,
     /// This lock's maximum hold time, over the client's ([`Lock::with_max_hold`]).
     pub(crate) max_hold: Option<Duration>,
+    /// Set only on the copy a [`Lock::preempt`] acquires with: its attempts preempt.
+    pub(crate) preempt: Option<Arc<crate::lock::revoke::Preempt>>,
 }
 
 impl Lock {
@@ -59,6 +61,7 @@ impl Lock {
             lease: None,
             owner: ThreadOwned,
             max_hold: None,
+            preempt: None,
         }
     }
 }
@@ -88,6 +91,7 @@ impl<O: Ownership> Lock<O> {
             lease: self.lease,
             max_hold: self.max_hold,
             owner: owner.clone(),
+            preempt: None,
         }
     }
 
@@ -101,6 +105,7 @@ impl<O: Ownership> Lock<O> {
             lease: self.lease,
             max_hold: self.max_hold,
             owner: self.owner.clone(),
+            preempt: None,
         }
     }
 

@@ -114,6 +114,13 @@ pub(crate) trait Kind: Send + Sync + 'static {
         }
     }
 
+    /// Whether a holder can be asked to release, preempted or robbed
+    /// ([`Lock::preempt`](crate::Lock::preempt)): an exclusive lock whose hash is one owner's
+    /// count (plain, non-reentrant, fenced). Defaults to no.
+    fn is_revocable(&self) -> bool {
+        false
+    }
+
     /// Whether anybody holds the lock. Defaults to the lock hash existing.
     fn is_locked(&self, lock: &LockKey) -> Result<bool> {
         lock.query(redis::cmd("EXISTS").arg(&*lock.name))
@@ -262,6 +269,17 @@ pub(crate) static RENEW_FIELD: BatchRenewal = BatchRenewal {
     script: &scripts::LOCK_RENEW,
     add: |call, name, field| {
         call.key(name).arg(field);
+    },
+    holds: true,
+    leased: true,
+};
+
+/// The renewal of a plain or fenced lock's holds: as [`RENEW_FIELD`], and each hold is told of
+/// a revocation pending for it (`lua/lock_renew_revocable.lua`).
+pub(crate) static RENEW_REVOCABLE: BatchRenewal = BatchRenewal {
+    script: &scripts::LOCK_RENEW_REVOCABLE,
+    add: |call, name, field| {
+        call.key(name).key(crate::keys::revoke(name)).arg(field);
     },
     holds: true,
     leased: true,

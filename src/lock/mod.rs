@@ -18,6 +18,8 @@
 //!   locks: the rounds they share, the two public types, their guard.
 //! - `set.rs`, `set_guard.rs`: [`LockSet`], many plain locks taken all or none by one script
 //!   per slot group, and its guard.
+//! - `revoke.rs`: taking a lock back (a request, a preemption with grace, a steal), and the
+//!   holder's side (told by its renewal, unpreemptible sections).
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
 //! - `pass.rs`: hand-overs inside one client, the releaser's side and the waiter's.
 //! - `events.rs`: a lock's hold events (acquire, wait, release, loss), named once and sent
@@ -42,6 +44,7 @@ mod plain;
 mod quorum;
 mod raw;
 mod read;
+mod revoke;
 mod rw;
 mod set;
 mod set_guard;
@@ -63,6 +66,7 @@ pub use multi_guard::MultiLockGuard;
 pub(crate) use owner::thread_number;
 pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
+pub use revoke::{Preempt, RevokeEvent};
 pub use rw::ReadWriteLock;
 pub use set::LockSet;
 pub use set_guard::LockSetGuard;

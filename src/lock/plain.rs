@@ -5,14 +5,16 @@
 //! the holder the token: `lua/fenced_acquire.lua`).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use redis::{ConnectionLike, RedisResult, Value};
 
 use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
-use crate::lock::kind::{Kind, Queueing, Release, Waiting};
+use crate::lock::kind::{Kind, Queueing, Release, Waiting, RENEW_REVOCABLE};
 use crate::scripts;
+use crate::watchdog::Renewal;
 
 /// The plain lock: `lua/lock_*.lua`; a release publishes `0` (wake one) on the lock channel,
 /// where every waiter listens.
@@ -105,6 +107,18 @@ impl Kind for Plain {
             }
         }
         call.invoke(c)
+    }
+
+    /// Renewed with a look at the lock's revocation record: a holder is told of a request.
+    fn renewal(&self, owner: &Arc<str>) -> Renewal {
+        Renewal {
+            field: Arc::clone(owner),
+            batch: &RENEW_REVOCABLE,
+        }
+    }
+
+    fn is_revocable(&self) -> bool {
+        true
     }
 
     /// Not a fenced lock: its new holder needs a new token.

@@ -2,17 +2,20 @@
 //! on a cluster, per hash slot (with `WAIT` when the client syncs replicas), and each reply
 //! applied to its entry: renewed and rescheduled, lost, or retried.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::entry::owner;
-use super::lease::LostReason;
+use super::lease::{LeaseState, LostReason};
+use super::notice::Revocation;
 use super::renewal::BatchRenewal;
 use super::state::State;
 use super::Shared;
 use crate::backend::{Backend, Policy};
 use crate::config::wait_replicas;
 use crate::error::Result;
+use crate::keys;
 use crate::time::millis;
 use crate::trace;
 
@@ -56,7 +59,8 @@ impl Shared {
                 .backend
                 .run_with(&batch[first].name, Policy::Once, |c| {
                     let renewed: Vec<i64> = inv.invoke(c)?;
-                    let acked = wait_replicas(self.sync, c, renewed.iter().any(|&r| r >= 1))?;
+                    let wrote = renewed.iter().any(|&r| r >= 1 || r == -1);
+                    let acked = wait_replicas(self.sync, c, wrote)?;
                     Ok((renewed, acked))
                 });
             let reply = reply.map(|(renewed, acked)| match (acked, self.sync) {
@@ -75,13 +79,17 @@ impl Shared {
         out
     }
 
+    /// Applies the `outcomes` of the renewal of `ids` sent at `sent_at`. Returns the holds
+    /// whose renewal found a revocation to tell them of (first found, or a forced release):
+    /// the caller reads the records with the state unlocked ([`tell`](Self::tell)).
     pub(super) fn apply(
         &self,
         st: &mut State,
         ids: &[u64],
         sent_at: Instant,
         outcomes: Vec<Renewed>,
-    ) {
+    ) -> Vec<(Arc<str>, Arc<LeaseState>)> {
+        let mut told = Vec::new();
         let now = Instant::now();
         // Retry soon, and at the lease end at the latest (a lease that ran out is lost then).
         let retry = now + (self.period / 4).max(Duration::from_millis(1));
@@ -92,7 +100,17 @@ impl Shared {
             // What our last confirmed renewal left of the lease, at the latest moment this
             // one can have run (now): the expiry the server had then is at least this.
             let left = e.lease.expires().saturating_duration_since(now);
+            // Told: read once. Released by force: read again (who, why, and that it was).
+            let first =
+                matches!(outcome, Renewed::Told | Renewed::Preempted) && e.lease.notice.see();
+            if first || matches!(outcome, Renewed::Preempted) {
+                told.push((Arc::clone(&e.name), Arc::clone(&e.lease)));
+            }
             match outcome {
+                Renewed::Told if e.lease.confirm(sent_at) => {
+                    self.metrics.renewed();
+                    st.schedule(sent_at + self.period, id);
+                }
                 Renewed::Held(found) if e.lease.confirm(sent_at) => {
                     self.metrics.renewed();
                     if let Some(found) = found {
@@ -100,12 +118,21 @@ impl Shared {
                     }
                     st.schedule(sent_at + self.period, id);
                 }
-                Renewed::Held(_) => {
+                Renewed::Held(_) | Renewed::Told => {
                     // Confirmed too late: the guard may already have reported it lost.
                     let (e, reason) = st.lose(id, LostReason::LeaseExpired).expect("present");
                     log::warn!(
                         "lock `{}` (owner {}) lost ({reason:?}): its lease ran out before the \
                          renewal reply came",
+                        e.name,
+                        owner(&e)
+                    );
+                }
+                Renewed::Preempted => {
+                    let (e, _) = st.lose(id, LostReason::Preempted).expect("present");
+                    log::warn!(
+                        "lock `{}` (owner {}) was released by force by a preemptor: renewal \
+                         stopped, guard marked lost",
                         e.name,
                         owner(&e)
                     );
@@ -139,6 +166,34 @@ impl Shared {
                         st.schedule(at, id);
                     }
                 },
+            }
+        }
+        told
+    }
+
+    /// Reads the revocation record of each of `told` and tells the hold (its guards'
+    /// `on_revoke` callbacks run here). A read that fails leaves the hold marked revoked,
+    /// without the record's details.
+    pub(super) fn tell(&self, told: Vec<(Arc<str>, Arc<LeaseState>)>) {
+        for (name, lease) in told {
+            let record = keys::revoke(&name);
+            let read = self.backend.run_with(&name, Policy::Once, |c| {
+                redis::cmd("HGETALL")
+                    .arg(&record)
+                    .query::<HashMap<String, String>>(c)
+            });
+            match read.map(|fields| Revocation::from_record(&fields)) {
+                Ok(Some(revocation)) => {
+                    log::debug!(
+                        "lock `{name}`: its holder {} is asked to release it by {} ({})",
+                        revocation.whom,
+                        revocation.by,
+                        revocation.reason
+                    );
+                    lease.notice.tell(&name, revocation);
+                }
+                Ok(None) => log::debug!("lock `{name}`: the revocation record is gone"),
+                Err(e) => log::debug!("lock `{name}`: reading its revocation failed: {e}"),
             }
         }
     }
@@ -208,6 +263,10 @@ pub(super) enum Renewed {
     /// Renewed; with the expiry the lock had just before, where the script reports it.
     Held(Option<Duration>),
     NotHeld,
+    /// Renewed, and a revocation for the holder is pending.
+    Told,
+    /// Not held: a preemptor released it by force.
+    Preempted,
     /// The script call failed (or replied nonsense): the lease is unknown.
     Failed(Arc<str>),
 }
@@ -215,15 +274,18 @@ pub(super) enum Renewed {
 /// Puts a script call's per-lock replies back at the batch positions `at`. A reply comes
 /// with why its renewals are unconfirmed (too few replicas), if they are: those count as
 /// failed. Per lock: 0 not held, 1 renewed, `2 + ms` renewed, and its expiry was `ms` just
-/// before (a script that reports it).
+/// before (a script that reports it), -1 renewed with a revocation pending, -2 not held:
+/// released by force (a plain lock's script).
 fn scatter(out: &mut [Renewed], at: &[usize], reply: Result<(Vec<i64>, Option<Arc<str>>)>) {
     let outcomes: Vec<Renewed> = match reply {
         Ok((v, unconfirmed)) if v.len() == at.len() => v
             .into_iter()
             .map(|r| match (r, &unconfirmed) {
                 (1, None) => Renewed::Held(None),
+                (-1, None) => Renewed::Told,
+                (-2, _) => Renewed::Preempted,
                 (2.., None) => Renewed::Held(Some(Duration::from_millis(r as u64 - 2))),
-                (1.., Some(why)) => Renewed::Failed(Arc::clone(why)),
+                (1.. | -1, Some(why)) => Renewed::Failed(Arc::clone(why)),
                 _ => Renewed::NotHeld,
             })
             .collect(),

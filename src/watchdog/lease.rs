@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::notice::Notice;
 use crate::metrics::Recorder;
 
 /// Why a [`LockGuard`](crate::LockGuard)'s hold (or a renewed
@@ -52,6 +53,10 @@ pub enum LostReason {
     /// [`Lock::with_max_hold`](crate::Lock::with_max_hold)): the watchdog stopped renewing it
     /// and its lease ran out, so the lock is free in Redis for others.
     MaxHoldReached,
+    /// A preemptor released the hold by force at its deadline, or stole it
+    /// ([`Lock::preempt`](crate::Lock::preempt)); the guard's
+    /// [`revocation`](crate::LockGuard::revocation) says who and why.
+    Preempted,
 }
 
 /// A guard's `on_lost` callback.
@@ -80,6 +85,7 @@ const CLOSED: u8 = 3;
 const MAX_HOLD: u8 = 4;
 /// Live, but never renewed again: the cap was reached. Its lease end is a `MAX_HOLD` loss.
 const FINAL: u8 = 5;
+const PREEMPTED: u8 = 6;
 
 /// The lease of one held lock as the client knows it, shared by the watchdog and the guards.
 pub(crate) struct LeaseState {
@@ -97,6 +103,8 @@ pub(crate) struct LeaseState {
     cap_us: u64,
     /// Where a loss is counted (once, when it latches).
     metrics: Option<Arc<Recorder>>,
+    /// A revocation the holder was told of, and the callbacks waiting for one.
+    pub(crate) notice: Notice,
 }
 
 impl LeaseState {
@@ -109,6 +117,7 @@ impl LeaseState {
             renewed_us: AtomicU64::new(0),
             cap_us: 0,
             metrics: None,
+            notice: Notice::default(),
         }
     }
 
@@ -187,7 +196,7 @@ impl LeaseState {
         let (at, expired) = match reason {
             LostReason::LeaseExpired | LostReason::MaxHoldReached => (self.expires(), true),
             LostReason::ClientClosed => (self.expires(), false),
-            LostReason::NotHeld => (self.confirmed(), false),
+            LostReason::NotHeld | LostReason::Preempted => (self.confirmed(), false),
         };
         (at.min(Instant::now()), expired)
     }
@@ -216,6 +225,7 @@ impl LeaseState {
             LostReason::LeaseExpired => EXPIRED,
             LostReason::ClientClosed => CLOSED,
             LostReason::MaxHoldReached => MAX_HOLD,
+            LostReason::Preempted => PREEMPTED,
         };
         let mut now = self.lost.load(Ordering::Acquire);
         while matches!(now, LIVE | FINAL) {
@@ -241,6 +251,7 @@ fn reason(code: u8) -> LostReason {
         NOT_HELD => LostReason::NotHeld,
         CLOSED => LostReason::ClientClosed,
         MAX_HOLD => LostReason::MaxHoldReached,
+        PREEMPTED => LostReason::Preempted,
         _ => LostReason::LeaseExpired,
     }
 }

@@ -19,6 +19,7 @@
 //! - `mod.rs`: [`Watchdog`], the thread's start and stop.
 //! - `lease.rs`: a hold's [`LeaseState`] (loss latching), [`LostReason`], `on_lost`
 //!   callbacks, and the [`Watch`] handle guards keep.
+//! - `notice.rs`: a [`Revocation`] a renewal found for a hold, and the `on_revoke` callbacks.
 //! - `renewal.rs`: what an owner hands in: a hold's [`Renewal`], and the [`BatchRenewal`]
 //!   script that renews it.
 //! - `entry.rs`: one watched hold, kept small.
@@ -37,6 +38,7 @@ mod doubt;
 mod entry;
 mod holds;
 mod lease;
+mod notice;
 mod park;
 mod renewal;
 mod schedule;
@@ -57,6 +59,7 @@ use crate::metrics::Recorder;
 
 pub use lease::LostReason;
 pub(crate) use lease::{call_lost, LeaseState, Watch};
+pub use notice::Revocation;
 pub(crate) use park::Parked;
 pub(crate) use renewal::{BatchRenewal, Renewal};
 pub(crate) use settle::{Settle, Settled, Unsettled};

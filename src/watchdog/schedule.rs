@@ -100,8 +100,11 @@ impl Shared {
             let sent_at = Instant::now();
             let outcomes = self.renew(&batch);
             st = self.state.lock();
-            self.apply(&mut st, &live, sent_at, outcomes);
+            let told = self.apply(&mut st, &live, sent_at, outcomes);
             st.end_renewing();
+            if !told.is_empty() {
+                MutexGuard::unlocked(&mut st, || self.tell(told));
+            }
         }
     }
 

@@ -286,6 +286,7 @@ pub fn why(reason: LostReason) -> &'static str {
         }
         LostReason::ClientClosed => "the client was closed",
         LostReason::MaxHoldReached => "it reached its maximum hold time",
+        LostReason::Preempted => "a preemptor released it by force",
         _ => "lost",
     }
 }

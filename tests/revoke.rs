@@ -1,0 +1,364 @@
+//! Taking a lock back: a request its holder is told of, a preemption with grace (honoured, or
+//! ignored and released by force at the deadline), a steal, unpreemptible sections, and the
+//! log of it all; a force never removes a later hold, and a lock never revoked costs nothing
+//! more.
+
+mod support;
+
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use redis::Commands;
+use redlatch::{Client, LockGuard, LostReason, Preempt, Revocation};
+use support::{command_calls, key_exists, RedisServer};
+
+/// Watchdog timeout: renewals every 300 ms, so a holder is told within that.
+const LEASE_MS: u64 = 900;
+const PERIOD: Duration = Duration::from_millis(LEASE_MS / 3);
+/// Allowance for a loaded 2-core machine on top of every expected latency.
+const SLACK: Duration = Duration::from_millis(700);
+
+fn client(server: &RedisServer) -> Client {
+    support::client_with(server, |b| {
+        b.watchdog_timeout(Duration::from_millis(LEASE_MS))
+    })
+}
+
+/// The revocations `guard` is told of, with when.
+fn told(guard: &LockGuard) -> Receiver<(Revocation, Instant)> {
+    let (tx, rx) = mpsc::channel();
+    guard.on_revoke(move |r| {
+        let _ = tx.send((r.clone(), Instant::now()));
+    });
+    rx
+}
+
+fn lost(guard: &LockGuard) -> Receiver<(LostReason, Instant)> {
+    let (tx, rx) = mpsc::channel();
+    guard.on_lost(move |reason| {
+        let _ = tx.send((reason, Instant::now()));
+    });
+    rx
+}
+
+fn events(client: &Client, name: &str) -> Vec<(String, String, String)> {
+    client
+        .lock(name)
+        .revocations(100)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.event, e.by, e.whom))
+        .collect()
+}
+
+#[test]
+fn a_request_is_told_to_the_holder_and_enforces_nothing() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let asker = Client::open(server.url()).unwrap();
+    let guard = holder.lock("rv:ask").lock().unwrap();
+    let rx = told(&guard);
+    assert!(!guard.is_revoked());
+    let asked_at = Instant::now();
+    let whom = asker
+        .lock("rv:ask")
+        .request_release_as("ops", "disk full")
+        .unwrap();
+    assert_eq!(whom.as_deref(), Some(guard.owner()));
+    let (r, at) = rx.recv_timeout(Duration::from_secs(5)).expect("told");
+    assert!(
+        at - asked_at <= PERIOD + SLACK,
+        "told after {:?}",
+        at - asked_at
+    );
+    assert_eq!((r.by.as_str(), r.reason.as_str()), ("ops", "disk full"));
+    assert_eq!((r.grace, r.forced), (None, false));
+    assert_eq!(r.whom, guard.owner());
+    assert!(guard.is_revoked());
+    assert_eq!(guard.revocation(), Some(r));
+    // Nothing is enforced: the hold lives on through several renewals.
+    std::thread::sleep(PERIOD * 4);
+    assert!(!guard.is_lost());
+    assert_eq!(holder.lock("rv:ask").hold_count().unwrap(), 1);
+    let owner = guard.owner().to_owned();
+    guard.unlock().unwrap();
+    // The answered request is forgotten: a later hold of the same owner is a new one.
+    let mut raw = server.conn();
+    let victim: Option<String> = raw.hget("redlatch_revoke:{rv:ask}", "victim").unwrap();
+    assert_eq!(victim, None);
+    let log = events(&asker, "rv:ask");
+    assert_eq!(
+        log,
+        vec![
+            ("request".into(), "ops".into(), owner.clone()),
+            ("notice".into(), "ops".into(), owner),
+        ]
+    );
+    // Nobody holds it: nobody to ask, and nothing written.
+    assert_eq!(asker.lock("rv:ask").request_release("x").unwrap(), None);
+    assert_eq!(events(&asker, "rv:ask").len(), 2);
+}
+
+#[test]
+fn an_honoured_preemption_hands_the_lock_over_without_overlap_or_force() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let preemptor = client(&server);
+    let (go, release) = mpsc::channel();
+    let holding = std::thread::spawn({
+        let holder = holder.clone();
+        move || {
+            let guard = holder.lock("rv:honour").lock().unwrap();
+            let (tx, rx) = mpsc::channel();
+            guard.on_revoke(move |r| {
+                let _ = tx.send(r.clone());
+            });
+            go.send(guard.owner().to_owned()).unwrap();
+            let r = rx.recv_timeout(Duration::from_secs(10)).expect("told");
+            let released_at = Instant::now();
+            guard.unlock().unwrap();
+            (r, released_at)
+        }
+    });
+    let victim = release.recv().unwrap();
+    let how = Preempt::with_grace(Duration::from_secs(30)).reason("deploy");
+    let started = Instant::now();
+    let guard = preemptor.lock("rv:honour").preempt(&how).unwrap();
+    let entered = Instant::now();
+    let (r, released_at) = holding.join().unwrap();
+    assert!(
+        released_at <= entered,
+        "the preemptor entered before the release"
+    );
+    assert_eq!(
+        (r.reason.as_str(), r.grace),
+        ("deploy", Some(Duration::from_secs(30)))
+    );
+    assert_eq!(r.by, guard.owner());
+    assert!(
+        entered - started <= PERIOD + SLACK * 2,
+        "took {:?}",
+        entered - started
+    );
+    let log: Vec<String> = events(&preemptor, "rv:honour")
+        .into_iter()
+        .map(|(e, _, whom)| {
+            assert_eq!(whom, victim);
+            e
+        })
+        .collect();
+    assert_eq!(log, ["preempt", "notice"]);
+    assert_eq!(preemptor.lock("rv:honour").hold_count().unwrap(), 1);
+    drop(guard);
+}
+
+#[test]
+fn an_ignored_preemption_releases_by_force_at_the_deadline_with_a_higher_token() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let preemptor = client(&server);
+    let guard = holder.fenced_lock("rv:force").lock().unwrap();
+    let old_token = guard.token().unwrap();
+    let notices = told(&guard);
+    let losses = lost(&guard);
+    let resource = holder.fenced_resource("rv:force:data");
+    resource.write(&guard, "old").unwrap();
+    let grace = Duration::from_millis(800);
+    let how = Preempt::with_grace(grace).reason("urgent");
+    let started = Instant::now();
+    let taken = preemptor.fenced_lock("rv:force").preempt(&how).unwrap();
+    let entered = Instant::now();
+    let (_, told_at) = notices.try_recv().expect("told before the force");
+    assert!(
+        entered >= told_at + grace - Duration::from_millis(50),
+        "forced {:?} after the notice, grace {grace:?}",
+        entered - told_at
+    );
+    assert!(
+        entered - started <= PERIOD + grace + SLACK,
+        "{:?}",
+        entered - started
+    );
+    let new_token = taken.token().unwrap();
+    assert!(new_token > old_token, "{new_token} <= {old_token}");
+    // The old holder is told of the loss within one renewal period.
+    let (reason, lost_at) = losses.recv_timeout(Duration::from_secs(5)).expect("lost");
+    assert_eq!(reason, LostReason::Preempted);
+    assert!(
+        lost_at - entered <= PERIOD + SLACK,
+        "{:?}",
+        lost_at - entered
+    );
+    assert!(guard.is_lost());
+    assert!(guard
+        .revocation()
+        .is_some_and(|r| r.forced && r.reason == "urgent"));
+    // Fencing: the preemptor writes; the old holder's write is refused.
+    preemptor
+        .fenced_resource("rv:force:data")
+        .write(&taken, "new")
+        .unwrap();
+    assert!(resource.write(&guard, "late").unwrap_err().is_stale_token());
+    assert_eq!(resource.read().unwrap().as_deref(), Some(&b"new"[..]));
+    assert!(guard.unlock().unwrap_err().is_lock_lost());
+    assert_eq!(preemptor.fenced_lock("rv:force").hold_count().unwrap(), 1);
+    let log = preemptor.fenced_lock("rv:force").revocations(10).unwrap();
+    let kinds: Vec<&str> = log.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(kinds, ["preempt", "notice", "forced"]);
+    assert!(log
+        .iter()
+        .all(|e| e.token == Some(old_token) && e.reason == "urgent"));
+}
+
+#[test]
+fn a_steal_takes_at_once_and_a_section_defers_it_by_at_most_the_accepted_deferral() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let thief = client(&server);
+    let guard = holder.lock("rv:steal").lock().unwrap();
+    let losses = lost(&guard);
+    let started = Instant::now();
+    let stolen = thief.lock("rv:steal").preempt(&Preempt::steal()).unwrap();
+    assert!(
+        started.elapsed() <= SLACK,
+        "a steal waited {:?}",
+        started.elapsed()
+    );
+    let (reason, _) = losses.recv_timeout(Duration::from_secs(5)).expect("lost");
+    assert_eq!(reason, LostReason::Preempted);
+    drop(stolen);
+
+    // A section of 3 s; the thief accepts 1 s of deferral.
+    let (in_tx, in_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let section = std::thread::spawn({
+        let holder = holder.clone();
+        move || {
+            let guard = holder.lock("rv:steal").lock().unwrap();
+            guard
+                .unpreemptible(Duration::from_secs(3), || {
+                    in_tx.send(()).unwrap();
+                    let _ = stop_rx.recv_timeout(Duration::from_secs(10));
+                })
+                .unwrap();
+            wait_lost(&guard)
+        }
+    });
+    in_rx.recv().unwrap();
+    let started = Instant::now();
+    let how = Preempt::steal().max_deferral(Duration::from_secs(1));
+    let stolen = thief.lock("rv:steal").preempt(&how).unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited <= Duration::from_secs(1) + SLACK,
+        "deferred {waited:?}"
+    );
+    stop_tx.send(()).unwrap();
+    assert!(
+        section.join().unwrap(),
+        "the robbed holder was told of its loss"
+    );
+    drop(stolen);
+    // Without a deferral accepted, a section does not hold a steal back.
+    let guard = holder.lock("rv:steal").lock().unwrap();
+    let got = guard.unpreemptible(Duration::from_secs(5), || {
+        let started = Instant::now();
+        let stolen = thief.lock("rv:steal").preempt(&Preempt::steal()).unwrap();
+        (started.elapsed(), stolen.owner().to_owned())
+    });
+    let (waited, by) = got.unwrap();
+    assert!(waited <= SLACK, "{waited:?}");
+    assert_ne!(by, guard.owner());
+}
+
+fn wait_lost(guard: &LockGuard) -> bool {
+    support::wait_until(Duration::from_secs(5), || guard.is_lost())
+}
+
+#[test]
+fn a_force_never_removes_a_later_hold() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let preemptor = client(&server);
+    let lock = holder.lock("rv:later");
+    let first = lock.lock().unwrap();
+    let first_told = told(&first);
+    // A preemption that gives up before its deadline leaves its request behind.
+    let how = Preempt::with_grace(Duration::from_millis(500));
+    let got = preemptor
+        .lock("rv:later")
+        .try_preempt_for(&how, Duration::from_millis(100))
+        .unwrap();
+    assert!(got.is_none());
+    first_told
+        .recv_timeout(Duration::from_secs(5))
+        .expect("told");
+    // The holder answers, and takes the lock again: a later hold, same owner.
+    first.unlock().unwrap();
+    let second = lock.lock().unwrap();
+    let second_told = told(&second);
+    let started = Instant::now();
+    let taken = preemptor.lock("rv:later").preempt(&how).unwrap();
+    let entered = Instant::now();
+    // The later hold was asked again and given its own grace before the force.
+    let (_, told_at) = second_told
+        .try_recv()
+        .expect("the later hold was told first");
+    assert!(told_at >= started);
+    assert!(
+        entered >= told_at + Duration::from_millis(450),
+        "{:?}",
+        entered - told_at
+    );
+    assert!(wait_lost(&second));
+    drop(taken);
+}
+
+#[test]
+fn revoking_an_unrevocable_kind_is_refused_and_leaves_nothing() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let _held = c.fair_lock("rv:fair").lock().unwrap();
+    let err = c
+        .fair_lock("rv:fair")
+        .preempt(&Preempt::steal())
+        .unwrap_err();
+    assert!(err.is_invalid_argument(), "{err:?}");
+    assert!(c
+        .read_write_lock("rv:rw")
+        .write()
+        .request_release("x")
+        .unwrap_err()
+        .is_invalid_argument());
+    let too_long = Preempt::with_grace(Duration::from_secs(400 * 86_400));
+    assert!(c
+        .lock("rv:plain")
+        .preempt(&too_long)
+        .unwrap_err()
+        .is_invalid_argument());
+    let mut raw = server.conn();
+    for key in [
+        "redlatch_revoke:{rv:fair}",
+        "redlatch_revokes:{rv:fair}",
+        "redlatch_revoke:{rv:plain}",
+        "redlatch_revoke:{rv:rw}",
+    ] {
+        assert!(!key_exists(&mut raw, key), "{key} left behind");
+    }
+}
+
+#[test]
+fn a_lock_never_revoked_sends_nothing_more_in_its_cycle() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let lock = c.lock("rv:cycle");
+    drop(lock.lock().unwrap());
+    let mut raw = server.conn();
+    let before = command_calls(&mut raw, "evalsha") + command_calls(&mut raw, "eval");
+    for _ in 0..10 {
+        drop(lock.lock().unwrap());
+    }
+    let after = command_calls(&mut raw, "evalsha") + command_calls(&mut raw, "eval");
+    assert_eq!(after - before, 20, "an acquire and a release per cycle");
+    assert!(!key_exists(&mut raw, "redlatch_revoke:{rv:cycle}"));
+}
