@@ -15,28 +15,12 @@
 --          error WRONGTYPE      the lock key is not a hash or the token key not a non-negative
 --                               integer string below 2^53 - 1
 --                               (checked before anything is written)
-local kind = redis.call('type', KEYS[2])['ok'];
-if kind == 'string' then
-    local value = redis.call('get', KEYS[2]);
-    -- Canonical digits only ('007' would make INCR fail), never negative (tokens start at 1),
-    -- and exact in a Lua number.
-    local canonical = value == '0' or string.match(value, '^[1-9]%d*$') ~= nil;
-    if not canonical or tonumber(value) >= 2 ^ 53 - 1 then
-        return redis.error_reply('WRONGTYPE the fencing token counter is not an integer');
-    end;
-elseif kind ~= 'none' then
-    return redis.error_reply('WRONGTYPE the fencing token counter is not a string');
+local bad, kind = token_check(KEYS[2]);
+if bad then
+    return bad;
 end;
 if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-    if kind == 'none' then
-        -- No counter: the first acquire ever, or the counter went with the server's data (a
-        -- restart without persistence, a failover to a replica that lacked it). Tokens go on
-        -- from the server's clock in microseconds, so that they stay above every token handed
-        -- out before, as long as the clock did not step back (and fewer than a million were
-        -- taken per second). Written as digits: a Lua number would be formatted as a float.
-        redis.call('set', KEYS[2], clock_us_digits());
-    end;
-    local token = redis.call('incr', KEYS[2]);
+    local token = token_next(KEYS[2], kind);
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
     return {count, token};

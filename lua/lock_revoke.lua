@@ -16,8 +16,9 @@
 --                 {count, token, victim}  the victim's hold was released by force and the
 --                                    lock given to the preemptor (count 1; token 0 for a lock
 --                                    without tokens), before any waiter
---                 error WRONGTYPE    the lock is not a hash; error ERR several holders (not an
---                                    exclusive lock)
+--                 error WRONGTYPE    the lock is not a hash, or the token counter not an
+--                                    integer (checked before anything is written); error ERR
+--                                    several holders (not an exclusive lock)
 -- A new request (another hold, another token, another asker) replaces the record, except one
 -- that would replace another preemptor's pending force on the same hold: that one is waited
 -- for ("take") or left as it is ("ask", still logged).
@@ -39,8 +40,13 @@ if #holders ~= 1 then
     return redis.error_reply('ERR several holders: not an exclusive lock');
 end;
 local victim = holders[1];
-local token = '';
+local token, counter = '', nil;
 if KEYS[3] ~= nil then
+    local bad;
+    bad, counter = token_check(KEYS[3]);
+    if bad then
+        return bad;
+    end;
     token = redis.call('get', KEYS[3]) or '';
 end;
 local f = redis.call('hmget', KEYS[2], 'victim', 'token', 'by', 'grace');
@@ -108,11 +114,7 @@ redis.call('hset', KEYS[2], 'forced', now);
 revoke_log(KEYS[2], 'forced', ARGV[2], victim, token, r[7]);
 local taken = 0;
 if KEYS[3] ~= nil then
-    if token == '' then
-        -- The counter went with the server's data: go on from the clock, as an acquire does.
-        redis.call('set', KEYS[3], clock_us_digits());
-    end;
-    taken = redis.call('incr', KEYS[3]);
+    taken = token_next(KEYS[3], counter);
 end;
 redis.call('hset', KEYS[1], ARGV[2], 1);
 redis.call('pexpire', KEYS[1], ARGV[6]);

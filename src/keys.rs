@@ -58,6 +58,10 @@ pub(crate) const RATE_PERMITS: &str = "permits";
 pub(crate) const REVOKE: &str = "redlatch_revoke";
 /// Prefix of a lock's log of revocations (ours): see [`revoke_log`].
 pub(crate) const REVOKE_LOG: &str = "redlatch_revokes";
+/// Prefix of a lock's queue of waiters with a priority (ours): see [`priority_queue`].
+pub(crate) const PRIORITY: &str = "redlatch_priority";
+/// Prefix of the ends of those waiters' places (ours): see [`priority_alive`].
+pub(crate) const PRIORITY_ALIVE: &str = "redlatch_priority_alive";
 /// Prefix of a lock's wait records (ours): see [`lock_waits`].
 pub(crate) const LOCK_WAITS: &str = "redlatch_waits";
 /// Prefix of a client's index of its owners' waits (ours): see [`client_waits`].
@@ -102,7 +106,9 @@ pub(crate) const RESOURCE_TOKEN_FIELD: &str = "token";
 /// The prefixes of helper keys `prefix:{name}` that stand for an object `name` (for `list`,
 /// which groups keys under their object). Unlock latches come with a request id after the
 /// name and are listed apart ([`UNLOCK_LATCH`]).
-pub(crate) const TAGGED_HELPERS: [&str; 12] = [
+pub(crate) const TAGGED_HELPERS: [&str; 14] = [
+    PRIORITY,
+    PRIORITY_ALIVE,
     REVOKE,
     REVOKE_LOG,
     FAIR_QUEUE,
@@ -534,6 +540,19 @@ pub(crate) fn election_log(name: &str) -> String {
 /// An election's channel: a new leader's (or value's) term, `0` when a leader resigns.
 pub(crate) fn election_channel(name: &str) -> String {
     tagged(ELECTION_CHANNEL, name)
+}
+
+/// A plain or fenced lock's queue of waiters with a priority, the ZSET owner -> rank (ms,
+/// server clock: join time minus priority times the aging step; lowest first):
+/// `redlatch_priority:{name}`, in the lock's slot.
+pub(crate) fn priority_queue(name: &str) -> String {
+    tagged(PRIORITY, name)
+}
+
+/// The ends of those waiters' places, the ZSET owner -> ms (server clock), renewed at each
+/// attempt: `redlatch_priority_alive:{name}`, in the lock's slot.
+pub(crate) fn priority_alive(name: &str) -> String {
+    tagged(PRIORITY_ALIVE, name)
 }
 
 /// A plain or fenced lock's pending revocation, the HASH of one request (who, whom, why,

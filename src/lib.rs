@@ -364,7 +364,7 @@ pub use latch::CountDownLatch;
 pub use lock::{
     Condition, Lock, LockGuard, LockOwner, LockSet, LockSetGuard, MultiLock, MultiLockGuard,
     Ownership, Preempt, ReadWriteLock, RedLock, RevokeEvent, ThreadOwned, ValueCodec,
-    WaitTimeoutResult,
+    WaitTimeoutResult, MAX_PRIORITY, PRIORITY_AGING,
 };
 pub use names::NameMapper;
 pub use rate::{Admitted, RateConfig, RateLimiter, RateStatus, RateType};

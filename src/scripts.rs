@@ -242,12 +242,13 @@ scripts! {
     LOCK_UNLOCK: ["lock_unlock.lua"];
     LOCK_RENEW: ["lock_renew.lua"];
     LOCK_FORCE_UNLOCK: ["lock_force_unlock.lua"];
-    LOCK_REVOKE: ["clock.lua", "revoke_common.lua", "lock_revoke.lua"];
+    LOCK_REVOKE: ["clock.lua", "token_common.lua", "revoke_common.lua", "lock_revoke.lua"];
+    LOCK_PRIORITY_ACQUIRE: ["clock.lua", "token_common.lua", "lock_priority_acquire.lua"];
     LOCK_RENEW_REVOCABLE: ["clock.lua", "revoke_common.lua", "lock_renew_revocable.lua"];
     LOCK_CALM: ["clock.lua", "lock_calm.lua"];
     LOCK_SET_ACQUIRE: ["lock_set_acquire.lua"];
     LOCK_SET_UNLOCK: ["lock_set_unlock.lua"];
-    FENCED_ACQUIRE: ["clock.lua", "fenced_acquire.lua"];
+    FENCED_ACQUIRE: ["clock.lua", "token_common.lua", "fenced_acquire.lua"];
     SPIN_UNLOCK: ["spin_unlock.lua"];
     SPIN_FORCE_UNLOCK: ["spin_force_unlock.lua"];
 

@@ -362,3 +362,169 @@ fn a_lock_never_revoked_sends_nothing_more_in_its_cycle() {
     assert_eq!(after - before, 20, "an acquire and a release per cycle");
     assert!(!key_exists(&mut raw, "redlatch_revoke:{rv:cycle}"));
 }
+
+/// How many waiters with a priority are queued on `name`.
+fn queued(raw: &mut redis::Connection, name: &str) -> usize {
+    raw.zcard(format!("redlatch_priority:{{{name}}}")).unwrap()
+}
+
+/// Starts a thread that waits for `name` with `priority`, notes its turn in `order`, and
+/// holds the lock a moment.
+fn prioritized_waiter(
+    client: &Client,
+    name: &'static str,
+    priority: u32,
+    order: &std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+) -> std::thread::JoinHandle<()> {
+    let (client, order) = (client.clone(), std::sync::Arc::clone(order));
+    std::thread::spawn(move || {
+        let guard = client.lock(name).with_priority(priority).lock().unwrap();
+        order.lock().unwrap().push(priority);
+        std::thread::sleep(Duration::from_millis(20));
+        drop(guard);
+    })
+}
+
+#[test]
+fn waiters_with_a_priority_are_served_highest_first_and_aging_bounds_overtaking() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let other = client(&server);
+    let mut raw = server.conn();
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let held = c.lock("pr:order").lock().unwrap();
+    let mut threads = Vec::new();
+    for (i, p) in [1u32, 5, 3].into_iter().enumerate() {
+        let on = if i % 2 == 0 { &c } else { &other };
+        threads.push(prioritized_waiter(on, "pr:order", p, &order));
+        assert!(support::wait_until(Duration::from_secs(5), || queued(
+            &mut raw, "pr:order"
+        ) == i + 1));
+    }
+    drop(held);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [5, 3, 1]);
+    assert_eq!(queued(&mut raw, "pr:order"), 0);
+
+    // Aging: L (priority 0) joins; H1 (priority 2) joins at once and gets ahead; H2
+    // (priority 2) joins more than two aging steps after L and does not.
+    order.lock().unwrap().clear();
+    let held = c.lock("pr:age").lock().unwrap();
+    let low = prioritized_waiter(&c, "pr:age", 0, &order);
+    assert!(support::wait_until(Duration::from_secs(5), || queued(
+        &mut raw, "pr:age"
+    ) == 1));
+    let l_joined = Instant::now();
+    let h1 = prioritized_waiter(&other, "pr:age", 2, &order);
+    assert!(support::wait_until(Duration::from_secs(5), || queued(
+        &mut raw, "pr:age"
+    ) == 2));
+    std::thread::sleep(
+        (l_joined + Duration::from_millis(2_600)).saturating_duration_since(Instant::now()),
+    );
+    let h2 = prioritized_waiter(&other, "pr:age", 7, &order);
+    assert!(support::wait_until(Duration::from_secs(5), || queued(
+        &mut raw, "pr:age"
+    ) == 3));
+    drop(held);
+    for t in [low, h1, h2] {
+        t.join().unwrap();
+    }
+    // H2 has priority 7: it joined 2.6 s after L, within 7 steps, so it is first; H1
+    // (priority 2, at once) next; L before nobody else.
+    assert_eq!(*order.lock().unwrap(), [7, 2, 0]);
+    let order2 = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let held = c.lock("pr:age2").lock().unwrap();
+    let low = prioritized_waiter(&c, "pr:age2", 0, &order2);
+    assert!(support::wait_until(Duration::from_secs(5), || queued(
+        &mut raw, "pr:age2"
+    ) == 1));
+    let l_joined = Instant::now();
+    std::thread::sleep(
+        (l_joined + Duration::from_millis(2_600)).saturating_duration_since(Instant::now()),
+    );
+    let late = prioritized_waiter(&other, "pr:age2", 2, &order2);
+    assert!(support::wait_until(Duration::from_secs(5), || queued(
+        &mut raw, "pr:age2"
+    ) == 2));
+    drop(held);
+    for t in [low, late] {
+        t.join().unwrap();
+    }
+    // Priority 2 joining 2.6 s (over two aging steps) after priority 0: served after it.
+    assert_eq!(*order2.lock().unwrap(), [0, 2]);
+}
+
+#[test]
+fn a_crashed_waiters_place_holds_the_queue_up_only_until_it_ends() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let mut raw = server.conn();
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(&mut raw).unwrap();
+    let now_ms = secs * 1000 + micros / 1000;
+    let _: () = raw
+        .zadd("redlatch_priority:{pr:ghost}", "ghost", now_ms - 1_000_000)
+        .unwrap();
+    let _: () = raw
+        .zadd(
+            "redlatch_priority_alive:{pr:ghost}",
+            "ghost",
+            now_ms + 1_000,
+        )
+        .unwrap();
+    let lock = c.lock("pr:ghost").with_priority(0);
+    assert!(
+        lock.try_lock().unwrap().is_none(),
+        "taken ahead of a live place"
+    );
+    let started = Instant::now();
+    let guard = lock
+        .try_lock_for(Duration::from_secs(10))
+        .unwrap()
+        .expect("taken");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(700) && waited <= Duration::from_millis(1_000) + SLACK,
+        "waited {waited:?}"
+    );
+    drop(guard);
+    assert_eq!(queued(&mut raw, "pr:ghost"), 0);
+}
+
+#[test]
+fn a_waiter_with_a_priority_that_gives_up_leaves_nothing_and_bad_priorities_are_refused() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let other = client(&server);
+    let mut raw = server.conn();
+    let _held = other.lock("pr:leave").lock().unwrap();
+    let got = c
+        .lock("pr:leave")
+        .with_priority(3)
+        .try_lock_for(Duration::from_millis(200))
+        .unwrap();
+    assert!(got.is_none());
+    assert!(!key_exists(&mut raw, "redlatch_priority:{pr:leave}"));
+    assert!(!key_exists(&mut raw, "redlatch_priority_alive:{pr:leave}"));
+    assert!(c
+        .fair_lock("pr:fair")
+        .with_priority(1)
+        .try_lock()
+        .unwrap_err()
+        .is_invalid_argument());
+    assert!(c
+        .lock("pr:high")
+        .with_priority(redlatch::MAX_PRIORITY + 1)
+        .try_lock()
+        .unwrap_err()
+        .is_invalid_argument());
+    // Without a priority a waiter behaves as before: it queues nowhere.
+    assert!(c
+        .lock("pr:leave")
+        .try_lock_for(Duration::from_millis(100))
+        .unwrap()
+        .is_none());
+    assert!(!key_exists(&mut raw, "redlatch_priority:{pr:leave}"));
+}

@@ -16,6 +16,7 @@ use crate::lock::guard::{thread_holds_any, LockGuard};
 use crate::lock::handle::Lock;
 use crate::lock::kind::{Queueing, Waiting};
 use crate::lock::owner::Ownership;
+use crate::lock::priority::PRIORITY_REFRESH;
 use crate::lock::raw::Attempt;
 use crate::pubsub::Active;
 use crate::pubsub::{wait, Channel, Tried};
@@ -171,6 +172,8 @@ impl<O: Ownership> Lock<O> {
             }
         };
         let channel = match &waiting {
+            // A waiter with a priority hears every release: its turn may come with any.
+            Waiting::Channel(name) if self.raw.key.priority.is_some() => Channel::lock_every(name),
             Waiting::Channel(name) => Channel::lock(name),
             Waiting::Backoff(_) => Channel::none(),
         };
@@ -238,7 +241,9 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
             && cap.is_none()
             && will_wait
             && raw.kind.passes_inside_client()
-            && raw.key.bound.is_none();
+            && raw.key.bound.is_none()
+            // A waiter with a priority is served by its queue's order, not its client's.
+            && raw.key.priority.is_none();
         let dispatcher = &raw.key.client.inner.pubsub;
         Acquiring {
             lock,
@@ -390,6 +395,11 @@ impl<'a, O: Ownership> Acquiring<'a, O> {
                     name: lock.key().to_owned(),
                 })
             }
+        };
+        // A waiter with a priority renews its place at least this often.
+        let tried = match lock.raw.key.priority {
+            Some(_) if self.got.is_none() => tried.within_at_most(PRIORITY_REFRESH),
+            _ => tried,
         };
         let tried = match &mut self.checks {
             Some(checks) if self.got.is_none() => {

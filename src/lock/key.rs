@@ -16,6 +16,8 @@ pub(crate) struct LockKey {
     /// A bound on each call's connect and reply times (a RedLock member's node timeout);
     /// such a call runs on a connection of its own and is not retried.
     pub(crate) bound: Option<Duration>,
+    /// The priority its waiters wait with ([`Lock::with_priority`](crate::Lock::with_priority)).
+    pub(crate) priority: Option<u32>,
 }
 
 impl LockKey {

@@ -121,6 +121,12 @@ pub(crate) trait Kind: Send + Sync + 'static {
         false
     }
 
+    /// Whether its waiters may wait with a priority
+    /// ([`Lock::with_priority`](crate::Lock::with_priority)). Defaults to no.
+    fn has_priorities(&self) -> bool {
+        false
+    }
+
     /// Whether anybody holds the lock. Defaults to the lock hash existing.
     fn is_locked(&self, lock: &LockKey) -> Result<bool> {
         lock.query(redis::cmd("EXISTS").arg(&*lock.name))

@@ -18,6 +18,7 @@
 //!   locks: the rounds they share, the two public types, their guard.
 //! - `set.rs`, `set_guard.rs`: [`LockSet`], many plain locks taken all or none by one script
 //!   per slot group, and its guard.
+//! - `priority.rs`: waiters with a priority, and its aging.
 //! - `revoke.rs`: taking a lock back (a request, a preemption with grace, a steal), and the
 //!   holder's side (told by its renewal, unpreemptible sections).
 //! - `owner.rs`: who owns a hold: the calling thread, or a [`LockOwner`].
@@ -41,6 +42,7 @@ mod multi_guard;
 mod owner;
 mod pass;
 mod plain;
+mod priority;
 mod quorum;
 mod raw;
 mod read;
@@ -66,6 +68,7 @@ pub use multi_guard::MultiLockGuard;
 pub(crate) use owner::thread_number;
 pub use owner::{LockOwner, Ownership, ThreadOwned};
 pub(crate) use plain::Plain;
+pub use priority::{MAX_PRIORITY, PRIORITY_AGING};
 pub use revoke::{Preempt, RevokeEvent};
 pub use rw::ReadWriteLock;
 pub use set::LockSet;

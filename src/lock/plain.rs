@@ -13,6 +13,7 @@ use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting, RENEW_REVOCABLE};
+use crate::lock::priority;
 use crate::scripts;
 use crate::watchdog::Renewal;
 
@@ -68,8 +69,12 @@ impl Kind for Plain {
         c: &mut dyn ConnectionLike,
         owner: &str,
         lease_ms: u64,
-        _queueing: Queueing,
+        queueing: Queueing,
     ) -> RedisResult<Value> {
+        if lock.priority.is_some() {
+            let token = self.token.as_deref();
+            return priority::acquire(lock, c, owner, lease_ms, queueing, self.reentrant, token);
+        }
         match &self.token {
             Some(token) => scripts::FENCED_ACQUIRE
                 .key(&lock.name)
@@ -119,6 +124,18 @@ impl Kind for Plain {
 
     fn is_revocable(&self) -> bool {
         true
+    }
+
+    fn has_priorities(&self) -> bool {
+        true
+    }
+
+    /// A waiter with a priority leaves its queue; others have none.
+    fn leave(&self, lock: &LockKey, owner: &str) -> crate::error::Result<bool> {
+        if lock.priority.is_none() {
+            return Ok(false);
+        }
+        priority::leave(lock, owner)
     }
 
     /// Not a fenced lock: its new holder needs a new token.

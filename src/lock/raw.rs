@@ -96,6 +96,7 @@ impl RawLock {
                 client,
                 name: Arc::clone(&name.key),
                 bound: None,
+                priority: None,
             },
             given: Arc::clone(&name.given),
             kind,
@@ -109,6 +110,22 @@ impl RawLock {
                 client: self.key.client.clone(),
                 name: Arc::clone(&self.key.name),
                 bound: Some(bound),
+                priority: self.key.priority,
+            },
+            given: Arc::clone(&self.given),
+            kind: Arc::clone(&self.kind),
+            latches: keys::UnlockLatches::new(&self.key.name, self.key.client.id()),
+        }
+    }
+
+    /// This lock, its waiters waiting with `priority` (see [`LockKey::priority`]).
+    pub(crate) fn prioritized(&self, priority: u32) -> RawLock {
+        RawLock {
+            key: LockKey {
+                client: self.key.client.clone(),
+                name: Arc::clone(&self.key.name),
+                bound: self.key.bound,
+                priority: Some(priority),
             },
             given: Arc::clone(&self.given),
             kind: Arc::clone(&self.kind),
@@ -152,7 +169,19 @@ impl RawLock {
 
     pub(crate) fn check_name(&self) -> Result<()> {
         self.key.check_name()?;
-        self.kind.check()
+        self.kind.check()?;
+        match self.key.priority {
+            Some(p) if !self.kind.has_priorities() => Err(Error::invalid(format!(
+                "priority {p}: a {} lock's waiters have none (plain, non-reentrant and fenced \
+                 locks' have)",
+                self.kind.label().as_str()
+            ))),
+            Some(p) if p > crate::lock::priority::MAX_PRIORITY => Err(Error::invalid(format!(
+                "priority {p} is above the highest, {}",
+                crate::lock::priority::MAX_PRIORITY
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// One acquire attempt. `queueing`: whether the caller waits if it fails (a fair lock

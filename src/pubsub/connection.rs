@@ -431,7 +431,12 @@ impl Shared {
                 }
                 let payload = parts.get(2).and_then(text);
                 match (chan.wake, payload.as_deref()) {
-                    (Wake::Lock, Some("0")) => wake_one(chan),
+                    (Wake::Lock, Some("0")) => {
+                        wake_one(chan);
+                        for w in chan.waiters.iter().filter(|w| w.every) {
+                            let _ = w.tx.try_send(());
+                        }
+                    }
                     (Wake::Permits, Some(n)) => match n.parse::<i64>() {
                         Ok(n) if n > 0 => wake_permits(chan, n, None),
                         // No permit free, but something changed (a lease shortened, permits

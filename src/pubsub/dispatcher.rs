@@ -91,11 +91,21 @@ impl Dispatcher {
     ///
     /// The waiter is woken once the subscription is confirmed, on each message that wakes it,
     /// after every reconnect, and (sharded) once it has followed its channel to a new node.
-    pub(crate) fn register(&self, channel: &str, wake: Wake, need: u32) -> Option<Waiter<'_>> {
+    /// `every`: woken by every message, taking no part in handing one wake-up out.
+    pub(crate) fn register(
+        &self,
+        channel: &str,
+        wake: Wake,
+        need: u32,
+        every: bool,
+    ) -> Option<Waiter<'_>> {
         if self.is_closed() {
             return None;
         }
-        let interest = Interest::waiter(wake, need);
+        let interest = Interest {
+            every,
+            ..Interest::waiter(wake, need)
+        };
         let registration = Arc::clone(&self.subscriptions).register(channel, interest)?;
         Some(Waiter {
             registration,
@@ -164,6 +174,7 @@ impl Dispatcher {
             wake,
             need: 1,
             heard: Some(ear),
+            every: false,
         };
         let registration = Arc::clone(&self.subscriptions).register(channel, interest)?;
         Some(Observer { registration })

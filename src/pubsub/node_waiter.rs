@@ -70,6 +70,7 @@ impl NodeWaiter {
             tx: tx.clone(),
             need: interest.need,
             heard: interest.heard.clone(),
+            every: interest.every,
             moved: moved.clone(),
         });
         Some(NodeWaiter {

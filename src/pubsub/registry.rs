@@ -74,6 +74,8 @@ pub(super) struct Entry {
     /// An observer's ear (see
     /// [`Interest::heard`](super::vocabulary::Interest::heard)); `None` for a waiter.
     pub(super) heard: Option<Ear>,
+    /// Woken by every message (see [`Interest::every`](super::vocabulary::Interest::every)).
+    pub(super) every: bool,
     /// Sharded mode: reported (before the wake-up) when the node says the channel is not
     /// served here or the connection fails; cleared when a subscription of the channel is
     /// confirmed.
@@ -220,7 +222,10 @@ pub(super) fn wake_one(chan: &Chan) {
 /// As [`wake_one`], passing over waiter `skip`.
 pub(super) fn wake_one_but(chan: &Chan, skip: Option<u64>) {
     // A full slot already means "re-check": give the token to the first waiter without one.
-    let waiters = chan.waiters.iter().filter(|w| w.heard.is_none());
+    let waiters = chan
+        .waiters
+        .iter()
+        .filter(|w| w.heard.is_none() && !w.every);
     for w in waiters.filter(|w| Some(w.id) != skip) {
         if w.tx.try_send(()).is_ok() {
             return;

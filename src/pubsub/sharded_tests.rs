@@ -209,6 +209,7 @@ fn a_nudge_does_not_end_the_block_of_an_observer_that_cannot_be_located() {
         wake: Wake::All,
         need: 1,
         heard: Some(crate::pubsub::vocabulary::Ear::Feed(heard)),
+        every: false,
     };
     let mut observer = dispatcher.register_with("c", interest);
     let alarms = Alarms::none();

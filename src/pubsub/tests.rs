@@ -26,6 +26,7 @@ fn chan_with(n: usize) -> (Chan, Vec<Receiver<()>>) {
             tx,
             need: 1,
             heard: None,
+            every: false,
             moved: Moved::default(),
         });
         rxs.push(rx);
@@ -41,6 +42,18 @@ fn wake_one_skips_waiters_already_woken() {
     assert!(rxs[0].try_recv().is_ok());
     assert!(rxs[1].try_recv().is_ok());
     assert!(rxs[2].try_recv().is_err());
+}
+
+#[test]
+fn wake_one_passes_over_waiters_that_hear_every_message() {
+    let (mut chan, rxs) = chan_with(2);
+    chan.waiters[0].every = true;
+    wake_one(&chan);
+    assert!(
+        rxs[0].try_recv().is_err(),
+        "an every-message waiter took the one wake-up"
+    );
+    assert!(rxs[1].try_recv().is_ok());
 }
 
 /// A pub/sub handle whose connection never comes up: the registry works without one.

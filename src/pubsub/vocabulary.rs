@@ -243,6 +243,10 @@ pub(crate) struct Interest {
     /// handing wake-ups out (a waiter of the same client never loses one to it). Its slot
     /// still tells it of confirmations, reconnects and moves.
     pub(crate) heard: Option<Ear>,
+    /// A waiter woken by every message of its lock channel, whatever the message, that takes
+    /// no part in handing `0`'s one wake-up out (a priority waiter, which must see every
+    /// release to know whether its turn came).
+    pub(crate) every: bool,
 }
 
 /// Where an observer hears the messages of its channel.
@@ -279,6 +283,7 @@ impl Interest {
             wake,
             need,
             heard: None,
+            every: false,
         }
     }
 }

@@ -56,6 +56,8 @@ pub(crate) struct Channel<'a> {
     pub(crate) need: u32,
     /// Whether the wait subscribes to `name` (false: [`Channel::none`]).
     listen: bool,
+    /// Woken by every message of a lock channel, taking no part in `0`'s one wake-up.
+    every: bool,
 }
 
 impl<'a> Channel<'a> {
@@ -66,6 +68,16 @@ impl<'a> Channel<'a> {
             wake: Wake::Lock,
             need: 1,
             listen: true,
+            every: false,
+        }
+    }
+
+    /// A lock's channel for a waiter that must see every release (a priority waiter): every
+    /// message wakes it, and `0` still wakes one other waiter.
+    pub(crate) fn lock_every(name: &'a str) -> Channel<'a> {
+        Channel {
+            every: true,
+            ..Channel::lock(name)
         }
     }
 
@@ -76,6 +88,7 @@ impl<'a> Channel<'a> {
             wake: Wake::Permits,
             need,
             listen: true,
+            every: false,
         }
     }
 
@@ -87,6 +100,7 @@ impl<'a> Channel<'a> {
             wake: Wake::All,
             need: 1,
             listen: false,
+            every: false,
         }
     }
 
@@ -97,6 +111,7 @@ impl<'a> Channel<'a> {
             wake: Wake::All,
             need: 1,
             listen: true,
+            every: false,
         }
     }
 }
@@ -221,7 +236,7 @@ fn block(
         return Err(Error::Interrupted);
     }
     let registered = if channel.listen {
-        dispatcher.register(channel.name, channel.wake, channel.need)
+        dispatcher.register(channel.name, channel.wake, channel.need, channel.every)
     } else {
         debug_assert!(last.within.is_some(), "a wait on no channel sleeps a bound");
         dispatcher.sleeper()

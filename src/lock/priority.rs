@@ -1,0 +1,110 @@
+//! Waiters with a priority ([`Lock::with_priority`]): the queue they wait in
+//! (`lua/lock_priority_acquire.lua`), its aging, and what a waiter that gives up leaves.
+
+use std::time::Duration;
+
+use redis::{ConnectionLike, RedisResult, Value};
+
+use crate::error::Result;
+use crate::keys;
+use crate::lock::handle::Lock;
+use crate::lock::key::LockKey;
+use crate::lock::kind::Queueing;
+use crate::lock::owner::Ownership;
+use crate::scripts;
+use crate::time::millis;
+
+/// The highest priority a waiter may ask for ([`Lock::with_priority`]).
+pub const MAX_PRIORITY: u32 = 1_000_000;
+
+/// The aging step: a waiter's effective priority rises by one for each step it waits. A
+/// waiter of priority `p` can be overtaken only by a waiter of priority `q > p` that joins less
+/// than `(q - p)` steps after it.
+pub const PRIORITY_AGING: Duration = Duration::from_secs(1);
+
+/// How often a waiter with a priority attempts at the latest (renewing its place), whatever
+/// its wait's bound.
+pub(crate) const PRIORITY_REFRESH: Duration = Duration::from_secs(5);
+
+/// How long a waiter's place outlives its last attempt: three refreshes. A waiter that
+/// crashed holds the queue up for at most this.
+const PLACE_KEPT: Duration = Duration::from_secs(15);
+
+impl<O: Ownership> Lock<O> {
+    /// This lock, whose waits (of [`lock`](Self::lock) and its timed forms) queue with
+    /// `priority` among the waiters that have one: the highest effective priority is served
+    /// first, where a waiter's effective priority is its priority plus one for each
+    /// [`PRIORITY_AGING`] it has waited, so that no waiter starves: one of priority `p` is
+    /// overtaken only by a waiter of priority `q > p` that joined less than `q - p` aging steps
+    /// after it. Waiters without a priority (and Redisson's) do not queue: they take a free
+    /// lock as they always did, so give every waiter of a lock a priority (0 is the lowest)
+    /// for the order to hold. See the guide's [revocation chapter](crate::_guide::revocation).
+    ///
+    /// Plain, non-reentrant and fenced locks; an acquire of another kind with a priority fails
+    /// with [`Error::InvalidArgument`](crate::Error::InvalidArgument), as does a priority above
+    /// [`MAX_PRIORITY`]. A priority never preempts a holder: only [`preempt`](Self::preempt)
+    /// does.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let urgent = client.lock("printer").with_priority(10);
+    /// let _guard = urgent.lock()?; // served before the waiters of priority 0 queued
+    /// # Ok(()) }
+    /// ```
+    pub fn with_priority(&self, priority: u32) -> Lock<O> {
+        let mut lock = self.clone();
+        lock.raw = std::sync::Arc::new(self.raw.prioritized(priority));
+        lock
+    }
+
+    /// The priority this lock's waits queue with, if any.
+    pub fn priority(&self) -> Option<u32> {
+        self.raw.key.priority
+    }
+}
+
+/// One attempt of `owner` with a priority on a plain lock (`token`: a fenced lock's counter).
+pub(crate) fn acquire(
+    lock: &LockKey,
+    c: &mut dyn ConnectionLike,
+    owner: &str,
+    lease_ms: u64,
+    queueing: Queueing,
+    reentrant: bool,
+    token: Option<&str>,
+) -> RedisResult<Value> {
+    let priority = lock.priority.unwrap_or(0);
+    let mut call = scripts::LOCK_PRIORITY_ACQUIRE.prepare_invoke();
+    call.key(&*lock.name)
+        .key(keys::priority_queue(&lock.name))
+        .key(keys::priority_alive(&lock.name));
+    if let Some(token) = token {
+        call.key(token);
+    }
+    call.arg(lease_ms)
+        .arg(owner)
+        .arg(priority)
+        .arg(millis(PRIORITY_AGING))
+        .arg(if queueing.will_wait() { "1" } else { "0" })
+        .arg(if reentrant { "1" } else { "0" })
+        .arg(millis(PLACE_KEPT))
+        .invoke(c)
+}
+
+/// Takes `owner` out of the queue (a wait given up); true if it was queued.
+pub(crate) fn leave(lock: &LockKey, owner: &str) -> Result<bool> {
+    let (queue, alive) = (
+        keys::priority_queue(&lock.name),
+        keys::priority_alive(&lock.name),
+    );
+    lock.run(|c| {
+        redis::pipe()
+            .zrem(&queue, owner)
+            .zrem(&alive, owner)
+            .query::<(i64, i64)>(c)
+    })
+    .map(|(queued, _)| queued == 1)
+}
