@@ -9,6 +9,8 @@
 //!   the victim rule, the cost.
 //! - [`rate_limits`]: at most a rate of permits per interval across processes, Redisson's
 //!   `RRateLimiter` kept true: the guarantee, the waits, and what breaks it.
+//! - [`revocation`]: taking a lock back (a request, a preemption with grace, a steal) and
+//!   waiters with a priority: the semantics in a table, the aging bound, what Redisson sees.
 //! - [`election`]: one leader at a time, with terms, observers, and what a paused leader
 //!   does; compared with etcd's and Curator's recipes.
 //! - [`safety`]: what is guaranteed and what is not: leases, fencing tokens, lost-lock
@@ -38,6 +40,10 @@ pub mod deadlocks {
 
 pub mod rate_limits {
     #![doc = include_str!("rate_limits.md")]
+}
+
+pub mod revocation {
+    #![doc = include_str!("revocation.md")]
 }
 
 pub mod election {
