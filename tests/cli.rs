@@ -793,6 +793,40 @@ fn force_unlock_yes_wakes_a_blocked_waiter() {
 }
 
 #[test]
+fn revoke_asks_then_steal_takes_the_lock_and_the_holder_is_told_of_both() {
+    let server = RedisServer::new();
+    let holder = support::client_with(&server, |b| b.watchdog_timeout(Duration::from_millis(900)));
+    let name = "cli:revoke";
+    let guard = holder.fenced_lock(name).lock().unwrap();
+    let old = guard.token().unwrap();
+    let url = server.url();
+    let out = ok(&server, &["revoke", name, "--reason", "maintenance"]);
+    assert!(out.contains(&format!("asked {}", guard.owner())), "{out}");
+    assert!(wait_until(Duration::from_secs(5), || guard.is_revoked()));
+    let told = guard.revocation().unwrap();
+    assert_eq!(told.reason, "maintenance");
+    assert!(told.by.starts_with("redlatch revoke"), "{}", told.by);
+    assert_eq!(told.grace, None);
+    let r = run(&["--url", &url, "--json", "revoke", name, "--steal"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = json::parse(r.stdout.trim());
+    assert_eq!(v.get("forced"), &json::J::Bool(true), "{}", r.stdout);
+    assert_eq!(v.get("from").str(), guard.owner(), "{}", r.stdout);
+    assert!(v.get("token").num() > old as f64, "{}", r.stdout);
+    assert!(wait_until(Duration::from_secs(5), || guard.is_lost()));
+    assert!(guard.revocation().is_some_and(|r| r.forced));
+    // Taken and released: free now, and nobody to ask (exit 1).
+    assert!(!holder.fenced_lock(name).is_locked().unwrap());
+    assert_eq!(run(&["--url", &url, "revoke", name]).code, 1);
+    // Not a plain or fenced lock: usage.
+    holder.semaphore("cli:sem").try_set_permits(1).unwrap();
+    let r = run(&["--url", &url, "revoke", "cli:sem", "--steal"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = run(&["--url", &url, "revoke", name, "--max-deferral", "1s"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
 fn force_unlock_without_a_terminal_or_yes_refuses() {
     let server = RedisServer::new();
     let client = client(&server);

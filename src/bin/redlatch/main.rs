@@ -12,6 +12,7 @@ mod explain;
 mod lock;
 mod password;
 mod render;
+mod revoke;
 #[cfg(unix)]
 mod run;
 #[cfg(unix)]
@@ -119,6 +120,7 @@ fn main() -> ExitCode {
         } => broken_deadlocks(&client, &args),
         Command::Waits { dot, .. } => waits(&client, &args, *dot),
         Command::ForceUnlock(name) => force_unlock(&client, &args, name),
+        Command::Revoke { name, how } => revoke::revoke(&client, &args, name, how),
         Command::Watch(name) => watch(&client, &args, name),
         Command::Top(top_args) => top(&client, &args, top_args),
         Command::History { name, trace, svg } => {

@@ -172,6 +172,21 @@ Exit status: 0 broken; 1 nothing broken: nothing named NAME, the lock is free, t
 was no, or it changed hands since the question; 2 usage: NAME is not a lock, or no --yes
 without a terminal; 4 no answer (unreachable, login refused, ...).";
 
+const REVOKE_HELP: &str = "\
+Without --grace or --steal, asks the holder of the plain or fenced lock NAME to release it,
+as Lock::request_release does: a holder on redlatch is told at its next renewal (a third of
+its lease), a Redisson holder is not; nothing is enforced.
+
+With --grace D, takes the lock as Lock::preempt does: the holder is told, and if the same
+hold (same owner, and on a fenced lock the same token) is still there D after the notice
+(or after the lock's TTL at the request, if no notice came), it is released by force and
+the lock taken in the same step; then it is released. With --steal, the same at once.
+Either way, the request, the notice and a forced release go to the lock's log.
+
+Exit status: 0 asked, or taken and released; 1 nobody to ask (the lock is free) or nothing
+named NAME; 2 usage: NAME is not a plain or fenced lock; 4 no answer (unreachable, login
+refused, ...).";
+
 const WATCH_HELP: &str = "\
 Prints what happens to NAME until interrupted (Ctrl-C): acquired, released (with the owner
 and its hold count), force_released (broken by a redlatch force-unlock), waiting (a
@@ -412,6 +427,26 @@ pub enum CliCommand {
         /// Do not ask
         #[arg(short, long)]
         yes: bool,
+        #[arg(value_parser = NonEmptyStringValueParser::new())]
+        name: String,
+    },
+    /// Ask the holder of the lock NAME to release it; with --grace, take it by force once
+    /// its holder was told and the grace ran out; with --steal, at once
+    #[command(help_template = SUBCOMMAND_HELP, after_help = REVOKE_HELP)]
+    Revoke {
+        /// Take the lock, by force if its holder has not released it this long after it was
+        /// told (250ms, 5s, 1m)
+        #[arg(long, value_name = "DURATION", value_parser = positive_interval, conflicts_with = "steal")]
+        grace: Option<Duration>,
+        /// Take the lock at once, by force (unsafe without fencing)
+        #[arg(long)]
+        steal: bool,
+        /// Why: the holder and the lock's log are told
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        /// How long an unpreemptible section of the holder may put the force off
+        #[arg(long, value_name = "DURATION", value_parser = duration)]
+        max_deferral: Option<Duration>,
         #[arg(value_parser = NonEmptyStringValueParser::new())]
         name: String,
     },

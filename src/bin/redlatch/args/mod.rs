@@ -74,6 +74,11 @@ pub enum Command {
         deadlocks: bool,
     },
     ForceUnlock(String),
+    /// `revoke NAME [--grace D | --steal] [--reason TEXT] [--max-deferral D]`.
+    Revoke {
+        name: String,
+        how: Revoke,
+    },
     /// `top [PATTERN]` and its options.
     Top(Top),
     /// `history NAME [--trace FILE] [--svg FILE]`.
@@ -94,6 +99,15 @@ pub enum Command {
         name: String,
         watch: bool,
     },
+}
+
+/// `revoke`'s options: neither `grace` nor `steal` asks only.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Revoke {
+    pub grace: Option<Duration>,
+    pub steal: bool,
+    pub reason: Option<String>,
+    pub max_deferral: Option<Duration>,
 }
 
 /// `top`'s options.
@@ -353,6 +367,26 @@ fn check(cli: Cli, argv: &[String], env_url: Option<String>) -> Result<Args, Str
         CliCommand::ForceUnlock { yes: y, name } => {
             yes = y;
             Command::ForceUnlock(name)
+        }
+        CliCommand::Revoke {
+            grace,
+            steal,
+            reason,
+            max_deferral,
+            name,
+        } => {
+            if max_deferral.is_some() && grace.is_none() && !steal {
+                return Err("--max-deferral is for --grace and --steal".to_owned());
+            }
+            Command::Revoke {
+                name,
+                how: Revoke {
+                    grace,
+                    steal,
+                    reason,
+                    max_deferral,
+                },
+            }
         }
         CliCommand::Doctor => Command::Doctor,
         CliCommand::Watch { interval: i, name } => {
