@@ -1257,3 +1257,75 @@ fn a_killed_rust_group_holder_frees_its_values_within_a_lease() {
     let waited = Duration::from_nanos(tried.t1 - tried.t0);
     assert!(waited < Duration::from_secs(7), "took {waited:?}");
 }
+
+/// A Redisson holder (never told: it knows no revocation) is released by force at the
+/// deadline: its remaining lease at the request plus the grace. Nothing is published on
+/// Redisson's lock channel meanwhile; the Java side's renewal and unlock find the hold gone
+/// and leave the preemptor's alone; its waiters get the lock after the preemptor as usual.
+fn preempt_java_holder(version: &str) {
+    let watchdog = Duration::from_millis(3000);
+    let mut p = pair_with_watchdog(version, watchdog);
+    let name = "interop:preempt";
+    p.java.call("a", &format!("lock lock {name}")).value();
+    let java_owner = p.java.owner("a");
+    let mut listen = p.server.conn();
+    let mut ps = listen.as_pubsub();
+    ps.subscribe(format!("redisson_lock__channel:{{{name}}}"))
+        .unwrap();
+    ps.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let grace = Duration::from_millis(500);
+    let how = redlatch::Preempt::with_grace(grace).reason("interop");
+    let started = Instant::now();
+    let guard = p.client.lock(name).preempt(&how).unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= grace && waited <= watchdog + grace + Duration::from_secs(2),
+        "{version}: forced after {waited:?}"
+    );
+    assert!(
+        ps.get_message().is_err(),
+        "{version}: something was published on Redisson's lock channel"
+    );
+    // Two Java renewal periods: its watchdog finds the hold gone and does not bring it back.
+    thread::sleep(watchdog * 2 / 3);
+    assert_eq!(
+        p.java.call("a", &format!("held lock {name}")).value(),
+        "false"
+    );
+    let err = p.java.call("a", &format!("unlock lock {name}"));
+    assert!(
+        err.error().contains("IllegalMonitorState") || err.error().contains("not locked"),
+        "{version}: {}",
+        err.error()
+    );
+    assert_eq!(p.client.lock(name).hold_count().unwrap(), 1, "{version}");
+    let log = p.client.lock(name).revocations(10).unwrap();
+    let events: Vec<(&str, &str)> = log
+        .iter()
+        .map(|e| (e.event.as_str(), e.whom.as_str()))
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("preempt", java_owner.as_str()),
+            ("forced", java_owner.as_str())
+        ],
+        "{version}: a Java holder is never told"
+    );
+    // A Java waiter gets the lock once the preemptor releases it, woken by `0` as usual.
+    p.java.send("b", &format!("trylock lock {name} 10000"));
+    assert!(wait_until(Duration::from_secs(10), || {
+        support::java::subscribers_matching(&mut p.server.conn(), "redisson_lock__channel:*") >= 2
+    }));
+    guard.unlock().unwrap();
+    assert_eq!(p.java.reply("b").value(), "true", "{version}");
+}
+
+#[test]
+fn a_java_holder_is_preempted_by_a_forced_release_at_the_deadline() {
+    require_java!();
+    for version in versions() {
+        preempt_java_holder(&version);
+    }
+}
