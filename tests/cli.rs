@@ -815,6 +815,25 @@ fn revoke_asks_then_steal_takes_the_lock_and_the_holder_is_told_of_both() {
     assert!(v.get("token").num() > old as f64, "{}", r.stdout);
     assert!(wait_until(Duration::from_secs(5), || guard.is_lost()));
     assert!(guard.revocation().is_some_and(|r| r.forced));
+    // The history shows the lock's log: the request, the notice, the steal and the force.
+    let history = ok(&server, &["history", name]);
+    let events: Vec<&str> = history
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .collect();
+    assert_eq!(
+        events,
+        ["request", "notice", "steal", "forced"],
+        "{history}"
+    );
+    assert!(
+        history.contains("maintenance") && history.contains(&format!("token {old}")),
+        "{history}"
+    );
+    let r = run(&["--url", &url, "--json", "history", name]);
+    let last = json::parse(r.stdout.lines().last().unwrap());
+    assert_eq!(last.get("revocations").len(), 4, "{}", r.stdout);
+    assert_eq!(last.get("revocations").at(3).get("event").str(), "forced");
     // Taken and released: free now, and nobody to ask (exit 1).
     assert!(!holder.fenced_lock(name).is_locked().unwrap());
     assert_eq!(run(&["--url", &url, "revoke", name]).code, 1);

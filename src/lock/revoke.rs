@@ -94,6 +94,8 @@ impl Preempt {
 pub struct RevokeEvent {
     /// The stream id (`<ms>-<seq>`, the server's clock).
     pub id: String,
+    /// When, in ms since the Unix epoch on the server's clock (the id's first part).
+    pub at_ms: u64,
     /// `request`, `preempt`, `steal` (asked), `notice` (the holder was told) or `forced`
     /// (its hold released by force).
     pub event: String,
@@ -216,8 +218,11 @@ fn decode_log(reply: &Value) -> Result<Vec<RevokeEvent>> {
             let [id, Value::Array(fields)] = parts.as_slice() else {
                 return Err(bad());
             };
+            let id = text(id).ok_or_else(bad)?;
+            let at_ms = id.split('-').next().and_then(|ms| ms.parse().ok());
             let mut event = RevokeEvent {
-                id: text(id).ok_or_else(bad)?,
+                at_ms: at_ms.ok_or_else(bad)?,
+                id,
                 event: String::new(),
                 by: String::new(),
                 whom: String::new(),

@@ -403,6 +403,11 @@ fn history(
     svg: Option<&std::path::Path>,
 ) -> Outcome {
     let events = client.history(name).map_err(|e| failure(e, args))?;
+    // A plain or fenced lock's requests, notices and forced releases, from its own log.
+    let revocations = client
+        .lock(name)
+        .revocations(1000)
+        .map_err(|e| failure(e, args))?;
     let now_us = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
@@ -419,13 +424,18 @@ fn history(
     }
     if args.json {
         out(&json_line(&events)?)?;
-    } else if events.is_empty() {
+        if !revocations.is_empty() {
+            out(&json_line(&serde_json::json!({
+                "revocations": render::revocations_json(&revocations)
+            }))?)?;
+        }
+    } else if events.is_empty() && revocations.is_empty() {
         eprintln!(
             "redlatch: no event of {} is recorded (clients record with history on)",
             escaped(name)
         );
     } else {
-        out(&render::history_text(&events))?;
+        out(&render::history_text(&events, &revocations))?;
     }
     Ok(ExitCode::SUCCESS)
 }

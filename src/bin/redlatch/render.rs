@@ -9,7 +9,7 @@ use redlatch::{
     deadlock::BrokenDeadlock, deadlock::WaitRecord, history::HistoryEvent, history::HistoryKind,
     inspect::ClientConnection, inspect::Holder, inspect::Inspection, inspect::Kind,
     inspect::RateInspection, order::LockOrderWarning, top::Activity, top::Who, watch::Event, Owner,
-    RateType,
+    RateType, RevokeEvent,
 };
 
 /// `29.8s`, `4m05s`, `2h03m`; `never` for a key without expiry.
@@ -773,8 +773,10 @@ deadlocks broken over the last {}: {} (redlatch waits --deadlocks)
 }
 
 /// `redlatch history NAME`: one event a line.
-pub fn history_text(events: &[HistoryEvent]) -> String {
-    let mut out = String::new();
+pub fn history_text(events: &[HistoryEvent], revocations: &[RevokeEvent]) -> String {
+    // Each line with its time, hold events and revocations merged in time order (a sort
+    // that keeps each list's own order for equal times).
+    let mut lines: Vec<(u64, String)> = Vec::with_capacity(events.len() + revocations.len());
     for e in events {
         let at = UNIX_EPOCH + Duration::from_micros(e.at_us);
         let mut line = format!(
@@ -794,10 +796,50 @@ pub fn history_text(events: &[HistoryEvent]) -> String {
         if let Some(h) = e.held {
             line.push_str(&format!(" held {}", duration(h)));
         }
+        lines.push((e.at_us, line));
+    }
+    for r in revocations {
+        let at = UNIX_EPOCH + Duration::from_millis(r.at_ms);
+        let mut line = format!(
+            "{}  {:<9} {}  by {}",
+            timestamp(at),
+            r.event,
+            escaped(&r.whom),
+            escaped(&r.by)
+        );
+        if let Some(token) = r.token {
+            line.push_str(&format!(", token {token}"));
+        }
+        if !r.reason.is_empty() {
+            line.push_str(&format!(": {}", escaped(&r.reason)));
+        }
+        lines.push((r.at_ms.saturating_mul(1000), line));
+    }
+    lines.sort_by_key(|(at, _)| *at);
+    let mut out = String::new();
+    for (_, line) in lines {
         out.push_str(&line);
         out.push('\n');
     }
     out
+}
+
+/// A lock's revocations for `history --json`.
+pub fn revocations_json(revocations: &[RevokeEvent]) -> serde_json::Value {
+    revocations
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "at": timestamp(UNIX_EPOCH + Duration::from_millis(r.at_ms)),
+                "at_ms": r.at_ms,
+                "event": r.event,
+                "by": r.by,
+                "whom": r.whom,
+                "token": r.token,
+                "reason": r.reason,
+            })
+        })
+        .collect()
 }
 
 /// `redlatch waits`, below the table: one paragraph per lock-order warning.
