@@ -19,6 +19,9 @@ mod deadlock_check;
 #[allow(dead_code)]
 #[path = "../examples/torture/election_check.rs"]
 mod election_check;
+#[allow(dead_code)]
+#[path = "../examples/torture/preempt_check.rs"]
+mod preempt_check;
 #[path = "../examples/torture/proxy.rs"]
 mod proxy;
 #[allow(dead_code)]
@@ -680,6 +683,94 @@ fn checker_finds_a_limiter_below_its_rate_under_saturating_demand_away_from_faul
     assert_eq!(r.rate.clone().unwrap().intervals, 0, "{r}");
 }
 
+/// A preempt run: holder `v` (token 1, 0-5 s) forced by `p` (token 2, entering at 2 s, with a
+/// grace of 500 ms); `v` told at `notice` s (0: never) and of its loss at 2.1 s.
+fn preempt_run(notice: f64, honour: bool) -> Run {
+    let mut run = clean_run(0);
+    run.kind = "preempt".into();
+    run.lease_ms = 900;
+    let ns = |s: f64| (s * S as f64) as u64;
+    let mut v = section(Some(1), 0, 5, Outcome::Lost);
+    v.write = Write::Rejected;
+    let p = section(Some(2), 2, 4, Outcome::Ok);
+    run.sections.extend([v, p]);
+    *run.counters.get_mut("a").unwrap() = 1;
+    let hold =
+        |token, owner: &str, role: &str, honour, notice, lost, reason: &str| preempt_check::Hold {
+            lock: "a".into(),
+            token,
+            owner: owner.into(),
+            role: role.into(),
+            honour,
+            notice,
+            lost,
+            reason: reason.into(),
+            grace_ms: if role == "p" { 500 } else { 0 },
+        };
+    run.preempt
+        .holds
+        .push(hold(1, "v", "h", honour, ns(notice), ns(2.1), "preempted"));
+    run.preempt.holds.push(hold(2, "p", "p", false, 0, 0, "-"));
+    run.preempt
+        .events
+        .insert(("a".into(), "forced".into(), "p".into(), "v".into(), Some(1)));
+    run
+}
+
+#[test]
+fn checker_matches_forced_releases_with_told_victims_and_records() {
+    // Told at 1 s, forced at 2 s: the overlap is the force's, and passes.
+    let r = check::check(&preempt_run(1.0, false));
+    assert!(r.passed(), "{:?}", r.violations);
+    assert_eq!(r.preempt.as_ref().unwrap().forced_overlaps, 1);
+    // Never told before its preemptor entered.
+    let r = check::check(&preempt_run(0.0, false));
+    assert!(
+        r.violations.iter().any(|v| v.contains("not told before")),
+        "{:?}",
+        r.violations
+    );
+    // An honouring victim told at 1.8 s and out at 2.1 s: forced at 2 s, within its grace.
+    let mut run = preempt_run(1.8, true);
+    run.sections[0].exit = S * 21 / 10;
+    let r = check::check(&run);
+    assert!(
+        r.violations.iter().any(|v| v.contains("within the grace")),
+        "{:?}",
+        r.violations
+    );
+    // No record of the force: an unconditional release.
+    let mut run = preempt_run(1.0, false);
+    run.preempt.events.clear();
+    let r = check::check(&run);
+    assert!(
+        r.violations
+            .iter()
+            .any(|v| v.contains("no forced release on record")),
+        "{:?}",
+        r.violations
+    );
+    // Priority: `y` (priority 1) joined 3 s after `x` (priority 0) yet was served first.
+    let mut run = preempt_run(1.0, false);
+    let wait = |priority, start: u64, end: u64| preempt_check::PriorityWait {
+        lock: "a".into(),
+        priority,
+        start: start * S,
+        end: end * S,
+        got: true,
+    };
+    run.preempt.waits.extend([wait(0, 10, 20), wait(1, 13, 15)]);
+    let r = check::check(&run);
+    assert!(
+        r.violations.iter().any(|v| v.contains("aging allowance")),
+        "{:?}",
+        r.violations
+    );
+    // Joining within its allowance (priority 5, 3 s later) it may.
+    run.preempt.waits[1].priority = 5;
+    assert!(check::check(&run).passed());
+}
+
 #[test]
 fn checker_reads_the_log_format_and_refuses_garbage() {
     let mut run = Run::default();
@@ -1199,6 +1290,40 @@ fn checker_fails_a_lock_without_owner_check() {
 fn checker_fails_a_lease_shorter_than_the_critical_section() {
     let r = must_fail("short-lease", &["--seconds", "3"]);
     assert!(r.num("reported_overlaps") > 0, "{}", r.json);
+    assert!(r.num("lost_holds") > 0, "{}", r.json);
+    r.done();
+}
+
+/// Kind `preempt` without faults and under every fault class: forced releases matched with
+/// told victims and their preemptors, every loss to a preemptor on record, fenced writes of
+/// victims refused, and waiters served within their aging allowance; kind `preempt-broken`
+/// (a force-unlock of whoever holds the lock after the grace) fails: holds lost with no
+/// record, and overlaps.
+#[test]
+fn preempt_runs_pass_and_an_unconditional_release_fails() {
+    let r = torture(&["--kind", "preempt", "--seconds", "5", "--seed", "5"]);
+    assert_eq!(r.code, 0, "{}", r.json);
+    assert!(r.num("forced_releases") > 0, "{}", r.json);
+    assert!(r.num("priority_waits") > 20, "{}", r.json);
+    assert_eq!(r.num("stale_writes_accepted"), 0, "{}", r.json);
+    assert_eq!(r.num("lost_updates"), 0, "{}", r.json);
+    r.done();
+    let r = torture(&[
+        "--kind",
+        "preempt",
+        "--faults",
+        "all",
+        "--seconds",
+        "10",
+        "--fault-every-ms",
+        "800",
+        "--seed",
+        "6",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.json);
+    assert!(r.num("forced_releases") > 0, "{}", r.json);
+    r.done();
+    let r = must_fail("preempt-broken", &["--seconds", "3", "--seed", "7"]);
     assert!(r.num("lost_holds") > 0, "{}", r.json);
     r.done();
 }

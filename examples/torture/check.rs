@@ -20,6 +20,7 @@
 //! O                                                                           kind election: see `election_check.rs`
 //! D, U, H                                                                     kind deadlock: see `deadlock_check.rs`
 //! M, N, V                                                                     the rate kinds: see `rate_check.rs`
+//! Z, Y, J                                                                     the preempt kinds: see `preempt_check.rs`
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -49,6 +50,7 @@ use std::path::Path;
 use crate::buffer_check::{self, BufferFindings, BufferLog};
 use crate::deadlock_check::{self, Call, CallEnd, DeadlockFindings, DeadlockLog, Round};
 use crate::election_check::{self, ObserverFindings};
+use crate::preempt_check::{self, Hold, PreemptFindings, PreemptLog, PriorityWait};
 use crate::rate_check::{self, Grant, RateCall, RateFindings, RateLog, Reset};
 
 /// Faults are matched with findings by time; this much slack covers the gap between a lock
@@ -187,6 +189,8 @@ pub struct Run {
     pub deadlock: DeadlockLog,
     /// The rate kinds: the rate, the grants, the calls that found no rate.
     pub rate: RateLog,
+    /// The preempt kinds: the holds' stories, the waits with a priority, the locks' logs.
+    pub preempt: PreemptLog,
 }
 
 /// What happened on one latch (kind `latch`).
@@ -277,6 +281,8 @@ pub struct Report {
     pub deadlock: Option<DeadlockFindings>,
     /// The rate kinds: what the rules on grants found.
     pub rate: Option<RateFindings>,
+    /// The preempt kinds: what the rules on forced releases and priorities found.
+    pub preempt: Option<PreemptFindings>,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -413,6 +419,36 @@ pub fn parse_into(run: &mut Run, text: &str) -> Result<(), String> {
                 };
             }
             ("V", 3) => run.rate.config = Some((num(f[1])?, num(f[2])?)),
+            ("Z", 12) => run.preempt.holds.push(Hold {
+                lock: f[3].to_owned(),
+                token: num(f[4])?,
+                owner: f[5].to_owned(),
+                role: f[6].to_owned(),
+                honour: f[7] == "1",
+                notice: num(f[8])?,
+                lost: num(f[9])?,
+                reason: f[10].to_owned(),
+                grace_ms: num(f[11])?,
+            }),
+            ("Y", 8) => run.preempt.waits.push(PriorityWait {
+                lock: f[3].to_owned(),
+                priority: num(f[4])?,
+                start: num(f[5])?,
+                end: num(f[6])?,
+                got: f[7] == "1",
+            }),
+            ("J", 6) => {
+                let token = f[5].parse().ok();
+                let entry = (f[1], f[2], f[3], f[4]);
+                let (lock, event, by, whom) = entry;
+                run.preempt.events.insert((
+                    lock.to_owned(),
+                    event.to_owned(),
+                    by.to_owned(),
+                    whom.to_owned(),
+                    token,
+                ));
+            }
             ("M", 10) => run.rate.grants.push(Grant {
                 process: num(f[1])? as u32,
                 thread: num(f[2])? as u32,
@@ -584,6 +620,14 @@ pub fn check(run: &Run) -> Report {
     let mut phantom_updates = Tally::default();
     let told = |s: &Section| s.outcome == Outcome::Lost;
     let is_lost = |s: &Section| matches!(s.outcome, Outcome::Lost | Outcome::Late);
+    // The preempt kinds: a hold released by force, and when (its preemptor's entry).
+    let forced_at = preempt_check::forced_at(run);
+    let forced = |s: &Section| {
+        s.token
+            .and_then(|t| forced_at.get(&(s.lock.clone(), t)))
+            .copied()
+    };
+    let loss_excused = |s: &Section| run.loss_excused(s) || forced(s).is_some();
 
     let names: BTreeSet<&str> = by_lock
         .keys()
@@ -593,8 +637,12 @@ pub fn check(run: &Run) -> Report {
     for name in names {
         let mut sections = by_lock.get(name).cloned().unwrap_or_default();
         sections.sort_by_key(|s| (s.enter, s.exit));
-        for s in sections.iter().filter(|s| is_lost(s)) {
-            lost.add(run.loss_excused(s));
+        // A hold released by force is counted with the forced releases (`preempt_check.rs`).
+        for s in sections
+            .iter()
+            .filter(|s| is_lost(s) && forced(s).is_none())
+        {
+            lost.add(loss_excused(s));
             if run.java_processes.contains(&s.process) {
                 r.java_lost_holds += 1;
             }
@@ -631,12 +679,19 @@ pub fn check(run: &Run) -> Report {
                     .collect()
             };
             for a in conflicting {
+                // A hold released by force overlaps whoever entered after the force: its
+                // writes are fenced off (judged below), and its preemptor's rules are
+                // `preempt_check.rs`'s.
+                if forced(a).is_some_and(|at| s.enter >= at) {
+                    excused_pairs += 1;
+                    continue;
+                }
                 let java = |x: &Section| run.java_processes.contains(&x.process);
                 if java(a) != java(s) {
                     r.mixed_overlaps += 1;
                 }
                 let excused = if told(a) || told(s) {
-                    let ok = [a, s].iter().all(|x| !told(x) || run.loss_excused(x));
+                    let ok = [a, s].iter().all(|x| !told(x) || loss_excused(x));
                     reported.add(ok);
                     ok
                 } else {
@@ -662,7 +717,7 @@ pub fn check(run: &Run) -> Report {
             if let Some(n) = newest {
                 if s.token <= n.token {
                     if is_lost(s) || is_lost(n) {
-                        let ok = [n, s].iter().all(|x| !is_lost(x) || run.loss_excused(x));
+                        let ok = [n, s].iter().all(|x| !is_lost(x) || loss_excused(x));
                         told_tokens.add(ok);
                     } else {
                         tokens.add(false);
@@ -678,7 +733,7 @@ pub fn check(run: &Run) -> Report {
         for s in sections.iter().filter(|s| s.write == Write::Rejected) {
             if is_lost(s) {
                 r.stale_writes_rejected += 1;
-                rejected.add(run.loss_excused(s));
+                rejected.add(loss_excused(s));
             } else {
                 r.other_writes_rejected += 1;
                 rejected.add(run.data_lost(0, s.write_start));
@@ -865,6 +920,9 @@ pub fn check(run: &Run) -> Report {
     if rate {
         rate_check::check(run, &mut r);
     }
+    if run.kind.starts_with("preempt") {
+        preempt_check::check(run, &mut r);
+    }
     timeouts.file("waits timed out", "a fault during the wait", &mut r);
     errors.file("errors", "after a fault", &mut r);
     r
@@ -898,6 +956,22 @@ fn stale_writes_accepted(sections: &[&Section]) -> usize {
 
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(g) = &self.preempt {
+            writeln!(
+                f,
+                "revocations in the logs kept: {} requests, {} preemptions with a grace, {} steals; {} \
+                 forced releases ({} of a holder still inside); {} holders honoured notices; \
+                 {} waits with a priority, {} served out of their aging allowance",
+                g.requests,
+                g.preempts,
+                g.steals,
+                g.forced,
+                g.forced_overlaps,
+                g.honoured,
+                g.priority_waits,
+                g.overtaken
+            )?;
+        }
         if let Some(g) = &self.rate {
             writeln!(
                 f,
@@ -1184,6 +1258,17 @@ pub fn json(r: &Report) -> String {
         ("rate_resets", g.resets as i64),
         ("unexcused_rate_resets", g.unexcused_resets as i64),
     ];
+    let q = r.preempt.clone().unwrap_or_default();
+    let preempt = [
+        ("revoke_requests", q.requests as i64),
+        ("preempts", q.preempts as i64),
+        ("steals", q.steals as i64),
+        ("forced_releases", q.forced as i64),
+        ("forced_overlaps", q.forced_overlaps as i64),
+        ("honoured_holds", q.honoured as i64),
+        ("priority_waits", q.priority_waits as i64),
+        ("overtaken_waits", q.overtaken as i64),
+    ];
     let ratio = |r: Option<f64>| r.map_or("null".to_owned(), |r| format!("{r:.4}"));
     let nums: Vec<String> = nums
         .iter()
@@ -1191,6 +1276,7 @@ pub fn json(r: &Report) -> String {
         .chain(&observers)
         .chain(&deadlock)
         .chain(&rate)
+        .chain(&preempt)
         .map(|(k, v)| format!("\"{k}\":{v}"))
         .chain([
             format!("\"throughput_ratio\":{}", ratio(g.throughput)),

@@ -40,6 +40,15 @@
 //! saturating demand away from faults, throughput of at least 90% of the rate. Kind
 //! `rate-broken` checks, then takes, in separate calls: the checker must find windows over
 //! the rate.
+//!
+//! Kind `preempt` (see `preempt.rs`) takes fenced locks back: a thread waits with a
+//! priority, preempts a holder with a grace, steals, or asks; a holder honours notices or
+//! ignores them. The checker (see `preempt_check.rs`) matches every forced release with its
+//! victim and preemptor: the victim was told before, its hold came first, an honouring
+//! victim was not forced within its grace, and it was told of the loss within a renewal
+//! period; every loss to a preemptor is on record, and waiters are served within their
+//! aging allowance. Kind `preempt-broken` force-unlocks whoever holds the lock after the
+//! grace: the checker must find holds lost with no record, and overlaps.
 
 #[path = "../../tests/support/mod.rs"]
 mod support;
@@ -53,6 +62,8 @@ mod deadlock_check;
 mod election;
 mod election_check;
 mod group;
+mod preempt;
+mod preempt_check;
 mod proxy;
 mod rate;
 mod rate_check;
@@ -170,6 +181,8 @@ const KINDS: &[&str] = &[
     "broken",
     "short-lease",
     "rate-broken",
+    "preempt",
+    "preempt-broken",
 ];
 
 /// The kinds whose locks are semaphores.
@@ -361,7 +374,14 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         }
     }
     if o.lease_ms == 0 {
-        o.lease_ms = if o.faults.is_empty() { 30_000 } else { 2_000 };
+        o.lease_ms = if preempt::PREEMPT_KINDS.contains(&o.kind.as_str()) {
+            // A holder is told at its renewals: every 300 ms.
+            900
+        } else if o.faults.is_empty() {
+            30_000
+        } else {
+            2_000
+        };
     }
     o.lease_ms = o.lease_ms.max(100);
     if o.kind == "deadlock" {
@@ -662,6 +682,14 @@ fn run(args: &[String]) -> Res<ExitCode> {
                     .available_permits()?
             };
             log.push(format!("A\t{name}\t{available}"));
+        }
+    }
+    if preempt::PREEMPT_KINDS.contains(&o.kind.as_str()) {
+        // Each lock's log of revocations (the workers log the forced releases they made
+        // too: a kill takes the log away).
+        let mut lock_conn = servers[0].conn();
+        for name in lock_names(&o) {
+            log.extend(preempt::log_lines(&mut lock_conn, &name)?);
         }
     }
     let mut conn = resource.conn();
@@ -1129,7 +1157,8 @@ fn worker(args: &[String]) -> Res<()> {
                 };
                 let slow = t == 0
                     && w.run.slow == Some(true)
-                    && !matches!(w.run.kind.as_str(), "latch" | "condition");
+                    && !matches!(w.run.kind.as_str(), "latch" | "condition")
+                    && !preempt::PREEMPT_KINDS.contains(&w.run.kind.as_str());
                 let mut made = 0;
                 if RATE_KINDS.contains(&w.run.kind.as_str()) {
                     th.rate_setup()?;
@@ -1163,6 +1192,10 @@ fn worker(args: &[String]) -> Res<()> {
                     if slow {
                         let hold = w.run.lease_ms * rng.range(1, 3);
                         th.cycle(SLOW_LOCK, Duration::from_millis(hold), false)?;
+                        continue;
+                    }
+                    if preempt::PREEMPT_KINDS.contains(&w.run.kind.as_str()) {
+                        th.preempt_round(&mut rng)?;
                         continue;
                     }
                     if RATE_KINDS.contains(&w.run.kind.as_str()) {
