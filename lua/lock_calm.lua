@@ -5,9 +5,19 @@
 -- KEYS[1]  lock name (HASH: owner -> hold count)
 -- KEYS[2]  the revocation record "redlatch_revoke:{name}"
 -- ARGV[1]  owner id
--- ARGV[2]  the section's longest length in ms; "0" ends it; "done" forgets the request
+-- ARGV[2]  the section's longest length in ms; "0" ends it; "done" forgets the request;
+--          "withdraw": a preemptor that gave up withdraws its request (ARGV[1] its id)
 -- Reply:   1 done; 0 not done: the owner does not hold the lock (a section), or holds it
---          again, or the record is for another hold ("done")
+--          again, or the record is for another hold ("done"), or another asker's or forced
+--          already ("withdraw")
+if ARGV[2] == 'withdraw' then
+    if redis.call('hget', KEYS[2], 'by') ~= ARGV[1] or redis.call('hexists', KEYS[2], 'forced') == 1 then
+        return 0;
+    end;
+    redis.call('hdel', KEYS[2], 'victim', 'token', 'by', 'reason', 'at', 'bound', 'grace',
+        'defer', 'noticed');
+    return 1;
+end;
 local held = redis.pcall('hexists', KEYS[1], ARGV[1]) == 1;
 if ARGV[2] == 'done' then
     if held or redis.call('hget', KEYS[2], 'victim') ~= ARGV[1]

@@ -38,6 +38,9 @@ local function join()
     if ARGV[5] == '1' then
         redis.call('zadd', KEYS[2], 'NX', now - tonumber(ARGV[3]) * tonumber(ARGV[4]), ARGV[2]);
         redis.call('zadd', KEYS[3], now + tonumber(ARGV[7]), ARGV[2]);
+        -- Both go once every waiter is gone.
+        redis.call('pexpire', KEYS[2], ARGV[7]);
+        redis.call('pexpire', KEYS[3], ARGV[7]);
     end;
 end;
 local function take()

@@ -21,7 +21,8 @@
 --                                    several holders (not an exclusive lock)
 -- A new request (another hold, another token, another asker) replaces the record, except one
 -- that would replace another preemptor's pending force on the same hold: that one is waited
--- for ("take") or left as it is ("ask", still logged).
+-- for ("take") or left as it is ("ask", still logged) until its deadline and a second more,
+-- after which a preemptor that has not come (it died) is replaced.
 local now = clock_ms();
 local pttl = redis.call('pttl', KEYS[1]);
 if pttl == -2 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -49,9 +50,19 @@ if KEYS[3] ~= nil then
     end;
     token = redis.call('get', KEYS[3]) or '';
 end;
-local f = redis.call('hmget', KEYS[2], 'victim', 'token', 'by', 'grace');
+local f = redis.call('hmget', KEYS[2], 'victim', 'token', 'by', 'grace', 'at', 'bound', 'defer',
+    'noticed', 'calm:' .. victim);
 local same_hold = f[1] == victim and f[2] == token;
 local forcing = same_hold and f[4] ~= false and f[4] ~= '-1';
+-- How long another preemptor's pending force is still its own: until its deadline and a
+-- second more (one that gave up withdraws its request; one that died leaves it to lapse).
+local others = 0;
+if forcing and f[3] ~= ARGV[2] then
+    local deadline = revoke_deadline({
+        at = tonumber(f[5]), bound = tonumber(f[6]), grace = tonumber(f[4]),
+        defer = tonumber(f[7]), noticed = tonumber(f[8]), calm = tonumber(f[9]) });
+    others = deadline + 1000 - now;
+end;
 local event;
 if ARGV[1] == 'ask' then
     event = 'request';
@@ -61,17 +72,13 @@ else
     event = 'preempt';
 end;
 if not (same_hold and f[3] == ARGV[2]) then
-    if forcing and f[3] ~= ARGV[2] then
+    if others > 0 then
         -- Another preemptor's force is pending on this hold: it goes first.
         if ARGV[1] == 'ask' then
             revoke_log(KEYS[2], event, ARGV[2], victim, token, ARGV[3]);
             return victim;
         end;
-        local ms = pttl;
-        if ms < 1 then
-            ms = 1000;
-        end;
-        return ms;
+        return others;
     end;
     local bound = pttl;
     if bound < 0 then
@@ -110,7 +117,9 @@ if now < deadline then
 end;
 -- The deadline passed with the same hold there: released by force, the lock given on.
 redis.call('del', KEYS[1]);
-redis.call('hset', KEYS[2], 'forced', now);
+-- `forced` for the record's request; `forced:<victim>` (who forced it) stays when a later
+-- request replaces the record, until the victim's renewal has read it.
+redis.call('hset', KEYS[2], 'forced', now, 'forced:' .. victim, ARGV[2]);
 revoke_log(KEYS[2], 'forced', ARGV[2], victim, token, r[7]);
 local taken = 0;
 if KEYS[3] ~= nil then

@@ -14,6 +14,8 @@
 --   defer    ms the preemptor accepts its deadline to move for an unpreemptible section
 --   noticed  when the holder's renewal told it (server clock, ms)
 --   forced   when the hold was released by force (server clock, ms)
+--   forced:<owner>  who released <owner>'s hold by force: kept when a later request replaces
+--            the record, so that the victim's renewal still learns why its hold is gone
 --   calm:<owner>  the end of an unpreemptible section of <owner> (server clock, ms)
 -- The log, a capped STREAM `redlatch_revokes:{name}`, one entry per request, notice, forced
 -- release and steal: `event`, `by`, `whom`, `token`, `reason`.

@@ -697,6 +697,10 @@ mod tests {
             election_channel("name"),
             lock_waits("name"),
             lock_set_yield("name"),
+            revoke("name"),
+            revoke_log("name"),
+            priority_queue("name"),
+            priority_alive("name"),
             client_waits("<client uuid>"),
             // `<n>`: the first name's length, here that of `<first>`.
             lock_order("<first>", "<second>").replacen(":7:", ":<n>:", 1),

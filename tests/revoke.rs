@@ -528,3 +528,83 @@ fn a_waiter_with_a_priority_that_gives_up_leaves_nothing_and_bad_priorities_are_
         .is_none());
     assert!(!key_exists(&mut raw, "redlatch_priority:{pr:leave}"));
 }
+
+#[test]
+fn a_preemptor_that_gives_up_withdraws_and_a_holder_is_told_of_each_new_request() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let first = client(&server);
+    let second = client(&server);
+    let guard = holder.lock("rv:again").lock().unwrap();
+    let (tx, rx) = mpsc::channel();
+    guard.on_revoke(move |r| {
+        let _ = tx.send(r.clone());
+    });
+    // A request only: told, with no grace.
+    second
+        .lock("rv:again")
+        .request_release("just asking")
+        .unwrap();
+    let r = rx.recv_timeout(Duration::from_secs(5)).expect("told");
+    assert_eq!((r.grace, r.reason.as_str()), (None, "just asking"));
+    // A preemptor with an hour's grace gives up: its request goes with it.
+    let hour = Preempt::with_grace(Duration::from_secs(3600)).reason("an hour");
+    let gave_up = first
+        .lock("rv:again")
+        .try_preempt_for(&hour, Duration::from_millis(200))
+        .unwrap();
+    assert!(gave_up.is_none());
+    let mut raw = server.conn();
+    let by: Option<String> = raw.hget("redlatch_revoke:{rv:again}", "by").unwrap();
+    assert_eq!(by, None, "the request of a preemptor that gave up stayed");
+    // Another preemptor is not held back by it, and the holder is told of this request too.
+    let how = Preempt::with_grace(Duration::from_millis(300)).reason("now");
+    let started = Instant::now();
+    let taken = second.lock("rv:again").preempt(&how).unwrap();
+    assert!(started.elapsed() <= PERIOD + Duration::from_millis(300) + SLACK * 2);
+    let r = loop {
+        let r = rx.recv_timeout(Duration::from_secs(5)).expect("told again");
+        if r.reason == "now" {
+            break r;
+        }
+    };
+    assert_eq!(r.grace, Some(Duration::from_millis(300)));
+    // The preemptor's guard and its lock do not preempt again: its lock is the caller's.
+    let lock = taken.lock().clone();
+    drop(taken);
+    let _theirs = first.lock("rv:again").lock().unwrap();
+    let stole = std::thread::spawn(move || {
+        lock.try_lock_for(Duration::from_millis(300))
+            .unwrap()
+            .is_some()
+    });
+    assert!(
+        !stole.join().unwrap(),
+        "a plain acquire of the preemptor's lock preempted"
+    );
+    assert!(wait_lost(&guard));
+}
+
+#[test]
+fn a_victim_learns_it_was_preempted_even_when_a_later_request_replaced_the_record() {
+    let server = RedisServer::new();
+    let holder = client(&server);
+    let thief = client(&server);
+    let guard = holder.lock("rv:later-request").lock().unwrap();
+    let losses = lost(&guard);
+    let stolen = thief
+        .lock("rv:later-request")
+        .preempt(&Preempt::steal().reason("mine"))
+        .unwrap();
+    // At once, before the victim's renewal: a request to the new holder.
+    Client::open(server.url())
+        .unwrap()
+        .lock("rv:later-request")
+        .request_release("next")
+        .unwrap();
+    let (reason, _) = losses.recv_timeout(Duration::from_secs(5)).expect("lost");
+    assert_eq!(reason, LostReason::Preempted);
+    let r = guard.revocation().expect("who forced it");
+    assert!(r.forced);
+    assert_eq!(r.by, stolen.owner());
+}

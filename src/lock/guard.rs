@@ -646,8 +646,13 @@ impl<O: Ownership> LockGuard<O> {
                     End::Lost { expired: false },
                 );
                 // Latched (and counted once) for the thread's other holds of this lock too:
-                // they share the lease, and need not try to unlock.
-                self.lease.mark_lost(LostReason::NotHeld);
+                // they share the lease, and need not try to unlock. A holder told of a
+                // preemption lost it to the preemptor, most likely.
+                let why = match self.lease.notice.revocation() {
+                    Some(r) if r.grace.is_some() => LostReason::Preempted,
+                    _ => LostReason::NotHeld,
+                };
+                self.lease.mark_lost(why);
                 log::warn!(
                     "lock `{}` (owner {}) was lost before its guard released it",
                     self.lock.key(),

@@ -56,7 +56,7 @@ impl<O: Ownership> Lock<O> {
     /// ```
     pub fn with_priority(&self, priority: u32) -> Lock<O> {
         let mut lock = self.clone();
-        lock.raw = std::sync::Arc::new(self.raw.prioritized(priority));
+        lock.raw = std::sync::Arc::new(self.raw.prioritized(Some(priority)));
         lock
     }
 

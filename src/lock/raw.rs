@@ -118,14 +118,15 @@ impl RawLock {
         }
     }
 
-    /// This lock, its waiters waiting with `priority` (see [`LockKey::priority`]).
-    pub(crate) fn prioritized(&self, priority: u32) -> RawLock {
+    /// This lock, its waiters waiting with `priority` (see [`LockKey::priority`]), or with
+    /// none.
+    pub(crate) fn prioritized(&self, priority: Option<u32>) -> RawLock {
         RawLock {
             key: LockKey {
                 client: self.key.client.clone(),
                 name: Arc::clone(&self.key.name),
                 bound: self.key.bound,
-                priority: Some(priority),
+                priority,
             },
             given: Arc::clone(&self.given),
             kind: Arc::clone(&self.kind),

@@ -175,7 +175,25 @@ impl<O: Ownership> Lock<O> {
         how.check()?;
         let mut preempting = self.clone();
         preempting.preempt = Some(Arc::new(how.clone()));
-        preempting.acquire(deadline)
+        if self.raw.key.priority.is_some() {
+            // A preemptor goes before every waiter: it takes no place among them.
+            preempting.raw = Arc::new(self.raw.prioritized(None));
+        }
+        let got = preempting.acquire(deadline);
+        match got {
+            Ok(Some(mut guard)) => {
+                // The guard's lock is the caller's: its later acquires (a condition wait's
+                // re-acquire, a clone) do not preempt.
+                guard.lock = self.clone();
+                Ok(Some(guard))
+            }
+            other => {
+                // Given up (or failed): its request goes, so that it holds back no other
+                // preemptor (a failure to withdraw it leaves it to lapse after its deadline).
+                self.raw.withdraw_revocation(&self.owner());
+                other
+            }
+        }
     }
 
     /// The last `count` entries of the lock's log of revocations, oldest first.
@@ -331,6 +349,16 @@ impl RawLock {
         self.key.run(|c| call.invoke::<i64>(c)).map(|n| n == 1)
     }
 
+    /// Withdraws the request of preemptor `owner`, which gave up, unless its force was done.
+    fn withdraw_revocation(&self, owner: &str) {
+        if let Err(e) = self.calm(owner, "withdraw") {
+            log::debug!(
+                "withdrawing the preemption of `{}` by {owner} failed: {e}",
+                self.key.name
+            );
+        }
+    }
+
     /// Forgets the request a told holder `owner` answered by releasing: its next hold is a
     /// new one to any preemptor. A failure is only logged (the request's record expires).
     pub(super) fn forget_revocation(&self, owner: &str) {
@@ -351,15 +379,17 @@ impl<O: Ownership> LockGuard<O> {
         self.lease.notice.is_revoked()
     }
 
-    /// The request to release this hold, once its record was read: who asked, why, and the
-    /// grace (`None`: a request only).
+    /// The latest request to release this hold, once its record was read: who asked, why, and
+    /// the grace (`None`: a request only); after a release by force, `forced`.
     pub fn revocation(&self) -> Option<Revocation> {
         self.lease.notice.revocation().map(|r| (*r).clone())
     }
 
-    /// Calls `f` once, when the holder is told of a request to release this hold, with the
-    /// request; at once if it was told already. `f` runs on the watchdog thread: keep it quick,
-    /// as [`on_lost`](Self::on_lost)'s. It is not called after the guard released its hold.
+    /// Calls `f` with each request to release this hold that the holder is told of (a
+    /// preemption after a mere request, say, calls it again), and at once with the latest if
+    /// it was told of one already. `f` runs on the watchdog thread: keep it quick, as
+    /// [`on_lost`](Self::on_lost)'s. Callbacks are dropped when the guard releases its hold;
+    /// one the watchdog had started may still finish meanwhile.
     ///
     /// # Examples
     ///
@@ -377,7 +407,7 @@ impl<O: Ownership> LockGuard<O> {
     /// });
     /// # Ok(()) }
     /// ```
-    pub fn on_revoke(&self, f: impl FnOnce(&Revocation) + Send + 'static) {
+    pub fn on_revoke(&self, f: impl FnMut(&Revocation) + Send + 'static) {
         self.lease.notice.on_revoke(self.lock.key(), Box::new(f));
     }
 

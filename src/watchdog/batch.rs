@@ -59,7 +59,7 @@ impl Shared {
                 .backend
                 .run_with(&batch[first].name, Policy::Once, |c| {
                     let renewed: Vec<i64> = inv.invoke(c)?;
-                    let wrote = renewed.iter().any(|&r| r >= 1 || r == -1);
+                    let wrote = renewed.iter().any(|&r| r >= 1 || r <= -3);
                     let acked = wait_replicas(self.sync, c, wrote)?;
                     Ok((renewed, acked))
                 });
@@ -88,7 +88,7 @@ impl Shared {
         ids: &[u64],
         sent_at: Instant,
         outcomes: Vec<Renewed>,
-    ) -> Vec<(Arc<str>, Arc<LeaseState>)> {
+    ) -> Vec<Told> {
         let mut told = Vec::new();
         let now = Instant::now();
         // Retry soon, and at the lease end at the latest (a lease that ran out is lost then).
@@ -100,14 +100,25 @@ impl Shared {
             // What our last confirmed renewal left of the lease, at the latest moment this
             // one can have run (now): the expiry the server had then is at least this.
             let left = e.lease.expires().saturating_duration_since(now);
-            // Told: read once. Released by force: read again (who, why, and that it was).
-            let first =
-                matches!(outcome, Renewed::Told | Renewed::Preempted) && e.lease.notice.see();
-            if first || matches!(outcome, Renewed::Preempted) {
-                told.push((Arc::clone(&e.name), Arc::clone(&e.lease)));
+            // Told: each request's record read once (again if the read failed). Released by
+            // force: read again (who, and that it was).
+            let request = match outcome {
+                Renewed::Told(at) => Some(Some(at)),
+                Renewed::Preempted => Some(None),
+                _ => None,
+            };
+            if let Some(at) = request {
+                if e.lease.notice.see(at) {
+                    told.push(Told {
+                        name: Arc::clone(&e.name),
+                        owner: Arc::from(owner(e)),
+                        lease: Arc::clone(&e.lease),
+                        at,
+                    });
+                }
             }
             match outcome {
-                Renewed::Told if e.lease.confirm(sent_at) => {
+                Renewed::Told(_) if e.lease.confirm(sent_at) => {
                     self.metrics.renewed();
                     st.schedule(sent_at + self.period, id);
                 }
@@ -118,7 +129,7 @@ impl Shared {
                     }
                     st.schedule(sent_at + self.period, id);
                 }
-                Renewed::Held(_) | Renewed::Told => {
+                Renewed::Held(_) | Renewed::Told(_) => {
                     // Confirmed too late: the guard may already have reported it lost.
                     let (e, reason) = st.lose(id, LostReason::LeaseExpired).expect("present");
                     log::warn!(
@@ -172,17 +183,17 @@ impl Shared {
     }
 
     /// Reads the revocation record of each of `told` and tells the hold (its guards'
-    /// `on_revoke` callbacks run here). A read that fails leaves the hold marked revoked,
-    /// without the record's details.
-    pub(super) fn tell(&self, told: Vec<(Arc<str>, Arc<LeaseState>)>) {
-        for (name, lease) in told {
-            let record = keys::revoke(&name);
-            let read = self.backend.run_with(&name, Policy::Once, |c| {
+    /// `on_revoke` callbacks run here). A read that fails is made again at the next renewal.
+    pub(super) fn tell(&self, told: Vec<Told>) {
+        for t in told {
+            let record = keys::revoke(&t.name);
+            let read = self.backend.run_with(&t.name, Policy::Once, |c| {
                 redis::cmd("HGETALL")
                     .arg(&record)
                     .query::<HashMap<String, String>>(c)
             });
-            match read.map(|fields| Revocation::from_record(&fields)) {
+            let name = &t.name;
+            match read.map(|fields| Revocation::from_record(&fields, &t.owner)) {
                 Ok(Some(revocation)) => {
                     log::debug!(
                         "lock `{name}`: its holder {} is asked to release it by {} ({})",
@@ -190,13 +201,22 @@ impl Shared {
                         revocation.by,
                         revocation.reason
                     );
-                    lease.notice.tell(&name, revocation);
+                    t.lease.notice.tell(name, revocation, t.at);
                 }
                 Ok(None) => log::debug!("lock `{name}`: the revocation record is gone"),
                 Err(e) => log::debug!("lock `{name}`: reading its revocation failed: {e}"),
             }
         }
     }
+}
+
+/// A hold whose renewal found a revocation to tell it of: the request made at `at` (server
+/// ms), or (`None`) a release by force.
+pub(super) struct Told {
+    name: Arc<str>,
+    owner: Arc<str>,
+    lease: Arc<LeaseState>,
+    at: Option<u64>,
 }
 
 impl Shared {
@@ -263,8 +283,8 @@ pub(super) enum Renewed {
     /// Renewed; with the expiry the lock had just before, where the script reports it.
     Held(Option<Duration>),
     NotHeld,
-    /// Renewed, and a revocation for the holder is pending.
-    Told,
+    /// Renewed, and the request made at this time (server ms) for the holder is pending.
+    Told(u64),
     /// Not held: a preemptor released it by force.
     Preempted,
     /// The script call failed (or replied nonsense): the lease is unknown.
@@ -274,18 +294,18 @@ pub(super) enum Renewed {
 /// Puts a script call's per-lock replies back at the batch positions `at`. A reply comes
 /// with why its renewals are unconfirmed (too few replicas), if they are: those count as
 /// failed. Per lock: 0 not held, 1 renewed, `2 + ms` renewed, and its expiry was `ms` just
-/// before (a script that reports it), -1 renewed with a revocation pending, -2 not held:
-/// released by force (a plain lock's script).
+/// before (a script that reports it), `-3 - at` renewed with the request made at `at`
+/// pending, -2 not held: released by force (a plain lock's script).
 fn scatter(out: &mut [Renewed], at: &[usize], reply: Result<(Vec<i64>, Option<Arc<str>>)>) {
     let outcomes: Vec<Renewed> = match reply {
         Ok((v, unconfirmed)) if v.len() == at.len() => v
             .into_iter()
             .map(|r| match (r, &unconfirmed) {
                 (1, None) => Renewed::Held(None),
-                (-1, None) => Renewed::Told,
                 (-2, _) => Renewed::Preempted,
+                (..=-3, None) => Renewed::Told((-3 - r) as u64),
                 (2.., None) => Renewed::Held(Some(Duration::from_millis(r as u64 - 2))),
-                (1.. | -1, Some(why)) => Renewed::Failed(Arc::clone(why)),
+                (1.. | ..=-3, Some(why)) => Renewed::Failed(Arc::clone(why)),
                 _ => Renewed::NotHeld,
             })
             .collect(),

@@ -36,9 +36,22 @@ pub struct Revocation {
 }
 
 impl Revocation {
-    /// The record `fields` (HGETALL of `redlatch_revoke:{name}`), if it names a request.
-    pub(crate) fn from_record(fields: &HashMap<String, String>) -> Option<Revocation> {
+    /// What the record `fields` (HGETALL of `redlatch_revoke:{name}`) says to `owner`: the
+    /// request for its hold, or that its hold was released by force (`forced:<owner>`, kept
+    /// when a later request replaced the record: then only who did it is known).
+    pub(crate) fn from_record(fields: &HashMap<String, String>, owner: &str) -> Option<Revocation> {
         let get = |k: &str| fields.get(k).cloned().unwrap_or_default();
+        if fields.get("victim").map(String::as_str) != Some(owner) {
+            let by = fields.get(&format!("forced:{owner}"))?.clone();
+            return Some(Revocation {
+                by,
+                whom: owner.to_owned(),
+                reason: String::new(),
+                grace: None,
+                token: None,
+                forced: true,
+            });
+        }
         let by = fields.get("by")?.clone();
         let grace = get("grace")
             .parse::<i64>()
@@ -51,13 +64,13 @@ impl Revocation {
             reason: get("reason"),
             grace,
             token: get("token").parse().ok(),
-            forced: fields.contains_key("forced"),
+            forced: fields.contains_key(&format!("forced:{owner}")),
         })
     }
 }
 
-/// An `on_revoke` callback.
-pub(crate) type NoticeCallback = Box<dyn FnOnce(&Revocation) + Send>;
+/// An `on_revoke` callback: called for each request the holder is told of.
+pub(crate) type NoticeCallback = Box<dyn FnMut(&Revocation) + Send>;
 
 /// What a hold's lease keeps of a revocation: boxed, as few holds ever hear of one.
 #[derive(Default)]
@@ -65,15 +78,19 @@ pub(crate) struct Notice(Mutex<Option<Box<Told>>>);
 
 #[derive(Default)]
 struct Told {
-    /// Set once the record was read.
+    /// The latest request read.
     revocation: Option<Arc<Revocation>>,
-    /// Whether the watchdog saw the request (the record is read next).
+    /// Whether a renewal found a request (the record is read next).
     seen: bool,
+    /// The request (its time, server ms) whose record was read last.
+    read: Option<u64>,
     callbacks: Vec<NoticeCallback>,
+    /// The guard let go: callbacks taken out to run are not put back.
+    dropped: bool,
 }
 
 impl Notice {
-    /// The revocation the holder was told of, once read.
+    /// The revocation the holder was told of last, once read.
     pub(crate) fn revocation(&self) -> Option<Arc<Revocation>> {
         self.0.lock().as_ref().and_then(|t| t.revocation.clone())
     }
@@ -83,57 +100,66 @@ impl Notice {
         self.0.lock().as_ref().is_some_and(|t| t.seen)
     }
 
-    /// Records that a renewal found a request; true the first time (the record is to be read).
-    pub(crate) fn see(&self) -> bool {
+    /// Records that a renewal found the request made at `at` (`None`: the hold released by
+    /// force); true when its record is to be read (not read yet, or a read that failed).
+    pub(crate) fn see(&self, at: Option<u64>) -> bool {
         let mut told = self.0.lock();
         let told = told.get_or_insert_with(Default::default);
-        !std::mem::replace(&mut told.seen, true)
+        told.seen = true;
+        at.is_none() || told.read != at
     }
 
-    /// Keeps `f` for the revocation, or calls it at once if it is known.
-    pub(crate) fn on_revoke(&self, name: &str, f: NoticeCallback) {
-        let known = {
-            let mut told = self.0.lock();
-            let told = told.get_or_insert_with(Default::default);
-            match &told.revocation {
-                Some(r) => Some(Arc::clone(r)),
-                None => {
-                    told.callbacks.push(f);
-                    return;
-                }
-            }
-        };
+    /// Keeps `f` for the requests to come, calling it at once with the latest one if the
+    /// holder was told of one already (outside the lock: `f` may read the guard).
+    pub(crate) fn on_revoke(&self, name: &str, mut f: NoticeCallback) {
+        let known = self.revocation();
         if let Some(r) = known {
-            call_told(f, &r, name);
+            call_told(&mut f, &r, name);
+        }
+        let mut told = self.0.lock();
+        let told = told.get_or_insert_with(Default::default);
+        if !told.dropped {
+            told.callbacks.push(f);
         }
     }
 
-    /// The record was read: keeps it and runs the callbacks (on the calling thread).
-    pub(crate) fn tell(&self, name: &str, revocation: Revocation) {
+    /// The record of the request made at `at` was read: keeps it (the latest replaces an
+    /// earlier one) and runs the callbacks, on the calling thread and outside the lock.
+    pub(crate) fn tell(&self, name: &str, revocation: Revocation, at: Option<u64>) {
         let revocation = Arc::new(revocation);
-        let callbacks = {
+        let mut callbacks = {
             let mut told = self.0.lock();
             let told = told.get_or_insert_with(Default::default);
             told.seen = true;
+            if at.is_some() {
+                told.read = at;
+            }
             told.revocation = Some(Arc::clone(&revocation));
             std::mem::take(&mut told.callbacks)
         };
-        for f in callbacks {
+        for f in &mut callbacks {
             call_told(f, &revocation, name);
+        }
+        let mut told = self.0.lock();
+        if let Some(told) = told.as_mut().filter(|t| !t.dropped) {
+            // Registered meanwhile: after these, in order.
+            callbacks.append(&mut told.callbacks);
+            told.callbacks = callbacks;
         }
     }
 
-    /// Drops the callbacks (the guard let go).
+    /// Drops the callbacks (the guard let go), and any that are running once they return.
     pub(crate) fn forget_callbacks(&self) {
         if let Some(told) = self.0.lock().as_mut() {
             told.callbacks.clear();
+            told.dropped = true;
         }
     }
 }
 
 /// Runs one `on_revoke` callback, catching (and logging) a panic.
-fn call_told(f: NoticeCallback, revocation: &Revocation, name: &str) {
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(move || f(revocation))) {
+fn call_told(f: &mut NoticeCallback, revocation: &Revocation, name: &str) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| f(revocation))) {
         let what = panic
             .downcast_ref::<&str>()
             .copied()
