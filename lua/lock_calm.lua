@@ -14,8 +14,7 @@ if ARGV[2] == 'withdraw' then
     if redis.call('hget', KEYS[2], 'by') ~= ARGV[1] or redis.call('hexists', KEYS[2], 'forced') == 1 then
         return 0;
     end;
-    redis.call('hdel', KEYS[2], 'victim', 'token', 'by', 'reason', 'at', 'bound', 'grace',
-        'defer', 'noticed');
+    revoke_forget(KEYS[2]);
     return 1;
 end;
 local held = redis.pcall('hexists', KEYS[1], ARGV[1]) == 1;
@@ -24,8 +23,7 @@ if ARGV[2] == 'done' then
         or redis.call('hexists', KEYS[2], 'forced') == 1 then
         return 0;
     end;
-    redis.call('hdel', KEYS[2], 'victim', 'token', 'by', 'reason', 'at', 'bound', 'grace',
-        'defer', 'noticed');
+    revoke_forget(KEYS[2]);
     return 1;
 end;
 if not held then

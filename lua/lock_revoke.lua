@@ -31,8 +31,7 @@ if pttl == -2 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end;
     if redis.call('hget', KEYS[2], 'by') == ARGV[2] then
         -- This preemptor's request is over: the hold it was for is gone.
-        redis.call('hdel', KEYS[2], 'victim', 'token', 'by', 'reason', 'at', 'bound', 'grace',
-            'defer', 'noticed', 'forced');
+        revoke_forget(KEYS[2]);
     end;
     return 0;
 end;

@@ -21,7 +21,9 @@
 -- release and steal: `event`, `by`, `whom`, `token`, `reason`.
 --
 -- revoke_log(rec, event, by, whom, token, reason)  adds one entry to the log of the record rec
--- revoke_deadline(r, now)  when a pending preemption r (fields by name) may release by force
+-- revoke_deadline(r)  when a pending preemption r (fields by name) may release by force
+-- revoke_forget(rec)  deletes the request of the record rec (its holders' sections and
+--                     `forced:<owner>` stay)
 
 local REVOKE_LOG_MAX = 1000;
 
@@ -30,6 +32,11 @@ local function revoke_log(rec, event, by, whom, token, reason)
     local log = 'redlatch_revokes' .. string.sub(rec, 16);
     redis.call('xadd', log, 'MAXLEN', '~', REVOKE_LOG_MAX, '*', 'event', event, 'by', by,
         'whom', whom, 'token', token or '', 'reason', reason or '');
+end;
+
+local function revoke_forget(rec)
+    redis.call('hdel', rec, 'victim', 'token', 'by', 'reason', 'at', 'bound', 'grace', 'defer',
+        'noticed', 'forced');
 end;
 
 local function revoke_deadline(r)

@@ -245,7 +245,7 @@ scripts! {
     LOCK_REVOKE: ["clock.lua", "token_common.lua", "revoke_common.lua", "lock_revoke.lua"];
     LOCK_PRIORITY_ACQUIRE: ["clock.lua", "token_common.lua", "lock_priority_acquire.lua"];
     LOCK_RENEW_REVOCABLE: ["clock.lua", "revoke_common.lua", "lock_renew_revocable.lua"];
-    LOCK_CALM: ["clock.lua", "lock_calm.lua"];
+    LOCK_CALM: ["clock.lua", "revoke_common.lua", "lock_calm.lua"];
     LOCK_SET_ACQUIRE: ["lock_set_acquire.lua"];
     LOCK_SET_UNLOCK: ["lock_set_unlock.lua"];
     FENCED_ACQUIRE: ["clock.lua", "token_common.lua", "fenced_acquire.lua"];

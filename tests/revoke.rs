@@ -278,39 +278,75 @@ fn wait_lost(guard: &LockGuard) -> bool {
 #[test]
 fn a_force_never_removes_a_later_hold() {
     let server = RedisServer::new();
-    let holder = client(&server);
+    let holders = client(&server);
     let preemptor = client(&server);
-    let lock = holder.lock("rv:later");
-    let first = lock.lock().unwrap();
-    let first_told = told(&first);
-    // A preemption that gives up before its deadline leaves its request behind.
-    let how = Preempt::with_grace(Duration::from_millis(500));
-    let got = preemptor
-        .lock("rv:later")
-        .try_preempt_for(&how, Duration::from_millis(100))
+    let name = "rv:later";
+    // V holds; W, a thread of the same client, waits: V's release hands W the lock.
+    let (v_release, v_told) = mpsc::channel();
+    let v = std::thread::spawn({
+        let holders = holders.clone();
+        move || {
+            let guard = holders.lock(name).lock().unwrap();
+            v_release.send(guard.owner().to_owned()).unwrap();
+            let rx = told(&guard);
+            rx.recv_timeout(Duration::from_secs(10)).expect("V told");
+            guard.unlock().unwrap();
+        }
+    });
+    let v_owner = v_told.recv().unwrap();
+    let (w_out, w_in) = mpsc::channel();
+    let w = std::thread::spawn({
+        let holders = holders.clone();
+        move || {
+            let guard = holders.lock(name).lock().unwrap();
+            let (notices, losses) = (told(&guard), lost(&guard));
+            let (_, told_at) = notices
+                .recv_timeout(Duration::from_secs(10))
+                .expect("W told");
+            let (reason, lost_at) = losses
+                .recv_timeout(Duration::from_secs(10))
+                .expect("W lost");
+            w_out
+                .send((guard.owner().to_owned(), told_at, reason, lost_at))
+                .unwrap();
+        }
+    });
+    support::await_waiting(&holders, 1);
+    // P preempts V with a grace; V answers by releasing, and W holds it next: a later hold,
+    // which P asks anew and gives its own grace before the force.
+    let grace = Duration::from_millis(600);
+    let taken = preemptor
+        .lock(name)
+        .preempt(&Preempt::with_grace(grace).reason("later"))
         .unwrap();
-    assert!(got.is_none());
-    first_told
-        .recv_timeout(Duration::from_secs(5))
-        .expect("told");
-    // The holder answers, and takes the lock again: a later hold, same owner.
-    first.unlock().unwrap();
-    let second = lock.lock().unwrap();
-    let second_told = told(&second);
-    let started = Instant::now();
-    let taken = preemptor.lock("rv:later").preempt(&how).unwrap();
     let entered = Instant::now();
-    // The later hold was asked again and given its own grace before the force.
-    let (_, told_at) = second_told
-        .try_recv()
-        .expect("the later hold was told first");
-    assert!(told_at >= started);
+    v.join().unwrap();
+    let (w_owner, w_told_at, reason, _) = w_in.recv().unwrap();
+    w.join().unwrap();
+    assert_eq!(reason, LostReason::Preempted);
     assert!(
-        entered >= told_at + Duration::from_millis(450),
-        "{:?}",
-        entered - told_at
+        entered >= w_told_at + grace - Duration::from_millis(50),
+        "W forced {:?} after it was told",
+        entered.saturating_duration_since(w_told_at)
     );
-    assert!(wait_lost(&second));
+    let log: Vec<(String, String)> = preemptor
+        .lock(name)
+        .revocations(10)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.event, e.whom))
+        .collect();
+    let expect = |e: &str, who: &str| (e.to_owned(), who.to_owned());
+    assert_eq!(
+        log,
+        [
+            expect("preempt", &v_owner),
+            expect("notice", &v_owner),
+            expect("preempt", &w_owner),
+            expect("notice", &w_owner),
+            expect("forced", &w_owner),
+        ]
+    );
     drop(taken);
 }
 

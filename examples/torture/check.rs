@@ -682,7 +682,10 @@ pub fn check(run: &Run) -> Report {
                 // A hold released by force overlaps whoever entered after the force: its
                 // writes are fenced off (judged below), and its preemptor's rules are
                 // `preempt_check.rs`'s.
-                if forced(a).is_some_and(|at| s.enter >= at) {
+                // (Either way round: a victim's thread may note its entry after its thief's.)
+                if forced(a).is_some_and(|at| s.enter >= at)
+                    || forced(s).is_some_and(|at| a.enter >= at)
+                {
                     excused_pairs += 1;
                     continue;
                 }
