@@ -17,12 +17,20 @@ macro_rules! hash {
 }
 
 /// The hashes of every acquire script: plain, fenced, spin and RedLock members (one script),
-/// lock sets, group locks, fair locks, read and write holds, both semaphores, rate limiters.
+/// waiters with a priority, preemptions, lock sets, group locks, fair locks, read and write
+/// holds, both semaphores, rate limiters.
 pub(crate) fn acquire_hashes() -> Vec<String> {
     vec![
         hash!("lock_acquire.lua"),
         hash!("lock_set_acquire.lua"),
-        hash!("clock.lua", "fenced_acquire.lua"),
+        hash!("clock.lua", "token_common.lua", "fenced_acquire.lua"),
+        hash!("clock.lua", "token_common.lua", "lock_priority_acquire.lua"),
+        hash!(
+            "clock.lua",
+            "token_common.lua",
+            "revoke_common.lua",
+            "lock_revoke.lua"
+        ),
         hash!("clock.lua", "group_acquire.lua"),
         hash!("clock.lua", "fair_common.lua", "fair_acquire.lua"),
         hash!("rw_read_acquire.lua"),
