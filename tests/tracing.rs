@@ -205,6 +205,16 @@ fn renewals_are_spans_and_a_lost_hold_is_a_warn_event() {
     }));
     assert!(operator.lock("tr:lost").force_unlock().unwrap());
     assert!(wait_until(Duration::from_secs(10), || guard.is_lost()));
+    // The guard may hear of the loss a moment before the event is written: wait for it.
+    let named = |e: &std::collections::HashMap<String, String>| {
+        e.get("name").map(String::as_str) == Some("tr:lost")
+    };
+    assert!(wait_until(Duration::from_secs(5), || rec
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .any(named)));
     let events = rec.events.lock().unwrap().clone();
     let lost = events
         .iter()
