@@ -813,8 +813,11 @@ fn revoke_asks_then_steal_takes_the_lock_and_the_holder_is_told_of_both() {
     assert_eq!(v.get("forced"), &json::J::Bool(true), "{}", r.stdout);
     assert_eq!(v.get("from").str(), guard.owner(), "{}", r.stdout);
     assert!(v.get("token").num() > old as f64, "{}", r.stdout);
-    assert!(wait_until(Duration::from_secs(5), || guard.is_lost()));
-    assert!(guard.revocation().is_some_and(|r| r.forced));
+    // Lost first, then told who forced it (the record is read after the renewal's reply).
+    assert!(wait_until(Duration::from_secs(5), || guard
+        .revocation()
+        .is_some_and(|r| r.forced)));
+    assert!(guard.is_lost());
     // The history shows the lock's log: the request, the notice, the steal and the force.
     let history = ok(&server, &["history", name]);
     let events: Vec<&str> = history

@@ -380,7 +380,8 @@ impl<O: Ownership> LockGuard<O> {
     }
 
     /// The latest request to release this hold, once its record was read: who asked, why, and
-    /// the grace (`None`: a request only); after a release by force, `forced`.
+    /// the grace (`None`: a request only); after a release by force, `forced`, set a moment
+    /// after [`is_lost`](Self::is_lost) turns true and before the `on_lost` callbacks run.
     pub fn revocation(&self) -> Option<Revocation> {
         self.lease.notice.revocation().map(|r| (*r).clone())
     }
