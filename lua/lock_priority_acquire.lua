@@ -1,9 +1,7 @@
 -- Acquire (or re-enter) a plain, non-reentrant or fenced lock as a waiter with a priority:
--- among the waiters that have one, the lowest rank goes first. A waiter's rank is fixed when
--- it joins: its join time minus its priority times the aging step, so that its effective
--- priority (priority + time waited / aging) rises as it waits, and a newcomer gets ahead of
--- it only by joining less than (its priority - ours) aging steps after us. Waiters without a
--- priority, and Redisson's, are not in the queue: they take a free lock as they always do.
+-- among the waiters that have one, the lowest rank goes first (the queue and its ranks: see
+-- lua/priority_common.lua). Waiters without a priority, and Redisson's, are not in the
+-- queue: they take a free lock as they always do.
 -- KEYS[1]  lock name (HASH: owner -> hold count)
 -- KEYS[2]  the queue "redlatch_priority:{name}" (ZSET owner -> rank, ms, server clock)
 -- KEYS[3]  its places' ends "redlatch_priority_alive:{name}" (ZSET owner -> ms, server clock):
@@ -28,24 +26,14 @@ if KEYS[4] ~= nil then
         return bad;
     end;
 end;
--- Drop the places of waiters gone without leaving (a crash).
-local gone = redis.call('zrangebyscore', KEYS[3], '-inf', now);
-for _, owner in ipairs(gone) do
-    redis.call('zrem', KEYS[2], owner);
-    redis.call('zrem', KEYS[3], owner);
-end;
+priority_prune(KEYS[2], KEYS[3], now);
 local function join()
     if ARGV[5] == '1' then
-        redis.call('zadd', KEYS[2], 'NX', now - tonumber(ARGV[3]) * tonumber(ARGV[4]), ARGV[2]);
-        redis.call('zadd', KEYS[3], now + tonumber(ARGV[7]), ARGV[2]);
-        -- Both go once every waiter is gone.
-        redis.call('pexpire', KEYS[2], ARGV[7]);
-        redis.call('pexpire', KEYS[3], ARGV[7]);
+        priority_join(KEYS[2], KEYS[3], now, ARGV[2], ARGV[3], ARGV[4], ARGV[7]);
     end;
 end;
 local function take()
-    redis.call('zrem', KEYS[2], ARGV[2]);
-    redis.call('zrem', KEYS[3], ARGV[2]);
+    priority_leave(KEYS[2], KEYS[3], ARGV[2]);
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1);
     redis.call('pexpire', KEYS[1], ARGV[1]);
     if KEYS[4] ~= nil then
@@ -67,10 +55,9 @@ if pttl ~= -2 then
     end;
     return take();
 end;
-local head = redis.call('zrange', KEYS[2], 0, 0)[1];
+local head = priority_head(KEYS[2]);
 if head == nil or head == ARGV[2] then
     return take();
 end;
 join();
-local ends = tonumber(redis.call('zscore', KEYS[3], head)) or now;
-return math.max(ends - now, 1);
+return priority_place_end(KEYS[3], head, now);

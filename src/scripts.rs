@@ -21,8 +21,10 @@ use redis::{
 };
 
 /// A script, and how many keys it takes: as many as its own file's header names (`-- KEYS[n]`
-/// lines, n a number; the shared helpers before it are not counted); none for a script whose
-/// keys vary in number.
+/// lines, n a number), and a gate's before it (a `*_gate.lua`, which runs first and may
+/// refuse the call before the operation's own file runs, with keys of its own after the
+/// operation's); the shared helpers are not counted. None for a script whose keys vary in
+/// number.
 pub(crate) struct Lua {
     script: Script,
     keys: usize,
@@ -30,16 +32,20 @@ pub(crate) struct Lua {
 }
 
 impl Lua {
-    /// The script made of `files` in order: shared helpers first, the operation's own last.
-    fn new(files: &[&str]) -> Lua {
-        let own = files.last().copied().unwrap_or_default();
+    /// The script made of `files` (name, text) in order: shared helpers first, then a gate if
+    /// any, the operation's own last.
+    fn new(files: &[(&str, &str)]) -> Lua {
+        let last = files.len().saturating_sub(1);
         // `-- KEYS[3]  ...`, not `-- KEYS[1..k]` (keys that vary in number).
-        let keys = own
-            .lines()
+        let keys = files
+            .iter()
+            .enumerate()
+            .filter(|(i, (name, _))| *i == last || name.ends_with("_gate.lua"))
+            .flat_map(|(_, (_, text))| text.lines())
             .filter_map(|line| line.strip_prefix("-- KEYS[")?.split_once(']'))
             .filter(|(index, _)| index.parse::<usize>().is_ok())
             .count();
-        let source = files.concat();
+        let source: String = files.iter().map(|(_, text)| *text).collect();
         Lua {
             script: Script::new(&source),
             keys,
@@ -226,7 +232,7 @@ macro_rules! scripts {
     ($($name:ident: [$($file:literal),+];)+) => {
         $(
             pub(crate) static $name: LazyLock<Lua> = LazyLock::new(|| {
-                Lua::new(&[$(include_str!(concat!("../lua/", $file))),+])
+                Lua::new(&[$(($file, include_str!(concat!("../lua/", $file)))),+])
             });
         )+
 
@@ -243,7 +249,8 @@ scripts! {
     LOCK_RENEW: ["lock_renew.lua"];
     LOCK_FORCE_UNLOCK: ["lock_force_unlock.lua"];
     LOCK_REVOKE: ["clock.lua", "token_common.lua", "revoke_common.lua", "lock_revoke.lua"];
-    LOCK_PRIORITY_ACQUIRE: ["clock.lua", "token_common.lua", "lock_priority_acquire.lua"];
+    LOCK_PRIORITY_ACQUIRE:
+        ["clock.lua", "token_common.lua", "priority_common.lua", "lock_priority_acquire.lua"];
     LOCK_RENEW_REVOCABLE: ["clock.lua", "revoke_common.lua", "lock_renew_revocable.lua"];
     LOCK_CALM: ["clock.lua", "revoke_common.lua", "lock_calm.lua"];
     LOCK_SET_ACQUIRE: ["lock_set_acquire.lua"];
@@ -260,6 +267,8 @@ scripts! {
     GROUP_LOCKED: ["clock.lua", "group_locked.lua"];
 
     FAIR_ACQUIRE: ["clock.lua", "fair_common.lua", "fair_acquire.lua"];
+    FAIR_PRIORITY_ACQUIRE:
+        ["clock.lua", "fair_common.lua", "fair_priority_gate.lua", "fair_acquire.lua"];
     FAIR_UNLOCK: ["clock.lua", "fair_common.lua", "fair_unlock.lua"];
     FAIR_LEAVE: ["clock.lua", "fair_common.lua", "fair_leave.lua"];
     FAIR_FORCE_UNLOCK: ["clock.lua", "fair_common.lua", "fair_force_unlock.lua"];
@@ -274,6 +283,10 @@ scripts! {
     SEMAPHORE_TRY_SET_PERMITS: ["semaphore_try_set_permits.lua"];
     SEMAPHORE_ADD_PERMITS: ["semaphore_add_permits.lua"];
     SEMAPHORE_ACQUIRE: ["semaphore_acquire.lua"];
+    SEMAPHORE_PRIORITY_ACQUIRE: [
+        "clock.lua", "priority_common.lua", "semaphore_priority_gate.lua", "semaphore_acquire.lua"
+    ];
+    PRIORITY_LEAVE: ["priority_leave.lua"];
     SEMAPHORE_SETTLE: ["semaphore_settle.lua"];
     SEMAPHORE_RELEASE: ["semaphore_release.lua"];
     SEMAPHORE_DRAIN: ["semaphore_drain.lua"];
@@ -365,12 +378,20 @@ mod tests {
     }
 
     #[test]
-    fn only_the_operations_own_header_counts_its_keys() {
+    fn only_the_operations_own_header_and_a_gates_count_its_keys() {
         let prelude = "-- KEYS[1] a prelude's own header\n-- KEYS[2] another\nlocal x = 1\n";
+        let gate = "-- KEYS[2] the gate's\nlocal y = 2\n";
         let own = "-- KEYS[1] the lock\nreturn redis.call('exists', KEYS[1])\n";
-        let lua = Lua::new(&[prelude, own]);
+        let lua = Lua::new(&[("p_common.lua", prelude), ("own.lua", own)]);
         assert_eq!(lua.keys, 1);
         assert_eq!(lua.source, format!("{prelude}{own}"));
+        let gated = Lua::new(&[
+            ("p_common.lua", prelude),
+            ("x_gate.lua", gate),
+            ("own.lua", own),
+        ]);
+        assert_eq!(gated.keys, 2);
+        assert_eq!(gated.source, format!("{prelude}{gate}{own}"));
     }
 
     #[test]

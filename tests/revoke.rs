@@ -545,7 +545,8 @@ fn a_waiter_with_a_priority_that_gives_up_leaves_nothing_and_bad_priorities_are_
     assert!(!key_exists(&mut raw, "redlatch_priority:{pr:leave}"));
     assert!(!key_exists(&mut raw, "redlatch_priority_alive:{pr:leave}"));
     assert!(c
-        .fair_lock("pr:fair")
+        .read_write_lock("pr:rw")
+        .write()
         .with_priority(1)
         .try_lock()
         .unwrap_err()
@@ -643,4 +644,165 @@ fn a_victim_learns_it_was_preempted_even_when_a_later_request_replaced_the_recor
     let r = guard.revocation().expect("who forced it");
     assert!(r.forced);
     assert_eq!(r.by, stolen.owner());
+}
+
+/// The fair lock's queue, as the raw LIST holds it.
+fn fair_queue(raw: &mut redis::Connection, name: &str) -> Vec<String> {
+    raw.lrange(format!("redisson_lock_queue:{{{name}}}"), 0, -1)
+        .unwrap()
+}
+
+#[test]
+fn a_fair_lock_places_waiters_with_a_priority_by_rank_but_never_before_its_head() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let other = client(&server);
+    let mut raw = server.conn();
+    let name = "pr:fair";
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let held = c.fair_lock(name).lock().unwrap();
+    // A and D wait without a priority; B, C and E with 1, 5 and 3.
+    let mut threads = Vec::new();
+    for (i, (label, priority)) in [("A", None), ("B", Some(1)), ("C", Some(5)), ("D", None)]
+        .into_iter()
+        .chain([("E", Some(3))])
+        .enumerate()
+    {
+        let on = if i % 2 == 0 { c.clone() } else { other.clone() };
+        let order = std::sync::Arc::clone(&order);
+        threads.push(std::thread::spawn(move || {
+            let lock = on.fair_lock(name);
+            let lock = match priority {
+                Some(p) => lock.with_priority(p),
+                None => lock,
+            };
+            let guard = lock.lock().unwrap();
+            order.lock().unwrap().push(label);
+            drop(guard);
+        }));
+        assert!(support::wait_until(Duration::from_secs(5), || fair_queue(
+            &mut raw, name
+        )
+        .len()
+            == i + 1));
+    }
+    // Deadlines keep the queue's order, as Redisson's scripts expect.
+    let queue = fair_queue(&mut raw, name);
+    let deadlines: Vec<f64> = queue
+        .iter()
+        .map(|w| {
+            raw.zscore(format!("redisson_lock_timeout:{{{name}}}"), w)
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        deadlines.windows(2).all(|d| d[0] < d[1]),
+        "deadlines along the queue {deadlines:?}"
+    );
+    drop(held);
+    for t in threads {
+        t.join().unwrap();
+    }
+    // A was the head before anybody with a priority came: it stays first. D, without a
+    // priority, counts as priority 0 from when it was seen: after B (priority 1, earlier).
+    assert_eq!(*order.lock().unwrap(), ["A", "C", "E", "B", "D"]);
+    assert!(fair_queue(&mut raw, name).is_empty());
+    let ranks = format!("redlatch_priority:{{{name}}}");
+    let left: i64 = raw.pttl(&ranks).unwrap();
+    assert!(left == -2 || left <= 600_000, "ranks expire: {left}");
+}
+
+/// Starts a thread that takes `permits` of `name` with `priority`, notes its turn in
+/// `order`, and keeps them (the test gives permits out one release at a time).
+fn prioritized_taker(
+    client: &Client,
+    name: &'static str,
+    priority: u32,
+    permits: u32,
+    order: &std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+) -> std::thread::JoinHandle<()> {
+    let (client, order) = (client.clone(), std::sync::Arc::clone(order));
+    std::thread::spawn(move || {
+        let sem = client.semaphore(name).with_priority(priority);
+        sem.acquire(permits).unwrap().forget();
+        order.lock().unwrap().push(priority);
+    })
+}
+
+#[test]
+fn a_semaphore_serves_waiters_with_a_priority_first_strictly_and_a_leaver_wakes_the_next() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let other = client(&server);
+    let mut raw = server.conn();
+    let name = "pr:sem";
+    let sem = c.semaphore(name);
+    assert!(sem.try_set_permits(0).unwrap());
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for (i, (p, n)) in [(1u32, 1u32), (5, 2), (3, 1)].into_iter().enumerate() {
+        let on = if i % 2 == 0 { &c } else { &other };
+        threads.push(prioritized_taker(on, name, p, n, &order));
+        assert!(support::wait_until(Duration::from_secs(5), || queued(
+            &mut raw, name
+        ) == i + 1));
+    }
+    // One permit: the first in line (priority 5) needs two, and nobody with a priority takes
+    // it before. A waiter without one does (it does not queue).
+    sem.release(1).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(order.lock().unwrap().is_empty());
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    sem.release(1).unwrap();
+    assert!(support::wait_until(Duration::from_secs(5), || order
+        .lock()
+        .unwrap()
+        .len()
+        == 1));
+    sem.release(2).unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [5, 3, 1]);
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    assert_eq!(queued(&mut raw, name), 0);
+
+    // The first in line gives up: the next is woken at once, not at its place's refresh.
+    sem.release(1).unwrap();
+    let big = c.semaphore(name).with_priority(9);
+    let waiting = std::thread::spawn(move || big.try_acquire_for(5, Duration::from_secs(1)));
+    assert!(support::wait_until(Duration::from_secs(5), || queued(
+        &mut raw, name
+    ) == 1));
+    let small = {
+        let other = other.clone();
+        std::thread::spawn(move || {
+            other
+                .semaphore(name)
+                .with_priority(0)
+                .acquire(1)
+                .unwrap()
+                .forget();
+            Instant::now()
+        })
+    };
+    assert!(support::wait_until(Duration::from_secs(5), || queued(
+        &mut raw, name
+    ) == 2));
+    assert!(waiting.join().unwrap().unwrap().is_none());
+    let gave_up = Instant::now();
+    let took = small.join().unwrap();
+    assert!(
+        took.saturating_duration_since(gave_up) < SLACK,
+        "the next waiter took its permit {:?} after the first gave up",
+        took.saturating_duration_since(gave_up)
+    );
+    assert!(!key_exists(&mut raw, "redlatch_priority:{pr:sem}"));
+    assert!(!key_exists(&mut raw, "redlatch_priority_alive:{pr:sem}"));
+    assert!(c
+        .semaphore(name)
+        .with_priority(redlatch::MAX_PRIORITY + 1)
+        .try_acquire(1)
+        .unwrap_err()
+        .is_invalid_argument());
 }

@@ -14,6 +14,7 @@ use crate::hold::LockKind;
 use crate::keys;
 use crate::lock::key::LockKey;
 use crate::lock::kind::{Kind, Queueing, Release, Waiting};
+use crate::lock::priority;
 use crate::scripts;
 use crate::time::millis;
 
@@ -64,13 +65,20 @@ impl Fair {
         lease_ms: u64,
         queueing: Queueing,
     ) -> RedisResult<Value> {
-        scripts::FAIR_ACQUIRE
-            .key(&lock.name)
-            .key(&self.queue)
+        // A waiter with a priority takes its place by rank (`lua/fair_priority_gate.lua`).
+        let script = match lock.priority {
+            None => &scripts::FAIR_ACQUIRE,
+            Some(_) => &scripts::FAIR_PRIORITY_ACQUIRE,
+        };
+        let mut call = script.key(&lock.name);
+        call.key(&self.queue)
             .key(&self.timeouts)
             .key(&self.channel)
-            .key(&self.turn)
-            .arg(lease_ms)
+            .key(&self.turn);
+        if lock.priority.is_some() {
+            call.key(&keys::priority_queue(&lock.name));
+        }
+        call.arg(lease_ms)
             .arg(owner)
             .arg(self.wait_ms)
             .arg(match queueing {
@@ -79,8 +87,11 @@ impl Fair {
                 Queueing::Keep => "2",
             })
             .arg(lock.client.publish())
-            .arg(if self.reentrant { "1" } else { "0" })
-            .invoke(c)
+            .arg(if self.reentrant { "1" } else { "0" });
+        if let Some(priority) = lock.priority {
+            priority::ranked(&mut call, priority);
+        }
+        call.invoke(c)
     }
 }
 
@@ -157,6 +168,10 @@ impl Kind for Fair {
     }
 
     fn is_fair(&self) -> bool {
+        true
+    }
+
+    fn has_priorities(&self) -> bool {
         true
     }
 

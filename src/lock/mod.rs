@@ -42,7 +42,7 @@ mod multi_guard;
 mod owner;
 mod pass;
 mod plain;
-mod priority;
+pub(crate) mod priority;
 mod quorum;
 mod raw;
 mod read;

@@ -28,7 +28,12 @@ pub(crate) const PRIORITY_REFRESH: Duration = Duration::from_secs(5);
 
 /// How long a waiter's place outlives its last attempt: three refreshes. A waiter that
 /// crashed holds the queue up for at most this.
-const PLACE_KEPT: Duration = Duration::from_secs(15);
+pub(crate) const PLACE_KEPT: Duration = Duration::from_secs(15);
+
+/// How long the ranks of a fair lock's waiters outlive the last acquire with a priority
+/// (`lua/fair_priority_gate.lua`): the waiters' ages while waiters with a priority come and
+/// go. Once gone, a waiter still queued is ranked again as if it joined when next seen.
+const RANKS_KEPT: Duration = Duration::from_secs(600);
 
 impl<O: Ownership> Lock<O> {
     /// This lock, whose waits (of [`lock`](Self::lock) and its timed forms) queue with
@@ -92,6 +97,33 @@ pub(crate) fn acquire(
         .arg(if reentrant { "1" } else { "0" })
         .arg(millis(PLACE_KEPT))
         .invoke(c)
+}
+
+/// The arguments of `lua/fair_priority_gate.lua` for a waiter with `priority`.
+pub(crate) fn ranked(call: &mut scripts::Call<'_>, priority: u32) {
+    call.arg(priority)
+        .arg(millis(PRIORITY_AGING))
+        .arg(millis(RANKS_KEPT));
+}
+
+/// The arguments of a semaphore's gate (`lua/semaphore_priority_gate.lua`) for the waiter
+/// `id` with `priority`, that `waits` if refused.
+pub(crate) fn queued(call: &mut scripts::Call<'_>, id: &str, priority: u32, waits: bool) {
+    call.arg(id)
+        .arg(priority)
+        .arg(millis(PRIORITY_AGING))
+        .arg(if waits { "1" } else { "0" })
+        .arg(millis(PLACE_KEPT));
+}
+
+/// Checks a priority asked for: at most [`MAX_PRIORITY`].
+pub(crate) fn check(priority: Option<u32>) -> Result<()> {
+    match priority {
+        Some(p) if p > MAX_PRIORITY => Err(crate::error::Error::invalid(format!(
+            "priority {p} is above the highest, {MAX_PRIORITY}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Takes `owner` out of the queue (a wait given up); true if it was queued.

@@ -173,15 +173,11 @@ impl RawLock {
         self.kind.check()?;
         match self.key.priority {
             Some(p) if !self.kind.has_priorities() => Err(Error::invalid(format!(
-                "priority {p}: a {} lock's waiters have none (plain, non-reentrant and fenced \
-                 locks' have)",
+                "priority {p}: a {} lock's waiters have none (plain, non-reentrant, fenced and \
+                 fair locks' have)",
                 self.kind.label().as_str()
             ))),
-            Some(p) if p > crate::lock::priority::MAX_PRIORITY => Err(Error::invalid(format!(
-                "priority {p} is above the highest, {}",
-                crate::lock::priority::MAX_PRIORITY
-            ))),
-            _ => Ok(()),
+            priority => crate::lock::priority::check(priority),
         }
     }
 

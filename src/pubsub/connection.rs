@@ -437,13 +437,19 @@ impl Shared {
                             let _ = w.tx.try_send(());
                         }
                     }
-                    (Wake::Permits, Some(n)) => match n.parse::<i64>() {
-                        Ok(n) if n > 0 => wake_permits(chan, n, None),
-                        // No permit free, but something changed (a lease shortened, permits
-                        // taken away): one waiter re-checks and re-reads its wait bound.
-                        Ok(_) => wake_one(chan),
-                        Err(_) => wake_all(chan),
-                    },
+                    (Wake::Permits, Some(n)) => {
+                        match n.parse::<i64>() {
+                            Ok(n) if n > 0 => wake_permits(chan, n, None),
+                            // No permit free, but something changed (a lease shortened,
+                            // permits taken away): one waiter re-checks and re-reads its
+                            // wait bound.
+                            Ok(_) => wake_one(chan),
+                            Err(_) => wake_all(chan),
+                        }
+                        for w in chan.waiters.iter().filter(|w| w.every) {
+                            let _ = w.tx.try_send(());
+                        }
+                    }
                     _ => wake_all(chan),
                 }
             }

@@ -242,7 +242,8 @@ pub(super) fn wake_all(chan: &Chan) {
 /// Wakes waiters, in registration order, whose needs fit in `available` permits. A waiter
 /// that already has a wake-up pending counts against the permits too; one that needs more
 /// than what is left is passed over so that smaller needs behind it are served. `skip` is the
-/// waiter reporting the count (it has just re-checked).
+/// waiter reporting the count (it has just re-checked). A waiter that hears every message
+/// (one with a priority) is passed over: a message wakes it anyway.
 ///
 /// No wake-up is lost: every release publishes the new count, and every waiter that re-checks
 /// reports the count it saw through [`NodeWaiter::observed`], which wakes the next ones.
@@ -252,7 +253,7 @@ pub(super) fn wake_permits(chan: &Chan, available: i64, skip: Option<u64>) {
         if left <= 0 {
             return;
         }
-        if Some(w.id) == skip || w.heard.is_some() {
+        if Some(w.id) == skip || w.heard.is_some() || w.every {
             continue;
         }
         let need = i64::from(w.need);

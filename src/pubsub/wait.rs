@@ -56,7 +56,8 @@ pub(crate) struct Channel<'a> {
     pub(crate) need: u32,
     /// Whether the wait subscribes to `name` (false: [`Channel::none`]).
     listen: bool,
-    /// Woken by every message of a lock channel, taking no part in `0`'s one wake-up.
+    /// Woken by every message of a lock channel, taking no part in `0`'s one wake-up; or of
+    /// a semaphore's channel, taking no part in sharing its permits out.
     every: bool,
 }
 
@@ -101,6 +102,16 @@ impl<'a> Channel<'a> {
             need: 1,
             listen: false,
             every: false,
+        }
+    }
+
+    /// A semaphore's channel for a waiter with a priority, served by its queue's order, not
+    /// its client's: every message wakes it, and the permits a message names still go to
+    /// the other waiters.
+    pub(crate) fn permits_every(name: &'a str, need: u32) -> Channel<'a> {
+        Channel {
+            every: true,
+            ..Channel::permits(name, need)
         }
     }
 

@@ -26,23 +26,17 @@ pub(super) fn check_permits(n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Takes `permits` permits: runs `attempt`, then waits on the semaphore's `channel` until
-/// `deadline` (forever when `None`) through the one wait function, woken when that many may
-/// be free. Each attempt reports the count it saw, which wakes the other waiters those
+/// Takes permits: runs `attempt`, then waits on the semaphore's `channel` (which says how
+/// many) until `deadline` (forever when `None`) through the one wait function, woken when
+/// that many may be free. Each attempt reports the count it saw, which wakes the other waiters those
 /// permits may serve. True once an attempt took them.
 pub(super) fn wait_for_permits(
     client: &Client,
-    channel: &str,
-    permits: u32,
+    channel: Channel<'_>,
     deadline: Option<Instant>,
     attempt: &mut dyn FnMut() -> Result<Tried>,
 ) -> Result<bool> {
-    wait(
-        &client.inner.pubsub,
-        Channel::permits(channel, permits),
-        deadline,
-        attempt,
-    )
+    wait(&client.inner.pubsub, channel, deadline, attempt)
 }
 
 /// One acquire's hold events, and then its hold's: a wait begins when an attempt takes

@@ -14,6 +14,7 @@ use super::raw::check_count;
 use crate::error::Error;
 use crate::error::Result;
 use crate::hold::LockKind;
+use crate::pubsub::Channel;
 use crate::semaphore::shared::{check_name, trace_outcome, wait_for_permits, Report};
 use crate::time::{check_deadline, check_duration, check_wait};
 use crate::trace;
@@ -284,8 +285,7 @@ impl PermitExpirableSemaphore {
         let mut report = Report::new(&self.raw.client, &self.raw.name, KIND);
         let taken = wait_for_permits(
             &self.raw.client,
-            &self.raw.channel,
-            permits,
+            Channel::permits(&self.raw.channel, permits),
             deadline,
             &mut || {
                 sent_at = Instant::now();

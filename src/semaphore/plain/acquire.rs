@@ -6,10 +6,13 @@ use std::time::{Duration, Instant};
 
 use super::guard::SemaphoreGuard;
 use super::handle::Semaphore;
+use super::raw::Queued;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
 use crate::hold::LockKind;
+use crate::lock::priority::{self, PRIORITY_REFRESH};
+use crate::pubsub::Channel;
 use crate::semaphore::shared::{check_name, check_permits, wait_for_permits};
 use crate::semaphore::shared::{trace_outcome, Report};
 use crate::time::{check_deadline, check_wait};
@@ -143,31 +146,49 @@ impl Semaphore {
     ) -> Result<Option<SemaphoreGuard>> {
         check_name(&self.raw.name)?;
         check_permits(permits as usize)?;
+        priority::check(self.raw.priority)?;
         let started = Instant::now();
         let span = trace::Span::acquire(KIND.as_str(), &self.raw.name, None);
         let _in_span = span.enter();
         let mut report = Report::new(&self.raw.client, &self.raw.name, KIND);
         let mut taken = None;
         let mut warned = false;
-        let got = wait_for_permits(
-            &self.raw.client,
-            &self.raw.channel,
-            permits,
-            deadline,
-            &mut || {
-                let sent_at = Instant::now();
-                let attempt = self.raw.attempt(permits)?;
-                if attempt.unset && deadline.is_none_or(|d| d > sent_at) && !warned {
-                    warned = true;
-                    self.raw.warn_unset();
-                }
-                taken = attempt.generation.map(|g| (g, attempt.request, sent_at));
-                if taken.is_none() {
-                    report.missed(deadline);
-                }
-                Ok(attempt.tried)
-            },
-        );
+        // A waiter with a priority: its id in the queue, one for the whole call.
+        let id = self.raw.priority.map(|_| self.raw.waiter_id());
+        let channel = match id {
+            None => Channel::permits(&self.raw.channel, permits),
+            Some(_) => Channel::permits_every(&self.raw.channel, permits),
+        };
+        let got = wait_for_permits(&self.raw.client, channel, deadline, &mut || {
+            let sent_at = Instant::now();
+            let queued = id.as_deref().map(|id| Queued {
+                id,
+                waits: deadline.is_none_or(|d| d > sent_at),
+            });
+            let attempt = self.raw.attempt(permits, queued)?;
+            if attempt.unset && deadline.is_none_or(|d| d > sent_at) && !warned {
+                warned = true;
+                self.raw.warn_unset();
+            }
+            taken = attempt.generation.map(|g| (g, attempt.request, sent_at));
+            if taken.is_none() {
+                report.missed(deadline);
+            }
+            Ok(match id {
+                // It renews its place at least this often.
+                Some(_) if taken.is_none() => attempt.tried.within_at_most(PRIORITY_REFRESH),
+                _ => attempt.tried,
+            })
+        });
+        if let (Some(id), false) = (&id, matches!(got, Ok(true))) {
+            // Given up (or failed): its place goes, or ends within PLACE_KEPT if this fails.
+            if let Err(e) = self.raw.leave(id) {
+                log::debug!(
+                    "a waiter of `{}` could not leave its queue ({e})",
+                    self.raw.name
+                );
+            }
+        }
         trace_outcome(&span, &got, permits, deadline, started);
         report.ended(&got, 1);
         if !got? {

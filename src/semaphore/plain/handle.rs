@@ -48,6 +48,39 @@ impl Semaphore {
         }
     }
 
+    /// This semaphore, whose acquires wait with `priority` among the waiters that have one:
+    /// the highest effective priority is served first, where a waiter's effective priority is
+    /// its priority plus one for each [`PRIORITY_AGING`](crate::PRIORITY_AGING) it has waited,
+    /// so that no waiter starves (the bound, as for [`Lock::with_priority`](crate::Lock::with_priority)).
+    /// The first in line is served strictly: the permits it waits for go to nobody else
+    /// with a priority, however few a later waiter wants. Waiters without a priority (and
+    /// Redisson's) do not queue: they take what is available as they always did, so give every
+    /// waiter of a semaphore a priority (0 is the lowest) for the order to hold. See the
+    /// guide's [revocation chapter](crate::_guide::revocation).
+    ///
+    /// An acquire with a priority above [`MAX_PRIORITY`](crate::MAX_PRIORITY) fails with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let urgent = client.semaphore("slots").with_priority(10);
+    /// let _permits = urgent.acquire(2)?; // served before the waiters of priority 0 queued
+    /// # Ok(()) }
+    /// ```
+    pub fn with_priority(&self, priority: u32) -> Semaphore {
+        let mut semaphore = self.clone();
+        semaphore.raw.priority = Some(priority);
+        semaphore
+    }
+
+    /// The priority this semaphore's acquires wait with, if any.
+    pub fn priority(&self) -> Option<u32> {
+        self.raw.priority
+    }
+
     /// The semaphore's name: the Redis key holding the count.
     ///
     /// # Examples

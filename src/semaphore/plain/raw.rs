@@ -11,6 +11,7 @@ use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::lock::priority;
 use crate::names::Named;
 use crate::pubsub::Tried;
 use crate::scripts;
@@ -34,6 +35,16 @@ pub(super) struct RawSemaphore {
     /// A bound on each call's times (a settle's, on the watchdog thread); the pool's own
     /// settings when `None`.
     bound: Option<Duration>,
+    /// The priority its acquires wait with ([`Semaphore::with_priority`](super::Semaphore::with_priority)).
+    pub(super) priority: Option<u32>,
+}
+
+/// A waiter with a priority, as one acquire call's attempts name it.
+pub(super) struct Queued<'a> {
+    /// The call's id, the same at each attempt: `<client id>:<request number>`.
+    pub(super) id: &'a str,
+    /// Whether the call waits if refused (it joins the queue, or keeps its place).
+    pub(super) waits: bool,
 }
 
 /// The most a settle's call waits for its reply: on the watchdog thread, it holds up renewals
@@ -70,6 +81,7 @@ impl RawSemaphore {
             given: name.given,
             client,
             bound: None,
+            priority: None,
         }
     }
 
@@ -155,6 +167,21 @@ impl RawSemaphore {
         Ok(deleted.first().is_some_and(|&n| n > 0))
     }
 
+    /// Takes the waiter `id` out of the queue of waiters with a priority (a wait given up),
+    /// waking the next one if it was first and permits are available.
+    pub(super) fn leave(&self, id: &str) -> Result<bool> {
+        self.run_repeatable(|c| {
+            scripts::PRIORITY_LEAVE
+                .key(&keys::priority_queue(&self.name))
+                .key(&keys::priority_alive(&self.name))
+                .key(&self.name)
+                .key(&self.channel)
+                .arg(id)
+                .arg(self.client.publish())
+                .invoke(c)
+        })
+    }
+
     /// The count: 0 for no key, [`Error::WrongType`] for a value that is no number.
     pub(super) fn available(&self) -> Result<i64> {
         let value: Option<String> =
@@ -173,18 +200,32 @@ impl RawSemaphore {
     /// An attempt whose reply never came may have taken the permits (or take them when the
     /// server answers again): its receipt tells, and it is settled then (see the watchdog's
     /// `doubt.rs`).
-    pub(super) fn attempt(&self, permits: u32) -> Result<Attempt> {
+    ///
+    /// `queued`: for a waiter with a priority, who it is in the queue.
+    pub(super) fn attempt(&self, permits: u32, queued: Option<Queued<'_>>) -> Result<Attempt> {
         let inner = &self.client.inner;
         let request = inner.requests.fetch_add(1, Ordering::Relaxed);
         let receipt = self.receipts.key(request);
-        let outcome = self.run(|c| {
-            scripts::SEMAPHORE_ACQUIRE
+        let outcome = self.run(|c| match (&queued, self.priority) {
+            (Some(queued), Some(priority)) => {
+                let mut call = scripts::SEMAPHORE_PRIORITY_ACQUIRE.key(&self.name);
+                call.key(&receipt)
+                    .key(&self.generation)
+                    .key(&keys::priority_queue(&self.name))
+                    .key(&keys::priority_alive(&self.name))
+                    .key(&self.channel)
+                    .arg(permits)
+                    .arg(millis(keys::RECEIPT_TTL));
+                priority::queued(&mut call, queued.id, priority, queued.waits);
+                call.arg(self.client.publish()).invoke(c)
+            }
+            _ => scripts::SEMAPHORE_ACQUIRE
                 .key(&self.name)
                 .key(&receipt)
                 .key(&self.generation)
                 .arg(permits)
                 .arg(millis(keys::RECEIPT_TTL))
-                .invoke(c)
+                .invoke(c),
         });
         let reply: Value = match outcome {
             Ok(reply) => reply,
@@ -223,6 +264,16 @@ impl RawSemaphore {
             Value::Array(items) => match items.as_slice() {
                 [Value::Int(0), Value::Int(available), Value::Int(exists)] => {
                     (Tried::again(None), *available, None, *exists == 0)
+                }
+                // Available, but a waiter ranked first is queued: those permits are its.
+                [Value::Int(0), Value::Int(_), Value::Int(_), Value::Int(ms)] => {
+                    let within = Duration::from_millis((*ms).max(1) as u64);
+                    return Ok(Attempt {
+                        tried: Tried::again(Some(within)),
+                        generation: None,
+                        request,
+                        unset: false,
+                    });
                 }
                 _ => return Err(bad()),
             },
@@ -303,6 +354,13 @@ impl RawSemaphore {
                 "semaphore release script replied {other:?}"
             ))),
         }
+    }
+
+    /// A new id for a waiter with a priority: `<client id>:<request number>`, unique across
+    /// clients.
+    pub(super) fn waiter_id(&self) -> String {
+        let request = self.client.inner.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{request}", self.client.id())
     }
 
     /// A generation for a semaphore this client makes (or finds without one): its id and a
