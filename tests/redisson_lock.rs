@@ -403,6 +403,79 @@ fn fair_lock_serves_java_and_rust_waiters_in_arrival_order() {
     }
 }
 
+/// A Rust waiter with a priority takes its place in Redisson's fair queue by rank, behind the
+/// Java head and before the Java waiters ranked after it; the deadlines along the queue stay
+/// in its order, and every Java waiter is served in turn, none skipped as dead.
+fn fair_priority(version: &str) {
+    let mut p = pair(version);
+    let name = "interop:fair:priority";
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let mut raw = p.server.conn();
+    let holder = p.client.fair_lock(name).lock().unwrap();
+    let queued = |raw: &mut redis::Connection, n: usize| {
+        wait_until(Duration::from_secs(20), || {
+            raw.llen::<_, usize>(&queue).unwrap() == n
+        })
+    };
+    p.java.send("j0", &format!("lock fair {name}"));
+    assert!(queued(&mut raw, 1));
+    p.java.send("j1", &format!("lock fair {name}"));
+    assert!(queued(&mut raw, 2));
+    let (acquired_tx, acquired_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let lock = p.client.fair_lock(name).with_priority(5);
+    let rust = thread::spawn(move || {
+        let guard = lock.lock().unwrap();
+        acquired_tx.send(()).unwrap();
+        release_rx.recv().unwrap();
+        guard.unlock().unwrap();
+    });
+    assert!(queued(&mut raw, 3));
+    p.java.send("j2", &format!("lock fair {name}"));
+    assert!(queued(&mut raw, 4));
+    let order: Vec<String> = raw.lrange(&queue, 0, -1).unwrap();
+    let ours: Vec<bool> = order.iter().map(|w| w.starts_with(p.client.id())).collect();
+    assert_eq!(ours, [false, true, false, false], "{order:?}");
+    let deadlines: Vec<f64> = order
+        .iter()
+        .map(|w| raw.zscore(&timeouts, w).unwrap())
+        .collect();
+    assert!(
+        deadlines.windows(2).all(|d| d[0] < d[1]),
+        "deadlines along the queue {deadlines:?}"
+    );
+    holder.unlock().unwrap();
+    for step in ["j0", "rust", "j1", "j2"] {
+        if step == "rust" {
+            acquired_rx
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the Rust waiter with a priority served second");
+            release_tx.send(()).unwrap();
+            continue;
+        }
+        p.java
+            .reply_within(step, Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("Java waiter {step} was not served in its turn"))
+            .value();
+        assert!(acquired_rx.try_recv().is_err());
+        p.java.call(step, &format!("unlock fair {name}")).value();
+    }
+    rust.join().unwrap();
+    assert!(wait_until(Duration::from_secs(5), || !raw
+        .exists::<_, bool>(name)
+        .unwrap()));
+    assert_eq!(raw.llen::<_, usize>(&queue).unwrap(), 0);
+}
+
+#[test]
+fn fair_lock_places_a_rust_waiter_with_a_priority_among_java_waiters() {
+    require_java!();
+    for version in versions() {
+        fair_priority(&version);
+    }
+}
+
 /// A Java waiter that times out leaves the queue as Redisson does, and the Rust waiter behind
 /// it is served at once on the release.
 fn fair_java_timeout(version: &str) {
