@@ -4,7 +4,10 @@
 -- KEYS[3]  channel "redisson_sc:{name}": the new permit count is published on it
 -- ARGV[1]  publish command (PUBLISH, or SPUBLISH on a cluster with sharded pub/sub)
 -- ARGV[2]  lease in milliseconds
--- ARGV[3..] the n permit ids (n >= 1, distinct; each the 16 bytes its 32 hex characters stand for, as Redisson sends them)
+-- ARGV[3]  n, how many permits (>= 1)
+-- ARGV[4..3+n] the n permit ids (distinct; each the 16 bytes its 32 hex characters stand for,
+--          as Redisson sends them); any arguments after them are a gate's
+--          (lua/pes_priority_gate.lua)
 -- Reply:   {1, left}           acquired: count decremented by n, ZADD now + lease -> each id;
 --                              left = count after
 --          {0, count, wait}    not acquired (nothing written beyond the reclaim): count (< n)
@@ -15,11 +18,11 @@
 --                              (|n| < 2^53): checked before anything is written
 -- lua/pes_check.lua and lua/pes_common.lua run first: they check the key types and reclaim
 -- expired permits (defining `now` and `count`), as Redisson's scripts reclaim first.
-local n = #ARGV - 2;
+local n = tonumber(ARGV[3]);
 if count >= n then
     count = redis.call('decrby', KEYS[1], n);
     local expires = int(now + tonumber(ARGV[2]));
-    for i = 3, #ARGV do
+    for i = 4, 3 + n do
         redis.call('zadd', KEYS[2], expires, ARGV[i]);
     end;
     return {1, count};

@@ -296,6 +296,10 @@ scripts! {
     PES_TRY_SET_PERMITS: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_try_set_permits.lua"];
     PES_ADD_PERMITS: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_add_permits.lua"];
     PES_ACQUIRE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_acquire.lua"];
+    PES_PRIORITY_ACQUIRE: [
+        "clock.lua", "pes_check.lua", "pes_common.lua", "priority_common.lua",
+        "pes_priority_gate.lua", "pes_acquire.lua"
+    ];
     PES_RELEASE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_release.lua"];
     PES_UPDATE_LEASE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_update_lease.lua"];
     PES_AVAILABLE: ["clock.lua", "pes_check.lua", "pes_common.lua", "pes_available.lua"];

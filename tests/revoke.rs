@@ -759,7 +759,15 @@ fn a_semaphore_serves_waiters_with_a_priority_first_strictly_and_a_leaver_wakes_
         .unwrap()
         .len()
         == 1));
-    sem.release(2).unwrap();
+    // Then one at a time, so that the order noted is the order served.
+    for served in 2..=3 {
+        sem.release(1).unwrap();
+        assert!(support::wait_until(Duration::from_secs(5), || order
+            .lock()
+            .unwrap()
+            .len()
+            == served));
+    }
     for t in threads {
         t.join().unwrap();
     }
@@ -803,6 +811,74 @@ fn a_semaphore_serves_waiters_with_a_priority_first_strictly_and_a_leaver_wakes_
         .semaphore(name)
         .with_priority(redlatch::MAX_PRIORITY + 1)
         .try_acquire(1)
+        .unwrap_err()
+        .is_invalid_argument());
+}
+
+#[test]
+fn a_permit_expirable_semaphore_serves_waiters_with_a_priority_first() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let other = client(&server);
+    let mut raw = server.conn();
+    let name = "pr:pes";
+    let sem = c.permit_expirable_semaphore(name);
+    assert!(sem.try_set_permits(0).unwrap());
+    let lease = Duration::from_secs(60);
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for (i, (p, n)) in [(1u32, 1u32), (4, 2), (2, 1)].into_iter().enumerate() {
+        let on = if i % 2 == 0 { c.clone() } else { other.clone() };
+        let order = std::sync::Arc::clone(&order);
+        threads.push(std::thread::spawn(move || {
+            let sem = on.permit_expirable_semaphore(name).with_priority(p);
+            for permit in sem.acquire_many(n, lease).unwrap() {
+                permit.forget();
+            }
+            order.lock().unwrap().push(p);
+        }));
+        assert!(support::wait_until(Duration::from_secs(5), || queued(
+            &mut raw, name
+        ) == i + 1));
+    }
+    // One permit: the first in line (priority 4) needs two; nobody else with a priority
+    // takes it meanwhile.
+    sem.add_permits(1).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(order.lock().unwrap().is_empty());
+    sem.add_permits(1).unwrap();
+    assert!(support::wait_until(Duration::from_secs(5), || order
+        .lock()
+        .unwrap()
+        .len()
+        == 1));
+    // Then one at a time, so that the order noted is the order served.
+    for served in 2..=3 {
+        sem.add_permits(1).unwrap();
+        assert!(support::wait_until(Duration::from_secs(5), || order
+            .lock()
+            .unwrap()
+            .len()
+            == served));
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [4, 2, 1]);
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    // A waiter that gives up leaves no place behind; a bad priority is refused.
+    let gave_up = other
+        .permit_expirable_semaphore(name)
+        .with_priority(3)
+        .try_acquire_for(lease, Duration::from_millis(200))
+        .unwrap();
+    assert!(gave_up.is_none());
+    assert!(!key_exists(&mut raw, "redlatch_priority:{pr:pes}"));
+    assert!(!key_exists(&mut raw, "redlatch_priority_alive:{pr:pes}"));
+    assert!(c
+        .permit_expirable_semaphore(name)
+        .with_priority(redlatch::MAX_PRIORITY + 1)
+        .try_acquire(lease)
         .unwrap_err()
         .is_invalid_argument());
 }

@@ -24,7 +24,12 @@ pub(crate) fn acquire_hashes() -> Vec<String> {
         hash!("lock_acquire.lua"),
         hash!("lock_set_acquire.lua"),
         hash!("clock.lua", "token_common.lua", "fenced_acquire.lua"),
-        hash!("clock.lua", "token_common.lua", "lock_priority_acquire.lua"),
+        hash!(
+            "clock.lua",
+            "token_common.lua",
+            "priority_common.lua",
+            "lock_priority_acquire.lua"
+        ),
         hash!(
             "clock.lua",
             "token_common.lua",
@@ -33,13 +38,33 @@ pub(crate) fn acquire_hashes() -> Vec<String> {
         ),
         hash!("clock.lua", "group_acquire.lua"),
         hash!("clock.lua", "fair_common.lua", "fair_acquire.lua"),
+        hash!(
+            "clock.lua",
+            "fair_common.lua",
+            "fair_priority_gate.lua",
+            "fair_acquire.lua"
+        ),
         hash!("rw_read_acquire.lua"),
         hash!("rw_write_acquire.lua"),
         hash!("semaphore_acquire.lua"),
         hash!(
             "clock.lua",
+            "priority_common.lua",
+            "semaphore_priority_gate.lua",
+            "semaphore_acquire.lua"
+        ),
+        hash!(
+            "clock.lua",
             "pes_check.lua",
             "pes_common.lua",
+            "pes_acquire.lua"
+        ),
+        hash!(
+            "clock.lua",
+            "pes_check.lua",
+            "pes_common.lua",
+            "priority_common.lua",
+            "pes_priority_gate.lua",
             "pes_acquire.lua"
         ),
         hash!("clock.lua", "rate_common.lua", "rate_acquire.lua"),

@@ -116,6 +116,17 @@ pub(crate) fn queued(call: &mut scripts::Call<'_>, id: &str, priority: u32, wait
         .arg(millis(PLACE_KEPT));
 }
 
+/// The arguments of a permit-expirable semaphore's gate (`lua/pes_priority_gate.lua`) for a
+/// waiter with `priority`, that `waits` if refused.
+pub(crate) fn gate_args(priority: u32, waits: bool) -> [String; 4] {
+    [
+        priority.to_string(),
+        millis(PRIORITY_AGING).to_string(),
+        if waits { "1" } else { "0" }.to_owned(),
+        millis(PLACE_KEPT).to_string(),
+    ]
+}
+
 /// Checks a priority asked for: at most [`MAX_PRIORITY`].
 pub(crate) fn check(priority: Option<u32>) -> Result<()> {
     match priority {

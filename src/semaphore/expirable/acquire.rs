@@ -14,6 +14,7 @@ use super::raw::check_count;
 use crate::error::Error;
 use crate::error::Result;
 use crate::hold::LockKind;
+use crate::lock::priority::{self, PRIORITY_REFRESH};
 use crate::pubsub::Channel;
 use crate::semaphore::shared::{check_name, trace_outcome, wait_for_permits, Report};
 use crate::time::{check_deadline, check_duration, check_wait};
@@ -276,6 +277,7 @@ impl PermitExpirableSemaphore {
         check_name(&self.raw.name)?;
         check_count(permits as usize)?;
         check_duration("lease", lease)?;
+        priority::check(self.raw.priority)?;
         // The same ids for every attempt: a failed attempt stores nothing under them.
         let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
         let mut sent_at = Instant::now();
@@ -283,29 +285,44 @@ impl PermitExpirableSemaphore {
         let span = trace::Span::acquire(KIND.as_str(), &self.raw.name, Some(lease));
         let _in_span = span.enter();
         let mut report = Report::new(&self.raw.client, &self.raw.name, KIND);
-        let taken = wait_for_permits(
-            &self.raw.client,
-            Channel::permits(&self.raw.channel, permits),
-            deadline,
-            &mut || {
-                sent_at = Instant::now();
-                let attempt = self.raw.attempt(&ids, lease);
-                if let Err(e) = &attempt {
-                    if e.breaks_connection() {
-                        // It may have run, or run when the server answers: its permits are
-                        // given back then.
-                        let first: Arc<str> = ids[0].as_str().into();
-                        let settle = self.raw.settler(ids.clone());
-                        let watchdog = &self.raw.client.inner.watchdog;
-                        watchdog.doubt(&self.raw.name, &first, settle);
-                    }
+        let channel = match self.raw.priority {
+            None => Channel::permits(&self.raw.channel, permits),
+            Some(_) => Channel::permits_every(&self.raw.channel, permits),
+        };
+        let taken = wait_for_permits(&self.raw.client, channel, deadline, &mut || {
+            sent_at = Instant::now();
+            let waits = deadline.is_none_or(|d| d > sent_at);
+            let attempt = self.raw.attempt(&ids, lease, waits);
+            if let Err(e) = &attempt {
+                if e.breaks_connection() {
+                    // It may have run, or run when the server answers: its permits are
+                    // given back then.
+                    let first: Arc<str> = ids[0].as_str().into();
+                    let settle = self.raw.settler(ids.clone());
+                    let watchdog = &self.raw.client.inner.watchdog;
+                    watchdog.doubt(&self.raw.name, &first, settle);
                 }
-                if attempt.as_ref().is_ok_and(|t| !t.is_done()) {
-                    report.missed(deadline);
+            }
+            if attempt.as_ref().is_ok_and(|t| !t.is_done()) {
+                report.missed(deadline);
+            }
+            match (attempt, self.raw.priority) {
+                // A waiter with a priority renews its place at least this often.
+                (Ok(tried), Some(_)) if !tried.is_done() => {
+                    Ok(tried.within_at_most(PRIORITY_REFRESH))
                 }
-                attempt
-            },
-        );
+                (attempt, _) => attempt,
+            }
+        });
+        if self.raw.priority.is_some() && !matches!(taken, Ok(true)) {
+            // Given up (or failed): its place goes, or ends within its keeping if this fails.
+            if let Err(e) = self.raw.leave(&ids[0]) {
+                log::debug!(
+                    "a waiter of `{}` could not leave its queue ({e})",
+                    self.raw.name
+                );
+            }
+        }
         trace_outcome(&span, &taken, permits, deadline, started);
         report.ended(&taken, permits);
         Ok(taken?.then_some((ids, sent_at, report)))

@@ -55,6 +55,33 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// This semaphore, whose acquires wait with `priority` among the waiters that have one,
+    /// served as [`Semaphore::with_priority`](crate::Semaphore::with_priority) says: the
+    /// highest effective priority first (it rises by one per
+    /// [`PRIORITY_AGING`](crate::PRIORITY_AGING) waited), and the first in line strictly.
+    /// Waiters without a priority (and Redisson's) do not queue.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # fn main() -> redlatch::Result<()> {
+    /// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+    /// let urgent = client.permit_expirable_semaphore("slots").with_priority(10);
+    /// let _permit = urgent.acquire(Duration::from_secs(30))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_priority(&self, priority: u32) -> PermitExpirableSemaphore {
+        let mut semaphore = self.clone();
+        semaphore.raw.priority = Some(priority);
+        semaphore
+    }
+
+    /// The priority this semaphore's acquires wait with, if any.
+    pub fn priority(&self) -> Option<u32> {
+        self.raw.priority
+    }
+
     /// The semaphore's name: the Redis key of its permit count.
     ///
     /// # Examples

@@ -10,6 +10,7 @@ use crate::backend::Policy;
 use crate::client::Client;
 use crate::error::{retry_interrupted, Error, Result};
 use crate::keys;
+use crate::lock::priority;
 use crate::names::Named;
 use crate::pubsub::Tried;
 use crate::scripts;
@@ -44,6 +45,9 @@ pub(super) struct RawExpirable {
     /// A bound on each call's times (a settle's, on the watchdog thread); the pool's own
     /// settings when `None`.
     bound: Option<Duration>,
+    /// The priority its acquires wait with
+    /// ([`PermitExpirableSemaphore::with_priority`](super::PermitExpirableSemaphore::with_priority)).
+    pub(super) priority: Option<u32>,
 }
 
 impl RawExpirable {
@@ -56,7 +60,28 @@ impl RawExpirable {
             given: name.given,
             client,
             bound: None,
+            priority: None,
         }
+    }
+
+    /// Takes the waiter `id` (its first permit's) out of the queue of waiters with a
+    /// priority (a wait given up), waking the next one if it was first and permits are
+    /// available.
+    pub(super) fn leave(&self, id: &PermitId) -> Result<bool> {
+        let member = id.member();
+        self.client
+            .inner
+            .backend
+            .run_repeatable(&self.name, self.policy(), |c| {
+                scripts::PRIORITY_LEAVE
+                    .key(&keys::priority_queue(&self.name))
+                    .key(&keys::priority_alive(&self.name))
+                    .key(&self.name)
+                    .key(&self.channel)
+                    .arg(&member)
+                    .arg(self.client.publish())
+                    .invoke(c)
+            })
     }
 
     /// What settles an acquire of `ids` whose reply never came (see the watchdog's
@@ -114,8 +139,7 @@ impl RawExpirable {
             .key(inner.requests.fetch_add(1, Ordering::Relaxed));
         let ttl = millis(keys::RECEIPT_TTL).to_string();
         let args: [&[u8]; 2] = [arg.as_bytes(), ttl.as_bytes()];
-        let reply =
-            self.again_if_interrupted(|| self.run_with_keys(script, Some(&receipt), &args))?;
+        let reply = self.again_if_interrupted(|| self.run_with_keys(script, &[&receipt], &args))?;
         inner.backend.delete_later(receipt);
         Ok(reply)
     }
@@ -192,12 +216,21 @@ impl RawExpirable {
     /// saw goes to the other waiters; and when it took the last permit, or learned when the
     /// earliest permit expires, one other waiter is told as this one leaves (the others'
     /// wait bounds predate that expiry: else a holder that dies could strand them).
-    pub(super) fn attempt(&self, ids: &[PermitId], lease: Duration) -> Result<Tried> {
+    ///
+    /// `waits`: for a waiter with a priority, whether it waits if refused (it joins the
+    /// queue, or keeps its place there); its id there is its first permit's.
+    pub(super) fn attempt(&self, ids: &[PermitId], lease: Duration, waits: bool) -> Result<Tried> {
         let lease_ms = millis(lease).to_string();
+        let n = ids.len().to_string();
         let members: Vec<Vec<u8>> = ids.iter().map(PermitId::member).collect();
-        let mut args = Vec::with_capacity(ids.len() + 1);
+        let gate = self.priority.map(|p| priority::gate_args(p, waits));
+        let mut args = Vec::with_capacity(ids.len() + 6);
         args.push(lease_ms.as_bytes());
+        args.push(n.as_bytes());
         args.extend(members.iter().map(Vec::as_slice));
+        if let Some(gate) = &gate {
+            args.extend(gate.iter().map(String::as_bytes));
+        }
         let reply: Vec<i64> = self.acquire_learning(ids, &args)?;
         match reply[..] {
             [1, left] => {
@@ -229,7 +262,17 @@ impl RawExpirable {
     fn acquire_learning(&self, ids: &[PermitId], args: &[&[u8]]) -> Result<Vec<i64>> {
         let mut again = self.client.inner.backend.retries();
         loop {
-            match self.run(&scripts::PES_ACQUIRE, args) {
+            let sent = match self.priority {
+                None => self.run(&scripts::PES_ACQUIRE, args),
+                Some(_) => {
+                    let (queue, alive) = (
+                        keys::priority_queue(&self.name),
+                        keys::priority_alive(&self.name),
+                    );
+                    self.run_with_keys(&scripts::PES_PRIORITY_ACQUIRE, &[&queue, &alive], args)
+                }
+            };
+            match sent {
                 Err(e) if e.is_interrupted_read() && again > 0 => {
                     again -= 1;
                     let first = ids[0].member();
@@ -277,20 +320,21 @@ impl RawExpirable {
     /// Runs one `lua/pes_*.lua` script with the semaphore's keys, the publish command and
     /// `args`. A wrong-type reply names the key the script found wrong.
     fn run<T: redis::FromRedisValue>(&self, script: &scripts::Lua, args: &[&[u8]]) -> Result<T> {
-        self.run_with_keys(script, None, args)
+        self.run_with_keys(script, &[], args)
     }
 
-    /// As [`run`](Self::run), with a fourth key, `extra`, where the script takes one.
+    /// As [`run`](Self::run), with more keys after the three, `extra`, where the script
+    /// takes them.
     fn run_with_keys<T: redis::FromRedisValue>(
         &self,
         script: &scripts::Lua,
-        extra: Option<&str>,
+        extra: &[&str],
         args: &[&[u8]],
     ) -> Result<T> {
         let mut call = script.key(&self.name);
         call.key(&self.timeouts).key(&self.channel);
-        if let Some(extra) = extra {
-            call.key(extra);
+        for key in extra {
+            call.key(key);
         }
         call.arg(self.client.publish());
         for arg in args {
