@@ -542,9 +542,10 @@ pub(crate) fn election_channel(name: &str) -> String {
     tagged(ELECTION_CHANNEL, name)
 }
 
-/// A plain or fenced lock's queue of waiters with a priority, the ZSET owner -> rank (ms,
-/// server clock: join time minus priority times the aging step; lowest first):
-/// `redlatch_priority:{name}`, in the lock's slot.
+/// A plain or fenced lock's or a semaphore's queue of waiters with a priority, the ZSET
+/// waiter -> rank (ms, server clock: join time minus priority times the aging step; lowest
+/// first); a fair lock's ranks of the waiters in Redisson's queue: `redlatch_priority:{name}`,
+/// in the lock's slot.
 pub(crate) fn priority_queue(name: &str) -> String {
     tagged(PRIORITY, name)
 }
