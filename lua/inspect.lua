@@ -10,20 +10,22 @@
 -- KEYS[7]  a plain semaphore's generation "redlatch_semaphore:{name}" (STRING)
 -- KEYS[8]  a rate limiter's permits left "{name}:value" (STRING)
 -- KEYS[9]  a rate limiter's permits taken "{name}:permits" (ZSET)
+-- KEYS[10] waiters with a priority "redlatch_priority:{name}" (ZSET waiter -> rank, ms)
+-- KEYS[11] their places' ends "redlatch_priority_alive:{name}" (ZSET waiter -> ms)
 -- ARGV[1]  read-hold key prefix "{name}": read hold n of owner o is
 --          "<prefix>:<o>:rwlock_timeout:<n>" (read without being in KEYS, as rw_common.lua
 --          does: they are in the name's cluster slot); "" when they are not (read holds
 --          are then not read)
 -- ARGV[2]  the most items read from one key (hash fields, list or sorted set entries), and
 --          the most read-hold PTTLs read in all; a hash with more fields is not read at all
--- ARGV[3]  eight flags "0"/"1" for KEYS[2..9]: "0" marks a helper key in another cluster
+-- ARGV[3]  ten flags "0"/"1" for KEYS[2..11]: "0" marks a helper key in another cluster
 --          slot than the name (it cannot exist next to it; the caller passes the name in its
 --          place): it is reported as "none" and not read
 -- ARGV[4..] client ids: where the name is a per-client rate limiter, the buckets
 --          "{name}:value:<id>" and "{name}:permits:<id>" of each are read (without being in
 --          KEYS, as the read holds: they are in the name's slot)
 -- Reply:   {now, types, main, pttl, queue, timeouts, token, permits, fence, reads,
---           generation, rate}
+--           generation, rate, priority}
 --          now       the server's clock in ms (TIME)
 --          types     {TYPE of KEYS[1], ..., TYPE of KEYS[6]}
 --          main      a hash: HGETALL (flat); a string of at most 64 bytes: its value;
@@ -50,6 +52,10 @@
 --                    clients   for a per-client config ("1"), for each ARGV id whose keys
 --                              exist: id, TYPE of its value, TYPE of its permits, left,
 --                              back_in (as above), flat
+--          priority  the first ARGV[2] waiters of KEYS[10] (if a sorted set), lowest rank
+--                    first: waiter, rank, the end of its place in KEYS[11] (-1 if none),
+--                    flat; a waiter id that is not plain text (a permit-expirable
+--                    semaphore's 16 bytes) in hex
 --
 -- Reads only: of the prepended lua/rate_common.lua it calls rate_config and rate_status, which
 -- write nothing.
@@ -150,4 +156,27 @@ if main and types[1] == 'hash' then
         end;
     end;
 end;
-return {now, types, main, pttl, queue, zset(3), token, zset(5), fence, reads, generation, rate};
+local priority = {};
+local function flagged(i)
+    return string.sub(ARGV[3], i - 1, i - 1) == '1';
+end;
+if flagged(10) and redis.call('type', KEYS[10]).ok == 'zset' then
+    local alive = flagged(11) and redis.call('type', KEYS[11]).ok == 'zset';
+    local ranked = redis.call('zrange', KEYS[10], 0, max - 1, 'withscores');
+    for i = 1, #ranked, 2 do
+        local waiter, ends = ranked[i], -1;
+        if alive then
+            ends = tonumber(redis.call('zscore', KEYS[11], waiter)) or -1;
+        end;
+        if string.find(waiter, '[^%w%-:_.]') then
+            waiter = (string.gsub(waiter, '.', function(c)
+                return string.format('%02x', string.byte(c));
+            end));
+        end;
+        priority[#priority + 1] = waiter;
+        priority[#priority + 1] = tonumber(ranked[i + 1]);
+        priority[#priority + 1] = ends;
+    end;
+end;
+return {now, types, main, pttl, queue, zset(3), token, zset(5), fence, reads, generation, rate,
+    priority};

@@ -632,6 +632,9 @@ pub(crate) struct Layout {
     /// A rate limiter's permits taken `{name}:permits` (overall).
     pub(crate) rate_permits: String,
     pub(crate) rate_channel: String,
+    /// Waiters with a priority: their ranks, and their places' ends.
+    pub(crate) priority: String,
+    pub(crate) priority_alive: String,
 }
 
 impl Layout {
@@ -652,6 +655,8 @@ impl Layout {
             rate_value: suffixed(name, RATE_VALUE),
             rate_permits: suffixed(name, RATE_PERMITS),
             rate_channel: rate_channel(name),
+            priority: priority_queue(name),
+            priority_alive: priority_alive(name),
         }
     }
 

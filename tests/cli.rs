@@ -358,6 +358,45 @@ fn inspect_fair_lists_the_queue_in_order() {
 }
 
 #[test]
+fn inspect_lists_waiters_with_a_priority_highest_first() {
+    let server = RedisServer::new();
+    let client = client(&server);
+    let name = "cli:priority";
+    let holder = client.lock(name).lock().unwrap();
+    let mut raw = server.conn();
+    let mut waiters = Vec::new();
+    for (i, p) in [1u32, 4].into_iter().enumerate() {
+        let lock = client.lock(name).with_priority(p);
+        waiters.push(std::thread::spawn(move || drop(lock.lock().unwrap())));
+        assert!(support::wait_until(Duration::from_secs(5), || {
+            redis::cmd("ZCARD")
+                .arg("redlatch_priority:{cli:priority}")
+                .query::<usize>(&mut raw)
+                .unwrap()
+                == i + 1
+        }));
+    }
+    let j = json::parse(&ok(&server, &["inspect", name, "--json"]));
+    let priorities = j.get("priorities");
+    assert_eq!(priorities.len(), 2);
+    let (first, second) = (priorities.at(0), priorities.at(1));
+    assert!(first.get("effective").num() >= 4.0, "{first:?}");
+    assert!(
+        (1.0..4.0).contains(&second.get("effective").num()),
+        "{second:?}"
+    );
+    assert!(first.get("place_ends_in_ms").num() <= 15_000.0);
+    assert!(first.get("id").str().starts_with(client.id()));
+    let text = ok(&server, &["inspect", name]);
+    assert!(
+        text.contains("waiters with a priority (highest effective priority first):"),
+        "{text}"
+    );
+    holder.unlock().unwrap();
+    support::join_within(waiters, Duration::from_secs(10), "waiters with a priority");
+}
+
+#[test]
 fn inspect_read_write_semaphore_latch_and_fenced() {
     let server = RedisServer::new();
     let (a, b) = (client(&server), client(&server));

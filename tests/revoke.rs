@@ -747,6 +747,18 @@ fn a_semaphore_serves_waiters_with_a_priority_first_strictly_and_a_leaver_wakes_
             &mut raw, name
         ) == i + 1));
     }
+    // An operator sees the line: highest effective priority first, each place kept alive.
+    let seen = c.inspect(name).unwrap().expect("the semaphore");
+    let effective: Vec<f64> = seen.priorities.iter().map(|w| w.effective).collect();
+    assert_eq!(effective.len(), 3, "{:?}", seen.priorities);
+    assert!(
+        effective[0] >= 5.0 && effective[1] >= 3.0 && effective[1] < 5.0 && effective[2] < 3.0,
+        "{effective:?}"
+    );
+    assert!(seen.priorities.iter().all(|w| w
+        .place_ends_in
+        .is_some_and(|t| t <= Duration::from_secs(15))));
+    assert!(seen.keys.contains(&"redlatch_priority:{pr:sem}".to_owned()));
     // One permit: the first in line (priority 5) needs two, and nobody with a priority takes
     // it before. A waiter without one does (it does not queue).
     sem.release(1).unwrap();

@@ -18,7 +18,8 @@ use crate::scripts;
 
 pub use rate::{RateBucket, RateInspection};
 pub use report::{
-    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, QueueEntry,
+    ClientConnection, ExpirablePermit, GroupValue, Holder, Inspection, Kind, PriorityWaiter,
+    QueueEntry,
 };
 use snapshot::Snapshot;
 
@@ -127,6 +128,8 @@ impl Client {
             &layout.generation,
             &layout.rate_value,
             &layout.rate_permits,
+            &layout.priority,
+            &layout.priority_alive,
         ]
         .map(|key| (backend.slot(key) == slot).then_some(key.as_str()));
         let flags: String = helpers
@@ -286,6 +289,7 @@ pub(crate) mod tests {
             token: None,
             values: Vec::new(),
             rate: None,
+            priorities: Vec::new(),
             subscribers: None,
         }
     }

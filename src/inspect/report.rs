@@ -200,6 +200,44 @@ pub struct QueueEntry {
     pub connections: Option<Vec<ClientConnection>>,
 }
 
+/// A waiter with a priority ([`Lock::with_priority`](crate::Lock::with_priority),
+/// [`Semaphore::with_priority`](crate::Semaphore::with_priority)), as
+/// [`Inspection::priorities`] lists it.
+///
+/// # Examples
+///
+/// ```no_run
+/// # fn main() -> redlatch::Result<()> {
+/// # let client = redlatch::Client::open("redis://127.0.0.1/")?;
+/// for w in client.inspect("printer")?.map(|i| i.priorities).unwrap_or_default() {
+///     println!("{}: effective priority {:.1}", w.id, w.effective);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct PriorityWaiter {
+    /// Who waits: a lock owner (`<client id>:<thread>`), a semaphore acquire's id
+    /// (`<client id>:<request>`), or a permit-expirable semaphore acquire's first permit id.
+    pub id: String,
+    /// Its effective priority now: its priority plus one for each
+    /// [`PRIORITY_AGING`](crate::PRIORITY_AGING) waited (a fair lock's waiter without a
+    /// priority counts from when a waiter with one first saw it).
+    pub effective: f64,
+    /// Time left (server clock) until its place is dropped unless it attempts again: zero
+    /// once passed. `None` on a fair lock, whose waiters Redisson's deadlines keep (see
+    /// [`Inspection::queue`]). Serialized as `place_ends_in_ms`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "place_ends_in_ms",
+            serialize_with = "crate::ser::opt_duration"
+        )
+    )]
+    pub place_ends_in: Option<Duration>,
+}
+
 /// One permit held from a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore).
 ///
 /// # Examples
@@ -244,7 +282,7 @@ pub struct ExpirablePermit {
 /// }
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Inspection {
@@ -290,6 +328,11 @@ pub struct Inspection {
     /// A rate limiter's config, permits left and when the next come back (for a per-client
     /// rate, each client's found).
     pub rate: Option<RateInspection>,
+    /// The waiters with a priority (of a plain or fenced lock, or a semaphore), highest
+    /// effective priority first: the order they are served in. On a fair lock, every waiter
+    /// of [`queue`](Self::queue) that a waiter with a priority has seen, by rank: the queue
+    /// is the order served (its head is never overtaken).
+    pub priorities: Vec<PriorityWaiter>,
     /// How many connections are subscribed to the object's wake-up channel: clients with at
     /// least one thread waiting (one connection per client, whatever its number of waiting
     /// threads). `None` for a fair lock (see [`queue`](Self::queue)) and unknown keys.

@@ -6,7 +6,9 @@ use super::decode::{
     int, integer, items, lease, lossy, pairs, permit_leases, quoted, scored, text, until,
 };
 use super::rate::RateReply;
-use super::report::{ExpirablePermit, GroupValue, Holder, Inspection, Kind, QueueEntry};
+use super::report::{
+    ExpirablePermit, GroupValue, Holder, Inspection, Kind, PriorityWaiter, QueueEntry,
+};
 use crate::error::{Error, Result};
 use crate::hold::LockKind;
 use crate::hold::Owner;
@@ -14,6 +16,7 @@ use crate::keys::{
     group_count_field, group_expire_field, read_hold, writer_of, Layout, GROUP_EXPIRE_TIME,
     GROUP_LOCK_COUNT, MODE_FIELD, MODE_READ, MODE_WRITE,
 };
+use crate::lock::PRIORITY_AGING;
 
 /// Fencing-token and permit-expiry scores at or above this never expire (Redisson's bound).
 const NEVER_MS: f64 = 922_337_203_685_477.0;
@@ -39,6 +42,9 @@ pub(super) struct Snapshot {
     generation: bool,
     /// The name is a HASH with a complete rate limiter config: its buckets.
     rate: Option<RateReply>,
+    /// Waiters with a priority, lowest rank first: id, rank (ms), the end of its place
+    /// (ms; -1 for none).
+    priority: Vec<(String, i64, i64)>,
 }
 
 /// The value of the key `name`, when the script read it.
@@ -70,12 +76,22 @@ impl Snapshot {
     }
 
     fn try_decode(reply: &Value, text: fn(&Value) -> Option<String>) -> Option<Snapshot> {
-        let (generation, rate, fields) = match items(reply)? {
-            [rest @ .., Value::Int(g), rate] if rest.len() == 10 => {
-                (*g == 1, RateReply::decode(rate, text)?, rest)
+        let (generation, rate, priority, fields) = match items(reply)? {
+            [rest @ .., Value::Int(g), rate, priority] if rest.len() == 10 => {
+                let priority = items(priority)?
+                    .chunks(3)
+                    .map(|w| match w {
+                        [id, rank, ends] => Some((text(id)?, int(rank)?, int(ends)?)),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                (*g == 1, RateReply::decode(rate, text)?, priority, rest)
             }
-            [rest @ .., Value::Int(g)] if rest.len() == 10 => (*g == 1, None, rest),
-            all => (false, None, all),
+            [rest @ .., Value::Int(g), rate] if rest.len() == 10 => {
+                (*g == 1, RateReply::decode(rate, text)?, Vec::new(), rest)
+            }
+            [rest @ .., Value::Int(g)] if rest.len() == 10 => (*g == 1, None, Vec::new(), rest),
+            all => (false, None, Vec::new(), all),
         };
         let [now, types, main, pttl, queue, timeouts, token, permits, fence, reads] = fields else {
             return None;
@@ -113,6 +129,7 @@ impl Snapshot {
             reads,
             generation,
             rate,
+            priority,
             garbled: false,
         })
     }
@@ -156,6 +173,7 @@ impl Snapshot {
             token: None,
             values: Vec::new(),
             rate: None,
+            priorities: Vec::new(),
             subscribers: None,
         };
         let mut found = blank.clone();
@@ -205,6 +223,7 @@ impl Snapshot {
             };
         } else {
             keys.extend(rate_keys);
+            self.priorities(layout, &mut found, &mut keys);
         }
         // Lossily decoded fields would name keys that do not exist.
         let reads = if self.garbled { &[][..] } else { &self.reads };
@@ -217,6 +236,27 @@ impl Snapshot {
         }
         found.keys = keys;
         Some(found)
+    }
+
+    /// The waiters with a priority, highest effective priority first, and their keys.
+    fn priorities(&self, layout: &Layout, found: &mut Inspection, keys: &mut Vec<String>) {
+        if self.priority.is_empty() {
+            return;
+        }
+        keys.push(layout.priority.clone());
+        if self.priority.iter().any(|&(_, _, ends)| ends >= 0) {
+            keys.push(layout.priority_alive.clone());
+        }
+        let aging = PRIORITY_AGING.as_millis() as f64;
+        found.priorities = self
+            .priority
+            .iter()
+            .map(|(id, rank, ends)| PriorityWaiter {
+                id: id.clone(),
+                effective: (self.now - rank) as f64 / aging,
+                place_ends_in: (*ends >= 0).then(|| until(self.now, *ends as f64)),
+            })
+            .collect();
     }
 
     /// A lock HASH: plain, fair, fenced or read-write. False if a field does not fit.

@@ -518,6 +518,27 @@ pub fn inspection_text(i: &Inspection) -> String {
             &[0, NAME_WIDTH],
         ));
     }
+    if !i.priorities.is_empty() {
+        let rows: Vec<Vec<String>> = i
+            .priorities
+            .iter()
+            .enumerate()
+            .map(|(place, w)| {
+                vec![
+                    (place + 1).to_string(),
+                    w.id.clone(),
+                    format!("{:.1}", w.effective),
+                    w.place_ends_in.map_or_else(|| "-".to_owned(), duration),
+                ]
+            })
+            .collect();
+        out.push_str("\nwaiters with a priority (highest effective priority first):\n");
+        out.push_str(&table(
+            &["#", "WAITER", "EFFECTIVE PRIORITY", "PLACE ENDS IN"],
+            &rows,
+            &[0, NAME_WIDTH],
+        ));
+    }
     if let Some(r) = i.rate.as_ref().filter(|r| !r.clients.is_empty()) {
         let rows: Vec<Vec<String>> = r
             .clients
