@@ -1085,7 +1085,20 @@ fn help_and_report_into_a_closed_pipe_exit_quietly() {
 }
 
 fn no_fault_run(kind: &str) {
-    let r = torture(&[
+    no_fault_run_with(kind, &[]).done();
+}
+
+/// A waiter with a priority (`--priorities on`): every wait of the run has one, and the
+/// checker bounds who is served before whom by the aging allowance.
+fn no_fault_run_with_priorities(kind: &str) {
+    let r = no_fault_run_with(kind, &["--priorities", "on"]);
+    assert!(r.num("priority_waits") > 100, "{}", r.json);
+    assert_eq!(r.num("overtaken_waits"), 0, "{}", r.json);
+    r.done();
+}
+
+fn no_fault_run_with(kind: &str, extra: &[&str]) -> RunResult {
+    let mut args = vec![
         "--kind",
         kind,
         "--seconds",
@@ -1094,7 +1107,9 @@ fn no_fault_run(kind: &str) {
         "2",
         "--threads",
         "3",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let r = torture(&args);
     assert_eq!(r.code, 0, "{}", r.json);
     assert!(r.num("sections") > 100, "{}", r.json);
     for key in [
@@ -1123,7 +1138,7 @@ fn no_fault_run(kind: &str) {
     ] {
         assert_eq!(r.num(key), 0, "{key}: {}", r.json);
     }
-    r.done();
+    r
 }
 
 #[test]
@@ -1131,9 +1146,11 @@ fn no_fault_run_reentrant() {
     no_fault_run("reentrant");
 }
 
+/// With priorities (the fair queue without them: `tests/fair.rs`, and beside Redisson's
+/// waiters, `tests/redisson_lock.rs`).
 #[test]
-fn no_fault_run_fair() {
-    no_fault_run("fair");
+fn no_fault_run_fair_with_priorities() {
+    no_fault_run_with_priorities("fair");
 }
 
 #[test]
@@ -1157,7 +1174,6 @@ fn no_fault_runs_of_the_other_kinds() {
         "non-reentrant",
         "spin",
         "rw",
-        "semaphore",
         "expirable",
         "latch",
         "condition",
@@ -1167,6 +1183,7 @@ fn no_fault_runs_of_the_other_kinds() {
     ] {
         no_fault_run(kind);
     }
+    no_fault_run_with_priorities("semaphore");
 }
 
 /// Kind `deadlock`, without faults: threads taking their locks in random orders close cycles

@@ -20,7 +20,7 @@
 //! O                                                                           kind election: see `election_check.rs`
 //! D, U, H                                                                     kind deadlock: see `deadlock_check.rs`
 //! M, N, V                                                                     the rate kinds: see `rate_check.rs`
-//! Z, Y, J                                                                     the preempt kinds: see `preempt_check.rs`
+//! Z, Y, J                                                                     the preempt kinds (Y also with `--priorities on`): see `preempt_check.rs`
 //! X message                                                                   run.tsv: a runner-level failure
 //! ```
 //!
@@ -283,6 +283,9 @@ pub struct Report {
     pub rate: Option<RateFindings>,
     /// The preempt kinds: what the rules on forced releases and priorities found.
     pub preempt: Option<PreemptFindings>,
+    /// Another kind's run with `--priorities on`: its waits with a priority, and how many
+    /// pairs were served out of their aging allowance.
+    pub priorities: Option<(usize, usize)>,
     pub timeouts: usize,
     pub errors: usize,
     /// Each violation the faults do not excuse, in words. Empty: the run passed.
@@ -925,6 +928,10 @@ pub fn check(run: &Run) -> Report {
     }
     if run.kind.starts_with("preempt") {
         preempt_check::check(run, &mut r);
+    } else if !run.preempt.waits.is_empty() {
+        // `--priorities on`: the aging rule alone.
+        let overtaken = preempt_check::aging(run, &mut r);
+        r.priorities = Some((run.preempt.waits.len(), overtaken));
     }
     timeouts.file("waits timed out", "a fault during the wait", &mut r);
     errors.file("errors", "after a fault", &mut r);
@@ -973,6 +980,12 @@ impl fmt::Display for Report {
                 g.honoured,
                 g.priority_waits,
                 g.overtaken
+            )?;
+        }
+        if let Some((waits, overtaken)) = self.priorities {
+            writeln!(
+                f,
+                "{waits} waits with a priority, {overtaken} served out of their aging allowance"
             )?;
         }
         if let Some(g) = &self.rate {
@@ -1261,7 +1274,10 @@ pub fn json(r: &Report) -> String {
         ("rate_resets", g.resets as i64),
         ("unexcused_rate_resets", g.unexcused_resets as i64),
     ];
-    let q = r.preempt.clone().unwrap_or_default();
+    let mut q = r.preempt.clone().unwrap_or_default();
+    if let Some((waits, overtaken)) = r.priorities {
+        (q.priority_waits, q.overtaken) = (waits, overtaken);
+    }
     let preempt = [
         ("revoke_requests", q.requests as i64),
         ("preempts", q.preempts as i64),

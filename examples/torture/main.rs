@@ -151,6 +151,9 @@ usage: torture [run] [OPTIONS]       run, then check (exit 1 on a violation)
                       and holds it for 1-3 leases, so that the watchdog renews inside
                       sections (default on with faults and 2 threads or more; never for
                       kind deadlock, whose holds span waits, nor the rate kinds)
+  --priorities on|off every wait has a priority of 0 to 3, logged, and the checker bounds
+                      who is served before whom by the aging allowance (kinds reentrant,
+                      fenced, fair, semaphore and expirable; default off)
   --java-workers N    also start N worker processes on real Redisson (Java, from
                       tests/java-peer, built with Maven if needed) on the same locks, for
                       kinds reentrant, fair, fenced and rate (default 0)
@@ -190,6 +193,9 @@ const SEMAPHORE_KINDS: &[&str] = &["semaphore", "expirable"];
 
 /// The kinds a Java (Redisson) worker runs.
 const JAVA_KINDS: &[&str] = &["reentrant", "fair", "fenced", "rate"];
+
+/// The kinds whose waits may have a priority (`--priorities on`).
+const PRIORITY_KINDS: &[&str] = &["reentrant", "fenced", "fair", "semaphore", "expirable"];
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -280,6 +286,8 @@ struct Opts {
     /// The rate kinds: each limiter's permits per interval, and the interval in ms.
     rate: u64,
     interval_ms: u64,
+    /// Every wait has a priority (`--priorities on`).
+    priorities: bool,
 }
 
 fn parse_opts(args: &[String]) -> Res<Opts> {
@@ -296,6 +304,7 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
         work_ms: 2,
         wait_ms: 20_000,
         slow: None,
+        priorities: false,
         dir: None,
         json: false,
         java_workers: 0,
@@ -347,6 +356,13 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
                     "off" => false,
                     _ => return Err(format!("--slow: `{value}` is not on or off").into()),
                 })
+            }
+            "--priorities" => {
+                o.priorities = match value.as_str() {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("--priorities: `{value}` is not on or off").into()),
+                }
             }
             "--dir" => o.dir = Some(PathBuf::from(value)),
             "--java-workers" => o.java_workers = num()?.min(64) as u32,
@@ -403,6 +419,13 @@ fn parse_opts(args: &[String]) -> Res<Opts> {
     if o.java_workers > 0 && !JAVA_KINDS.contains(&o.kind.as_str()) {
         return Err(format!(
             "--java-workers: Java workers run kinds {JAVA_KINDS:?}, not `{}`",
+            o.kind
+        )
+        .into());
+    }
+    if o.priorities && !PRIORITY_KINDS.contains(&o.kind.as_str()) {
+        return Err(format!(
+            "--priorities on: waits with a priority are for kinds {PRIORITY_KINDS:?}, not `{}`",
             o.kind
         )
         .into());
@@ -549,6 +572,7 @@ fn run(args: &[String]) -> Res<ExitCode> {
             .args(["--interval-ms", &o.interval_ms.to_string()])
             .args(["--faults", &faults_arg(&o.faults)])
             .args(["--slow", if o.slow == Some(true) { "on" } else { "off" }])
+            .args(["--priorities", if o.priorities { "on" } else { "off" }])
             .args(["--seed", &o.seed.wrapping_add(u64::from(p)).to_string()])
             .args(["--resource", &resource.url()])
             .args(["--out", &dir.join(format!("w{p}.tsv")).to_string_lossy()]);
@@ -1154,6 +1178,7 @@ fn worker(args: &[String]) -> Res<()> {
                     out: &out,
                     in_flight: &in_flight,
                     doubted: None,
+                    priority: None,
                 };
                 let slow = t == 0
                     && w.run.slow == Some(true)
@@ -1212,6 +1237,10 @@ fn worker(args: &[String]) -> Res<()> {
                     let pause = Duration::from_millis(rng.range(0, w.run.work_ms));
                     // Kind `rw`: two readers to a writer.
                     let read = rng.range(0, 2) > 0;
+                    th.priority = w
+                        .run
+                        .priorities
+                        .then(|| rng.range(0, preempt::TOP_PRIORITY) as u32);
                     th.cycle(&lock, pause, read)?;
                     thread::sleep(Duration::from_micros(rng.range(0, 1000)));
                 }
@@ -1254,6 +1283,8 @@ struct Thread<'a> {
     /// Kind `group`: the group and values of this thread's last acquire, if it failed with
     /// an error (it may be in doubt): the next section overlaps it (see `group.rs`).
     doubted: Option<(String, Vec<u32>)>,
+    /// With `--priorities on`: the priority of this round's wait.
+    priority: Option<u32>,
 }
 
 /// A hold of whatever kind the run tests.
@@ -1283,11 +1314,33 @@ impl Thread<'_> {
     /// Waits for `lock` (up to the wait bound), as the run's kind does it; `read`: a read
     /// hold, for kind `rw`.
     fn acquire(&mut self, lock: &str, read: bool) -> Res<Option<Held>> {
+        let Some(priority) = self.priority else {
+            return self.acquire_as_kind(lock, read);
+        };
+        let (p, t) = (self.w.process, self.thread);
+        let start = mono_ns();
+        let held = self.acquire_as_kind(lock, read);
+        let end = mono_ns();
+        if let Ok(got) = &held {
+            let got = u8::from(got.is_some());
+            self.log(format!(
+                "Y\t{p}\t{t}\t{lock}\t{priority}\t{start}\t{end}\t{got}"
+            ))?;
+        }
+        held
+    }
+
+    /// [`acquire`](Self::acquire), the wait itself.
+    fn acquire_as_kind(&mut self, lock: &str, read: bool) -> Res<Option<Held>> {
         let wait = Duration::from_millis(self.w.run.wait_ms);
         let c = &self.clients[0];
+        let ranked = |lock: redlatch::Lock| match self.priority {
+            Some(p) => lock.with_priority(p),
+            None => lock,
+        };
         let guard = match self.w.run.kind.as_str() {
-            "reentrant" => c.lock(lock).try_lock_for(wait)?,
-            "fair" => c.fair_lock(lock).try_lock_for(wait)?,
+            "reentrant" => ranked(c.lock(lock)).try_lock_for(wait)?,
+            "fair" => ranked(c.fair_lock(lock)).try_lock_for(wait)?,
             "non-reentrant" => c.non_reentrant_lock(lock).try_lock_for(wait)?,
             "spin" => c.spin_lock(lock).try_lock_for(wait)?,
             "rw-write" => c.read_write_lock(lock).write().try_lock_for(wait)?,
@@ -1297,16 +1350,24 @@ impl Thread<'_> {
                 // Set once; again after a data loss took the semaphore away.
                 let semaphore = c.semaphore(lock);
                 semaphore.try_set_permits(self.w.run.permits)?;
+                let semaphore = match self.priority {
+                    Some(p) => semaphore.with_priority(p),
+                    None => semaphore,
+                };
                 return Ok(semaphore.try_acquire_for(1, wait)?.map(Held::Permit));
             }
             "expirable" => {
                 let semaphore = c.permit_expirable_semaphore(lock);
                 semaphore.try_set_permits(self.w.run.permits)?;
+                let semaphore = match self.priority {
+                    Some(p) => semaphore.with_priority(p),
+                    None => semaphore,
+                };
                 return Ok(semaphore
                     .try_acquire_renewed_for(wait)?
                     .map(Held::Expirable));
             }
-            "fenced" => c.fenced_lock(lock).try_lock_for(wait)?,
+            "fenced" => ranked(c.fenced_lock(lock)).try_lock_for(wait)?,
             "election" => {
                 let value = format!("{}.{}", self.w.process, self.thread);
                 let won = c.election(lock).try_campaign_for(wait, value)?;

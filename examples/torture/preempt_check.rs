@@ -219,10 +219,19 @@ pub(crate) fn check(run: &Run, r: &mut Report) {
         r,
     );
 
-    // Aging: who was served before whom.
+    g.overtaken = aging(run, r);
+    r.preempt = Some(g);
+}
+
+/// The aging rule on the waits with a priority (the `Y` lines, of the preempt kinds or of a
+/// run with `--priorities on`): a waiter of priority `q` served before one of priority `p`
+/// that joined earlier must have joined less than `q - p` aging steps (and 200 ms) after it.
+/// Returns how many pairs broke it.
+pub(crate) fn aging(run: &Run, r: &mut Report) -> usize {
+    let mut overtaken_count = 0;
     let mut overtaken = Tally::default();
     let mut by_lock: BTreeMap<&str, Vec<&PriorityWait>> = BTreeMap::new();
-    for w in log.waits.iter().filter(|w| w.got) {
+    for w in run.preempt.waits.iter().filter(|w| w.got) {
         by_lock.entry(&w.lock).or_default().push(w);
     }
     let step = 1_000_000_000u64;
@@ -236,7 +245,7 @@ pub(crate) fn check(run: &Run, r: &mut Report) {
                 }
                 let ahead = y.priority.saturating_sub(x.priority) * step;
                 if y.start - x.start >= ahead + slack {
-                    g.overtaken += 1;
+                    overtaken_count += 1;
                     overtaken.add(run.fault_near(|_| true, x.start, x.end));
                 }
             }
@@ -247,5 +256,5 @@ pub(crate) fn check(run: &Run, r: &mut Report) {
         "a fault met the overtaken wait",
         r,
     );
-    r.preempt = Some(g);
+    overtaken_count
 }

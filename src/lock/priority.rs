@@ -41,14 +41,17 @@ impl<O: Ownership> Lock<O> {
     /// first, where a waiter's effective priority is its priority plus one for each
     /// [`PRIORITY_AGING`] it has waited, so that no waiter starves: one of priority `p` is
     /// overtaken only by a waiter of priority `q > p` that joined less than `q - p` aging steps
-    /// after it. Waiters without a priority (and Redisson's) do not queue: they take a free
-    /// lock as they always did, so give every waiter of a lock a priority (0 is the lowest)
-    /// for the order to hold. See the guide's [revocation chapter](crate::_guide::revocation).
+    /// after it. On a plain lock, waiters without a priority (and Redisson's) do not queue:
+    /// they take a free lock as they always did, so give every waiter of a lock a priority (0
+    /// is the lowest) for the order to hold. See the guide's
+    /// [revocation chapter](crate::_guide::revocation).
     ///
-    /// Plain, non-reentrant and fenced locks; an acquire of another kind with a priority fails
-    /// with [`Error::InvalidArgument`](crate::Error::InvalidArgument), as does a priority above
-    /// [`MAX_PRIORITY`]. A priority never preempts a holder: only [`preempt`](Self::preempt)
-    /// does.
+    /// Plain, non-reentrant, fenced and fair locks (a fair lock's waiter with a priority takes
+    /// its place in Redisson's queue by rank, never before its head, and the waiters there
+    /// without one count as priority 0 from when first seen); an acquire of another kind with
+    /// a priority fails with [`Error::InvalidArgument`](crate::Error::InvalidArgument), as does
+    /// a priority above [`MAX_PRIORITY`]. A priority never preempts a holder: only
+    /// [`preempt`](Self::preempt) does.
     ///
     /// # Examples
     ///
