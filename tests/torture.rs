@@ -769,6 +769,18 @@ fn checker_matches_forced_releases_with_told_victims_and_records() {
     // Joining within its allowance (priority 5, 3 s later) it may.
     run.preempt.waits[1].priority = 5;
     assert!(check::check(&run).passed());
+    // The same rule on another kind's run with `--priorities on`.
+    let mut run = clean_run(3);
+    run.preempt.waits.extend([wait(0, 10, 20), wait(1, 13, 15)]);
+    let r = check::check(&run);
+    assert!(
+        r.violations.iter().any(|v| v.contains("aging allowance")),
+        "{:?}",
+        r.violations
+    );
+    assert_eq!(r.priorities, Some((2, 1)));
+    run.preempt.waits[1].priority = 5;
+    assert!(check::check(&run).passed());
 }
 
 #[test]
