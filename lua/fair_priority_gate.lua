@@ -8,10 +8,10 @@
 -- join, any other (Redisson's, ours without one) when a gate first sees it, as a waiter of
 -- priority 0 joining then; waiters with a priority check in every half thread wait, so that
 -- is soon after it joined. The waiters behind the new place get one thread wait more on their
--- deadline, as Redisson's scripts give them one less when a waiter ahead leaves: deadlines
--- along the queue keep the order Redisson's scripts expect, and a Redisson waiter, which never
--- moves its own, is not skipped as dead for the wait it was put back. lua/fair_acquire.lua
--- then finds the caller queued and sets its deadline as for any waiter in its place.
+-- deadline, as Redisson's scripts give them one less when a waiter ahead leaves: a Redisson
+-- waiter, which never moves its own, is not skipped as dead for the place it was put back.
+-- lua/fair_acquire.lua then finds the caller queued and sets its deadline as for any waiter
+-- in its place.
 -- KEYS[6]  ranks "redlatch_priority:{name}" (ZSET owner -> rank, ms, server clock)
 -- ARGV[7]  priority (integer, 0 to 1,000,000)
 -- ARGV[8]  aging step in ms (a waiter gains one priority per step waited)
