@@ -729,6 +729,28 @@ fn prioritized_taker(
     })
 }
 
+/// Gives three waiters, the first in line needing two permits and the others one, a permit at
+/// a time with `give`: the first serves nobody (the first in line is served strictly: no
+/// waiter with a priority behind it takes what it waits for), then each next one serves the
+/// next waiter, which notes its turn in `order` before the next permit comes, so that the
+/// order noted is the order served.
+fn serve_one_permit_at_a_time(order: &std::sync::Mutex<Vec<u32>>, mut give: impl FnMut()) {
+    give();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        order.lock().unwrap().is_empty(),
+        "taken before the first in line"
+    );
+    for served in 1..=3 {
+        give();
+        assert!(support::wait_until(Duration::from_secs(5), || order
+            .lock()
+            .unwrap()
+            .len()
+            == served));
+    }
+}
+
 #[test]
 fn a_semaphore_serves_waiters_with_a_priority_first_strictly_and_a_leaver_wakes_the_next() {
     let server = RedisServer::new();
@@ -759,27 +781,7 @@ fn a_semaphore_serves_waiters_with_a_priority_first_strictly_and_a_leaver_wakes_
         .place_ends_in
         .is_some_and(|t| t <= Duration::from_secs(15))));
     assert!(seen.keys.contains(&"redlatch_priority:{pr:sem}".to_owned()));
-    // One permit: the first in line (priority 5) needs two, and nobody with a priority takes
-    // it before. A waiter without one does (it does not queue).
-    sem.release(1).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(order.lock().unwrap().is_empty());
-    assert_eq!(sem.available_permits().unwrap(), 1);
-    sem.release(1).unwrap();
-    assert!(support::wait_until(Duration::from_secs(5), || order
-        .lock()
-        .unwrap()
-        .len()
-        == 1));
-    // Then one at a time, so that the order noted is the order served.
-    for served in 2..=3 {
-        sem.release(1).unwrap();
-        assert!(support::wait_until(Duration::from_secs(5), || order
-            .lock()
-            .unwrap()
-            .len()
-            == served));
-    }
+    serve_one_permit_at_a_time(&order, || assert!(sem.release(1).is_ok()));
     for t in threads {
         t.join().unwrap();
     }
@@ -853,26 +855,7 @@ fn a_permit_expirable_semaphore_serves_waiters_with_a_priority_first() {
             &mut raw, name
         ) == i + 1));
     }
-    // One permit: the first in line (priority 4) needs two; nobody else with a priority
-    // takes it meanwhile.
-    sem.add_permits(1).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(order.lock().unwrap().is_empty());
-    sem.add_permits(1).unwrap();
-    assert!(support::wait_until(Duration::from_secs(5), || order
-        .lock()
-        .unwrap()
-        .len()
-        == 1));
-    // Then one at a time, so that the order noted is the order served.
-    for served in 2..=3 {
-        sem.add_permits(1).unwrap();
-        assert!(support::wait_until(Duration::from_secs(5), || order
-            .lock()
-            .unwrap()
-            .len()
-            == served));
-    }
+    serve_one_permit_at_a_time(&order, || assert!(sem.add_permits(1).is_ok()));
     for t in threads {
         t.join().unwrap();
     }
