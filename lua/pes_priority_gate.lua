@@ -13,8 +13,8 @@
 -- ARGV[7+n] how long in ms a place outlives its waiter's last attempt
 -- Reply:   as lua/pes_acquire.lua; {0, count, ms} also when enough permits are available but
 --          a waiter ranked before the caller is queued: ms until that waiter's place ends (at
---          least 1). A caller let through while others stay queued and permits are left
---          publishes what is left on KEYS[3] (Redisson's message: the count), which wakes them.
+--          least 1). A caller let through while others stay queued publishes what is left
+--          on KEYS[3] (Redisson's message: the count; 0 too), which wakes them.
 local n = tonumber(ARGV[3]);
 local me = ARGV[4];
 priority_prune(KEYS[4], KEYS[5], now);
@@ -27,7 +27,8 @@ if count >= n then
         return {0, count, priority_place_end(KEYS[5], head, now)};
     end;
     priority_leave(KEYS[4], KEYS[5], me);
-    if count > n and redis.call('zcard', KEYS[4]) > 0 then
+    if redis.call('zcard', KEYS[4]) > 0 then
+        -- Even none left: the next looks again now, and learns when a permit expires.
         redis.call(ARGV[1], KEYS[3], int(count - n));
     end;
 end;

@@ -877,3 +877,78 @@ fn a_permit_expirable_semaphore_serves_waiters_with_a_priority_first() {
         .unwrap_err()
         .is_invalid_argument());
 }
+
+/// The server's clock in ms.
+fn server_ms(raw: &mut redis::Connection) -> i64 {
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query(raw).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+#[test]
+fn a_fair_waiter_with_a_priority_joins_behind_the_first_live_waiter_and_stale_ranks_go() {
+    let server = RedisServer::new();
+    let c = client(&server);
+    let mut raw = server.conn();
+    let name = "pr:fairgate";
+    let (queue, timeouts, ranks) = (
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+        format!("redlatch_priority:{{{name}}}"),
+    );
+    // A dead head (its deadline passed), then R, alive, then X, ranked now: R has the next
+    // turn, and the waiter with a priority joins behind it, with a deadline, before X (not
+    // before R, to be popped with the dead head as a waiter without a deadline).
+    let now = server_ms(&mut raw);
+    let _: () = redis::pipe()
+        .rpush(&queue, &["dead:1", "r:1", "x:1"])
+        .zadd(&timeouts, "dead:1", now - 1_000)
+        .zadd(&timeouts, "r:1", now + 60_000)
+        .zadd(&timeouts, "x:1", now + 60_500)
+        .zadd(&ranks, "x:1", now)
+        .query(&mut raw)
+        .unwrap();
+    let waiter = {
+        let lock = c.fair_lock(name).with_priority(5);
+        std::thread::spawn(move || lock.try_lock_for(Duration::from_secs(1)).unwrap().is_none())
+    };
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        let q: Vec<String> = raw.lrange(&queue, 0, -1).unwrap();
+        q.len() == 3 && q[0] == "r:1"
+    }));
+    let placed: Vec<String> = raw.lrange(&queue, 0, -1).unwrap();
+    assert!(
+        placed[1].starts_with(c.id()) && placed[2] == "x:1",
+        "{placed:?}"
+    );
+    let deadline: Option<f64> = raw.zscore(&timeouts, &placed[1]).unwrap();
+    assert!(deadline.is_some());
+    assert!(waiter.join().unwrap());
+    let _: () = raw.lrem(&queue, 0, "x:1").unwrap();
+    // Ranks: A (valid) ahead of J, whose rank is older than A's, so J left and came back
+    // unseen: it is ranked anew, and the ranks of waiters gone go.
+    let now = server_ms(&mut raw);
+    let _: () = redis::pipe()
+        .del(&queue)
+        .rpush(&queue, &["r:1", "a:1", "j:1"])
+        .zadd(&timeouts, "a:1", now + 61_000)
+        .zadd(&timeouts, "j:1", now + 62_000)
+        .zadd(&ranks, "a:1", now - 100)
+        .zadd(&ranks, "j:1", now - 5_000)
+        .zadd(&ranks, "gone:1", now - 9_000)
+        .query(&mut raw)
+        .unwrap();
+    let joined = server_ms(&mut raw);
+    let waiter = {
+        let lock = c.fair_lock(name).with_priority(0);
+        std::thread::spawn(move || lock.try_lock_for(Duration::from_secs(1)).unwrap().is_none())
+    };
+    assert!(support::wait_until(Duration::from_secs(5), || raw
+        .llen::<_, usize>(&queue)
+        .unwrap()
+        == 4));
+    let j: f64 = raw.zscore(&ranks, "j:1").unwrap();
+    assert!(j >= joined as f64, "j ranked anew: {j} < {joined}");
+    let gone: Option<f64> = raw.zscore(&ranks, "gone:1").unwrap();
+    assert!(gone.is_none());
+    assert!(waiter.join().unwrap());
+}

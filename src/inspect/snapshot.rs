@@ -248,9 +248,12 @@ impl Snapshot {
             keys.push(layout.priority_alive.clone());
         }
         let aging = PRIORITY_AGING.as_millis() as f64;
+        // A fair lock's ranks may name waiters gone since the last acquire with a priority.
+        let fair = self.types[1] == "list";
         found.priorities = self
             .priority
             .iter()
+            .filter(|(id, _, _)| !fair || self.queue.contains(id))
             .map(|(id, rank, ends)| PriorityWaiter {
                 id: id.clone(),
                 effective: (self.now - rank) as f64 / aging,

@@ -80,6 +80,8 @@ impl RawExpirable {
                     .key(&self.channel)
                     .arg(&member)
                     .arg(self.client.publish())
+                    // Expired permits come back at the next waiter's attempt.
+                    .arg("1")
                     .invoke(c)
             })
     }
