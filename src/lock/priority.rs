@@ -1,5 +1,8 @@
-//! Waiters with a priority ([`Lock::with_priority`]): the queue they wait in
-//! (`lua/lock_priority_acquire.lua`), its aging, and what a waiter that gives up leaves.
+//! Waiters with a priority ([`Lock::with_priority`], and the semaphores' `with_priority`): the
+//! queue they wait in (`lua/priority_common.lua`, used by `lua/lock_priority_acquire.lua` and
+//! the semaphores' gates; a fair lock's waiters take their place in Redisson's queue by rank,
+//! `lua/fair_priority_gate.lua`), its aging, the arguments of each, and what a waiter that
+//! gives up leaves.
 
 use std::time::Duration;
 
