@@ -729,14 +729,38 @@ fn prioritized_taker(
     })
 }
 
-/// Gives three waiters, the first in line needing two permits and the others one, a permit at
-/// a time with `give`: the first serves nobody (the first in line is served strictly: no
-/// waiter with a priority behind it takes what it waits for), then each next one serves the
-/// next waiter, which notes its turn in `order` before the next permit comes, so that the
+/// Gives three waiters of `name`, the first in line needing two permits and the others one,
+/// a permit at a time with `give`: the first serves nobody (the first in line is served
+/// strictly: no waiter with a priority behind it takes what it waits for; checked once every
+/// waiter has looked again since, each attempt renewing its place), then each next one serves
+/// the next waiter, which notes its turn in `order` before the next permit comes, so that the
 /// order noted is the order served.
-fn serve_one_permit_at_a_time(order: &std::sync::Mutex<Vec<u32>>, mut give: impl FnMut()) {
+fn serve_one_permit_at_a_time(
+    raw: &mut redis::Connection,
+    name: &str,
+    order: &std::sync::Mutex<Vec<u32>>,
+    mut give: impl FnMut(),
+) {
+    let alive = format!("redlatch_priority_alive:{{{name}}}");
+    let places = |raw: &mut redis::Connection| -> Vec<(Vec<u8>, i64)> {
+        raw.zrange_withscores(&alive, 0, -1).unwrap()
+    };
+    let before = places(raw);
+    assert_eq!(before.len(), 3, "{before:?}");
+    // The server's clock past the last attempt: any later one renews its place to more.
+    let latest = before.iter().map(|(_, s)| *s).max().unwrap();
+    assert!(support::wait_until(Duration::from_secs(5), || server_ms(
+        raw
+    ) + 15_000
+        > latest));
     give();
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(support::wait_until(Duration::from_secs(5), || {
+        let now = places(raw);
+        now.len() == 3
+            && before
+                .iter()
+                .all(|(w, s)| now.iter().any(|(v, t)| v == w && t > s))
+    }));
     assert!(
         order.lock().unwrap().is_empty(),
         "taken before the first in line"
@@ -781,7 +805,7 @@ fn a_semaphore_serves_waiters_with_a_priority_first_strictly_and_a_leaver_wakes_
         .place_ends_in
         .is_some_and(|t| t <= Duration::from_secs(15))));
     assert!(seen.keys.contains(&"redlatch_priority:{pr:sem}".to_owned()));
-    serve_one_permit_at_a_time(&order, || assert!(sem.release(1).is_ok()));
+    serve_one_permit_at_a_time(&mut raw, name, &order, || assert!(sem.release(1).is_ok()));
     for t in threads {
         t.join().unwrap();
     }
@@ -855,7 +879,9 @@ fn a_permit_expirable_semaphore_serves_waiters_with_a_priority_first() {
             &mut raw, name
         ) == i + 1));
     }
-    serve_one_permit_at_a_time(&order, || assert!(sem.add_permits(1).is_ok()));
+    serve_one_permit_at_a_time(&mut raw, name, &order, || {
+        assert!(sem.add_permits(1).is_ok())
+    });
     for t in threads {
         t.join().unwrap();
     }
