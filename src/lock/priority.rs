@@ -112,18 +112,9 @@ pub(crate) fn ranked(call: &mut scripts::Call<'_>, priority: u32) {
         .arg(millis(RANKS_KEPT));
 }
 
-/// The arguments of a semaphore's gate (`lua/semaphore_priority_gate.lua`) for the waiter
-/// `id` with `priority`, that `waits` if refused.
-pub(crate) fn queued(call: &mut scripts::Call<'_>, id: &str, priority: u32, waits: bool) {
-    call.arg(id)
-        .arg(priority)
-        .arg(millis(PRIORITY_AGING))
-        .arg(if waits { "1" } else { "0" })
-        .arg(millis(PLACE_KEPT));
-}
-
-/// The arguments of a permit-expirable semaphore's gate (`lua/pes_priority_gate.lua`) for a
-/// waiter with `priority`, that `waits` if refused.
+/// The arguments of a semaphore's gate (`lua/semaphore_priority_gate.lua`, after the waiter's
+/// id; `lua/pes_priority_gate.lua`, whose id is the first permit's) for a waiter with
+/// `priority`, that `waits` if refused.
 pub(crate) fn gate_args(priority: u32, waits: bool) -> [String; 4] {
     [
         priority.to_string(),

@@ -216,7 +216,10 @@ impl RawSemaphore {
                     .key(&self.channel)
                     .arg(permits)
                     .arg(millis(keys::RECEIPT_TTL));
-                priority::queued(&mut call, queued.id, priority, queued.waits);
+                call.arg(queued.id);
+                for arg in priority::gate_args(priority, queued.waits) {
+                    call.arg(arg);
+                }
                 call.arg(self.client.publish()).invoke(c)
             }
             _ => scripts::SEMAPHORE_ACQUIRE
